@@ -1,0 +1,1 @@
+"""swizzleperf.agent: the optimization loop, its state, proposers and the CLI."""

@@ -1,0 +1,141 @@
+"""The ``swizzleperf`` command line (typer): ``optimize``, ``hw``."""
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Hardware-aware optimizer of Triton kernels: block swizzles, verified and measured.")
+console = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
+errors = Console(stderr=True, highlight=False)
+
+
+class Progress:
+    """The live display of a run: one line per evaluated attempt, a status line in between."""
+
+    def __init__(self, budget: int):
+        self.budget = budget
+        self.status = console.status("starting")
+
+    def __enter__(self):
+        self.status.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self.status.__exit__(*exc)
+
+    def __call__(self, kind: str, data: dict) -> None:
+        label = data.get("name", "")
+        if kind == "propose":
+            self.status.update(f"iteration {data['iteration']}/{self.budget}: asking the proposer")
+        elif kind in ("verify", "measure"):
+            step = "verifying" if kind == "verify" else "measuring"
+            self.status.update(f"{data.get('kind')} {data.get('iteration')}: {step} {label}")
+        elif kind == "confirm":
+            self.status.update(f"timing head to head: {label}")
+        elif kind == "attempt":
+            console.print(_attempt_line(data))
+
+
+def _attempt_line(a: dict) -> str:
+    where = a["kind"] if a["kind"] != "candidate" else f"#{a['iteration']}"
+    if a["verdict"] != "PASS":
+        return f"[red]{where:>8} {a['name']:<22} {a['verdict']}[/red]: {a['reason'][:160]}"
+    m = a["metrics"]
+    time_text = f"  {m['time_ms']:.3f} ± {m['time_spread_ms']:.3f} ms" if m.get("time_ms") is not None else ""
+    star = " [green]new best[/green]" if a.get("improved") else ""
+    return (f"{where:>8} {a['name']:<22} L2 {m['l2_hit_rate']:6.1%} ({m['l2_source']}){time_text}"
+            f"  (simulator {m['predicted_l2_hit_rate']:.1%}){star}")
+
+
+def _fail(message: str) -> None:
+    errors.print(f"[red]error:[/red] {message}")
+    raise typer.Exit(code=2)
+
+
+@app.command()
+def optimize(
+    kernel: Optional[str] = typer.Argument(None, help="Kernel module, e.g. kernels/gemm.py."),
+    hw: Optional[str] = typer.Option(None, "--hw", help="Hardware spec (h100, h200, mi300x...); default: the detected GPU, else mi300x simulated."),
+    iterations: int = typer.Option(8, "--iterations", "-n", min=1, help="Proposals to evaluate at most."),
+    plateau: int = typer.Option(4, help="Stop after this many proposals without a gain beyond noise."),
+    target_speedup: Optional[float] = typer.Option(None, help="Stop once the best is this much faster than the baseline."),
+    target_l2: Optional[float] = typer.Option(None, help="Stop once the best L2 hit rate (0..1) reaches this."),
+    model: Optional[str] = typer.Option(None, help="LLM model name; without it the built-in search policy proposes."),
+    base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp...); key from OPENAI_API_KEY."),
+    llm_timeout: float = typer.Option(120.0, help="Seconds per LLM request."),
+    price_in: float = typer.Option(0.0, help="USD per million prompt tokens (for the cost column)."),
+    price_out: float = typer.Option(0.0, help="USD per million completion tokens."),
+    dtype: Optional[str] = typer.Option(None, help="Input dtype (the kernel's first by default)."),
+    timeout: float = typer.Option(300.0, help="Seconds allowed to each verification worker."),
+    no_ncu: bool = typer.Option(False, "--no-ncu", help="Do not profile with ncu."),
+    in_place: bool = typer.Option(False, "--in-place", help="Write the best kernel back into KERNEL."),
+    resume: Optional[str] = typer.Option(None, "--resume", help="Continue the run RUN_ID."),
+    workdir: str = typer.Option(".swizzleperf", help="Where runs are recorded."),
+) -> None:
+    """Optimize the block swizzle of KERNEL, or continue a run with --resume RUN_ID."""
+    from swizzleperf.agent import run
+    from swizzleperf.agent.record import UnknownRunError
+    from swizzleperf.agent.spec import KernelLoadError
+    from swizzleperf.hwspecs import UnknownHardwareError
+    if kernel is None and resume is None:
+        _fail("give a kernel module (e.g. kernels/gemm.py) or --resume RUN_ID")
+    try:
+        with Progress(iterations) as progress:
+            if resume:
+                outcome = run.resume(resume, workdir=workdir, on_event=progress)
+            else:
+                options = run.RunOptions(kernel=kernel, hw=hw, iterations=iterations, plateau=plateau,
+                                         target_speedup=target_speedup, target_l2=target_l2, model=model,
+                                         base_url=base_url, llm_timeout_s=llm_timeout,
+                                         price_in_per_mtok=price_in, price_out_per_mtok=price_out,
+                                         dtype=dtype, timeout_s=timeout, use_ncu=not no_ncu,
+                                         in_place=in_place, workdir=workdir)
+                outcome = run.start(options, on_event=progress)
+    except (KernelLoadError, UnknownHardwareError, UnknownRunError, run.RunError) as exc:
+        _fail(str(exc))
+    except KeyboardInterrupt:
+        errors.print("interrupted: the run is saved; continue it with --resume RUN_ID (printed above)")
+        raise typer.Exit(code=130)
+    _print_summary(outcome)
+
+
+def _print_summary(outcome) -> None:
+    r = outcome.report
+    console.print(f"\n{r['target']}")
+    table = Table(title=f"{r['kernel']} on {r['hardware']} ({r['mode']})")
+    for column in ("order", "L2 hit rate", "source", "time (ms)", "time source"):
+        table.add_column(column)
+    for label in ("baseline", "expert", "best"):
+        f = r.get(label)
+        if f and f.get("l2_hit_rate") is not None:
+            t = "n/a" if f["time_ms"] is None else f"{f['time_ms']:.3f} ± {f['time_spread_ms']:.3f}"
+            table.add_row(f"{label}: {f['name']}", f"{f['l2_hit_rate']:.1%}", f["source"], t,
+                          f.get("time_source") or "not measured")
+    console.print(table)
+    best = r.get("best") or {}
+    if "speedup_vs_baseline" in best:
+        noise = "" if best["beyond_noise_vs_baseline"] else " (within the measured spread)"
+        console.print(f"best vs baseline: {best['speedup_vs_baseline']:.3f}x{noise}")
+    console.print(f"stopped: {r['stop_reason']}")
+    console.print(f"run {outcome.run_id} ({outcome.status}): {outcome.run_dir}")
+
+
+@app.command("hw")
+def hw_command(hw: Optional[str] = typer.Option(None, "--hw", help="The spec a run would use instead of the detected one.")) -> None:
+    """Print the detected GPU (or "no GPU") and the hardware spec a run will use."""
+    from swizzleperf import hwspecs
+    try:
+        target = hwspecs.resolve_target(hw)
+    except hwspecs.UnknownHardwareError as exc:
+        _fail(str(exc))
+    console.print(hwspecs.describe(target))
+
+
+def main() -> None:
+    """Console-script entry point."""
+    sys.exit(app())

@@ -1,0 +1,92 @@
+"""One candidate from source to figures: splice into a copy of the kernel module, verify in a worker,
+measure. Shared by the baseline, the expert order and every proposal of the loop."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from swizzleperf.agent.candidate import CandidateError, check_candidate, splice, unified_diff
+from swizzleperf.agent.measure import Measurer
+from swizzleperf.agent.verify import Verdict, VerifyConfig, run_worker, verify
+
+
+@dataclass
+class Evaluator:
+    """Evaluates rewrite-target sources for one kernel module.
+
+    Attributes:
+        kernel_path: the user's kernel module (read, never written).
+        module_source: its text at the start of the run.
+        target_name / arg_names: the rewrite target and its parameters.
+        candidates_dir: where each candidate's spliced module and program -> tile map are written.
+        verify_config: how to verify; ``measurer``: how to measure.
+    """
+
+    kernel_path: Path
+    module_source: str
+    target_name: str
+    arg_names: list
+    candidates_dir: Path
+    verify_config: VerifyConfig
+    measurer: Measurer
+
+    def prepare(self, label: str, source: str) -> dict:
+        """Static check and splice. Returns ``{verdict, reason, kernel_file, diff}``; the verdict is
+        INVALID (with the reason) when the source is not an acceptable rewrite target."""
+        try:
+            check_candidate(source, self.target_name, self.arg_names)
+            module = splice(self.module_source, self.target_name, source)
+        except CandidateError as exc:
+            return {"verdict": Verdict.INVALID.value, "reason": str(exc), "kernel_file": "", "diff": ""}
+        self.candidates_dir.mkdir(parents=True, exist_ok=True)
+        path = self.candidates_dir / f"{_slug(label)}_{self.kernel_path.name}"
+        path.write_text(module)
+        return {"verdict": "", "reason": "", "kernel_file": str(path),
+                "diff": unified_diff(self.module_source, module, self.kernel_path.name)}
+
+    def verify(self, kernel_file: str, time_it: bool) -> dict:
+        """Permutation and numerics in workers. Returns ``{verdict, reason, details, mapping}``."""
+        mapping = str(Path(kernel_file).with_suffix(".map.npy"))
+        result = verify(Path(kernel_file), Path(mapping), self.verify_config, time_it=time_it)
+        return {"verdict": result.verdict.value, "reason": result.reason, "details": result.details,
+                "mapping": mapping}
+
+    def measure(self, kernel_file: str, mapping: str, details: dict) -> dict:
+        return self.measurer.measure(Path(kernel_file), Path(mapping), details)
+
+    def compare(self, kernel_files: list) -> dict:
+        """Head-to-head timing of verified kernel files (GPU): ``{verdict, reason, time_ms: [...],
+        time_spread_ms: [...], rounds}``."""
+        request = {"kernel_path": kernel_files[0], "compare_paths": list(kernel_files),
+                   "stages": ["compare"], "dtype": self.verify_config.dtype}
+        result = run_worker(request, self.verify_config.timeout_s, interpret=False)
+        return {"verdict": result.verdict.value, "reason": result.reason,
+                **result.details.get("compare", {})}
+
+    def predict_many(self, members: list) -> list:
+        """Simulator figures for ``[(name, source)]`` (our catalog), or None for a member that does
+        not pass the permutation check. All members are mapped in one worker."""
+        items, prepared = [], []
+        for name, source in members:
+            p = self.prepare(f"catalog-{name}", source)
+            prepared.append(p)
+            if p["kernel_file"]:
+                items.append({"kernel_path": p["kernel_file"],
+                              "mapping_path": str(Path(p["kernel_file"]).with_suffix(".map.npy"))})
+        request = {"items": items, "problems": ["default", "check"], "stages": ["permutation"]}
+        result = run_worker(request, self.verify_config.timeout_s, interpret=True)
+        outcomes = iter(result.details.get("items", []))
+        predictions = []
+        for p in prepared:
+            outcome = next(outcomes, None) if p["kernel_file"] else None
+            ok = outcome is not None and outcome["verdict"] == "PASS"
+            mapping = Path(p["kernel_file"]).with_suffix(".map.npy") if ok else None
+            predictions.append(self.measurer.predict(np.load(mapping)) if ok else None)
+        return predictions
+
+
+def _slug(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", label).strip("_") or "candidate"

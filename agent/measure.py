@@ -1,0 +1,86 @@
+"""Measurement of a verified candidate: the simulator's prediction always; on a matching GPU the
+timing taken by the verification worker and ncu's L2 metrics of exactly this kernel's launch.
+
+Every figure carries its source: ``measured:ncu``, ``measured:events:<GPU>``, ``simulated:<spec>``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from swizzleperf.profiling import l2sim
+from swizzleperf.profiling.ncu import NcuError, find_ncu, profile_launch
+
+
+@dataclass
+class Measurer:
+    """Measures candidates of one kernel on one target.
+
+    Attributes:
+        spec: the KernelSpec; ``target``: the resolved ``hwspecs.Target`` (spec, mode, device).
+        dtype: input dtype name; ``use_ncu``: profile with ncu when it is installed.
+    """
+
+    spec: object
+    target: object
+    dtype: str = "bfloat16"
+    use_ncu: bool = True
+
+    @cached_property
+    def trace(self):
+        """The default problem's access trace (built once per run)."""
+        problem = self.spec.problems["default"]
+        return self.spec.trace(problem, self.spec.meta_for("default"))
+
+    @cached_property
+    def ncu_path(self) -> str | None:
+        return find_ncu() if (self.use_ncu and self.target.mode == "measured"
+                              and self.target.spec.vendor == "nvidia") else None
+
+    def measure(self, kernel_path: Path, mapping_path: Path, details: dict) -> dict:
+        """Metrics of a verified candidate (flat dict, see module docstring), given the verifier's
+        ``details`` (which hold the timing on a GPU) and the saved program -> tile map."""
+        metrics = self.predict(np.load(mapping_path))
+        metrics.update(l2_hit_rate=metrics["predicted_l2_hit_rate"], l2_source=metrics["predicted_source"],
+                       dram_bytes=metrics["predicted_dram_bytes"], dram_source=metrics["predicted_source"],
+                       time_ms=None, time_spread_ms=None, time_source=None, notes="")
+        if self.target.mode != "measured":
+            return metrics
+        metrics.update(self._timing(details.get("timing")))
+        metrics.update(self._ncu(kernel_path))
+        return metrics
+
+    def predict(self, order: np.ndarray) -> dict:
+        """The simulator's figures for a program -> tile order (``order[p]`` = flat tile index)."""
+        result = l2sim.simulate(self.trace, order, self.target.spec)
+        return {"predicted_l2_hit_rate": result.l2_hit_rate,
+                "predicted_dram_bytes": result.dram_read_bytes + result.dram_write_bytes,
+                "predicted_per_domain_hit_rate": list(result.per_domain_hit_rate),
+                "predicted_cross_domain_bytes": result.cross_domain_bytes,
+                "predicted_source": result.source, "simulator_model": result.model}
+
+    def _timing(self, timing: dict | None) -> dict:
+        if not timing:
+            return {"notes": "no timing returned by the worker"}
+        device = self.target.device.name if self.target.device else "GPU"
+        return {"time_ms": timing["time_ms"], "time_spread_ms": timing["time_spread_ms"],
+                "time_source": f"measured:events:{device}", "tflops": timing["tflops"],
+                "repetitions": timing["repetitions"]}
+
+    def _ncu(self, kernel_path: Path) -> dict:
+        if self.ncu_path is None:
+            return {"notes": "ncu not available: L2 hit rate and DRAM bytes are the simulator's"}
+        try:
+            raw = profile_launch(kernel_path, self.spec.kernel_name, self.dtype)
+        except NcuError as exc:
+            return {"notes": f"ncu failed ({exc}): L2 hit rate and DRAM bytes are the simulator's"}
+        hits = raw.get("lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum", 0.0)
+        misses = raw.get("lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum", 0.0)
+        return {"l2_hit_rate": raw["lts__t_sector_hit_rate.pct"] / 100.0, "l2_source": "measured:ncu",
+                "l2_read_hit_rate": hits / (hits + misses) if hits + misses else None,
+                "dram_bytes": raw.get("dram__bytes_read.sum", 0.0) + raw.get("dram__bytes_write.sum", 0.0),
+                "dram_source": "measured:ncu", "ncu_time_ms": raw.get("gpu__time_duration.sum", 0.0) / 1e6,
+                "ncu": raw}

@@ -1,0 +1,83 @@
+"""What a proposer is given and what it returns. A proposer is anything with
+``propose(context) -> Proposal``: the LLM proposer, the built-in search policy, a scripted one."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+class ProposerError(Exception):
+    """No candidate this time (endpoint down, replies unparseable after the retries); one line."""
+
+
+class ProposerExhausted(Exception):
+    """The proposer has nothing left worth trying; the loop stops."""
+
+
+@dataclass
+class ProposalContext:
+    """Everything a proposer may use for one proposal.
+
+    Attributes:
+        kernel_name: the KernelSpec's name.
+        kernel_source: full text of the kernel module.
+        target_name: name of the rewrite target (``"swizzle"``).
+        target_source: the rewrite target's current source in the kernel module (the baseline).
+        hardware: the ``HardwareSpec`` the run targets; ``mode`` says measured or simulated.
+        mode: ``"measured"`` (a matching GPU is present) or ``"simulated"``.
+        problem: the default problem's sizes; ``meta`` its launch meta-parameters.
+        tile_grid: logical tile grid of the default problem, e.g. ``(128, 64)``.
+        swizzle_args: the values of the target's arguments after ``pid`` at the default problem.
+        analysis: the memory-access analysis as text (rendered once per run).
+        profile: the baseline's filtered profile, metric name -> value (with ``*_source`` keys).
+        history: earlier attempts, oldest first: dicts with ``iteration, name, source, verdict,
+            reason, metrics, lesson``.
+        best: the best verified attempt so far (same keys as a history entry).
+        iteration: 1-based number of the proposal being asked for.
+    """
+
+    kernel_name: str
+    kernel_source: str
+    target_name: str
+    target_source: str
+    hardware: Any
+    mode: str
+    problem: dict
+    meta: dict
+    tile_grid: tuple
+    swizzle_args: tuple
+    analysis: str
+    profile: dict
+    history: list = field(default_factory=list)
+    best: dict | None = None
+    iteration: int = 1
+
+
+@dataclass
+class Proposal:
+    """One candidate: the full new source of the rewrite target and why.
+
+    Attributes:
+        source: the complete ``@triton.jit def <target>(...)`` definition, nothing else.
+        rationale: the proposer's reasoning, a few sentences.
+        name: a label (``"grouped-m:16"`` for the policy; ``"llm"`` for a model).
+        prompt_tokens / completion_tokens: tokens spent on this proposal (0 for the policy).
+        cost_usd: money spent on this proposal (0.0 when no price is configured).
+        predicted: what the proposer expects, metric name -> value (may be empty).
+    """
+
+    source: str
+    rationale: str
+    name: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    predicted: dict = field(default_factory=dict)
+
+
+class Proposer(Protocol):
+    """Anything that proposes candidates. ``describe()`` names it for the run record."""
+
+    def propose(self, context: ProposalContext) -> Proposal: ...
+
+    def describe(self) -> str: ...

@@ -1,0 +1,70 @@
+"""The built-in search policy, the proposer when no LLM is configured.
+
+Not a model: a hardware-aware search over the catalog of swizzle families (agent/swizzles.py).
+Group sizes come from the concurrent wave of the target GPU; every member is ranked by the L2
+simulator on the real problem before anything is proposed; members are then proposed best-ranked
+first, and the loop's measurements (on a GPU) decide which one is kept.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from swizzleperf.agent import swizzles
+from swizzleperf.agent.proposers.base import Proposal, ProposalContext, ProposerExhausted
+
+
+@dataclass
+class SearchPolicy:
+    """Ranks the catalog once with ``score`` and proposes members in rank order.
+
+    Attributes:
+        arg_names: the rewrite target's parameter names.
+        wave: programs resident at once per L2 domain (compute units per domain x occupancy).
+        aspect: bytes of a column-operand block over a row-operand block (sets G* of the groups).
+        score: ``[(name, source)] -> [predicted metrics dict or None]``; None for a member that
+            failed verification (it is then never proposed).
+    """
+
+    arg_names: list
+    wave: int
+    aspect: float
+    score: Callable[[list], list]
+    ranking: list = field(default_factory=list)
+
+    def describe(self) -> str:
+        return "policy:catalog search ranked by the L2 simulator"
+
+    def propose(self, context: ProposalContext) -> Proposal:
+        if not self.ranking:
+            self.ranking = self._rank(context)
+        tried = {_normalise(h.get("source", "")) for h in context.history}
+        tried.add(_normalise(context.target_source))
+        for entry in self.ranking:
+            if _normalise(entry["source"]) not in tried:
+                return Proposal(source=entry["source"], name=entry["name"],
+                                rationale=self._rationale(entry, context), predicted=entry["predicted"])
+        raise ProposerExhausted("the policy has tried every catalog member that passed verification")
+
+    def _rank(self, context: ProposalContext) -> list:
+        names = swizzles.family_members(self.wave, context.tile_grid, context.hardware.l2_domains,
+                                        self.aspect)
+        members = [(n, swizzles.catalog_source(n, self.arg_names)) for n in names]
+        scored = [{"name": n, "source": s, "predicted": p}
+                  for (n, s), p in zip(members, self.score(members)) if p is not None]
+        return sorted(scored, key=lambda e: (-e["predicted"]["predicted_l2_hit_rate"],
+                                             e["predicted"]["predicted_dram_bytes"]))
+
+    def _rationale(self, entry: dict, context: ProposalContext) -> str:
+        rank = self.ranking.index(entry) + 1
+        p = entry["predicted"]
+        return (f"catalog member {entry['name']}, ranked {rank} of {len(self.ranking)} by the "
+                f"simulator for {context.hardware.name} (wave of {self.wave} programs per L2 "
+                f"domain): predicted L2 hit rate {p['predicted_l2_hit_rate']:.1%}, DRAM "
+                f"{p['predicted_dram_bytes'] / 1e9:.2f} GB ({p['predicted_source']}).")
+
+
+def _normalise(source: str) -> str:
+    """Source without blank lines, trailing spaces or the docstring, for repeat detection."""
+    lines = [line.rstrip() for line in source.strip().splitlines() if line.strip()]
+    return "\n".join(line for line in lines if not line.lstrip().startswith('"""'))

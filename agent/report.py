@@ -1,0 +1,112 @@
+"""The run's outputs in its folder: the best kernel file, its diff, report.json and report.md."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from swizzleperf.agent import lessons
+from swizzleperf.agent.verify import Verdict
+
+
+def figures(attempt: dict | None) -> dict | None:
+    """The headline figures of an attempt for the report (None for a missing attempt)."""
+    if not attempt:
+        return None
+    m = attempt.get("metrics") or {}
+    return {"name": attempt.get("name"), "iteration": attempt.get("iteration"),
+            "verdict": attempt.get("verdict"), "reason": attempt.get("reason", ""),
+            "l2_hit_rate": m.get("l2_hit_rate"), "source": m.get("l2_source"),
+            "time_ms": m.get("time_ms"), "time_spread_ms": m.get("time_spread_ms"),
+            "time_source": m.get("time_source"), "dram_bytes": m.get("dram_bytes"),
+            "dram_source": m.get("dram_source"), "predicted_l2_hit_rate": m.get("predicted_l2_hit_rate"),
+            "predicted_source": m.get("predicted_source"), "tflops": m.get("tflops"),
+            "notes": m.get("notes", "")}
+
+
+def build_report(state: dict, run: dict, target_message: str) -> dict:
+    """report.json's content from the loop's final state and the run's row."""
+    best, baseline, expert = state.get("best"), state.get("baseline"), state.get("expert")
+    history = state.get("history", [])
+    report = {"kernel": run["kernel"], "kernel_path": run["kernel_path"], "hardware": run["hardware"],
+              "mode": run["mode"], "target": target_message, "run_id": run["run_id"],
+              "run_dir": run["run_dir"], "proposer": run["proposer"],
+              "iterations": int(state.get("iteration", 0)), "stop_reason": state.get("stop_reason", ""),
+              "baseline": figures(baseline), "expert": figures(expert), "best": figures(best),
+              "attempts": [{k: h.get(k) for k in ("iteration", "name", "verdict", "reason", "lesson")}
+                           | {"l2_hit_rate": (h.get("metrics") or {}).get("l2_hit_rate"),
+                              "time_ms": (h.get("metrics") or {}).get("time_ms")} for h in history],
+              "confirmation": state.get("confirmation"),
+              "prompt_tokens": sum(h.get("prompt_tokens") or 0 for h in history),
+              "completion_tokens": sum(h.get("completion_tokens") or 0 for h in history),
+              "cost_usd": sum(h.get("cost_usd") or 0.0 for h in history)}
+    if best:
+        verified = best.get("verdict") == Verdict.PASS.value
+        report["best"].update(permutation_verified=verified, numerics_verified=verified,
+                              swizzle_source=best.get("source", ""), kind=best.get("kind"))
+        report["best"].update(_comparisons(best, baseline, expert, run["mode"]))
+    return report
+
+
+def _comparisons(best: dict, baseline: dict | None, expert: dict | None, mode: str) -> dict:
+    out = {}
+    for label, other in (("baseline", baseline), ("expert", expert)):
+        bm, om = best.get("metrics") or {}, (other or {}).get("metrics") or {}
+        if bm.get("time_ms") and om.get("time_ms"):
+            out[f"speedup_vs_{label}"] = om["time_ms"] / bm["time_ms"]
+            out[f"beyond_noise_vs_{label}"] = lessons.beyond_noise(best, other, mode)
+        if bm.get("l2_hit_rate") is not None and om.get("l2_hit_rate") is not None:
+            out[f"l2_gain_vs_{label}"] = bm["l2_hit_rate"] - om["l2_hit_rate"]
+    return out
+
+
+def write_outputs(run_dir: Path, report: dict, best: dict | None, kernel_filename: str) -> None:
+    """Write report.json, report.md and, when there is a verified best, the best kernel and diff."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if best and best.get("kernel_file") and Path(best["kernel_file"]).exists():
+        shutil.copyfile(best["kernel_file"], run_dir / kernel_filename)
+        (run_dir / "best.diff").write_text(best.get("diff", ""))
+        report["best_kernel_file"] = str(run_dir / kernel_filename)
+    (run_dir / "report.json").write_text(json.dumps(report, indent=2, default=str))
+    (run_dir / "report.md").write_text(render_markdown(report))
+
+
+def _pct(x) -> str:
+    return "n/a" if x is None else f"{x:.1%}"
+
+
+def _ms(f: dict) -> str:
+    if f.get("time_ms") is None:
+        return "not measured"
+    return f"{f['time_ms']:.3f} ± {f['time_spread_ms']:.3f} ms"
+
+
+def render_markdown(report: dict) -> str:
+    """report.md: the headline table, the stop reason, every attempt, the best swizzle."""
+    lines = [f"# swizzleperf run {report['run_id']}: {report['kernel']} on {report['hardware']} "
+             f"({report['mode']})", "", f"- {report['target']}", f"- proposer: {report['proposer']}",
+             f"- iterations: {report['iterations']}; stopped: {report['stop_reason']}",
+             f"- tokens: {report['prompt_tokens']} in, {report['completion_tokens']} out; "
+             f"cost ${report['cost_usd']:.4f}", "",
+             "| order | L2 hit rate | source | time | time source | DRAM bytes |", "|---|---|---|---|---|---|"]
+    for label in ("baseline", "expert", "best"):
+        f = report.get(label)
+        if f:
+            dram = "n/a" if f.get("dram_bytes") is None else f"{f['dram_bytes'] / 1e9:.2f} GB ({f['dram_source']})"
+            lines.append(f"| {label}: {f['name']} | {_pct(f['l2_hit_rate'])} | {f['source']} | {_ms(f)} | "
+                         f"{f.get('time_source') or 'n/a'} | {dram} |")
+    best = report.get("best") or {}
+    for key in ("speedup_vs_baseline", "speedup_vs_expert"):
+        if key in best:
+            noise = "" if best[key.replace("speedup", "beyond_noise")] else " (within the measured spread: no real change)"
+            lines.append(f"\n{key.replace('_', ' ')}: {best[key]:.3f}x{noise}")
+    lines += ["", "## Attempts", "", "| # | name | verdict | L2 hit rate | time (ms) | lesson / reason |",
+              "|---|---|---|---|---|---|"]
+    for a in report["attempts"]:
+        text = (a.get("lesson") or a.get("reason") or "").replace("|", "/")
+        t = "" if a.get("time_ms") is None else f"{a['time_ms']:.3f}"
+        lines.append(f"| {a['iteration']} | {a['name']} | {a['verdict']} | {_pct(a.get('l2_hit_rate'))} | {t} | {text} |")
+    if best.get("swizzle_source"):
+        lines += ["", f"## Best swizzle ({best['name']}, verified: permutation {best['permutation_verified']}, "
+                      f"numerics {best['numerics_verified']})", "", "```python", best["swizzle_source"].rstrip(), "```"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,164 @@
+"""Starting, resuming and finishing one optimization run (what ``swizzleperf optimize`` does)."""
+from __future__ import annotations
+
+import dataclasses
+import secrets
+import shutil
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from swizzleperf import hwspecs
+from swizzleperf.agent.candidate import target_args
+from swizzleperf.agent.evaluate import Evaluator
+from swizzleperf.agent.graph import Budget, Loop
+from swizzleperf.agent.measure import Measurer
+from swizzleperf.agent.proposers.policy import SearchPolicy
+from swizzleperf.agent.record import RunRecord
+from swizzleperf.agent.report import build_report, write_outputs
+from swizzleperf.agent.spec import load_kernel
+from swizzleperf.agent.verify import VerifyConfig
+
+
+class RunError(Exception):
+    """A run could not start or resume; the message is one line for the user."""
+
+
+@dataclass
+class RunOptions:
+    """Everything a run is configured with (stored with the run so that resume reuses it)."""
+
+    kernel: str
+    hw: str | None = None
+    iterations: int = 8
+    plateau: int = 4
+    target_speedup: float | None = None
+    target_l2: float | None = None
+    model: str | None = None
+    base_url: str | None = None
+    llm_timeout_s: float = 120.0
+    price_in_per_mtok: float = 0.0
+    price_out_per_mtok: float = 0.0
+    dtype: str | None = None
+    timeout_s: float = 300.0
+    use_ncu: bool = True
+    in_place: bool = False
+    workdir: str = ".swizzleperf"
+
+
+@dataclass
+class RunOutcome:
+    run_id: str
+    run_dir: Path
+    report: dict
+    status: str
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+
+
+def start(options: RunOptions, on_event: Callable = lambda k, d: None, proposer=None) -> RunOutcome:
+    """A new run of ``options.kernel``; ``proposer`` overrides the one the options select."""
+    run_id = new_run_id()
+    record = RunRecord(Path(options.workdir))
+    run_dir = Path(options.workdir) / "runs" / run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    kernel_path = Path(options.kernel)
+    module, spec = load_kernel(kernel_path)
+    target = hwspecs.resolve_target(options.hw)
+    shutil.copyfile(kernel_path, run_dir / f"original_{kernel_path.name}")
+    loop = _build_loop(options, spec, target, record, run_id, run_dir, on_event, proposer)
+    record.create_run(run_id, {"kernel": spec.name, "kernel_path": str(kernel_path.resolve()),
+                               "hardware": target.spec.name, "mode": target.mode,
+                               "proposer": loop.proposer.describe(), "run_dir": str(run_dir)},
+                      dataclasses.asdict(options))
+    return _drive(loop, record, run_id, run_dir, target, {}, options, kernel_path)
+
+
+def resume(run_id: str, workdir: str = ".swizzleperf", on_event: Callable = lambda k, d: None,
+           proposer=None) -> RunOutcome:
+    """Continue a killed run from its last checkpoint, with the configuration it started with.
+
+    Raises:
+        UnknownRunError: no such run in ``workdir``.
+    """
+    record = RunRecord(Path(workdir))
+    row = record.run(run_id)
+    options = RunOptions(**{**row["config"], "workdir": workdir})
+    run_dir = Path(row["run_dir"])
+    original = run_dir / f"original_{Path(options.kernel).name}"
+    module, spec = load_kernel(original)
+    target = hwspecs.resolve_target(options.hw)
+    if target.spec.name != row["hardware"] or target.mode != row["mode"]:
+        raise RunError(f"run {run_id} was {row['mode']} on {row['hardware']}; here it would be "
+                       f"{target.mode} on {target.spec.name}: resume it where it started")
+    loop = _build_loop(options, spec, target, record, run_id, run_dir, on_event, proposer,
+                       kernel_path=original)
+    return _drive(loop, record, run_id, run_dir, target, None, options, Path(options.kernel))
+
+
+def _build_loop(options, spec, target, record, run_id, run_dir, on_event, proposer,
+                kernel_path: Path | None = None) -> Loop:
+    kernel_path = kernel_path or Path(options.kernel)
+    source = kernel_path.read_text()
+    dtype = options.dtype or spec.dtypes[0]
+    if dtype not in spec.dtypes:
+        raise RunError(f"--dtype must be one of {', '.join(spec.dtypes)}, got {dtype}")
+    device = "cuda" if target.mode == "measured" else "cpu"
+    measurer = Measurer(spec, target, dtype=dtype, use_ncu=options.use_ncu)
+    evaluator = Evaluator(kernel_path=kernel_path, module_source=source, target_name=spec.rewrite_target,
+                          arg_names=target_args(source, spec.rewrite_target),
+                          candidates_dir=run_dir / "candidates",
+                          verify_config=VerifyConfig(device=device, dtype=dtype, timeout_s=options.timeout_s),
+                          measurer=measurer)
+    budget = Budget(iterations=options.iterations, plateau=options.plateau,
+                    target_speedup=options.target_speedup, target_l2=options.target_l2)
+    proposer = proposer or _proposer(options, evaluator, measurer, target)
+    return Loop(spec=spec, target=target, evaluator=evaluator, proposer=proposer, record=record,
+                run_id=run_id, budget=budget, on_event=on_event)
+
+
+def _proposer(options: RunOptions, evaluator: Evaluator, measurer: Measurer, target):
+    if options.model:
+        from swizzleperf.agent.proposers.llm import LLMProposer
+        return LLMProposer(options.model, base_url=options.base_url, timeout_s=options.llm_timeout_s,
+                           price_in_per_mtok=options.price_in_per_mtok,
+                           price_out_per_mtok=options.price_out_per_mtok)
+    trace = measurer.trace
+    first = trace.keys[0, 0]
+    reads = first[(first >= 0)]
+    aspect = float(trace.block_bytes[reads[1]] / trace.block_bytes[reads[0]]) if reads.size > 1 else 1.0
+    wave = target.spec.compute_units_per_domain * trace.programs_per_cu
+    return SearchPolicy(arg_names=evaluator.arg_names, wave=wave, aspect=aspect,
+                        score=evaluator.predict_many)
+
+
+def _drive(loop: Loop, record: RunRecord, run_id: str, run_dir: Path, target, initial,
+           options: RunOptions, user_file: Path) -> RunOutcome:
+    """Run the graph to its end (or to an interruption); the report is written in every case."""
+    connection = sqlite3.connect(record.db_path, check_same_thread=False, timeout=30)
+    config = {"configurable": {"thread_id": run_id}, "recursion_limit": 10_000}
+    status = "interrupted"
+    graph = loop.build(SqliteSaver(connection))
+    try:
+        graph.invoke(initial, config)
+        status = "finished"
+    finally:
+        state = graph.get_state(config).values
+        row = record.run(run_id)
+        report = build_report(state, row, target.message)
+        report["status"] = status
+        write_outputs(run_dir, report, state.get("best"), Path(options.kernel).name)
+        record.finish_run(run_id, status, state.get("stop_reason", "interrupted"))
+        connection.close()
+    best_kind = (report.get("best") or {}).get("kind")
+    if options.in_place and status == "finished" and best_kind == "candidate":
+        shutil.copyfile(report["best_kernel_file"], user_file)
+        report["in_place"] = str(user_file)
+    return RunOutcome(run_id, run_dir, report, status)

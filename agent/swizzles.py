@@ -1,0 +1,135 @@
+"""The catalog of swizzle families: named program-id -> tile orders, as rewrite-target sources.
+
+Every member is written for a rewrite target ``swizzle(pid, num_pid_m, num_pid_n) -> (pid_m,
+pid_n)`` (parameter names taken from the kernel's own target), works elementwise on a vector of
+program ids, and is a permutation of the tile grid for every grid size, remainders included.
+
+Names: ``row-major``, ``column-major``, ``grouped-m:G`` (the Triton tutorial's order: groups of G
+tile rows, walked column by column inside a group), ``grouped-n:G`` (the same along N),
+``xcd-contiguous[:D]`` (chiplet remap: the programs that run on each of D L2 domains get a
+contiguous range of logical ids, then row-major), ``xcd-grouped-m:G[:D]`` (the remap, then
+grouped-m:G).
+"""
+from __future__ import annotations
+
+import math
+
+
+class UnknownSwizzleError(ValueError):
+    """A catalog name that does not exist or has a bad parameter."""
+
+
+_HEADER = "@triton.jit\ndef swizzle({pid}, {m}, {n}):\n    \"\"\"{doc}\"\"\"\n"
+
+_XCD_REMAP = """\
+    NUM_XCDS: tl.constexpr = {d}
+    num_pids = {m} * {n}
+    xcd = {pid} % NUM_XCDS
+    base = num_pids // NUM_XCDS
+    rem = num_pids % NUM_XCDS
+    {pid} = xcd * base + tl.minimum(xcd, rem) + {pid} // NUM_XCDS
+"""
+
+_ROW_MAJOR = """\
+    pid_m = {pid} // {n}
+    pid_n = {pid} % {n}
+    return pid_m, pid_n
+"""
+
+_COLUMN_MAJOR = """\
+    pid_m = {pid} % {m}
+    pid_n = {pid} // {m}
+    return pid_m, pid_n
+"""
+
+_GROUPED_M = """\
+    GROUP_SIZE_M: tl.constexpr = {g}
+    num_pid_in_group = GROUP_SIZE_M * {n}
+    group_id = {pid} // num_pid_in_group
+    first_pid_m = group_id * GROUP_SIZE_M
+    group_size_m = tl.minimum({m} - first_pid_m, GROUP_SIZE_M)
+    pid_m = first_pid_m + ({pid} % num_pid_in_group) % group_size_m
+    pid_n = ({pid} % num_pid_in_group) // group_size_m
+    return pid_m, pid_n
+"""
+
+_GROUPED_N = """\
+    GROUP_SIZE_N: tl.constexpr = {g}
+    num_pid_in_group = GROUP_SIZE_N * {m}
+    group_id = {pid} // num_pid_in_group
+    first_pid_n = group_id * GROUP_SIZE_N
+    group_size_n = tl.minimum({n} - first_pid_n, GROUP_SIZE_N)
+    pid_n = first_pid_n + ({pid} % num_pid_in_group) % group_size_n
+    pid_m = ({pid} % num_pid_in_group) // group_size_n
+    return pid_m, pid_n
+"""
+
+
+def catalog_source(name: str, arg_names: list[str]) -> str:
+    """Source of the catalog member ``name`` for a target with parameters ``arg_names``.
+
+    Raises:
+        UnknownSwizzleError: unknown family, a bad parameter, or a target that does not take
+            three parameters ``(pid, num_pid_m, num_pid_n)``.
+    """
+    if len(arg_names) != 3:
+        raise UnknownSwizzleError(f"the catalog needs a target swizzle(pid, num_pid_m, num_pid_n), "
+                                  f"got ({', '.join(arg_names)})")
+    family, _, param = name.partition(":")
+    names = dict(pid=arg_names[0], m=arg_names[1], n=arg_names[2])
+    if family in ("row-major", "column-major") and not param:
+        body = _ROW_MAJOR if family == "row-major" else _COLUMN_MAJOR
+        return _HEADER.format(doc=f"{family} order.", **names) + body.format(**names)
+    if family in ("grouped-m", "grouped-n"):
+        g = _positive_int(name, param)
+        body = _GROUPED_M if family == "grouped-m" else _GROUPED_N
+        doc = f"{family} with groups of {g} tile {'rows' if family == 'grouped-m' else 'columns'}."
+        return _HEADER.format(doc=doc, **names) + body.format(g=g, **names)
+    if family == "xcd-contiguous":
+        d = _positive_int(name, param or "8")
+        doc = f"Contiguous logical tiles per L2 domain ({d} domains, p -> domain p % {d}), row-major."
+        return (_HEADER.format(doc=doc, **names) + _XCD_REMAP.format(d=d, **names)
+                + _ROW_MAJOR.format(**names))
+    if family == "xcd-grouped-m":
+        g_text, _, d_text = param.partition(":")
+        g, d = _positive_int(name, g_text), _positive_int(name, d_text or "8")
+        doc = f"Contiguous logical tiles per L2 domain ({d} domains), then grouped-m:{g}."
+        return (_HEADER.format(doc=doc, **names) + _XCD_REMAP.format(d=d, **names)
+                + _GROUPED_M.format(g=g, **names))
+    raise UnknownSwizzleError(f"unknown swizzle {name!r}: known row-major, column-major, "
+                              f"grouped-m:G, grouped-n:G, xcd-contiguous[:D], xcd-grouped-m:G[:D]")
+
+
+def _positive_int(name: str, text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise UnknownSwizzleError(f"{name!r}: expected a positive integer parameter, got {text!r}")
+    return int(text)
+
+
+def group_sizes(wave: int, grid: tuple, aspect: float = 1.0) -> list[int]:
+    """Group sizes worth trying for a wave of ``wave`` concurrent programs on ``grid`` tiles.
+
+    A wave grouped by G tile rows spans G rows and wave / G columns; per loop step it reads
+    G row blocks and wave / G column blocks. With column blocks ``aspect`` times the bytes of row
+    blocks, that sum of bytes is smallest at G* = sqrt(wave * aspect). Returned: the powers of
+    two from G*/4 to 4 G*, and G* rounded, capped by the grid's rows.
+    """
+    g_star = max(1.0, math.sqrt(wave * aspect))
+    sizes = {max(1, round(g_star))}
+    g = 1
+    while g <= 4 * g_star:
+        if g >= g_star / 4:
+            sizes.add(g)
+        g *= 2
+    return sorted(s for s in sizes if s <= max(1, grid[0]))
+
+
+def family_members(wave: int, grid: tuple, l2_domains: int, aspect: float = 1.0) -> list[str]:
+    """Catalog names the built-in policy considers for this wave, grid and hardware."""
+    names = ["row-major", "column-major"]
+    for g in group_sizes(wave, grid, aspect):
+        names += [f"grouped-m:{g}", f"grouped-n:{g}"]
+    if l2_domains > 1:
+        names.append(f"xcd-contiguous:{l2_domains}")
+        names += [f"xcd-grouped-m:{g}:{l2_domains}" for g in group_sizes(wave, grid, aspect)]
+    return names

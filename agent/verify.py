@@ -1,0 +1,112 @@
+"""Verification of a candidate: static check here, then permutation and numerics in a worker
+subprocess with a timeout (model-written code never runs in the agent's process)."""
+from __future__ import annotations
+
+import enum
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class Verdict(str, enum.Enum):
+    """What became of a candidate; the reason beside it says why in one line."""
+
+    PASS = "PASS"
+    INVALID = "INVALID"                  # static check: not an acceptable rewrite target
+    NOT_PERMUTATION = "NOT_PERMUTATION"  # some tile missing, repeated or out of range
+    MISMATCH = "MISMATCH"                # output differs from the reference, or left unwritten
+    COMPILE_ERROR = "COMPILE_ERROR"
+    RUNTIME_ERROR = "RUNTIME_ERROR"
+    TIMEOUT = "TIMEOUT"
+    CRASH = "CRASH"                      # the worker died without a result
+    NO_CANDIDATE = "NO_CANDIDATE"        # the proposer produced nothing (endpoint down, garbage)
+
+
+@dataclass
+class WorkerResult:
+    """A worker's answer: verdict, one-line reason, per-stage details."""
+
+    verdict: Verdict
+    reason: str
+    details: dict = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict is Verdict.PASS
+
+
+def run_worker(request: dict, timeout_s: float, interpret: bool) -> WorkerResult:
+    """Run ``swizzleperf.agent.worker`` on ``request`` in a subprocess.
+
+    Args:
+        request: the worker request (see agent/worker.py).
+        timeout_s: wall-clock limit in seconds; past it the worker is killed (verdict TIMEOUT).
+        interpret: run Triton through its interpreter (``TRITON_INTERPRET=1``, CPU tensors).
+    """
+    env = dict(os.environ, TRITON_INTERPRET="1" if interpret else "0", PYTHONUNBUFFERED="1")
+    with tempfile.TemporaryDirectory(prefix="swizzleperf-") as folder:
+        request_path, out_path = Path(folder) / "request.json", Path(folder) / "result.json"
+        request_path.write_text(json.dumps(request))
+        command = [sys.executable, "-m", "swizzleperf.agent.worker", str(request_path), str(out_path)]
+        try:
+            proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            stages = "+".join(request["stages"])
+            return WorkerResult(Verdict.TIMEOUT, f"{stages} did not finish within {timeout_s:.0f} s "
+                                                 f"(a hang, or a loop without bound?)")
+        if not out_path.exists():
+            return WorkerResult(Verdict.CRASH, f"worker exited with code {proc.returncode} and no "
+                                               f"result: {_last_line(proc.stderr)}")
+        raw = json.loads(out_path.read_text())
+    return WorkerResult(Verdict(raw["verdict"]), raw["reason"], raw["details"])
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:400] if lines else "(nothing on stderr)"
+
+
+@dataclass
+class VerifyConfig:
+    """How candidates are verified.
+
+    Attributes:
+        device: ``"cpu"`` (numerics through the interpreter at the ``check`` problem) or
+            ``"cuda"`` (numerics compiled at ``check`` and ``default``).
+        dtype: input dtype name.
+        seeds: fresh input sets per numerics check.
+        timeout_s: limit per worker, seconds.
+    """
+
+    device: str = "cpu"
+    dtype: str = "bfloat16"
+    seeds: tuple = (1, 2)
+    timeout_s: float = 300.0
+
+
+def verify(kernel_path: Path, mapping_path: Path, config: VerifyConfig, time_it: bool = False) -> WorkerResult:
+    """Permutation (default and check grids), then numerics, of the kernel module at ``kernel_path``.
+
+    Saves the default problem's program -> tile map to ``mapping_path``. On CPU both stages run in
+    one interpreted worker, numerics at ``check``. On a GPU the permutation runs interpreted and
+    numerics compiled in a second worker, at ``check`` (edge tiles) and at ``default``; with
+    ``time_it`` that worker then times the default problem (``details["timing"]``), which saves a
+    process start and a compilation per candidate.
+    """
+    base = {"kernel_path": str(kernel_path), "dtype": config.dtype, "seeds": list(config.seeds),
+            "problems": ["default", "check"], "mapping_path": str(mapping_path),
+            "device": config.device, "timing_problem": "default"}
+    if config.device == "cpu":
+        return run_worker({**base, "stages": ["permutation", "numerics"],
+                           "numerics_problems": ["check"]}, config.timeout_s, interpret=True)
+    result = run_worker({**base, "stages": ["permutation"]}, config.timeout_s, interpret=True)
+    if not result.passed:
+        return result
+    stages = ["numerics", "timing"] if time_it else ["numerics"]
+    compiled = run_worker({**base, "stages": stages, "numerics_problems": ["check", "default"]},
+                          config.timeout_s, interpret=False)
+    return WorkerResult(compiled.verdict, compiled.reason, {**result.details, **compiled.details})

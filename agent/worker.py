@@ -1,0 +1,292 @@
+"""The subprocess in which candidate code runs: ``python -m swizzleperf.agent.worker REQUEST OUT``.
+
+REQUEST is a JSON file naming the (spliced) kernel module and the stages to run (or ``items``: a
+list of ``{kernel_path, mapping_path}`` to check and map in one process); OUT is where the JSON
+result is written. Model-written code never runs in the agent's process: the agent starts
+this worker with a timeout and reads OUT. Stages, in the order given, stopping at the first that
+fails:
+
+- ``permutation``: evaluate the rewrite target for every program id of each named problem's grid
+  (vectorised, under the Triton interpreter) and check that every logical tile is computed exactly
+  once; saves the program -> tile map of the first problem to ``mapping_path`` (.npy, int64).
+- ``numerics``: for each of ``numerics_problems``, outputs poisoned with NaN, fresh random inputs
+  per seed, compared with the spec's reference: ``||out - ref|| / ||ref||`` within the spec's tolerance and no element left unwritten.
+- ``timing`` (CUDA): median and spread of the launch time over rotating input sets, L2 flushed
+  between repetitions (``triton.testing.do_bench``).
+- ``run_once``: launch ``warmup + launches`` times (for ncu, which skips the warm-up launches).
+- ``compare``: time several kernel modules (``compare_paths``) head to head at the default problem
+  on the same inputs, in interleaved rounds, so that clock and thermal drift hit all alike.
+
+The probe needs the interpreter and the GPU stages need compiled kernels, so the agent runs the
+``permutation`` stage in a worker with ``TRITON_INTERPRET=1`` and, on a GPU, the others in a second
+worker without it.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+PROBE_BLOCK = 4096
+MAX_LISTED = 6
+
+_PROBE_TEMPLATE = '''\
+import sys
+import triton
+import triton.language as tl
+
+target = getattr(sys.modules[{module!r}], {target!r})
+
+
+@triton.jit
+def probe(out_ptr, G, {args}, BLOCK: tl.constexpr):
+    pids = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = pids < G
+    tiles = target(pids, {args})
+{stores}
+'''
+
+
+class StageFailure(Exception):
+    """A stage rejected the candidate: ``verdict`` (a Verdict value) and a one-line reason."""
+
+    def __init__(self, verdict: str, reason: str):
+        super().__init__(reason)
+        self.verdict, self.reason = verdict, reason
+
+
+def main(argv: list[str]) -> int:
+    request = json.loads(Path(argv[0]).read_text())
+    result = run_request(request)
+    Path(argv[1]).write_text(json.dumps(result))
+    return 0
+
+
+def run_request(request: dict) -> dict:
+    """Run the requested stages; returns ``{"verdict", "reason", "details"}``."""
+    from swizzleperf.agent.spec import KernelLoadError, load_kernel
+    if "items" in request:  # several kernel files, permutation only (the policy's ranking)
+        common = {k: v for k, v in request.items() if k != "items"}
+        items = [run_request({**common, **item, "stages": ["permutation"]}) for item in request["items"]]
+        return {"verdict": "PASS", "reason": "", "details": {"items": items}}
+    details: dict = {}
+    try:
+        module, spec = load_kernel(request["kernel_path"])
+    except KernelLoadError as exc:
+        return {"verdict": "COMPILE_ERROR", "reason": str(exc), "details": details}
+    stages = {"permutation": _stage_permutation, "numerics": _stage_numerics,
+              "timing": _stage_timing, "run_once": _stage_run_once, "compare": _stage_compare}
+    try:
+        for stage in request["stages"]:
+            details[stage] = stages[stage](module, spec, request)
+    except StageFailure as failure:
+        return {"verdict": failure.verdict, "reason": failure.reason, "details": details}
+    except Exception as exc:  # candidate code failed in a way we did not foresee: record it
+        return {"verdict": _classify(exc), "reason": _one_line(exc), "details": details,
+                "traceback": traceback.format_exc(limit=8)}
+    return {"verdict": "PASS", "reason": "", "details": details}
+
+
+def _classify(exc: Exception) -> str:
+    name = type(exc).__name__
+    return "COMPILE_ERROR" if "Compil" in name or "Unsupported" in name else "RUNTIME_ERROR"
+
+
+def _one_line(exc: Exception) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:400]}"
+
+
+# -- permutation --------------------------------------------------------------------------------
+
+def _stage_permutation(module, spec, request: dict) -> dict:
+    summary = {}
+    for i, name in enumerate(request["problems"]):
+        problem, meta = spec.problems[name], spec.meta_for(name)
+        grid = tuple(int(g) for g in spec.tile_grid(problem, meta))
+        coords = probe_target(module, spec, tuple(int(a) for a in spec.swizzle_args(problem, meta)),
+                              math.prod(grid), len(grid))
+        problem_text = f"{name} problem ({'x'.join(map(str, grid))} tiles, {math.prod(grid)} programs)"
+        message = permutation_errors(coords, grid)
+        if message:
+            raise StageFailure("NOT_PERMUTATION", f"swizzle is not a permutation at the "
+                                                  f"{problem_text}: {message}")
+        if i == 0 and request.get("mapping_path"):
+            np.save(request["mapping_path"], np.ravel_multi_index(tuple(coords.T), grid))
+        summary[name] = {"grid": list(grid), "programs": math.prod(grid)}
+    return summary
+
+
+def probe_target(module, spec, args: tuple, num_programs: int, ndim: int) -> np.ndarray:
+    """Evaluate the rewrite target on program ids 0..num_programs-1 (interpreter, vectorised).
+
+    Returns int64 ``[num_programs, ndim]`` tile coordinates.
+    """
+    import torch
+    names = ", ".join(f"a{i}" for i in range(len(args)))
+    stores = "\n".join(f"    tl.store(out_ptr + pids * {ndim} + {d}, tiles{f'[{d}]' if ndim > 1 else ''}, "
+                       f"mask=mask)" for d in range(ndim))
+    text = _PROBE_TEMPLATE.format(module=module.__name__, target=spec.rewrite_target,
+                                  args=names, stores=stores)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "swizzleperf_probe.py"
+        path.write_text(text)
+        from swizzleperf.agent.spec import _import_file
+        probe_module = _import_file(path)
+        out = torch.full((num_programs * ndim,), -1, dtype=torch.int64)
+        grid = (math.ceil(num_programs / PROBE_BLOCK),)
+        probe_module.probe[grid](out, num_programs, *args, BLOCK=PROBE_BLOCK)
+    return out.numpy().reshape(num_programs, ndim)
+
+
+def permutation_errors(coords: np.ndarray, grid: tuple) -> str:
+    """'' when ``coords`` ([programs, ndim]) hits every tile of ``grid`` exactly once, else what
+    went wrong: tiles never computed, tiles computed several times, programs out of range."""
+    grid_arr = np.asarray(grid)
+    in_range = np.all((coords >= 0) & (coords < grid_arr), axis=1)
+    flat = np.ravel_multi_index(tuple(coords[in_range].T), grid)
+    counts = np.bincount(flat, minlength=math.prod(grid))
+    parts = []
+    missing = np.flatnonzero(counts == 0)
+    if missing.size:
+        parts.append(f"{_tiles(missing, grid)} never computed")
+    repeated = np.flatnonzero(counts > 1)
+    if repeated.size:
+        listed = ", ".join(f"{_coord(t, grid)} {counts[t]} times" for t in repeated[:MAX_LISTED])
+        more = f" and {repeated.size - MAX_LISTED} more" if repeated.size > MAX_LISTED else ""
+        parts.append(f"{repeated.size} tile(s) computed more than once: {listed}{more}")
+    bad = np.flatnonzero(~in_range)
+    if bad.size:
+        listed = ", ".join(f"program {p} -> {tuple(int(c) for c in coords[p])}" for p in bad[:MAX_LISTED])
+        parts.append(f"{bad.size} program(s) map outside the grid: {listed}")
+    return "; ".join(parts)
+
+
+def _coord(flat_index: int, grid: tuple) -> str:
+    return "(" + ",".join(str(int(c)) for c in np.unravel_index(flat_index, grid)) + ")"
+
+
+def _tiles(flat: np.ndarray, grid: tuple) -> str:
+    listed = ", ".join(_coord(t, grid) for t in flat[:MAX_LISTED])
+    more = f" and {flat.size - MAX_LISTED} more" if flat.size > MAX_LISTED else ""
+    return f"{flat.size} tile(s) {listed}{more}"
+
+
+# -- numerics ------------------------------------------------------------------------------------
+
+def _stage_numerics(module, spec, request: dict) -> dict:
+    """Each problem of ``numerics_problems``: all seeds at ``check``, the first one elsewhere."""
+    import torch
+    device, dtype = request["device"], request["dtype"]
+    summary = {"dtype": dtype, "device": device, "tolerance": spec.tolerance[dtype], "rel_errors": {}}
+    for name in request["numerics_problems"]:
+        problem, meta = spec.problems[name], spec.meta_for(name)
+        seeds = request["seeds"] if name == "check" else request["seeds"][:1]
+        errors = []
+        for seed in seeds:
+            inputs = spec.make_inputs(problem, seed, device, dtype)
+            out = inputs[spec.output_name]
+            out.fill_(float("nan"))  # poison: an element the kernel never writes stays NaN
+            spec.launch(inputs, **meta)
+            if device != "cpu":
+                torch.cuda.synchronize()
+            expected = spec.reference(inputs)
+            errors.append(_compare(out, expected, spec, problem, meta, dtype,
+                                   f"{name} problem, seed {seed}"))
+            del inputs, out, expected
+        summary["rel_errors"][name] = errors
+    return summary
+
+
+def _compare(out, expected, spec, problem, meta, dtype: str, where: str) -> float:
+    import torch
+    unwritten = torch.isnan(out)
+    if bool(unwritten.any()):
+        raise StageFailure("MISMATCH", f"output never written (still NaN after poisoning) at "
+                                       f"{int(unwritten.sum())} elements, {where}: "
+                                       f"{_unwritten_tiles(unwritten, spec, problem, meta)}")
+    diff = torch.linalg.vector_norm((out.double() - expected.double()).flatten())
+    rel = float(diff / torch.linalg.vector_norm(expected.double().flatten()).clamp_min(1e-30))
+    tol = spec.tolerance[dtype]
+    if not rel <= tol:
+        raise StageFailure("MISMATCH", f"output differs from the reference: relative error "
+                                       f"{rel:.3e} > tolerance {tol:.1e} ({where}, {dtype})")
+    return rel
+
+
+def _unwritten_tiles(unwritten, spec, problem, meta) -> str:
+    """Name the logical tiles holding unwritten elements, when the output is laid out like the
+    tile grid (same rank); otherwise the first unwritten index."""
+    grid = spec.tile_grid(problem, meta)
+    shape = tuple(unwritten.shape)
+    if len(shape) != len(grid):
+        return f"first at index {tuple(int(i) for i in unwritten.nonzero()[0])}"
+    tile = tuple(math.ceil(s / g) for s, g in zip(shape, grid))
+    idx = unwritten.nonzero().cpu().numpy() // np.asarray(tile)
+    flat = np.unique(np.ravel_multi_index(tuple(idx.T), grid))
+    return f"{_tiles(flat, grid)} (tiles of {'x'.join(map(str, tile))} elements)"
+
+
+# -- timing and profiling ---------------------------------------------------------------------
+
+def _stage_timing(module, spec, request: dict) -> dict:
+    """Median launch time over rotating input sets, L2 flushed before each repetition."""
+    import triton
+    name, dtype = request["timing_problem"], request["dtype"]
+    problem, meta = spec.problems[name], spec.meta_for(name)
+    sets = [spec.make_inputs(problem, 1000 + i, "cuda", dtype) for i in range(request.get("input_sets", 3))]
+    rotation = itertools.cycle(sets)
+    times = np.asarray(triton.testing.do_bench(lambda: spec.launch(next(rotation), **meta),
+                                               warmup=request.get("warmup_ms", 100),
+                                               rep=request.get("rep_ms", 1000), return_mode="all"))
+    median = float(np.median(times))
+    q25, q75 = (float(q) for q in np.quantile(times, [0.25, 0.75]))
+    return {"time_ms": median, "time_spread_ms": q75 - q25, "q25_ms": q25, "q75_ms": q75,
+            "repetitions": int(times.size), "input_sets": len(sets),
+            "tflops": spec.flops(problem) / (median * 1e-3) / 1e12,
+            "gbps": spec.min_bytes(problem, dtype) / (median * 1e-3) / 1e9}
+
+
+def _stage_run_once(module, spec, request: dict) -> dict:
+    import torch
+    name, dtype = request["timing_problem"], request["dtype"]
+    problem, meta = spec.problems[name], spec.meta_for(name)
+    inputs = spec.make_inputs(problem, 7, "cuda", dtype)
+    launches = request.get("warmup", 2) + request.get("launches", 1)
+    for _ in range(launches):
+        spec.launch(inputs, **meta)
+    torch.cuda.synchronize()
+    return {"launches": launches}
+
+
+def _stage_compare(module, spec, request: dict) -> dict:
+    """Head-to-head timing of ``compare_paths`` at the default problem, on the same input sets.
+
+    Each round times every module (do_bench, ``rep_ms`` each, L2 flushed between repetitions),
+    alternating the order of the modules from round to round. Per module: the median of its round
+    medians and the interquartile range of those medians (ms)."""
+    import triton
+    from swizzleperf.agent.spec import load_kernel
+    dtype, problem, meta = request["dtype"], spec.problems["default"], spec.meta_for("default")
+    specs = [load_kernel(path)[1] for path in request["compare_paths"]]
+    sets = [spec.make_inputs(problem, 2000 + i, "cuda", dtype) for i in range(2)]
+    rounds = request.get("rounds", 5)
+    medians = np.zeros((rounds, len(specs)))
+    for r in range(rounds):
+        for i in (range(len(specs)) if r % 2 == 0 else reversed(range(len(specs)))):
+            rotation = itertools.cycle(sets)
+            times = triton.testing.do_bench(lambda: specs[i].launch(next(rotation), **meta), warmup=25,
+                                            rep=request.get("rep_ms", 200), return_mode="all")
+            medians[r, i] = np.median(times)
+    q25, q50, q75 = np.quantile(medians, [0.25, 0.5, 0.75], axis=0)
+    return {"time_ms": q50.tolist(), "time_spread_ms": (q75 - q25).tolist(), "rounds": rounds}
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# One device-machine session for the main job: install the carried wheels and the project, print the
+# detected hardware, benchmark the GEMM against torch.matmul, then run the main job as a user would.
+# Usage (from the repository root on the GPU machine, .whl/ carried): bash eval/gpu_run.sh OUTDIR
+set -uo pipefail
+OUTDIR=${1:?usage: gpu_run.sh OUTDIR}
+mkdir -p "$OUTDIR"
+export TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site
+python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . || exit 1
+GPU=$(python3 -c "import torch; print(torch.cuda.get_device_name().split()[1].lower())")
+swizzleperf hw 2>&1 | tee "$OUTDIR/hw.txt"
+if [ "${SKIP_BENCH:-0}" != 1 ]; then
+  python3 eval/bench_gemm.py --out "$OUTDIR/gemm_bench_$GPU.json" 2>&1 | tee "$OUTDIR/gemm_bench_$GPU.md"
+fi
+start=$(date +%s)
+swizzleperf optimize kernels/gemm.py --iterations ${ITERATIONS:-8} 2>&1 | tee "$OUTDIR/optimize_$GPU.log"
+echo "wall time of optimize: $(( $(date +%s) - start )) s" | tee -a "$OUTDIR/optimize_$GPU.log"
+run=$(ls -td .swizzleperf/runs/* | head -1)
+cp "$run/report.json" "$OUTDIR/report_$GPU.json"; cp "$run/report.md" "$OUTDIR/report_$GPU.md"

@@ -1,0 +1,94 @@
+"""Hardware specs (one YAML file per GPU in this folder), their loader and live-device detection."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class HardwareSpec:
+    """What the optimizer knows of one GPU model. Every value comes from a YAML file in this folder
+    that names its source (vendor document, or measured where and when).
+
+    Attributes:
+        name: key of the spec, the YAML file's stem (``"h100"``, ``"mi300x"``).
+        display_name: marketing name (``"NVIDIA H100 SXM5 80GB"``).
+        vendor: ``"nvidia"`` or ``"amd"``.
+        arch: ``"sm_90"``, ``"gfx942"``...
+        compute_units: SMs (NVIDIA) or CUs (AMD) enabled on the part.
+        l2_domains: caches that hold data independently: AMD XCDs (each its own L2); 1 on
+            NVIDIA, whose L2 partitions together form one cache (see ``l2_partitions``).
+        l2_partitions: NVIDIA L2 partitions joined by the fabric (2 on H100/H200); equals
+            ``l2_domains`` on AMD.
+        l2_bytes_per_domain: L2 capacity of one domain in bytes.
+        l2_line_bytes: L2 cache-line size in bytes.
+        l2_sector_bytes: smallest L2 transfer unit in bytes (32 on NVIDIA; 128 on AMD).
+        l2_associativity: ways per set, or None where not documented.
+        llc_bytes: memory-side last-level cache (AMD Infinity Cache) in bytes, or 0 if none.
+        dram_bytes_per_s: peak memory bandwidth in bytes/s (vendor figure).
+        peak_bf16_flops: dense bf16 matrix peak in FLOP/s (vendor figure).
+        shared_memory_per_cu_bytes: shared memory / LDS per SM or CU in bytes.
+        dispatch: ``"round_robin_domains"`` (AMD: workgroup p to XCD p % l2_domains, each XCD
+            running its share in order) or ``"in_order"`` (NVIDIA: programs issued in id order).
+        match_names: lower-case substrings of the device name (torch's ``name`` or AMD's
+            ``gcnArchName``) that identify this GPU on a live device.
+    """
+
+    name: str
+    display_name: str
+    vendor: str
+    arch: str
+    compute_units: int
+    l2_domains: int
+    l2_partitions: int
+    l2_bytes_per_domain: int
+    l2_line_bytes: int
+    l2_sector_bytes: int
+    l2_associativity: int | None
+    llc_bytes: int
+    dram_bytes_per_s: float
+    peak_bf16_flops: float
+    shared_memory_per_cu_bytes: int
+    dispatch: str
+    match_names: tuple = field(default_factory=tuple)
+
+    @property
+    def l2_bytes_total(self) -> int:
+        return self.l2_domains * self.l2_bytes_per_domain
+
+    @property
+    def compute_units_per_domain(self) -> int:
+        return self.compute_units // self.l2_domains
+
+    @property
+    def compute_unit_label(self) -> str:
+        """``"SM"`` on NVIDIA, ``"CU"`` on AMD (for messages)."""
+        return "SM" if self.vendor == "nvidia" else "CU"
+
+
+# The loader needs HardwareSpec defined above, so it is imported last.
+from .loader import (  # noqa: E402
+    DEFAULT_SIMULATED,
+    DeviceInfo,
+    Target,
+    UnknownHardwareError,
+    describe,
+    detect_device,
+    list_specs,
+    load_spec,
+    match_spec,
+    resolve_target,
+)
+
+__all__ = [
+    "DEFAULT_SIMULATED",
+    "DeviceInfo",
+    "HardwareSpec",
+    "Target",
+    "UnknownHardwareError",
+    "describe",
+    "detect_device",
+    "list_specs",
+    "load_spec",
+    "match_spec",
+    "resolve_target",
+]

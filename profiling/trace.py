@@ -1,0 +1,41 @@
+"""The memory-access trace the L2 simulator consumes: for every logical tile, the ordered blocks
+its program touches, loop step by loop step.
+
+A *block* is a contiguous piece of one tensor that a program loads or stores whole in one step
+(a ``BLOCK_M x BLOCK_K`` tile of A, say). Blocks are numbered ``0 .. num_blocks-1``; the trace
+keeps their sizes in bytes and whether they are written.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class TileTrace:
+    """Ordered block accesses of every logical tile's program.
+
+    Attributes:
+        keys: int64 ``[num_tiles, num_steps, accesses_per_step]``; ``keys[t, s, j]`` is the block
+            id of the j-th access of step s of the program that computes logical tile t (tiles
+            numbered row-major over the spec's tile grid); -1 where a step has fewer accesses.
+        block_bytes: int64 ``[num_blocks]``, bytes of each block.
+        block_is_write: bool ``[num_blocks]``, True for blocks the kernel stores.
+        programs_per_cu: programs resident at once on one SM / CU (occupancy).
+        source: where the trace comes from, e.g. ``"access model in gemm.py"``.
+    """
+
+    keys: np.ndarray
+    block_bytes: np.ndarray
+    block_is_write: np.ndarray
+    programs_per_cu: int
+    source: str
+
+    @property
+    def num_tiles(self) -> int:
+        return int(self.keys.shape[0])
+
+    def footprint_bytes(self) -> int:
+        """Bytes of all distinct blocks touched (the compulsory traffic)."""
+        return int(self.block_bytes.sum())

@@ -1,0 +1,233 @@
+"""The LLM proposer against a real OpenAI-compatible HTTP server on loopback, and its reply parser."""
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+from fake_openai import FakeOpenAIServer
+
+from swizzleperf.agent.proposers.base import ProposalContext, ProposerError
+from swizzleperf.agent.proposers.llm import LLMProposer, ReplyParseError, parse_reply
+from swizzleperf.hwspecs import HardwareSpec
+
+TARGET = """\
+@triton.jit
+def swizzle(pid, num_pid_m, num_pid_n):
+    pid_m = pid // num_pid_n
+    pid_n = pid % num_pid_n
+    return pid_m, pid_n
+"""
+
+ARGS = ["pid", "num_pid_m", "num_pid_n"]
+
+GROUPED = """\
+@triton.jit
+def swizzle(pid, num_pid_m, num_pid_n):
+    GROUP_SIZE_M: tl.constexpr = 8
+    num_pid_in_group = GROUP_SIZE_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_SIZE_M
+    group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_SIZE_M)
+    pid_m = first_pid_m + (pid % num_pid_in_group) % group_size_m
+    pid_n = (pid % num_pid_in_group) // group_size_m
+    return pid_m, pid_n
+"""
+
+RATIONALE = "Group 8 rows of tiles so that consecutive programs share B columns: L2 hit rate 0.55 -> 0.8."
+GOOD_REPLY = f"{RATIONALE}\n\n```python\n{GROUPED}```\n"
+REJECTION = "swizzle is not a permutation: tiles (3,1),(3,2) missing, (0,0) computed twice (grid 7x9)"
+
+
+@pytest.fixture
+def context() -> ProposalContext:
+    h100 = HardwareSpec(
+        name="h100", display_name="NVIDIA H100 SXM5 80GB", vendor="nvidia", arch="sm_90",
+        compute_units=132, l2_domains=1, l2_partitions=2, l2_bytes_per_domain=50 * 2**20,
+        l2_line_bytes=128, l2_sector_bytes=32, l2_associativity=None, llc_bytes=0,
+        dram_bytes_per_s=3.35e12, peak_bf16_flops=989e12, shared_memory_per_cu_bytes=228 * 1024,
+        dispatch="in_order", match_names=("h100",))
+    rejected = {"iteration": 1, "name": "llm", "source": TARGET.replace("//", "%"),
+                "verdict": "NOT_PERMUTATION", "reason": REJECTION, "metrics": None,
+                "lesson": "pid % num_pid_n twice maps many programs to one tile."}
+    return ProposalContext(
+        kernel_name="gemm", kernel_source="# the module\n" + TARGET, target_name="swizzle",
+        target_source=TARGET, hardware=h100, mode="measured",
+        problem={"M": 8192, "N": 8192, "K": 4096}, meta={"BLOCK_M": 128, "BLOCK_N": 256},
+        tile_grid=(64, 32), swizzle_args=(64, 32),
+        analysis="Each A row-panel is read by 32 programs; each B column-panel by 64.",
+        profile={"l2_hit_rate": 0.55, "l2_hit_rate_source": "measured:ncu",
+                 "time_ms": 0.612, "time_ms_source": "measured:events"},
+        history=[rejected], best=None, iteration=2)
+
+
+@pytest.fixture
+def server():
+    with FakeOpenAIServer() as running:
+        yield running
+
+
+def proposer_for(server: FakeOpenAIServer, **options) -> LLMProposer:
+    return LLMProposer(model="fake-coder", base_url=server.base_url, api_key="test-key", **options)
+
+
+def closed_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# ---- the proposer over HTTP ------------------------------------------------------------------
+
+def test_well_formed_reply_gives_the_function_rationale_tokens_and_cost(server, context):
+    server.reply(GOOD_REPLY, prompt_tokens=1200, completion_tokens=300)
+    proposer = proposer_for(server, price_in_per_mtok=3.0, price_out_per_mtok=15.0)
+
+    proposal = proposer.propose(context)
+
+    assert proposal.source == GROUPED
+    assert proposal.rationale == RATIONALE
+    assert proposal.name == "llm"
+    assert (proposal.prompt_tokens, proposal.completion_tokens) == (1200, 300)
+    assert proposal.cost_usd == pytest.approx(1200 * 3.0 / 1e6 + 300 * 15.0 / 1e6)
+    request = server.requests[0]
+    assert request["model"] == "fake-coder"
+    assert request["temperature"] == 0.2
+    assert [m["role"] for m in request["messages"]] == ["system", "user"]
+
+
+def test_rendered_prompt_holds_hardware_rejection_reason_and_target(server, context):
+    server.reply(GOOD_REPLY)
+    proposer_for(server).propose(context)
+
+    system, user = (m["content"] for m in server.requests[0]["messages"])
+    assert "def swizzle(pid, num_pid_m, num_pid_n)" in system
+    assert "NVIDIA H100 SXM5 80GB" in user
+    assert REJECTION in user
+    assert TARGET.strip() in user
+    assert "program-id order" in user  # the in_order dispatch, explained
+    assert "measured:ncu" in user and context.analysis in user
+
+
+def test_malformed_then_well_formed_reply_succeeds_and_shows_the_error(server, context):
+    server.reply("I would group the rows by 8.", prompt_tokens=1000, completion_tokens=10)
+    server.reply(GOOD_REPLY, prompt_tokens=1100, completion_tokens=200)
+
+    proposal = proposer_for(server).propose(context)
+
+    assert proposal.source == GROUPED
+    assert (proposal.prompt_tokens, proposal.completion_tokens) == (2100, 210)
+    second = server.requests[1]["messages"]
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "user"]
+    assert second[2]["content"] == "I would group the rows by 8."
+    assert "no ```python code block in the reply" in second[3]["content"]
+
+
+def test_empty_content_is_retried_like_a_parse_error(server, context):
+    server.reply(None)
+    server.reply(GOOD_REPLY)
+    assert proposer_for(server).propose(context).source == GROUPED
+    assert "the reply is empty" in server.requests[1]["messages"][-1]["content"]
+
+
+def test_three_malformed_replies_raise(server, context):
+    for _ in range(3):
+        server.reply("```python\ndef swizzle(pid):\n    return pid\n```")
+    with pytest.raises(ProposerError, match="could not be parsed after 3 attempts") as info:
+        proposer_for(server).propose(context)
+    assert "found `swizzle(pid)`" in str(info.value)
+    assert len(server.requests) == 3
+
+
+def test_slow_reply_times_out_in_bounded_time(server, context):
+    server.reply(GOOD_REPLY, delay_s=3.0)
+    proposer = proposer_for(server, timeout_s=1, max_retries=0)
+    start = time.monotonic()
+    with pytest.raises(ProposerError, match="timed out after 1 s"):
+        proposer.propose(context)
+    assert time.monotonic() - start < 2.5
+
+
+def test_closed_port_is_unreachable(context):
+    proposer = LLMProposer(model="fake-coder", base_url=f"http://127.0.0.1:{closed_port()}/v1",
+                           api_key="x", timeout_s=5, max_retries=0)
+    with pytest.raises(ProposerError, match="unreachable") as info:
+        proposer.propose(context)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("status, expected", [
+    (500, "returned HTTP 500: fake error 500"),
+    (401, "rejected the API key"),
+    (404, "model 'fake-coder' not found at http://127.0.0.1"),
+])
+def test_http_errors_become_one_line_proposer_errors(server, context, status, expected):
+    server.reply(None, status=status)
+    with pytest.raises(ProposerError, match=expected):
+        proposer_for(server, max_retries=0).propose(context)
+
+
+def test_sdk_retries_a_transient_server_error(server, context):
+    server.reply(None, status=503)
+    server.reply(GOOD_REPLY)
+    assert proposer_for(server, max_retries=1).propose(context).source == GROUPED
+    assert len(server.requests) == 2
+
+
+def test_describe_names_model_and_endpoint(server):
+    assert proposer_for(server).describe() == f"llm:fake-coder at {server.base_url}"
+
+
+# ---- parse_reply -----------------------------------------------------------------------------
+
+def block(code: str, language: str = "python") -> str:
+    return f"```{language}\n{code}```"
+
+
+def test_parse_takes_the_last_block_that_defines_the_target():
+    reply = (f"First try:\n{block(TARGET)}\nBetter:\n{block(GROUPED)}\n"
+             f"Check:\n{block('print(swizzle(3, 4, 5))' + chr(10))}")
+    source, rationale = parse_reply(reply, "swizzle", ARGS)
+    assert source == GROUPED
+    assert rationale.startswith("First try:") and "print(swizzle" in rationale
+    assert "GROUP_SIZE_M" not in rationale
+
+
+def test_parse_accepts_a_bare_fence_an_indented_block_and_triton_imports():
+    indented = "\n".join("    " + line for line in GROUPED.splitlines()) + "\n"
+    source, rationale = parse_reply(block(indented, language=""), "swizzle", ARGS)
+    assert source == GROUPED and rationale == ""
+    with_imports = "import triton\nimport triton.language as tl\n\n" + GROUPED
+    assert parse_reply(block(with_imports), "swizzle", ARGS)[0] == GROUPED
+
+
+@pytest.mark.parametrize("reply, message", [
+    ("Use a grouped order.", "no ```python code block in the reply"),
+    ("```python\n" + TARGET, "no ```python code block in the reply (a fence is not closed"),
+    ("", "the reply is empty"),
+    (block("@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n):\n    pid_m = = pid\n"),
+     "the code block does not parse: invalid syntax (line 3)"),
+    (block("@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n)\n    return 0\n"),
+     "the code block does not parse: expected ':' (line 2)"),
+    (block("@triton.jit\ndef swizzle(pid, m):\n    return pid, m\n"),
+     "expected one function `swizzle(pid, num_pid_m, num_pid_n)`, found `swizzle(pid, m)`"),
+    (block("@triton.jit\ndef remap(pid, m):\n    return pid, m\n"),
+     "expected one function `swizzle(pid, num_pid_m, num_pid_n)`, found `remap(pid, m)`"),
+    (block("x = 1\n"), "found no function definition"),
+    (block("@triton.jit\ndef helper(x):\n    return x\n\n" + GROUPED),
+     "the code block also defines `helper`: only `swizzle` may be written"),
+    (block("GROUP = 8\n\n" + GROUPED), "the code block also contains `GROUP = 8` (line 1)"),
+    (block(GROUPED + "\n" + GROUPED), "defines `swizzle` 2 times"),
+    (block(GROUPED.replace("@triton.jit\n", "")), "`swizzle` lacks the @triton.jit decorator"),
+    (block("@functools.cache\n" + GROUPED), "may carry only the @triton.jit decorator"),
+])
+def test_parse_errors_say_what_is_wrong(reply, message):
+    with pytest.raises(ReplyParseError) as info:
+        parse_reply(reply, "swizzle", ARGS)
+    assert message in str(info.value)
+
+
+def test_parse_error_for_other_parameters_is_exact():
+    with pytest.raises(ReplyParseError, match=r"^expected one function `swizzle\(pid, num_pid_m, "
+                                              r"num_pid_n\)`, found `swizzle\(pid, m\)`$"):
+        parse_reply(block("@triton.jit\ndef swizzle(pid, m):\n    return pid, m\n"), "swizzle", ARGS)

@@ -1,0 +1,269 @@
+"""Tests of the L2 simulator. Hit counts on tiny caches are worked out by hand in the comments;
+every block is 100 bytes unless said otherwise. Notation: "m" miss, "h" hit, [..] = L2 content
+from least to most recently used."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from swizzleperf.hwspecs import HardwareSpec
+from swizzleperf.profiling.l2sim import SimResult, _access_stream, order_from_tiles, simulate
+from swizzleperf.profiling.trace import TileTrace
+
+B = 100  # bytes of one ordinary block
+
+
+def make_trace(programs, block_bytes=None, writes=(), programs_per_cu=1):
+    """``programs[t]`` = list of steps of tile t, each step a list of block ids (padded with -1)."""
+    steps = max(len(p) for p in programs)
+    acc = max(len(s) for p in programs for s in p)
+    keys = np.full((len(programs), steps, acc), -1, dtype=np.int64)
+    for t, p in enumerate(programs):
+        for s, step in enumerate(p):
+            keys[t, s, : len(step)] = step
+    nblocks = int(keys.max()) + 1
+    bb = np.full(nblocks, B, dtype=np.int64) if block_bytes is None else np.asarray(block_bytes)
+    is_write = np.zeros(len(bb), dtype=bool)
+    is_write[list(writes)] = True
+    return TileTrace(keys, bb, is_write, programs_per_cu, "hand-written test trace")
+
+
+def make_hw(compute_units=1, domains=1, l2_bytes=2 * B, llc_bytes=0, dispatch=None, name="toy"):
+    if dispatch is None:
+        dispatch = "in_order" if domains == 1 else "round_robin_domains"
+    return HardwareSpec(
+        name=name, display_name=name, vendor="test", arch="test", compute_units=compute_units,
+        l2_domains=domains, l2_partitions=domains, l2_bytes_per_domain=l2_bytes, l2_line_bytes=128,
+        l2_sector_bytes=32, l2_associativity=None, llc_bytes=llc_bytes, dram_bytes_per_s=1e12,
+        peak_bf16_flops=1e15, shared_memory_per_cu_bytes=0, dispatch=dispatch)
+
+
+def ident(n):
+    return np.arange(n)
+
+
+# --- LRU ---------------------------------------------------------------------------------------
+
+def test_lru_evicts_least_recently_used_not_first_in():
+    # one program, one access per step: A B A C A B  (A=0, B=1, C=2), L2 = 2 blocks.
+    # LRU:  A m [A]; B m [A,B]; A h [B,A]; C m evicts B [A,C]; A h [C,A]; B m evicts C [A,B]
+    #       -> 2 hits of 6 reads.  (FIFO would evict A at C, then miss A: only 1 hit.)
+    tr = make_trace([[[0], [1], [0], [2], [0], [1]]])
+    r = simulate(tr, ident(1), make_hw(l2_bytes=2 * B))
+    assert (r.l2_read_bytes, r.l2_hit_bytes) == (6 * B, 2 * B)
+    assert r.l2_hit_rate == pytest.approx(1 / 3)
+    assert r.dram_read_bytes == 4 * B
+    assert r.per_domain_hit_rate == [pytest.approx(1 / 3)]
+
+
+def test_block_larger_than_cache_is_never_cached_and_evicts_nothing():
+    # A=0 (100 B), X=1 (300 B), L2 = 200 B. Sequence A X A X:
+    # A m [A]; X m, too big, not inserted [A]; A h; X m again -> 1 hit (100 B) of 800 B read.
+    tr = make_trace([[[0], [1], [0], [1]]], block_bytes=[B, 3 * B])
+    r = simulate(tr, ident(1), make_hw(l2_bytes=2 * B))
+    assert (r.l2_read_bytes, r.l2_hit_bytes, r.dram_read_bytes) == (800, 100, 700)
+
+
+# --- concurrency and schedule ------------------------------------------------------------------
+
+CONCURRENT = [[[0], [1], [2]],   # tile 0: Z P Q
+              [[0], [3], [4]]]   # tile 1: Z R S
+
+
+def test_two_slots_share_a_block_read_in_the_same_step():
+    # 2 slots (2 CUs x 1 program), L2 = 2 blocks. Both programs run together:
+    # tick 0: p0 Z m [Z], p1 Z h; tick 1: P m [Z,P], R m evicts Z [P,R]; tick 2: Q m, S m
+    # -> 1 hit of 6.
+    r = simulate(make_trace(CONCURRENT), ident(2), make_hw(compute_units=2))
+    assert (r.l2_read_bytes, r.l2_hit_bytes) == (6 * B, B)
+
+
+def test_one_slot_runs_programs_one_after_another():
+    # 1 slot: p1 starts after p0 ends, so the stream is Z P Q Z R S.
+    # Z m [Z]; P m [Z,P]; Q m evicts Z [P,Q]; Z m (two other blocks since: evicted); R m; S m
+    # -> 0 hits.
+    r = simulate(make_trace(CONCURRENT), ident(2), make_hw(compute_units=1))
+    assert r.l2_hit_bytes == 0 and r.dram_read_bytes == 6 * B
+
+
+def test_programs_per_cu_gives_slots():
+    # 1 CU x 2 resident programs = 2 slots: same as test_two_slots_share_a_block_read_in_the_same_step.
+    r = simulate(make_trace(CONCURRENT, programs_per_cu=2), ident(2), make_hw(compute_units=1))
+    assert r.l2_hit_bytes == B
+
+
+def test_access_stream_order_and_early_slot_release():
+    # 2 slots, 3 programs. p0 = [10] then empty steps (done after tick 0); p1 = [20] [21] [22];
+    # p2 = [30, 31]. p2 takes p0's slot at tick 1 and is visited after p1 (started earlier):
+    # tick 0: 10, 20; tick 1: 21, 30, 31; tick 2: 22.
+    tr = make_trace([[[10]], [[20], [21], [22]], [[30, 31]]], block_bytes=[B] * 32)
+    doms, keys = _access_stream(tr, ident(3), domains=1, slots=2)
+    assert keys.tolist() == [10, 20, 21, 30, 31, 22]
+    assert doms.tolist() == [0] * 6
+
+
+def test_access_stream_interleaves_domains_within_a_tick():
+    # 2 domains x 1 slot, round robin: p0, p2 -> domain 0; p1, p3 -> domain 1.
+    # tick 0: d0 p0 (1), d1 p1 (2); tick 1: d0 p0 (11), d1 p1 (12); tick 2: d0 p2, d1 p3.
+    tr = make_trace([[[1], [11]], [[2], [12]], [[3]], [[4]]], block_bytes=[B] * 13)
+    doms, keys = _access_stream(tr, ident(4), domains=2, slots=1)
+    assert keys.tolist() == [1, 2, 11, 12, 3, 4]
+    assert doms.tolist() == [0, 1, 0, 1, 0, 1]
+
+
+# --- domains -----------------------------------------------------------------------------------
+
+SHARED = [[[0]], [[0]], [[1]], [[1]]]   # tiles 0,1 read X=0; tiles 2,3 read Y=1
+
+
+def test_round_robin_splits_sharing_across_domains():
+    # 2 domains x 1 slot, identity order: p0 (X), p2 (Y) -> d0; p1 (X), p3 (Y) -> d1.
+    # tick 0: d0 X m, d1 X m (X resident in d0: cross +100); tick 1: d0 Y m, d1 Y m (cross +100).
+    hw = make_hw(compute_units=2, domains=2, l2_bytes=10 * B)
+    r = simulate(make_trace(SHARED), ident(4), hw)
+    assert (r.l2_hit_bytes, r.dram_read_bytes, r.cross_domain_bytes) == (0, 4 * B, 2 * B)
+    assert r.per_domain_hit_rate == [0.0, 0.0]
+
+
+def test_order_keeping_sharers_in_one_domain_does_better():
+    # order [0, 2, 1, 3]: p0=X, p2=X -> d0; p1=Y, p3=Y -> d1.
+    # tick 0: d0 X m, d1 Y m; tick 1: d0 X h, d1 Y h -> hit 1/2 in each domain, no cross traffic.
+    hw = make_hw(compute_units=2, domains=2, l2_bytes=10 * B)
+    r = simulate(make_trace(SHARED), np.array([0, 2, 1, 3]), hw)
+    assert r.l2_hit_rate == pytest.approx(0.5)
+    assert r.per_domain_hit_rate == [pytest.approx(0.5), pytest.approx(0.5)]
+    assert (r.dram_read_bytes, r.cross_domain_bytes) == (2 * B, 0)
+
+
+def test_per_domain_hit_rate_uneven_and_idle_domain():
+    # 3 domains x 1 slot; tiles 0, 1 read X=0, tile 2 reads Y'=2, tile 3 reads Y=1.
+    # order [0, 3, 2, 1]: p0 = X -> d0, p1 = Y -> d1, p2 = Y' -> d2, p3 = X -> d0.
+    # d0: X m, X h -> 0.5; d1: Y m -> 0.0; d2: Y' m -> 0.0; 4 programs of one read each.
+    tr = make_trace([[[0]], [[0]], [[2]], [[1]]])
+    hw = make_hw(compute_units=3, domains=3, l2_bytes=10 * B)
+    r = simulate(tr, np.array([0, 3, 2, 1]), hw)
+    assert r.per_domain_hit_rate == [pytest.approx(0.5), 0.0, 0.0]
+    # A domain given no program at all reports 0.0: 1 tile, 3 domains.
+    r1 = simulate(make_trace([[[0], [0]]]), ident(1), hw)
+    assert r1.per_domain_hit_rate == [pytest.approx(0.5), 0.0, 0.0]
+
+
+def test_llc_hit_saves_dram():
+    # 2 domains x 1 slot, LLC 10 blocks. p0 (d0) X: L2 m, LLC m -> DRAM 100, X into the LLC.
+    # p1 (d1) X at the same tick: L2 m (cross +100), LLC h -> no DRAM bytes. LLC hit rate 100/200.
+    tr = make_trace([[[0]], [[0]]])
+    r = simulate(tr, ident(2), make_hw(compute_units=2, domains=2, llc_bytes=10 * B))
+    assert (r.dram_read_bytes, r.cross_domain_bytes) == (B, B)
+    assert r.llc_hit_rate == pytest.approx(0.5)
+    assert "Infinity Cache" in r.model
+    r0 = simulate(tr, ident(2), make_hw(compute_units=2, domains=2, llc_bytes=0))
+    assert r0.dram_read_bytes == 2 * B and r0.llc_hit_rate is None
+
+
+def test_llc_is_lru_by_bytes():
+    # 1 domain, L2 = 1 block, LLC = 2 blocks; sequence X Y X Z Y (X=0, Y=1, Z=2).
+    # L2 holds only the last block, so every read misses L2 (no immediate repeats).
+    # LLC: X m [X]; Y m [X,Y]; X h [Y,X]; Z m evicts Y [X,Z]; Y m evicts X [Z,Y]
+    # -> LLC hits 100 of 500, DRAM 400.
+    tr = make_trace([[[0], [1], [0], [2], [1]]])
+    r = simulate(tr, ident(1), make_hw(l2_bytes=B, llc_bytes=2 * B))
+    assert (r.l2_hit_bytes, r.dram_read_bytes) == (0, 4 * B)
+    assert r.llc_hit_rate == pytest.approx(0.2)
+
+
+# --- writes ------------------------------------------------------------------------------------
+
+def test_writes_allocate_count_once_and_stay_out_of_hit_rate():
+    # A=0 read; W0=1, W1=2 written. L2 = 2 blocks. Sequence A W0 W1 W0 A:
+    # A m [A]; W0 alloc [A,W0]; W1 alloc evicts A [W0,W1]; W0 write hit [W1,W0] (not counted);
+    # A m evicts W1 [W0,A]. Reads: 200 B, 0 hit. DRAM writes: W0 + W1 once each = 200 B.
+    tr = make_trace([[[0], [1], [2], [1], [0]]], writes=[1, 2])
+    r = simulate(tr, ident(1), make_hw(l2_bytes=2 * B))
+    assert (r.l2_read_bytes, r.l2_hit_bytes, r.dram_read_bytes) == (2 * B, 0, 2 * B)
+    assert r.dram_write_bytes == 2 * B
+    assert r.l2_hit_rate == 0.0
+
+
+# --- inputs and outputs ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("order", [[0, 0, 1], [0, 1], [0, 1, 3], [-1, 0, 1], [0.0, 1.0, 2.0]])
+def test_bad_order_raises(order):
+    tr = make_trace([[[0]], [[1]], [[2]]])
+    with pytest.raises(ValueError):
+        simulate(tr, np.array(order), make_hw())
+
+
+def test_in_order_dispatch_needs_one_domain():
+    with pytest.raises(ValueError, match="in_order"):
+        simulate(make_trace([[[0]]]), ident(1), make_hw(domains=2, dispatch="in_order"))
+
+
+def test_order_from_tiles_is_row_major():
+    coords = np.array([[0, 0], [1, 2], [0, 3]])
+    assert order_from_tiles(coords, (2, 4)).tolist() == [0, 6, 3]
+    with pytest.raises(ValueError):
+        order_from_tiles(np.array([0, 1]), (2, 4))
+
+
+def test_result_to_dict_is_json():
+    r = simulate(make_trace([[[0], [0]]]), ident(1), make_hw(name="h100"))
+    assert isinstance(r, SimResult) and r.source == "simulated:h100"
+    d = json.loads(json.dumps(r.to_dict()))
+    assert d["l2_hit_rate"] == pytest.approx(0.5) and d["llc_hit_rate"] is None
+    assert d["model"].startswith("per-domain LRU by bytes at block granularity, 1 resident")
+
+
+# --- full-size GEMM trace: speed and the grouped-order effect ----------------------------------
+
+GM, GN, KSTEPS = 128, 64, 64   # M = N = 16384 with 128x256 tiles; K = 4096 in steps of 64
+
+
+def gemm_trace() -> TileTrace:
+    """Tile t = (m, n) reads A(m, k) [128x64 bf16 = 16 KiB] and B(k, n) [64x256 bf16 = 32 KiB]
+    at step k, then writes C(m, n) [128x256 bf16 = 64 KiB] in a last step."""
+    m, n = np.divmod(np.arange(GM * GN), GN)
+    k = np.arange(KSTEPS)
+    a0, b0 = 0, GM * KSTEPS
+    c0 = b0 + KSTEPS * GN
+    keys = np.full((GM * GN, KSTEPS + 1, 2), -1, dtype=np.int64)
+    keys[:, :KSTEPS, 0] = a0 + m[:, None] * KSTEPS + k
+    keys[:, :KSTEPS, 1] = b0 + k * GN + n[:, None]
+    keys[:, KSTEPS, 0] = c0 + m * GN + n
+    block_bytes = np.concatenate([np.full(GM * KSTEPS, 16384), np.full(KSTEPS * GN, 32768),
+                                  np.full(GM * GN, 65536)]).astype(np.int64)
+    is_write = np.zeros(len(block_bytes), dtype=bool)
+    is_write[c0:] = True
+    return TileTrace(keys, block_bytes, is_write, 1, "synthetic GEMM trace")
+
+
+def grouped_order(group_m: int = 8) -> np.ndarray:
+    """Triton tutorial's GROUP_SIZE_M mapping of program id -> (pid_m, pid_n)."""
+    pid = np.arange(GM * GN)
+    in_group = group_m * GN
+    first_m = (pid // in_group) * group_m
+    size_m = np.minimum(GM - first_m, group_m)
+    pid_m = first_m + (pid % in_group) % size_m
+    pid_n = (pid % in_group) // size_m
+    return order_from_tiles(np.stack([pid_m, pid_n], axis=1), (GM, GN))
+
+
+def test_full_size_gemm_speed_and_grouped_beats_row_major():
+    tr = gemm_trace()
+    pid = np.arange(GM * GN)
+    row_major = order_from_tiles(np.stack([pid // GN, pid % GN], axis=1), (GM, GN))
+    grouped = grouped_order()
+    h100 = make_hw(compute_units=132, l2_bytes=50 * 2**20, name="h100-like")
+    mi300x = make_hw(compute_units=304, domains=8, l2_bytes=4 * 2**20, llc_bytes=256 * 2**20,
+                     name="mi300x-like")
+    r_row = simulate(tr, row_major, h100)
+    r_grp = simulate(tr, grouped, h100)
+    r_mi = simulate(tr, grouped, mi300x)
+    for r in (r_row, r_grp, r_mi):
+        assert r.seconds < 30
+        assert r.l2_read_bytes == GM * GN * KSTEPS * (16384 + 32768)
+        assert r.dram_write_bytes == GM * GN * 65536
+    assert r_grp.l2_hit_rate > r_row.l2_hit_rate
+    assert r_grp.dram_read_bytes < r_row.dram_read_bytes
+    assert r_mi.llc_hit_rate is not None and r_mi.cross_domain_bytes > 0
