@@ -22,8 +22,8 @@ ALLOWED_TL = frozenset({
 ALLOWED_TRITON = frozenset({"cdiv", "jit"})
 ALLOWED_BUILTINS = frozenset({"range", "min", "max", "abs", "True", "False", "None"})
 ALLOWED_NODES = (
-    ast.Expr, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Return, ast.For, ast.If, ast.Pass,
-    ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.IfExp,
+    ast.Expr, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Return, ast.For, ast.Pass,
+    ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare,
     ast.Call, ast.Attribute, ast.Tuple, ast.Load, ast.Store, ast.keyword,
     ast.operator, ast.unaryop, ast.boolop, ast.cmpop, ast.expr_context,
 )
@@ -93,6 +93,10 @@ def _check_body(func: ast.FunctionDef, params: set[str]) -> None:
 
 def _check_node(node: ast.AST, local_names: set[str], docstring: str | None) -> None:
     where = f"line {getattr(node, 'lineno', '?')}"
+    if isinstance(node, (ast.If, ast.IfExp)):
+        raise CandidateError(f"{where}: `if` is not allowed: the target is verified on a vector of "
+                             f"program ids, where a branch on pid has no single truth value; "
+                             f"select with tl.where(condition, a, b)")
     if not isinstance(node, ALLOWED_NODES):
         raise CandidateError(f"{where}: {type(node).__name__} is not allowed in the rewrite target "
                              f"(integer arithmetic, assignments, tl.where/minimum/maximum, "

@@ -119,9 +119,10 @@ class Loop:
         except ProposerExhausted as exc:
             return {"stop_reason": str(exc), "pending": None}
         except ProposerError as exc:
-            return {"iteration": iteration, "pending": _attempt("candidate", iteration, "none", "",
-                                                               verdict=Verdict.NO_CANDIDATE.value,
-                                                               reason=str(exc))}
+            return {"iteration": iteration, "pending": _attempt(
+                "candidate", iteration, "none", "", verdict=Verdict.NO_CANDIDATE.value, reason=str(exc),
+                prompt_tokens=exc.prompt_tokens, completion_tokens=exc.completion_tokens,
+                cost_usd=exc.cost_usd)}
         attempt = _attempt("candidate", iteration, proposal.name, proposal.source,
                            rationale=proposal.rationale, prompt_tokens=proposal.prompt_tokens,
                            completion_tokens=proposal.completion_tokens, cost_usd=proposal.cost_usd,

@@ -15,6 +15,20 @@ from swizzleperf.profiling import l2sim
 from swizzleperf.profiling.ncu import NcuError, find_ncu, profile_launch
 
 
+def plain(value):
+    """``value`` with numpy scalars and arrays turned into Python numbers and lists (the run record
+    and the checkpointer store plain JSON-like data)."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return value
+
+
 @dataclass
 class Measurer:
     """Measures candidates of one kernel on one target.
@@ -48,19 +62,19 @@ class Measurer:
                        dram_bytes=metrics["predicted_dram_bytes"], dram_source=metrics["predicted_source"],
                        time_ms=None, time_spread_ms=None, time_source=None, notes="")
         if self.target.mode != "measured":
-            return metrics
+            return plain(metrics)
         metrics.update(self._timing(details.get("timing")))
         metrics.update(self._ncu(kernel_path))
-        return metrics
+        return plain(metrics)
 
     def predict(self, order: np.ndarray) -> dict:
         """The simulator's figures for a program -> tile order (``order[p]`` = flat tile index)."""
         result = l2sim.simulate(self.trace, order, self.target.spec)
-        return {"predicted_l2_hit_rate": result.l2_hit_rate,
+        return plain({"predicted_l2_hit_rate": result.l2_hit_rate,
                 "predicted_dram_bytes": result.dram_read_bytes + result.dram_write_bytes,
                 "predicted_per_domain_hit_rate": list(result.per_domain_hit_rate),
                 "predicted_cross_domain_bytes": result.cross_domain_bytes,
-                "predicted_source": result.source, "simulator_model": result.model}
+                "predicted_source": result.source, "simulator_model": result.model})
 
     def _timing(self, timing: dict | None) -> dict:
         if not timing:

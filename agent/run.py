@@ -6,6 +6,7 @@ import secrets
 import shutil
 import sqlite3
 import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -149,6 +150,11 @@ def _drive(loop: Loop, record: RunRecord, run_id: str, run_dir: Path, target, in
     try:
         graph.invoke(initial, config)
         status = "finished"
+    except Exception as exc:  # a defect of ours: keep the run, log the traceback, say it in one line
+        status = "failed"
+        (run_dir / "error.log").write_text(traceback.format_exc())
+        raise RunError(f"internal error: {type(exc).__name__}: {exc} (traceback in {run_dir / 'error.log'}; "
+                       f"the run is saved: --resume {run_id})") from None
     finally:
         state = graph.get_state(config).values
         row = record.run(run_id)

@@ -55,6 +55,9 @@ class KernelSpec:
         dtypes: dtype names the kernel supports; the first is the default.
         rewrite_target: name of the ``@triton.jit`` function that candidates replace.
         expert: catalog name of the hand-written reference order (``"grouped-m:8"``), or None.
+        output_tile: ``(problem, meta) -> tuple``, elements of the output each program writes per
+            dimension (names unwritten tiles in rejections); None when the output is not tiled
+            like the grid.
     """
 
     name: str
@@ -75,6 +78,7 @@ class KernelSpec:
     dtypes: tuple = ("bfloat16",)
     rewrite_target: str = "swizzle"
     expert: str | None = None
+    output_tile: Callable[[Problem, Meta], tuple] | None = None
     source_path: Path | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:

@@ -221,13 +221,12 @@ def _compare(out, expected, spec, problem, meta, dtype: str, where: str) -> floa
 
 
 def _unwritten_tiles(unwritten, spec, problem, meta) -> str:
-    """Name the logical tiles holding unwritten elements, when the output is laid out like the
-    tile grid (same rank); otherwise the first unwritten index."""
+    """Name the logical tiles holding unwritten elements, when the spec says how the output is
+    tiled; otherwise the first unwritten index."""
     grid = spec.tile_grid(problem, meta)
-    shape = tuple(unwritten.shape)
-    if len(shape) != len(grid):
+    if spec.output_tile is None or unwritten.dim() != len(grid):
         return f"first at index {tuple(int(i) for i in unwritten.nonzero()[0])}"
-    tile = tuple(math.ceil(s / g) for s, g in zip(shape, grid))
+    tile = tuple(spec.output_tile(problem, meta))
     idx = unwritten.nonzero().cpu().numpy() // np.asarray(tile)
     flat = np.unique(np.ravel_multi_index(tuple(idx.T), grid))
     return f"{_tiles(flat, grid)} (tiles of {'x'.join(map(str, tile))} elements)"

@@ -200,4 +200,5 @@ SPEC = KernelSpec(
     dtypes=("bfloat16", "float16"),
     rewrite_target="swizzle",
     expert="grouped-m:8",
+    output_tile=lambda p, meta: (meta["BLOCK_M"], meta["BLOCK_N"]),
 )

@@ -95,7 +95,7 @@ def parse_csv(text: str, kernel_name: str) -> dict:
     rows = table[table["Kernel Name"].astype(str).str.startswith(kernel_name)]
     if rows.empty:
         raise NcuError(f"ncu profiled no launch of {kernel_name!r} (saw {sorted(set(table['Kernel Name']))})")
-    values = {name: rows[name].astype(str).str.replace(",", "").astype(float).mean()
+    values = {name: float(rows[name].astype(str).str.replace(",", "").astype(float).mean())
               for name in METRICS if name in rows.columns}
     return {**values, "launches": float(len(rows))}
 

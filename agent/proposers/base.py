@@ -7,7 +7,14 @@ from typing import Any, Protocol
 
 
 class ProposerError(Exception):
-    """No candidate this time (endpoint down, replies unparseable after the retries); one line."""
+    """No candidate this time (endpoint down, replies unparseable after the retries); one line.
+    What the failed attempt still spent is kept: ``prompt_tokens``, ``completion_tokens``,
+    ``cost_usd``."""
+
+    def __init__(self, message: str, prompt_tokens: int = 0, completion_tokens: int = 0,
+                 cost_usd: float = 0.0):
+        super().__init__(message)
+        self.prompt_tokens, self.completion_tokens, self.cost_usd = prompt_tokens, completion_tokens, cost_usd
 
 
 class ProposerExhausted(Exception):

@@ -263,7 +263,9 @@ class LLMProposer:
                             prompt_tokens=usage.prompt_tokens,
                             completion_tokens=usage.completion_tokens, cost_usd=self._cost(usage))
         raise ProposerError(f"the model's replies could not be parsed after "
-                            f"{1 + self.max_parse_retries} attempts: {error}")
+                            f"{1 + self.max_parse_retries} attempts: {error}",
+                            prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+                            cost_usd=self._cost(usage))
 
     def _fix_message(self, context: ProposalContext, error: ReplyParseError) -> str:
         arg_names = target_arg_names(context.target_source, context.target_name)

@@ -1,0 +1,106 @@
+"""The whole loop on CPU (simulated MI300X): scripted, LLM (loopback server) and failing proposers.
+Every run must end with its record, report and best kernel written, the user's file untouched."""
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from fake_openai import FakeOpenAIServer
+
+from swizzleperf.agent import run
+from swizzleperf.agent.proposers.base import ProposerError
+from swizzleperf.agent.proposers.scripted import ScriptedProposer
+from swizzleperf.agent.record import RunRecord
+from swizzleperf.agent.swizzles import catalog_source
+
+ARGS = ["pid", "num_pid_m", "num_pid_n"]
+NAIVE_XCD = '''@triton.jit
+def swizzle(pid, num_pid_m, num_pid_n):
+    num_pids = num_pid_m * num_pid_n
+    pid = (pid % 8) * (num_pids // 8) + pid // 8
+    return pid // num_pid_n, pid % num_pid_n
+'''
+
+
+def _options(tmp_path: Path, gemm_path: Path, **extra) -> run.RunOptions:
+    kernel = tmp_path / "gemm.py"
+    kernel.write_text(gemm_path.read_text())
+    return run.RunOptions(kernel=str(kernel), hw="mi300x", workdir=str(tmp_path / ".swizzleperf"),
+                          plateau=10, **extra)
+
+
+def test_scripted_loop_records_every_verdict_and_reports(tmp_path, gemm_path):
+    options = _options(tmp_path, gemm_path, iterations=4)
+    user_file_before = Path(options.kernel).read_text()
+    proposer = ScriptedProposer([("naive-xcd", NAIVE_XCD),
+                                 ("xcd-grouped-m:8", catalog_source("xcd-grouped-m:8:8", ARGS)),
+                                 ("garbage", "this is not python"),
+                                 ProposerError("LLM endpoint http://127.0.0.1:9/v1 unreachable")])
+    outcome = run.start(options, proposer=proposer)
+
+    assert outcome.status == "finished"
+    rows = RunRecord(Path(options.workdir)).iterations(outcome.run_id)
+    candidates = rows[rows.kind == "candidate"]
+    assert list(candidates.verdict) == ["NOT_PERMUTATION", "PASS", "INVALID", "NO_CANDIDATE"]
+    assert list(rows.kind[:2]) == ["baseline", "expert"]
+    assert "never computed" in candidates.reason.iloc[0] and "remainder" in candidates.lesson.iloc[0]
+    assert candidates.l2_source.iloc[1] == "simulated:mi300x"
+    # The second proposal saw why the first was rejected.
+    assert "never computed" in proposer.contexts[1].history[0]["reason"]
+    assert "XCD" in proposer.contexts[0].analysis or "domain" in proposer.contexts[0].analysis
+
+    report = json.loads((outcome.run_dir / "report.json").read_text())
+    assert report["mode"] == "simulated" and report["hardware"] == "mi300x" and report["iterations"] == 4
+    best, baseline = report["best"], report["baseline"]
+    assert best["name"] == "xcd-grouped-m:8" and best["permutation_verified"] and best["numerics_verified"]
+    assert 0.0 <= baseline["l2_hit_rate"] < best["l2_hit_rate"] <= 1.0
+    assert best["time_ms"] is None and best["source"] == "simulated:mi300x"
+    assert "NUM_XCDS" in best["swizzle_source"]
+    best_kernel = outcome.run_dir / "gemm.py"
+    assert "NUM_XCDS" in best_kernel.read_text() and (outcome.run_dir / "best.diff").read_text()
+    assert (outcome.run_dir / "report.md").read_text().startswith("# swizzleperf run")
+    assert Path(options.kernel).read_text() == user_file_before  # never modified without --in-place
+
+
+def test_in_place_writes_the_best_back(tmp_path, gemm_path):
+    options = _options(tmp_path, gemm_path, iterations=1, in_place=True)
+    run.start(options, proposer=ScriptedProposer([("xcd", catalog_source("xcd-grouped-m:8:8", ARGS))]))
+    assert "NUM_XCDS" in Path(options.kernel).read_text()
+
+
+def test_llm_loop_against_a_loopback_server(tmp_path, gemm_path):
+    good = ("Group 8 rows per XCD.\n```python\n" + catalog_source("xcd-grouped-m:8:8", ARGS) + "```\n")
+    with FakeOpenAIServer() as server:
+        server.reply(good, prompt_tokens=1200, completion_tokens=300)
+        for _ in range(3):  # one proposal: the reply and its two retries are all malformed
+            server.reply("I would rather not write code.", prompt_tokens=100, completion_tokens=10)
+        options = _options(tmp_path, gemm_path, iterations=2, model="fake-coder",
+                           base_url=server.base_url, price_in_per_mtok=1.0, price_out_per_mtok=2.0)
+        outcome = run.start(options)
+        assert "Memory-access analysis" in server.requests[0]["messages"][1]["content"]
+    rows = RunRecord(Path(options.workdir)).iterations(outcome.run_id)
+    candidates = rows[rows.kind == "candidate"]
+    assert list(candidates.verdict) == ["PASS", "NO_CANDIDATE"]
+    assert candidates.prompt_tokens.iloc[0] == 1200 and candidates.completion_tokens.iloc[0] == 300
+    assert candidates.cost_usd.iloc[0] == pytest.approx(1200e-6 + 600e-6)
+    assert "could not be parsed" in candidates.reason.iloc[1]
+    report = json.loads((outcome.run_dir / "report.json").read_text())
+    assert report["prompt_tokens"] == 1500 and report["best"]["name"] == "llm"
+
+
+def test_llm_endpoint_down_ends_the_run_cleanly(tmp_path, gemm_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    options = _options(tmp_path, gemm_path, iterations=5, model="m", base_url=f"http://127.0.0.1:{port}/v1",
+                       llm_timeout_s=2.0)
+    outcome = run.start(options)
+    assert outcome.status == "finished"
+    assert "no candidate 3 times in a row" in outcome.report["stop_reason"]
+    assert "unreachable" in outcome.report["stop_reason"]
+    rows = pd.DataFrame(outcome.report["attempts"])
+    assert list(rows.verdict) == ["NO_CANDIDATE"] * 3
+    assert outcome.report["best"]["name"] == "baseline"
