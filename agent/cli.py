@@ -53,7 +53,7 @@ def _attempt_line(a: dict) -> str:
 
 
 def _fail(message: str) -> None:
-    errors.print(f"[red]error:[/red] {message}")
+    errors.print(f"[red]error:[/red] {message}", soft_wrap=True)
     raise typer.Exit(code=2)
 
 
@@ -102,6 +102,9 @@ def optimize(
         errors.print("interrupted: the run is saved; continue it with --resume RUN_ID (printed above)")
         raise typer.Exit(code=130)
     _print_summary(outcome)
+    baseline = outcome.report.get("baseline") or {}
+    if baseline.get("verdict") not in (None, "PASS"):
+        _fail(outcome.report["stop_reason"])
 
 
 def _print_summary(outcome) -> None:
@@ -139,3 +142,7 @@ def hw_command(hw: Optional[str] = typer.Option(None, "--hw", help="The spec a r
 def main() -> None:
     """Console-script entry point."""
     sys.exit(app())
+
+
+if __name__ == "__main__":
+    main()

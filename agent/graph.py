@@ -171,8 +171,9 @@ class Loop:
         result = self.evaluator.compare([a["kernel_file"] for a in contenders])
         if result["verdict"] != Verdict.PASS.value:
             return {"confirmation": {"error": f"{result['verdict']}: {result['reason']}"}}
-        updated = [lessons.with_confirmed_time(a, t, s, result["rounds"], self.target)
-                   for a, t, s in zip(contenders, result["time_ms"], result["time_spread_ms"])]
+        updated = [lessons.with_confirmed_time(a, t, s, r, self.target)
+                   for a, t, s, r in zip(contenders, result["time_ms"], result["time_spread_ms"],
+                                         result["round_medians_ms"])]
         for attempt in updated:
             self.record.save_attempt(self.run_id, attempt, self.proposer.describe()
                                      if attempt["kind"] == "candidate" else "reference", is_best=False)

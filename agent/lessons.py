@@ -2,6 +2,8 @@
 lesson the reflect step writes for the next proposal."""
 from __future__ import annotations
 
+import numpy as np
+
 from swizzleperf.agent.verify import Verdict
 
 _ADVICE = {
@@ -32,9 +34,18 @@ def better(attempt: dict, best: dict, mode: str) -> bool:
 
 
 def beyond_noise(attempt: dict, best: dict, mode: str) -> bool:
-    """True when the gain over ``best`` exceeds the measured spread (interquartile ranges of both
-    timings); in simulated mode, any gain of 0.1 percentage point of hit rate or more."""
+    """True when the gain over ``best`` exceeds the measured spread; in simulated mode, any gain
+    of 0.1 percentage point of hit rate or more.
+
+    Two attempts timed head to head (same rounds) are compared round by round: the median of the
+    per-round differences must exceed their interquartile range. Otherwise the difference of the
+    medians must exceed the larger of the two interquartile ranges."""
     a, b = attempt.get("metrics") or {}, best.get("metrics") or {}
+    paired_a, paired_b = a.get("rounds_ms"), b.get("rounds_ms")
+    if mode == "measured" and paired_a and paired_b and len(paired_a) == len(paired_b):
+        diff = np.asarray(paired_b) - np.asarray(paired_a)  # > 0: attempt faster in that round
+        q25, q50, q75 = np.quantile(diff, [0.25, 0.5, 0.75])
+        return bool(q50 > 0 and q50 > q75 - q25)
     if mode == "measured" and a.get("time_ms") is not None and b.get("time_ms") is not None:
         noise = max(a.get("time_spread_ms") or 0.0, b.get("time_spread_ms") or 0.0)
         return b["time_ms"] - a["time_ms"] > noise
@@ -102,14 +113,15 @@ def _passed(state: dict) -> list:
             and (a.get("metrics") or {}).get("time_ms") is not None]
 
 
-def with_confirmed_time(attempt: dict, time_ms: float, spread_ms: float, rounds: int, target) -> dict:
+def with_confirmed_time(attempt: dict, time_ms: float, spread_ms: float, rounds_ms: list,
+                        target) -> dict:
     """The attempt with its head-to-head time as the headline time (the first measurement kept
-    as ``first_time_ms``)."""
+    as ``first_time_ms``, the per-round medians as ``rounds_ms``)."""
     m = dict(attempt["metrics"])
     device = target.device.name if target.device else "GPU"
     m.update(first_time_ms=m.get("time_ms"), first_time_spread_ms=m.get("time_spread_ms"),
-             time_ms=time_ms, time_spread_ms=spread_ms,
-             time_source=f"measured:events:{device} (head-to-head, {rounds} rounds)")
+             time_ms=time_ms, time_spread_ms=spread_ms, rounds_ms=list(rounds_ms),
+             time_source=f"measured:events:{device} (head-to-head, {len(rounds_ms)} rounds)")
     return {**attempt, "metrics": m}
 
 

@@ -269,7 +269,8 @@ def _stage_compare(module, spec, request: dict) -> dict:
 
     Each round times every module (do_bench, ``rep_ms`` each, L2 flushed between repetitions),
     alternating the order of the modules from round to round. Per module: the median of its round
-    medians and the interquartile range of those medians (ms)."""
+    medians, the interquartile range of those medians, and the round medians themselves (ms), so
+    that two modules can be compared round by round (drift between rounds hits both alike)."""
     import triton
     from swizzleperf.agent.spec import load_kernel
     dtype, problem, meta = request["dtype"], spec.problems["default"], spec.meta_for("default")
@@ -284,7 +285,8 @@ def _stage_compare(module, spec, request: dict) -> dict:
                                             rep=request.get("rep_ms", 200), return_mode="all")
             medians[r, i] = np.median(times)
     q25, q50, q75 = np.quantile(medians, [0.25, 0.5, 0.75], axis=0)
-    return {"time_ms": q50.tolist(), "time_spread_ms": (q75 - q25).tolist(), "rounds": rounds}
+    return {"time_ms": q50.tolist(), "time_spread_ms": (q75 - q25).tolist(), "rounds": rounds,
+            "round_medians_ms": medians.T.tolist()}
 
 
 if __name__ == "__main__":

@@ -16,6 +16,9 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
 fi
 start=$(date +%s)
 swizzleperf optimize kernels/gemm.py --iterations ${ITERATIONS:-8} 2>&1 | tee "$OUTDIR/optimize_$GPU.log"
+status=$?
 echo "wall time of optimize: $(( $(date +%s) - start )) s" | tee -a "$OUTDIR/optimize_$GPU.log"
 run=$(ls -td .swizzleperf/runs/* | head -1)
 cp "$run/report.json" "$OUTDIR/report_$GPU.json"; cp "$run/report.md" "$OUTDIR/report_$GPU.md"
+cp "$run/best.diff" "$OUTDIR/best_$GPU.diff" 2>/dev/null
+exit $status

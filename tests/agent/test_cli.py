@@ -1,0 +1,108 @@
+"""The command line as a user meets it: bad input gives one clear line and no traceback; a run
+killed mid-way resumes and finishes without losing or repeating an iteration."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+CLI = [sys.executable, "-m", "swizzleperf.agent.cli"]
+
+
+def swizzleperf(*args, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(CLI + list(args), cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def _assert_one_line_error(proc: subprocess.CompletedProcess, expected: str) -> None:
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert expected in proc.stderr, proc.stderr
+    assert len([line for line in proc.stderr.splitlines() if line.strip()]) == 1
+
+
+@pytest.mark.parametrize("make, expected", [
+    (lambda d: d / "missing.py", "no such file"),
+    (lambda d: d, "not a Python kernel module"),
+    (lambda d: _write(d / "notes.txt", "hello"), "not a Python kernel module"),
+    (lambda d: _write(d / "empty.py", "x = 1\n"), "defines no KernelSpec"),
+    (lambda d: _write(d / "broken.py", "def f(:\n"), "does not parse"),
+    (lambda d: _write(d / "deps.py", "import no_such_package_xyz\n"), "failed to import: ModuleNotFoundError"),
+])
+def test_bad_kernel_paths(tmp_path, make, expected):
+    _assert_one_line_error(swizzleperf("optimize", str(make(tmp_path)), cwd=tmp_path), expected)
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_unknown_hardware_and_unknown_run(tmp_path, gemm_path):
+    _assert_one_line_error(swizzleperf("optimize", str(gemm_path), "--hw", "tpu9", cwd=tmp_path),
+                           "unknown hardware 'tpu9'")
+    _assert_one_line_error(swizzleperf("optimize", "--resume", "nope", cwd=tmp_path), "no run 'nope'")
+
+
+def test_a_kernel_that_does_not_compile(tmp_path, gemm_path):
+    bad = _write(tmp_path / "gemm_bad.py", gemm_path.read_text().replace(
+        "accumulator = tl.dot(a, b, accumulator)", "accumulator = tl.dot(a, b, accumulator, bogus=1)"))
+    proc = swizzleperf("optimize", str(bad), cwd=tmp_path)
+    _assert_one_line_error(proc, "the unmodified kernel fails verification")
+    report = json.loads(next((tmp_path / ".swizzleperf" / "runs").glob("*/report.json")).read_text())
+    assert report["baseline"]["verdict"] in ("COMPILE_ERROR", "RUNTIME_ERROR")
+
+
+def test_hw_without_a_gpu(tmp_path):
+    proc = swizzleperf("hw", cwd=tmp_path)
+    assert proc.returncode == 0 and "no GPU" in proc.stdout and "mi300x" in proc.stdout
+
+
+def test_resume_after_a_kill_mid_run(tmp_path, gemm_path):
+    kernel = _write(tmp_path / "gemm.py", gemm_path.read_text())
+    workdir = tmp_path / ".swizzleperf"
+    proc = subprocess.Popen(CLI + ["optimize", str(kernel), "--iterations", "4", "--plateau", "10"],
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        run_id = _wait_for_candidate_row(workdir / "swizzleperf.db", timeout_s=300)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the CLI and any worker it was running
+        proc.wait()
+    done = _candidate_iterations(workdir / "swizzleperf.db", run_id)
+    assert 1 <= len(done) < 4
+
+    resumed = swizzleperf("optimize", "--resume", run_id, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert _candidate_iterations(workdir / "swizzleperf.db", run_id) == [1, 2, 3, 4]
+    report = json.loads((workdir / "runs" / run_id / "report.json").read_text())
+    assert report["status"] == "finished" and report["iterations"] == 4
+    assert [a["iteration"] for a in report["attempts"]] == [1, 2, 3, 4]
+
+
+def _candidate_iterations(db: Path, run_id: str) -> list:
+    with sqlite3.connect(db) as connection:
+        rows = connection.execute("SELECT iteration FROM iterations WHERE run_id = ? AND kind = 'candidate' "
+                                  "ORDER BY iteration", (run_id,)).fetchall()
+    return [r[0] for r in rows]
+
+
+def _wait_for_candidate_row(db: Path, timeout_s: float) -> str:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if db.exists():
+            try:
+                with sqlite3.connect(db) as connection:
+                    row = connection.execute("SELECT run_id FROM iterations WHERE kind = 'candidate'").fetchone()
+            except sqlite3.OperationalError:  # tables not created yet
+                row = None
+            if row:
+                return row[0]
+        time.sleep(0.2)
+    raise AssertionError("no candidate row appeared")

@@ -1,0 +1,35 @@
+"""Parsing ncu's raw CSV page, and what happens without ncu."""
+import pytest
+
+from swizzleperf.profiling import ncu
+
+LOG = '''==PROF== Connected to process 4242 (/usr/bin/python3.12)
+==PROF== Profiling "matmul_kernel" - 0: 0%....50%....100% - 9 passes
+"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","gpu__time_duration.sum","lts__t_sector_hit_rate.pct","dram__bytes_read.sum","dram__bytes_write.sum","launch__grid_size"
+"","","","","","","","","","","","ns","%","byte","byte",""
+"0","4242","python3.12","h","matmul_kernel","1","7","(256, 1, 1)","(8192, 1, 1)","0","9.0","3,512,000","46.0","8,820,000,000","536,870,912","8,192"
+"1","4242","python3.12","h","matmul_kernel","1","7","(256, 1, 1)","(8192, 1, 1)","0","9.0","3,508,000","47.0","8,800,000,000","536,870,912","8,192"
+==PROF== Disconnected from process 4242
+'''
+
+
+def test_parse_averages_the_launches_and_accepts_thousands_separators():
+    metrics = ncu.parse_csv(LOG, "matmul_kernel")
+    assert metrics["lts__t_sector_hit_rate.pct"] == pytest.approx(46.5)
+    assert metrics["gpu__time_duration.sum"] == pytest.approx(3_510_000)
+    assert metrics["dram__bytes_read.sum"] == pytest.approx(8.81e9)
+    assert metrics["launch__grid_size"] == 8192 and metrics["launches"] == 2
+    assert all(type(v) is float for v in metrics.values())
+
+
+def test_parse_without_the_kernel_says_what_it_saw():
+    with pytest.raises(ncu.NcuError, match="saw"):
+        ncu.parse_csv(LOG.replace("matmul_kernel", "other_kernel"), "matmul_kernel")
+    with pytest.raises(ncu.NcuError, match="profiled no launch"):
+        ncu.parse_csv("==PROF== nothing\n", "matmul_kernel")
+
+
+def test_no_ncu_is_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setattr(ncu, "find_ncu", lambda: None)
+    with pytest.raises(ncu.NcuError, match="ncu not found"):
+        ncu.profile_launch(tmp_path / "k.py", "matmul_kernel", "bfloat16")
