@@ -2,6 +2,7 @@
 measure. Shared by the baseline, the expert order and every proposal of the loop."""
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,7 +69,9 @@ class Evaluator:
 
     def predict_many(self, members: list) -> list:
         """Simulator figures for ``[(name, source)]`` (our catalog), or None for a member that does
-        not pass the permutation check. All members are mapped in one worker."""
+        not pass the permutation check; ``order_sha1`` identifies the program -> tile order, so that
+        members that are the same order under two names can be told apart. All members are mapped
+        in one worker."""
         items, prepared = [], []
         for name, source in members:
             p = self.prepare(f"catalog-{name}", source)
@@ -84,7 +87,12 @@ class Evaluator:
             outcome = next(outcomes, None) if p["kernel_file"] else None
             ok = outcome is not None and outcome["verdict"] == "PASS"
             mapping = Path(p["kernel_file"]).with_suffix(".map.npy") if ok else None
-            predictions.append(self.measurer.predict(np.load(mapping)) if ok else None)
+            if ok:
+                order = np.load(mapping)
+                predictions.append({**self.measurer.predict(order),
+                                    "order_sha1": hashlib.sha1(order.tobytes()).hexdigest()})
+            else:
+                predictions.append(None)
         return predictions
 
 

@@ -47,13 +47,24 @@ class SearchPolicy:
         raise ProposerExhausted("the policy has tried every catalog member that passed verification")
 
     def _rank(self, context: ProposalContext) -> list:
+        """Members in rank order; members that are the same order as the kernel's current one, or
+        as a better-ranked member, under another name (grouped-n:64 on 64 columns is row-major)
+        are dropped."""
         names = swizzles.family_members(self.wave, context.tile_grid, context.hardware.l2_domains,
                                         self.aspect)
         members = [(n, swizzles.catalog_source(n, self.arg_names)) for n in names]
-        scored = [{"name": n, "source": s, "predicted": p}
-                  for (n, s), p in zip(members, self.score(members)) if p is not None]
-        return sorted(scored, key=lambda e: (-e["predicted"]["predicted_l2_hit_rate"],
-                                             e["predicted"]["predicted_dram_bytes"]))
+        predictions = self.score(members + [("current", context.target_source)])
+        seen = {predictions[-1]["order_sha1"]} if predictions[-1] else set()
+        scored = sorted(({"name": n, "source": s, "predicted": p}
+                         for (n, s), p in zip(members, predictions) if p is not None),
+                        key=lambda e: (-e["predicted"]["predicted_l2_hit_rate"],
+                                       e["predicted"]["predicted_dram_bytes"]))
+        ranking = []
+        for entry in scored:
+            if entry["predicted"]["order_sha1"] not in seen:
+                seen.add(entry["predicted"]["order_sha1"])
+                ranking.append(entry)
+        return ranking
 
     def _rationale(self, entry: dict, context: ProposalContext) -> str:
         rank = self.ranking.index(entry) + 1
