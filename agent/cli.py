@@ -30,7 +30,9 @@ class Progress:
 
     def __call__(self, kind: str, data: dict) -> None:
         label = data.get("name", "")
-        if kind == "propose":
+        if kind == "target":
+            console.print(label)
+        elif kind == "propose":
             self.status.update(f"iteration {data['iteration']}/{self.budget}: asking the proposer")
         elif kind in ("verify", "measure"):
             step = "verifying" if kind == "verify" else "measuring"
@@ -109,7 +111,7 @@ def optimize(
 
 def _print_summary(outcome) -> None:
     r = outcome.report
-    console.print(f"\n{r['target']}")
+    console.print()
     table = Table(title=f"{r['kernel']} on {r['hardware']} ({r['mode']})")
     for column in ("order", "L2 hit rate", "source", "time (ms)", "time source"):
         table.add_column(column)

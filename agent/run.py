@@ -73,6 +73,7 @@ def start(options: RunOptions, on_event: Callable = lambda k, d: None, proposer=
     kernel_path = Path(options.kernel)
     module, spec = load_kernel(kernel_path)
     target = hwspecs.resolve_target(options.hw)
+    on_event("target", {"name": target.message})
     shutil.copyfile(kernel_path, run_dir / f"original_{kernel_path.name}")
     loop = _build_loop(options, spec, target, record, run_id, run_dir, on_event, proposer)
     record.create_run(run_id, {"kernel": spec.name, "kernel_path": str(kernel_path.resolve()),

@@ -42,27 +42,27 @@ _COLUMN_MAJOR = """\
     return pid_m, pid_n
 """
 
-_GROUPED_M = """\
-    GROUP_SIZE_M: tl.constexpr = {g}
-    num_pid_in_group = GROUP_SIZE_M * {n}
+# Groups of G tile rows (M) or columns (N), walked across the other axis inside a group; the last
+# group may be smaller (tl.minimum), so every grid is covered exactly once.
+_GROUPED = """\
+    GROUP_SIZE_{axis}: tl.constexpr = {g}
+    num_pid_in_group = GROUP_SIZE_{axis} * {across}
     group_id = {pid} // num_pid_in_group
-    first_pid_m = group_id * GROUP_SIZE_M
-    group_size_m = tl.minimum({m} - first_pid_m, GROUP_SIZE_M)
-    pid_m = first_pid_m + ({pid} % num_pid_in_group) % group_size_m
-    pid_n = ({pid} % num_pid_in_group) // group_size_m
+    first_{grouped_out} = group_id * GROUP_SIZE_{axis}
+    group_size_{axis_lower} = tl.minimum({grouped} - first_{grouped_out}, GROUP_SIZE_{axis})
+    {grouped_out} = first_{grouped_out} + ({pid} % num_pid_in_group) % group_size_{axis_lower}
+    {across_out} = ({pid} % num_pid_in_group) // group_size_{axis_lower}
     return pid_m, pid_n
 """
 
-_GROUPED_N = """\
-    GROUP_SIZE_N: tl.constexpr = {g}
-    num_pid_in_group = GROUP_SIZE_N * {m}
-    group_id = {pid} // num_pid_in_group
-    first_pid_n = group_id * GROUP_SIZE_N
-    group_size_n = tl.minimum({n} - first_pid_n, GROUP_SIZE_N)
-    pid_n = first_pid_n + ({pid} % num_pid_in_group) % group_size_n
-    pid_m = ({pid} % num_pid_in_group) // group_size_n
-    return pid_m, pid_n
-"""
+
+def _grouped(axis: str, g: int, names: dict) -> str:
+    """The grouped body along ``axis`` ("M" or "N")."""
+    if axis == "M":
+        roles = dict(grouped=names["m"], across=names["n"], grouped_out="pid_m", across_out="pid_n")
+    else:
+        roles = dict(grouped=names["n"], across=names["m"], grouped_out="pid_n", across_out="pid_m")
+    return _GROUPED.format(axis=axis, axis_lower=axis.lower(), g=g, pid=names["pid"], **roles)
 
 
 def catalog_source(name: str, arg_names: list[str]) -> str:
@@ -82,9 +82,8 @@ def catalog_source(name: str, arg_names: list[str]) -> str:
         return _HEADER.format(doc=f"{family} order.", **names) + body.format(**names)
     if family in ("grouped-m", "grouped-n"):
         g = _positive_int(name, param)
-        body = _GROUPED_M if family == "grouped-m" else _GROUPED_N
         doc = f"{family} with groups of {g} tile {'rows' if family == 'grouped-m' else 'columns'}."
-        return _HEADER.format(doc=doc, **names) + body.format(g=g, **names)
+        return _HEADER.format(doc=doc, **names) + _grouped(family[-1].upper(), g, names)
     if family == "xcd-contiguous":
         d = _positive_int(name, param or "8")
         doc = f"Contiguous logical tiles per L2 domain ({d} domains, p -> domain p % {d}), row-major."
@@ -95,7 +94,7 @@ def catalog_source(name: str, arg_names: list[str]) -> str:
         g, d = _positive_int(name, g_text), _positive_int(name, d_text or "8")
         doc = f"Contiguous logical tiles per L2 domain ({d} domains), then grouped-m:{g}."
         return (_HEADER.format(doc=doc, **names) + _XCD_REMAP.format(d=d, **names)
-                + _GROUPED_M.format(g=g, **names))
+                + _grouped("M", g, names))
     raise UnknownSwizzleError(f"unknown swizzle {name!r}: known row-major, column-major, "
                               f"grouped-m:G, grouped-n:G, xcd-contiguous[:D], xcd-grouped-m:G[:D]")
 

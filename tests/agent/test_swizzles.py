@@ -1,0 +1,54 @@
+"""Every catalog member is a permutation of the tile grid on grids of every kind (multiples of the
+group and domain counts or not, one row, one column), evaluated by the Triton interpreter."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from swizzleperf.agent.swizzles import UnknownSwizzleError, catalog_source
+
+MEMBERS = ["row-major", "column-major", "grouped-m:1", "grouped-m:8", "grouped-m:5", "grouped-n:3",
+           "grouped-n:16", "xcd-contiguous:8", "xcd-contiguous:3", "xcd-grouped-m:8:8", "xcd-grouped-m:4:2"]
+GRIDS = [(128, 64), (7, 9), (4, 3), (13, 1), (1, 11), (9, 8)]
+
+_SCRIPT = r'''
+import json, math, sys, types
+from pathlib import Path
+from swizzleperf.agent.spec import _import_file
+from swizzleperf.agent.worker import probe_target, permutation_errors
+sources, grids, folder = json.loads(sys.argv[1]), json.loads(sys.argv[2]), Path(sys.argv[3])
+text = "import triton\nimport triton.language as tl\n\n" + "\n".join(
+    s.replace("def swizzle(", f"def swizzle_{i}(") for i, s in enumerate(sources))
+(folder / "members.py").write_text(text)
+module = _import_file(folder / "members.py")
+errors = {}
+for i in range(len(sources)):
+    for grid in grids:
+        coords = probe_target(module, types.SimpleNamespace(rewrite_target=f"swizzle_{i}"), tuple(grid),
+                              math.prod(grid), 2)
+        errors[f"{i} {grid}"] = permutation_errors(coords, tuple(grid))
+print(json.dumps(errors))
+'''
+
+
+def test_every_member_is_a_permutation_on_every_grid(tmp_path):
+    sources = [catalog_source(m, ["pid", "num_pid_m", "num_pid_n"]) for m in MEMBERS]
+    proc = subprocess.run([sys.executable, "-c", _SCRIPT, json.dumps(sources), json.dumps(GRIDS), str(tmp_path)],
+                          capture_output=True, text=True, timeout=600, env=dict(os.environ, TRITON_INTERPRET="1"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    errors = json.loads(proc.stdout.strip().splitlines()[-1])
+    failures = {f"{MEMBERS[int(k.split()[0])]} on {k.split(' ', 1)[1]}": v for k, v in errors.items() if v}
+    assert not failures
+
+
+@pytest.mark.parametrize("name", ["grouped-m", "grouped-m:0", "grouped-x:4", "xcd-grouped-m:a", "hilbert"])
+def test_unknown_or_malformed_names(name):
+    with pytest.raises(UnknownSwizzleError):
+        catalog_source(name, ["pid", "num_pid_m", "num_pid_n"])
+
+
+def test_the_target_must_take_three_parameters():
+    with pytest.raises(UnknownSwizzleError, match="needs a target"):
+        catalog_source("row-major", ["pid", "n"])
