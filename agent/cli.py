@@ -50,8 +50,9 @@ def _attempt_line(a: dict) -> str:
     m = a["metrics"]
     time_text = f"  {m['time_ms']:.3f} ± {m['time_spread_ms']:.3f} ms" if m.get("time_ms") is not None else ""
     star = " [green]new best[/green]" if a.get("improved") else ""
-    return (f"{where:>8} {a['name']:<22} L2 {m['l2_hit_rate']:6.1%} ({m['l2_source']}){time_text}"
-            f"  (simulator {m['predicted_l2_hit_rate']:.1%}){star}")
+    predicted = ("" if m["l2_source"] == m["predicted_source"]
+                 else f"  (simulator {m['predicted_l2_hit_rate']:.1%})")
+    return f"{where:>8} {a['name']:<22} L2 {m['l2_hit_rate']:6.1%} ({m['l2_source']}){time_text}{predicted}{star}"
 
 
 def _fail(message: str) -> None:
