@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -129,6 +130,51 @@ def _print_summary(outcome) -> None:
         console.print(f"best vs baseline: {best['speedup_vs_baseline']:.3f}x{noise}")
     console.print(f"stopped: {r['stop_reason']}")
     console.print(f"run {outcome.run_id} ({outcome.status}): {outcome.run_dir}")
+
+
+@app.command()
+def simulate(
+    kernel: str = typer.Argument(..., help="Kernel module, e.g. kernels/gemm.py."),
+    hw: str = typer.Option("mi300x", "--hw", help="Hardware spec to simulate."),
+    swizzle: Optional[str] = typer.Option(None, help="Catalog order: row-major, column-major, grouped-m:G, grouped-n:G, xcd-contiguous[:D], xcd-grouped-m:G[:D]; default the kernel's own."),
+    swizzle_file: Optional[str] = typer.Option(None, help="A file holding a rewrite-target source to simulate instead."),
+    meta: Optional[str] = typer.Option(None, help="Meta-parameter overrides, e.g. BLOCK_M=128,BLOCK_N=256,BLOCK_K=64."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Predict the L2 hit rate and DRAM traffic of KERNEL's default problem under one order."""
+    import json
+    result = _guarded(lambda: __import__("swizzleperf.agent.simulate", fromlist=["x"]).simulate_kernel(
+        Path(kernel), hw, swizzle, Path(swizzle_file) if swizzle_file else None, meta))
+    if as_json:
+        print(json.dumps(result))
+        return
+    console.print(f"{result['kernel']} on {result['hardware']} ({result['source']}), order {result['swizzle']}: "
+                  f"L2 hit rate {result['l2_hit_rate']:.1%}, DRAM {result['dram_bytes'] / 1e9:.2f} GB, "
+                  f"per domain {', '.join(f'{r:.0%}' for r in result['per_domain_hit_rate'])} "
+                  f"({result['seconds']:.1f} s)\n{result['model']}")
+
+
+@app.command()
+def analyze(
+    kernel: str = typer.Argument(..., help="Kernel module, e.g. kernels/gemm.py."),
+    hw: str = typer.Option("mi300x", "--hw", help="Hardware spec."),
+    swizzle: Optional[str] = typer.Option(None, help="Catalog order to analyze; default the kernel's own."),
+    meta: Optional[str] = typer.Option(None, help="Meta-parameter overrides, e.g. BLOCK_M=128."),
+) -> None:
+    """Print the memory-access analysis a proposer is shown."""
+    from swizzleperf.agent.simulate import analyze_kernel
+    console.print(_guarded(lambda: analyze_kernel(Path(kernel), hw, swizzle, meta)))
+
+
+def _guarded(action):
+    """Run ``action``; the errors a user can cause become one line."""
+    from swizzleperf.agent.simulate import SimulateError
+    from swizzleperf.agent.spec import KernelLoadError
+    from swizzleperf.hwspecs import UnknownHardwareError
+    try:
+        return action()
+    except (SimulateError, KernelLoadError, UnknownHardwareError) as exc:
+        _fail(str(exc))
 
 
 @app.command("hw")

@@ -93,6 +93,13 @@ def run_request(request: dict) -> dict:
     return {"verdict": "PASS", "reason": "", "details": details}
 
 
+def _meta(spec, problem_name: str, request: dict) -> dict:
+    """Launch meta-parameters of a problem: the spec's, with ``meta_overrides`` applied to every
+    problem but ``check`` (whose small tiles are chosen for the interpreter)."""
+    meta = spec.meta_for(problem_name)
+    return meta if problem_name == "check" else {**meta, **request.get("meta_overrides", {})}
+
+
 def _classify(exc: Exception) -> str:
     name = type(exc).__name__
     return "COMPILE_ERROR" if "Compil" in name or "Unsupported" in name else "RUNTIME_ERROR"
@@ -108,7 +115,7 @@ def _one_line(exc: Exception) -> str:
 def _stage_permutation(module, spec, request: dict) -> dict:
     summary = {}
     for i, name in enumerate(request["problems"]):
-        problem, meta = spec.problems[name], spec.meta_for(name)
+        problem, meta = spec.problems[name], _meta(spec, name, request)
         grid = tuple(int(g) for g in spec.tile_grid(problem, meta))
         coords = probe_target(module, spec, tuple(int(a) for a in spec.swizzle_args(problem, meta)),
                               math.prod(grid), len(grid))
@@ -186,7 +193,7 @@ def _stage_numerics(module, spec, request: dict) -> dict:
     device, dtype = request["device"], request["dtype"]
     summary = {"dtype": dtype, "device": device, "tolerance": spec.tolerance[dtype], "rel_errors": {}}
     for name in request["numerics_problems"]:
-        problem, meta = spec.problems[name], spec.meta_for(name)
+        problem, meta = spec.problems[name], _meta(spec, name, request)
         seeds = request["seeds"] if name == "check" else request["seeds"][:1]
         errors = []
         for seed in seeds:
@@ -238,7 +245,7 @@ def _stage_timing(module, spec, request: dict) -> dict:
     """Median launch time over rotating input sets, L2 flushed before each repetition."""
     import triton
     name, dtype = request["timing_problem"], request["dtype"]
-    problem, meta = spec.problems[name], spec.meta_for(name)
+    problem, meta = spec.problems[name], _meta(spec, name, request)
     sets = [spec.make_inputs(problem, 1000 + i, "cuda", dtype) for i in range(request.get("input_sets", 3))]
     rotation = itertools.cycle(sets)
     times = np.asarray(triton.testing.do_bench(lambda: spec.launch(next(rotation), **meta),
@@ -255,7 +262,7 @@ def _stage_timing(module, spec, request: dict) -> dict:
 def _stage_run_once(module, spec, request: dict) -> dict:
     import torch
     name, dtype = request["timing_problem"], request["dtype"]
-    problem, meta = spec.problems[name], spec.meta_for(name)
+    problem, meta = spec.problems[name], _meta(spec, name, request)
     inputs = spec.make_inputs(problem, 7, "cuda", dtype)
     launches = request.get("warmup", 2) + request.get("launches", 1)
     for _ in range(launches):
@@ -273,7 +280,7 @@ def _stage_compare(module, spec, request: dict) -> dict:
     that two modules can be compared round by round (drift between rounds hits both alike)."""
     import triton
     from swizzleperf.agent.spec import load_kernel
-    dtype, problem, meta = request["dtype"], spec.problems["default"], spec.meta_for("default")
+    dtype, problem, meta = request["dtype"], spec.problems["default"], _meta(spec, "default", request)
     specs = [load_kernel(path)[1] for path in request["compare_paths"]]
     sets = [spec.make_inputs(problem, 2000 + i, "cuda", dtype) for i in range(2)]
     rounds = request.get("rounds", 5)

@@ -1,0 +1,94 @@
+"""``swizzleperf simulate`` and ``swizzleperf analyze``: the simulator and the access analysis of one
+kernel and one order, without a GPU and without a run."""
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from swizzleperf import hwspecs
+from swizzleperf.agent.candidate import CandidateError, check_candidate, splice, target_args, target_source
+from swizzleperf.agent.spec import load_kernel
+from swizzleperf.agent.swizzles import catalog_source
+from swizzleperf.agent.verify import run_worker
+from swizzleperf.profiling import analysis, l2sim
+
+
+class SimulateError(Exception):
+    """Bad options or a swizzle that is not a permutation; one line for the user."""
+
+
+def parse_meta(text: str | None) -> dict:
+    """``"BLOCK_M=128,BLOCK_N=256"`` -> ``{"BLOCK_M": 128, "BLOCK_N": 256}``.
+
+    Raises:
+        SimulateError: an item is not ``NAME=INTEGER``.
+    """
+    meta = {}
+    for item in filter(None, (text or "").split(",")):
+        name, _, value = item.partition("=")
+        if not name.strip() or not value.strip().lstrip("-").isdigit():
+            raise SimulateError(f"--meta items must be NAME=INTEGER, got {item!r}")
+        meta[name.strip()] = int(value)
+    return meta
+
+
+def program_order(kernel_path: Path, swizzle: str | None, swizzle_file: Path | None,
+                  meta_overrides: dict, timeout_s: float = 300.0) -> tuple:
+    """The default problem's program -> tile order of a kernel with its own swizzle, a catalog
+    member, or the rewrite target in ``swizzle_file``; verified to be a permutation (in a worker).
+
+    Returns ``(spec, order, swizzle label)``. Raises SimulateError."""
+    _, spec = load_kernel(kernel_path)
+    source = kernel_path.read_text()
+    args = target_args(source, spec.rewrite_target)
+    try:
+        if swizzle_file is not None:
+            target, label = Path(swizzle_file).read_text(), str(swizzle_file)
+            check_candidate(target, spec.rewrite_target, args)
+        elif swizzle:
+            target, label = catalog_source(swizzle, args), swizzle
+        else:
+            target, label = target_source(source, spec.rewrite_target), "kernel's own"
+        module = splice(source, spec.rewrite_target, target)
+    except (CandidateError, OSError, ValueError) as exc:
+        raise SimulateError(str(exc)) from None
+    with tempfile.TemporaryDirectory(prefix="swizzleperf-sim-") as folder:
+        path, mapping = Path(folder) / kernel_path.name, Path(folder) / "order.npy"
+        path.write_text(module)
+        result = run_worker({"kernel_path": str(path), "stages": ["permutation"],
+                             "problems": ["default"], "mapping_path": str(mapping),
+                             "meta_overrides": meta_overrides}, timeout_s, interpret=True)
+        if not result.passed:
+            raise SimulateError(f"{result.verdict.value}: {result.reason}")
+        return spec, np.load(mapping), label
+
+
+def simulate_kernel(kernel_path: Path, hw: str, swizzle: str | None = None,
+                    swizzle_file: Path | None = None, meta: str | None = None) -> dict:
+    """The simulator's figures for one kernel, hardware spec and order (a JSON-ready dict with
+    ``l2_hit_rate`` 0..1, ``dram_bytes``, ``per_domain_hit_rate``, ``seconds`` of simulation)."""
+    overrides = parse_meta(meta)
+    spec, order, label = program_order(Path(kernel_path), swizzle, swizzle_file, overrides)
+    hardware = hwspecs.load_spec(hw)
+    full_meta = {**spec.meta_for("default"), **overrides}
+    trace = spec.trace(spec.problems["default"], full_meta)
+    start = time.perf_counter()
+    result = l2sim.simulate(trace, order, hardware)
+    return {"kernel": spec.name, "hardware": hardware.name, "swizzle": label,
+            "problem": dict(spec.problems["default"]), "meta": full_meta,
+            **result.to_dict(), "dram_bytes": result.dram_read_bytes + result.dram_write_bytes,
+            "seconds": time.perf_counter() - start, "trace_source": trace.source}
+
+
+def analyze_kernel(kernel_path: Path, hw: str, swizzle: str | None = None, meta: str | None = None) -> str:
+    """The memory-access analysis a proposer is shown, for one kernel, spec and order."""
+    overrides = parse_meta(meta)
+    spec, order, _ = program_order(Path(kernel_path), swizzle, None, overrides)
+    hardware = hwspecs.load_spec(hw)
+    full_meta = {**spec.meta_for("default"), **overrides}
+    problem = spec.problems["default"]
+    figures = analysis.analyze(spec.trace(problem, full_meta), order, spec.tile_grid(problem, full_meta), hardware)
+    return analysis.render(figures, hardware, spec.rewrite_target)
