@@ -163,7 +163,7 @@ def analyze(
 ) -> None:
     """Print the memory-access analysis a proposer is shown."""
     from swizzleperf.agent.simulate import analyze_kernel
-    console.print(_guarded(lambda: analyze_kernel(Path(kernel), hw, swizzle, meta)))
+    print(_guarded(lambda: analyze_kernel(Path(kernel), hw, swizzle, meta)))
 
 
 def _guarded(action):

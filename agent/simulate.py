@@ -59,7 +59,7 @@ def program_order(kernel_path: Path, swizzle: str | None, swizzle_file: Path | N
         path, mapping = Path(folder) / kernel_path.name, Path(folder) / "order.npy"
         path.write_text(module)
         result = run_worker({"kernel_path": str(path), "stages": ["permutation"],
-                             "problems": ["default"], "mapping_path": str(mapping),
+                             "problems": ["default", "check"], "mapping_path": str(mapping),
                              "meta_overrides": meta_overrides}, timeout_s, interpret=True)
         if not result.passed:
             raise SimulateError(f"{result.verdict.value}: {result.reason}")
