@@ -15,9 +15,11 @@ class HardwareSpec:
         vendor: ``"nvidia"`` or ``"amd"``.
         arch: ``"sm_90"``, ``"gfx942"``...
         compute_units: SMs (NVIDIA) or CUs (AMD) enabled on the part.
-        l2_domains: caches that hold data independently: AMD XCDs (each its own L2); 1 on
-            NVIDIA, whose L2 partitions together form one cache (see ``l2_partitions``).
-        l2_partitions: NVIDIA L2 partitions joined by the fabric (2 on H100/H200); equals
+        l2_domains: caches that hold data independently: AMD XCDs (each its own L2); on H100 and
+            H200 the two L2 partitions, each modelled as holding its own copy of what its SMs read
+            (validated against ncu: eval/results/simulator_validation.md); 1 on NVIDIA parts
+            not yet validated, whose partitions are then treated as one cache.
+        l2_partitions: NVIDIA L2 partitions joined by the fabric (2 on A100/H100/H200); equals
             ``l2_domains`` on AMD.
         l2_bytes_per_domain: L2 capacity of one domain in bytes.
         l2_line_bytes: L2 cache-line size in bytes.
@@ -28,7 +30,9 @@ class HardwareSpec:
         peak_bf16_flops: dense bf16 matrix peak in FLOP/s (vendor figure).
         shared_memory_per_cu_bytes: shared memory / LDS per SM or CU in bytes.
         dispatch: ``"round_robin_domains"`` (AMD: workgroup p to XCD p % l2_domains, each XCD
-            running its share in order) or ``"in_order"`` (NVIDIA: programs issued in id order).
+            running its share in order), ``"in_order"`` (programs issued in id order to one L2)
+            or ``"hashed_domains"`` (NVIDIA partitions: issued in id order, the partition of a
+            program's SM a fixed hash of its id, since neighbouring ids land far apart).
         match_names: lower-case substrings of the device name (torch's ``name`` or AMD's
             ``gcnArchName``) that identify this GPU on a live device.
     """

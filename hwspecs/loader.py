@@ -20,7 +20,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_SIMULATED = "mi300x"  # the spec simulated when no GPU is present and no --hw is given
 VENDORS = ("nvidia", "amd")
-DISPATCH_POLICIES = ("in_order", "round_robin_domains")
+DISPATCH_POLICIES = ("in_order", "round_robin_domains", "hashed_domains")
 _MB = 1 << 20
 _DETECT = object()  # resolve_target's default: detect the device now
 

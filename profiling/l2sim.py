@@ -33,7 +33,28 @@ import numpy as np
 from swizzleperf.hwspecs import HardwareSpec
 from swizzleperf.profiling.trace import TileTrace
 
-DISPATCH_POLICIES = ("round_robin_domains", "in_order")
+from swizzleperf.hwspecs.loader import DISPATCH_POLICIES
+
+
+def program_domains(num_programs: int, domains: int, dispatch: str) -> np.ndarray:
+    """L2 domain of each program id, int64 ``[num_programs]``.
+
+    ``round_robin_domains`` (AMD): ``p % domains``. ``in_order``: all in domain 0.
+    ``hashed_domains`` (NVIDIA L2 partitions): a fixed pseudo-random function of p (splitmix64),
+    standing for the SM placement, which puts neighbouring program ids on SMs far apart
+    (shared/HARDWARE.md: ids 0-7 on SMs 124-131, then 0,1,16,17,32,33,...).
+    """
+    pid = np.arange(num_programs, dtype=np.uint64)
+    if dispatch == "round_robin_domains":
+        return (pid % np.uint64(domains)).astype(np.int64)
+    if dispatch == "hashed_domains":
+        with np.errstate(over="ignore"):
+            z = pid + np.uint64(0x9E3779B97F4A7C15)
+            z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+            z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+            z = z ^ (z >> np.uint64(31))
+        return (z % np.uint64(domains)).astype(np.int64)
+    return np.zeros(num_programs, dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -130,13 +151,13 @@ def _program_lengths(keys: np.ndarray) -> np.ndarray:
     return np.where(nonempty.any(axis=1), last, 1).astype(np.int64)
 
 
-def _start_ticks(lengths: np.ndarray, domains: int, slots: int) -> np.ndarray:
+def _start_ticks(lengths: np.ndarray, dom: np.ndarray, domains: int, slots: int) -> np.ndarray:
     """Tick at which each program id starts. ``lengths[p]`` = ticks program p occupies; program p
-    joins domain ``p % domains``'s queue; each queue fills ``slots`` slots in id order, a freed
+    joins domain ``dom[p]``'s queue; each queue fills ``slots`` slots in id order, a freed
     slot taking the next program at the tick after its last step. Returns int64 ``[programs]``."""
     start = np.zeros(len(lengths), dtype=np.int64)
     for d in range(domains):
-        pids = range(d, len(lengths), domains)
+        pids = np.flatnonzero(dom == d).tolist()
         free = []                                            # min-heap of slot free ticks
         for p in pids:
             t = heapq.heappop(free) if len(free) >= slots else 0
@@ -145,7 +166,7 @@ def _start_ticks(lengths: np.ndarray, domains: int, slots: int) -> np.ndarray:
     return start
 
 
-def _access_stream(trace: TileTrace, order: np.ndarray, domains: int, slots: int):
+def _access_stream(trace: TileTrace, order: np.ndarray, domains: int, slots: int, dispatch: str):
     """Flatten the schedule into the global access sequence.
 
     Returns ``(domain, key)``: int64 arrays ``[num_accesses]`` in simulation order (tick, then
@@ -153,10 +174,11 @@ def _access_stream(trace: TileTrace, order: np.ndarray, domains: int, slots: int
     """
     keys = trace.keys[order]                                 # [programs, steps, acc]
     p_count, steps, acc = keys.shape
-    start = _start_ticks(_program_lengths(keys), domains, slots)
+    dom = program_domains(p_count, domains, dispatch)
+    start = _start_ticks(_program_lengths(keys), dom, domains, slots)
     pid = np.arange(p_count, dtype=np.int64)
-    dom = pid % domains
-    rank = dom * (-(-p_count // domains)) + pid // domains   # domain-major, queue position
+    rank = np.empty(p_count, dtype=np.int64)                 # domain-major, queue position
+    rank[np.argsort(dom, kind="stable")] = np.arange(p_count)
     ranks = int(rank.max()) + 1 if p_count else 1
     tick = start[:, None] + np.arange(steps, dtype=np.int64)[None, :]        # [programs, steps]
     sort_key = ((tick * ranks + rank[:, None])[:, :, None] * acc
@@ -226,6 +248,9 @@ def _model_line(hw: HardwareSpec, slots: int) -> str:
     """One line naming the model simulated."""
     line = (f"per-domain LRU by bytes at block granularity, {slots} resident programs per domain "
             f"advancing step by step, dispatch {hw.dispatch}")
+    if hw.dispatch == "hashed_domains" and hw.l2_domains > 1:
+        line += (f" ({hw.l2_domains} L2 partitions of {hw.l2_bytes_per_domain / 2**20:g} MiB, each "
+                 f"holding its own copy of what its SMs read)")
     if hw.llc_bytes > 0:
         mb = hw.llc_bytes / 2**20 if hw.llc_bytes % 2**20 == 0 else hw.llc_bytes / 1e6
         line += f", Infinity Cache LRU {mb:g} MB"
@@ -251,7 +276,7 @@ def simulate(trace: TileTrace, order: np.ndarray, hw: HardwareSpec) -> SimResult
     t0 = time.perf_counter()
     order = _check_inputs(trace, order, hw)
     slots = hw.compute_units_per_domain * trace.programs_per_cu
-    doms, keys = _access_stream(trace, order, hw.l2_domains, slots)
+    doms, keys = _access_stream(trace, order, hw.l2_domains, slots, hw.dispatch)
     c = _replay(doms, keys, trace, hw)
     written = np.unique(keys[trace.block_is_write[keys]]) if keys.size else keys
     read_total, hit_total = sum(c["read"]), sum(c["hit"])

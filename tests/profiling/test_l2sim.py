@@ -99,7 +99,7 @@ def test_access_stream_order_and_early_slot_release():
     # p2 = [30, 31]. p2 takes p0's slot at tick 1 and is visited after p1 (started earlier):
     # tick 0: 10, 20; tick 1: 21, 30, 31; tick 2: 22.
     tr = make_trace([[[10]], [[20], [21], [22]], [[30, 31]]], block_bytes=[B] * 32)
-    doms, keys = _access_stream(tr, ident(3), domains=1, slots=2)
+    doms, keys = _access_stream(tr, ident(3), domains=1, slots=2, dispatch="in_order")
     assert keys.tolist() == [10, 20, 21, 30, 31, 22]
     assert doms.tolist() == [0] * 6
 
@@ -108,7 +108,7 @@ def test_access_stream_interleaves_domains_within_a_tick():
     # 2 domains x 1 slot, round robin: p0, p2 -> domain 0; p1, p3 -> domain 1.
     # tick 0: d0 p0 (1), d1 p1 (2); tick 1: d0 p0 (11), d1 p1 (12); tick 2: d0 p2, d1 p3.
     tr = make_trace([[[1], [11]], [[2], [12]], [[3]], [[4]]], block_bytes=[B] * 13)
-    doms, keys = _access_stream(tr, ident(4), domains=2, slots=1)
+    doms, keys = _access_stream(tr, ident(4), domains=2, slots=1, dispatch="round_robin_domains")
     assert keys.tolist() == [1, 2, 11, 12, 3, 4]
     assert doms.tolist() == [0, 1, 0, 1, 0, 1]
 
