@@ -123,12 +123,14 @@ def group_sizes(wave: int, grid: tuple, aspect: float = 1.0) -> list[int]:
     return sorted(s for s in sizes if s <= max(1, grid[0]))
 
 
-def family_members(wave: int, grid: tuple, l2_domains: int, aspect: float = 1.0) -> list[str]:
-    """Catalog names the built-in policy considers for this wave, grid and hardware."""
+def family_members(wave: int, grid: tuple, l2_domains: int, aspect: float = 1.0,
+                   dispatch: str = "round_robin_domains") -> list[str]:
+    """Catalog names the built-in policy considers for this wave, grid and hardware. The XCD
+    remaps only where program p runs on domain p % l2_domains (``round_robin_domains``)."""
     names = ["row-major", "column-major"]
     for g in group_sizes(wave, grid, aspect):
         names += [f"grouped-m:{g}", f"grouped-n:{g}"]
-    if l2_domains > 1:
+    if l2_domains > 1 and dispatch == "round_robin_domains":
         names.append(f"xcd-contiguous:{l2_domains}")
         names += [f"xcd-grouped-m:{g}:{l2_domains}" for g in group_sizes(wave, grid, aspect)]
     return names

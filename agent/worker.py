@@ -275,7 +275,9 @@ def _stage_compare(module, spec, request: dict) -> dict:
     """Head-to-head timing of ``compare_paths`` at the default problem, on the same input sets.
 
     Each round times every module (do_bench, ``rep_ms`` each, L2 flushed between repetitions),
-    alternating the order of the modules from round to round. Per module: the median of its round
+    the order rotated from round to round so that every module takes every position equally often
+    (on an H200 the modules timed first and last in alternating orders came out 3 % slower,
+    2026-11-22); at least two rotations. Per module: the median of its round
     medians, the interquartile range of those medians, and the round medians themselves (ms), so
     that two modules can be compared round by round (drift between rounds hits both alike)."""
     import triton
@@ -283,10 +285,11 @@ def _stage_compare(module, spec, request: dict) -> dict:
     dtype, problem, meta = request["dtype"], spec.problems["default"], _meta(spec, "default", request)
     specs = [load_kernel(path)[1] for path in request["compare_paths"]]
     sets = [spec.make_inputs(problem, 2000 + i, "cuda", dtype) for i in range(2)]
-    rounds = request.get("rounds", 5)
-    medians = np.zeros((rounds, len(specs)))
+    n = len(specs)
+    rounds = max(request.get("rounds", 6), 2 * n)
+    medians = np.zeros((rounds, n))
     for r in range(rounds):
-        for i in (range(len(specs)) if r % 2 == 0 else reversed(range(len(specs)))):
+        for i in ((r + j) % n for j in range(n)):  # rotated: each module takes every position
             rotation = itertools.cycle(sets)
             times = triton.testing.do_bench(lambda: specs[i].launch(next(rotation), **meta), warmup=25,
                                             rep=request.get("rep_ms", 200), return_mode="all")

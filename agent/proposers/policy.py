@@ -51,7 +51,7 @@ class SearchPolicy:
         as a better-ranked member, under another name (grouped-n:64 on 64 columns is row-major)
         are dropped."""
         names = swizzles.family_members(self.wave, context.tile_grid, context.hardware.l2_domains,
-                                        self.aspect)
+                                        self.aspect, context.hardware.dispatch)
         members = [(n, swizzles.catalog_source(n, self.arg_names)) for n in names]
         predictions = self.score(members + [("current", context.target_source)])
         seen = {predictions[-1]["order_sha1"]} if predictions[-1] else set()

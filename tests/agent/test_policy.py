@@ -39,6 +39,8 @@ def test_group_sizes_follow_the_wave():
 def test_xcd_members_only_on_chiplet_gpus():
     assert not any("xcd" in n for n in family_members(132, (128, 64), 1))
     assert any(n.startswith("xcd-grouped-m") for n in family_members(38, (128, 64), 8))
+    # NVIDIA partitions are not chosen by p % 2: no XCD remap there.
+    assert not any("xcd" in n for n in family_members(66, (128, 64), 2, dispatch="hashed_domains"))
 
 
 def test_policy_proposes_in_rank_order_without_repeats_or_equivalents():

@@ -22,7 +22,7 @@ def test_simulate_json(tmp_path, gemm_path):
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert 0 <= result["l2_hit_rate"] <= 1 and result["dram_bytes"] > 2 * 16384 * 4096 * 2
-    assert len(result["per_domain_hit_rate"]) == 1 and result["seconds"] < 10
+    assert len(result["per_domain_hit_rate"]) == 2 and result["seconds"] < 10  # two L2 partitions
     assert result["source"] == "simulated:h200" and result["meta"]["BLOCK_N"] == 256
 
 
