@@ -98,8 +98,7 @@ class Loop:
                                                      f"{base['verdict']}: {base['reason']}"}
         expert = None
         if self.spec.expert:
-            expert = self._evaluate("expert", 0, self.spec.expert,
-                                    catalog_source(self.spec.expert, self.evaluator.arg_names))
+            expert = self._evaluate("expert", 0, *expert_source(self.spec.expert, self.evaluator.arg_names))
         self.record.mark_best(self.run_id, "baseline", 0)
         return {"baseline": base, "expert": expert, "best": base, "iteration": 0, "stale": 0,
                 "proposer_failures": 0, "history": []}
@@ -249,6 +248,14 @@ class Loop:
         if state["stale"] >= b.plateau:
             return f"plateau: no gain beyond noise in the last {b.plateau} iterations"
         return None
+
+
+def expert_source(expert: str, arg_names: list) -> tuple:
+    """``(name, source)`` of a spec's expert order: a catalog name, or the full source of a
+    rewrite target (named "expert")."""
+    if "def " in expert:
+        return "expert", expert
+    return expert, catalog_source(expert, arg_names)
 
 
 def _attempt(kind: str, iteration: int, name: str, source: str, **extra) -> dict:

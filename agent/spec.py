@@ -54,7 +54,8 @@ class KernelSpec:
         min_bytes: ``(problem, dtype) -> float``: fewest bytes one launch must move (for GB/s).
         dtypes: dtype names the kernel supports; the first is the default.
         rewrite_target: name of the ``@triton.jit`` function that candidates replace.
-        expert: catalog name of the hand-written reference order (``"grouped-m:8"``), or None.
+        expert: the hand-written reference order: a catalog name (``"grouped-m:8"``) or the full
+            source of a rewrite target (for orders outside the catalog); None where none is known.
         output_tile: ``(problem, meta) -> tuple``, elements of the output each program writes per
             dimension (names unwritten tiles in rejections); None when the output is not tiled
             like the grid.

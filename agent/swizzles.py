@@ -65,16 +65,43 @@ def _grouped(axis: str, g: int, names: dict) -> str:
     return _GROUPED.format(axis=axis, axis_lower=axis.lower(), g=g, pid=names["pid"], **roles)
 
 
+_HEADER_1D = "@triton.jit\ndef swizzle({pid}, {n}):\n    \"\"\"{doc}\"\"\"\n"
+
+_XCD_REMAP_1D = """\
+    NUM_XCDS: tl.constexpr = {d}
+    xcd = {pid} % NUM_XCDS
+    base = {n} // NUM_XCDS
+    rem = {n} % NUM_XCDS
+    return xcd * base + tl.minimum(xcd, rem) + {pid} // NUM_XCDS
+"""
+
+
+def _catalog_source_1d(name: str, arg_names: list[str]) -> str:
+    """Members for a 1-D target ``swizzle(pid, num_pids) -> tile``: ``row-major`` (the identity)
+    and ``xcd-contiguous[:D]``."""
+    names = dict(pid=arg_names[0], n=arg_names[1])
+    family, _, param = name.partition(":")
+    if family == "row-major" and not param:
+        return _HEADER_1D.format(doc="Identity: program p computes tile p.", **names) + f"    return {names['pid']}\n"
+    if family == "xcd-contiguous":
+        d = _positive_int(name, param or "8")
+        doc = f"Contiguous tiles per L2 domain ({d} domains, p -> domain p % {d})."
+        return _HEADER_1D.format(doc=doc, **names) + _XCD_REMAP_1D.format(d=d, **names)
+    raise UnknownSwizzleError(f"unknown swizzle {name!r} for a 1-D target: known row-major, xcd-contiguous[:D]")
+
+
 def catalog_source(name: str, arg_names: list[str]) -> str:
-    """Source of the catalog member ``name`` for a target with parameters ``arg_names``.
+    """Source of the catalog member ``name`` for a target with parameters ``arg_names``: a 2-D
+    target ``(pid, num_pid_m, num_pid_n) -> (pid_m, pid_n)`` or a 1-D one ``(pid, num_pids) -> tile``.
 
     Raises:
-        UnknownSwizzleError: unknown family, a bad parameter, or a target that does not take
-            three parameters ``(pid, num_pid_m, num_pid_n)``.
+        UnknownSwizzleError: unknown family, a bad parameter, or a target of another shape.
     """
+    if len(arg_names) == 2:
+        return _catalog_source_1d(name, arg_names)
     if len(arg_names) != 3:
-        raise UnknownSwizzleError(f"the catalog needs a target swizzle(pid, num_pid_m, num_pid_n), "
-                                  f"got ({', '.join(arg_names)})")
+        raise UnknownSwizzleError(f"the catalog needs a target swizzle(pid, num_pid_m, num_pid_n) or "
+                                  f"swizzle(pid, num_pids), got ({', '.join(arg_names)})")
     family, _, param = name.partition(":")
     names = dict(pid=arg_names[0], m=arg_names[1], n=arg_names[2])
     if family in ("row-major", "column-major") and not param:
@@ -127,10 +154,13 @@ def family_members(wave: int, grid: tuple, l2_domains: int, aspect: float = 1.0,
                    dispatch: str = "round_robin_domains") -> list[str]:
     """Catalog names the built-in policy considers for this wave, grid and hardware. The XCD
     remaps only where program p runs on domain p % l2_domains (``round_robin_domains``)."""
+    chiplet = l2_domains > 1 and dispatch == "round_robin_domains"
+    if len(grid) == 1:
+        return ["row-major"] + ([f"xcd-contiguous:{l2_domains}"] if chiplet else [])
     names = ["row-major", "column-major"]
     for g in group_sizes(wave, grid, aspect):
         names += [f"grouped-m:{g}", f"grouped-n:{g}"]
-    if l2_domains > 1 and dispatch == "round_robin_domains":
+    if chiplet:
         names.append(f"xcd-contiguous:{l2_domains}")
         names += [f"xcd-grouped-m:{g}:{l2_domains}" for g in group_sizes(wave, grid, aspect)]
     return names
