@@ -49,6 +49,21 @@ def test_unknown_or_malformed_names(name):
         catalog_source(name, ["pid", "num_pid_m", "num_pid_n"])
 
 
-def test_the_target_must_take_three_parameters():
+def test_the_target_must_take_two_or_three_parameters():
     with pytest.raises(UnknownSwizzleError, match="needs a target"):
-        catalog_source("row-major", ["pid", "n"])
+        catalog_source("row-major", ["pid", "m", "n", "k"])
+    with pytest.raises(UnknownSwizzleError, match="1-D target"):
+        catalog_source("grouped-m:8", ["pid", "num_pids"])
+
+
+def test_one_dimensional_members_are_permutations(tmp_path):
+    import math
+    script = _SCRIPT.replace("probe_target(module, types.SimpleNamespace(rewrite_target=f\"swizzle_{i}\"), tuple(grid),\n                              math.prod(grid), 2)",
+                             "probe_target(module, types.SimpleNamespace(rewrite_target=f\"swizzle_{i}\"), tuple(grid),\n                              math.prod(grid), 1)")
+    assert script != _SCRIPT
+    sources = [catalog_source(m, ["pid", "num_pids"]) for m in ("row-major", "xcd-contiguous:8", "xcd-contiguous:3")]
+    grids = [[1000], [13], [8], [1]]
+    proc = subprocess.run([sys.executable, "-c", script, json.dumps(sources), json.dumps(grids), str(tmp_path)],
+                          capture_output=True, text=True, timeout=600, env=dict(os.environ, TRITON_INTERPRET="1"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert not any(json.loads(proc.stdout.strip().splitlines()[-1]).values())
