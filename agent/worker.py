@@ -199,23 +199,34 @@ def _stage_numerics(module, spec, request: dict) -> dict:
         for seed in seeds:
             inputs = spec.make_inputs(problem, seed, device, dtype)
             out = inputs[spec.output_name]
-            out.fill_(float("nan"))  # poison: an element the kernel never writes stays NaN
+            unwritten = poison(out)
             spec.launch(inputs, **meta)
             if device != "cpu":
                 torch.cuda.synchronize()
             expected = spec.reference(inputs)
-            errors.append(_compare(out, expected, spec, problem, meta, dtype,
+            errors.append(_compare(out, unwritten(out), expected, spec, problem, meta, dtype,
                                    f"{name} problem, seed {seed}"))
             del inputs, out, expected
         summary["rel_errors"][name] = errors
     return summary
 
 
-def _compare(out, expected, spec, problem, meta, dtype: str, where: str) -> float:
+def poison(out):
+    """Fill ``out`` with a value no kernel writes (NaN; the most negative integer for integer
+    outputs) and return the function that finds the elements still holding it."""
     import torch
-    unwritten = torch.isnan(out)
+    if out.dtype.is_floating_point:
+        out.fill_(float("nan"))
+        return torch.isnan
+    sentinel = torch.iinfo(out.dtype).min
+    out.fill_(sentinel)
+    return lambda t: t == sentinel
+
+
+def _compare(out, unwritten, expected, spec, problem, meta, dtype: str, where: str) -> float:
+    import torch
     if bool(unwritten.any()):
-        raise StageFailure("MISMATCH", f"output never written (still NaN after poisoning) at "
+        raise StageFailure("MISMATCH", f"output never written (still poisoned) at "
                                        f"{int(unwritten.sum())} elements, {where}: "
                                        f"{_unwritten_tiles(unwritten, spec, problem, meta)}")
     diff = torch.linalg.vector_norm((out.double() - expected.double()).flatten())

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# On the GPU machine (wheels of eval/gather_wheels.sh carried in .whl/): the GPU tests of the
+# bundled kernels and their baseline table. Usage: bash eval/gpu_suite.sh OUTDIR [KERNELS]
+set -uo pipefail
+OUTDIR=${1:?usage: gpu_suite.sh OUTDIR [KERNELS]}
+export TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site
+python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . || exit 1
+GPU=$(python3 -c "import torch; print(torch.cuda.get_device_name().split()[1].lower())")
+python3 -m pytest -m gpu -q tests/kernels 2>&1 | tail -15 | tee "$OUTDIR/gpu_tests_$GPU.txt"
+python3 eval/bench_suite.py --out "$OUTDIR/baseline_$GPU" ${2:+--kernels $2}
