@@ -140,11 +140,13 @@ def simulate(
     swizzle_file: Optional[str] = typer.Option(None, help="A file holding a rewrite-target source to simulate instead."),
     meta: Optional[str] = typer.Option(None, help="Meta-parameter overrides, e.g. BLOCK_M=128,BLOCK_N=256,BLOCK_K=64."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    traced: bool = typer.Option(False, "--traced", help="Use the generic tracer even where the kernel has an access model."),
 ) -> None:
     """Predict the L2 hit rate and DRAM traffic of KERNEL's default problem under one order."""
     import json
-    result = _guarded(lambda: __import__("swizzleperf.agent.simulate", fromlist=["x"]).simulate_kernel(
-        Path(kernel), hw, swizzle, Path(swizzle_file) if swizzle_file else None, meta))
+    from swizzleperf.agent.simulate import simulate_kernel
+    result = _guarded(lambda: simulate_kernel(Path(kernel), hw, swizzle, Path(swizzle_file) if swizzle_file else None,
+                                              meta, traced))
     if as_json:
         print(json.dumps(result))
         return
@@ -160,10 +162,11 @@ def analyze(
     hw: str = typer.Option("mi300x", "--hw", help="Hardware spec."),
     swizzle: Optional[str] = typer.Option(None, help="Catalog order to analyze; default the kernel's own."),
     meta: Optional[str] = typer.Option(None, help="Meta-parameter overrides, e.g. BLOCK_M=128."),
+    traced: bool = typer.Option(False, "--traced", help="Use the generic tracer even where the kernel has an access model."),
 ) -> None:
     """Print the memory-access analysis a proposer is shown."""
     from swizzleperf.agent.simulate import analyze_kernel
-    print(_guarded(lambda: analyze_kernel(Path(kernel), hw, swizzle, meta)))
+    print(_guarded(lambda: analyze_kernel(Path(kernel), hw, swizzle, meta, traced)))
 
 
 def _guarded(action):

@@ -66,15 +66,45 @@ def program_order(kernel_path: Path, swizzle: str | None, swizzle_file: Path | N
         return spec, np.load(mapping), label
 
 
+def trace_kernel(kernel_path: Path, meta_overrides: dict | None = None, timeout_s: float = 600.0):
+    """The default problem's TileTrace from the generic tracer (no hand-written access model):
+    sampled programs recorded under the interpreter in a worker, extended by an affine fit.
+
+    Raises:
+        SimulateError: the kernel cannot be traced (the worker's reason, or the fit's)."""
+    from swizzleperf.profiling.tracer import TraceError, extend
+    _, spec = load_kernel(kernel_path)
+    result = run_worker({"kernel_path": str(kernel_path), "stages": ["trace"], "dtype": spec.dtypes[0],
+                         "meta_overrides": meta_overrides or {}}, timeout_s, interpret=True)
+    if not result.passed:
+        raise SimulateError(f"{result.verdict.value}: {result.reason}")
+    recorded = result.details["trace"]
+    samples = {tuple(t): a for t, a in zip(recorded["tiles"], recorded["accesses"])}
+    occupancy = spec.trace(spec.problems["default"], {**spec.meta_for("default"), **(meta_overrides or {})}
+                           ).programs_per_cu if spec.trace else 1
+    try:
+        return extend(samples, tuple(recorded["grid"]), occupancy, f"traced from {len(samples)} programs "
+                      f"of {kernel_path.name} under the interpreter")
+    except TraceError as exc:
+        raise SimulateError(f"cannot extend the trace: {exc}") from None
+
+
+def kernel_trace(kernel_path: Path, spec, meta_overrides: dict, traced: bool):
+    """The spec's access model, or the generic tracer's trace (``traced``, or no model)."""
+    if traced or spec.trace is None:
+        return trace_kernel(Path(kernel_path), meta_overrides)
+    return spec.trace(spec.problems["default"], {**spec.meta_for("default"), **meta_overrides})
+
+
 def simulate_kernel(kernel_path: Path, hw: str, swizzle: str | None = None,
-                    swizzle_file: Path | None = None, meta: str | None = None) -> dict:
+                    swizzle_file: Path | None = None, meta: str | None = None, traced: bool = False) -> dict:
     """The simulator's figures for one kernel, hardware spec and order (a JSON-ready dict with
     ``l2_hit_rate`` 0..1, ``dram_bytes``, ``per_domain_hit_rate``, ``seconds`` of simulation)."""
     overrides = parse_meta(meta)
     spec, order, label = program_order(Path(kernel_path), swizzle, swizzle_file, overrides)
     hardware = hwspecs.load_spec(hw)
     full_meta = {**spec.meta_for("default"), **overrides}
-    trace = spec.trace(spec.problems["default"], full_meta)
+    trace = kernel_trace(kernel_path, spec, overrides, traced)
     start = time.perf_counter()
     result = l2sim.simulate(trace, order, hardware)
     return {"kernel": spec.name, "hardware": hardware.name, "swizzle": label,
@@ -83,12 +113,14 @@ def simulate_kernel(kernel_path: Path, hw: str, swizzle: str | None = None,
             "seconds": time.perf_counter() - start, "trace_source": trace.source}
 
 
-def analyze_kernel(kernel_path: Path, hw: str, swizzle: str | None = None, meta: str | None = None) -> str:
+def analyze_kernel(kernel_path: Path, hw: str, swizzle: str | None = None, meta: str | None = None,
+                   traced: bool = False) -> str:
     """The memory-access analysis a proposer is shown, for one kernel, spec and order."""
     overrides = parse_meta(meta)
     spec, order, _ = program_order(Path(kernel_path), swizzle, None, overrides)
     hardware = hwspecs.load_spec(hw)
     full_meta = {**spec.meta_for("default"), **overrides}
     problem = spec.problems["default"]
-    figures = analysis.analyze(spec.trace(problem, full_meta), order, spec.tile_grid(problem, full_meta), hardware)
+    trace = kernel_trace(kernel_path, spec, overrides, traced)
+    figures = analysis.analyze(trace, order, spec.tile_grid(problem, full_meta), hardware)
     return analysis.render(figures, hardware, spec.rewrite_target)

@@ -48,8 +48,9 @@ class KernelSpec:
         tile_grid: ``(problem, meta) -> tuple of ints``, the logical tile grid; one program per tile.
         swizzle_args: ``(problem, meta) -> tuple of ints``, the arguments after ``pid`` with which
             the kernel calls the rewrite target.
-        trace: ``(problem, meta) -> profiling.trace.TileTrace``: the ordered memory accesses of
-            every logical tile's program (for the L2 simulator).
+        trace: ``(problem, meta) -> profiling.trace.TileTrace``: a hand-written access model (the
+            ordered blocks every logical tile's program reads and writes); optional: without
+            it the generic tracer (profiling/tracer.py) derives the trace from the kernel itself.
         flops: ``(problem) -> float``: floating-point operations of one launch (for TFLOP/s).
         min_bytes: ``(problem, dtype) -> float``: fewest bytes one launch must move (for GB/s).
         dtypes: dtype names the kernel supports; the first is the default.
@@ -73,10 +74,10 @@ class KernelSpec:
     tolerance: Mapping[str, float]
     tile_grid: Callable[[Problem, Meta], tuple]
     swizzle_args: Callable[[Problem, Meta], tuple]
-    trace: Callable[[Problem, Meta], Any]
     flops: Callable[[Problem], float]
     min_bytes: Callable[[Problem, str], float]
     dtypes: tuple = ("bfloat16",)
+    trace: Callable[[Problem, Meta], Any] | None = None
     rewrite_target: str = "swizzle"
     expert: str | None = None
     output_tile: Callable[[Problem, Meta], tuple] | None = None

@@ -14,6 +14,8 @@ fails:
 - ``timing`` (CUDA): median and spread of the launch time over rotating input sets, L2 flushed
   between repetitions (``triton.testing.do_bench``).
 - ``run_once``: launch ``warmup + launches`` times (for ncu, which skips the warm-up launches).
+- ``trace``: record the loads and stores of a few sampled programs of a real launch under the
+  interpreter (profiling/tracer.py extends them to every tile).
 - ``compare``: time several kernel modules (``compare_paths``) head to head at the default problem
   on the same inputs, in interleaved rounds, so that clock and thermal drift hit all alike.
 
@@ -81,7 +83,8 @@ def run_request(request: dict) -> dict:
     except KernelLoadError as exc:
         return {"verdict": "COMPILE_ERROR", "reason": str(exc), "details": details}
     stages = {"permutation": _stage_permutation, "numerics": _stage_numerics,
-              "timing": _stage_timing, "run_once": _stage_run_once, "compare": _stage_compare}
+              "timing": _stage_timing, "run_once": _stage_run_once, "compare": _stage_compare,
+              "trace": _stage_trace}
     try:
         for stage in request["stages"]:
             details[stage] = stages[stage](module, spec, request)
@@ -308,6 +311,25 @@ def _stage_compare(module, spec, request: dict) -> dict:
     q25, q50, q75 = np.quantile(medians, [0.25, 0.5, 0.75], axis=0)
     return {"time_ms": q50.tolist(), "time_spread_ms": (q75 - q25).tolist(), "rounds": rounds,
             "round_medians_ms": medians.T.tolist()}
+
+
+def _stage_trace(module, spec, request: dict) -> dict:
+    """Record the accesses of sampled tiles' programs at a real problem (profiling/tracer.py)."""
+    from swizzleperf.profiling.tracer import TraceError, record_samples, sample_tiles
+    name = request.get("trace_problem", "default")
+    problem, meta = spec.problems[name], _meta(spec, name, request)
+    grid = tuple(int(g) for g in spec.tile_grid(problem, meta))
+    coords = probe_target(module, spec, tuple(int(a) for a in spec.swizzle_args(problem, meta)),
+                          math.prod(grid), len(grid))
+    pid_of_tile = np.empty(math.prod(grid), dtype=np.int64)
+    pid_of_tile[np.ravel_multi_index(tuple(coords.T), grid)] = np.arange(math.prod(grid))
+    tiles = sample_tiles(grid)
+    pids = [int(pid_of_tile[np.ravel_multi_index(t, grid)]) for t in tiles]
+    try:
+        accesses = record_samples(spec, module, problem, meta, request["dtype"], pids)
+    except TraceError as exc:
+        raise StageFailure("RUNTIME_ERROR", f"cannot trace: {exc}") from None
+    return {"grid": list(grid), "tiles": [list(t) for t in tiles], "accesses": accesses}
 
 
 if __name__ == "__main__":

@@ -9,4 +9,6 @@ export PYTHONPATH=/tmp/site
 python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . || exit 1
 GPU=$(python3 -c "import torch; print(torch.cuda.get_device_name().split()[1].lower())")
 python3 -m pytest -m gpu -q tests/kernels 2>&1 | tail -15 | tee "$OUTDIR/gpu_tests_$GPU.txt"
+swizzleperf simulate kernels/gemm.py --hw h200 --swizzle grouped-m:8 --traced --json > "$OUTDIR/traced_gemm_$GPU.json" \
+  || echo "the tracer failed on this triton" > "$OUTDIR/traced_gemm_$GPU.json"
 python3 eval/bench_suite.py --out "$OUTDIR/baseline_$GPU" ${2:+--kernels $2}
