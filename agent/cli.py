@@ -181,7 +181,9 @@ def _guarded(action):
 
 
 @app.command("hw")
-def hw_command(hw: Optional[str] = typer.Option(None, "--hw", help="The spec a run would use instead of the detected one.")) -> None:
+def hw_command(hw: Optional[str] = typer.Option(None, "--hw", help="The spec a run would use instead of the detected one."),
+               probe: bool = typer.Option(False, "--probe", help="Measure where program ids land on the live NVIDIA GPU."),
+               workdir: str = typer.Option(".swizzleperf", help="Where the probe is stored.")) -> None:
     """Print the detected GPU (or "no GPU") and the hardware spec a run will use."""
     from swizzleperf import hwspecs
     try:
@@ -189,6 +191,17 @@ def hw_command(hw: Optional[str] = typer.Option(None, "--hw", help="The spec a r
     except hwspecs.UnknownHardwareError as exc:
         _fail(str(exc))
     console.print(hwspecs.describe(target))
+    if probe:
+        if target.device is None or target.device.vendor != "nvidia":
+            _fail("--probe needs a live NVIDIA GPU")
+        from swizzleperf.profiling import dispatch_probe
+        result = dispatch_probe.probe()
+        path = dispatch_probe.save(result, Path(workdir))
+        s = result["summary"]
+        console.print(f"probe: programs 0-15 on SMs {s['first_programs_sm']}; {s['first_wave_programs']} programs "
+                      f"started in the first wave on {s['distinct_sms']} SMs; started in id order: "
+                      f"{s['started_in_id_order']}; neighbouring ids on the same SM: {s['neighbours_on_same_sm']:.0%} "
+                      f"(saved to {path})")
 
 
 def main() -> None:

@@ -7,6 +7,7 @@ export TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVL
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site
 python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . || exit 1
+swizzleperf hw --probe --workdir "$OUTDIR" 2>&1 | tail -3 | tee "$OUTDIR/probe.txt"
 GPU=$(python3 -c "import torch; print(torch.cuda.get_device_name().split()[1].lower())")
 python3 -m pytest -m gpu -q tests/kernels 2>&1 | tail -15 | tee "$OUTDIR/gpu_tests_$GPU.txt"
 swizzleperf simulate kernels/gemm.py --hw h200 --swizzle grouped-m:8 --traced --json > "$OUTDIR/traced_gemm_$GPU.json" \
