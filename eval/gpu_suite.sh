@@ -13,3 +13,7 @@ python3 -m pytest -m gpu -q tests/kernels 2>&1 | tail -15 | tee "$OUTDIR/gpu_tes
 swizzleperf simulate kernels/gemm.py --hw h200 --swizzle grouped-m:8 --traced --json > "$OUTDIR/traced_gemm_$GPU.json" \
   || echo "the tracer failed on this triton" > "$OUTDIR/traced_gemm_$GPU.json"
 python3 eval/bench_suite.py --out "$OUTDIR/baseline_$GPU" ${2:+--kernels $2}
+for kernel in transpose stencil2d fdtd2d; do
+  python3 eval/validate_simulator.py measure --kernel "kernels/$kernel.py" \
+    --orders row-major,column-major,grouped-m:8,grouped-n:8 --out "$OUTDIR/ncu_orders_${kernel}_$GPU.json"
+done

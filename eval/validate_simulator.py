@@ -45,16 +45,17 @@ def measure(kernel: Path, orders: list, out: Path) -> None:
 
 def compare(measured_path: Path, hw: str, out: Path | None) -> str:
     """The markdown table of predictions beside the measurements, with MAE and Spearman rank."""
-    from swizzleperf.agent.simulate import program_order
+    from swizzleperf.agent.simulate import kernel_trace, program_order
     from swizzleperf.hwspecs import load_spec
     from swizzleperf.profiling import l2sim
     data = json.loads(measured_path.read_text())
     kernel = ROOT / data["kernel"]
     hardware = load_spec(hw)
-    lines, pairs = [], []
+    lines, pairs, trace = [], [], None
     for row in data["rows"]:
         spec, order, _ = program_order(kernel, row["order"], None, {})
-        sim = l2sim.simulate(spec.trace(spec.problems["default"], spec.meta_for("default")), order, hardware)
+        trace = trace or kernel_trace(kernel, spec, {}, traced=False)
+        sim = l2sim.simulate(trace, order, hardware)
         hits, misses = (row["lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum"],
                         row["lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum"])
         measured = {"all": row["lts__t_sector_hit_rate.pct"] / 100, "read": hits / (hits + misses),
