@@ -132,6 +132,45 @@ def _print_summary(outcome) -> None:
     console.print(f"run {outcome.run_id} ({outcome.status}): {outcome.run_dir}")
 
 
+@app.command("eval")
+def eval_command(
+    kernels: str = typer.Option("all", help="all, or a comma-separated list of bundled kernels."),
+    hw: Optional[str] = typer.Option(None, "--hw", help="Hardware spec; default the detected GPU, else mi300x simulated."),
+    iterations: int = typer.Option(8, "--iterations", "-n", min=1, help="Proposals per kernel at most."),
+    model: Optional[str] = typer.Option(None, help="LLM model (OpenAI-compatible); default the built-in policy."),
+    base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint."),
+    out: str = typer.Option("eval/results", help="Where the tables and plots are written."),
+    resume: Optional[str] = typer.Option(None, "--resume", help="Continue the eval EVAL_ID."),
+    workdir: str = typer.Option(".swizzleperf", help="Where runs are recorded."),
+) -> None:
+    """Run the optimizer over the bundled kernels and write one table (CSV, markdown) and plots."""
+    from swizzleperf.agent.record import UnknownRunError
+    from swizzleperf.agent.run import RunError
+    from swizzleperf.agent.spec import KernelLoadError
+    from swizzleperf.eval.suite import EvalError, EvalOptions, resolve_kernels, run_eval
+    from swizzleperf.hwspecs import UnknownHardwareError
+
+    def on_event(kind: str, data: dict) -> None:
+        if kind in ("kernel", "skip"):
+            console.rule(f"{data['name']}{' (finished earlier: skipped)' if kind == 'skip' else ''}")
+        elif kind in ("run", "target"):
+            console.print(f"{'run ' if kind == 'run' else ''}{data['name']}")
+        else:
+            progress(kind, data)
+    try:
+        options = EvalOptions(kernels=resolve_kernels(kernels), hw=hw, iterations=iterations, model=model,
+                              base_url=base_url, workdir=workdir, out_dir=out)
+        with Progress(iterations) as progress:
+            eval_id, table, files = run_eval(options, resume, on_event)
+    except (EvalError, KernelLoadError, UnknownHardwareError, UnknownRunError, RunError) as exc:
+        _fail(str(exc))
+    except KeyboardInterrupt:
+        errors.print("interrupted: finished kernels are kept; continue with --resume EVAL_ID (printed above)")
+        raise typer.Exit(code=130)
+    console.print(f"eval {eval_id}: " + ", ".join(str(f) for f in files))
+    print((Path(out) / f"{eval_id}.md").read_text())
+
+
 @app.command()
 def simulate(
     kernel: str = typer.Argument(..., help="Kernel module, e.g. kernels/gemm.py."),

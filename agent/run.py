@@ -80,6 +80,7 @@ def start(options: RunOptions, on_event: Callable = lambda k, d: None, proposer=
                                "hardware": target.spec.name, "mode": target.mode,
                                "proposer": loop.proposer.describe(), "run_dir": str(run_dir)},
                       dataclasses.asdict(options))
+    on_event("run", {"name": run_id})
     return _drive(loop, record, run_id, run_dir, target, {}, options, kernel_path)
 
 

@@ -1,0 +1,73 @@
+"""The eval over bundled kernels (on CPU: simulated MI300X), its resume, its tables and plot, and
+the reflection-history notebook executed top to bottom against the run it produced."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import nbformat
+import pandas as pd
+import pytest
+from nbclient import NotebookClient
+
+from swizzleperf.eval import history
+from swizzleperf.eval.suite import EvalError, EvalOptions, resolve_kernels, run_eval
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def evaluated(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("eval")
+    options = EvalOptions(kernels=["gemm"], hw="mi300x", iterations=2, workdir=str(folder / ".swizzleperf"),
+                          out_dir=str(folder / "results"))
+    eval_id, table, files = run_eval(options)
+    return options, eval_id, table, files
+
+
+def test_tables_and_plot(evaluated):
+    options, eval_id, table, files = evaluated
+    assert [f.name for f in files] == [f"{eval_id}.csv", f"{eval_id}.md", f"{eval_id}_l2.png"]
+    row = table.iloc[0]
+    assert row.kernel == "gemm" and row["mode"] == "simulated" and row.iterations == 2
+    assert row.best_l2_hit_rate > row.baseline_l2_hit_rate and row.verdict == "higher predicted L2 hit rate"
+    assert pd.isna(row.speedup_vs_baseline)  # no time without a GPU: no speedup claimed
+    assert pd.read_csv(files[0]).shape[0] == 1
+    assert "| gemm | simulated |" in files[1].read_text()
+
+
+def test_a_finished_kernel_is_not_redone(evaluated):
+    options, eval_id, table, _ = evaluated
+    events = []
+    again_id, again, _ = run_eval(options, eval_id, on_event=lambda kind, data: events.append(kind))
+    assert again_id == eval_id and events == ["skip"]
+    assert again.run_id.tolist() == table.run_id.tolist()
+
+
+def test_unknown_kernels_and_evals():
+    with pytest.raises(EvalError, match="unknown kernel"):
+        resolve_kernels("gemm,nope")
+    assert resolve_kernels("gemm") == ["gemm"]
+    with pytest.raises(EvalError, match="no eval"):
+        run_eval(EvalOptions(workdir=str(ROOT / ".swizzleperf-none")), "eval-missing")
+
+
+def test_history_helpers(evaluated):
+    options = evaluated[0]
+    run, it = history.load_run(workdir=options.workdir)
+    assert run["kernel"] == "gemm" and list(it.kind[:2]) == ["baseline", "expert"]
+    assert it.best_so_far.dropna().is_monotonic_increasing  # simulated: hit rate, higher is better
+    assert history.prediction_error(it).empty  # nothing measured on a CPU
+    assert history.spend(it).iloc[-1].iteration == "all"
+
+
+def test_notebook_runs_top_to_bottom(evaluated):
+    options = evaluated[0]
+    nb = nbformat.read(ROOT / "notebooks" / "reflection_history.ipynb", as_version=4)
+    os.environ["SWIZZLEPERF_WORKDIR"] = options.workdir
+    try:
+        NotebookClient(nb, timeout=300, kernel_name="python3").execute()
+    finally:
+        os.environ.pop("SWIZZLEPERF_WORKDIR")
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert "gemm on mi300x (simulated)" in text
