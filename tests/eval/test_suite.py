@@ -44,12 +44,12 @@ def test_a_finished_kernel_is_not_redone(evaluated):
     assert again.run_id.tolist() == table.run_id.tolist()
 
 
-def test_unknown_kernels_and_evals():
+def test_unknown_kernels_and_evals(tmp_path):
     with pytest.raises(EvalError, match="unknown kernel"):
         resolve_kernels("gemm,nope")
     assert resolve_kernels("gemm") == ["gemm"]
     with pytest.raises(EvalError, match="no eval"):
-        run_eval(EvalOptions(workdir=str(ROOT / ".swizzleperf-none")), "eval-missing")
+        run_eval(EvalOptions(workdir=str(tmp_path / ".swizzleperf")), "eval-missing")
 
 
 def test_history_helpers(evaluated):
