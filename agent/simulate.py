@@ -67,8 +67,9 @@ def program_order(kernel_path: Path, swizzle: str | None, swizzle_file: Path | N
 
 
 def trace_kernel(kernel_path: Path, meta_overrides: dict | None = None, timeout_s: float = 600.0,
-                 problem: str = "default"):
-    """A problem's TileTrace from the generic tracer (no hand-written access model):
+                 problem: str = "default", sizes: dict | None = None):
+    """A problem's TileTrace (``sizes`` override its sizes) from the generic tracer (no hand-written
+    access model):
     sampled programs recorded under the interpreter in a worker, extended by an affine fit.
 
     Raises:
@@ -76,14 +77,15 @@ def trace_kernel(kernel_path: Path, meta_overrides: dict | None = None, timeout_
     from swizzleperf.profiling.tracer import TraceError, extend
     _, spec = load_kernel(kernel_path)
     result = run_worker({"kernel_path": str(kernel_path), "stages": ["trace"], "dtype": spec.dtypes[0],
-                         "meta_overrides": meta_overrides or {}, "trace_problem": problem}, timeout_s,
+                         "meta_overrides": meta_overrides or {}, "trace_problem": problem,
+                         "problem_sizes": sizes or {}}, timeout_s,
                         interpret=True)
     if not result.passed:
         raise SimulateError(f"{result.verdict.value}: {result.reason}")
     recorded = result.details["trace"]
     samples = {tuple(t): a for t, a in zip(recorded["tiles"], recorded["accesses"])}
     meta = spec.meta_for(problem) if problem == "check" else {**spec.meta_for(problem), **(meta_overrides or {})}
-    occupancy = spec.trace(spec.problems[problem], meta).programs_per_cu if spec.trace else 1
+    occupancy = spec.trace({**spec.problems[problem], **(sizes or {})}, meta).programs_per_cu if spec.trace else 1
     try:
         return extend(samples, tuple(recorded["grid"]), occupancy, f"traced from {len(samples)} programs "
                       f"of {kernel_path.name} under the interpreter")

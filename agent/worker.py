@@ -317,7 +317,7 @@ def _stage_trace(module, spec, request: dict) -> dict:
     """Record the accesses of sampled tiles' programs at a real problem (profiling/tracer.py)."""
     from swizzleperf.profiling.tracer import TraceError, record_samples, sample_tiles
     name = request.get("trace_problem", "default")
-    problem, meta = spec.problems[name], _meta(spec, name, request)
+    problem, meta = {**spec.problems[name], **request.get("problem_sizes", {})}, _meta(spec, name, request)
     grid = tuple(int(g) for g in spec.tile_grid(problem, meta))
     coords = probe_target(module, spec, tuple(int(a) for a in spec.swizzle_args(problem, meta)),
                           math.prod(grid), len(grid))
