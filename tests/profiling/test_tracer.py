@@ -76,3 +76,23 @@ def test_traced_gemm_equals_its_access_model(gemm_path):
     for order in (np.arange(8192), np.argsort(np.arange(8192) % 64, kind="stable")):
         assert l2sim.simulate(traced, order, hw).l2_hit_rate == pytest.approx(
             l2sim.simulate(hand, order, hw).l2_hit_rate, abs=1e-4)
+
+
+KERNELS = Path(__file__).resolve().parents[2] / "kernels"
+
+
+@pytest.mark.parametrize("kernel, meta, sizes, footprint", [
+    # A 96x64 + B 64x64 + C 96x64, bf16: 12288 + 8192 + 12288 bytes.
+    ("gemm", {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}, {"M": 96, "N": 64, "K": 64}, 32768),
+    # x and y 16x64 fp32 (4096 bytes each) + scale and bias 64 fp32 each (512).
+    ("elementwise", {"BLOCK": 256}, {"M": 16, "N": 64}, 8704),
+    # x 96x64 and out 64x96, bf16: 12288 bytes each.
+    ("transpose", {"BLOCK_M": 32, "BLOCK_N": 32}, {"M": 96, "N": 64}, 24576),
+])
+def test_tracer_footprints_counted_by_hand(kernel, meta, sizes, footprint):
+    path = KERNELS / f"{kernel}.py"
+    traced = trace_kernel(path, meta_overrides=meta, sizes=sizes)
+    assert traced.footprint_bytes() == footprint
+    _, spec = load_kernel(path)
+    hand = spec.trace({**spec.problems["default"], **sizes}, {**spec.meta, **meta})
+    assert hand.footprint_bytes() == footprint and hand.block_bytes.size == traced.block_bytes.size
