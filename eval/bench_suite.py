@@ -111,9 +111,10 @@ def main() -> None:
             except Exception as exc:  # one kernel's failure must not lose the others' figures
                 rows.append({"kernel": name, "order": "baseline", "error": f"{type(exc).__name__}: {exc}"[:300]})
             print(json.dumps(rows[-1]), f"({time.time() - start:.0f} s)", flush=True)
-    Path(args.out + ".json").write_text(json.dumps({"device": torch.cuda.get_device_name(), "ceilings": ceil,
-                                                    "rows": rows}, indent=1))
-    Path(args.out + ".md").write_text(render(rows, ceil))
+            # Written after every kernel: a run cut short keeps what it measured.
+            Path(args.out + ".json").write_text(json.dumps({"device": torch.cuda.get_device_name(),
+                                                            "ceilings": ceil, "rows": rows}, indent=1))
+            Path(args.out + ".md").write_text(render(rows, ceil))
     print(render(rows, ceil))
 
 
