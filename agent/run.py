@@ -122,6 +122,11 @@ def _build_loop(options, spec, target, record, run_id, run_dir, on_event, propos
                           measurer=measurer)
     budget = Budget(iterations=options.iterations, plateau=options.plateau,
                     target_speedup=options.target_speedup, target_l2=options.target_l2)
+    try:
+        measurer.trace  # built now: a kernel that cannot be traced fails before the run starts
+    except Exception as exc:
+        raise RunError(f"no memory-access trace for {spec.name}: {exc} (give its KernelSpec an access "
+                       f"model, trace=...)") from None
     proposer = proposer or _proposer(options, evaluator, measurer, target)
     return Loop(spec=spec, target=target, evaluator=evaluator, proposer=proposer, record=record,
                 run_id=run_id, budget=budget, on_event=on_event)

@@ -29,6 +29,7 @@ def measure(kernel: Path, orders: list, out: Path) -> None:
     from swizzleperf.agent.spec import load_kernel
     from swizzleperf.agent.swizzles import catalog_source
     from swizzleperf.profiling.ncu import profile_launch
+    kernel = kernel.resolve()
     source, (_, spec) = kernel.read_text(), load_kernel(kernel)
     rows = []
     with tempfile.TemporaryDirectory() as folder:
