@@ -20,6 +20,7 @@ import numpy as np
 from langgraph.graph import END, START, StateGraph
 
 from swizzleperf.agent import lessons
+from swizzleperf.agent.candidate import target_source
 from swizzleperf.agent.proposers.base import ProposalContext, ProposerError, ProposerExhausted
 from swizzleperf.agent.swizzles import catalog_source
 from swizzleperf.agent.verify import Verdict
@@ -90,9 +91,8 @@ class Loop:
     # -- nodes ------------------------------------------------------------------------------------
 
     def baseline(self, state: LoopState) -> dict:
-        source = self.evaluator.module_source
-        from swizzleperf.agent.candidate import target_source
-        base = self._evaluate("baseline", 0, "baseline", target_source(source, self.spec.rewrite_target))
+        base = self._evaluate("baseline", 0, "baseline",
+                              target_source(self.evaluator.module_source, self.spec.rewrite_target))
         if base["verdict"] != Verdict.PASS.value:
             return {"baseline": base, "stop_reason": f"the unmodified kernel fails verification: "
                                                      f"{base['verdict']}: {base['reason']}"}
