@@ -93,6 +93,8 @@ wavefront.
 """
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import torch
 import triton
@@ -136,34 +138,8 @@ def swizzle(pid, num_pid_m, num_pid_n):
 
 # The expert order is the baseline's: the wavefront, each diagonal from its top row down (no
 # order is better on an H200; see the docstring). Given as source, as the spec asks of orders
-# outside the catalog.
-EXPERT_SOURCE = '''\
-@triton.jit
-def swizzle(pid, num_pid_m, num_pid_n):
-    """The expert order: the anti-diagonal wavefront, each diagonal from its top row down; the
-    diagonal d of pid by bisection over first(d) = T(d) - T(d - m) - T(d - n) + T(d - m - n),
-    T(x) = x (x + 1) / 2 for x > 0; 16 steps: exact while num_pid_m + num_pid_n <= 46341."""
-    lo = pid * 0
-    hi = lo + num_pid_m + num_pid_n - 1  # first(lo) <= pid < first(hi)
-    for _ in range(16):
-        mid = (lo + hi) // 2
-        t0 = tl.maximum(mid, 0)
-        t1 = tl.maximum(mid - num_pid_m, 0)
-        t2 = tl.maximum(mid - num_pid_n, 0)
-        t3 = tl.maximum(mid - num_pid_m - num_pid_n, 0)
-        first_mid = (t0 * (t0 + 1) - t1 * (t1 + 1) - t2 * (t2 + 1) + t3 * (t3 + 1)) // 2
-        below = first_mid <= pid
-        lo = tl.where(below, mid, lo)
-        hi = tl.where(below, hi, mid)
-    d = lo
-    t1 = tl.maximum(d - num_pid_m, 0)
-    t2 = tl.maximum(d - num_pid_n, 0)
-    t3 = tl.maximum(d - num_pid_m - num_pid_n, 0)
-    first = (d * (d + 1) - t1 * (t1 + 1) - t2 * (t2 + 1) + t3 * (t3 + 1)) // 2
-    pid_m = tl.maximum(d - num_pid_n + 1, 0) + pid - first
-    pid_n = d - pid_m
-    return pid_m, pid_n
-'''
+# outside the catalog; taken from the function above rather than written twice.
+EXPERT_SOURCE = inspect.getsource(swizzle.fn)
 
 
 @triton.jit
