@@ -207,7 +207,7 @@ def _stage_numerics(module, spec, request: dict) -> dict:
             if device != "cpu":
                 torch.cuda.synchronize()
             expected = spec.reference(inputs)
-            errors.append(_compare(out, unwritten(out), expected, spec, problem, meta, dtype,
+            errors.append(compare_output(out, unwritten(out), expected, spec, problem, meta, dtype,
                                    f"{name} problem, seed {seed}"))
             del inputs, out, expected
         summary["rel_errors"][name] = errors
@@ -226,7 +226,13 @@ def poison(out):
     return lambda t: t == sentinel
 
 
-def _compare(out, unwritten, expected, spec, problem, meta, dtype: str, where: str) -> float:
+def compare_output(out, unwritten, expected, spec, problem, meta, dtype: str, where: str) -> float:
+    """``||out - ref|| / ||ref||`` (float64), after checking that nothing is left unwritten
+    (``unwritten``: the boolean mask ``poison`` returned, applied to ``out``).
+
+    Raises:
+        StageFailure: MISMATCH, naming the unwritten tiles or the error against the tolerance.
+    """
     import torch
     if bool(unwritten.any()):
         raise StageFailure("MISMATCH", f"output never written (still poisoned) at "

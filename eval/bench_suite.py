@@ -22,7 +22,7 @@ import triton
 from swizzleperf.agent.candidate import splice, target_args
 from swizzleperf.agent.graph import expert_source
 from swizzleperf.agent.spec import load_kernel
-from swizzleperf.agent.worker import poison
+from swizzleperf.agent.worker import compare_output, poison
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ["gemm", "elementwise", "layernorm", "softmax", "spmv", "transpose", "stencil2d",
@@ -48,16 +48,14 @@ def ceilings() -> dict:
 
 def check(spec, dtype: str, meta: dict) -> float:
     """Relative error at the default problem with the output poisoned; raises on a failure."""
-    inputs = spec.make_inputs(spec.problems["default"], 1, "cuda", dtype)
+    problem = spec.problems["default"]
+    inputs = spec.make_inputs(problem, 1, "cuda", dtype)
     out = inputs[spec.output_name]
     unwritten = poison(out)
     spec.launch(inputs, **meta)
     torch.cuda.synchronize()
-    expected = spec.reference(inputs).to(out.device)
-    assert not unwritten(out).any(), "output left unwritten (still poisoned)"
-    rel = float((out.double() - expected.double()).norm() / expected.double().norm().clamp_min(1e-30))
-    assert rel <= spec.tolerance[dtype], f"relative error {rel:.2e} > {spec.tolerance[dtype]}"
-    return rel
+    return compare_output(out, unwritten(out), spec.reference(inputs).to(out.device), spec, problem, meta,
+                          dtype, "default problem")
 
 
 def bench_order(path: Path, label: str, ceil: dict, use_ncu: bool) -> dict:

@@ -166,10 +166,8 @@ def trace(problem: dict, meta: dict) -> TileTrace:
     tile_bytes = np.minimum(B, N - tiles * B) * 4                    # [num_tiles]
     keys = (np.arange(7, dtype=np.int64)[None, :] * num_tiles + tiles[:, None])[:, None, :]
     block_bytes = np.tile(tile_bytes, 7).astype(np.int64)             # 5 inputs, call, put
-    is_write = np.zeros(block_bytes.size, dtype=bool)
-    is_write[5 * num_tiles:] = True
-    return TileTrace(keys=keys, block_bytes=block_bytes, block_is_write=is_write,
-                     programs_per_cu=8, source="access model in kernels/black_scholes.py")
+    return TileTrace.reads_then_writes(keys, block_bytes, first_write=5 * num_tiles,
+                                       programs_per_cu=8, source="access model in kernels/black_scholes.py")
 
 
 SPEC = KernelSpec(

@@ -174,14 +174,8 @@ def trace(problem: dict, meta: dict) -> TileTrace:
     keys[:, 0, 4:7] = np.where(chunks >= 0, base_bias + chunks, -1)
     keys[:, 0, 7] = base_y + np.arange(num_tiles)
     block_bytes = np.concatenate([tile_bytes, chunk_bytes, chunk_bytes, tile_bytes]).astype(np.int64)
-    is_write = np.zeros(block_bytes.size, dtype=bool)
-    is_write[base_y:] = True
-    return TileTrace(keys=keys, block_bytes=block_bytes, block_is_write=is_write,
-                     programs_per_cu=8, source="access model in kernels/elementwise.py")
-
-
-def _elt(dtype: str) -> int:
-    return torch.empty(0, dtype=getattr(torch, dtype)).element_size()
+    return TileTrace.reads_then_writes(keys, block_bytes, first_write=base_y,
+                                       programs_per_cu=8, source="access model in kernels/elementwise.py")
 
 
 SPEC = KernelSpec(
@@ -215,7 +209,7 @@ SPEC = KernelSpec(
     trace=trace,
     # per element: multiply-add (2), the cubic and the polynomial (5), exp, add, divide (3)
     flops=lambda p: 10.0 * p["M"] * p["N"],
-    min_bytes=lambda p, dtype: _elt(dtype) * (2.0 * p["M"] * p["N"] + 2.0 * p["N"]),
+    min_bytes=lambda p, dtype: getattr(torch, dtype).itemsize * (2.0 * p["M"] * p["N"] + 2.0 * p["N"]),
     dtypes=("float32", "bfloat16", "float16"),
     rewrite_target="swizzle",
     # None: x and y are touched once, scale and bias (128 KiB) stay resident in every L2 under any

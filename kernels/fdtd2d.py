@@ -201,10 +201,8 @@ def trace(problem: dict, meta: dict) -> TileTrace:
     cols = np.minimum(BN, NY - np.arange(num_n) * BN)
     out_bytes = np.tile((rows[:, None] * cols[None, :] * elt).ravel(), 3).astype(np.int64)
     block_bytes = np.concatenate([part_bytes, part_bytes, part_bytes, out_bytes])
-    is_write = np.zeros(block_bytes.size, dtype=bool)
-    is_write[3 * parts:] = True
-    return TileTrace(keys=keys.reshape(tiles, 1, -1), block_bytes=block_bytes, block_is_write=is_write,
-                     programs_per_cu=4, source="access model in kernels/fdtd2d.py")
+    return TileTrace.reads_then_writes(keys.reshape(tiles, 1, -1), block_bytes, first_write=3 * parts,
+                                       programs_per_cu=4, source="access model in kernels/fdtd2d.py")
 
 
 SPEC = KernelSpec(
@@ -232,7 +230,7 @@ SPEC = KernelSpec(
     swizzle_args=tile_grid,
     trace=trace,
     flops=lambda p: 11.0 * p["NX"] * p["NY"],  # ey 3, ex 3, hz 5 per point (PolyBench's sweeps)
-    min_bytes=lambda p, dtype: 6.0 * p["NX"] * p["NY"] * torch.empty((), dtype=getattr(torch, dtype)).element_size(),
+    min_bytes=lambda p, dtype: 6.0 * p["NX"] * p["NY"] * getattr(torch, dtype).itemsize,
     dtypes=("float32",),
     rewrite_target="swizzle",
     # Row and column halos in one L2 domain at short reuse distance: see the docstring.

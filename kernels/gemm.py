@@ -165,10 +165,8 @@ def trace(problem: dict, meta: dict) -> TileTrace:
     keys[:, :num_k, 1] = base_b + k[None, :] * num_n + n[:, None]
     keys[:, num_k, 0] = base_c + m * num_n + n
     block_bytes = np.concatenate([a_bytes, b_bytes, c_bytes]).astype(np.int64)
-    is_write = np.zeros(block_bytes.size, dtype=bool)
-    is_write[base_c:] = True
-    return TileTrace(keys=keys, block_bytes=block_bytes, block_is_write=is_write,
-                     programs_per_cu=1, source="access model in kernels/gemm.py")
+    return TileTrace.reads_then_writes(keys, block_bytes, first_write=base_c,
+                                       programs_per_cu=1, source="access model in kernels/gemm.py")
 
 
 SPEC = KernelSpec(

@@ -198,14 +198,8 @@ def trace(problem: dict, meta: dict) -> TileTrace:
         keys[:, 2 * num_k:, 2] = base_b + k
         keys[:, 2 * num_k:, 3] = base_y + x_ids
     block_bytes = np.concatenate([x_bytes, cols * elt, cols * elt, x_bytes]).astype(np.int64)
-    is_write = np.zeros(block_bytes.size, dtype=bool)
-    is_write[base_y:] = True
-    return TileTrace(keys=keys, block_bytes=block_bytes, block_is_write=is_write,
-                     programs_per_cu=4, source="access model in kernels/layernorm.py")
-
-
-def _elt(dtype: str) -> int:
-    return torch.empty(0, dtype=getattr(torch, dtype)).element_size()
+    return TileTrace.reads_then_writes(keys, block_bytes, first_write=base_y,
+                                       programs_per_cu=4, source="access model in kernels/layernorm.py")
 
 
 SPEC = KernelSpec(
@@ -236,7 +230,7 @@ SPEC = KernelSpec(
     trace=trace,
     # mean (1 add), variance (sub, mul, add), normalise (sub, mul, mul, add): 8 per element.
     flops=lambda p: 8.0 * p["M"] * p["N"],
-    min_bytes=lambda p, dtype: float(_elt(dtype) * (2 * p["M"] * p["N"] + 2 * p["N"])),
+    min_bytes=lambda p, dtype: float(getattr(torch, dtype).itemsize * (2 * p["M"] * p["N"] + 2 * p["N"])),
     dtypes=("bfloat16", "float16"),
     rewrite_target="swizzle",
     # None: rows are read once and never shared; w and b (16 KiB) hit in every L2 under any

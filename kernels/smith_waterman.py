@@ -290,10 +290,8 @@ def trace(problem: dict, meta: dict) -> TileTrace:
         np.broadcast_to(rows[:, None] * SECTOR_BYTES, (num_m, num_n)).ravel(),  # last columns
         (rows[:, None] * cols[None, :] * 4).ravel(),                     # H tiles (int32)
     ]).astype(np.int64)
-    is_write = np.zeros(block_bytes.size, dtype=bool)
-    is_write[base_h:] = True
-    return TileTrace(keys=keys.reshape(tiles, 2, 4), block_bytes=block_bytes, block_is_write=is_write,
-                     programs_per_cu=1, source="access model in kernels/smith_waterman.py")
+    return TileTrace.reads_then_writes(keys.reshape(tiles, 2, 4), block_bytes, first_write=base_h,
+                                       programs_per_cu=1, source="access model in kernels/smith_waterman.py")
 
 
 SPEC = KernelSpec(

@@ -179,14 +179,8 @@ def trace(problem: dict, meta: dict) -> TileTrace:
         keys[:, num_k:, 0] = x_ids
         keys[:, num_k:, 1] = base_y + x_ids
     block_bytes = np.concatenate([x_bytes, x_bytes]).astype(np.int64)
-    is_write = np.zeros(block_bytes.size, dtype=bool)
-    is_write[base_y:] = True
-    return TileTrace(keys=keys, block_bytes=block_bytes, block_is_write=is_write,
-                     programs_per_cu=5, source="access model in kernels/softmax.py")
-
-
-def _elt(dtype: str) -> int:
-    return torch.empty(0, dtype=getattr(torch, dtype)).element_size()
+    return TileTrace.reads_then_writes(keys, block_bytes, first_write=base_y,
+                                       programs_per_cu=5, source="access model in kernels/softmax.py")
 
 
 SPEC = KernelSpec(
@@ -217,7 +211,7 @@ SPEC = KernelSpec(
     trace=trace,
     # max, subtract, exp, sum, scale: 5 per element.
     flops=lambda p: 5.0 * p["M"] * p["N"],
-    min_bytes=lambda p, dtype: float(_elt(dtype) * 2 * p["M"] * p["N"]),
+    min_bytes=lambda p, dtype: float(getattr(torch, dtype).itemsize * 2 * p["M"] * p["N"]),
     dtypes=("bfloat16", "float16", "float32"),
     rewrite_target="swizzle",
     # None: no byte is shared between programs, so no order can change the L2 traffic

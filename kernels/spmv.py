@@ -286,10 +286,8 @@ def trace(problem: dict, meta: dict) -> TileTrace:
     keys[:, 2, 0] = 3 * num_m + num_x + m
     x_bytes = np.minimum(X_BLOCK, M - np.arange(num_x) * X_BLOCK) * 4
     block_bytes = np.concatenate([rows * 8, nnz * 4, nnz * 4, x_bytes, rows * 4]).astype(np.int64)
-    is_write = np.zeros(block_bytes.size, dtype=bool)
-    is_write[3 * num_m + num_x:] = True
-    return TileTrace(keys=keys, block_bytes=block_bytes, block_is_write=is_write,
-                     programs_per_cu=3, source="access model in kernels/spmv.py")
+    return TileTrace.reads_then_writes(keys, block_bytes, first_write=3 * num_m + num_x,
+                                       programs_per_cu=3, source="access model in kernels/spmv.py")
 
 
 def _nnz(problem: dict) -> int:

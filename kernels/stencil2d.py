@@ -215,10 +215,8 @@ def trace(problem: dict, meta: dict) -> TileTrace:
                            halo["right"], out_ids[:, :, None]], axis=2)  # [num_m, num_n, 22]
     out_bytes = (rows[:, None] * cols[None, :] * elt).ravel().astype(np.int64)
     block_bytes = np.concatenate([x_bytes, out_bytes])
-    is_write = np.zeros(block_bytes.size, dtype=bool)
-    is_write[base_out:] = True
-    return TileTrace(keys=keys.reshape(num_m * num_n, 1, -1), block_bytes=block_bytes,
-                     block_is_write=is_write, programs_per_cu=2, source="access model in kernels/stencil2d.py")
+    return TileTrace.reads_then_writes(keys.reshape(num_m * num_n, 1, -1), block_bytes, first_write=base_out,
+                                       programs_per_cu=2, source="access model in kernels/stencil2d.py")
 
 
 SPEC = KernelSpec(
@@ -245,7 +243,7 @@ SPEC = KernelSpec(
     swizzle_args=tile_grid,
     trace=trace,
     flops=lambda p: 6.0 * p["M"] * p["N"],  # 4 additions, 2 multiplications per element
-    min_bytes=lambda p, dtype: 2.0 * p["M"] * p["N"] * torch.empty((), dtype=getattr(torch, dtype)).element_size(),
+    min_bytes=lambda p, dtype: 2.0 * p["M"] * p["N"] * getattr(torch, dtype).itemsize,
     dtypes=("float32",),
     rewrite_target="swizzle",
     # Both halos (rows and sector columns) in one L2 domain at short reuse distance: see the docstring.

@@ -155,14 +155,8 @@ def trace(problem: dict, meta: dict) -> TileTrace:
     keys[:, 0, 0] = m * num_n + n
     keys[:, 0, 1] = num_m * num_n + n * num_m + m
     block_bytes = np.concatenate([x_bytes, out_bytes]).astype(np.int64)
-    is_write = np.zeros(block_bytes.size, dtype=bool)
-    is_write[num_m * num_n:] = True
-    return TileTrace(keys=keys, block_bytes=block_bytes, block_is_write=is_write,
-                     programs_per_cu=16, source="access model in kernels/transpose.py")
-
-
-def _elt(dtype: str) -> int:
-    return torch.empty(0, dtype=getattr(torch, dtype)).element_size()
+    return TileTrace.reads_then_writes(keys, block_bytes, first_write=num_m * num_n,
+                                       programs_per_cu=16, source="access model in kernels/transpose.py")
 
 
 SPEC = KernelSpec(
@@ -191,7 +185,7 @@ SPEC = KernelSpec(
     swizzle_args=tile_grid,
     trace=trace,
     flops=lambda p: 0.0,
-    min_bytes=lambda p, dtype: _elt(dtype) * 2.0 * p["M"] * p["N"],
+    min_bytes=lambda p, dtype: getattr(torch, dtype).itemsize * 2.0 * p["M"] * p["N"],
     dtypes=("bfloat16", "float16", "float32"),
     rewrite_target="swizzle",
     # column-major: a wave of 1584 programs writes 396 whole rows of out (32 KiB runs) instead of

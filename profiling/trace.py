@@ -32,6 +32,17 @@ class TileTrace:
     programs_per_cu: int
     source: str
 
+    @classmethod
+    def reads_then_writes(cls, keys: np.ndarray, block_bytes: np.ndarray, first_write: int,
+                          programs_per_cu: int, source: str) -> "TileTrace":
+        """A trace whose blocks are numbered reads first: blocks ``first_write`` and above are the
+        ones the kernel stores (the numbering every bundled access model uses)."""
+        block_bytes = np.asarray(block_bytes, dtype=np.int64)
+        is_write = np.zeros(block_bytes.size, dtype=bool)
+        is_write[first_write:] = True
+        return cls(keys=keys, block_bytes=block_bytes, block_is_write=is_write,
+                   programs_per_cu=programs_per_cu, source=source)
+
     @property
     def num_tiles(self) -> int:
         return int(self.keys.shape[0])
