@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# On a multi-GPU machine: the multigpu tests (world size 2, or SWIZZLEPERF_WORLD_SIZES), then the
+# distributed benchmark at each world size in WORLD_SIZES (default: every GPU), results in OUTDIR.
+# Usage (repository root, .whl/ carried): bash eval/gpu_dist.sh OUTDIR
+set -uo pipefail
+OUTDIR=${1:?usage: gpu_dist.sh OUTDIR}
+mkdir -p "$OUTDIR"
+export TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site
+python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . || exit 1
+GPUS=$(python3 -c "import torch; print(torch.cuda.device_count())")
+nvidia-smi topo -m > "$OUTDIR/topo.txt" 2>&1
+if [ "${SKIP_TESTS:-0}" != 1 ]; then
+  timeout 300 python3 -m pytest -q -m multigpu tests/kernels/dist 2>&1 | tail -15 | tee "$OUTDIR/multigpu_tests.txt"
+fi
+for W in ${WORLD_SIZES:-$GPUS}; do
+  timeout ${BENCH_TIMEOUT:-400} torchrun --nproc-per-node "$W" -m swizzleperf.kernels.dist.bench \
+    --kernels "${KERNELS:-all}" --out "$OUTDIR/dist_${W}gpu" ${BENCH_ARGS:-} 2>&1 | tail -60 | tee "$OUTDIR/bench_${W}gpu.log"
+done

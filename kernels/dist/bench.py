@@ -1,0 +1,303 @@
+"""Verify and benchmark the distributed kernels, one process per GPU.
+
+    torchrun --nproc-per-node 2 -m swizzleperf.kernels.dist.bench --out eval/results/dist_h200
+
+For every kernel, problem and overlap pattern: verification first (two launches, the output
+poisoned before each, against the torch reference of the inputs gathered over NCCL; the
+torch + NCCL baseline checked the same way), then timing of the kernel and of the baseline in
+the same run (CUDA events, every launch started from a barrier, the slowest rank's time;
+median and interquartile range), and the peer-copy bandwidth of a Triton kernel against the
+copy engine's. Rank 0 writes ``OUT.json`` and ``OUT.md``. A pattern that fails verification
+is not timed; the run goes on with the next one. Exit status 1 when anything failed.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+KERNELS = ("gemm_all_scatter", "all_gather_gemm", "gemm_reduce_scatter", "flash_decode")
+
+
+def load_spec(name: str):
+    """The ``SPEC`` of ``kernels/dist/NAME.py``. Raises ValueError for an unknown name."""
+    if name not in KERNELS:
+        raise ValueError(f"unknown distributed kernel {name!r}: known {', '.join(KERNELS)}")
+    return importlib.import_module(f"swizzleperf.kernels.dist.{name}").SPEC
+
+
+def _parse(argv) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kernels", default="all", help="all or a comma-separated list")
+    parser.add_argument("--patterns", default="all", help="all or a comma-separated list")
+    parser.add_argument("--problems", default="bench",
+                        help="bench (each kernel's bench problems), or comma-separated names")
+    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--verify-only", action="store_true")
+    parser.add_argument("--meta", default="", help="overrides, e.g. COMM_SMS=32,BLOCK_N=128")
+    parser.add_argument("--copy-mib", type=int, default=1024, help="peer-copy size (0: skip)")
+    parser.add_argument("--out", default="", help="path prefix of OUT.json / OUT.md (rank 0)")
+    return parser.parse_args(argv)
+
+
+def _meta(text: str) -> dict:
+    pairs = [item.split("=", 1) for item in text.split(",") if item]
+    return {key: int(value) for key, value in pairs}
+
+
+def _problems(spec, selection: str) -> list:
+    if selection == "bench":
+        return list(spec.bench_problems)
+    return [p for p in selection.split(",") if p in spec.problems]
+
+
+def bench_kernel(spec, heap, args, group=None) -> list:
+    """Rows of one kernel: every selected problem x pattern, verified then timed."""
+    from swizzleperf.kernels.dist import runner
+
+    rows = []
+    patterns = spec.patterns if args.patterns == "all" else [
+        p for p in args.patterns.split(",") if p in spec.patterns]
+    for problem_name in _problems(spec, args.problems):
+        problem = spec.problems[problem_name]
+        meta = spec.meta_for(problem_name, _meta(args.meta))
+        torch_nccl = None
+        for pattern in patterns:
+            row = {"kernel": spec.name, "problem": problem_name, **problem, "pattern": pattern,
+                   "world_size": heap.world_size, "dtype": args.dtype, "meta": meta}
+            check, base_check = runner.verify_rank(spec, heap, problem_name, pattern, meta,
+                                                   seed=len(rows) + 1, dtype=args.dtype,
+                                                   group=group)
+            row.update(verified=_all_ranks(check.ok, group), error=check.error,
+                       message=check.message, baseline_verified=_all_ranks(base_check.ok, group),
+                       baseline_error=base_check.error)
+            if row["verified"] and not args.verify_only:
+                row.update(_time_pattern(spec, heap, problem, meta, pattern, args, group))
+                if torch_nccl is None:
+                    torch_nccl = _time_baseline(spec, heap, problem, args, group)
+                    torch_nccl.update(_breakdown(spec, heap, problem, meta, args, group))
+                row.update(torch_nccl)
+                row["speedup"] = row["baseline_ms"] / row["time_ms"]
+                row["tflops"] = spec.flops(problem, heap.world_size) / row["time_ms"] * 1e-9
+            rows.append(row)
+            if heap.rank == 0:
+                print(_line(row), flush=True)
+    return rows
+
+
+def _all_ranks(ok: bool, group) -> bool:
+    import torch.distributed as dist
+    flag = torch.tensor([0 if ok else 1], device="cuda")
+    dist.all_reduce(flag, group=group)
+    return int(flag.item()) == 0
+
+
+def _time_pattern(spec, heap, problem, meta, pattern, args, group) -> dict:
+    from swizzleperf.kernels.dist import runner
+
+    inputs = spec.make_inputs(problem, heap.rank, heap.world_size, 0, heap.buffer.device,
+                              args.dtype)
+    mark = len(heap.allocations)
+    state = spec.setup(heap, inputs, problem, meta)
+    heap.check_symmetric()
+    run_steps = runner.StepRunner(heap)
+    epoch = iter(range(1, 1 << 30))
+    timing = runner.time_rank(lambda: run_steps(spec.steps(heap, state, pattern, next(epoch),
+                                                           meta)),
+                              heap, args.iterations, args.warmup, group)
+    heap.reset(mark)
+    return {"time_ms": timing["median_ms"], "iqr_ms": timing["iqr_ms"]}
+
+
+def _time_baseline(spec, heap, problem, args, group) -> dict:
+    from swizzleperf.kernels.dist import runner
+
+    inputs = spec.make_inputs(problem, heap.rank, heap.world_size, 0, heap.buffer.device,
+                              args.dtype)
+    torch_nccl = spec.baseline(inputs, problem, group)
+    timing = runner.time_rank(torch_nccl.run, heap, args.iterations, args.warmup, group)
+    row = {"baseline_ms": timing["median_ms"], "baseline_iqr_ms": timing["iqr_ms"]}
+    if torch_nccl.compute is not None:
+        compute = runner.time_rank(torch_nccl.compute, heap, args.iterations, args.warmup, group)
+        row["baseline_compute_ms"] = compute["median_ms"]
+    return row
+
+
+def _breakdown(spec, heap, problem, meta, args, group) -> dict:
+    """Each step of the ``bulk_sync`` pattern timed alone (its steps wait on no flag): the
+    compute and communication parts that the overlapped patterns try to hide behind each other.
+    """
+    from swizzleperf.kernels.dist import runner
+
+    if "bulk_sync" not in spec.patterns:
+        return {}
+    inputs = spec.make_inputs(problem, heap.rank, heap.world_size, 0, heap.buffer.device,
+                              args.dtype)
+    mark = len(heap.allocations)
+    state = spec.setup(heap, inputs, problem, meta)
+    heap.check_symmetric()
+    epoch = iter(range(1, 1 << 30))
+    run_steps = runner.StepRunner(heap)
+    parts = {}
+    for index, step in enumerate(spec.steps(heap, state, "bulk_sync", 1, meta)):
+        if step.barrier:
+            continue
+        timing = runner.time_rank(
+            lambda: run_steps([spec.steps(heap, state, "bulk_sync", next(epoch), meta)[index]]),
+            heap, args.iterations, args.warmup, group)
+        parts[f"{index}:{step.name}"] = timing["median_ms"]
+    heap.reset(mark)
+    return {"bulk_sync_steps_ms": parts}
+
+
+def bench_peer_copy(heap, mib: int, args, group=None) -> dict:
+    """Triton put to the next rank vs the copy engine, all ranks at once, GB/s per rank."""
+    from swizzleperf.kernels.dist import runner
+    from swizzleperf.kernels.dist.peer_copy import peer_copy
+    from swizzleperf.kernels.dist.tiles import num_sms
+
+    n = mib * (1 << 20) // 2
+    mark = len(heap.allocations)
+    src = heap.empty(n, dtype=torch.bfloat16, name="copy_src").normal_()
+    dst = heap.zeros(n, dtype=torch.bfloat16, name="copy_dst")
+    heap.check_symmetric()
+    peer = (heap.rank + 1) % heap.world_size
+    peer_dst = heap.peer_view(dst, peer)
+    results = {"kernel": "peer_copy", "bytes": 2 * n, "world_size": heap.world_size}
+    heap.barrier()                               # every dst zeroed before anyone writes
+    peer_copy(heap, src, dst, peer, num_sms())
+    heap.barrier()
+    incoming = heap.peer_view(src, (heap.rank - 1) % heap.world_size)
+    results["verified"] = _all_ranks(torch.equal(dst, incoming), group)
+    results["copy_engine"] = runner.time_rank(lambda: peer_dst.copy_(src), heap,
+                                              args.iterations, args.warmup, group)
+    best = None
+    for programs in (num_sms() // 4, num_sms() // 2, num_sms()):
+        timing = runner.time_rank(lambda: peer_copy(heap, src, dst, peer, programs), heap,
+                                  args.iterations, args.warmup, group)
+        results[f"triton_{programs}"] = timing
+        if best is None or timing["median_ms"] < best[1]["median_ms"]:
+            best = (programs, timing)
+    results["copy_engine_gbps"] = 2 * n / results["copy_engine"]["median_ms"] * 1e-6
+    results["triton_gbps"] = 2 * n / best[1]["median_ms"] * 1e-6
+    results["triton_programs"] = best[0]
+    results["share_of_peak"] = results["triton_gbps"] / results["copy_engine_gbps"]
+    heap.reset(mark)
+    return results
+
+
+def _line(row: dict) -> str:
+    if not row.get("verified"):
+        return (f"{row['kernel']:<20} {row['problem']:<22} {row['pattern']:<22} FAILED "
+                f"error {row['error']:.3g} {row['message']}")
+    if "time_ms" not in row:
+        return f"{row['kernel']:<20} {row['problem']:<22} {row['pattern']:<22} verified " \
+               f"(error {row['error']:.2e}; baseline {row['baseline_error']:.2e})"
+    return (f"{row['kernel']:<20} {row['problem']:<22} {row['pattern']:<22} "
+            f"{row['time_ms']:.3f} ± {row['iqr_ms']:.3f} ms  torch+NCCL {row['baseline_ms']:.3f} ± "
+            f"{row['baseline_iqr_ms']:.3f} ms  {row['speedup']:.2f}x  {row['tflops']:.0f} TFLOP/s")
+
+
+def markdown(rows: list, copy: dict | None, command: str, device_name: str) -> str:
+    """The results as a markdown table (times measured with CUDA events on ``device_name``)."""
+    world = rows[0]["world_size"] if rows else copy["world_size"]
+    lines = [f"### {world} x {device_name} (measured: CUDA events)", "", f"`{command}`", "",
+             "| kernel | problem (M,N,K / shape) | pattern | time ms (median ± IQR) | "
+             "torch + NCCL ms | speedup | TFLOP/s per GPU | verified (rel. error) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        shape = ",".join(str(v) for k, v in row.items()
+                         if k in ("M", "N", "K", "B", "H", "H_kv", "S", "D"))
+        if "time_ms" in row:
+            timing = (f"{row['time_ms']:.3f} ± {row['iqr_ms']:.3f} | {row['baseline_ms']:.3f} ± "
+                      f"{row['baseline_iqr_ms']:.3f} | {row['speedup']:.2f}x | {row['tflops']:.0f}")
+        else:
+            timing = "not timed | | |"
+        verdict = f"yes ({row['error']:.1e})" if row["verified"] else f"NO: {row['message'] or row['error']}"
+        lines.append(f"| {row['kernel']} | {row['problem']} ({shape}) | {row['pattern']} | "
+                     f"{timing} | {verdict} |")
+    parts = [r for r in rows if r.get("bulk_sync_steps_ms")]
+    if parts:
+        lines += ["", "Time breakdown, each part timed alone (ms): the torch + NCCL baseline's "
+                  "compute, and the steps of this kernel's bulk_sync pattern.", "",
+                  "| kernel | problem | torch compute | torch collective (rest) | bulk_sync steps |",
+                  "|---|---|---|---|---|"]
+        for row in parts:
+            compute = row.get("baseline_compute_ms")
+            rest = f"{row['baseline_ms'] - compute:.3f}" if compute is not None else ""
+            steps = ", ".join(f"{k.split(':', 1)[1]} {v:.3f}" for k, v in row["bulk_sync_steps_ms"].items())
+            lines.append(f"| {row['kernel']} | {row['problem']} | "
+                         f"{'' if compute is None else f'{compute:.3f}'} | {rest} | {steps} |")
+    if copy:
+        lines += ["", f"Peer copy, every rank to the next at once, {copy['bytes'] / 2**20:.0f} MiB: "
+                  f"copy engine {copy['copy_engine_gbps']:.0f} GB/s per rank, Triton put "
+                  f"({copy['triton_programs']} programs) {copy['triton_gbps']:.0f} GB/s = "
+                  f"{100 * copy['share_of_peak']:.0f} % of it (verified: {copy['verified']})."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    """Entry point under torchrun; returns the exit status."""
+    args = _parse(argv)
+    import torch.distributed as dist
+    from swizzleperf.kernels.dist.heap import NO_MULTICAST_ENV, Heap, HeapError
+
+    for key, value in NO_MULTICAST_ENV.items():
+        os.environ.setdefault(key, value)
+    if not torch.cuda.is_available() or "LOCAL_RANK" not in os.environ:
+        print("bench: needs CUDA GPUs and torchrun (torchrun --nproc-per-node N -m "
+              "swizzleperf.kernels.dist.bench)", file=sys.stderr)
+        return 2
+    local_rank = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local_rank)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank))
+    try:
+        names = KERNELS if args.kernels == "all" else args.kernels.split(",")
+        specs = [load_spec(name) for name in names]
+        world = dist.get_world_size()
+        size = max([s.heap_bytes(s.problems[p], world, args.dtype)
+                    for s in specs for p in _problems(s, args.problems)] + [0])
+        size = max(size, 2 * args.copy_mib * (1 << 20)) + (64 << 20)
+        heap = Heap.create(size)
+        started = time.time()
+        rows = [row for spec in specs for row in bench_kernel(spec, heap, args)]
+        copy = bench_peer_copy(heap, args.copy_mib, args) if args.copy_mib else None
+        if heap.rank == 0:
+            _write(rows, copy, args, time.time() - started)
+        failed = any(not r["verified"] or not r["baseline_verified"] for r in rows) or (
+            copy is not None and not copy["verified"])
+        return 1 if failed else 0
+    except (ValueError, HeapError) as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        dist.destroy_process_group()
+
+
+def _write(rows, copy, args, seconds) -> None:
+    command = "torchrun --nproc-per-node {} -m swizzleperf.kernels.dist.bench {}".format(
+        rows[0]["world_size"] if rows else copy["world_size"], " ".join(sys.argv[1:]))
+    name = torch.cuda.get_device_name()
+    text = markdown(rows, copy, command, name)
+    print(text)
+    if copy:
+        print(json.dumps({k: v for k, v in copy.items() if k.startswith("triton_") or
+                          k == "copy_engine"}, default=str))
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(f"{args.out}.md").write_text(text)
+        Path(f"{args.out}.json").write_text(json.dumps(
+            {"command": command, "device": name, "seconds": seconds, "rows": rows,
+             "peer_copy": copy}, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""Compile every launch of a distributed kernel for an NVIDIA GPU without one (CPU, no driver).
+
+    python -m swizzleperf.kernels.dist.compile_check gemm_all_scatter [--arch 90]
+
+Runs the kernel's steps for every pattern at world size 2 on CPU heaps, but instead of launching
+each ``@triton.jit`` kernel it compiles it with ``triton.compile`` for ``cuda:ARCH`` (PTX and
+cubin through the ptxas that ships with Triton), with the argument types of the real launch.
+This catches what the interpreter does not see (non-constexpr globals, unsupported ops,
+type errors in code generation) before a GPU machine is used. Exit status 1 on any failure.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+
+_TYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32",
+          torch.float64: "fp64", torch.int32: "i32", torch.int64: "i64", torch.uint8: "u8",
+          torch.int8: "i8", torch.int16: "i16", torch.bool: "i1"}
+
+
+def _type(value) -> str:
+    if isinstance(value, torch.Tensor):
+        return "*" + _TYPES[value.dtype]
+    if isinstance(value, bool):
+        return "i1"
+    if isinstance(value, int):
+        return "i32" if -2**31 <= value < 2**31 else "i64"
+    if isinstance(value, float):
+        return "fp32"
+    raise TypeError(f"argument type {type(value).__name__} has no Triton signature type")
+
+
+def compile_launch(fn, args, kwargs, arch: int) -> None:
+    """Compile ``fn`` as ``fn[grid](*args, **kwargs)`` would, for ``cuda:arch``."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    options = {k: kwargs.pop(k) for k in ("num_warps", "num_stages") if k in kwargs}
+    bound = fn.signature.bind(*args, **kwargs)
+    bound.apply_defaults()
+    signature, constexprs = {}, {}
+    for param in fn.params:
+        value = bound.arguments[param.name]
+        if param.is_constexpr:
+            signature[param.name] = "constexpr"
+            constexprs[param.name] = value
+        else:
+            signature[param.name] = _type(value)
+    triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs),
+                   target=GPUTarget("cuda", arch, 32), options=options)
+
+
+def check(name: str, arch: int = 90) -> list:
+    """Compile every launch of every pattern of kernel ``name``; returns the failures."""
+    from triton.runtime.jit import JITFunction
+
+    from swizzleperf.kernels.dist.bench import load_spec
+    from swizzleperf.kernels.dist.heap import Heap, barrier_all
+
+    spec = load_spec(name)
+    failures, compiled = [], set()
+
+    def fake_run(self, *args, grid, warmup, **kwargs):
+        key = (self.__name__, tuple(sorted((k, str(v)) for k, v in kwargs.items())))
+        if key not in compiled:
+            compiled.add(key)
+            compile_launch(self, args, dict(kwargs), arch)
+
+    original = JITFunction.run
+    JITFunction.run = fake_run
+    try:
+        for pattern in spec.patterns:
+            try:
+                heaps = Heap.group(2, spec.heap_bytes(spec.problems["check"], 2, spec.dtypes[0]))
+                meta = dict(spec.meta_for("check"), NUM_SMS=132)
+                inputs = spec.make_inputs(spec.problems["check"], 0, 2, 0, "cpu", spec.dtypes[0])
+                state = spec.setup(heaps[0], inputs, spec.problems["check"], meta)
+                for step in spec.steps(heaps[0], state, pattern, 1, meta):
+                    if step.barrier:
+                        barrier_all(heaps)
+                    else:
+                        step.run()
+                print(f"{name} {pattern}: compiled for sm_{arch}")
+            except Exception as exc:  # report every pattern's failure, then exit 1
+                failures.append(f"{name} {pattern}: {type(exc).__name__}: {exc}")
+                print(failures[-1])
+    finally:
+        JITFunction.run = original
+    return failures
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("kernels", nargs="+")
+    parser.add_argument("--arch", type=int, default=90)
+    args = parser.parse_args(argv)
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        print("compile_check: unset TRITON_INTERPRET (kernels must be compiled)", file=sys.stderr)
+        return 2
+    failures = [f for name in args.kernels for f in check(name, args.arch)]
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

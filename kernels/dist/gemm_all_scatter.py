@@ -1,0 +1,310 @@
+"""
+GEMM + all-scatter: ``C = A @ B`` with B sharded by columns, C replicated on every rank
+=====================================================================================
+
+Why this kernel
+---------------
+The column-parallel linear layer of tensor parallelism: every rank holds the activations
+A [M, K] and its column shard B_r [K, N/W] of the weights; it computes its block
+``C[:, r*N/W : (r+1)*N/W] = A @ B_r`` and every rank needs all of C [M, N]. The usual way is
+two stop-and-go steps, a matmul and then an NCCL all-gather; the tiles of C could instead go
+to the peers as soon as they are computed, so that communication hides behind compute. How
+communication interleaves with compute is this kernel's overlap knob, in the four patterns of
+the Iris taxonomy:
+
+- ``bulk_sync``: a persistent GEMM writes the local block, then a scatter kernel copies it
+  to every peer (two launches, one stream: no overlap, but no flags either);
+- ``producer_consumer``: the GEMM on ``NUM_SMS - COMM_SMS`` programs signals a flag per tile;
+  a scatter kernel on a second stream (``COMM_SMS`` programs) waits for each flag and copies
+  the tile to the peers while the GEMM goes on;
+- ``fused_sequential``: one kernel; each program stores its finished tile into every rank's
+  C directly (the remote stores follow the tile's compute in the same program);
+- ``workgroup_specialized``: one kernel of ``NUM_SMS`` programs; the first
+  ``NUM_SMS - COMM_SMS`` compute tiles and signal flags, the others wait on the flags and copy.
+  All programs are resident at once (the grid is the SM count), so a waiting program never
+  blocks a producer from starting.
+
+Every pattern ends with a device barrier: after it, every rank's C is complete.
+
+The blocked loop, in pseudo-code (fused_sequential)::
+
+    for tile in range(pid, num_tiles, num_programs):          # persistent
+        pid_m, pid_n = swizzle(tile, num_pid_m, num_pid_n)   # the rewrite target
+        acc = A[pid_m tile, :] @ B_r[:, pid_n tile]            # fp32
+        for i in range(W): store(C tile at column block r, acc, peer=(r + i) % W)
+    barrier()
+
+The tile order's effect
+-----------------------
+``swizzle`` decides which tiles the resident programs compute together: the L2 reuse of A and
+B_r as in kernels/gemm.py, and, here, the order in which finished tiles reach the scatter
+programs: a row-major order finishes whole rows of C first. Destinations are staggered
+(rank r sends to r+1 first, then r+2, ...), so that W ranks do not all write to one peer's
+NVLink ports at once.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from swizzleperf.kernels.dist import device
+from swizzleperf.kernels.dist.spec import BARRIER, Baseline, DistKernelSpec, Step
+from swizzleperf.kernels.dist.tiles import dot_in_fp32, gemm_tile, num_sms, tile_pointers
+
+PATTERNS = ("bulk_sync", "producer_consumer", "fused_sequential", "workgroup_specialized")
+_LOCAL, _SIGNAL, _EVERY_RANK = 0, 1, 2  # what the GEMM worker does with a finished tile
+
+
+@triton.jit
+def swizzle(pid, num_pid_m, num_pid_n):
+    """Map tile index ``pid`` to the tile ``(pid_m, pid_n)`` of the local block (row-major)."""
+    pid_m = pid // num_pid_n
+    pid_n = pid % num_pid_n
+    return pid_m, pid_n
+
+
+@triton.jit
+def _gemm_worker(a_ptr, b_ptr, c_ptr, flags, heap_bases, rank, epoch, worker, num_workers,
+                 M, N_local, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                 WORLD_SIZE: tl.constexpr, MODE: tl.constexpr, DOT_IN_FP32: tl.constexpr):
+    """Tiles ``worker, worker + num_workers, ...`` of the local block, in ``swizzle`` order."""
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N_local, BLOCK_N)
+    c_block = c_ptr + rank * N_local * stride_cn          # this rank's columns of C [M, N]
+    for tile in range(worker, num_pid_m * num_pid_n, num_workers):
+        pid_m, pid_n = swizzle(tile, num_pid_m, num_pid_n)
+        accumulator = gemm_tile(a_ptr, b_ptr, pid_m, pid_n, M, N_local, K, stride_am, stride_ak,
+                                stride_bk, stride_bn, BLOCK_M, BLOCK_N, BLOCK_K, DOT_IN_FP32)
+        c_ptrs, mask = tile_pointers(c_block, pid_m, pid_n, M, N_local, stride_cm, stride_cn,
+                                     BLOCK_M, BLOCK_N)
+        value = accumulator.to(c_ptr.dtype.element_ty)
+        if MODE == 2:                                       # fused: to every rank, staggered
+            for i in tl.static_range(WORLD_SIZE):
+                device.store(c_ptrs, value, rank, (rank + i) % WORLD_SIZE, heap_bases, mask=mask)
+        else:
+            tl.store(c_ptrs, value, mask=mask)
+            if MODE == 1:
+                device.signal(flags + tile, epoch, rank, rank, heap_bases, scope="gpu")
+
+
+@triton.jit
+def _scatter_worker(c_ptr, flags, errors, flag_kind, heap_bases, rank, epoch, max_spins,
+                    worker, num_workers, M, N_local, stride_cm, stride_cn,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, WORLD_SIZE: tl.constexpr,
+                    WAIT: tl.constexpr):
+    """Copy tiles ``worker, worker + num_workers, ...`` of the local block to every peer, in
+    the GEMM's order, each after its flag when ``WAIT``."""
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N_local, BLOCK_N)
+    c_block = c_ptr + rank * N_local * stride_cn
+    for tile in range(worker, num_pid_m * num_pid_n, num_workers):
+        if WAIT:
+            device.wait(flags + tile, epoch, errors, flag_kind, tile, rank, max_spins,
+                        scope="gpu")
+        pid_m, pid_n = swizzle(tile, num_pid_m, num_pid_n)
+        c_ptrs, mask = tile_pointers(c_block, pid_m, pid_n, M, N_local, stride_cm, stride_cn,
+                                     BLOCK_M, BLOCK_N)
+        for i in tl.static_range(1, WORLD_SIZE):
+            device.put(c_ptrs, c_ptrs, rank, (rank + i) % WORLD_SIZE, heap_bases, mask=mask)
+
+
+@triton.jit
+def gemm_all_scatter_gemm(a_ptr, b_ptr, c_ptr, flags, heap_bases, rank, epoch,
+                          M, N_local, K, stride_am, stride_ak, stride_bk, stride_bn,
+                          stride_cm, stride_cn,
+                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                          WORLD_SIZE: tl.constexpr, MODE: tl.constexpr,
+                          DOT_IN_FP32: tl.constexpr):
+    """Persistent GEMM of the local block; MODE 0 local only, 1 local + flag, 2 every rank."""
+    _gemm_worker(a_ptr, b_ptr, c_ptr, flags, heap_bases, rank, epoch, tl.program_id(0),
+                 tl.num_programs(0), M, N_local, K, stride_am, stride_ak, stride_bk, stride_bn,
+                 stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, WORLD_SIZE, MODE, DOT_IN_FP32)
+
+
+@triton.jit
+def gemm_all_scatter_scatter(c_ptr, flags, errors, flag_kind, heap_bases, rank, epoch,
+                             max_spins, M, N_local, stride_cm, stride_cn,
+                             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                             WORLD_SIZE: tl.constexpr, WAIT: tl.constexpr):
+    """Persistent scatter of the local block of C to every peer."""
+    _scatter_worker(c_ptr, flags, errors, flag_kind, heap_bases, rank, epoch, max_spins,
+                    tl.program_id(0), tl.num_programs(0), M, N_local, stride_cm, stride_cn,
+                    BLOCK_M, BLOCK_N, WORLD_SIZE, WAIT)
+
+
+@triton.jit
+def gemm_all_scatter_specialized(a_ptr, b_ptr, c_ptr, flags, errors, flag_kind, heap_bases,
+                                 rank, epoch, max_spins, gemm_programs,
+                                 M, N_local, K, stride_am, stride_ak, stride_bk, stride_bn,
+                                 stride_cm, stride_cn,
+                                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                                 BLOCK_K: tl.constexpr, WORLD_SIZE: tl.constexpr,
+                                 DOT_IN_FP32: tl.constexpr):
+    """Programs ``< gemm_programs`` compute and signal tiles; the rest wait and scatter them."""
+    pid = tl.program_id(0)
+    if pid < gemm_programs:
+        _gemm_worker(a_ptr, b_ptr, c_ptr, flags, heap_bases, rank, epoch, pid, gemm_programs,
+                     M, N_local, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm,
+                     stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, WORLD_SIZE, 1, DOT_IN_FP32)
+    else:
+        _scatter_worker(c_ptr, flags, errors, flag_kind, heap_bases, rank, epoch, max_spins,
+                        pid - gemm_programs, tl.num_programs(0) - gemm_programs, M, N_local,
+                        stride_cm, stride_cn, BLOCK_M, BLOCK_N, WORLD_SIZE, True)
+
+
+# ----------------------------------------------------------------------------------- host side
+def make_inputs(problem: dict, rank: int, world_size: int, seed: int, device: str = "cpu",
+                dtype: str = "bfloat16") -> dict:
+    """A [M, K] (the same on every rank) and B_r [K, N/W] (rank r's shard), ~ N(0, 1).
+
+    Raises:
+        ValueError: N is not a multiple of the world size.
+    """
+    M, N, K = problem["M"], problem["N"], problem["K"]
+    if N % world_size:
+        raise ValueError(f"N must be a multiple of the world size {world_size}, got {N}")
+    torch_dtype = getattr(torch, dtype)
+    shared = torch.Generator(device=device).manual_seed(seed)
+    own = torch.Generator(device=device).manual_seed(seed * 1009 + rank + 1)
+    a = torch.randn(M, K, generator=shared, device=device).to(torch_dtype)
+    b = torch.randn(K, N // world_size, generator=own, device=device).to(torch_dtype)
+    return {"a": a, "b": b}
+
+
+def heap_bytes(problem: dict, world_size: int, dtype: str) -> int:
+    """C [M, N] plus one flag per tile (at most one per 16x16 elements) and the control block."""
+    itemsize = getattr(torch, dtype).itemsize
+    tiles = triton.cdiv(problem["M"], 16) * triton.cdiv(problem["N"], 16)
+    return problem["M"] * problem["N"] * itemsize + 4 * tiles + (1 << 20)
+
+
+def setup(heap, inputs: dict, problem: dict, meta: dict) -> dict:
+    """C [M, N] in the heap (every rank's block lands there) and the tile flags."""
+    M, N = problem["M"], problem["N"]
+    n_local = inputs["b"].shape[1]
+    num_tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(n_local, meta["BLOCK_N"])
+    c = heap.empty(M, N, dtype=inputs["a"].dtype, name="c")
+    flags, kind = heap.flags(num_tiles, "tile_ready")
+    return {"a": inputs["a"], "b": inputs["b"], "c": c, "flags": flags, "flag_kind": kind,
+            "num_tiles": num_tiles}
+
+
+def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
+    """One launch of ``pattern`` (see the module docstring) for this rank.
+
+    Raises:
+        ValueError: an unknown pattern, or COMM_SMS that leaves no program for the GEMM.
+    """
+    a, b, c = state["a"], state["b"], state["c"]
+    M, K = a.shape
+    n_local = b.shape[1]
+    sms = meta.get("NUM_SMS") or num_sms(c.device)
+    comm_sms = meta["COMM_SMS"]
+    if not 0 < comm_sms < sms:
+        raise ValueError(f"COMM_SMS must be in 1..{sms - 1} (the GPU has {sms} SMs), got {comm_sms}")
+    tiles = dict(BLOCK_M=meta["BLOCK_M"], BLOCK_N=meta["BLOCK_N"])
+    launch = dict(num_warps=meta["num_warps"], num_stages=meta["num_stages"])
+    shape = (M, n_local, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+             c.stride(0), c.stride(1))
+    common = dict(BLOCK_K=meta["BLOCK_K"], WORLD_SIZE=heap.world_size,
+                  DOT_IN_FP32=dot_in_fp32(a.dtype), **tiles, **launch)
+    flag_args = (state["flags"], heap.errors, state["flag_kind"], heap.heap_bases, heap.rank,
+                 epoch, heap.max_spins)
+
+    def gemm(programs: int, mode: int) -> Step:
+        grid = (min(programs, state["num_tiles"]),)
+        return Step(lambda: gemm_all_scatter_gemm[grid](
+            a, b, c, state["flags"], heap.heap_bases, heap.rank, epoch, *shape,
+            MODE=mode, **common), name=f"gemm mode {mode}")
+
+    def scatter(programs: int, wait: bool, stream: str) -> Step:
+        grid = (min(programs, state["num_tiles"]),)
+        return Step(lambda: gemm_all_scatter_scatter[grid](
+            c, *flag_args, M, n_local, c.stride(0), c.stride(1), WORLD_SIZE=heap.world_size,
+            WAIT=wait, num_warps=4, **tiles), stream=stream, name="scatter")
+
+    if pattern == "bulk_sync":
+        return [gemm(sms, _LOCAL), scatter(sms, False, "main"), BARRIER]
+    if pattern == "producer_consumer":
+        return [gemm(sms - comm_sms, _SIGNAL), scatter(comm_sms, True, "comm"), BARRIER]
+    if pattern == "fused_sequential":
+        return [gemm(sms, _EVERY_RANK), BARRIER]
+    if pattern == "workgroup_specialized":
+        return [Step(lambda: gemm_all_scatter_specialized[(sms,)](
+            a, b, c, *flag_args, sms - comm_sms, *shape, **common),
+            name="specialized"), BARRIER]
+    raise ValueError(f"pattern must be one of {PATTERNS}, got {pattern!r}")
+
+
+def output(state: dict) -> torch.Tensor:
+    """This rank's C [M, N]."""
+    return state["c"]
+
+
+def reference(all_inputs: list, rank: int) -> torch.Tensor:
+    """fp32 ``A @ [B_0 | B_1 | ... | B_{W-1}]``, [M, N] (the same on every rank)."""
+    a = all_inputs[rank]["a"].float()
+    return torch.cat([a @ inputs["b"].float() for inputs in all_inputs], dim=1)
+
+
+def baseline(inputs: dict, problem: dict, group=None) -> Baseline:
+    """torch + NCCL: ``torch.matmul`` into a buffer, then ``all_gather_into_tensor``.
+
+    NCCL writes the gathered blocks stacked by rows, [W * M, N/W]; turning that into [M, N]
+    would cost one more copy, which the timed ``run`` leaves out (``result`` does it, untimed).
+    """
+    import torch.distributed as dist
+    a, b = inputs["a"], inputs["b"]
+    world = dist.get_world_size(group)
+    local = torch.empty(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
+    gathered = torch.empty(world * a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
+
+    def run() -> None:
+        torch.matmul(a, b, out=local)
+        dist.all_gather_into_tensor(gathered, local, group=group)
+
+    return Baseline(run, lambda: torch.cat(gathered.chunk(world, dim=0), dim=1),
+                    compute=lambda: torch.matmul(a, b, out=local))
+
+
+SPEC = DistKernelSpec(
+    name="gemm_all_scatter",
+    kernel_names=("gemm_all_scatter_gemm", "gemm_all_scatter_scatter",
+                  "gemm_all_scatter_specialized"),
+    patterns=PATTERNS,
+    problems={
+        "check": {"M": 40, "N": 96, "K": 32},
+        # Iris README's example (examples/07_gemm_all_scatter): M = N = K = 4096.
+        "iris-4096": {"M": 4096, "N": 4096, "K": 4096},
+        # the Iris paper's GEMM + all-scatter shape (8 x MI300X): M 8192, N 3584, K 14336.
+        "iris-8192x3584x14336": {"M": 8192, "N": 3584, "K": 14336},
+        # Llama-3-70B QKV projection (hidden 8192 -> 64 + 2 x 8 heads of 128), 4096 tokens.
+        "llama70b-qkv-4k": {"M": 4096, "N": 10240, "K": 8192},
+        # a decode-sized batch (1024 tokens) through Llama-3-70B's up projection (N 28672).
+        "llama70b-up-1k": {"M": 1024, "N": 28672, "K": 8192},
+    },
+    bench_problems=("iris-4096", "iris-8192x3584x14336", "llama70b-qkv-4k", "llama70b-up-1k"),
+    meta={"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3,
+          "COMM_SMS": 16},
+    check_meta={"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "num_warps": 4, "num_stages": 1,
+                "COMM_SMS": 1},
+    knobs={"pattern": PATTERNS, "COMM_SMS": (8, 16, 32),
+           "swizzle": ("row-major", "column-major", "grouped-m:8")},
+    make_inputs=make_inputs,
+    heap_bytes=heap_bytes,
+    setup=setup,
+    steps=steps,
+    output=output,
+    reference=reference,
+    baseline=baseline,
+    # fp32 accumulation; the output is rounded once to the input dtype (2^-9 relative for
+    # bf16, 2^-12 for fp16), so the Frobenius error is about half an ulp: 1e-2 / 2e-3 leave
+    # a margin of several x and still catch a wrong or missing tile (error ~1).
+    tolerance={"bfloat16": 1e-2, "float16": 2e-3, "float32": 1e-4},
+    flops=lambda p, w: 2.0 * p["M"] * (p["N"] // w) * p["K"],
+    comm_bytes=lambda p, w, dtype: (w - 1) * p["M"] * (p["N"] // w) * getattr(torch, dtype).itemsize,
+    dtypes=("bfloat16", "float16"),
+    expert="grouped-m:8",
+)

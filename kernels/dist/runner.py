@@ -1,0 +1,196 @@
+"""Running a ``DistKernelSpec``: all ranks in one process (CPU, Triton interpreter) or one rank per
+process on GPUs, with verification against the torch reference and event timing.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+
+from swizzleperf.kernels.dist.heap import Heap, SpinTimeout, barrier_all
+from swizzleperf.kernels.dist.spec import DistKernelSpec, Step
+
+
+@dataclass
+class RankCheck:
+    """One rank's verification: the relative error of its output against the reference."""
+
+    rank: int
+    error: float
+    tolerance: float
+    message: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.message and self.error <= self.tolerance
+
+
+def relative_error(output: torch.Tensor, expected: torch.Tensor) -> float:
+    """``||output - expected||_F / ||expected||_F`` in fp64; ``inf`` where the output holds NaN
+    (a poisoned element that was never written) or the shapes differ."""
+    if tuple(output.shape) != tuple(expected.shape):
+        return math.inf
+    output, expected = output.double(), expected.double().to(output.device)
+    if torch.isnan(output).any():
+        return math.inf
+    return float(torch.linalg.vector_norm(output - expected) /
+                 torch.linalg.vector_norm(expected).clamp_min(1e-30))
+
+
+def poison(tensor: torch.Tensor) -> None:
+    """Fill an output with NaN (floats) or the most negative integer, so unwritten parts show."""
+    if tensor.dtype.is_floating_point:
+        tensor.fill_(float("nan"))
+    else:
+        tensor.fill_(torch.iinfo(tensor.dtype).min)
+
+
+# --------------------------------------------------------------------------- one process (CPU)
+def run_group(spec: DistKernelSpec, world_size: int, pattern: str | None = None,
+              problem_name: str = "check", meta: dict | None = None, seed: int = 0,
+              dtype: str | None = None, launches: int = 2,
+              device: str = "cpu") -> list[RankCheck]:
+    """All ``world_size`` ranks of one kernel in this process, ``launches`` launches in a row
+    (the second proves that epoch-counted flags and buffers are reusable); returns each rank's
+    check of the last launch. Steps run rank by rank: step i of every rank, then step i + 1.
+
+    Raises:
+        ValueError: an unknown pattern, or ranks with different step lists.
+        SpinTimeout: a wait whose flag no earlier step set (a bug in the kernel's steps).
+    """
+    pattern = pattern or spec.patterns[0]
+    if pattern not in spec.patterns:
+        raise ValueError(f"{spec.name}: pattern must be one of {spec.patterns}, got {pattern!r}")
+    dtype = dtype or spec.dtypes[0]
+    problem = spec.problems[problem_name]
+    meta = spec.meta_for(problem_name, meta)
+    heaps = Heap.group(world_size, spec.heap_bytes(problem, world_size, dtype), device=device)
+    inputs = [spec.make_inputs(problem, r, world_size, seed, device, dtype)
+              for r in range(world_size)]
+    states = [spec.setup(h, x, problem, meta) for h, x in zip(heaps, inputs)]
+    for epoch in range(1, launches + 1):
+        for state in states:
+            poison(spec.output(state))
+        steps = [spec.steps(h, s, pattern, epoch, meta) for h, s in zip(heaps, states)]
+        if len({len(s) for s in steps}) != 1:
+            raise ValueError(f"{spec.name}/{pattern}: ranks have different numbers of steps")
+        for index in range(len(steps[0])):
+            if steps[0][index].barrier:
+                barrier_all(heaps)
+                continue
+            for rank_steps in steps:
+                rank_steps[index].run()
+        for heap in heaps:
+            heap.check()
+    tolerance = spec.tolerance[dtype]
+    return [RankCheck(r, relative_error(spec.output(s), spec.reference(inputs, r)), tolerance)
+            for r, s in enumerate(states)]
+
+
+# --------------------------------------------------------------------------- one rank per process
+class StepRunner:
+    """Runs a rank's steps on its main stream and a second "comm" stream (GPUs).
+
+    Comm-stream launches start after everything queued on the main stream before the launch
+    began, and the main stream waits for them before each barrier and at the end, so the two
+    streams overlap only inside one launch of the kernel.
+    """
+
+    def __init__(self, heap: Heap) -> None:
+        self.heap = heap
+        self.main = torch.cuda.current_stream()
+        self.comm = torch.cuda.Stream()
+
+    def __call__(self, steps: Sequence[Step]) -> None:
+        self.comm.wait_stream(self.main)
+        for step in steps:
+            if step.barrier:
+                self.main.wait_stream(self.comm)
+                self.heap.device_barrier()
+            elif step.stream == "comm":
+                with torch.cuda.stream(self.comm):
+                    step.run()
+            else:
+                step.run()
+        self.main.wait_stream(self.comm)
+
+
+def gather_inputs(inputs: dict, world_size: int, group=None) -> list[dict]:
+    """Every rank's input tensors, gathered over NCCL (a collective)."""
+    import torch.distributed as dist
+    gathered = [dict() for _ in range(world_size)]
+    for key, tensor in inputs.items():
+        parts = [torch.empty_like(tensor) for _ in range(world_size)]
+        dist.all_gather(parts, tensor.contiguous(), group=group)
+        for rank, part in enumerate(parts):
+            gathered[rank][key] = part
+    return gathered
+
+
+def verify_rank(spec: DistKernelSpec, heap: Heap, problem_name: str, pattern: str, meta: dict,
+                seed: int, dtype: str, group=None, launches: int = 2) -> tuple[RankCheck, RankCheck]:
+    """Verify this rank's output of ``launches`` launches (output poisoned before each) and the
+    torch + NCCL baseline's, both against the reference of the gathered inputs (a collective).
+
+    Returns:
+        ``(kernel check, baseline check)`` of this rank; a spin-wait timeout becomes a failed
+        check whose message names the rank and the flag.
+    """
+    problem = spec.problems[problem_name]
+    device = heap.buffer.device
+    inputs = spec.make_inputs(problem, heap.rank, heap.world_size, seed, device, dtype)
+    mark = len(heap.allocations)
+    state = spec.setup(heap, inputs, problem, meta)
+    heap.check_symmetric()
+    run_steps = StepRunner(heap)
+    message = ""
+    try:
+        for epoch in range(1, launches + 1):
+            poison(spec.output(state))
+            heap.barrier()
+            run_steps(spec.steps(heap, state, pattern, epoch, meta))
+            torch.cuda.synchronize()
+            heap.check()
+    except SpinTimeout as exc:
+        message = str(exc)
+    expected = spec.reference(gather_inputs(inputs, heap.world_size, group), heap.rank)
+    tolerance = spec.tolerance[dtype]
+    kernel = RankCheck(heap.rank, relative_error(spec.output(state), expected), tolerance, message)
+    torch_nccl = spec.baseline(inputs, problem, group)
+    torch_nccl.run()
+    baseline = RankCheck(heap.rank, relative_error(torch_nccl.result(), expected), tolerance)
+    heap.barrier()
+    heap.reset(mark)
+    return kernel, baseline
+
+
+def time_rank(launch: Callable[[], None], heap: Heap, iterations: int = 20,
+              warmup: int = 5, group=None) -> dict:
+    """Per-launch time of a collective operation in ms, measured with CUDA events.
+
+    Every launch starts from a barrier (all ranks aligned, the host synchronised); a launch's
+    time is the slowest rank's (events gathered over NCCL). Returns ``{"median_ms", "iqr_ms",
+    "samples"}`` over ``iterations`` launches after ``warmup`` untimed ones.
+    """
+    import torch.distributed as dist
+    times = []
+    for i in range(warmup + iterations):
+        heap.barrier()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        launch()
+        end.record()
+        end.synchronize()
+        if i >= warmup:
+            times.append(start.elapsed_time(end))
+    heap.check()
+    local = torch.tensor(times, device=heap.buffer.device)
+    everyone = [torch.empty_like(local) for _ in range(heap.world_size)]
+    dist.all_gather(everyone, local, group=group)
+    slowest = torch.stack(everyone).max(dim=0).values.tolist()
+    quartiles = statistics.quantiles(slowest, n=4) if len(slowest) > 1 else [slowest[0]] * 3
+    return {"median_ms": statistics.median(slowest), "iqr_ms": quartiles[2] - quartiles[0],
+            "samples": len(slowest)}

@@ -1,0 +1,66 @@
+"""Tile-level building blocks shared by the distributed kernels (one GEMM tile loop, one place).
+
+Each distributed kernel module keeps its own ``swizzle`` (the rewrite target: which program
+computes which tile); what a program does with a tile once it is chosen lives here.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def gemm_tile(a_ptr, b_ptr, pid_m, pid_n, M, N, K,
+              stride_am, stride_ak, stride_bk, stride_bn,
+              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+              DOT_IN_FP32: tl.constexpr):
+    """The fp32 accumulator [BLOCK_M, BLOCK_N] of ``A[tile pid_m, :] @ B[:, tile pid_n]``.
+
+    A is [M, K] and B [K, N] (any strides, elements). Rows and columns past M / N wrap modulo
+    M / N so that edge tiles load in bounds; the caller masks them at the store
+    (``tile_pointers``).
+    """
+    offs_am = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
+    offs_bn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
+    accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        a = tl.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_K, other=0.0)
+        b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_K, other=0.0)
+        if DOT_IN_FP32:
+            a = a.to(tl.float32)
+            b = b.to(tl.float32)
+        accumulator = tl.dot(a, b, accumulator)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    return accumulator
+
+
+@triton.jit
+def tile_pointers(c_ptr, pid_m, pid_n, M, N, stride_cm, stride_cn,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Pointers [BLOCK_M, BLOCK_N] of tile ``(pid_m, pid_n)`` of C [M, N] and its in-bounds mask."""
+    offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    c_ptrs = c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn
+    mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
+    return c_ptrs, mask
+
+
+def dot_in_fp32(dtype: torch.dtype) -> bool:
+    """True under the Triton interpreter with bf16 inputs, where ``tl.dot`` of bf16 tiles returns
+    garbage (triton 3.9, CPU, seen 2026-11-22; kernels/gemm.py): the tiles are upcast first."""
+    return os.environ.get("TRITON_INTERPRET") == "1" and dtype == torch.bfloat16
+
+
+def num_sms(device: torch.device | str | None = None) -> int:
+    """Streaming multiprocessors of the CUDA device (the driver's count); 4 on a CPU, where the
+    interpreter runs persistent grids of that many programs."""
+    if not torch.cuda.is_available():
+        return 4
+    return torch.cuda.get_device_properties(device or torch.cuda.current_device()).multi_processor_count
