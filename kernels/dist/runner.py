@@ -168,25 +168,31 @@ def verify_rank(spec: DistKernelSpec, heap: Heap, problem_name: str, pattern: st
 
 
 def time_rank(launch: Callable[[], None], heap: Heap, iterations: int = 20,
-              warmup: int = 5, group=None) -> dict:
+              warmup: int = 5, group=None, launches_per_sample: int = 10) -> dict:
     """Per-launch time of a collective operation in ms, measured with CUDA events.
 
-    Every launch starts from a barrier (all ranks aligned, the host synchronised); a launch's
-    time is the slowest rank's (events gathered over NCCL). Returns ``{"median_ms", "iqr_ms",
-    "samples"}`` over ``iterations`` launches after ``warmup`` untimed ones.
+    A sample is ``launches_per_sample`` launches queued back to back between two events,
+    after a barrier that aligns the ranks (host synchronised): as with ``do_bench``, the
+    host's launch overhead overlaps the GPU work instead of being timed, the same for the
+    kernels and for the torch + NCCL baseline (both synchronise the ranks inside every launch:
+    a device barrier, a collective). A sample's time is the slowest rank's. Returns
+    ``{"median_ms", "iqr_ms", "samples"}`` over ``iterations`` samples, after ``warmup``
+    untimed launches.
     """
     import torch.distributed as dist
+    for _ in range(warmup):
+        launch()
     times = []
-    for i in range(warmup + iterations):
+    for _ in range(iterations):
         heap.barrier()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        launch()
+        for _ in range(launches_per_sample):
+            launch()
         end.record()
         end.synchronize()
-        if i >= warmup:
-            times.append(start.elapsed_time(end))
-    heap.check()
+        times.append(start.elapsed_time(end) / launches_per_sample)
+    heap.barrier()
     local = torch.tensor(times, device=heap.buffer.device)
     everyone = [torch.empty_like(local) for _ in range(heap.world_size)]
     dist.all_gather(everyone, local, group=group)

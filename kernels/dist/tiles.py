@@ -5,6 +5,7 @@ computes which tile); what a program does with a tile once it is chosen lives he
 """
 from __future__ import annotations
 
+import functools
 import os
 
 import torch
@@ -58,6 +59,7 @@ def dot_in_fp32(dtype: torch.dtype) -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1" and dtype == torch.bfloat16
 
 
+@functools.lru_cache(maxsize=None)
 def num_sms(device: torch.device | str | None = None) -> int:
     """Streaming multiprocessors of the CUDA device (the driver's count); 4 on a CPU, where the
     interpreter runs persistent grids of that many programs."""

@@ -1,0 +1,90 @@
+"""kernels/dist/gemm_all_scatter.py on CPU: the four patterns at world sizes 2 and 3 through
+``runner.run_group`` (all ranks in one process, Triton interpreter, in a worker with
+``TRITON_INTERPRET=1``), a catalog tile order, a lost flag, and the sizes counted by hand.
+GPU runs: test_multigpu.py.
+
+Tolerance: ||C - ref|| / ||ref|| against fp32; C accumulates in fp32 and is rounded once to the
+input dtype (the interpreter truncates fp32 to bf16: ~3.3e-3, against 1.7e-3 measured on an
+H200). A tile missing on one rank leaves NaN (error inf); one from the wrong rank, error ~1.4.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from swizzleperf.agent.swizzles import catalog_source
+from swizzleperf.kernels.dist import gemm_all_scatter as kernel
+
+
+def _interpret(body: str) -> object:
+    prelude = ("import dataclasses, json\n"
+               "from swizzleperf.kernels.dist import gemm_all_scatter as kernel, runner\n"
+               "from swizzleperf.kernels.dist.heap import SpinTimeout\n")
+    done = subprocess.run([sys.executable, "-c", prelude + body], capture_output=True, text=True,
+                          timeout=300, env=dict(os.environ, TRITON_INTERPRET="1"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_every_pattern_on_cpu(world_size):
+    errors = _interpret(
+        "print(json.dumps({p: {d: [c.error for c in runner.run_group(kernel.SPEC, %d, p, dtype=d)]"
+        " for d in ('bfloat16', 'float16')} for p in kernel.SPEC.patterns}))" % world_size)
+    assert list(errors) == list(kernel.PATTERNS)
+    for pattern, by_dtype in errors.items():
+        for dtype, rank_errors in by_dtype.items():
+            assert len(rank_errors) == world_size
+            assert all(0 < e < kernel.SPEC.tolerance[dtype] / 2 for e in rank_errors), (
+                pattern, dtype, rank_errors)
+            # the patterns only move finished tiles: the same bits on every rank and pattern
+            assert rank_errors == errors["bulk_sync"][dtype], (pattern, dtype)
+
+
+def test_a_catalog_order_as_the_rewrite_target(tmp_path):
+    """The tile order is the rewrite target: grouped-m:2 spliced in gives the same C."""
+    source = open(kernel.__file__).read()
+    start = source.index("@triton.jit\ndef swizzle(")
+    end = source.index("@triton.jit\ndef _gemm_worker(")
+    rewritten = (source[:start] + catalog_source("grouped-m:2", ["pid", "num_pid_m", "num_pid_n"])
+                 + "\n\n" + source[end:])
+    module = tmp_path / "gemm_all_scatter_grouped.py"
+    module.write_text(rewritten)
+    errors = _interpret(
+        "import importlib.util\n"
+        f"spec = importlib.util.spec_from_file_location('rewritten', {str(module)!r})\n"
+        "mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)\n"
+        "print(json.dumps([c.error for c in runner.run_group(mod.SPEC, 2, 'workgroup_specialized')]))")
+    assert all(0 < e < 1e-2 for e in errors)
+
+
+def test_a_lost_flag_names_rank_and_flag():
+    """Rank 1's producer_consumer GEMM never runs: its scatter gives up on tile 0's flag."""
+    message = _interpret(
+        "def steps(heap, state, pattern, epoch, meta):\n"
+        "    ours = kernel.SPEC.steps(heap, state, pattern, epoch, meta)\n"
+        "    if heap.rank == 1:\n"
+        "        ours[0] = dataclasses.replace(ours[0], run=lambda: None)\n"
+        "    return ours\n"
+        "spec = dataclasses.replace(kernel.SPEC, steps=steps,\n"
+        "    problems={**kernel.SPEC.problems, 'check': {'M': 16, 'N': 32, 'K': 16}})\n"
+        "try:\n"
+        "    runner.run_group(spec, 2, 'producer_consumer', launches=1)\n"
+        "    print(json.dumps('no error'))\n"
+        "except SpinTimeout as exc:\n"
+        "    print(json.dumps(str(exc)))\n")
+    assert message.startswith("rank 1: gave up waiting for flag tile_ready[0] (set by rank 1)"), message
+
+
+def test_sizes_counted_by_hand():
+    p = {"M": 4096, "N": 4096, "K": 4096}
+    assert kernel.SPEC.flops(p, 2) == 2 * 4096 * 2048 * 4096
+    assert kernel.SPEC.comm_bytes(p, 4, "bfloat16") == 3 * 4096 * 1024 * 2
+    assert set(kernel.SPEC.bench_problems) <= set(kernel.SPEC.problems)
+    assert kernel.SPEC.knobs["pattern"] == kernel.PATTERNS
+    with pytest.raises(ValueError, match="multiple of the world size 3"):
+        kernel.make_inputs({"M": 4, "N": 8, "K": 4}, 0, 3, 0)
