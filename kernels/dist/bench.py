@@ -87,6 +87,8 @@ def bench_kernel(spec, heap, args, group=None) -> list:
                 row.update(torch_nccl)
                 row["speedup"] = row["baseline_ms"] / row["time_ms"]
                 row["tflops"] = spec.flops(problem, heap.world_size) / row["time_ms"] * 1e-9
+                if spec.min_bytes is not None:
+                    row["gbps"] = spec.min_bytes(problem, heap.world_size, args.dtype) / row["time_ms"] * 1e-6
             rows.append(row)
             if heap.rank == 0:
                 print(_line(row), flush=True)
@@ -203,7 +205,14 @@ def _line(row: dict) -> str:
                f"(error {row['error']:.2e}; baseline {row['baseline_error']:.2e})"
     return (f"{row['kernel']:<20} {row['problem']:<22} {row['pattern']:<22} "
             f"{row['time_ms']:.3f} ± {row['iqr_ms']:.3f} ms  torch+NCCL {row['baseline_ms']:.3f} ± "
-            f"{row['baseline_iqr_ms']:.3f} ms  {row['speedup']:.2f}x  {row['tflops']:.0f} TFLOP/s")
+            f"{row['baseline_iqr_ms']:.3f} ms  {row['speedup']:.2f}x  {_rate(row)}")
+
+
+def _rate(row: dict) -> str:
+    """TFLOP/s per GPU, or HBM GB/s per GPU for a kernel with a byte floor (memory-bound)."""
+    if "gbps" in row:
+        return f"{row['gbps']:.0f} GB/s"
+    return f"{row['tflops']:.0f} TFLOP/s"
 
 
 def markdown(rows: list, copy: dict | None, command: str, device_name: str) -> str:
@@ -211,20 +220,21 @@ def markdown(rows: list, copy: dict | None, command: str, device_name: str) -> s
     world = rows[0]["world_size"] if rows else copy["world_size"]
     lines = [f"### {world} x {device_name} (measured: CUDA events)", "", f"`{command}`", "",
              "| kernel | problem (M,N,K / shape) | pattern | time ms (median ± IQR) | "
-             "torch + NCCL ms | speedup | TFLOP/s per GPU | verified (rel. error) |",
+             "torch + NCCL ms | speedup | rate per GPU | verified (rel. error) |",
              "|---|---|---|---|---|---|---|---|"]
     for row in rows:
         shape = ",".join(str(v) for k, v in row.items()
                          if k in ("M", "N", "K", "B", "H", "H_kv", "S", "D"))
         if "time_ms" in row:
             timing = (f"{row['time_ms']:.3f} ± {row['iqr_ms']:.3f} | {row['baseline_ms']:.3f} ± "
-                      f"{row['baseline_iqr_ms']:.3f} | {row['speedup']:.2f}x | {row['tflops']:.0f}")
+                      f"{row['baseline_iqr_ms']:.3f} | {row['speedup']:.2f}x | {_rate(row)}")
         else:
             timing = "not timed | | |"
         verdict = f"yes ({row['error']:.1e})" if row["verified"] else f"NO: {row['message'] or row['error']}"
         lines.append(f"| {row['kernel']} | {row['problem']} ({shape}) | {row['pattern']} | "
                      f"{timing} | {verdict} |")
-    parts = [r for r in rows if r.get("bulk_sync_steps_ms")]
+    parts = list({(r["kernel"], r["problem"]): r for r in rows
+                  if r.get("bulk_sync_steps_ms")}.values())
     if parts:
         lines += ["", "Time breakdown, each part timed alone (ms): the torch + NCCL baseline's "
                   "compute, and the steps of this kernel's bulk_sync pattern.", "",

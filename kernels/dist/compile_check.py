@@ -42,15 +42,19 @@ def compile_launch(fn, args, kwargs, arch: int) -> None:
     options = {k: kwargs.pop(k) for k in ("num_warps", "num_stages") if k in kwargs}
     bound = fn.signature.bind(*args, **kwargs)
     bound.apply_defaults()
-    signature, constexprs = {}, {}
-    for param in fn.params:
+    signature, constexprs, attrs = {}, {}, {}
+    for index, param in enumerate(fn.params):
         value = bound.arguments[param.name]
         if param.is_constexpr:
             signature[param.name] = "constexpr"
             constexprs[param.name] = value
-        else:
-            signature[param.name] = _type(value)
-    triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs),
+            continue
+        signature[param.name] = _type(value)
+        # the JIT's specialisation: 16-byte aligned tensors, integers divisible by 16
+        if isinstance(value, torch.Tensor) or (isinstance(value, int) and not
+                                               isinstance(value, bool) and value % 16 == 0):
+            attrs[(index,)] = [["tt.divisibility", 16]]
+    triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs),
                    target=GPUTarget("cuda", arch, 32), options=options)
 
 

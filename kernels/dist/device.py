@@ -127,13 +127,19 @@ def wait(flag_pointer, expected, errors, kind, index, peer, max_spins,
 
     Gives up after ``max_spins`` polls: the first give-up of the launch writes ``[SPIN_TIMEOUT,
     kind, index, peer, observed]`` to ``errors`` (``Heap.errors``; ``kind`` and ``index`` name the
-    flag, ``peer`` the rank that should have set it). Returns the last value read.
+    flag, ``peer`` the rank that should have set it). Once a wait of the rank has given up,
+    later waits give up at once (within 1024 polls), so a kernel with many flags on a dead
+    peer still ends after about one bound. Returns the last value read.
     """
     value = tl.atomic_add(flag_pointer, 0, sem="acquire", scope=scope)
+    # a wait of this rank gave up already (a dead peer): don't spend another bound here
+    gave_up = tl.load(errors, volatile=True)
     spins = 0
-    while (value < expected) & (spins < max_spins):
+    while (value < expected) & (spins < max_spins) & (gave_up == 0):
         value = tl.atomic_add(flag_pointer, 0, sem="acquire", scope=scope)
         spins += 1
+        if spins % 1024 == 0:
+            gave_up = tl.load(errors, volatile=True)
     if value < expected:
         if tl.atomic_cas(errors, 0, SPIN_TIMEOUT) == 0:
             tl.store(errors + 1, kind)

@@ -461,6 +461,13 @@ def _comm_bytes(problem: dict, world_size: int, dtype: str) -> float:
     return (world_size - 1) * problem["B"] * problem["H"] * (problem["D"] + 1) * 4.0
 
 
+def _min_bytes(problem: dict, world_size: int, dtype: str) -> float:
+    """The largest shard's K_r and V_r, read once: 2 * B * H_kv * S_r * D elements."""
+    _, S_r = shard(problem["S"], world_size, 0)
+    itemsize = getattr(torch, dtype).itemsize
+    return 2.0 * problem["B"] * problem["H_kv"] * S_r * problem["D"] * itemsize
+
+
 SPEC = DistKernelSpec(
     name="flash_decode",
     kernel_names=("flash_decode_partial", "flash_decode_combine"),
@@ -503,6 +510,7 @@ SPEC = DistKernelSpec(
     tolerance={"bfloat16": 1e-2, "float16": 2e-3},
     flops=_flops,
     comm_bytes=_comm_bytes,
+    min_bytes=_min_bytes,
     dtypes=("bfloat16", "float16"),
     notes="KV cache split along the sequence; memory-bound: the ceiling is the rank's K_r + V_r "
           "bytes at HBM bandwidth, plus one exchange of B x H x (D + 1) fp32 per peer.",

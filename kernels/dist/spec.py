@@ -80,6 +80,8 @@ class DistKernelSpec:
         tolerance: per dtype name, the largest accepted ``||out - ref||_F / ||ref||_F``.
         flops: ``(problem, world_size) -> float``: floating-point operations per rank.
         comm_bytes: ``(problem, world_size, dtype) -> float``: bytes one rank sends to peers.
+        min_bytes: ``(problem, world_size, dtype) -> float``: the fewest bytes one rank must
+            read from its HBM (memory-bound kernels report GB/s against it); optional.
         dtypes: supported dtype names, the first the default.
         rewrite_target: the ``@triton.jit`` tile-order function that candidates replace.
     """
@@ -103,6 +105,7 @@ class DistKernelSpec:
     flops: Callable[[Problem, int], float]
     comm_bytes: Callable[[Problem, int, str], float]
     dtypes: tuple = ("bfloat16",)
+    min_bytes: Callable[[Problem, int, str], float] | None = None
     rewrite_target: str = "swizzle"
     expert: str | None = None
     notes: str = field(default="", compare=False)
