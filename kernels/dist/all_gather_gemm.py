@@ -1,0 +1,317 @@
+"""
+All-gather + GEMM: ``C_r = all_gather(A) @ B_r`` with A sharded by rows, B by columns
+=====================================================================================
+
+Why this kernel
+---------------
+The input projection of a tensor- and sequence-parallel transformer layer (Megatron's
+sequence parallelism, the up or QKV projection): between layers the activations are split by
+tokens, rank r holding A_r [M/W, K]; the column-parallel projection needs all of them,
+``A = [A_0; A_1; ...; A_{W-1}]`` [M, K], against its column shard of the weights B_r
+[K, N/W], giving C_r [M, N/W]. The usual way is two stop-and-go steps, an NCCL all-gather of A
+and then a matmul; but each row tile of C_r needs only one rank's rows of A, so the GEMM can
+start on the local rows at once and take the others as they arrive. How the gather interleaves
+with the GEMM is this kernel's overlap knob:
+
+- ``pull``: one persistent GEMM kernel whose A tiles are loaded straight from the owning
+  rank's heap (``device.translate`` of the shard's base, peer = row // (M/W)); no gather
+  buffer, no flags (the Iris taxonomy's *fused sequential*: communication is the GEMM's own
+  loads). Each remote A tile crosses NVLink once per column tile that needs it, num_pid_n
+  times, unless the reader's caches keep it (not measured);
+- ``push``: a copy kernel on the "comm" stream (``COMM_SMS`` programs) puts this rank's
+  shard into every peer's gathered A [M, K] in chunks of ``BLOCK_M`` rows, each followed by a
+  flag (release, system scope) in the peer's heap; the GEMM on the main stream
+  (``NUM_SMS - COMM_SMS`` programs) waits (acquire, bounded) for the flag of each remote row
+  tile it needs; local row tiles need no wait (*producer-consumer on two streams*);
+- ``bulk_sync``: the same copy on all SMs, a barrier, then the GEMM without waits (no
+  overlap: the reference point of the other two inside the same code).
+
+Row tiles never straddle two ranks: each rank's M/W rows make cdiv(M/W, BLOCK_M) row tiles,
+the last one masked where BLOCK_M does not divide M/W (only at the small check problem).
+Every pattern ends with a device barrier: after it, no rank reads a peer's shard or writes a
+peer's gathered buffer any more, so the next launch may overwrite them.
+
+The blocked loop, in pseudo-code (push, GEMM side)::
+
+    for tile in range(pid, num_tiles, num_programs):            # persistent
+        pid_m, pid_n = swizzle(tile, num_pid_m, num_pid_n)     # the rewrite target
+        pid_m = (pid_m + r * tiles_per_rank) % num_pid_m         # own rows first
+        src = pid_m // tiles_per_rank                            # the rank that owns the rows
+        if src == r:  a = A_r (local)
+        else:         wait(flag[src, chunk] >= epoch); a = gathered rows of src
+        C_r[pid_m, pid_n tile] = a[rows, :] @ B_r[:, pid_n tile]   # fp32 accumulation
+
+and the copy side: for distance j = 1 .. W-1, for each chunk c: put rows c of A_r into rank
+(r - j) % W's gathered A, then signal that rank's flag [r, c].
+
+The tile order's effect
+-----------------------
+``swizzle`` orders the tiles of a *rank-relative* grid: its row 0 is this rank's first row
+tile (the kernel rotates rows by ``r * tiles_per_rank``). So every order starts on local rows,
+which need no communication, while the copies of the first remote shard are in flight. At
+distance j rank r reads the shard of rank r + j and sends its own to rank r - j: at any time
+the W ranks read from W different peers (a permutation), so no rank's NVLink ports serve
+everyone at once.
+
+Counted at ``llama70b-up-8k`` on 8 ranks with 128 x 256 tiles: C_r is [8192, 3584], 64 x 14 =
+896 tiles, 8 row tiles per shard. The push GEMM runs 132 - 16 = 116 programs: its first wave
+covers 116 / 14 = 8.3 row tiles, i.e. the local shard (112 tiles, no wait) plus the first
+tiles of rank r + 1's. One tile is 2 * 128 * 256 * 8192 = 0.54 GFLOP, about 90 us on one SM
+at 6 TFLOP/s (800 / 132), so the GEMM eats one shard (112 tiles) per ~90 us; a shard is
+1024 x 8192 x 2 B = 16 MiB, which 16 SMs copy over NVLink in a comparable time (80-160 us
+at 100-200 GB/s: estimated, not measured). So the local wave covers the first copy, and the
+copy rate (``COMM_SMS``) sets whether the later waves wait. With N/W = 3584 the tile grid is
+only 14 columns wide: row-major and ``grouped-m:8`` waves both span about 8 rows x 14
+columns, so the L2 effect of the order is small here; it grows with N/W (llama8b-up-4k at 2
+ranks: 28 columns).
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from swizzleperf.kernels.dist import device
+from swizzleperf.kernels.dist.spec import BARRIER, Baseline, DistKernelSpec, Step
+from swizzleperf.kernels.dist.tiles import dot_in_fp32, gemm_tile, num_sms, tile_pointers
+
+PATTERNS = ("pull", "push", "bulk_sync")
+_PULL, _WAIT, _GATHERED = 0, 1, 2  # where the GEMM finds remote rows of A (SOURCE)
+
+
+@triton.jit
+def swizzle(pid, num_pid_m, num_pid_n):
+    """Map tile index ``pid`` to the tile ``(pid_m, pid_n)`` of the rank-relative grid (row-major)."""
+    pid_m = pid // num_pid_n
+    pid_n = pid % num_pid_n
+    return pid_m, pid_n
+
+
+@triton.jit
+def all_gather_gemm_gemm(a_ptr, gathered_ptr, b_ptr, c_ptr, flags, errors, flag_kind,
+                         heap_bases, rank, epoch, max_spins, rows_per_rank, N_local, K,
+                         stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                         WORLD_SIZE: tl.constexpr, SOURCE: tl.constexpr,
+                         DOT_IN_FP32: tl.constexpr):
+    """Persistent GEMM ``C_r [M, N_local] = A [M, K] @ B_r [K, N_local]``, tiles
+    ``pid, pid + num_programs, ...`` in ``swizzle`` order, own rows first.
+
+    Row tiles never straddle two ranks' rows: each rank's rows_per_rank rows make
+    cdiv(rows_per_rank, BLOCK_M) row tiles, the last one masked where BLOCK_M does not divide.
+    A's rows of rank ``src`` come from ``src``'s heap (SOURCE 0, ``a_ptr`` = the shard
+    A_r [rows_per_rank, K] in the heap), or from the local gathered A [M, K] after waiting for
+    ``flags[src, chunk]`` (SOURCE 1) or without waiting (SOURCE 2). Local rows always come from
+    ``a_ptr``. The shard and the gathered buffer share strides (both contiguous).
+    """
+    tiles_per_rank = tl.cdiv(rows_per_rank, BLOCK_M)
+    num_pid_m = WORLD_SIZE * tiles_per_rank
+    num_pid_n = tl.cdiv(N_local, BLOCK_N)
+    for tile in range(tl.program_id(0), num_pid_m * num_pid_n, tl.num_programs(0)):
+        pid_m, pid_n = swizzle(tile, num_pid_m, num_pid_n)
+        pid_m = (pid_m + rank * tiles_per_rank) % num_pid_m  # rank-relative -> global row tile
+        src = pid_m // tiles_per_rank                         # the rank that owns these rows
+        chunk = pid_m - src * tiles_per_rank                  # row tile inside src's shard
+        if SOURCE == 0:
+            a_rows = device.translate(a_ptr, rank, src, heap_bases)   # src's A_src, remote
+        else:
+            a_rows = a_ptr
+            if src != rank:
+                if SOURCE == 1:
+                    device.wait(flags + src * tiles_per_rank + chunk, epoch, errors, flag_kind,
+                                src * tiles_per_rank + chunk, src, max_spins)
+                a_rows = gathered_ptr + src * rows_per_rank * stride_am
+        accumulator = gemm_tile(a_rows, b_ptr, chunk, pid_n, rows_per_rank, N_local, K,
+                                stride_am, stride_ak, stride_bk, stride_bn,
+                                BLOCK_M, BLOCK_N, BLOCK_K, DOT_IN_FP32)
+        c_rows = c_ptr + src * rows_per_rank * stride_cm      # C_r's rows of rank src
+        c_ptrs, mask = tile_pointers(c_rows, chunk, pid_n, rows_per_rank, N_local, stride_cm,
+                                     stride_cn, BLOCK_M, BLOCK_N)
+        tl.store(c_ptrs, accumulator.to(c_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def all_gather_gemm_push(a_ptr, gathered_ptr, flags, heap_bases, rank, epoch, rows_per_rank, K,
+                         stride_am, stride_ak,
+                         BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
+                         WORLD_SIZE: tl.constexpr, SIGNAL: tl.constexpr):
+    """Put this rank's shard A_r [rows_per_rank, K] into rows ``r * rows_per_rank ...`` of every
+    peer's gathered A [M, K], in chunks of ``BLOCK_M`` rows (the GEMM's row tiles): peer r - 1
+    first, then r - 2, ... With SIGNAL, each chunk is followed by ``flags[r, chunk] = epoch``
+    in the peer's heap."""
+    chunks = tl.cdiv(rows_per_rank, BLOCK_M)
+    offs_m = tl.arange(0, BLOCK_M)
+    offs_k = tl.arange(0, BLOCK_K)
+    for item in range(tl.program_id(0), (WORLD_SIZE - 1) * chunks, tl.num_programs(0)):
+        distance = 1 + item // chunks
+        chunk = item % chunks
+        peer = (rank - distance + WORLD_SIZE) % WORLD_SIZE
+        rows = chunk * BLOCK_M + offs_m                                        # [BLOCK_M]
+        src = a_ptr + rows[:, None] * stride_am + offs_k[None, :] * stride_ak  # [BLOCK_M, BLOCK_K]
+        dst = device.translate(gathered_ptr, rank, peer, heap_bases) \
+            + (rank * rows_per_rank + rows)[:, None] * stride_am + offs_k[None, :] * stride_ak
+        for k in range(0, tl.cdiv(K, BLOCK_K)):
+            mask = (rows[:, None] < rows_per_rank) & (offs_k[None, :] < K - k * BLOCK_K)
+            tl.store(dst, tl.load(src, mask=mask), mask=mask)
+            src += BLOCK_K * stride_ak
+            dst += BLOCK_K * stride_ak
+        if SIGNAL:  # release after a CTA barrier: all threads' stores before it are visible
+            device.signal(flags + rank * chunks + chunk, epoch, rank, peer, heap_bases)
+
+
+# ----------------------------------------------------------------------------------- host side
+def make_inputs(problem: dict, rank: int, world_size: int, seed: int, device: str = "cpu",
+                dtype: str = "bfloat16") -> dict:
+    """A_r [M/W, K] (rank r's rows of the activations) and B_r [K, N/W] (its weight columns),
+    ~ N(0, 1), depending on (seed, rank) only.
+
+    Raises:
+        ValueError: M or N is not a multiple of the world size.
+    """
+    M, N, K = problem["M"], problem["N"], problem["K"]
+    if M % world_size or N % world_size:
+        raise ValueError(f"M and N must be multiples of the world size {world_size}, "
+                         f"got M={M}, N={N}")
+    torch_dtype = getattr(torch, dtype)
+    own = torch.Generator(device=device).manual_seed(seed * 1009 + rank + 1)
+    a = torch.randn(M // world_size, K, generator=own, device=device).to(torch_dtype)
+    b = torch.randn(K, N // world_size, generator=own, device=device).to(torch_dtype)
+    return {"a": a, "b": b}
+
+
+def heap_bytes(problem: dict, world_size: int, dtype: str) -> int:
+    """The shard A_r [M/W, K], the gathered A [M, K], one flag per row tile (at most
+    W * cdiv(M/W, 16): BLOCK_M >= 16) and 1 MiB for the control block and alignment. B_r and
+    C_r stay outside the heap."""
+    M, K = problem["M"], problem["K"]
+    itemsize = getattr(torch, dtype).itemsize
+    flags = world_size * triton.cdiv(M // world_size, 16)
+    return (M // world_size + M) * K * itemsize + 4 * flags + (1 << 20)
+
+
+def setup(heap, inputs: dict, problem: dict, meta: dict) -> dict:
+    """The shard A_r and the gathered A [M, K] in the heap, one flag per (source rank, row
+    tile), C_r [M, N/W] outside the heap (no peer touches it)."""
+    rows, K = inputs["a"].shape
+    M = rows * heap.world_size
+    a = heap.like(inputs["a"], name="a_shard")
+    gathered = heap.empty(M, K, dtype=a.dtype, name="a_gathered")
+    flags, kind = heap.flags(heap.world_size * triton.cdiv(rows, meta["BLOCK_M"]),
+                             "a_chunk_ready")
+    c = torch.empty(M, inputs["b"].shape[1], dtype=a.dtype, device=a.device)
+    return {"a": a, "gathered": gathered, "b": inputs["b"], "c": c, "flags": flags,
+            "flag_kind": kind}
+
+
+def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
+    """One launch of ``pattern`` (see the module docstring) for this rank.
+
+    Raises:
+        ValueError: an unknown pattern, or COMM_SMS that leaves no program for the GEMM.
+    """
+    a, gathered, b, c = state["a"], state["gathered"], state["b"], state["c"]
+    rows, K = a.shape
+    n_local = b.shape[1]
+    sms = meta.get("NUM_SMS") or num_sms(c.device)
+    comm_sms = meta["COMM_SMS"]
+    if not 0 < comm_sms < sms:
+        raise ValueError(f"COMM_SMS must be in 1..{sms - 1} (the GPU has {sms} SMs), got {comm_sms}")
+    world, block_m = heap.world_size, meta["BLOCK_M"]
+    num_tiles = world * triton.cdiv(rows, block_m) * triton.cdiv(n_local, meta["BLOCK_N"])
+    chunks = (world - 1) * triton.cdiv(rows, block_m)
+
+    def gemm(programs: int, source: int) -> Step:
+        grid = (min(programs, num_tiles),)
+        return Step(lambda: all_gather_gemm_gemm[grid](
+            a, gathered, b, c, state["flags"], heap.errors, state["flag_kind"], heap.heap_bases,
+            heap.rank, epoch, heap.max_spins, rows, n_local, K, a.stride(0), a.stride(1),
+            b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+            BLOCK_M=block_m, BLOCK_N=meta["BLOCK_N"], BLOCK_K=meta["BLOCK_K"],
+            WORLD_SIZE=world, SOURCE=source, DOT_IN_FP32=dot_in_fp32(a.dtype),
+            num_warps=meta["num_warps"], num_stages=meta["num_stages"]), name="gemm")
+
+    def push(programs: int, signal: bool, stream: str) -> Step:
+        grid = (max(1, min(programs, chunks)),)
+        return Step(lambda: all_gather_gemm_push[grid](
+            a, gathered, state["flags"], heap.heap_bases, heap.rank, epoch, rows, K,
+            a.stride(0), a.stride(1), BLOCK_M=block_m, BLOCK_K=meta["BLOCK_K"],
+            WORLD_SIZE=world, SIGNAL=signal, num_warps=4), stream=stream, name="push")
+
+    if pattern == "pull":
+        return [gemm(sms, _PULL), BARRIER]
+    if pattern == "push":   # the CPU runner runs the push of every rank before any GEMM
+        return [push(comm_sms, True, "comm"), gemm(sms - comm_sms, _WAIT), BARRIER]
+    if pattern == "bulk_sync":
+        return [push(sms, False, "main"), BARRIER, gemm(sms, _GATHERED), BARRIER]
+    raise ValueError(f"pattern must be one of {PATTERNS}, got {pattern!r}")
+
+
+def output(state: dict) -> torch.Tensor:
+    """This rank's C_r [M, N/W]."""
+    return state["c"]
+
+
+def reference(all_inputs: list, rank: int) -> torch.Tensor:
+    """fp32 ``[A_0; A_1; ...; A_{W-1}] @ B_rank``, [M, N/W]."""
+    a = torch.cat([inputs["a"].float() for inputs in all_inputs], dim=0)
+    return a @ all_inputs[rank]["b"].float()
+
+
+def baseline(inputs: dict, problem: dict, group=None) -> Baseline:
+    """torch + NCCL: ``all_gather_into_tensor`` into a preallocated A [M, K], then
+    ``torch.matmul`` into a preallocated C_r [M, N/W]."""
+    import torch.distributed as dist
+    a, b = inputs["a"], inputs["b"]
+    world = dist.get_world_size(group)
+    gathered = torch.empty(world * a.shape[0], a.shape[1], dtype=a.dtype, device=a.device)
+    c = torch.empty(gathered.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
+
+    def run() -> None:
+        dist.all_gather_into_tensor(gathered, a.contiguous(), group=group)
+        torch.matmul(gathered, b, out=c)
+
+    return Baseline(run, lambda: c)
+
+
+SPEC = DistKernelSpec(
+    name="all_gather_gemm",
+    kernel_names=("all_gather_gemm_gemm", "all_gather_gemm_push"),
+    patterns=PATTERNS,
+    problems={
+        # W = 2: 24 rows per rank (a full and a half row tile), 24 columns (a full and a
+        # half column tile); W = 3: 16 rows, 16 columns; K = 40 leaves a ragged K step. Any
+        # W dividing 48 works (W = 4, 8 on GPUs: 12 and 6 rows, one masked row tile each).
+        "check": {"M": 48, "N": 48, "K": 40},
+        # Llama-3-70B MLP up projection (hidden 8192 -> intermediate 28672), 8192 tokens of a
+        # sequence-parallel layer.
+        "llama70b-up-8k": {"M": 8192, "N": 28672, "K": 8192},
+        # Llama-3-70B QKV projection (hidden 8192 -> 64 + 2 x 8 heads of 128), 4096 tokens.
+        "llama70b-qkv-4k": {"M": 4096, "N": 10240, "K": 8192},
+        # Llama-3-8B MLP up projection (hidden 4096 -> 14336), 4096 tokens: the small one.
+        "llama8b-up-4k": {"M": 4096, "N": 14336, "K": 4096},
+    },
+    bench_problems=("llama70b-up-8k", "llama70b-qkv-4k", "llama8b-up-4k"),
+    meta={"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3,
+          "COMM_SMS": 16},
+    check_meta={"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "num_warps": 4, "num_stages": 1,
+                "COMM_SMS": 1},
+    knobs={"pattern": PATTERNS, "COMM_SMS": (8, 16, 32),
+           "swizzle": ("row-major", "column-major", "grouped-m:8")},
+    make_inputs=make_inputs,
+    heap_bytes=heap_bytes,
+    setup=setup,
+    steps=steps,
+    output=output,
+    reference=reference,
+    baseline=baseline,
+    # fp32 accumulation; C is rounded once to the input dtype (unit roundoff 2^-8 for bf16,
+    # 2^-11 for fp16; the Frobenius error of rounding is about a third of it, ~1.6e-3 and 2e-4),
+    # so 1e-2 / 2e-3 leave a margin of several x and still catch a wrong or missing tile
+    # (error ~1) or a row tile read from the wrong rank (error ~1.4).
+    tolerance={"bfloat16": 1e-2, "float16": 2e-3, "float32": 1e-4},
+    flops=lambda p, w: 2.0 * p["M"] * (p["N"] // w) * p["K"],
+    # the shard goes to (or is read by) each of the W - 1 peers once
+    comm_bytes=lambda p, w, dtype: (w - 1) * (p["M"] // w) * p["K"] * getattr(torch, dtype).itemsize,
+    dtypes=("bfloat16", "float16"),
+    expert="grouped-m:8",
+)

@@ -1,0 +1,324 @@
+"""
+GEMM + reduce-scatter: ``out_d = (sum_r A_r @ B_r)[rows of d]`` with K sharded over the ranks
+=============================================================================================
+
+Why this kernel
+---------------
+The row-parallel output projection of tensor parallelism (the MLP down projection or the
+attention output projection, with sequence parallelism after it): rank r holds A_r [M, K/W]
+(its slice of the hidden features) and B_r [K/W, N] (its rows of the weights); the layer's
+output is the sum of the W partial products ``sum_r A_r @ B_r`` [M, N], and rank d keeps
+only its rows ``d*M/W .. (d+1)*M/W``, [M/W, N]. The usual way is a matmul into a [M, N]
+partial and an NCCL reduce-scatter; but every tile of the partial has one owner, so a tile can
+go to its owner as soon as it is computed and the owner can sum a tile as soon as all W
+partials of it have arrived. Patterns:
+
+- ``bulk_sync``: a persistent GEMM stores each partial tile into its owner's staging buffer,
+  slot [r] (``device.store``); a barrier; a reduce kernel on every rank sums its W slots
+  (no overlap of the sum, but the stores to peers overlap the GEMM's compute already);
+- ``producer_consumer``: the GEMM on ``NUM_SMS - COMM_SMS`` programs also sets a flag per
+  (tile, source rank) in the owner's heap after each store (release, system scope); the
+  reduce kernel on the "comm" stream (``COMM_SMS`` programs) waits (acquire, bounded) for the
+  W flags of each of its tiles and sums it while the GEMM goes on.
+
+Row tiles never straddle two owners: each owner's M/W rows make cdiv(M/W, BLOCK_M) row tiles,
+the last one masked where BLOCK_M does not divide M/W (only at the small check problem).
+Every pattern ends with a device barrier: after it no rank stores into a peer's staging any
+more and every owner has read its slots, so the next launch may overwrite them.
+
+The staging buffer [W, M/W, N] is in the input dtype, not fp32: the stores to peers are the
+kernel's whole communication, (W-1)/W * M * N elements per rank, and fp32 would double them.
+The cost is one rounding of each partial (relative 1.7e-3 RMS in bf16); W independent
+partials with that error sum to a relative error of about the same size, the size of the
+final rounding of the output (2.4e-3 in all, counted with torch at W = 2 and 8), while the
+sum itself is accumulated in fp32 (NCCL's bf16 reduce-scatter rounds after every hop of its
+ring instead).
+
+The blocked loop, in pseudo-code::
+
+    # GEMM, rank r
+    for tile in range(pid, num_tiles, num_programs):           # persistent
+        pid_m, pid_n = swizzle(tile, num_pid_m, num_pid_n)    # the rewrite target
+        owner = (pid_m + r + 1) % W                            # rounds of W row tiles: one
+        local_m = pid_m // W                                   # per owner, r + 1 first
+        staging[owner][r][local_m, pid_n tile] = A_r[owner's rows, :][local_m tile] @ B_r[:, pid_n tile]
+        signal(flag[owner][local_m, pid_n, r])                # producer_consumer only
+    # reduce, rank d: for each of its tiles, in swizzle order over its [M/W, N] block
+    for i in range(W): wait(flag[(d - 1 - i) % W])            # producer_consumer only
+    out[tile] = sum over i of staging[(d - 1 - i) % W][tile]  # fp32, this order
+
+The tile order's effect
+-----------------------
+``swizzle`` orders the tiles of a *rank-relative* grid of W * cdiv(M/W, BLOCK_M) rows, and the
+kernel deals its rows out in rounds: rank-relative row p is row tile p // W of owner
+(p + r + 1) % W. So
+
+1. at any time the W ranks store to different owners: the j-th row of a round goes from rank r
+   to owner r + 1 + j, a permutation, so no owner's NVLink ports take W - 1 writers while the
+   others idle (as they would if every rank started at owner 0);
+2. every rank computes row tile t of every owner in the same round t, so an owner's tiles of
+   round t are complete about when round t ends, and in ``producer_consumer`` its reduce
+   programs sum round t while the GEMM computes round t + 1: the sum is pipelined behind the
+   GEMM. Whole owners in turn (all of owner r + 1's rows, then r + 2's, ...) would give 1 but
+   not 2: a tile is complete only when its owner has computed its own partial, so with blocks
+   every tile would complete in the last 1/W of the GEMM and the sum would trail it;
+3. each round ends with the rank's own rows: its last stores are local.
+
+The reduce adds the slots in arrival order (source d - 1 first, its own slot last): a fixed
+order per rank, so the result is deterministic and the same in both patterns, bit for bit.
+
+Counted at ``llama70b-down-8k`` on 8 ranks with 128 x 256 tiles: the partial is [8192, 8192],
+64 x 32 = 2048 tiles, a round is 8 row tiles (256 tiles). The GEMM is 2 * 8192 * 8192 * 3584 =
+481 GFLOP per rank, ~0.6 ms at ~800 TFLOP/s; the reduce reads 8 slots of 1024 x 8192 x 2 B
+(128 MiB) and writes 16 MiB: spread over the GEMM that is ~240 GB/s of local HBM traffic,
+within reach of COMM_SMS = 16 SMs; after the GEMM it would be a tail of roughly 150-250 us
+(estimates, not measured). The producer_consumer GEMM's 116 programs of a wave cover
+116 / 32 = 3.6 row tiles, so a rank writes to ~4 owners at a time. Row-major reads 3.6 A row
+blocks and 32 B column blocks per K step (36 distinct), ``grouped-m:8`` 8 rows x 14.5 columns
+(22.5, one whole round per group at W = 8): the catalog's order saves L2 traffic here.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from swizzleperf.kernels.dist import device
+from swizzleperf.kernels.dist.spec import BARRIER, Baseline, DistKernelSpec, Step
+from swizzleperf.kernels.dist.tiles import dot_in_fp32, gemm_tile, num_sms, tile_pointers
+
+PATTERNS = ("bulk_sync", "producer_consumer")
+
+
+@triton.jit
+def swizzle(pid, num_pid_m, num_pid_n):
+    """Map tile index ``pid`` to the tile ``(pid_m, pid_n)`` of the rank-relative grid (row-major)."""
+    pid_m = pid // num_pid_n
+    pid_n = pid % num_pid_n
+    return pid_m, pid_n
+
+
+@triton.jit
+def gemm_reduce_scatter_gemm(a_ptr, b_ptr, staging_ptr, flags, heap_bases, rank, epoch,
+                             rows_per_rank, N, K_local, stride_am, stride_ak, stride_bk,
+                             stride_bn, stride_sw, stride_sm, stride_sn,
+                             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                             BLOCK_K: tl.constexpr, WORLD_SIZE: tl.constexpr,
+                             SIGNAL: tl.constexpr, DOT_IN_FP32: tl.constexpr):
+    """Persistent GEMM of the partial ``A_r [M, K_local] @ B_r [K_local, N]``: each tile goes
+    to slot [r] of its owner's staging [W, rows_per_rank, N]; with SIGNAL, then
+    ``flags[local tile, r] = epoch`` in the owner's heap.
+
+    Row tiles never straddle two owners: each owner's rows_per_rank rows make
+    cdiv(rows_per_rank, BLOCK_M) row tiles, the last one masked where BLOCK_M does not divide;
+    ``swizzle``'s row p is row tile p // W of owner (p + r + 1) % W (module docstring).
+    """
+    tiles_per_rank = tl.cdiv(rows_per_rank, BLOCK_M)
+    num_pid_m = WORLD_SIZE * tiles_per_rank
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    slot = staging_ptr + rank * stride_sw                    # this rank's slot, in every heap
+    for tile in range(tl.program_id(0), num_pid_m * num_pid_n, tl.num_programs(0)):
+        pid_m, pid_n = swizzle(tile, num_pid_m, num_pid_n)
+        owner = (pid_m + rank + 1) % WORLD_SIZE             # rounds of W row tiles, one
+        local_m = pid_m // WORLD_SIZE                       # per owner, owner r + 1 first
+        a_rows = a_ptr + owner * rows_per_rank * stride_am  # A_r's rows of the owner
+        accumulator = gemm_tile(a_rows, b_ptr, local_m, pid_n, rows_per_rank, N, K_local,
+                                stride_am, stride_ak, stride_bk, stride_bn,
+                                BLOCK_M, BLOCK_N, BLOCK_K, DOT_IN_FP32)
+        s_ptrs, mask = tile_pointers(slot, local_m, pid_n, rows_per_rank, N, stride_sm,
+                                     stride_sn, BLOCK_M, BLOCK_N)
+        device.store(s_ptrs, accumulator.to(staging_ptr.dtype.element_ty), rank, owner,
+                     heap_bases, mask=mask)
+        if SIGNAL:  # release after a CTA barrier: all threads' stores before it are visible
+            device.signal(flags + (local_m * num_pid_n + pid_n) * WORLD_SIZE + rank, epoch,
+                          rank, owner, heap_bases)
+
+
+@triton.jit
+def gemm_reduce_scatter_reduce(staging_ptr, out_ptr, flags, errors, flag_kind, rank, epoch,
+                               max_spins, rows_per_rank, N, stride_sw, stride_sm, stride_sn,
+                               stride_om, stride_on,
+                               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                               WORLD_SIZE: tl.constexpr, WAIT: tl.constexpr):
+    """Persistent sum of the W slots of the local staging [W, rows_per_rank, N] into out
+    [rows_per_rank, N], fp32 accumulation, slots in arrival order (r - 1, r - 2, ..., r); with
+    WAIT, each tile after its W flags (tile, source)."""
+    num_pid_m = tl.cdiv(rows_per_rank, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    for tile in range(tl.program_id(0), num_pid_m * num_pid_n, tl.num_programs(0)):
+        pid_m, pid_n = swizzle(tile, num_pid_m, num_pid_n)
+        flag = (pid_m * num_pid_n + pid_n) * WORLD_SIZE
+        s_ptrs, mask = tile_pointers(staging_ptr, pid_m, pid_n, rows_per_rank, N, stride_sm,
+                                     stride_sn, BLOCK_M, BLOCK_N)
+        if WAIT:   # all W partials first: then the W loads below are in flight together
+            for i in tl.static_range(WORLD_SIZE):
+                source = (rank + 2 * WORLD_SIZE - 1 - i) % WORLD_SIZE
+                device.wait(flags + flag + source, epoch, errors, flag_kind, flag + source,
+                            source, max_spins)
+        accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for i in tl.static_range(WORLD_SIZE):
+            source = (rank + 2 * WORLD_SIZE - 1 - i) % WORLD_SIZE
+            partial = tl.load(s_ptrs + source * stride_sw, mask=mask, other=0.0)
+            accumulator += partial.to(tl.float32)
+        o_ptrs, o_mask = tile_pointers(out_ptr, pid_m, pid_n, rows_per_rank, N, stride_om,
+                                       stride_on, BLOCK_M, BLOCK_N)
+        tl.store(o_ptrs, accumulator.to(out_ptr.dtype.element_ty), mask=o_mask)
+
+
+# ----------------------------------------------------------------------------------- host side
+def make_inputs(problem: dict, rank: int, world_size: int, seed: int, device: str = "cpu",
+                dtype: str = "bfloat16") -> dict:
+    """A_r [M, K/W] (rank r's feature slice of the activations) and B_r [K/W, N] (its rows of
+    the weights), ~ N(0, 1), depending on (seed, rank) only.
+
+    Raises:
+        ValueError: M or K is not a multiple of the world size.
+    """
+    M, N, K = problem["M"], problem["N"], problem["K"]
+    if M % world_size or K % world_size:
+        raise ValueError(f"M and K must be multiples of the world size {world_size}, "
+                         f"got M={M}, K={K}")
+    torch_dtype = getattr(torch, dtype)
+    own = torch.Generator(device=device).manual_seed(seed * 1009 + rank + 1)
+    a = torch.randn(M, K // world_size, generator=own, device=device).to(torch_dtype)
+    b = torch.randn(K // world_size, N, generator=own, device=device).to(torch_dtype)
+    return {"a": a, "b": b}
+
+
+def heap_bytes(problem: dict, world_size: int, dtype: str) -> int:
+    """The staging [W, M/W, N] in the input dtype, one flag per (16 x 16 tile, source) (the
+    smallest tiles) and 1 MiB for the control block and alignment. A_r, B_r and the output
+    stay outside (no peer reads them)."""
+    M, N = problem["M"], problem["N"]
+    itemsize = getattr(torch, dtype).itemsize
+    tiles = triton.cdiv(M // world_size, 16) * triton.cdiv(N, 16)
+    return M * N * itemsize + 4 * tiles * world_size + (1 << 20)
+
+
+def setup(heap, inputs: dict, problem: dict, meta: dict) -> dict:
+    """The staging [W, M/W, N] and one flag per (output tile, source rank) in the heap; the
+    output [M/W, N] outside."""
+    world = heap.world_size
+    a, b = inputs["a"], inputs["b"]
+    rows, N = a.shape[0] // world, b.shape[1]
+    staging = heap.empty(world, rows, N, dtype=a.dtype, name="staging")
+    tiles = triton.cdiv(rows, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
+    flags, kind = heap.flags(tiles * world, "partial_tile_ready")
+    out = torch.empty(rows, N, dtype=a.dtype, device=a.device)
+    return {"a": a, "b": b, "staging": staging, "out": out, "flags": flags, "flag_kind": kind}
+
+
+def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
+    """One launch of ``pattern`` (see the module docstring) for this rank.
+
+    Raises:
+        ValueError: an unknown pattern, or COMM_SMS that leaves no program for the GEMM.
+    """
+    a, b, staging, out = state["a"], state["b"], state["staging"], state["out"]
+    K_local = a.shape[1]
+    world, (rows, N) = heap.world_size, out.shape
+    sms = meta.get("NUM_SMS") or num_sms(out.device)
+    comm_sms = meta["COMM_SMS"]
+    if not 0 < comm_sms < sms:
+        raise ValueError(f"COMM_SMS must be in 1..{sms - 1} (the GPU has {sms} SMs), got {comm_sms}")
+    tiles = dict(BLOCK_M=meta["BLOCK_M"], BLOCK_N=meta["BLOCK_N"])
+    out_tiles = triton.cdiv(rows, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
+    staging_strides = (staging.stride(0), staging.stride(1), staging.stride(2))
+
+    def gemm(programs: int, signal: bool) -> Step:
+        grid = (min(programs, world * out_tiles),)
+        return Step(lambda: gemm_reduce_scatter_gemm[grid](
+            a, b, staging, state["flags"], heap.heap_bases, heap.rank, epoch, rows, N, K_local,
+            a.stride(0), a.stride(1), b.stride(0), b.stride(1), *staging_strides,
+            BLOCK_K=meta["BLOCK_K"], WORLD_SIZE=world, SIGNAL=signal,
+            DOT_IN_FP32=dot_in_fp32(a.dtype), num_warps=meta["num_warps"],
+            num_stages=meta["num_stages"], **tiles), name="gemm")
+
+    # 16 fp32 accumulator elements per thread and up to W loads of as many in flight: 128 x 256
+    # tiles take 16 warps (98 registers in sm_90 code from triton 3.6; 4 warps spill).
+    reduce_warps = max(4, min(16, meta["BLOCK_M"] * meta["BLOCK_N"] // 2048))
+
+    def reduce(programs: int, wait: bool, stream: str) -> Step:
+        grid = (min(programs, out_tiles),)
+        return Step(lambda: gemm_reduce_scatter_reduce[grid](
+            staging, out, state["flags"], heap.errors, state["flag_kind"], heap.rank, epoch,
+            heap.max_spins, rows, N, *staging_strides, out.stride(0), out.stride(1),
+            WORLD_SIZE=world, WAIT=wait, num_warps=reduce_warps, **tiles), stream=stream, name="reduce")
+
+    if pattern == "bulk_sync":
+        return [gemm(sms, False), BARRIER, reduce(sms, False, "main"), BARRIER]
+    if pattern == "producer_consumer":  # the CPU runner runs every rank's GEMM before any reduce
+        return [gemm(sms - comm_sms, True), reduce(comm_sms, True, "comm"), BARRIER]
+    raise ValueError(f"pattern must be one of {PATTERNS}, got {pattern!r}")
+
+
+def output(state: dict) -> torch.Tensor:
+    """This rank's rows of the sum, [M/W, N]."""
+    return state["out"]
+
+
+def reference(all_inputs: list, rank: int) -> torch.Tensor:
+    """fp32 ``sum_r A_r[rows of rank] @ B_r``, [M/W, N]."""
+    rows = all_inputs[0]["a"].shape[0] // len(all_inputs)
+    own = slice(rank * rows, (rank + 1) * rows)
+    return sum(x["a"][own].float() @ x["b"].float() for x in all_inputs)
+
+
+def baseline(inputs: dict, problem: dict, group=None) -> Baseline:
+    """torch + NCCL: ``torch.matmul`` into a preallocated partial [M, N], then
+    ``reduce_scatter_tensor`` into a preallocated [M/W, N] (NCCL sums in the input dtype)."""
+    import torch.distributed as dist
+    a, b = inputs["a"], inputs["b"]
+    world = dist.get_world_size(group)
+    partial = torch.empty(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
+    out = torch.empty(a.shape[0] // world, b.shape[1], dtype=a.dtype, device=a.device)
+
+    def run() -> None:
+        torch.matmul(a, b, out=partial)
+        dist.reduce_scatter_tensor(out, partial, group=group)
+
+    return Baseline(run, lambda: out)
+
+
+SPEC = DistKernelSpec(
+    name="gemm_reduce_scatter",
+    kernel_names=("gemm_reduce_scatter_gemm", "gemm_reduce_scatter_reduce"),
+    patterns=PATTERNS,
+    problems={
+        # W = 2: 24 output rows per owner (a full and a half row tile), K/W = 24 (a ragged K
+        # step); W = 3: 16 rows, K/W = 16; N = 40 leaves a ragged column tile. Any W dividing
+        # 48 works (W = 4, 8 on GPUs: 12 and 6 rows, one masked row tile per owner).
+        "check": {"M": 48, "N": 40, "K": 48},
+        # Llama-3-70B MLP down projection (intermediate 28672 -> hidden 8192), 8192 tokens.
+        "llama70b-down-8k": {"M": 8192, "N": 8192, "K": 28672},
+        # Llama-3-70B attention output projection (64 heads x 128 -> 8192), 4096 tokens.
+        "llama70b-o-4k": {"M": 4096, "N": 8192, "K": 8192},
+        # Llama-3-8B MLP down projection (14336 -> 4096), 4096 tokens: the small one.
+        "llama8b-down-4k": {"M": 4096, "N": 4096, "K": 14336},
+    },
+    bench_problems=("llama70b-down-8k", "llama70b-o-4k", "llama8b-down-4k"),
+    meta={"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3,
+          "COMM_SMS": 16},
+    check_meta={"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "num_warps": 4, "num_stages": 1,
+                "COMM_SMS": 1},
+    knobs={"pattern": PATTERNS, "COMM_SMS": (8, 16, 32),
+           "swizzle": ("row-major", "column-major", "grouped-m:8")},
+    make_inputs=make_inputs,
+    heap_bytes=heap_bytes,
+    setup=setup,
+    steps=steps,
+    output=output,
+    reference=reference,
+    baseline=baseline,
+    # fp32 accumulation of the product and of the sum; two roundings to the input dtype: each
+    # partial in the staging (W independent errors of relative size ~u/3 whose sum is again
+    # ~u/3 of the total) and the output; u = 2^-8 for bf16, 2^-11 for fp16, so about 2.3e-3
+    # and 3e-4 in all (5e-3 in bf16 under the interpreter, which truncates to bf16).
+    # 1e-2 / 2e-3 still catch a missing slot (error ~1/sqrt(W)) or a misplaced tile.
+    tolerance={"bfloat16": 1e-2, "float16": 2e-3, "float32": 1e-4},
+    flops=lambda p, w: 2.0 * p["M"] * p["N"] * (p["K"] // w),
+    # the partial's rows of the W - 1 other owners, in the input dtype
+    comm_bytes=lambda p, w, dtype: (w - 1) * (p["M"] // w) * p["N"] * getattr(torch, dtype).itemsize,
+    dtypes=("bfloat16", "float16"),
+    expert="grouped-m:8",
+)

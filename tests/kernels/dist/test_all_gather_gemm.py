@@ -1,0 +1,148 @@
+"""kernels/dist/all_gather_gemm.py on CPU: every pattern at world sizes 2 and 3 through
+``runner.run_group`` (all ranks in one process, the Triton interpreter), a flag that never
+comes, a catalog tile order, and the spec's sizes counted by hand. The GPU runs are
+test_multigpu.py's (every kernel through ``bench --verify-only``).
+
+The interpreter runs in a worker process with ``TRITON_INTERPRET=1`` (the convention of
+tests/kernels: ``@triton.jit`` picks the interpreter when a module is imported, so the pytest
+process, which imports kernels compiled elsewhere, must not switch it on for everyone).
+
+Tolerance: ||C - ref|| / ||ref|| against the fp32 product; C is accumulated in fp32 and rounded
+once to the input dtype. The interpreter (triton 3.9) converts fp32 to bf16 by truncation, not
+rounding to nearest, which doubles the bf16 error (3.3e-3 here against 1.7e-3 rounded); fp16
+rounds (2e-4). The spec's 1e-2 / 2e-3 hold with a margin of 3x and more; a row tile taken from
+the wrong rank has error ~1.4.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+KERNEL = "swizzleperf.kernels.dist.all_gather_gemm"
+
+
+def _interpret(body: str) -> object:
+    """Run ``body`` in a fresh Python with ``TRITON_INTERPRET=1`` (``kernel``, ``runner``,
+    ``SpinTimeout`` and ``dataclasses`` imported); return the JSON of its last output line."""
+    prelude = ("import dataclasses, json\n"
+               f"import {KERNEL} as kernel\n"
+               "from swizzleperf.kernels.dist import runner\n"
+               "from swizzleperf.kernels.dist.heap import SpinTimeout\n")
+    done = subprocess.run([sys.executable, "-c", prelude + body], capture_output=True, text=True,
+                          timeout=300, env=dict(os.environ, TRITON_INTERPRET="1"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_every_pattern_on_cpu(world_size):
+    """Two launches of each pattern in both dtypes; the patterns differ only in where the rows
+    of A come from, so their outputs are identical (same errors to the last bit)."""
+    errors = _interpret(
+        "out = {p: {d: [c.error for c in runner.run_group(kernel.SPEC, %d, p, dtype=d)]\n"
+        "           for d in ('bfloat16', 'float16')} for p in kernel.SPEC.patterns}\n"
+        "print(json.dumps(out))\n" % world_size)
+    assert list(errors) == ["pull", "push", "bulk_sync"]
+    for pattern, by_dtype in errors.items():
+        for dtype, rank_errors in by_dtype.items():
+            limit = {"bfloat16": 5e-3, "float16": 4e-4}[dtype]
+            assert len(rank_errors) == world_size
+            assert all(0 < e < limit for e in rank_errors), (pattern, dtype, rank_errors)
+            assert rank_errors == errors["pull"][dtype], (pattern, dtype)
+
+
+def test_a_flag_that_never_comes_names_rank_and_flag():
+    """Rank 1 skips its push: rank 0's GEMM gives up on its one remote row tile (M = 32: one
+    16-row tile per rank, one column tile), rank 1's chunk 0, flag index 1 * 1 + 0, after
+    4096 polls (Heap.group's bound), and the runner raises it. Two row tiles would cost a
+    second give-up of ~2 s under the interpreter."""
+    message = _interpret(
+        "def steps(heap, state, pattern, epoch, meta):\n"
+        "    ours = kernel.SPEC.steps(heap, state, pattern, epoch, meta)\n"
+        "    if heap.rank == 1:\n"
+        "        ours[0] = dataclasses.replace(ours[0], run=lambda: None)\n"
+        "    return ours\n"
+        "spec = dataclasses.replace(kernel.SPEC, steps=steps,\n"
+        "    problems={**kernel.SPEC.problems, 'check': {'M': 32, 'N': 32, 'K': 16}})\n"
+        "try:\n"
+        "    runner.run_group(spec, 2, 'push', launches=1)\n"
+        "    print(json.dumps('no error'))\n"
+        "except SpinTimeout as exc:\n"
+        "    print(json.dumps(str(exc)))\n")
+    assert message.startswith("rank 0: gave up waiting for flag a_chunk_ready[1] (set by rank 1) "
+                              "after 4096 polls: it holds 0"), message
+
+
+@pytest.mark.parametrize("order", ["column-major", "grouped-m:4"])
+def test_a_catalog_order_through_the_interpreter(tmp_path, order):
+    """The swizzle replaced by a catalog member (spliced as the agent does), at W = 2 (4 x 2
+    tiles: 2 row tiles per rank, 2 columns): column-major visits the remote rows before the
+    local rows' second column; a grouped-m:4 group spans both ranks' rows."""
+    errors = _interpret(
+        "import importlib.util, pathlib\n"
+        "from swizzleperf.agent.candidate import splice, target_args\n"
+        "from swizzleperf.agent.swizzles import catalog_source\n"
+        "source = pathlib.Path(kernel.__file__).read_text()\n"
+        f"new = splice(source, 'swizzle', catalog_source({order!r}, target_args(source, 'swizzle')))\n"
+        f"path = pathlib.Path({str(tmp_path)!r}) / 'candidate.py'\n"
+        "path.write_text(new)\n"
+        "module_spec = importlib.util.spec_from_file_location('candidate', path)\n"
+        "module = importlib.util.module_from_spec(module_spec)\n"
+        "module_spec.loader.exec_module(module)\n"
+        "print(json.dumps({p: [c.error for c in runner.run_group(module.SPEC, 2, p)]\n"
+        "                  for p in ('pull', 'push')}))\n")
+    for pattern, rank_errors in errors.items():
+        assert all(0 < e < 5e-3 for e in rank_errors), (pattern, rank_errors)
+
+
+def test_wrong_use_says_what_was_expected():
+    import torch
+    from swizzleperf.kernels.dist.all_gather_gemm import SPEC
+    from swizzleperf.kernels.dist.heap import Heap
+
+    with pytest.raises(ValueError, match="M and N must be multiples of the world size 3"):
+        SPEC.make_inputs({"M": 50, "N": 48, "K": 8}, 0, 3, 0)
+    heap = Heap.group(2, SPEC.heap_bytes(SPEC.problems["check"], 2, "bfloat16"))[0]
+    state = SPEC.setup(heap, SPEC.make_inputs(SPEC.problems["check"], 0, 2, 0),
+                       SPEC.problems["check"], SPEC.check_meta)
+    with pytest.raises(ValueError, match="pattern must be one of"):
+        SPEC.steps(heap, state, "fused", 1, SPEC.check_meta)
+    with pytest.raises(ValueError, match="COMM_SMS must be in 1..3"):
+        SPEC.steps(heap, state, "push", 1, {**SPEC.check_meta, "COMM_SMS": 4})
+    assert state["c"].dtype == torch.bfloat16 and not heap.owns(state["c"])
+
+
+def test_bench_problems_fit_one_h200_at_world_size_8():
+    """Per rank at W = 8: the heap (shard + gathered A), B_r, C_r, the baseline's gathered A
+    and C_r, and the verification's fp32 reference (all of A and C_r in fp32)."""
+    from swizzleperf.kernels.dist.all_gather_gemm import SPEC
+
+    assert set(SPEC.bench_problems) <= set(SPEC.problems) and "check" in SPEC.problems
+    for name in SPEC.bench_problems:
+        p = SPEC.problems[name]
+        M, N, K, w = p["M"], p["N"], p["K"], 8
+        assert M % (w * SPEC.meta["BLOCK_M"]) == 0 and (N // w) % SPEC.meta["BLOCK_N"] == 0
+        heap = SPEC.heap_bytes(p, w, "bfloat16")
+        assert heap >= (M // w + M) * K * 2
+        total = heap + 2 * (K * N // w + M * N // w) + 2 * (M * K + M * N // w) \
+            + 4 * (M * K + K * N // w + M * N // w)
+        assert total < 20e9, (name, total)   # far below 141 GB
+    # counted by hand: llama70b-up-8k at W = 8 is 2 * 8192 * 3584 * 8192 FLOP per rank, and
+    # each rank's 1024 x 8192 bf16 shard goes to 7 peers.
+    p = SPEC.problems["llama70b-up-8k"]
+    assert SPEC.flops(p, 8) == 2 * 8192 * 3584 * 8192
+    assert SPEC.comm_bytes(p, 8, "bfloat16") == 7 * 1024 * 8192 * 2
+
+
+def test_every_launch_compiles_for_sm_90():
+    """``compile_check``: each pattern's kernels through Triton's code generation and ptxas for
+    sm_90 (what the interpreter never runs), on CPU."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-m", "swizzleperf.kernels.dist.compile_check",
+                           "all_gather_gemm"], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert done.stdout.count("compiled for sm_90") == 3, done.stdout

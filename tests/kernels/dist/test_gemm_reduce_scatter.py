@@ -1,0 +1,147 @@
+"""kernels/dist/gemm_reduce_scatter.py on CPU: both patterns at world sizes 2 and 3 through
+``runner.run_group`` (all ranks in one process, the Triton interpreter), a flag that never
+comes, catalog tile orders, and the spec's sizes counted by hand. The GPU runs are
+test_multigpu.py's (every kernel through ``bench --verify-only``).
+
+The interpreter runs in a worker process with ``TRITON_INTERPRET=1`` (the convention of
+tests/kernels: ``@triton.jit`` picks the interpreter when a module is imported, so the pytest
+process must not switch it on for everyone).
+
+Tolerance: ||out - ref|| / ||ref|| against the fp32 sum of the W products. Two roundings to
+the input dtype: each partial in the staging buffer and the output; the sum is accumulated in
+fp32. Rounded to nearest (GPUs) that is ~2.4e-3 in bf16 and ~3e-4 in fp16 (counted with torch
+at W = 2 and 8); the interpreter (triton 3.9) truncates fp32 to bf16, which doubles it (5.5e-3
+at W = 2, 5.9e-3 at W = 3). The spec's 1e-2 / 2e-3 hold; a missing partial has error ~1/sqrt(W).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+KERNEL = "swizzleperf.kernels.dist.gemm_reduce_scatter"
+
+
+def _interpret(body: str) -> object:
+    """Run ``body`` in a fresh Python with ``TRITON_INTERPRET=1`` (``kernel``, ``runner``,
+    ``SpinTimeout`` and ``dataclasses`` imported); return the JSON of its last output line."""
+    prelude = ("import dataclasses, json\n"
+               f"import {KERNEL} as kernel\n"
+               "from swizzleperf.kernels.dist import runner\n"
+               "from swizzleperf.kernels.dist.heap import SpinTimeout\n")
+    done = subprocess.run([sys.executable, "-c", prelude + body], capture_output=True, text=True,
+                          timeout=300, env=dict(os.environ, TRITON_INTERPRET="1"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_every_pattern_on_cpu(world_size):
+    """Two launches of each pattern in both dtypes; both sum the same slots in the same order,
+    so their outputs are identical (same errors to the last bit)."""
+    errors = _interpret(
+        "out = {p: {d: [c.error for c in runner.run_group(kernel.SPEC, %d, p, dtype=d)]\n"
+        "           for d in ('bfloat16', 'float16')} for p in kernel.SPEC.patterns}\n"
+        "print(json.dumps(out))\n" % world_size)
+    assert list(errors) == ["bulk_sync", "producer_consumer"]
+    for pattern, by_dtype in errors.items():
+        for dtype, rank_errors in by_dtype.items():
+            limit = {"bfloat16": 8e-3, "float16": 6e-4}[dtype]
+            assert len(rank_errors) == world_size
+            assert all(0 < e < limit for e in rank_errors), (pattern, dtype, rank_errors)
+            assert rank_errors == errors["bulk_sync"][dtype], (pattern, dtype)
+
+
+def test_a_flag_that_never_comes_names_rank_and_flag():
+    """Rank 1 skips its GEMM: rank 0's reduce waits for rank 1's partial of its one tile first
+    (arrival order: source r - 1 first; M = 32, N = 16: one 16 x 16 tile per owner) and gives
+    up on flag (tile 0, source 1) = index 1 after 4096 polls (Heap.group's bound)."""
+    message = _interpret(
+        "def steps(heap, state, pattern, epoch, meta):\n"
+        "    ours = kernel.SPEC.steps(heap, state, pattern, epoch, meta)\n"
+        "    if heap.rank == 1:\n"
+        "        ours[0] = dataclasses.replace(ours[0], run=lambda: None)\n"
+        "    return ours\n"
+        "spec = dataclasses.replace(kernel.SPEC, steps=steps,\n"
+        "    problems={**kernel.SPEC.problems, 'check': {'M': 32, 'N': 16, 'K': 32}})\n"
+        "try:\n"
+        "    runner.run_group(spec, 2, 'producer_consumer', launches=1)\n"
+        "    print(json.dumps('no error'))\n"
+        "except SpinTimeout as exc:\n"
+        "    print(json.dumps(str(exc)))\n")
+    assert message.startswith("rank 0: gave up waiting for flag partial_tile_ready[1] (set by "
+                              "rank 1) after 4096 polls: it holds 0"), message
+
+
+@pytest.mark.parametrize("order", ["column-major", "grouped-m:4"])
+def test_a_catalog_order_through_the_interpreter(tmp_path, order):
+    """The swizzle replaced by a catalog member (spliced as the agent does), at W = 2 in the
+    GEMM's rank-relative grid (4 x 3 tiles: 2 rounds of the 2 owners) and in the reduce's grid
+    (2 x 3, where grouped-m:4 makes one partial group)."""
+    errors = _interpret(
+        "import importlib.util, pathlib\n"
+        "from swizzleperf.agent.candidate import splice, target_args\n"
+        "from swizzleperf.agent.swizzles import catalog_source\n"
+        "source = pathlib.Path(kernel.__file__).read_text()\n"
+        f"new = splice(source, 'swizzle', catalog_source({order!r}, target_args(source, 'swizzle')))\n"
+        f"path = pathlib.Path({str(tmp_path)!r}) / 'candidate.py'\n"
+        "path.write_text(new)\n"
+        "module_spec = importlib.util.spec_from_file_location('candidate', path)\n"
+        "module = importlib.util.module_from_spec(module_spec)\n"
+        "module_spec.loader.exec_module(module)\n"
+        "print(json.dumps([c.error for c in runner.run_group(module.SPEC, 2, 'producer_consumer')]))\n")
+    assert all(0 < e < 8e-3 for e in errors), errors
+
+
+def test_wrong_use_says_what_was_expected():
+    import torch
+    from swizzleperf.kernels.dist.gemm_reduce_scatter import SPEC
+    from swizzleperf.kernels.dist.heap import Heap
+
+    with pytest.raises(ValueError, match="M and K must be multiples of the world size 3"):
+        SPEC.make_inputs({"M": 48, "N": 40, "K": 50}, 0, 3, 0)
+    heap = Heap.group(2, SPEC.heap_bytes(SPEC.problems["check"], 2, "bfloat16"))[0]
+    state = SPEC.setup(heap, SPEC.make_inputs(SPEC.problems["check"], 0, 2, 0),
+                       SPEC.problems["check"], SPEC.check_meta)
+    with pytest.raises(ValueError, match="pattern must be one of"):
+        SPEC.steps(heap, state, "fused", 1, SPEC.check_meta)
+    with pytest.raises(ValueError, match="COMM_SMS must be in 1..3"):
+        SPEC.steps(heap, state, "producer_consumer", 1, {**SPEC.check_meta, "COMM_SMS": 0})
+    # the staging is in the input dtype (half the bytes of fp32 on NVLink), the output outside
+    assert state["staging"].shape == (2, 24, 40) and state["staging"].dtype == torch.bfloat16
+    assert heap.owns(state["staging"]) and not heap.owns(state["out"])
+
+
+def test_bench_problems_fit_one_h200_at_world_size_8():
+    """Per rank at W = 8: the heap (staging [W, M/W, N]), A_r, B_r, the output, the baseline's
+    partial [M, N] and output, and the verification's gathered inputs (W x (A_r + B_r))."""
+    from swizzleperf.kernels.dist.gemm_reduce_scatter import SPEC
+
+    assert set(SPEC.bench_problems) <= set(SPEC.problems) and "check" in SPEC.problems
+    for name in SPEC.bench_problems:
+        p = SPEC.problems[name]
+        M, N, K, w = p["M"], p["N"], p["K"], 8
+        assert M % (w * SPEC.meta["BLOCK_M"]) == 0 and (K // w) % SPEC.meta["BLOCK_K"] == 0
+        heap = SPEC.heap_bytes(p, w, "bfloat16")
+        assert heap >= M * N * 2
+        total = heap + 2 * (M * K // w + K // w * N + M // w * N) + 2 * (M * N + M // w * N) \
+            + w * 2 * (M * K // w + K // w * N)
+        assert total < 20e9, (name, total)   # far below 141 GB
+    # counted by hand: llama70b-down-8k at W = 8 is 2 * 8192 * 8192 * 3584 FLOP per rank, and
+    # each rank sends the 7 other owners their 1024 x 8192 bf16 rows of its partial.
+    p = SPEC.problems["llama70b-down-8k"]
+    assert SPEC.flops(p, 8) == 2 * 8192 * 8192 * 3584
+    assert SPEC.comm_bytes(p, 8, "bfloat16") == 7 * 1024 * 8192 * 2
+
+
+def test_every_launch_compiles_for_sm_90():
+    """``compile_check``: each pattern's kernels through Triton's code generation and ptxas for
+    sm_90 (what the interpreter never runs), on CPU."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-m", "swizzleperf.kernels.dist.compile_check",
+                           "gemm_reduce_scatter"], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert done.stdout.count("compiled for sm_90") == 2, done.stdout
