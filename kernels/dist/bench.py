@@ -95,6 +95,21 @@ def bench_kernel(spec, heap, args, group=None) -> list:
     return rows
 
 
+def _bench_or_record(spec, heap, args) -> list:
+    """``bench_kernel``, or one failed row naming the error when the kernel does not build or
+    run (every rank fails alike: a compile error, a bad shape), so the other kernels still run."""
+    mark = len(heap.allocations)
+    try:
+        return bench_kernel(spec, heap, args)
+    except Exception as exc:  # recorded as the kernel's failure; the bench goes on
+        message = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        print(f"bench: {spec.name} failed: {message}", file=sys.stderr, flush=True)
+        heap.reset(mark)
+        return [{"kernel": spec.name, "problem": "-", "pattern": "-", "world_size":
+                 heap.world_size, "verified": False, "error": float("nan"), "message": message,
+                 "baseline_verified": False}]
+
+
 def _all_ranks(ok: bool, group) -> bool:
     import torch.distributed as dist
     flag = torch.tensor([0 if ok else 1], device="cuda")
@@ -278,7 +293,9 @@ def main(argv=None) -> int:
         size = max(size, 2 * args.copy_mib * (1 << 20)) + (64 << 20)
         heap = Heap.create(size)
         started = time.time()
-        rows = [row for spec in specs for row in bench_kernel(spec, heap, args)]
+        rows = []
+        for spec in specs:
+            rows += _bench_or_record(spec, heap, args)
         copy = bench_peer_copy(heap, args.copy_mib, args) if args.copy_mib else None
         if heap.rank == 0:
             _write(rows, copy, args, time.time() - started)
