@@ -23,6 +23,11 @@ with the GEMM is this kernel's overlap knob:
   flag (release, system scope) in the peer's heap; the GEMM on the main stream
   (``NUM_SMS - COMM_SMS`` programs) waits (acquire, bounded) for the flag of each remote row
   tile it needs; local row tiles need no wait (*producer-consumer on two streams*);
+- ``push_copy_engine``: the same protocol with the copies done by the GPU's copy engines
+  (``Tensor.copy_`` into the peer's gathered A, mapped in this process) on the "comm"
+  stream, ``CE_GROUPS`` copies per peer, each followed by a one-program kernel that signals
+  its chunks' flags; the GEMM keeps every SM (``push`` gives ``COMM_SMS`` of them to copies
+  that finish early in the GEMM and then idle);
 - ``bulk_sync``: the same copy on all SMs, a barrier, then the GEMM without waits (no
   overlap: the reference point of the other two inside the same code).
 
@@ -75,7 +80,7 @@ from swizzleperf.kernels.dist import device
 from swizzleperf.kernels.dist.spec import BARRIER, Baseline, DistKernelSpec, Step
 from swizzleperf.kernels.dist.tiles import dot_in_fp32, gemm_tile, num_sms, tile_pointers
 
-PATTERNS = ("pull", "push", "bulk_sync")
+PATTERNS = ("pull", "push", "push_copy_engine", "bulk_sync")
 _PULL, _WAIT, _GATHERED = 0, 1, 2  # where the GEMM finds remote rows of A (SOURCE)
 
 
@@ -157,6 +162,37 @@ def all_gather_gemm_push(a_ptr, gathered_ptr, flags, heap_bases, rank, epoch, ro
             dst += BLOCK_K * stride_ak
         if SIGNAL:  # release after a CTA barrier: all threads' stores before it are visible
             device.signal(flags + rank * chunks + chunk, epoch, rank, peer, heap_bases)
+
+
+@triton.jit
+def all_gather_gemm_signal(flags, heap_bases, rank, peer, epoch, first, count):
+    """Set ``flags[first .. first + count)`` to ``epoch`` in ``peer``'s heap (release, system
+    scope): the chunks a copy engine wrote just before this launch on the same stream."""
+    for index in range(first, first + count):
+        device.signal(flags + index, epoch, rank, peer, heap_bases)
+
+
+def _push_copy_engine(heap, state: dict, epoch: int, meta: dict) -> Step:
+    """Copy-engine pushes of this rank's shard to every peer, chunk flags signalled after each."""
+    a, gathered = state["a"], state["gathered"]
+    rows, block_m, rank, world = a.shape[0], meta["BLOCK_M"], heap.rank, heap.world_size
+    chunks = triton.cdiv(rows, block_m)
+    per_group = triton.cdiv(chunks, meta["CE_GROUPS"])
+    views = state.setdefault("peer_gathered", {})
+
+    def run() -> None:
+        for distance in range(1, world):
+            peer = (rank - distance) % world
+            if peer not in views:
+                views[peer] = heap.peer_view(gathered, peer)[rank * rows:(rank + 1) * rows]
+            for first in range(0, chunks, per_group):
+                count = min(per_group, chunks - first)
+                start, stop = first * block_m, min(rows, (first + count) * block_m)
+                views[peer][start:stop].copy_(a[start:stop])
+                all_gather_gemm_signal[(1,)](state["flags"], heap.heap_bases, rank, peer, epoch,
+                                             rank * chunks + first, count, num_warps=1)
+
+    return Step(run, stream="comm", name="push (copy engine)")
 
 
 # ----------------------------------------------------------------------------------- host side
@@ -241,6 +277,8 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
         return [gemm(sms, _PULL), BARRIER]
     if pattern == "push":   # the CPU runner runs the push of every rank before any GEMM
         return [push(comm_sms, True, "comm"), gemm(sms - comm_sms, _WAIT), BARRIER]
+    if pattern == "push_copy_engine":
+        return [_push_copy_engine(heap, state, epoch, meta), gemm(sms, _WAIT), BARRIER]
     if pattern == "bulk_sync":
         return [push(sms, False, "main"), BARRIER, gemm(sms, _GATHERED), BARRIER]
     raise ValueError(f"pattern must be one of {PATTERNS}, got {pattern!r}")
@@ -270,7 +308,7 @@ def baseline(inputs: dict, problem: dict, group=None) -> Baseline:
         dist.all_gather_into_tensor(gathered, a.contiguous(), group=group)
         torch.matmul(gathered, b, out=c)
 
-    return Baseline(run, lambda: c)
+    return Baseline(run, lambda: c, compute=lambda: torch.matmul(gathered, b, out=c))
 
 
 SPEC = DistKernelSpec(
@@ -292,10 +330,10 @@ SPEC = DistKernelSpec(
     },
     bench_problems=("llama70b-up-8k", "llama70b-qkv-4k", "llama8b-up-4k"),
     meta={"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3,
-          "COMM_SMS": 16},
+          "COMM_SMS": 16, "CE_GROUPS": 4},
     check_meta={"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "num_warps": 4, "num_stages": 1,
-                "COMM_SMS": 1},
-    knobs={"pattern": PATTERNS, "COMM_SMS": (8, 16, 32),
+                "COMM_SMS": 1, "CE_GROUPS": 2},
+    knobs={"pattern": PATTERNS, "COMM_SMS": (8, 16, 32), "CE_GROUPS": (1, 2, 4, 8),
            "swizzle": ("row-major", "column-major", "grouped-m:8")},
     make_inputs=make_inputs,
     heap_bytes=heap_bytes,

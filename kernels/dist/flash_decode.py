@@ -60,10 +60,11 @@ The patterns (the overlap knob)
   rank's gather buffer and signal a per-(source rank, bh) flag (release, system scope); the
   combine kernel, launched next on the same stream, waits (bounded) for the W flags of each
   bh. No barrier between the kernels, one at the end.
-- ``fused_push_overlap``: the same, with the combine kernel on the second ("comm") stream,
-  so it runs beside the partial kernel: the combine of a bh starts as soon as every rank has
-  pushed it. Its B * H_kv programs spin while they wait; they are few and small, so the
-  partial kernel always finds room on the GPU.
+
+A third pattern, the combine kernel on a second stream beside the partial kernel, was tried
+and removed: on two H200s at ``llama3-405b-b32-32k`` its waits timed out (a rank's own flag
+stayed one epoch behind; 2026-11-22, cause not established), while the other patterns
+verified; the pushes cost microseconds, so there was little to hide.
 
 The tile order's effect
 -----------------------
@@ -96,7 +97,7 @@ from swizzleperf.kernels.dist import device
 from swizzleperf.kernels.dist.spec import BARRIER, Baseline, DistKernelSpec, Step
 from swizzleperf.kernels.dist.tiles import dot_in_fp32
 
-PATTERNS = ("bulk_sync", "fused_push", "fused_push_overlap")
+PATTERNS = ("bulk_sync", "fused_push")
 _LOG2E = 1.4426950408889634
 
 
@@ -380,9 +381,7 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
     if pattern == "bulk_sync":
         return [Step(partial, name="partial"), BARRIER, Step(combine, name="combine pull"),
                 BARRIER]
-    stream = "comm" if pattern == "fused_push_overlap" else "main"
-    return [Step(partial, name="partial + push"),
-            Step(combine, stream=stream, name="combine wait"), BARRIER]
+    return [Step(partial, name="partial + push"), Step(combine, name="combine wait"), BARRIER]
 
 
 def output(state: dict) -> torch.Tensor:
@@ -447,7 +446,7 @@ def baseline(inputs: dict, problem: dict, group=None) -> Baseline:
         dist.all_gather_into_tensor(gathered, send, group=group)
         out.copy_(torch_combine(parts[..., :D], parts[..., D]))
 
-    return Baseline(run, lambda: out)
+    return Baseline(run, lambda: out, compute=lambda: torch_partial(q, k, v))
 
 
 def _flops(problem: dict, world_size: int) -> float:

@@ -277,7 +277,7 @@ def baseline(inputs: dict, problem: dict, group=None) -> Baseline:
         torch.matmul(a, b, out=partial)
         dist.reduce_scatter_tensor(out, partial, group=group)
 
-    return Baseline(run, lambda: out)
+    return Baseline(run, lambda: out, compute=lambda: torch.matmul(a, b, out=partial))
 
 
 SPEC = DistKernelSpec(

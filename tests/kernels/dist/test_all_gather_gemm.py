@@ -46,7 +46,7 @@ def test_every_pattern_on_cpu(world_size):
         "out = {p: {d: [c.error for c in runner.run_group(kernel.SPEC, %d, p, dtype=d)]\n"
         "           for d in ('bfloat16', 'float16')} for p in kernel.SPEC.patterns}\n"
         "print(json.dumps(out))\n" % world_size)
-    assert list(errors) == ["pull", "push", "bulk_sync"]
+    assert list(errors) == ["pull", "push", "push_copy_engine", "bulk_sync"]
     for pattern, by_dtype in errors.items():
         for dtype, rank_errors in by_dtype.items():
             limit = {"bfloat16": 5e-3, "float16": 4e-4}[dtype]

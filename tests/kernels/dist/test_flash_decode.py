@@ -158,7 +158,7 @@ def test_catalog_orders_verify_and_a_broken_order_is_caught(tmp_path):
             module_spec = importlib.util.spec_from_file_location("fd_" + path.stem, path)
             module = importlib.util.module_from_spec(module_spec)
             module_spec.loader.exec_module(module)
-            pattern = "bulk_sync" if name == "broken" else "fused_push_overlap"
+            pattern = "bulk_sync" if name == "broken" else "fused_push"
             checks = runner.run_group(module.SPEC, 2, pattern, dtype="float16",
                                       launches=1 if name == "broken" else 2)
             errors[name] = [c.error for c in checks]
