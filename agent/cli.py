@@ -1,6 +1,7 @@
-"""The ``swizzleperf`` command line (typer): ``optimize``, ``hw``."""
+"""The ``swizzleperf`` command line (typer): ``optimize``, ``eval``, ``simulate``, ``analyze``, ``hw``."""
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 from typing import Optional
@@ -132,6 +133,33 @@ def _print_summary(outcome) -> None:
     console.print(f"run {outcome.run_id} ({outcome.status}): {outcome.run_dir}")
 
 
+def _interruptible() -> None:
+    """Ctrl-C and SIGTERM (``timeout``, or ``eval`` stopping its workers) both raise KeyboardInterrupt,
+    whose handlers save the run; SIGINT too where the process was started with it ignored."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, interrupt)
+
+
+def _eval_events(progress: Progress):
+    """What ``eval`` and its workers print: a rule per kernel, worker starts and ends, the run's lines."""
+    def on_event(kind: str, data: dict) -> None:
+        if kind == "eval":
+            console.print(f"eval {data['name']} (continue it with --resume {data['name']})")
+        elif kind in ("kernel", "skip"):
+            console.rule(f"{data['name']}{' (finished earlier: skipped)' if kind == 'skip' else ''}")
+        elif kind in ("run", "target", "worker"):
+            console.print(f"{'run ' if kind == 'run' else ''}{data['name']}")
+            if data.get("running"):
+                progress.status.update(f"running: {', '.join(data['running'])}")
+        elif kind == "failed":
+            console.print(f"[red]{data['name']} failed[/red]: {data['reason']}")
+        else:
+            progress(kind, data)
+    return on_event
+
+
 @app.command("eval")
 def eval_command(
     kernels: str = typer.Option("all", help="all, or a comma-separated list of bundled kernels."),
@@ -139,6 +167,7 @@ def eval_command(
     iterations: int = typer.Option(8, "--iterations", "-n", min=1, help="Proposals per kernel at most."),
     model: Optional[str] = typer.Option(None, help="LLM model (OpenAI-compatible); default the built-in policy."),
     base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint."),
+    gpus: str = typer.Option("1", "--gpus", help="Worker processes, each pinned to one GPU (CUDA_VISIBLE_DEVICES), or auto: every visible GPU. Simulated evals run their workers on the CPU."),
     out: str = typer.Option("eval/results", help="Where the tables and plots are written."),
     resume: Optional[str] = typer.Option(None, "--resume", help="Continue the eval EVAL_ID."),
     workdir: str = typer.Option(".swizzleperf", help="Where runs are recorded."),
@@ -147,28 +176,44 @@ def eval_command(
     from swizzleperf.agent.record import UnknownRunError
     from swizzleperf.agent.run import RunError
     from swizzleperf.agent.spec import KernelLoadError
-    from swizzleperf.eval.suite import EvalError, EvalOptions, resolve_kernels, run_eval
+    from swizzleperf.eval.suite import EvalError, EvalOptions, resolve_gpus, resolve_kernels, run_eval
     from swizzleperf.hwspecs import UnknownHardwareError
-
-    def on_event(kind: str, data: dict) -> None:
-        if kind in ("kernel", "skip"):
-            console.rule(f"{data['name']}{' (finished earlier: skipped)' if kind == 'skip' else ''}")
-        elif kind in ("run", "target"):
-            console.print(f"{'run ' if kind == 'run' else ''}{data['name']}")
-        else:
-            progress(kind, data)
+    _interruptible()
     try:
         options = EvalOptions(kernels=resolve_kernels(kernels), hw=hw, iterations=iterations, model=model,
                               base_url=base_url, workdir=workdir, out_dir=out)
         with Progress(iterations) as progress:
-            eval_id, table, files = run_eval(options, resume, on_event)
+            eval_id, table, files = run_eval(options, resume, _eval_events(progress), gpus=resolve_gpus(gpus))
     except (EvalError, KernelLoadError, UnknownHardwareError, UnknownRunError, RunError) as exc:
         _fail(str(exc))
     except KeyboardInterrupt:
-        errors.print("interrupted: finished kernels are kept; continue with --resume EVAL_ID (printed above)")
+        errors.print("interrupted: finished kernels are kept, the partial table is written; continue with "
+                     "--resume EVAL_ID (printed above)")
         raise typer.Exit(code=130)
     console.print(f"eval {eval_id}: " + ", ".join(str(f) for f in files))
-    print((Path(out) / f"{eval_id}.md").read_text())
+    print(next(f for f in files if f.suffix == ".md").read_text())  # resumed: where the eval started writing
+
+
+@app.command("eval-worker", hidden=True)
+def eval_worker(
+    eval_id: str = typer.Argument(..., help="A registered eval."),
+    kernel: str = typer.Argument(..., help="One of its kernels."),
+    workdir: str = typer.Option(".swizzleperf", help="Where the eval is recorded."),
+) -> None:
+    """Run one kernel of an eval (a worker process of ``eval --gpus N``); exit 1 if it did not finish."""
+    from swizzleperf.eval.suite import EvalError, run_kernel, stored_options
+    from swizzleperf.hwspecs import UnknownHardwareError
+    _interruptible()
+    try:
+        with Progress(stored_options(workdir, eval_id).iterations) as progress:
+            status = run_kernel(workdir, eval_id, kernel, _eval_events(progress))
+    except (EvalError, UnknownHardwareError) as exc:
+        _fail(str(exc))
+    except KeyboardInterrupt:
+        errors.print(f"interrupted: {kernel} is saved and resumes with the eval")
+        raise typer.Exit(code=130)
+    if status != "finished":
+        raise typer.Exit(code=1)
 
 
 @app.command()

@@ -48,9 +48,12 @@ class RunRecord:
         self.db_path = self.root / DB_NAME
 
     def connect(self) -> sqlite3.Connection:
-        """A connection with the tables created; the caller closes it."""
+        """A connection with the tables created; the caller closes it. Several processes may write
+        one record (``swizzleperf eval --gpus N``): the journal is WAL (readers never wait for the
+        writer) and a writer waits up to 30 s for another's transaction to end."""
         self.root.mkdir(parents=True, exist_ok=True)
         connection = sqlite3.connect(self.db_path, check_same_thread=False, timeout=30)
+        connection.execute("PRAGMA journal_mode=WAL")
         connection.executescript(_SCHEMA)
         return connection
 

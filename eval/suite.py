@@ -1,6 +1,8 @@
 """``swizzleperf eval``: the optimizer over the bundled kernels, one run each, then one table per eval
 (CSV and markdown) and its plots under ``eval/results/``. A killed eval resumes where it stopped:
-finished kernels are not redone, an interrupted kernel's run continues from its checkpoint."""
+finished kernels are not redone, an interrupted kernel's run continues from its checkpoint. With
+``gpus`` > 1 the kernels are spread over worker processes, one per GPU (``eval/workers.py``); a
+kernel that fails is recorded as failed with its reason, and the others go on."""
 from __future__ import annotations
 
 import json
@@ -20,9 +22,11 @@ KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels"
 KERNELS = ("gemm", "elementwise", "layernorm", "softmax", "spmv", "transpose", "stencil2d",
            "black_scholes", "fdtd2d", "smith_waterman")
 
+# status: pending, running, finished, failed (reason says why) or interrupted. One row per kernel,
+# written in the eval's kernel order when the eval starts; a worker updates only its kernel's row.
 _SCHEMA = """CREATE TABLE IF NOT EXISTS evals (
     eval_id TEXT, kernel TEXT, run_id TEXT, status TEXT, options_json TEXT, started_at REAL,
-    PRIMARY KEY (eval_id, kernel))"""
+    reason TEXT, PRIMARY KEY (eval_id, kernel))"""
 
 
 class EvalError(Exception):
@@ -51,26 +55,82 @@ def resolve_kernels(text: str) -> list:
     return names
 
 
+def resolve_gpus(text: str) -> int:
+    """``--gpus``: a positive integer, or ``auto`` (every visible CUDA device, at least 1). Raises EvalError."""
+    if text.strip().lower() == "auto":
+        from swizzleperf.eval.workers import visible_devices
+        return max(1, len(visible_devices()))
+    if not text.strip().isdigit() or int(text) < 1:
+        raise EvalError(f"--gpus must be a positive integer or auto, got {text!r}")
+    return int(text)
+
+
 def _connect(workdir: str) -> sqlite3.Connection:
     connection = RunRecord(Path(workdir)).connect()
     connection.execute(_SCHEMA)
+    if "reason" not in {column[1] for column in connection.execute("PRAGMA table_info(evals)")}:
+        try:  # a record written before the reason column
+            connection.execute("ALTER TABLE evals ADD COLUMN reason TEXT")
+        except sqlite3.OperationalError as exc:  # another process added it meanwhile
+            if "duplicate column" not in str(exc):
+                raise
     return connection
 
 
 def run_eval(options: EvalOptions, eval_id: str | None = None,
-             on_event: Callable = lambda kind, data: None) -> tuple:
-    """Run (or resume, with ``eval_id``) an eval; returns ``(eval_id, table DataFrame, files)``."""
-    if eval_id is None:
-        eval_id = time.strftime("eval-%Y%m%d-%H%M%S-") + secrets.token_hex(2)
-    else:
-        options = _stored_options(options.workdir, eval_id)
-    for kernel in options.kernels:
-        _run_kernel(options, eval_id, kernel, on_event)
+             on_event: Callable = lambda kind, data: None, gpus: int = 1) -> tuple:
+    """Run (or resume, with ``eval_id``) an eval over ``gpus`` worker processes (1: in this process);
+    returns ``(eval_id, table DataFrame, files)``. Interrupted, it writes the partial table, then
+    re-raises KeyboardInterrupt.
+
+    Raises:
+        EvalError: unknown eval id, or more GPUs asked for than a measured eval can see.
+        UnknownHardwareError: ``options.hw`` names no spec.
+    """
+    if eval_id is not None:
+        options = stored_options(options.workdir, eval_id)
+    _check_gpus(options.hw, gpus)
+    eval_id = eval_id or time.strftime("eval-%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+    _register(options, eval_id)
+    on_event("eval", {"name": eval_id})
+    try:
+        if gpus > 1:
+            from swizzleperf.eval.workers import run_workers
+            run_workers(options.workdir, eval_id, _unfinished(options, eval_id, on_event), gpus, on_event)
+        else:
+            for kernel in options.kernels:
+                _run_kernel(options, eval_id, kernel, on_event)
+    except KeyboardInterrupt:
+        with _connect(options.workdir) as db:  # no worker is left running: run_workers waited for them
+            db.execute("UPDATE evals SET status = 'interrupted' WHERE eval_id = ? AND status = 'running'", (eval_id,))
+        write_tables(summarize(options.workdir, eval_id), Path(options.out_dir), eval_id)
+        raise
     table = summarize(options.workdir, eval_id)
     return eval_id, table, write_tables(table, Path(options.out_dir), eval_id)
 
 
-def _stored_options(workdir: str, eval_id: str) -> EvalOptions:
+def _check_gpus(hw: str | None, gpus: int) -> None:
+    """A measured eval needs one visible GPU per worker; a simulated one runs its workers on the CPU."""
+    from swizzleperf import hwspecs
+    target = hwspecs.resolve_target(hw)
+    if gpus > 1 and target.mode == "measured":
+        from swizzleperf.eval.workers import visible_devices
+        visible = len(visible_devices())
+        if gpus > visible:
+            raise EvalError(f"--gpus must be at most the {visible} visible GPU(s) for a measured eval, got {gpus}")
+
+
+def _register(options: EvalOptions, eval_id: str) -> None:
+    """One pending row per kernel, in the eval's order (the table's order); rows already there stay."""
+    from dataclasses import asdict
+    with _connect(options.workdir) as db:
+        db.executemany("INSERT OR IGNORE INTO evals (eval_id, kernel, status, options_json, started_at, reason) "
+                       "VALUES (?, ?, 'pending', ?, ?, '')",
+                       [(eval_id, k, json.dumps(asdict(options)), time.time()) for k in options.kernels])
+
+
+def stored_options(workdir: str, eval_id: str) -> EvalOptions:
+    """The options an eval started with. Raises EvalError where there is no such eval."""
     with _connect(workdir) as db:
         found = db.execute("SELECT options_json FROM evals WHERE eval_id = ? LIMIT 1", (eval_id,)).fetchone()
     if found is None:
@@ -78,10 +138,48 @@ def _stored_options(workdir: str, eval_id: str) -> EvalOptions:
     return EvalOptions(**json.loads(found[0]))
 
 
+def _row(workdir: str, eval_id: str, kernel: str) -> tuple | None:
+    """``(run_id, status, reason)`` of one kernel of an eval, or None."""
+    with _connect(workdir) as db:
+        return db.execute("SELECT run_id, status, reason FROM evals WHERE eval_id = ? AND kernel = ?",
+                          (eval_id, kernel)).fetchone()
+
+
+def kernel_status(workdir: str, eval_id: str, kernel: str) -> tuple:
+    """``(status, reason)`` of one kernel of an eval."""
+    row = _row(workdir, eval_id, kernel)
+    return (row[1], row[2] or "") if row else ("pending", "")
+
+
+def _unfinished(options: EvalOptions, eval_id: str, on_event: Callable) -> list:
+    """The eval's kernels still to run; a ``skip`` event for each finished one."""
+    todo = []
+    for kernel in options.kernels:
+        row = _row(options.workdir, eval_id, kernel)
+        if row and row[1] == "finished":
+            on_event("skip", {"name": kernel})
+        else:
+            todo.append(kernel)
+    return todo
+
+
+def run_kernel(workdir: str, eval_id: str, kernel: str, on_event: Callable = lambda kind, data: None) -> str:
+    """One kernel of a registered eval (what a worker process does); returns its status.
+
+    Raises:
+        EvalError: no such eval in ``workdir``.
+    """
+    options = stored_options(workdir, eval_id)
+    _run_kernel(options, eval_id, kernel, on_event)
+    return kernel_status(workdir, eval_id, kernel)[0]
+
+
 def _run_kernel(options: EvalOptions, eval_id: str, kernel: str, on_event: Callable) -> None:
-    with _connect(options.workdir) as db:
-        row = db.execute("SELECT run_id, status FROM evals WHERE eval_id = ? AND kernel = ?",
-                         (eval_id, kernel)).fetchone()
+    """Run (or resume) one kernel's optimization and record its status; a run that cannot start or
+    fails is recorded as failed with its one-line reason, not raised."""
+    from swizzleperf.agent.record import UnknownRunError
+    from swizzleperf.agent.spec import KernelLoadError
+    row = _row(options.workdir, eval_id, kernel)
     if row and row[1] == "finished":
         on_event("skip", {"name": kernel})
         return
@@ -89,41 +187,48 @@ def _run_kernel(options: EvalOptions, eval_id: str, kernel: str, on_event: Calla
 
     def forward(kind: str, data: dict) -> None:
         if kind == "run":
-            _set_row(options, eval_id, kernel, data["name"], "running")
+            set_status(options.workdir, eval_id, kernel, "running", run_id=data["name"])
         on_event(kind, data)
 
-    if row:
-        outcome = run.resume(row[0], workdir=options.workdir, on_event=forward)
-    else:
-        outcome = run.start(run.RunOptions(kernel=str(KERNELS_DIR / f"{kernel}.py"), hw=options.hw,
-                                           iterations=options.iterations, model=options.model,
-                                           base_url=options.base_url, workdir=options.workdir),
-                            on_event=forward)
-    _set_row(options, eval_id, kernel, outcome.run_id, outcome.status)
+    try:
+        if row and row[0]:
+            outcome = run.resume(row[0], workdir=options.workdir, on_event=forward)
+        else:
+            outcome = run.start(run.RunOptions(kernel=str(KERNELS_DIR / f"{kernel}.py"), hw=options.hw,
+                                               iterations=options.iterations, model=options.model,
+                                               base_url=options.base_url, workdir=options.workdir),
+                                on_event=forward)
+    except (run.RunError, KernelLoadError, UnknownRunError) as exc:
+        set_status(options.workdir, eval_id, kernel, "failed", reason=str(exc))
+        on_event("failed", {"name": kernel, "reason": str(exc)})
+        return
+    set_status(options.workdir, eval_id, kernel, outcome.status, run_id=outcome.run_id)
 
 
-def _set_row(options: EvalOptions, eval_id: str, kernel: str, run_id: str, status: str) -> None:
-    from dataclasses import asdict
-    with _connect(options.workdir) as db:
-        db.execute("INSERT OR REPLACE INTO evals VALUES (?, ?, ?, ?, ?, ?)",
-                   (eval_id, kernel, run_id, status, json.dumps(asdict(options)), time.time()))
+def set_status(workdir: str, eval_id: str, kernel: str, status: str, run_id: str | None = None,
+               reason: str = "") -> None:
+    """Update one kernel's row (its run id only when given); the row keeps its place in the table."""
+    with _connect(workdir) as db:
+        db.execute("UPDATE evals SET run_id = COALESCE(?, run_id), status = ?, reason = ? "
+                   "WHERE eval_id = ? AND kernel = ?", (run_id, status, reason[:300], eval_id, kernel))
 
 
 def summarize(workdir: str, eval_id: str) -> pd.DataFrame:
     """One row per kernel of the eval: baseline, expert and best with their sources, speedups
     (none where within the measured spread), iterations and time to the best, rejections by
-    reason, tokens and cost."""
+    reason, tokens and cost; a kernel that did not finish says so in ``status``, ``reason`` and
+    its verdict, with the figures its run reached, if any."""
     record = RunRecord(Path(workdir))
     with _connect(workdir) as db:
-        rows = db.execute("SELECT kernel, run_id FROM evals WHERE eval_id = ? ORDER BY rowid", (eval_id,)).fetchall()
-    return pd.DataFrame([_kernel_row(record, kernel, run_id) for kernel, run_id in rows])
+        rows = db.execute("SELECT kernel, run_id, status, reason FROM evals WHERE eval_id = ? ORDER BY rowid",
+                          (eval_id,)).fetchall()
+    return pd.DataFrame([_kernel_row(record, *row) for row in rows])
 
 
-def _kernel_row(record: RunRecord, kernel: str, run_id: str) -> dict:
-    meta = record.run(run_id)
-    report = json.loads((Path(meta["run_dir"]) / "report.json").read_text())
-    iterations = record.iterations(run_id)
-    out = {"kernel": kernel, "hardware": report["hardware"], "mode": report["mode"], "run_id": run_id}
+def _kernel_row(record: RunRecord, kernel: str, run_id: str | None, status: str, reason: str | None) -> dict:
+    report_path = Path(record.run(run_id)["run_dir"]) / "report.json" if run_id else None
+    report = json.loads(report_path.read_text()) if report_path and report_path.exists() else {}
+    out = {"kernel": kernel, "hardware": report.get("hardware"), "mode": report.get("mode"), "run_id": run_id}
     for label in ("baseline", "expert", "best"):
         f = report.get(label) or {}
         out.update({f"{label}_name": f.get("name"), f"{label}_time_ms": f.get("time_ms"),
@@ -135,16 +240,28 @@ def _kernel_row(record: RunRecord, kernel: str, run_id: str) -> dict:
         real = best.get(f"beyond_noise_vs_{other}")
         out[f"speedup_vs_{other}"] = speedup if real else (1.0 if speedup is not None else None)
         out[f"l2_gain_vs_{other}"] = best.get(f"l2_gain_vs_{other}")
+    out.update(_iteration_columns(record, run_id, report))
+    out.update(status=status, reason=reason or "")
+    out["verdict"] = _verdict(out) if status == "finished" else f"{status}: {reason}" if reason else status
+    return out
+
+
+def _iteration_columns(record: RunRecord, run_id: str | None, report: dict) -> dict:
+    """Iterations, iteration and seconds to the best, rejections, tokens and cost of one run."""
+    if not report:
+        return {"iterations": None, "iteration_of_best": None, "seconds_to_best": None, "rejected": "",
+                "tokens": None, "cost_usd": None}
+    meta, iterations = record.run(run_id), record.iterations(run_id)
     candidates = iterations[iterations.kind == "candidate"]
     best_row = iterations[iterations.is_best == 1]
-    out["iterations"] = int(report["iterations"])
-    out["iteration_of_best"] = int(best_row.iteration.iloc[0]) if len(best_row) and best_row.kind.iloc[0] == "candidate" else 0
-    out["seconds_to_best"] = (float(best_row.created_at.iloc[0]) - meta["started_at"]) if len(best_row) else None
-    out["rejected"] = "; ".join(f"{v}: {n}" for v, n in candidates[candidates.verdict != "PASS"].verdict.value_counts().items())
-    out["tokens"] = int(candidates.prompt_tokens.sum() + candidates.completion_tokens.sum())
-    out["cost_usd"] = float(candidates.cost_usd.sum())
-    out["verdict"] = _verdict(out)
-    return out
+    return {"iterations": int(report["iterations"]),
+            "iteration_of_best": (int(best_row.iteration.iloc[0])
+                                  if len(best_row) and best_row.kind.iloc[0] == "candidate" else 0),
+            "seconds_to_best": (float(best_row.created_at.iloc[0]) - meta["started_at"]) if len(best_row) else None,
+            "rejected": "; ".join(f"{v}: {n}" for v, n in
+                                  candidates[candidates.verdict != "PASS"].verdict.value_counts().items()),
+            "tokens": int(candidates.prompt_tokens.sum() + candidates.completion_tokens.sum()),
+            "cost_usd": float(candidates.cost_usd.sum())}
 
 
 def _verdict(row: dict) -> str:
@@ -168,18 +285,21 @@ def write_tables(table: pd.DataFrame, out_dir: Path, eval_id: str) -> list:
 def _fmt(value, kind: str) -> str:
     if value is None or (isinstance(value, float) and pd.isna(value)):
         return "n/a"
-    return {"pct": f"{value:.1%}", "ms": f"{value:.3f}", "x": f"{value:.2f}x", "gb": f"{value / 1e9:.2f}"}[kind]
+    formats = {"pct": "{:.1%}", "ms": "{:.3f}", "x": "{:.2f}x", "int": "{:.0f}", "text": "{}"}
+    return f"{value / 1e9:.2f}" if kind == "gb" else formats[kind].format(value)
 
 
 def _markdown(table: pd.DataFrame) -> str:
     lines = ["| kernel | mode | baseline L2 | expert L2 | best (order) L2 | baseline ms | expert ms | best ms "
              "| vs baseline | vs expert | iter. of best | rejected | verdict |", "|" + "---|" * 13]
     for r in table.to_dict("records"):
-        lines.append(f"| {r['kernel']} | {r['mode']} | {_fmt(r['baseline_l2_hit_rate'], 'pct')} "
-                     f"| {_fmt(r['expert_l2_hit_rate'], 'pct')} | {r['best_name']}: {_fmt(r['best_l2_hit_rate'], 'pct')} "
+        lines.append(f"| {r['kernel']} | {_fmt(r['mode'], 'text')} | {_fmt(r['baseline_l2_hit_rate'], 'pct')} "
+                     f"| {_fmt(r['expert_l2_hit_rate'], 'pct')} "
+                     f"| {_fmt(r['best_name'], 'text')}: {_fmt(r['best_l2_hit_rate'], 'pct')} "
                      f"| {_fmt(r['baseline_time_ms'], 'ms')} | {_fmt(r['expert_time_ms'], 'ms')} "
                      f"| {_fmt(r['best_time_ms'], 'ms')} | {_fmt(r['speedup_vs_baseline'], 'x')} "
-                     f"| {_fmt(r['speedup_vs_expert'], 'x')} | {r['iteration_of_best']} | {r['rejected'] or 'none'} "
+                     f"| {_fmt(r['speedup_vs_expert'], 'x')} | {_fmt(r['iteration_of_best'], 'int')} "
+                     f"| {_fmt(r['rejected'], 'text') if r['rejected'] else 'none'} "
                      f"| {r['verdict']} |")
     sources = ", ".join(sorted({s for s in table.best_source.dropna()}))
     return "\n".join(lines) + f"\n\nL2 figures: {sources}; a speedup within the measured spread is shown as 1.00x.\n"

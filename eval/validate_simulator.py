@@ -23,7 +23,8 @@ ORDERS = ["row-major", "column-major", "grouped-m:4", "grouped-m:8", "grouped-m:
 
 
 def measure(kernel: Path, orders: list, out: Path) -> None:
-    """ncu metrics (profiling/ncu.py: 3 launches averaged) of each order at the default problem."""
+    """ncu metrics (profiling/ncu.py: 3 launches averaged) of each order at the default problem;
+    ``out`` is rewritten after every order, so that a run cut short keeps the orders it measured."""
     import torch
     from swizzleperf.agent.candidate import splice, target_args
     from swizzleperf.agent.spec import load_kernel
@@ -39,9 +40,10 @@ def measure(kernel: Path, orders: list, out: Path) -> None:
                                    catalog_source(order, target_args(source, spec.rewrite_target))))
             rows.append({"order": order, **profile_launch(path, spec.kernel_name, spec.dtypes[0])})
             print(order, rows[-1]["lts__t_sector_hit_rate.pct"], flush=True)
-    out.write_text(json.dumps({"device": torch.cuda.get_device_name(), "kernel": str(kernel.relative_to(ROOT)),
-                               "problem": dict(spec.problems["default"]), "meta": dict(spec.meta),
-                               "rows": rows}, indent=1))
+            out.write_text(json.dumps({"device": torch.cuda.get_device_name(),
+                                       "kernel": str(kernel.relative_to(ROOT)),
+                                       "problem": dict(spec.problems["default"]), "meta": dict(spec.meta),
+                                       "rows": rows}, indent=1))
 
 
 def compare(measured_path: Path, hw: str, out: Path | None) -> str:

@@ -40,7 +40,7 @@ def test_a_finished_kernel_is_not_redone(evaluated):
     options, eval_id, table, _ = evaluated
     events = []
     again_id, again, _ = run_eval(options, eval_id, on_event=lambda kind, data: events.append(kind))
-    assert again_id == eval_id and events == ["skip"]
+    assert again_id == eval_id and events == ["eval", "skip"]
     assert again.run_id.tolist() == table.run_id.tolist()
 
 
