@@ -96,8 +96,17 @@ class Measurer:
             return {"notes": f"ncu failed ({exc}): L2 hit rate and DRAM bytes are the simulator's"}
         hits = raw.get("lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum", 0.0)
         misses = raw.get("lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum", 0.0)
-        return {"l2_hit_rate": raw["lts__t_sector_hit_rate.pct"] / 100.0, "l2_source": "measured:ncu",
-                "l2_read_hit_rate": hits / (hits + misses) if hits + misses else None,
+        read_hit_rate = hits / (hits + misses) if hits + misses else None
+        l2 = {"l2_hit_rate": raw["lts__t_sector_hit_rate.pct"] / 100.0, "l2_source": "measured:ncu"}
+        if l2["l2_hit_rate"] > 1.0:
+            # seen on an H200 (2026-11-22) for smith_waterman's tiny launches: 122 %. Not a
+            # rate; the SM read lookups (hits / (hits + misses)) are, where ncu gave them.
+            note = f"ncu's lts__t_sector_hit_rate.pct read {100 * l2['l2_hit_rate']:.1f} % (> 100 %)"
+            if read_hit_rate is None:
+                return {"notes": f"{note}: L2 hit rate and DRAM bytes are the simulator's"}
+            l2 = {"l2_hit_rate": read_hit_rate, "l2_source": "measured:ncu:read-lookups",
+                  "notes": f"{note}: the L2 hit rate is the SM read lookups' instead"}
+        return {**l2, "l2_read_hit_rate": read_hit_rate,
                 "dram_bytes": raw.get("dram__bytes_read.sum", 0.0) + raw.get("dram__bytes_write.sum", 0.0),
                 "dram_source": "measured:ncu", "ncu_time_ms": raw.get("gpu__time_duration.sum", 0.0) / 1e6,
                 "ncu": raw}

@@ -52,7 +52,10 @@ def _comparisons(best: dict, baseline: dict | None, expert: dict | None, mode: s
     out = {}
     for label, other in (("baseline", baseline), ("expert", expert)):
         bm, om = best.get("metrics") or {}, (other or {}).get("metrics") or {}
-        if bm.get("time_ms") and om.get("time_ms"):
+        if other is not None and (other is best or other.get("source") == best.get("source")):
+            # the same order measured twice: no speedup, whatever the two samples say
+            out[f"speedup_vs_{label}"], out[f"beyond_noise_vs_{label}"] = 1.0, False
+        elif bm.get("time_ms") and om.get("time_ms"):
             out[f"speedup_vs_{label}"] = om["time_ms"] / bm["time_ms"]
             out[f"beyond_noise_vs_{label}"] = lessons.beyond_noise(best, other, mode)
         if bm.get("l2_hit_rate") is not None and om.get("l2_hit_rate") is not None:
