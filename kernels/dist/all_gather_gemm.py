@@ -92,7 +92,7 @@ def swizzle(pid, num_pid_m, num_pid_n):
     return pid_m, pid_n
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["epoch"])
 def all_gather_gemm_gemm(a_ptr, gathered_ptr, b_ptr, c_ptr, flags, errors, flag_kind,
                          heap_bases, rank, epoch, max_spins, rows_per_rank, N_local, K,
                          stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
@@ -135,7 +135,7 @@ def all_gather_gemm_gemm(a_ptr, gathered_ptr, b_ptr, c_ptr, flags, errors, flag_
         tl.store(c_ptrs, accumulator.to(c_ptr.dtype.element_ty), mask=mask)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["epoch"])
 def all_gather_gemm_push(a_ptr, gathered_ptr, flags, heap_bases, rank, epoch, rows_per_rank, K,
                          stride_am, stride_ak,
                          BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
@@ -164,7 +164,7 @@ def all_gather_gemm_push(a_ptr, gathered_ptr, flags, heap_bases, rank, epoch, ro
             device.signal(flags + rank * chunks + chunk, epoch, rank, peer, heap_bases)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["epoch"])
 def all_gather_gemm_signal(flags, heap_bases, rank, peer, epoch, first, count):
     """Set ``flags[first .. first + count)`` to ``epoch`` in ``peer``'s heap (release, system
     scope): the chunks a copy engine wrote just before this launch on the same stream."""

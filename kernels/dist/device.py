@@ -150,7 +150,7 @@ def wait(flag_pointer, expected, errors, kind, index, peer, max_spins,
     return value
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["epoch"])
 def _barrier_kernel(signals, errors, heap_bases, rank, epoch, max_spins,
                     WORLD_SIZE: tl.constexpr, SIGNAL: tl.constexpr, WAIT: tl.constexpr):
     """Set this rank's entry of every peer's barrier signals to ``epoch``, then wait for every

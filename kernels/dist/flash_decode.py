@@ -110,7 +110,7 @@ def swizzle(pid, num_bh, num_splits):
     return bh, split
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["epoch"])
 def flash_decode_partial(
     q_ptr, k_ptr, v_ptr,              # q [B, H, D]; K_r, V_r [B, H_kv, S_r, D] (this rank's keys)
     part_o_ptr, part_lse_ptr,         # scratch fp32 [B * H, SPLITS, D], [B * H, SPLITS]
@@ -218,7 +218,7 @@ def flash_decode_partial(
             tl.store(gather_lse, lse_r, mask=mask_h)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["epoch"])
 def flash_decode_combine(
     gather_o_ptr, gather_lse_ptr,     # heap fp32 [W, B * H, D], [W, B * H]
     flags_ptr, errors, flag_kind,     # heap int32 [W, B * H_kv]; the heap's error record

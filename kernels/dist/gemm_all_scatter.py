@@ -110,7 +110,7 @@ def _scatter_worker(c_ptr, flags, errors, flag_kind, heap_bases, rank, epoch, ma
             device.put(c_ptrs, c_ptrs, rank, (rank + i) % WORLD_SIZE, heap_bases, mask=mask)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["epoch"])
 def gemm_all_scatter_gemm(a_ptr, b_ptr, c_ptr, flags, heap_bases, rank, epoch,
                           M, N_local, K, stride_am, stride_ak, stride_bk, stride_bn,
                           stride_cm, stride_cn,
@@ -123,7 +123,7 @@ def gemm_all_scatter_gemm(a_ptr, b_ptr, c_ptr, flags, heap_bases, rank, epoch,
                  stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, WORLD_SIZE, MODE, DOT_IN_FP32)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["epoch"])
 def gemm_all_scatter_scatter(c_ptr, flags, errors, flag_kind, heap_bases, rank, epoch,
                              max_spins, M, N_local, stride_cm, stride_cn,
                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -134,7 +134,7 @@ def gemm_all_scatter_scatter(c_ptr, flags, errors, flag_kind, heap_bases, rank, 
                     BLOCK_M, BLOCK_N, WORLD_SIZE, WAIT)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["epoch"])
 def gemm_all_scatter_specialized(a_ptr, b_ptr, c_ptr, flags, errors, flag_kind, heap_bases,
                                  rank, epoch, max_spins, gemm_programs,
                                  M, N_local, K, stride_am, stride_ak, stride_bk, stride_bn,

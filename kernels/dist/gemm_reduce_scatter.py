@@ -98,7 +98,7 @@ def swizzle(pid, num_pid_m, num_pid_n):
     return pid_m, pid_n
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["epoch"])
 def gemm_reduce_scatter_gemm(a_ptr, b_ptr, staging_ptr, flags, heap_bases, rank, epoch,
                              rows_per_rank, N, K_local, stride_am, stride_ak, stride_bk,
                              stride_bn, stride_sw, stride_sm, stride_sn,
@@ -134,7 +134,7 @@ def gemm_reduce_scatter_gemm(a_ptr, b_ptr, staging_ptr, flags, heap_bases, rank,
                           rank, owner, heap_bases)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["epoch"])
 def gemm_reduce_scatter_reduce(staging_ptr, out_ptr, flags, errors, flag_kind, rank, epoch,
                                max_spins, rows_per_rank, N, stride_sw, stride_sm, stride_sn,
                                stride_om, stride_on,
