@@ -5,10 +5,7 @@
 set -uo pipefail
 OUTDIR=${1:?usage: gpu_dist.sh OUTDIR}
 mkdir -p "$OUTDIR"
-export TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site
-python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . || exit 1
+source eval/gpu_setup.sh   # multicast off, wheels and project installed, $GPU
 GPUS=$(python3 -c "import torch; print(torch.cuda.device_count())")
 nvidia-smi topo -m > "$OUTDIR/topo.txt" 2>&1
 if [ "${SKIP_TESTS:-0}" != 1 ]; then

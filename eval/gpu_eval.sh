@@ -11,11 +11,7 @@ OUTDIR=${1:?usage: gpu_eval.sh OUTDIR}
 BUDGET_S=${BUDGET_S:-540}   # seconds for the whole script, install included
 MIN_VALIDATE_S=90           # less left than this after the eval: no validation
 mkdir -p "$OUTDIR"
-export TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-timeout 300 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site
-timeout 300 python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . || exit 1
-GPU=$(timeout 60 python3 -c "import torch; print(torch.cuda.get_device_name().split()[1].lower())")
+source eval/gpu_setup.sh   # multicast off, wheels and project installed, $GPU
 NGPU=$(timeout 60 python3 -c "import torch; print(torch.cuda.device_count())")
 (( NGPU > 0 )) || { echo "no CUDA device visible"; exit 1; }
 timeout 60 swizzleperf hw 2>&1 | tee "$OUTDIR/hw.txt"

@@ -5,11 +5,7 @@
 set -uo pipefail
 OUTDIR=${1:?usage: gpu_run.sh OUTDIR}
 mkdir -p "$OUTDIR"
-export TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site
-python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . || exit 1
-GPU=$(python3 -c "import torch; print(torch.cuda.get_device_name().split()[1].lower())")
+source eval/gpu_setup.sh   # multicast off, wheels and project installed, $GPU
 swizzleperf hw 2>&1 | tee "$OUTDIR/hw.txt"
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   python3 eval/bench_gemm.py --out "$OUTDIR/gemm_bench_$GPU.json" 2>&1 | tee "$OUTDIR/gemm_bench_$GPU.md"

@@ -4,11 +4,7 @@
 # allows) ncu against the simulator for the 2-D kernels. Usage: bash eval/gpu_suite.sh OUTDIR
 set -uo pipefail
 OUTDIR=${1:?usage: gpu_suite.sh OUTDIR}
-export TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site
-python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . || exit 1
-GPU=$(python3 -c "import torch; print(torch.cuda.get_device_name().split()[1].lower())")
+source eval/gpu_setup.sh   # multicast off, wheels and project installed, $GPU
 swizzleperf hw --probe --workdir "$OUTDIR" 2>&1 | tail -2 | tee "$OUTDIR/probe.txt"
 swizzleperf simulate kernels/gemm.py --hw h200 --swizzle grouped-m:8 --traced --json > "$OUTDIR/traced_gemm_$GPU.json" \
   || echo "the tracer failed on this triton" > "$OUTDIR/traced_gemm_$GPU.json"

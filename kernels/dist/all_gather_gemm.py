@@ -78,7 +78,8 @@ import triton.language as tl
 
 from swizzleperf.kernels.dist import device
 from swizzleperf.kernels.dist.spec import BARRIER, Baseline, DistKernelSpec, Step
-from swizzleperf.kernels.dist.tiles import dot_in_fp32, gemm_tile, num_sms, tile_pointers
+from swizzleperf.kernels.dist.tiles import (GEMM_CHECK_META, GEMM_META, dot_in_fp32,
+                                            gemm_tile, num_sms, tile_pointers)
 
 PATTERNS = ("pull", "push", "push_copy_engine", "bulk_sync")
 _PULL, _WAIT, _GATHERED = 0, 1, 2  # where the GEMM finds remote rows of A (SOURCE)
@@ -329,10 +330,8 @@ SPEC = DistKernelSpec(
         "llama8b-up-4k": {"M": 4096, "N": 14336, "K": 4096},
     },
     bench_problems=("llama70b-up-8k", "llama70b-qkv-4k", "llama8b-up-4k"),
-    meta={"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3,
-          "COMM_SMS": 16, "CE_GROUPS": 4},
-    check_meta={"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "num_warps": 4, "num_stages": 1,
-                "COMM_SMS": 1, "CE_GROUPS": 2},
+    meta={**GEMM_META, "COMM_SMS": 16, "CE_GROUPS": 4},
+    check_meta={**GEMM_CHECK_META, "COMM_SMS": 1, "CE_GROUPS": 2},
     knobs={"pattern": PATTERNS, "COMM_SMS": (8, 16, 32), "CE_GROUPS": (1, 2, 4, 8),
            "swizzle": ("row-major", "column-major", "grouped-m:8")},
     make_inputs=make_inputs,

@@ -50,7 +50,8 @@ import triton.language as tl
 
 from swizzleperf.kernels.dist import device
 from swizzleperf.kernels.dist.spec import BARRIER, Baseline, DistKernelSpec, Step
-from swizzleperf.kernels.dist.tiles import dot_in_fp32, gemm_tile, num_sms, tile_pointers
+from swizzleperf.kernels.dist.tiles import (GEMM_CHECK_META, GEMM_META, dot_in_fp32,
+                                            gemm_tile, num_sms, tile_pointers)
 
 PATTERNS = ("bulk_sync", "producer_consumer", "fused_sequential", "workgroup_specialized")
 _LOCAL, _SIGNAL, _EVERY_RANK = 0, 1, 2  # what the GEMM worker does with a finished tile
@@ -286,10 +287,8 @@ SPEC = DistKernelSpec(
         "llama70b-up-1k": {"M": 1024, "N": 28672, "K": 8192},
     },
     bench_problems=("iris-4096", "iris-8192x3584x14336", "llama70b-qkv-4k", "llama70b-up-1k"),
-    meta={"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3,
-          "COMM_SMS": 16},
-    check_meta={"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "num_warps": 4, "num_stages": 1,
-                "COMM_SMS": 1},
+    meta={**GEMM_META, "COMM_SMS": 16},
+    check_meta={**GEMM_CHECK_META, "COMM_SMS": 1},
     knobs={"pattern": PATTERNS, "COMM_SMS": (8, 16, 32),
            "swizzle": ("row-major", "column-major", "grouped-m:8")},
     make_inputs=make_inputs,

@@ -12,7 +12,6 @@ import time
 import torch
 import torch.distributed as dist
 import triton
-import triton.language as tl
 
 from swizzleperf.kernels.dist import device
 from swizzleperf.kernels.dist.heap import Heap, SpinTimeout

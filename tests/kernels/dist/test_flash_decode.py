@@ -12,34 +12,14 @@ stale partial gives errors of 0.1 to 1.
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
-
 import pytest
+from _interpreted import compile_for_sm90, interpret
 import torch
 
 from swizzleperf.kernels.dist import flash_decode
 from swizzleperf.kernels.dist.flash_decode import SPEC
 
 MODULE = flash_decode.__file__
-
-
-def _interpret(code: str, timeout: int = 120, script: Path | None = None) -> dict:
-    """Run ``code`` under the Triton interpreter in a fresh process (from the file ``script``
-    where given: spawned workers re-import their main module); its last stdout line is JSON."""
-    if script is not None:
-        script.write_text(textwrap.dedent(code))
-        command = [sys.executable, str(script)]
-    else:
-        command = [sys.executable, "-c", textwrap.dedent(code)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
-                          env=dict(os.environ, TRITON_INTERPRET="1"))
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def test_spec_contract():
@@ -97,7 +77,7 @@ def test_torch_partials_merge_to_the_reference(world_size):
 @pytest.mark.parametrize("pattern", SPEC.patterns)
 def test_pattern_verifies_through_the_interpreter(world_size, pattern):
     """Two launches in a row (epoch-counted flags and split counters reused), both dtypes."""
-    result = _interpret(f"""
+    result = interpret(f"""
         import json
         from swizzleperf.kernels.dist import runner
         from swizzleperf.kernels.dist.flash_decode import SPEC
@@ -116,7 +96,7 @@ def test_pattern_verifies_through_the_interpreter(world_size, pattern):
 def test_gqa_multihead_and_uneven_shards():
     """G = 8 (one KV head for 8 query heads) and G = 1 (multi-head) at W = 3 with S = 100: shards
     of 34, 33, 33 keys, chunks of 16, so every rank has a short and an empty split."""
-    result = _interpret("""
+    result = interpret("""
         import dataclasses, json
         from swizzleperf.kernels.dist import runner
         from swizzleperf.kernels.dist.flash_decode import SPEC
@@ -140,7 +120,7 @@ def test_catalog_orders_verify_and_a_broken_order_is_caught(tmp_path):
     """Catalog members spliced into a copy of the module (as the optimizer does) verify
     (grouped-m:3 over 4 bh: a short last group); a swizzle that maps every program to bh 0
     leaves the other heads unmerged and fails."""
-    result = _interpret(f"""
+    result = interpret(f"""
         import importlib.util, json, pathlib
         from swizzleperf.agent.candidate import splice, target_args
         from swizzleperf.agent.swizzles import catalog_source
@@ -172,7 +152,7 @@ def test_catalog_orders_verify_and_a_broken_order_is_caught(tmp_path):
 def test_a_lost_producer_ends_in_spin_timeout():
     """fused_push without its partial step: the combine's bounded waits give up, and the error
     names the waiting rank and the flag (source rank 0's ready flag of bh 0, set by rank 0)."""
-    result = _interpret("""
+    result = interpret("""
         import dataclasses, json
         from swizzleperf.kernels.dist import runner
         from swizzleperf.kernels.dist.flash_decode import SPEC
@@ -194,7 +174,7 @@ def test_a_lost_producer_ends_in_spin_timeout():
 
 def test_the_baseline_over_gloo_with_two_ranks(tmp_path):
     """``baseline`` end to end (the packing, ``all_gather_into_tensor``, the merge) on CPU."""
-    result = _interpret("""
+    result = interpret("""
         import json, os, tempfile
         import torch, torch.distributed as dist, torch.multiprocessing as mp
         from swizzleperf.kernels.dist.flash_decode import SPEC
@@ -222,8 +202,5 @@ def test_the_baseline_over_gloo_with_two_ranks(tmp_path):
 def test_every_launch_compiles_for_sm_90():
     """``compile_check``: each pattern's kernels through Triton's code generation and ptxas for
     sm_90 (what the interpreter never runs), on CPU."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run([sys.executable, "-m", "swizzleperf.kernels.dist.compile_check",
-                           "flash_decode"], capture_output=True, text=True, timeout=300, env=env)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-    assert done.stdout.count("compiled for sm_90") == len(SPEC.patterns), done.stdout
+    stdout = compile_for_sm90("flash_decode")
+    assert stdout.count("compiled for sm_90") == len(SPEC.patterns), stdout

@@ -9,25 +9,21 @@ H200). A tile missing on one rank leaves NaN (error inf); one from the wrong ran
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
+from _interpreted import interpret
 
 from swizzleperf.agent.swizzles import catalog_source
 from swizzleperf.kernels.dist import gemm_all_scatter as kernel
 
 
+PRELUDE = ("import dataclasses, json\n"
+           "from swizzleperf.kernels.dist import gemm_all_scatter as kernel, runner\n"
+           "from swizzleperf.kernels.dist.heap import SpinTimeout\n")
+
+
 def _interpret(body: str) -> object:
-    prelude = ("import dataclasses, json\n"
-               "from swizzleperf.kernels.dist import gemm_all_scatter as kernel, runner\n"
-               "from swizzleperf.kernels.dist.heap import SpinTimeout\n")
-    done = subprocess.run([sys.executable, "-c", prelude + body], capture_output=True, text=True,
-                          timeout=300, env=dict(os.environ, TRITON_INTERPRET="1"))
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    """``body`` after PRELUDE's imports, under the Triton interpreter in a fresh process."""
+    return interpret(PRELUDE + body)
 
 
 @pytest.mark.parametrize("world_size", [2, 3])

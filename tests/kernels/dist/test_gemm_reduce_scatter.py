@@ -15,27 +15,23 @@ at W = 2, 5.9e-3 at W = 3). The spec's 1e-2 / 2e-3 hold; a missing partial has e
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
+from _interpreted import compile_for_sm90, interpret
+
+from swizzleperf.kernels.dist import gemm_reduce_scatter as kernel
 
 KERNEL = "swizzleperf.kernels.dist.gemm_reduce_scatter"
 
 
+PRELUDE = ("import dataclasses, json\n"
+           f"import {KERNEL} as kernel\n"
+           "from swizzleperf.kernels.dist import runner\n"
+           "from swizzleperf.kernels.dist.heap import SpinTimeout\n")
+
+
 def _interpret(body: str) -> object:
-    """Run ``body`` in a fresh Python with ``TRITON_INTERPRET=1`` (``kernel``, ``runner``,
-    ``SpinTimeout`` and ``dataclasses`` imported); return the JSON of its last output line."""
-    prelude = ("import dataclasses, json\n"
-               f"import {KERNEL} as kernel\n"
-               "from swizzleperf.kernels.dist import runner\n"
-               "from swizzleperf.kernels.dist.heap import SpinTimeout\n")
-    done = subprocess.run([sys.executable, "-c", prelude + body], capture_output=True, text=True,
-                          timeout=300, env=dict(os.environ, TRITON_INTERPRET="1"))
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    """``body`` after PRELUDE's imports, under the Triton interpreter in a fresh process."""
+    return interpret(PRELUDE + body)
 
 
 @pytest.mark.parametrize("world_size", [2, 3])
@@ -140,8 +136,5 @@ def test_bench_problems_fit_one_h200_at_world_size_8():
 def test_every_launch_compiles_for_sm_90():
     """``compile_check``: each pattern's kernels through Triton's code generation and ptxas for
     sm_90 (what the interpreter never runs), on CPU."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run([sys.executable, "-m", "swizzleperf.kernels.dist.compile_check",
-                           "gemm_reduce_scatter"], capture_output=True, text=True, timeout=300, env=env)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-    assert done.stdout.count("compiled for sm_90") == 2, done.stdout
+    stdout = compile_for_sm90("gemm_reduce_scatter")
+    assert stdout.count("compiled for sm_90") == len(kernel.SPEC.patterns), stdout

@@ -4,26 +4,22 @@ with ``TRITON_INTERPRET=1``, the convention of tests/kernels). Data movement is 
 exact equality; atomics against their sequential result."""
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
+from _interpreted import interpret
 import torch
 
 from swizzleperf.kernels.dist.heap import (ALIGN, BASE_ALIGN, Allocation, Heap, HeapError,
                                            _compare_allocations)
 
 
+PRELUDE = ("import json, torch, triton, triton.language as tl\n"
+           "from swizzleperf.kernels.dist import device\n"
+           "from swizzleperf.kernels.dist.heap import Heap, SpinTimeout, barrier_all\n")
+
+
 def _interpret(body: str) -> object:
-    prelude = ("import json, torch, triton, triton.language as tl\n"
-               "from swizzleperf.kernels.dist import device\n"
-               "from swizzleperf.kernels.dist.heap import Heap, SpinTimeout, barrier_all\n")
-    done = subprocess.run([sys.executable, "-c", prelude + body], capture_output=True, text=True,
-                          timeout=300, env=dict(os.environ, TRITON_INTERPRET="1"))
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    """``body`` after PRELUDE's imports, under the Triton interpreter in a fresh process."""
+    return interpret(PRELUDE + body)
 
 
 def test_allocations_are_aligned_symmetric_and_bounded():

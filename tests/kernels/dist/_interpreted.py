@@ -1,0 +1,37 @@
+"""Helpers of the distributed-kernel tests: code in a fresh Python under the Triton interpreter
+(``@triton.jit`` picks the interpreter when a module is imported, so the pytest process, which
+imports kernels compiled elsewhere, must not switch it on for everyone: the convention of
+tests/kernels), and the sm_90 build of a kernel's launches without a GPU."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+
+def interpret(code: str, timeout: int = 300, script: Path | None = None) -> object:
+    """Run ``code`` (dedented) with ``TRITON_INTERPRET=1`` in a fresh process, from the file
+    ``script`` where given (spawned workers re-import their main module); return the JSON of
+    its last stdout line. Fails the test with the process's output when it exits non-zero."""
+    code = textwrap.dedent(code)
+    if script is not None:
+        script.write_text(code)
+        command = [sys.executable, str(script)]
+    else:
+        command = [sys.executable, "-c", code]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, TRITON_INTERPRET="1"))
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def compile_for_sm90(kernel: str) -> str:
+    """``python -m swizzleperf.kernels.dist.compile_check KERNEL`` (interpreter off); its stdout."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-m", "swizzleperf.kernels.dist.compile_check", kernel],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    return done.stdout
