@@ -10,13 +10,15 @@ each access's address range as an affine function of the tile coordinates, check
 further samples, and extends it to every tile (``extend``). Kernels whose addresses depend on data
 (a CSR gather) fail the check and are reported as such.
 
+The hooks into the interpreter, the one part that differs between Triton versions (3.6 on the GPU
+machines, 3.9 here), are in ``interpreter_hooks.py``.
+
 Recorded access: ``(site, tensor, start, end, nbytes, is_store)``: the call site (source line),
 the index of the input tensor it falls in, the byte range ``[start, end)`` within that tensor, and
 the distinct bytes touched. A *step* ends where a call site repeats (one loop iteration).
 """
 from __future__ import annotations
 
-import itertools
 import math
 import sys
 
@@ -128,91 +130,34 @@ def record_samples(spec, module, problem: dict, meta: dict, dtype: str, pids: li
     """Run the programs ``pids`` of one real launch under the interpreter, recording every load
     and store; returns one ordered access list per pid. Loads still read memory (addresses may
     depend on loaded data); ``tl.dot`` is skipped. Raises TraceError for multi-launch kernels."""
-    from triton.runtime import interpreter
+    from swizzleperf.profiling.interpreter_hooks import sampled_launches
     inputs = spec.make_inputs(problem, 0, "cpu", dtype)
     tensors = [t for t in inputs.values() if hasattr(t, "data_ptr")]
     ranges = np.array([(t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()) for t in tensors])
-    kernel_file = module.__file__
-    log, current = [], {"pid": None}
-    builder = interpreter.interpreter_builder
-    saved = _patch_interpreter(interpreter, builder, pids, log, current, ranges, kernel_file)
-    try:
-        spec.launch(inputs, **meta)
-    finally:
-        for owner, name, value in saved:
-            setattr(owner, name, value)
-    launches = {entry[0] for entry in log}
-    if len(launches) > 1:
-        raise TraceError("the kernel's launch runs several Triton launches: trace one launch at a time")
-    per_pid = {p: [] for p in range(len(pids))}
-    for _, index, access in log:
-        per_pid[index].append(access)
-    return [per_pid[i] for i in range(len(pids))]
+    log = []
 
-
-def _patch_interpreter(interpreter, builder, pids, log, current, ranges, kernel_file) -> list:
-    """Replace the grid by the sampled programs and record memory ops; returns what to restore."""
-    grid_executor = interpreter.GridExecutor
-    launch_ids = itertools.count()
-    saved = [(grid_executor, "__call__", grid_executor.__call__),
-             (builder, "create_get_program_id", builder.create_get_program_id),
-             (builder, "create_get_num_programs", builder.create_get_num_programs),
-             (builder, "create_masked_load", builder.create_masked_load),
-             (builder, "create_masked_store", builder.create_masked_store),
-             (builder, "create_dot", builder.create_dot)]
-    real = {}
-
-    def call(self, *args, **kwargs):
-        grid = self.grid
-        real["grid"] = grid
-        real["launch"] = next(launch_ids)
-        self.grid = (len(pids),)
-        try:
-            return saved[0][2](self, *args, **kwargs)
-        finally:
-            self.grid = grid
-
-    def program_id(axis):
-        pid = pids[builder.grid_idx[0]]
-        value = pid[axis] if isinstance(pid, tuple) else (pid if axis == 0 else 0)
-        return interpreter.TensorHandle(np.array([value], dtype=np.int32), interpreter.tl.int32)
-
-    def num_programs(axis):
-        grid = real["grid"]
-        grid = tuple(grid) + (1, 1, 1)
-        return interpreter.TensorHandle(np.array([grid[axis]], dtype=np.int32), interpreter.tl.int32)
-
-    def record(ptrs, mask, is_store):
-        addrs = ptrs.data[mask.data] if mask is not None else ptrs.data.ravel()
+    def record(launch, index, addrs, itemsize, is_store):
         if addrs.size == 0:
             return
-        elem = np.dtype(interpreter._get_np_dtype(ptrs.get_element_ty())).itemsize
-        lo, hi = int(addrs.min()), int(addrs.max()) + elem
+        lo, hi = int(addrs.min()), int(addrs.max()) + itemsize
         tensor = int(np.flatnonzero((ranges[:, 0] <= lo) & (lo < ranges[:, 1]))[0]) if len(ranges) else -1
         base = int(ranges[tensor, 0]) if tensor >= 0 else 0
-        log.append((real["launch"], builder.grid_idx[0],
-                    (_site(kernel_file), tensor, lo - base, hi - base, int(np.unique(addrs).size) * elem, is_store)))
+        log.append((launch, index, (_site(module.__file__), tensor, lo - base, hi - base,
+                                    int(np.unique(addrs).size) * itemsize, is_store)))
 
-    def masked_load(ptrs, mask, other, cache_policy, is_volatile):
-        record(ptrs, mask, False)
-        return saved[3][2](ptrs, mask, other, cache_policy, is_volatile)
-
-    def masked_store(ptrs, value, mask, cache_policy):
-        record(ptrs, mask, True)
-        return saved[4][2](ptrs, value, mask, cache_policy)
-
-    grid_executor.__call__ = call
-    builder.create_get_program_id = program_id
-    builder.create_get_num_programs = num_programs
-    builder.create_masked_load = masked_load
-    builder.create_masked_store = masked_store
-    builder.create_dot = lambda a, b, d, *rest: d  # arithmetic skipped: addresses never use it
-    return saved
+    with sampled_launches(pids, record):
+        spec.launch(inputs, **meta)
+    if len({entry[0] for entry in log}) > 1:
+        raise TraceError("the kernel's launch runs several Triton launches: trace one launch at a time")
+    per_pid = [[] for _ in pids]
+    for _, index, access in log:
+        per_pid[index].append(access)
+    return per_pid
 
 
 def _site(kernel_file: str) -> int:
     """Source line of the innermost frame in the kernel's file (the tl.load / tl.store call)."""
-    frame = sys._getframe(2)
+    frame = sys._getframe(1)
     while frame is not None and frame.f_code.co_filename != kernel_file:
         frame = frame.f_back
     return frame.f_lineno if frame is not None else -1

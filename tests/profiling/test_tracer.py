@@ -1,5 +1,9 @@
 """The generic tracer: the affine extension on samples counted by hand, its refusals, and the
 traced GEMM against the GEMM's hand-written access model at the real problem size."""
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -96,3 +100,38 @@ def test_tracer_footprints_counted_by_hand(kernel, meta, sizes, footprint):
     _, spec = load_kernel(path)
     hand = spec.trace({**spec.problems["default"], **sizes}, {**spec.meta, **meta})
     assert hand.footprint_bytes() == footprint and hand.block_bytes.size == traced.block_bytes.size
+
+
+TRITON36 = next((Path(p) for p in (os.environ.get("SWIZZLEPERF_TRITON36"), "/tmp/tri36")
+                 if p and (Path(p) / "triton").is_dir()), None)
+# Prints the triton version, then per kernel the traced keys and block bytes (small problems).
+_TRACE_SCRIPT = """
+import json, sys, triton
+from pathlib import Path
+from swizzleperf.agent.simulate import trace_kernel
+out = {"version": triton.__version__}
+for kernel, meta, sizes in json.loads(sys.argv[1]):
+    trace = trace_kernel(Path(kernel), meta_overrides=meta, sizes=sizes)
+    out[kernel] = [trace.keys.tolist(), trace.block_bytes.tolist()]
+print(json.dumps(out))
+"""
+_SMALL = [(str(KERNELS / "gemm.py"), {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}, {"M": 96, "N": 64, "K": 64}),
+          (str(KERNELS / "elementwise.py"), {"BLOCK": 256}, {"M": 16, "N": 64})]
+
+
+@pytest.mark.skipif(TRITON36 is None, reason="no Triton 3.6 to run under: set SWIZZLEPERF_TRITON36 to a folder "
+                                             "holding its triton package (as /tmp/tri36 does)")
+def test_tracer_gives_the_same_trace_under_triton36():
+    """The GPU image's Triton 3.6 (with NumPy >= 2.4) once failed where 3.9 worked
+    (profiling/interpreter_hooks.py says why): the GEMM (a loop over K, so ``tensor.__index__``)
+    and the elementwise kernel (loads only) traced in a subprocess under 3.6 give exactly the
+    installed Triton's trace."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(TRITON36), os.environ.get("PYTHONPATH")])))
+    proc = subprocess.run([sys.executable, "-c", _TRACE_SCRIPT, json.dumps(_SMALL)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    under36 = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert under36.pop("version").startswith("3.6"), f"{TRITON36} does not hold Triton 3.6"
+    for kernel, meta, sizes in _SMALL:
+        here = trace_kernel(Path(kernel), meta_overrides=meta, sizes=sizes)
+        assert under36[kernel] == [here.keys.tolist(), here.block_bytes.tolist()], kernel
