@@ -35,3 +35,37 @@ def gemm_source() -> str:
 @pytest.fixture(scope="session")
 def gemm_path() -> Path:
     return GEMM
+
+
+_LAUNCH_INTERPRETED = """
+import json, sys, torch
+from swizzleperf.agent.spec import load_kernel
+path, problem, dtype, meta, seed = json.loads(sys.argv[1])
+module, spec = load_kernel(path)
+inputs = spec.make_inputs(problem, seed, 'cpu', dtype)
+out = inputs[spec.output_name]
+out.fill_(float('nan'))
+spec.launch(inputs, **(meta or spec.check_meta))
+ref = spec.reference(inputs).double()
+print(json.dumps([bool(torch.isnan(out).any()), float((out.double() - ref).norm() / ref.norm())]))
+"""
+
+
+@pytest.fixture
+def launch_interpreted():
+    """``(kernel path, problem, dtype, meta=None, seed=5) -> (has_nan, rel_error)``: one launch of
+    the kernel under the Triton interpreter in a worker (``@triton.jit`` picks the interpreter at
+    import, so never in the pytest process), its output poisoned with NaN first; ``meta`` defaults
+    to the spec's ``check_meta``; ``rel_error`` is ``||out - ref||_F / ||ref||_F`` in fp64."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    def run(path, problem: dict, dtype: str, meta: dict | None = None, seed: int = 5):
+        args = json.dumps([str(path), problem, dtype, meta, seed])
+        done = subprocess.run([sys.executable, "-c", _LAUNCH_INTERPRETED, args], capture_output=True,
+                              text=True, timeout=300, env=dict(os.environ, TRITON_INTERPRET="1"))
+        assert done.returncode == 0, done.stderr[-2000:]
+        return tuple(json.loads(done.stdout.strip().splitlines()[-1]))
+    return run

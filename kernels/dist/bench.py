@@ -22,6 +22,8 @@ from pathlib import Path
 
 import torch
 
+from swizzleperf.kernels.dist import runner
+
 KERNELS = ("gemm_all_scatter", "all_gather_gemm", "gemm_reduce_scatter", "flash_decode")
 
 
@@ -61,8 +63,6 @@ def _problems(spec, selection: str) -> list:
 
 def bench_kernel(spec, heap, args, group=None) -> list:
     """Rows of one kernel: every selected problem x pattern, verified then timed."""
-    from swizzleperf.kernels.dist import runner
-
     rows = []
     patterns = spec.patterns if args.patterns == "all" else [
         p for p in args.patterns.split(",") if p in spec.patterns]
@@ -118,25 +118,13 @@ def _all_ranks(ok: bool, group) -> bool:
 
 
 def _time_pattern(spec, heap, problem, meta, pattern, args, group) -> dict:
-    from swizzleperf.kernels.dist import runner
-
-    inputs = spec.make_inputs(problem, heap.rank, heap.world_size, 0, heap.buffer.device,
-                              args.dtype)
-    mark = len(heap.allocations)
-    state = spec.setup(heap, inputs, problem, meta)
-    heap.check_symmetric()
-    run_steps = runner.StepRunner(heap)
-    epoch = iter(range(1, 1 << 30))
-    timing = runner.time_rank(lambda: run_steps(spec.steps(heap, state, pattern, next(epoch),
-                                                           meta)),
-                              heap, args.iterations, args.warmup, group)
-    heap.reset(mark)
+    with runner.rank_state(spec, heap, problem, meta, 0, args.dtype) as (_, state):
+        timing = runner.time_rank(runner.launcher(spec, heap, state, pattern, meta), heap,
+                                  args.iterations, args.warmup, group)
     return {"time_ms": timing["median_ms"], "iqr_ms": timing["iqr_ms"]}
 
 
 def _time_baseline(spec, heap, problem, args, group) -> dict:
-    from swizzleperf.kernels.dist import runner
-
     inputs = spec.make_inputs(problem, heap.rank, heap.world_size, 0, heap.buffer.device,
                               args.dtype)
     torch_nccl = spec.baseline(inputs, problem, group)
@@ -152,32 +140,21 @@ def _breakdown(spec, heap, problem, meta, args, group) -> dict:
     """Each step of the ``bulk_sync`` pattern timed alone (its steps wait on no flag): the
     compute and communication parts that the overlapped patterns try to hide behind each other.
     """
-    from swizzleperf.kernels.dist import runner
-
     if "bulk_sync" not in spec.patterns:
         return {}
-    inputs = spec.make_inputs(problem, heap.rank, heap.world_size, 0, heap.buffer.device,
-                              args.dtype)
-    mark = len(heap.allocations)
-    state = spec.setup(heap, inputs, problem, meta)
-    heap.check_symmetric()
-    epoch = iter(range(1, 1 << 30))
-    run_steps = runner.StepRunner(heap)
     parts = {}
-    for index, step in enumerate(spec.steps(heap, state, "bulk_sync", 1, meta)):
-        if step.barrier:
-            continue
-        timing = runner.time_rank(
-            lambda: run_steps([spec.steps(heap, state, "bulk_sync", next(epoch), meta)[index]]),
-            heap, args.iterations, args.warmup, group)
-        parts[f"{index}:{step.name}"] = timing["median_ms"]
-    heap.reset(mark)
+    with runner.rank_state(spec, heap, problem, meta, 0, args.dtype) as (_, state):
+        for index, step in enumerate(spec.steps(heap, state, "bulk_sync", 1, meta)):
+            if step.barrier:
+                continue
+            timing = runner.time_rank(runner.launcher(spec, heap, state, "bulk_sync", meta, index),
+                                      heap, args.iterations, args.warmup, group)
+            parts[f"{index}:{step.name}"] = timing["median_ms"]
     return {"bulk_sync_steps_ms": parts}
 
 
 def bench_peer_copy(heap, mib: int, args, group=None) -> dict:
     """Triton put to the next rank vs the copy engine, all ranks at once, GB/s per rank."""
-    from swizzleperf.kernels.dist import runner
     from swizzleperf.kernels.dist.peer_copy import peer_copy
     from swizzleperf.kernels.dist.tiles import num_sms
 

@@ -3,6 +3,8 @@ process on GPUs, with verification against the torch reference and event timing.
 """
 from __future__ import annotations
 
+import contextlib
+import itertools
 import math
 import statistics
 from dataclasses import dataclass
@@ -130,6 +132,34 @@ def gather_inputs(inputs: dict, world_size: int, group=None) -> list[dict]:
     return gathered
 
 
+@contextlib.contextmanager
+def rank_state(spec: DistKernelSpec, heap: Heap, problem: dict, meta: dict, seed: int,
+               dtype: str):
+    """This rank's inputs and kernel state for one problem, ``(inputs, state)``: allocated on the
+    heap (checked symmetric across ranks, a collective) and freed again on leaving."""
+    inputs = spec.make_inputs(problem, heap.rank, heap.world_size, seed, heap.buffer.device, dtype)
+    mark = len(heap.allocations)
+    state = spec.setup(heap, inputs, problem, meta)
+    heap.check_symmetric()
+    try:
+        yield inputs, state
+    finally:
+        heap.reset(mark)
+
+
+def launcher(spec: DistKernelSpec, heap: Heap, state: dict, pattern: str, meta: dict,
+             step: int | None = None) -> Callable[[], None]:
+    """A callable that runs one launch of ``pattern`` per call, epochs 1, 2, ...; with ``step``,
+    only that step of each launch's list (a part of the kernel timed alone)."""
+    run_steps = StepRunner(heap)
+    epochs = itertools.count(1)
+
+    def launch() -> None:
+        steps = spec.steps(heap, state, pattern, next(epochs), meta)
+        run_steps(steps if step is None else [steps[step]])
+    return launch
+
+
 def verify_rank(spec: DistKernelSpec, heap: Heap, problem_name: str, pattern: str, meta: dict,
                 seed: int, dtype: str, group=None, launches: int = 2) -> tuple[RankCheck, RankCheck]:
     """Verify this rank's output of ``launches`` launches (output poisoned before each) and the
@@ -140,30 +170,26 @@ def verify_rank(spec: DistKernelSpec, heap: Heap, problem_name: str, pattern: st
         check whose message names the rank and the flag.
     """
     problem = spec.problems[problem_name]
-    device = heap.buffer.device
-    inputs = spec.make_inputs(problem, heap.rank, heap.world_size, seed, device, dtype)
-    mark = len(heap.allocations)
-    state = spec.setup(heap, inputs, problem, meta)
-    heap.check_symmetric()
-    run_steps = StepRunner(heap)
-    message = ""
-    try:
-        for epoch in range(1, launches + 1):
-            poison(spec.output(state))
-            heap.barrier()
-            run_steps(spec.steps(heap, state, pattern, epoch, meta))
-            torch.cuda.synchronize()
-            heap.check()
-    except SpinTimeout as exc:
-        message = str(exc)
-    expected = spec.reference(gather_inputs(inputs, heap.world_size, group), heap.rank)
     tolerance = spec.tolerance[dtype]
-    kernel = RankCheck(heap.rank, relative_error(spec.output(state), expected), tolerance, message)
-    torch_nccl = spec.baseline(inputs, problem, group)
-    torch_nccl.run()
-    baseline = RankCheck(heap.rank, relative_error(torch_nccl.result(), expected), tolerance)
-    heap.barrier()
-    heap.reset(mark)
+    with rank_state(spec, heap, problem, meta, seed, dtype) as (inputs, state):
+        launch = launcher(spec, heap, state, pattern, meta)
+        message = ""
+        try:
+            for _ in range(launches):
+                poison(spec.output(state))
+                heap.barrier()
+                launch()
+                torch.cuda.synchronize()
+                heap.check()
+        except SpinTimeout as exc:
+            message = str(exc)
+        expected = spec.reference(gather_inputs(inputs, heap.world_size, group), heap.rank)
+        kernel = RankCheck(heap.rank, relative_error(spec.output(state), expected), tolerance,
+                           message)
+        torch_nccl = spec.baseline(inputs, problem, group)
+        torch_nccl.run()
+        baseline = RankCheck(heap.rank, relative_error(torch_nccl.result(), expected), tolerance)
+        heap.barrier()
     return kernel, baseline
 
 

@@ -7,10 +7,6 @@ a few fp32 additions and multiplications of O(1) values per element (2^-24 relat
 1e-7; the spec allows 1e-6."""
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -52,18 +48,9 @@ def test_the_expert_order_passes_too(tmp_path, spec):
     assert sorted(order.tolist()) == list(range(512 * 64)) and order[1] != 1  # not row-major
 
 
-def test_a_weird_shape_through_the_interpreter(spec):
+def test_a_weird_shape_through_the_interpreter(spec, launch_interpreted):
     """NX = 33, NY = 17 with 16 x 16 tiles: a one-row and a one-column edge tile; run in a worker."""
-    code = ("import json, torch\n"
-            "from swizzleperf.agent.spec import load_kernel\n"
-            f"m, spec = load_kernel({str(FDTD)!r})\n"
-            "x = spec.make_inputs({'NX': 33, 'NY': 17}, 5, 'cpu', 'float32'); x['out'].fill_(float('nan'))\n"
-            "spec.launch(x, **spec.check_meta)\n"
-            "ref = spec.reference(x)\n"
-            "print(json.dumps([bool(torch.isnan(x['out']).any()), float((x['out'].double() - ref).norm() / ref.norm())]))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                         env=dict(os.environ, TRITON_INTERPRET="1"))
-    has_nan, rel = json.loads(out.stdout.strip().splitlines()[-1])
+    has_nan, rel = launch_interpreted(FDTD, {'NX': 33, 'NY': 17}, 'float32')
     assert not has_nan and rel < 1e-6
 
 

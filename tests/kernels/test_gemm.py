@@ -30,23 +30,9 @@ def test_numerics_on_cpu_at_the_check_problem(tmp_path, gemm_path, dtype):
     assert all(0 < e < {"bfloat16": 1e-2, "float16": 2e-3}[dtype] for e in errors)
 
 
-def test_a_weird_shape_through_the_interpreter(spec):
+def test_a_weird_shape_through_the_interpreter(spec, launch_interpreted):
     """M = 33, N = 17, K = 70: every edge ragged, a single partial tile in N; run in a worker."""
-    import json
-    import os
-    import subprocess
-    import sys
-    code = ("import os, json, torch\n"
-            "from swizzleperf.agent.spec import load_kernel\n"
-            f"m, spec = load_kernel({str(spec.source_path)!r})\n"
-            "p = {'M': 33, 'N': 17, 'K': 70}\n"
-            "x = spec.make_inputs(p, 5, 'cpu', 'float16'); x['c'].fill_(float('nan'))\n"
-            "spec.launch(x, **spec.check_meta)\n"
-            "ref = spec.reference(x)\n"
-            "print(json.dumps([bool(torch.isnan(x['c']).any()), float((x['c'].float() - ref).norm() / ref.norm())]))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                         env=dict(os.environ, TRITON_INTERPRET="1"))
-    has_nan, rel = json.loads(out.stdout.strip().splitlines()[-1])
+    has_nan, rel = launch_interpreted(spec.source_path, {'M': 33, 'N': 17, 'K': 70}, 'float16')
     assert not has_nan and rel < 2e-3
 
 

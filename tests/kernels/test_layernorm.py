@@ -7,10 +7,6 @@ Tolerance: ||y - ref|| / ||ref|| with fp32 statistics and y rounded once to the 
 allows 1e-2 and 2e-3."""
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -58,20 +54,11 @@ def test_the_other_catalog_order_verifies(tmp_path):
     assert result.verdict is Verdict.PASS, result.reason
 
 
-def test_a_weird_shape_on_the_one_tile_path():
+def test_a_weird_shape_on_the_one_tile_path(launch_interpreted):
     """M = 13, N = 100 in one 128-wide tile (ONE_TILE), 2 rows a program, the last block half
     empty; run in an interpreted worker."""
-    code = ("import json, torch\n"
-            "from swizzleperf.agent.spec import load_kernel\n"
-            f"m, spec = load_kernel({str(LAYERNORM)!r})\n"
-            "p = {'M': 13, 'N': 100}\n"
-            "x = spec.make_inputs(p, 5, 'cpu', 'float16'); x['y'].fill_(float('nan'))\n"
-            "spec.launch(x, BLOCK_M=2, BLOCK_N=128, num_warps=4)\n"
-            "ref = spec.reference(x)\n"
-            "print(json.dumps([bool(torch.isnan(x['y']).any()), float((x['y'].double() - ref).norm() / ref.norm())]))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                         env=dict(os.environ, TRITON_INTERPRET="1"))
-    has_nan, rel = json.loads(out.stdout.strip().splitlines()[-1])
+    has_nan, rel = launch_interpreted(LAYERNORM, {'M': 13, 'N': 100}, 'float16',
+                                      dict(BLOCK_M=2, BLOCK_N=128, num_warps=4))
     assert not has_nan and 0 < rel < 2e-3
 
 

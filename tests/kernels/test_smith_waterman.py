@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from swizzleperf.agent.candidate import check_candidate, splice, target_args
+from swizzleperf.agent.candidate import check_candidate, splice
 from swizzleperf.agent.spec import load_kernel
 from swizzleperf.agent.swizzles import catalog_source
 from swizzleperf.agent.verify import Verdict, VerifyConfig, verify

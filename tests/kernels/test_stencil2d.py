@@ -5,10 +5,6 @@ Tolerance: ||out - ref|| / ||ref|| against a float64 reference: five fp32 inputs
 two multiplications rounded to fp32 (2^-24 relative each), a few 1e-8; the spec allows 1e-6."""
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -51,18 +47,9 @@ def test_the_expert_order_passes_too(tmp_path, spec):
     assert sorted(order.tolist()) == list(range(512 * 128)) and order[1] != 1  # not row-major
 
 
-def test_a_weird_shape_through_the_interpreter(spec):
+def test_a_weird_shape_through_the_interpreter(spec, launch_interpreted):
     """M = 33, N = 17 with 16 x 16 tiles: a one-row and a one-column edge tile; run in a worker."""
-    code = ("import json, torch\n"
-            "from swizzleperf.agent.spec import load_kernel\n"
-            f"m, spec = load_kernel({str(STENCIL)!r})\n"
-            "x = spec.make_inputs({'M': 33, 'N': 17}, 5, 'cpu', 'float32'); x['out'].fill_(float('nan'))\n"
-            "spec.launch(x, **spec.check_meta)\n"
-            "ref = spec.reference(x)\n"
-            "print(json.dumps([bool(torch.isnan(x['out']).any()), float((x['out'].double() - ref).norm() / ref.norm())]))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                         env=dict(os.environ, TRITON_INTERPRET="1"))
-    has_nan, rel = json.loads(out.stdout.strip().splitlines()[-1])
+    has_nan, rel = launch_interpreted(STENCIL, {'M': 33, 'N': 17}, 'float32')
     assert not has_nan and rel < 1e-6
 
 
