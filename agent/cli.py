@@ -225,12 +225,13 @@ def simulate(
     meta: Optional[str] = typer.Option(None, help="Meta-parameter overrides, e.g. BLOCK_M=128,BLOCK_N=256,BLOCK_K=64."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     traced: bool = typer.Option(False, "--traced", help="Use the generic tracer even where the kernel has an access model."),
+    probe: Optional[str] = typer.Option(None, help="A stored dispatch probe (swizzleperf hw --probe): place programs as it measured."),
 ) -> None:
     """Predict the L2 hit rate and DRAM traffic of KERNEL's default problem under one order."""
     import json
     from swizzleperf.agent.simulate import simulate_kernel
     result = _guarded(lambda: simulate_kernel(Path(kernel), hw, swizzle, Path(swizzle_file) if swizzle_file else None,
-                                              meta, traced))
+                                              meta, traced, Path(probe) if probe else None))
     if as_json:
         print(json.dumps(result))
         return
@@ -247,10 +248,11 @@ def analyze(
     swizzle: Optional[str] = typer.Option(None, help="Catalog order to analyze; default the kernel's own."),
     meta: Optional[str] = typer.Option(None, help="Meta-parameter overrides, e.g. BLOCK_M=128."),
     traced: bool = typer.Option(False, "--traced", help="Use the generic tracer even where the kernel has an access model."),
+    probe: Optional[str] = typer.Option(None, help="A stored dispatch probe (swizzleperf hw --probe): place programs as it measured."),
 ) -> None:
     """Print the memory-access analysis a proposer is shown."""
     from swizzleperf.agent.simulate import analyze_kernel
-    print(_guarded(lambda: analyze_kernel(Path(kernel), hw, swizzle, meta, traced)))
+    print(_guarded(lambda: analyze_kernel(Path(kernel), hw, swizzle, meta, traced, Path(probe) if probe else None)))
 
 
 def _guarded(action):
@@ -279,13 +281,13 @@ def hw_command(hw: Optional[str] = typer.Option(None, "--hw", help="The spec a r
         if target.device is None or target.device.vendor != "nvidia":
             _fail("--probe needs a live NVIDIA GPU")
         from swizzleperf.profiling import dispatch_probe
-        result = dispatch_probe.probe()
-        path = dispatch_probe.save(result, Path(workdir))
-        s = result["summary"]
-        console.print(f"probe: programs 0-15 on SMs {s['first_programs_sm']}; {s['first_wave_programs']} programs "
-                      f"started in the first wave on {s['distinct_sms']} SMs; started in id order: "
-                      f"{s['started_in_id_order']}; neighbouring ids on the same SM: {s['neighbours_on_same_sm']:.0%} "
-                      f"(saved to {path})")
+        try:
+            result = dispatch_probe.probe()
+        except dispatch_probe.ProbeError as exc:
+            _fail(str(exc))
+        path = dispatch_probe.save(result, Path(workdir), target.spec.name)
+        console.print(f"{dispatch_probe.describe(result)}\n(saved to {path}; `simulate` and `analyze` "
+                      f"take it with --probe)")
 
 
 def main() -> None:

@@ -106,8 +106,9 @@ class Loop:
     def analyze(self, state: LoopState) -> dict:
         problem, meta = self.spec.problems["default"], self.spec.meta_for("default")
         order = np.load(state["baseline"]["mapping"])
-        figures = analysis.analyze(self.evaluator.measurer.trace, order,
-                                   self.spec.tile_grid(problem, meta), self.target.spec)
+        measurer = self.evaluator.measurer
+        figures = analysis.analyze(measurer.trace, order, self.spec.tile_grid(problem, meta),
+                                   self.target.spec, measurer.probe)
         return {"analysis": analysis.render(figures, self.target.spec, self.spec.rewrite_target)}
 
     def propose(self, state: LoopState) -> dict:

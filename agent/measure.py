@@ -36,21 +36,21 @@ class Measurer:
     Attributes:
         spec: the KernelSpec; ``target``: the resolved ``hwspecs.Target`` (spec, mode, device).
         dtype: input dtype name; ``use_ncu``: profile with ncu when it is installed.
+        probe: a stored dispatch probe of the target GPU, given to the simulator (or None).
     """
 
     spec: object
     target: object
     dtype: str = "bfloat16"
     use_ncu: bool = True
+    probe: dict | None = None
 
     @cached_property
     def trace(self):
         """The default problem's access trace, built once per run: the spec's access model when
         it has one, else the generic tracer's (a worker, about 10 s for the default GEMM)."""
-        if self.spec.trace is not None:
-            return self.spec.trace(self.spec.problems["default"], self.spec.meta_for("default"))
-        from swizzleperf.agent.simulate import trace_kernel
-        return trace_kernel(Path(self.spec.source_path))
+        from swizzleperf.agent.simulate import kernel_trace
+        return kernel_trace(Path(self.spec.source_path), self.spec, {}, traced=False)
 
     @cached_property
     def ncu_path(self) -> str | None:
@@ -72,7 +72,7 @@ class Measurer:
 
     def predict(self, order: np.ndarray) -> dict:
         """The simulator's figures for a program -> tile order (``order[p]`` = flat tile index)."""
-        result = l2sim.simulate(self.trace, order, self.target.spec)
+        result = l2sim.simulate(self.trace, order, self.target.spec, probe=self.probe)
         return plain({"predicted_l2_hit_rate": result.l2_hit_rate,
                 "predicted_dram_bytes": result.dram_read_bytes + result.dram_write_bytes,
                 "predicted_per_domain_hit_rate": list(result.per_domain_hit_rate),

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from swizzleperf import hwspecs
@@ -114,7 +113,8 @@ def _build_loop(options, spec, target, record, run_id, run_dir, on_event, propos
     if dtype not in spec.dtypes:
         raise RunError(f"--dtype must be one of {', '.join(spec.dtypes)}, got {dtype}")
     device = "cuda" if target.mode == "measured" else "cpu"
-    measurer = Measurer(spec, target, dtype=dtype, use_ncu=options.use_ncu)
+    measurer = Measurer(spec, target, dtype=dtype, use_ncu=options.use_ncu,
+                        probe=_stored_probe(Path(options.workdir), target, on_event))
     evaluator = Evaluator(kernel_path=kernel_path, module_source=source, target_name=spec.rewrite_target,
                           arg_names=target_args(source, spec.rewrite_target),
                           candidates_dir=run_dir / "candidates",
@@ -130,6 +130,23 @@ def _build_loop(options, spec, target, record, run_id, run_dir, on_event, propos
     proposer = proposer or _proposer(options, evaluator, measurer, target)
     return Loop(spec=spec, target=target, evaluator=evaluator, proposer=proposer, record=record,
                 run_id=run_id, budget=budget, on_event=on_event)
+
+
+def _stored_probe(workdir: Path, target, on_event: Callable) -> dict | None:
+    """The dispatch probe kept in ``workdir`` for the target's GPU (``swizzleperf hw --probe``),
+    or None; one that cannot be used is reported and left out, never stopping the run."""
+    from swizzleperf.profiling import dispatch_probe, l2sim
+    path = dispatch_probe.stored_path(workdir, target.spec.name)
+    if not path.exists():
+        return None
+    try:
+        stored = dispatch_probe.load(path)
+        l2sim.placement(1, target.spec, 1, stored)  # the spec's partition count, SMs in range
+    except (dispatch_probe.ProbeError, ValueError) as exc:
+        on_event("target", {"name": f"{exc}: the simulator places programs by the spec instead"})
+        return None
+    on_event("target", {"name": f"the simulator places programs as the dispatch probe measured ({path})"})
+    return stored
 
 
 def _proposer(options: RunOptions, evaluator: Evaluator, measurer: Measurer, target):

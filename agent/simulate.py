@@ -94,23 +94,43 @@ def trace_kernel(kernel_path: Path, meta_overrides: dict | None = None, timeout_
 
 
 def kernel_trace(kernel_path: Path, spec, meta_overrides: dict, traced: bool):
-    """The spec's access model, or the generic tracer's trace (``traced``, or no model)."""
+    """The default problem's trace: the spec's access model, or the generic tracer's (``traced``,
+    or no model); its reads marked as going through L1 or not by the launch's meta-parameters
+    (``TileTrace.with_l1``)."""
+    meta = {**spec.meta_for("default"), **meta_overrides}
     if traced or spec.trace is None:
-        return trace_kernel(Path(kernel_path), meta_overrides)
-    return spec.trace(spec.problems["default"], {**spec.meta_for("default"), **meta_overrides})
+        return trace_kernel(Path(kernel_path), meta_overrides).with_l1(meta)
+    return spec.trace(spec.problems["default"], meta).with_l1(meta)
+
+
+def load_probe(path: Path | None) -> dict | None:
+    """A stored dispatch probe (``swizzleperf hw --probe``), or None. Raises SimulateError."""
+    if path is None:
+        return None
+    from swizzleperf.profiling.dispatch_probe import ProbeError, load
+    try:
+        return load(Path(path))
+    except ProbeError as exc:
+        raise SimulateError(str(exc)) from None
 
 
 def simulate_kernel(kernel_path: Path, hw: str, swizzle: str | None = None,
-                    swizzle_file: Path | None = None, meta: str | None = None, traced: bool = False) -> dict:
+                    swizzle_file: Path | None = None, meta: str | None = None, traced: bool = False,
+                    probe: Path | None = None) -> dict:
     """The simulator's figures for one kernel, hardware spec and order (a JSON-ready dict with
-    ``l2_hit_rate`` 0..1, ``dram_bytes``, ``per_domain_hit_rate``, ``seconds`` of simulation)."""
+    ``l2_hit_rate`` 0..1, ``dram_bytes``, ``per_domain_hit_rate``, ``seconds`` of simulation);
+    with ``probe`` (a stored dispatch probe) programs are placed as it measured."""
     overrides = parse_meta(meta)
+    stored = load_probe(probe)
     spec, order, label = program_order(Path(kernel_path), swizzle, swizzle_file, overrides)
     hardware = hwspecs.load_spec(hw)
     full_meta = {**spec.meta_for("default"), **overrides}
     trace = kernel_trace(kernel_path, spec, overrides, traced)
     start = time.perf_counter()
-    result = l2sim.simulate(trace, order, hardware)
+    try:
+        result = l2sim.simulate(trace, order, hardware, probe=stored)
+    except ValueError as exc:
+        raise SimulateError(str(exc)) from None
     return {"kernel": spec.name, "hardware": hardware.name, "swizzle": label,
             "problem": dict(spec.problems["default"]), "meta": full_meta,
             **result.to_dict(), "dram_bytes": result.dram_read_bytes + result.dram_write_bytes,
@@ -118,13 +138,17 @@ def simulate_kernel(kernel_path: Path, hw: str, swizzle: str | None = None,
 
 
 def analyze_kernel(kernel_path: Path, hw: str, swizzle: str | None = None, meta: str | None = None,
-                   traced: bool = False) -> str:
+                   traced: bool = False, probe: Path | None = None) -> str:
     """The memory-access analysis a proposer is shown, for one kernel, spec and order."""
     overrides = parse_meta(meta)
+    stored = load_probe(probe)
     spec, order, _ = program_order(Path(kernel_path), swizzle, None, overrides)
     hardware = hwspecs.load_spec(hw)
     full_meta = {**spec.meta_for("default"), **overrides}
     problem = spec.problems["default"]
     trace = kernel_trace(kernel_path, spec, overrides, traced)
-    figures = analysis.analyze(trace, order, spec.tile_grid(problem, full_meta), hardware)
+    try:
+        figures = analysis.analyze(trace, order, spec.tile_grid(problem, full_meta), hardware, stored)
+    except ValueError as exc:
+        raise SimulateError(str(exc)) from None
     return analysis.render(figures, hardware, spec.rewrite_target)

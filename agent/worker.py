@@ -13,7 +13,9 @@ fails:
   per seed, compared with the spec's reference: ``||out - ref|| / ||ref||`` within the spec's tolerance and no element left unwritten.
 - ``timing`` (CUDA): median and spread of the launch time over rotating input sets, L2 flushed
   between repetitions (``triton.testing.do_bench``).
-- ``run_once``: launch ``warmup + launches`` times (for ncu, which skips the warm-up launches).
+- ``run_once``: launch ``warmup + launches`` times (for ncu, which skips the warm-up launches);
+  with ``nvtx_range``, each of the last ``launches`` runs inside an NVTX range of that name (for
+  ncu's range replay of a kernel that is many launches per run).
 - ``trace``: record the loads and stores of a few sampled programs of a real launch under the
   interpreter (profiling/tracer.py extends them to every tile).
 - ``compare``: time several kernel modules (``compare_paths``) head to head at the default problem
@@ -284,11 +286,18 @@ def _stage_run_once(module, spec, request: dict) -> dict:
     name, dtype = request["timing_problem"], request["dtype"]
     problem, meta = spec.problems[name], _meta(spec, name, request)
     inputs = spec.make_inputs(problem, 7, "cuda", dtype)
-    launches = request.get("warmup", 2) + request.get("launches", 1)
-    for _ in range(launches):
+    warmup, launches, nvtx_range = request.get("warmup", 2), request.get("launches", 1), request.get("nvtx_range")
+    for i in range(warmup + launches):
+        profiled = nvtx_range and i >= warmup  # one NVTX range per profiled run (all its kernel launches)
+        if profiled:
+            torch.cuda.synchronize()
+            torch.cuda.nvtx.range_push(nvtx_range)
         spec.launch(inputs, **meta)
+        if profiled:
+            torch.cuda.synchronize()
+            torch.cuda.nvtx.range_pop()
     torch.cuda.synchronize()
-    return {"launches": launches}
+    return {"launches": warmup + launches}
 
 
 def _stage_compare(module, spec, request: dict) -> dict:

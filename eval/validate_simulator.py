@@ -22,43 +22,76 @@ ORDERS = ["row-major", "column-major", "grouped-m:4", "grouped-m:8", "grouped-m:
           "grouped-m:64", "grouped-n:8", "grouped-n:16", "grouped-n:32"]
 
 
-def measure(kernel: Path, orders: list, out: Path) -> None:
-    """ncu metrics (profiling/ncu.py: 3 launches averaged) of each order at the default problem;
-    ``out`` is rewritten after every order, so that a run cut short keeps the orders it measured."""
+def measure(kernel: Path, orders: list, out: Path, whole_run: bool = False) -> None:
+    """ncu metrics (profiling/ncu.py: 3 launches averaged; ``whole_run``: one whole run of a
+    kernel that is many launches, as one range) of each order at the default problem. An order is
+    a catalog name or ``file:PATH`` (a rewrite-target source). ``out`` is rewritten after every
+    order, so that a run cut short keeps the orders it measured."""
     import torch
-    from swizzleperf.agent.candidate import splice, target_args
+    from swizzleperf.agent.candidate import splice
     from swizzleperf.agent.spec import load_kernel
-    from swizzleperf.agent.swizzles import catalog_source
-    from swizzleperf.profiling.ncu import profile_launch
+    from swizzleperf.profiling.ncu import profile_launch, profile_run
     kernel = kernel.resolve()
     source, (_, spec) = kernel.read_text(), load_kernel(kernel)
     rows = []
     with tempfile.TemporaryDirectory() as folder:
-        for order in orders:
-            path = Path(folder) / f"{order.replace(':', '_')}_{kernel.name}"
-            path.write_text(splice(source, spec.rewrite_target,
-                                   catalog_source(order, target_args(source, spec.rewrite_target))))
-            rows.append({"order": order, **profile_launch(path, spec.kernel_name, spec.dtypes[0])})
+        for i, order in enumerate(orders):
+            path = Path(folder) / f"order{i}_{kernel.name}"
+            path.write_text(splice(source, spec.rewrite_target, _order_source(order, source, spec)))
+            metrics = (profile_run(path, spec.dtypes[0]) if whole_run
+                       else profile_launch(path, spec.kernel_name, spec.dtypes[0]))
+            rows.append({"order": order, **metrics})
             print(order, rows[-1]["lts__t_sector_hit_rate.pct"], flush=True)
             out.write_text(json.dumps({"device": torch.cuda.get_device_name(),
                                        "kernel": str(kernel.relative_to(ROOT)),
                                        "problem": dict(spec.problems["default"]), "meta": dict(spec.meta),
+                                       "profiled": "one whole run (ncu range replay)" if whole_run
+                                       else "mean of 3 launches",
                                        "rows": rows}, indent=1))
 
 
-def compare(measured_path: Path, hw: str, out: Path | None) -> str:
-    """The markdown table of predictions beside the measurements, with MAE and Spearman rank."""
+def _order_source(order: str, source: str, spec) -> str:
+    """The rewrite-target source of a catalog order, of ``file:PATH`` (relative to the repo), or
+    of ``own`` (the kernel's own)."""
+    from swizzleperf.agent.candidate import target_args, target_source
+    from swizzleperf.agent.swizzles import catalog_source
+    if order == "own":
+        return target_source(source, spec.rewrite_target)
+    if order.startswith("file:"):
+        return (ROOT / order[len("file:"):]).read_text()
+    return catalog_source(order, target_args(source, spec.rewrite_target))
+
+
+def _order_args(order: str) -> tuple:
+    """``(catalog name, rewrite-target file)`` for ``program_order`` (both None: the kernel's own)."""
+    if order == "own":
+        return None, None
+    return (None, ROOT / order[len("file:"):]) if order.startswith("file:") else (order, None)
+
+
+def compare(measured_path: Path, hw: str, out: Path | None, probe: Path | None = None,
+            placements: Path | None = None) -> str:
+    """The markdown table of predictions beside the measurements, with MAE and Spearman rank;
+    with ``probe`` (a stored dispatch probe) the simulator places programs as it measured; with
+    ``placements`` as well (eval/gemm_placement.py's output) each order's programs go where the
+    kernel's own programs landed under that order, on the probe's partition map."""
     from swizzleperf.agent.simulate import kernel_trace, program_order
     from swizzleperf.hwspecs import load_spec
-    from swizzleperf.profiling import l2sim
+    from swizzleperf.profiling import dispatch_probe, l2sim
     data = json.loads(measured_path.read_text())
     kernel = ROOT / data["kernel"]
     hardware = load_spec(hw)
+    stored = dispatch_probe.load(probe) if probe else None
+    if placements and stored is None:
+        raise SystemExit("--placements needs --probe (the partition map of the same GPU)")
+    own = {r["order"]: r["sm_of_program"] for r in json.loads(placements.read_text())["rows"]} if placements else {}
     lines, pairs, trace = [], [], None
     for row in data["rows"]:
-        spec, order, _ = program_order(kernel, row["order"], None, {})
+        spec, order, _ = program_order(kernel, *_order_args(row["order"]), {})
         trace = trace or kernel_trace(kernel, spec, {}, traced=False)
-        sim = l2sim.simulate(trace, order, hardware)
+        if own:
+            stored = {**stored, "placement": {"1": {"sm_of_program": own[row["order"]]}}}
+        sim = l2sim.simulate(trace, order, hardware, probe=stored)
         hits, misses = (row["lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum"],
                         row["lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum"])
         measured = {"all": row["lts__t_sector_hit_rate.pct"] / 100, "read": hits / (hits + misses),
@@ -66,13 +99,15 @@ def compare(measured_path: Path, hw: str, out: Path | None) -> str:
         pairs.append((measured, sim))
         lines.append(f"| {row['order']} | {measured['all']:.1%} | {measured['read']:.1%} | {sim.l2_hit_rate:.1%} "
                      f"| {measured['dram_read'] / 1e9:.2f} | {sim.dram_read_bytes / 1e9:.2f} "
-                     f"| {row['lts__t_sectors_srcunit_ltcfabric.sum'] * 32 / 1e9:.2f} |")
+                     f"| {row['lts__t_sectors_srcunit_ltcfabric.sum'] * 32 / 1e9:.2f} "
+                     f"| {sim.cross_domain_bytes / 1e9:.2f} |")
     summary = _summary(pairs)
     text = "\n".join([f"Kernel `{data['kernel']}` at {data['problem']}, meta {data['meta']}; measured on "
-                      f"{data['device']} (ncu, mean of 3 launches); predicted `simulated:{hw}` "
+                      f"{data['device']} (ncu, {data.get('profiled', 'mean of 3 launches')}); predicted `simulated:{hw}` "
                       f"({pairs[0][1].model}).", "",
-                      "| order | ncu L2 hit (all) | ncu L2 hit (SM reads) | simulated | ncu DRAM read GB | simulated GB | fabric GB |",
-                      "|---|---|---|---|---|---|---|", *lines, "", summary])
+                      "| order | ncu L2 hit (all) | ncu L2 hit (SM reads) | simulated | ncu DRAM read GB | simulated GB "
+                      "| ncu fabric GB | simulated cross-partition GB |",
+                      "|---|---|---|---|---|---|---|---|", *lines, "", summary])
     if out:
         out.write_text(text + "\n")
     return text
@@ -104,15 +139,21 @@ def main() -> None:
     m.add_argument("--kernel", default=str(ROOT / "kernels" / "gemm.py"))
     m.add_argument("--orders", default=",".join(ORDERS))
     m.add_argument("--out", required=True)
+    m.add_argument("--whole-run", action="store_true",
+                   help="profile one whole run as an NVTX range (kernels of many launches per run)")
     c = sub.add_parser("compare")
     c.add_argument("measured")
     c.add_argument("--hw", default="h200")
     c.add_argument("--out")
+    c.add_argument("--probe", help="a stored dispatch probe (swizzleperf hw --probe) of the measured GPU")
+    c.add_argument("--placements", help="the kernel's own placement per order (eval/gemm_placement.py)")
     args = parser.parse_args()
     if args.command == "measure":
-        measure(Path(args.kernel), args.orders.split(","), Path(args.out))
+        measure(Path(args.kernel), args.orders.split(","), Path(args.out), args.whole_run)
     else:
-        print(compare(Path(args.measured), args.hw, Path(args.out) if args.out else None))
+        print(compare(Path(args.measured), args.hw, Path(args.out) if args.out else None,
+                      Path(args.probe) if args.probe else None,
+                      Path(args.placements) if args.placements else None))
 
 
 if __name__ == "__main__":

@@ -29,10 +29,16 @@ class HardwareSpec:
         dram_bytes_per_s: peak memory bandwidth in bytes/s (vendor figure).
         peak_bf16_flops: dense bf16 matrix peak in FLOP/s (vendor figure).
         shared_memory_per_cu_bytes: shared memory / LDS per SM or CU in bytes.
+        l1_bytes_per_cu: L1 data cache per SM or CU in bytes (on NVIDIA the capacity L1 and
+            shared memory share: what a kernel without shared memory gets).
         dispatch: ``"round_robin_domains"`` (AMD: workgroup p to XCD p % l2_domains, each XCD
             running its share in order), ``"in_order"`` (programs issued in id order to one L2)
             or ``"hashed_domains"`` (NVIDIA partitions: issued in id order, the partition of a
             program's SM a fixed hash of its id, since neighbouring ids land far apart).
+        domain_miss_path: where a read that misses in its domain's L2 goes: ``"peer_domains"``
+            (NVIDIA L2 partitions: to the other partitions, over the L2 fabric, and to DRAM
+            only when none holds the line) or ``"memory"`` (AMD XCDs and one-domain parts: to
+            the LLC, if any, and DRAM).
         match_names: lower-case substrings of the device name (torch's ``name`` or AMD's
             ``gcnArchName``) that identify this GPU on a live device.
     """
@@ -52,7 +58,9 @@ class HardwareSpec:
     dram_bytes_per_s: float
     peak_bf16_flops: float
     shared_memory_per_cu_bytes: int
+    l1_bytes_per_cu: int
     dispatch: str
+    domain_miss_path: str
     match_names: tuple = field(default_factory=tuple)
 
     @property

@@ -21,6 +21,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_SIMULATED = "mi300x"  # the spec simulated when no GPU is present and no --hw is given
 VENDORS = ("nvidia", "amd")
 DISPATCH_POLICIES = ("in_order", "round_robin_domains", "hashed_domains")
+DOMAIN_MISS_PATHS = ("peer_domains", "memory")
 _MB = 1 << 20
 _DETECT = object()  # resolve_target's default: detect the device now
 
@@ -143,6 +144,9 @@ def _check_choices(path: str, key: str, values: dict) -> None:
         raise ValueError(f"{path}: vendor must be one of {VENDORS}, got '{values['vendor']}'")
     if values["dispatch"] not in DISPATCH_POLICIES:
         raise ValueError(f"{path}: dispatch must be one of {DISPATCH_POLICIES}, got '{values['dispatch']}'")
+    if values["domain_miss_path"] not in DOMAIN_MISS_PATHS:
+        raise ValueError(f"{path}: domain_miss_path must be one of {DOMAIN_MISS_PATHS}, "
+                         f"got '{values['domain_miss_path']}'")
 
 
 # ----------------------------------------------------------------------------- the live device

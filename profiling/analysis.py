@@ -8,23 +8,30 @@ import math
 import jinja2
 import numpy as np
 
+from swizzleperf.profiling.l2sim import placement
 from swizzleperf.profiling.trace import TileTrace
 
 
-def analyze(trace: TileTrace, order: np.ndarray, grid: tuple, hw) -> dict:
+def analyze(trace: TileTrace, order: np.ndarray, grid: tuple, hw, probe: dict | None = None) -> dict:
     """Figures of the analysis (bytes, counts, fractions) for program -> tile ``order``.
 
     Args:
         trace: accesses of every logical tile ([tiles, steps, accesses]).
         order: int ``[programs]``, the flat tile index each program id computes.
         grid: the logical tile grid (its product is the number of tiles).
-        hw: the ``HardwareSpec`` (domains, compute units, L2 bytes per domain).
+        hw: the ``HardwareSpec`` (domains, compute units, L2 bytes per domain, dispatch).
+        probe: a stored dispatch probe of this GPU; programs are then placed as it measured
+            (``l2sim.placement``).
+
+    Raises:
+        ValueError, ProbeError: as ``l2sim.placement``.
     """
     keys = trace.keys
-    reads = ~trace.block_is_write[np.maximum(keys, 0)] & (keys >= 0)
+    reads = (keys >= 0) & ~trace.writes()
     per_program = np.where(reads, trace.block_bytes[np.maximum(keys, 0)], 0).sum(axis=(1, 2))
-    slots = hw.compute_units_per_domain * trace.programs_per_cu
-    wave = slots * hw.l2_domains
+    dom, cus = placement(order.size, hw, trace.programs_per_cu, probe)
+    slots = min(cus) * trace.programs_per_cu
+    wave = sum(cus) * trace.programs_per_cu
     return {
         "programs": int(order.size), "steps": int(keys.shape[1]), "grid": list(grid),
         "read_bytes_per_program": float(per_program.mean()),
@@ -34,9 +41,10 @@ def analyze(trace: TileTrace, order: np.ndarray, grid: tuple, hw) -> dict:
                      if bool(reads[:, :, j].any())],
         "slots_per_domain": int(slots), "wave": int(wave), "domains": hw.l2_domains,
         "l2_bytes_per_domain": hw.l2_bytes_per_domain,
-        "wave_step_bytes": _wave_step_bytes(trace, order, hw.l2_domains, slots),
+        "wave_step_bytes": _wave_step_bytes(trace, order, dom, slots),
         "wave_total_bytes": _wave_total_bytes(trace, order[:wave]),
-        "domains_per_shared_block": _domains_per_block(trace, order[:wave], hw.l2_domains),
+        "domains_per_shared_block": _domains_per_block(trace, order[:wave], dom[:wave]),
+        "probed_on": probe["device"] if probe else None,
         "source": trace.source,
     }
 
@@ -44,8 +52,7 @@ def analyze(trace: TileTrace, order: np.ndarray, grid: tuple, hw) -> dict:
 def _operand_sharing(trace: TileTrace, j: int, grid: tuple) -> dict:
     """Operand j (the j-th access of every step): its blocks, and which tiles share them."""
     keys = trace.keys[:, :, j]
-    valid = keys[keys >= 0]
-    valid = valid[~trace.block_is_write[valid]]
+    valid = keys[(keys >= 0) & ~trace.writes()[:, :, j]]
     readers = np.bincount(valid, minlength=trace.block_bytes.size)[np.unique(valid)]
     first = keys[:, 0]
     shared_axis = None
@@ -59,9 +66,9 @@ def _operand_sharing(trace: TileTrace, j: int, grid: tuple) -> dict:
             "readers_per_block": float(readers.mean()), "shared_by_equal_axis": shared_axis}
 
 
-def _wave_step_bytes(trace: TileTrace, order: np.ndarray, domains: int, slots: int) -> float:
-    """Distinct bytes one domain's first wave reads in one loop step (step 0)."""
-    first_wave = order[np.arange(order.size) % domains == 0][:slots]
+def _wave_step_bytes(trace: TileTrace, order: np.ndarray, dom: np.ndarray, slots: int) -> float:
+    """Distinct bytes domain 0's first ``slots`` programs read in one loop step (step 0)."""
+    first_wave = order[dom == 0][:slots]
     blocks = np.unique(trace.keys[first_wave, 0, :])
     blocks = blocks[blocks >= 0]
     return float(trace.block_bytes[blocks].sum())
@@ -72,11 +79,11 @@ def _wave_total_bytes(trace: TileTrace, wave_tiles: np.ndarray) -> float:
     return float(trace.block_bytes[blocks[blocks >= 0]].sum())
 
 
-def _domains_per_block(trace: TileTrace, wave_tiles: np.ndarray, domains: int) -> float:
-    """Mean number of L2 domains over which the first wave's readers of a block are spread."""
-    if domains == 1:
+def _domains_per_block(trace: TileTrace, wave_tiles: np.ndarray, dom: np.ndarray) -> float:
+    """Mean number of L2 domains over which the first wave's readers of a block are spread
+    (``dom[i]``: the domain of the program computing ``wave_tiles[i]``)."""
+    if np.unique(dom).size <= 1:
         return 1.0
-    dom = np.arange(wave_tiles.size) % domains
     keys = trace.keys[wave_tiles, 0, :]  # [wave, accesses]
     pairs = np.unique(np.stack([keys.ravel(), np.repeat(dom, keys.shape[1])]), axis=1)
     pairs = pairs[:, pairs[0] >= 0]

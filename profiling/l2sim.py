@@ -5,8 +5,11 @@ traffic that sharing split across L2 domains (AMD XCDs) costs.
 Model (deliberately simple, every choice stated):
 
 * Dispatch. ``"round_robin_domains"`` (AMD): program ``p`` goes to domain ``p % l2_domains``;
-  ``"in_order"`` (NVIDIA, one domain): one queue. Each domain runs its queue in program-id
-  order with ``compute_units_per_domain * programs_per_cu`` resident programs (slots).
+  ``"hashed_domains"`` (NVIDIA L2 partitions): a fixed hash of ``p``; ``"in_order"`` (one
+  domain): one queue. With a stored dispatch probe (NVIDIA, ``swizzleperf hw --probe``),
+  program ``p`` goes to the partition of the SM the probe saw it land on. Each domain runs its
+  queue in program-id order with (its compute units) * ``programs_per_cu`` resident programs
+  (slots).
 * Time. A global clock of steps. At each tick every resident program performs its next loop
   step (all its accesses, ``j = 0..``, skipping -1); domains are visited 0, 1, ... and, within a
   domain, residents in the order they started. A program is done after its last non-empty
@@ -14,9 +17,19 @@ Model (deliberately simple, every choice stated):
 * Caches. Each domain has a fully associative L2, LRU by bytes at block granularity (a block is
   one trace key). A read hit refreshes the block; a read miss fetches it from the memory-side
   LLC (when ``llc_bytes > 0`` and resident there) or from DRAM (then also inserting it into the
-  LLC), and inserts it into the domain's L2. A block larger than a cache is never cached there.
-  Writes allocate in the domain's L2 (write-back) and do not touch the LLC or the read counts;
-  every distinct written block counts its bytes once in ``dram_write_bytes``.
+  LLC), and inserts it into the domain's L2. With ``domain_miss_path: peer_domains`` (NVIDIA
+  L2 partitions) a read miss on a block another domain holds is served by that domain (counted
+  in ``cross_domain_bytes``, not in DRAM bytes) and still inserted into the missing domain's L2
+  (both measured on an H200: eval/results/partition_h200/). A block larger than a cache is never
+  cached there.
+  Stores allocate in the domain's L2 (write-back) and do not touch the LLC or the read counts;
+  every distinct stored block counts its bytes once in ``dram_write_bytes``. A block may be both
+  stored and loaded (``TileTrace.access_is_write``): a load of it then hits where the store left it.
+* L1. Where the trace's loads go through the L1 (``TileTrace.l1_cached``: plain loads, not
+  pipelined copies into shared memory), each compute unit has an LRU L1 of ``l1_bytes_per_cu``
+  in front of its domain's L2: an L1 hit never reaches the L2 and is not in its read counts
+  (as ncu's L2 read lookups); a store skips the L1 and drops the block from the storing unit's.
+  Program p runs on the compute unit of the slot it takes (``programs_per_cu`` slots a unit).
 
 The replay is one pure-Python loop over the accesses (``OrderedDict`` LRUs); the schedule and
 the access stream are built with numpy beforehand.
@@ -62,16 +75,20 @@ class SimResult:
     """What one simulation predicts. Byte counts are in bytes, rates in 0..1.
 
     Attributes:
-        l2_hit_rate: read bytes that hit in L2 / read bytes, over all domains (0.0 if no reads).
+        l2_hit_rate: read bytes that hit in L2 / read bytes that reach L2 (L1 misses), over all
+            domains (0.0 if no reads): what ncu counts as the SMs' L2 read lookups.
         per_domain_hit_rate: the same per domain (length ``l2_domains``; 0.0 for a domain with
             no reads).
-        l2_read_bytes: bytes read through L2 (writes excluded).
+        l2_read_bytes: bytes read through L2 (writes and L1 hits excluded).
         l2_hit_bytes: of those, bytes that hit.
-        dram_read_bytes: read-miss bytes not served by the LLC.
+        dram_read_bytes: read-miss bytes served by neither the LLC nor (with
+            ``domain_miss_path: peer_domains``) another domain's L2.
         dram_write_bytes: bytes of every distinct written block, once each.
         llc_hit_rate: LLC hit bytes / L2 read-miss bytes; None when the spec has no LLC.
         cross_domain_bytes: read-miss bytes whose block was, at that moment, resident in another
             domain's L2 (0 with one domain).
+        l1_hit_rate: read bytes that hit in the L1 / read bytes; None where the trace's reads
+            skip the L1 (``trace.l1_cached`` False) or the spec has none.
         seconds: wall time the simulation took.
         source: ``"simulated:<spec name>"``.
         model: one line describing the model simulated.
@@ -85,6 +102,7 @@ class SimResult:
     dram_write_bytes: int
     llc_hit_rate: float | None
     cross_domain_bytes: int
+    l1_hit_rate: float | None
     seconds: float
     source: str
     model: str
@@ -151,32 +169,39 @@ def _program_lengths(keys: np.ndarray) -> np.ndarray:
     return np.where(nonempty.any(axis=1), last, 1).astype(np.int64)
 
 
-def _start_ticks(lengths: np.ndarray, dom: np.ndarray, domains: int, slots: int) -> np.ndarray:
-    """Tick at which each program id starts. ``lengths[p]`` = ticks program p occupies; program p
-    joins domain ``dom[p]``'s queue; each queue fills ``slots`` slots in id order, a freed
-    slot taking the next program at the tick after its last step. Returns int64 ``[programs]``."""
+def _start_ticks(lengths: np.ndarray, dom: np.ndarray, slots: list) -> tuple:
+    """Tick at which each program id starts, and the slot it takes. ``lengths[p]`` = ticks
+    program p occupies; program p joins domain ``dom[p]``'s queue; queue d fills ``slots[d]``
+    slots in id order (slot i first, for i = 0, 1, ...), a freed slot taking the next program
+    at the tick after its last step (the lowest slot first among those freed together).
+
+    Returns ``(start, slot)``: int64 ``[programs]`` each; ``slot`` counts within the domain."""
     start = np.zeros(len(lengths), dtype=np.int64)
-    for d in range(domains):
+    slot = np.zeros(len(lengths), dtype=np.int64)
+    for d, n_slots in enumerate(slots):
         pids = np.flatnonzero(dom == d).tolist()
-        free = []                                            # min-heap of slot free ticks
-        for p in pids:
-            t = heapq.heappop(free) if len(free) >= slots else 0
-            start[p] = t
-            heapq.heappush(free, t + int(lengths[p]))
-    return start
+        free = []                                            # min-heap of (free tick, slot)
+        for i, p in enumerate(pids):
+            t, s = heapq.heappop(free) if i >= n_slots else (0, i)
+            start[p], slot[p] = t, s
+            heapq.heappush(free, (t + int(lengths[p]), s))
+    return start, slot
 
 
-def _access_stream(trace: TileTrace, order: np.ndarray, domains: int, slots: int, dispatch: str):
-    """Flatten the schedule into the global access sequence.
+def _access_stream(trace: TileTrace, order: np.ndarray, dom: np.ndarray, slots: list):
+    """Flatten the schedule into the global access sequence; program p runs in domain ``dom[p]``,
+    whose queue has ``slots[d]`` resident programs, ``trace.programs_per_cu`` per compute unit.
 
-    Returns ``(domain, key)``: int64 arrays ``[num_accesses]`` in simulation order (tick, then
-    domain, then resident start order == queue order, then step access j), -1 keys dropped.
+    Returns ``(domain, cu, key, is_write)``: arrays ``[num_accesses]`` in simulation order (tick,
+    then domain, then resident start order == queue order, then step access j), -1 keys
+    dropped; ``cu`` numbers the compute units of all domains together (domain 0's first).
     """
     keys = trace.keys[order]                                 # [programs, steps, acc]
+    writes = trace.writes()[order]
     p_count, steps, acc = keys.shape
-    dom = program_domains(p_count, domains, dispatch)
-    start = _start_ticks(_program_lengths(keys), dom, domains, slots)
-    pid = np.arange(p_count, dtype=np.int64)
+    start, slot = _start_ticks(_program_lengths(keys), dom, slots)
+    first_cu = np.concatenate([[0], np.cumsum(slots)[:-1]]) // max(1, trace.programs_per_cu)
+    cu = first_cu[dom] + slot // max(1, trace.programs_per_cu)
     rank = np.empty(p_count, dtype=np.int64)                 # domain-major, queue position
     rank[np.argsort(dom, kind="stable")] = np.arange(p_count)
     ranks = int(rank.max()) + 1 if p_count else 1
@@ -186,8 +211,9 @@ def _access_stream(trace: TileTrace, order: np.ndarray, domains: int, slots: int
     mask = keys >= 0
     flat_keys, flat_key_order = keys[mask], sort_key[mask]
     flat_dom = np.broadcast_to(dom[:, None, None], keys.shape)[mask]
+    flat_cu = np.broadcast_to(cu[:, None, None], keys.shape)[mask]
     idx = np.argsort(flat_key_order, kind="stable")
-    return flat_dom[idx], flat_keys[idx]
+    return flat_dom[idx], flat_cu[idx], flat_keys[idx], writes[mask][idx]
 
 
 def _insert(cache: OrderedDict, used: int, cap: int, key: int, nbytes: list, counts) -> int:
@@ -209,31 +235,50 @@ def _insert(cache: OrderedDict, used: int, cap: int, key: int, nbytes: list, cou
     return used
 
 
-def _replay(doms: np.ndarray, keys: np.ndarray, trace: TileTrace, hw: HardwareSpec) -> dict:
-    """Run the access stream through the per-domain L2s and the LLC; return raw byte counters."""
+def _replay(doms: np.ndarray, cus: np.ndarray, keys: np.ndarray, writes: np.ndarray, trace: TileTrace,
+            hw: HardwareSpec) -> dict:
+    """Run the access stream through the per-CU L1s (when the trace's reads use them), the
+    per-domain L2s and the LLC; return raw byte counters. A store skips the L1 (write-through),
+    dropping the block from the storing CU's L1, and allocates in its domain's L2."""
     D, cap, llc_cap = hw.l2_domains, hw.l2_bytes_per_domain, hw.llc_bytes
     nbytes = trace.block_bytes.astype(np.int64).tolist()
-    is_write = trace.block_is_write.astype(bool).tolist()
     caches, used = [OrderedDict() for _ in range(D)], [0] * D
+    l1_cap = hw.l1_bytes_per_cu if trace.l1_cached else 0
+    n_cu = int(cus.max()) + 1 if cus.size else 0
+    l1s, l1_used = [OrderedDict() for _ in range(n_cu if l1_cap else 0)], [0] * n_cu
     counts = [0] * len(nbytes) if D > 1 else None           # domains holding each block
     llc, llc_used = OrderedDict(), 0
     read, hit = [0] * D, [0] * D
-    cross = llc_hit = dram_read = 0
-    for d, k in zip(doms.tolist(), keys.tolist()):
+    cross = llc_hit = dram_read = l1_read = l1_hit = 0
+    peers_serve = counts is not None and hw.domain_miss_path == "peer_domains"
+    for d, c, k, w in zip(doms.tolist(), cus.tolist(), keys.tolist(), writes.tolist()):
+        if l1_cap and w and k in l1s[c]:
+            l1_used[c] -= nbytes[k]
+            del l1s[c][k]
+        if l1_cap and not w:
+            l1 = l1s[c]
+            l1_read += nbytes[k]
+            if k in l1:
+                l1.move_to_end(k)
+                l1_hit += nbytes[k]
+                continue
+            l1_used[c] = _insert(l1, l1_used[c], l1_cap, k, nbytes, None)
         cache = caches[d]
         if k in cache:
             cache.move_to_end(k)
-            if not is_write[k]:
+            if not w:
                 b = nbytes[k]
                 read[d] += b
                 hit[d] += b
             continue
-        if not is_write[k]:
+        if not w:
             b = nbytes[k]
             read[d] += b
             if counts is not None and counts[k]:
                 cross += b
-            if llc_cap > 0 and k in llc:
+            if peers_serve and counts[k]:
+                pass                                        # a peer partition's L2 serves it
+            elif llc_cap > 0 and k in llc:
                 llc.move_to_end(k)
                 llc_hit += b
             else:
@@ -241,23 +286,52 @@ def _replay(doms: np.ndarray, keys: np.ndarray, trace: TileTrace, hw: HardwareSp
                 if llc_cap > 0:
                     llc_used = _insert(llc, llc_used, llc_cap, k, nbytes, None)
         used[d] = _insert(cache, used[d], cap, k, nbytes, counts)
-    return dict(read=read, hit=hit, cross=cross, llc_hit=llc_hit, dram_read=dram_read)
+    return dict(read=read, hit=hit, cross=cross, llc_hit=llc_hit, dram_read=dram_read,
+                l1_read=l1_read, l1_hit=l1_hit, l1=bool(l1_cap))
 
 
-def _model_line(hw: HardwareSpec, slots: int) -> str:
+def _model_line(hw: HardwareSpec, slots: list, cus: list, probe: dict | None, l1: bool) -> str:
     """One line naming the model simulated."""
-    line = (f"per-domain LRU by bytes at block granularity, {slots} resident programs per domain "
-            f"advancing step by step, dispatch {hw.dispatch}")
-    if hw.dispatch == "hashed_domains" and hw.l2_domains > 1:
-        line += (f" ({hw.l2_domains} L2 partitions of {hw.l2_bytes_per_domain / 2**20:g} MiB, each "
-                 f"holding its own copy of what its SMs read)")
+    line = (f"per-domain LRU by bytes at block granularity, {'/'.join(map(str, slots))} resident "
+            f"programs per domain advancing step by step, ")
+    if probe is not None:
+        line += (f"programs on the SMs the dispatch probe measured on {probe['device']}, "
+                 f"{hw.l2_domains} L2 partitions of {hw.l2_bytes_per_domain / 2**20:g} MiB behind "
+                 f"{'/'.join(map(str, cus))} SMs, each holding its own copy of what its SMs read")
+    elif hw.dispatch == "hashed_domains" and hw.l2_domains > 1:
+        line += (f"dispatch {hw.dispatch} ({hw.l2_domains} L2 partitions of "
+                 f"{hw.l2_bytes_per_domain / 2**20:g} MiB, each holding its own copy of what its SMs read)")
+    else:
+        line += f"dispatch {hw.dispatch}"
+    if hw.domain_miss_path == "peer_domains" and hw.l2_domains > 1:
+        line += "; a miss the other partition holds is served by it, not by DRAM"
+    if l1:
+        line += f"; loads through a per-{hw.compute_unit_label} L1 LRU of {hw.l1_bytes_per_cu // 1024} KiB"
     if hw.llc_bytes > 0:
         mb = hw.llc_bytes / 2**20 if hw.llc_bytes % 2**20 == 0 else hw.llc_bytes / 1e6
         line += f", Infinity Cache LRU {mb:g} MB"
     return line
 
 
-def simulate(trace: TileTrace, order: np.ndarray, hw: HardwareSpec) -> SimResult:
+def placement(num_programs: int, hw: HardwareSpec, programs_per_cu: int, probe: dict | None = None):
+    """``(domain of each program id, int64 [num_programs]; compute units per domain, list [D])``:
+    from the spec's dispatch policy, or from a stored dispatch probe (NVIDIA).
+
+    Raises:
+        ValueError: the probe's partition count differs from the spec's.
+        ProbeError: a probe without partition map or placement."""
+    if probe is None:
+        return (program_domains(num_programs, hw.l2_domains, hw.dispatch),
+                [hw.compute_units_per_domain] * hw.l2_domains)
+    from swizzleperf.profiling.dispatch_probe import program_partitions
+    dom, cus = program_partitions(probe, num_programs, programs_per_cu)
+    if len(cus) != hw.l2_domains:
+        raise ValueError(f"the probe found {len(cus)} L2 partitions, the spec {hw.name} has "
+                         f"{hw.l2_domains}: probe the GPU the spec describes")
+    return dom, [int(c) for c in cus]
+
+
+def simulate(trace: TileTrace, order: np.ndarray, hw: HardwareSpec, probe: dict | None = None) -> SimResult:
     """Simulate the L2 (and LLC) behaviour of one kernel launch.
 
     Args:
@@ -265,20 +339,26 @@ def simulate(trace: TileTrace, order: np.ndarray, hw: HardwareSpec) -> SimResult
         order: int ``[num_tiles]``; ``order[p]`` = logical tile computed by program id p. Must be
             a permutation of ``range(trace.num_tiles)``.
         hw: the GPU (domains, L2 bytes per domain, CUs per domain, LLC bytes, dispatch policy).
+        probe: a stored dispatch probe of this GPU (``profiling.dispatch_probe``); when given,
+            program p runs in the L2 partition of the SM the probe saw it land on, and each
+            partition has as many slots as SMs read through it, instead of ``hw.dispatch``.
 
     Returns:
         :class:`SimResult` (bytes in bytes, rates in 0..1, ``seconds`` = wall time taken).
 
     Raises:
         ValueError: ``order`` not a permutation of the tiles, malformed trace, unknown dispatch,
-            ``"in_order"`` dispatch with several domains, or zero slots per domain.
+            ``"in_order"`` dispatch with several domains, zero slots per domain, or a probe
+            whose partition count differs from the spec's.
+        ProbeError: a probe without partition map or placement.
     """
     t0 = time.perf_counter()
     order = _check_inputs(trace, order, hw)
-    slots = hw.compute_units_per_domain * trace.programs_per_cu
-    doms, keys = _access_stream(trace, order, hw.l2_domains, slots, hw.dispatch)
-    c = _replay(doms, keys, trace, hw)
-    written = np.unique(keys[trace.block_is_write[keys]]) if keys.size else keys
+    dom, cus = placement(len(order), hw, trace.programs_per_cu, probe)
+    slots = [c * trace.programs_per_cu for c in cus]
+    doms, access_cus, keys, writes = _access_stream(trace, order, dom, slots)
+    c = _replay(doms, access_cus, keys, writes, trace, hw)
+    written = np.unique(keys[writes])
     read_total, hit_total = sum(c["read"]), sum(c["hit"])
     miss_total = read_total - hit_total
     return SimResult(
@@ -290,7 +370,8 @@ def simulate(trace: TileTrace, order: np.ndarray, hw: HardwareSpec) -> SimResult
         dram_write_bytes=int(trace.block_bytes[written].sum()),
         llc_hit_rate=(c["llc_hit"] / miss_total if miss_total else 0.0) if hw.llc_bytes > 0 else None,
         cross_domain_bytes=int(c["cross"]),
+        l1_hit_rate=(c["l1_hit"] / c["l1_read"] if c["l1_read"] else 0.0) if c["l1"] else None,
         seconds=time.perf_counter() - t0,
         source=f"simulated:{hw.name}",
-        model=_model_line(hw, slots),
+        model=_model_line(hw, slots, cus, probe, c["l1"]),
     )

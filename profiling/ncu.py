@@ -2,7 +2,8 @@
 
 The kernel is selected by its exact name, the warm-up launches are skipped, and ncu replays the one
 profiled launch once per metric pass with caches flushed between passes (its default
-``--cache-control all``); clocks are left as the card has them (``--clock-control none``).
+``--cache-control all``); clocks are left as the card has them (``--clock-control none``). A kernel
+that is many launches per run is profiled as one NVTX range around the run (``profile_run``).
 """
 from __future__ import annotations
 
@@ -29,11 +30,13 @@ METRICS = (
     "l1tex__t_sector_hit_rate.pct",
     "launch__grid_size",
     "launch__waves_per_multiprocessor",
+    "launch__shared_mem_config_size",
 )
 WARMUP_LAUNCHES = 2
 # The L2 hit rate of one launch varies by about 2 points between launches of the same kernel
 # (grouped GEMM on an H200: 76.4 % and 74.4 %, 2026-11-22): profile several and average.
 PROFILED_LAUNCHES = 3
+RUN_RANGE = "swizzleperf_run"  # the NVTX range of profile_run
 
 
 class NcuError(RuntimeError):
@@ -53,18 +56,39 @@ def profile_launch(kernel_path: Path, kernel_name: str, dtype: str, timeout_s: f
     Raises:
         NcuError: no ncu, a failed or timed-out run, or no launch of that name profiled.
     """
+    options = ["--kernel-name", kernel_name, "--launch-skip", str(WARMUP_LAUNCHES),
+               "--launch-count", str(PROFILED_LAUNCHES)]
+    text = _run_ncu(kernel_path, dtype, options, {"launches": PROFILED_LAUNCHES}, timeout_s)
+    return parse_csv(text, kernel_name)
+
+
+def profile_run(kernel_path: Path, dtype: str, timeout_s: float = 600.0) -> dict:
+    """ncu metrics of one whole run of the kernel module (every kernel launch of ``spec.launch``,
+    e.g. the 383 anti-diagonal launches of kernels/smith_waterman.py) at its default problem,
+    after ``WARMUP_LAUNCHES`` warm-up runs: application range replay of an NVTX range around the
+    run, caches flushed once at its start, so that data one launch leaves in L2 for the next is
+    seen as on a plain run. Counters are the range's totals; ``launches`` is 1 (one range).
+
+    Raises:
+        NcuError: as :func:`profile_launch`, or no range profiled.
+    """
+    options = ["--replay-mode", "app-range", "--nvtx", "--nvtx-include", f"{RUN_RANGE}/"]
+    text = _run_ncu(kernel_path, dtype, options, {"launches": 1, "nvtx_range": RUN_RANGE}, timeout_s)
+    return parse_csv(text, RUN_RANGE)
+
+
+def _run_ncu(kernel_path: Path, dtype: str, options: list, request: dict, timeout_s: float) -> str:
+    """Run the worker's ``run_once`` stage under ncu with ``options``; return its CSV log text."""
     ncu = find_ncu()
     if ncu is None:
         raise NcuError("ncu not found on PATH or in /usr/local/cuda/bin")
     with tempfile.TemporaryDirectory(prefix="swizzleperf-ncu-") as folder:
         folder = Path(folder)
         request = {"kernel_path": str(kernel_path), "stages": ["run_once"], "dtype": dtype,
-                   "timing_problem": "default", "warmup": WARMUP_LAUNCHES,
-                   "launches": PROFILED_LAUNCHES}
+                   "timing_problem": "default", "warmup": WARMUP_LAUNCHES, **request}
         (folder / "request.json").write_text(json.dumps(request))
         log = folder / "ncu.log"
-        command = [ncu, "--clock-control", "none", "--kernel-name", kernel_name,
-                   "--launch-skip", str(WARMUP_LAUNCHES), "--launch-count", str(PROFILED_LAUNCHES),
+        command = [ncu, "--clock-control", "none", *options,
                    "--metrics", ",".join(METRICS), "--csv", "--page", "raw", "--print-units", "base",
                    "--log-file", str(log), sys.executable, "-m", "swizzleperf.agent.worker",
                    str(folder / "request.json"), str(folder / "result.json")]
@@ -76,13 +100,14 @@ def profile_launch(kernel_path: Path, kernel_name: str, dtype: str, timeout_s: f
         text = (log.read_text() if log.exists() else "") + "\n" + proc.stdout
         if proc.returncode != 0 and '"ID"' not in text:
             raise NcuError(f"ncu exited with code {proc.returncode}: {_last_line(text + proc.stderr)}")
-    return parse_csv(text, kernel_name)
+    return text
 
 
 def parse_csv(text: str, kernel_name: str) -> dict:
     """The metrics of the profiled launches from ncu's ``--csv --page raw`` output, averaged over
-    the launches of ``kernel_name`` (other lines of the log are ignored; a units row, if any, is
-    dropped; thousands separators are accepted).
+    the launches of ``kernel_name`` (or the ranges of that name: range replay lists a range where
+    a kernel would be; other lines of the log are ignored; a units row, if any, is dropped;
+    thousands separators are accepted).
 
     Raises:
         NcuError: no row for ``kernel_name``.
@@ -92,9 +117,15 @@ def parse_csv(text: str, kernel_name: str) -> dict:
         raise NcuError(f"ncu profiled no launch of {kernel_name!r}: {_last_line(text)}")
     table = pd.read_csv(io.StringIO("\n".join(csv_lines)), thousands=",", dtype=str)
     table = table[pd.to_numeric(table["ID"], errors="coerce").notna()]
-    rows = table[table["Kernel Name"].astype(str).str.startswith(kernel_name)]
+    column = next((c for c in ("Kernel Name", "Range Name", "Name") if c in table.columns), None)
+    if column is None:
+        raise NcuError(f"ncu's table has no name column (columns {list(table.columns)[:12]})")
+    rows = table[table[column].astype(str).str.startswith(kernel_name)]
+    for range_column in (c for c in table.columns if "Push/Pop_Range" in c and rows.empty):
+        # range replay: "Kernel Name" reads "range"; the NVTX range's name is in this column
+        rows = table[table[range_column].astype(str).str.contains(f":{kernel_name}:", regex=False)]
     if rows.empty:
-        raise NcuError(f"ncu profiled no launch of {kernel_name!r} (saw {sorted(set(table['Kernel Name']))})")
+        raise NcuError(f"ncu profiled no launch of {kernel_name!r} (saw {sorted(set(table[column]))})")
     values = {name: float(rows[name].astype(str).str.replace(",", "").astype(float).mean())
               for name in METRICS if name in rows.columns}
     return {**values, "launches": float(len(rows))}

@@ -119,9 +119,13 @@ def _to_trace(tensor, start, end, nbytes, store, programs_per_cu: int, source: s
     flat_bytes = np.broadcast_to(nbytes, start.shape)[valid]
     flat_store = np.broadcast_to(store, start.shape)[valid]
     block_bytes[inverse.ravel()] = flat_bytes
-    block_is_write[inverse.ravel()] = flat_store
+    np.logical_or.at(block_is_write, inverse.ravel(), flat_store)
+    access_is_write = np.broadcast_to(store, start.shape) & valid
+    both = np.zeros(len(unique), dtype=bool)                 # blocks also loaded somewhere
+    np.logical_or.at(both, inverse.ravel(), ~flat_store)
     return TileTrace(keys=keys, block_bytes=block_bytes, block_is_write=block_is_write,
-                     programs_per_cu=programs_per_cu, source=source)
+                     programs_per_cu=programs_per_cu, source=source,
+                     access_is_write=access_is_write.copy() if (both & block_is_write).any() else None)
 
 
 # -- recording (runs in the worker, under the Triton interpreter) -------------------------------

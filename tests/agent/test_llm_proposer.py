@@ -45,8 +45,8 @@ def context() -> ProposalContext:
         name="h100", display_name="NVIDIA H100 SXM5 80GB", vendor="nvidia", arch="sm_90",
         compute_units=132, l2_domains=1, l2_partitions=2, l2_bytes_per_domain=50 * 2**20,
         l2_line_bytes=128, l2_sector_bytes=32, l2_associativity=None, llc_bytes=0,
-        dram_bytes_per_s=3.35e12, peak_bf16_flops=989e12, shared_memory_per_cu_bytes=228 * 1024,
-        dispatch="in_order", match_names=("h100",))
+        dram_bytes_per_s=3.35e12, peak_bf16_flops=989e12, shared_memory_per_cu_bytes=228 * 1024, l1_bytes_per_cu=256 * 1024,
+        dispatch="in_order", domain_miss_path="memory", match_names=("h100",))
     rejected = {"iteration": 1, "name": "llm", "source": TARGET.replace("//", "%"),
                 "verdict": "NOT_PERMUTATION", "reason": REJECTION, "metrics": None,
                 "lesson": "pid % num_pid_n twice maps many programs to one tile."}

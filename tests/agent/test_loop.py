@@ -104,3 +104,15 @@ def test_llm_endpoint_down_ends_the_run_cleanly(tmp_path, gemm_path):
     rows = pd.DataFrame(outcome.report["attempts"])
     assert list(rows.verdict) == ["NO_CANDIDATE"] * 3
     assert outcome.report["best"]["name"] == "baseline"
+
+
+def test_a_stored_probe_that_does_not_fit_is_reported_not_fatal(tmp_path, gemm_path):
+    options = _options(tmp_path, gemm_path, iterations=1)
+    workdir = Path(options.workdir)
+    workdir.mkdir(parents=True)
+    (workdir / "probe_mi300x.json").write_text(json.dumps({"device": "x", "sm_of_program": [0, 1]}))
+    events = []
+    outcome = run.start(options, on_event=lambda kind, data: events.append((kind, data.get("name", ""))),
+                        proposer=ScriptedProposer([("xcd", catalog_source("xcd-grouped-m:8:8", ARGS))]))
+    assert outcome.status == "finished"
+    assert any("no partition map" in name and "by the spec instead" in name for _, name in events)

@@ -53,3 +53,33 @@ def test_analyze_reads_like_an_engineer_wrote_it(tmp_path, gemm_path):
 def test_bad_meta(tmp_path, gemm_path):
     proc = run("simulate", str(gemm_path), "--meta", "BLOCK_M", cwd=tmp_path)
     assert proc.returncode == 2 and "NAME=INTEGER" in proc.stderr
+
+
+PROBE = {"device": "NVIDIA test", "num_sms": 132,
+         "placement": {"1": {"sm_of_program": list(range(132)),
+                             "summary": {"first_programs_sm": list(range(16)), "first_wave_programs": 132,
+                                         "distinct_sms": 132, "neighbours_on_same_sm": 0.0}}},
+         "partitions": {"partition_of_sm": [0] * 66 + [1] * 66, "references_agree": True,
+                        "cycles_after_reference": {"0": [290] * 66 + [376] * 66},
+                        "cycles_cold": [690] * 132, "cycles_self_warm": [290] * 132}}
+
+
+def test_a_stored_probe_places_programs(tmp_path, gemm_path):
+    # The hand-written probe puts programs 0-65 (and every next 132, cyclically) on partition 0's
+    # SMs and 66-131 on partition 1's. Under grouped-m:8, 66 consecutive programs cover about 8 x 8
+    # tiles, whose A and B blocks then stay within one partition; the hash placement gives each
+    # partition a random half of every group, so each partition sees half the sharers.
+    (tmp_path / "probe.json").write_text(json.dumps(PROBE))
+    def simulated(*extra):
+        proc = run("simulate", str(gemm_path), "--hw", "h200", "--swizzle", "grouped-m:8", "--json",
+                   *extra, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+    hashed, probed = simulated(), simulated("--probe", str(tmp_path / "probe.json"))
+    assert "dispatch probe measured on NVIDIA test" in probed["model"]
+    assert probed["l2_hit_rate"] > hashed["l2_hit_rate"] + 0.05
+    assert probed["cross_domain_bytes"] < hashed["cross_domain_bytes"]
+    proc = run("analyze", str(gemm_path), "--hw", "h200", "--probe", str(tmp_path / "probe.json"), cwd=tmp_path)
+    assert proc.returncode == 0 and "placed as the dispatch probe measured on NVIDIA test" in proc.stdout
+    proc = run("simulate", str(gemm_path), "--hw", "mi300x", "--probe", str(tmp_path / "probe.json"), cwd=tmp_path)
+    assert proc.returncode == 2 and "2 L2 partitions, the spec mi300x has 8" in proc.stderr

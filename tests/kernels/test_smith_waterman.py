@@ -125,22 +125,28 @@ def test_the_reference_on_a_hand_example(spec):
 def test_access_model_counted_by_hand(spec):
     # M = 37, N = 50 with 8 x 16 tiles: 5 x 4 tiles (rows 8, 8, 8, 8, 5; columns 16, 16, 16, 2).
     # Blocks: a's 5 pieces (0..4), b's 4 (5..8), the 20 last rows (9..28), the 20 last columns
-    # (29..48), H's 20 tiles (49..68).
+    # (29..48), the 20 interiors (49..68).
     trace = spec.trace(spec.problems["check"], spec.check_meta)
-    assert trace.keys.shape == (20, 2, 4)
+    assert trace.keys.shape == (20, 3, 4)
     last_rows = 5 * (16 + 16 + 16 + 2) * 4  # every tile's last row, int32: 1000 B
     last_cols = 4 * (8 + 8 + 8 + 8 + 5) * 32  # every tile's last column, a 32 B sector a row: 4736 B
-    assert trace.footprint_bytes() == 37 + 50 + last_rows + last_cols + 37 * 50 * 4
-    keys = trace.keys.reshape(20, -1)
-    read = keys[(keys >= 0) & ~trace.block_is_write[np.maximum(keys, 0)]]
-    # Reads: a piece per tile (4 tile columns x 37 B), b (5 tile rows x 50 B), the last rows of tile
-    # rows 0..3 (4 x 200 B), the last columns of tile columns 0..2 (3 x 37 x 32 B).
-    assert trace.block_bytes[read].sum() == 4 * 37 + 5 * 50 + 4 * 200 + 3 * 37 * 32
+    interiors = 37 * 50 * 4 - last_rows - last_cols + 20 * 32  # the rest, the corner sector once
+    assert trace.footprint_bytes() == 37 + 50 + last_rows + last_cols + interiors
+    writes = trace.writes()
+    step0, step1, step2 = (trace.keys[:, s] for s in range(3))
+    # Step 0 reads a piece per tile (4 tile columns x 37 B), b (5 tile rows x 50 B), the last rows
+    # of tile rows 0..3 (4 x 200 B), the last columns of tile columns 0..2 (3 x 37 x 32 B).
+    assert trace.block_bytes[step0[step0 >= 0]].sum() == 4 * 37 + 5 * 50 + 4 * 200 + 3 * 37 * 32
+    assert not writes[:, 0].any() and not writes[:, 2].any()
+    # Step 1 stores all of H (each tile whole); step 2 reads back every interior and last column.
+    assert trace.block_bytes[step1[writes[:, 1]]].sum() == 37 * 50 * 4 + 20 * 32
+    assert trace.block_bytes[step2[step2 >= 0]].sum() == interiors + last_cols
     # Tile (1, 2) (flat 6): a piece 1, b piece 2, the last row of (0, 2), the last column of (1, 1);
-    # then it writes H's tile 6. Tile (0, 0) reads no halo.
-    assert trace.keys[6].tolist() == [[1, 7, 9 + 2, 29 + 5], [49 + 6, -1, -1, -1]]
+    # then it stores its interior, last row and last column, and reads back the interior and column.
+    assert trace.keys[6].tolist() == [[1, 7, 9 + 2, 29 + 5], [49 + 6, 9 + 6, 29 + 6, -1], [49 + 6, 29 + 6, -1, -1]]
+    assert writes[6].tolist() == [[False] * 4, [True, True, True, False], [False] * 4]
     assert trace.keys[0, 0].tolist() == [0, 5, -1, -1]
-    assert trace.block_is_write[49:].all() and not trace.block_is_write[:49].any()
+    assert trace.block_is_write[9:].all() and not trace.block_is_write[:9].any()
 
 
 @pytest.mark.gpu

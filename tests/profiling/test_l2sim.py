@@ -3,12 +3,14 @@ every block is 100 bytes unless said otherwise. Notation: "m" miss, "h" hit, [..
 from least to most recently used."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
 import pytest
 
 from swizzleperf.hwspecs import HardwareSpec
+from swizzleperf.profiling.dispatch_probe import ProbeError
 from swizzleperf.profiling.l2sim import SimResult, _access_stream, order_from_tiles, simulate
 from swizzleperf.profiling.trace import TileTrace
 
@@ -30,14 +32,15 @@ def make_trace(programs, block_bytes=None, writes=(), programs_per_cu=1):
     return TileTrace(keys, bb, is_write, programs_per_cu, "hand-written test trace")
 
 
-def make_hw(compute_units=1, domains=1, l2_bytes=2 * B, llc_bytes=0, dispatch=None, name="toy"):
+def make_hw(compute_units=1, domains=1, l2_bytes=2 * B, llc_bytes=0, dispatch=None, name="toy",
+            miss_path="memory", l1_bytes=0):
     if dispatch is None:
         dispatch = "in_order" if domains == 1 else "round_robin_domains"
     return HardwareSpec(
         name=name, display_name=name, vendor="test", arch="test", compute_units=compute_units,
         l2_domains=domains, l2_partitions=domains, l2_bytes_per_domain=l2_bytes, l2_line_bytes=128,
         l2_sector_bytes=32, l2_associativity=None, llc_bytes=llc_bytes, dram_bytes_per_s=1e12,
-        peak_bf16_flops=1e15, shared_memory_per_cu_bytes=0, dispatch=dispatch)
+        peak_bf16_flops=1e15, shared_memory_per_cu_bytes=0, l1_bytes_per_cu=l1_bytes, dispatch=dispatch, domain_miss_path=miss_path)
 
 
 def ident(n):
@@ -99,18 +102,21 @@ def test_access_stream_order_and_early_slot_release():
     # p2 = [30, 31]. p2 takes p0's slot at tick 1 and is visited after p1 (started earlier):
     # tick 0: 10, 20; tick 1: 21, 30, 31; tick 2: 22.
     tr = make_trace([[[10]], [[20], [21], [22]], [[30, 31]]], block_bytes=[B] * 32)
-    doms, keys = _access_stream(tr, ident(3), domains=1, slots=2, dispatch="in_order")
+    doms, cus, keys, writes = _access_stream(tr, ident(3), dom=np.zeros(3, dtype=np.int64), slots=[2])
     assert keys.tolist() == [10, 20, 21, 30, 31, 22]
     assert doms.tolist() == [0] * 6
+    assert cus.tolist() == [0, 1, 1, 0, 0, 1]  # one program per CU: p2 takes p0's slot, CU 0
+    assert not writes.any()
 
 
 def test_access_stream_interleaves_domains_within_a_tick():
     # 2 domains x 1 slot, round robin: p0, p2 -> domain 0; p1, p3 -> domain 1.
     # tick 0: d0 p0 (1), d1 p1 (2); tick 1: d0 p0 (11), d1 p1 (12); tick 2: d0 p2, d1 p3.
     tr = make_trace([[[1], [11]], [[2], [12]], [[3]], [[4]]], block_bytes=[B] * 13)
-    doms, keys = _access_stream(tr, ident(4), domains=2, slots=1, dispatch="round_robin_domains")
+    doms, cus, keys, writes = _access_stream(tr, ident(4), dom=np.array([0, 1, 0, 1]), slots=[1, 1])
     assert keys.tolist() == [1, 2, 11, 12, 3, 4]
     assert doms.tolist() == [0, 1, 0, 1, 0, 1]
+    assert cus.tolist() == [0, 1, 0, 1, 0, 1]  # domain 1's CU is numbered after domain 0's
 
 
 # --- domains -----------------------------------------------------------------------------------
@@ -125,6 +131,18 @@ def test_round_robin_splits_sharing_across_domains():
     r = simulate(make_trace(SHARED), ident(4), hw)
     assert (r.l2_hit_bytes, r.dram_read_bytes, r.cross_domain_bytes) == (0, 4 * B, 2 * B)
     assert r.per_domain_hit_rate == [0.0, 0.0]
+
+
+def test_peer_partitions_serve_misses_instead_of_dram():
+    # As above, but a miss on a block the other domain holds is served by it (NVIDIA partitions):
+    # tick 0: d0 X m (DRAM), d1 X m (d0 holds X: peer, no DRAM); tick 1: d0 Y m (DRAM), d1 Y m
+    # (peer). DRAM 200, cross 200; the block is still inserted in d1: a re-read there hits.
+    hw = make_hw(compute_units=2, domains=2, l2_bytes=10 * B, miss_path="peer_domains")
+    r = simulate(make_trace(SHARED), ident(4), hw)
+    assert (r.l2_hit_bytes, r.dram_read_bytes, r.cross_domain_bytes) == (0, 2 * B, 2 * B)
+    # p1 (d1) reads X twice: the second read hits in d1 after the peer served the first.
+    r2 = simulate(make_trace([[[0]], [[0], [0]]]), ident(2), hw)
+    assert (r2.l2_hit_bytes, r2.dram_read_bytes, r2.cross_domain_bytes) == (B, B, B)
 
 
 def test_order_keeping_sharers_in_one_domain_does_better():
@@ -150,6 +168,35 @@ def test_per_domain_hit_rate_uneven_and_idle_domain():
     assert r1.per_domain_hit_rate == [pytest.approx(0.5), 0.0, 0.0]
 
 
+def probe_of(partition_of_sm, sm_of_program, device="NVIDIA test"):
+    """A stored dispatch probe (profiling/dispatch_probe.py's format) written by hand."""
+    return {"device": device, "placement": {"1": {"sm_of_program": sm_of_program}},
+            "partitions": {"partition_of_sm": partition_of_sm}}
+
+
+def test_probed_placement_sets_domains_and_slots():
+    # SM 0 reads through partition 0, SMs 1, 2 through partition 1 (1 and 2 slots). The probe saw
+    # programs 0-3 on SMs 1, 2, 0, 1. SHARED, identity: p0 (X) d1, p1 (X) d1, p2 (Y) d0, p3 (Y) d1.
+    # tick 0: d0 p2 Y m; d1 p0 X m, p1 X h (2 slots: both resident). tick 1: d1 p3 Y m, Y is
+    # resident in d0: cross +100. Hits 100 of 400; d0 0/1, d1 1/3.
+    hw = make_hw(compute_units=4, domains=2, l2_bytes=10 * B, dispatch="hashed_domains")
+    r = simulate(make_trace(SHARED), ident(4), hw, probe=probe_of([0, 1, 1], [1, 2, 0, 1]))
+    assert (r.l2_hit_bytes, r.dram_read_bytes, r.cross_domain_bytes) == (B, 3 * B, B)
+    assert r.per_domain_hit_rate == [0.0, pytest.approx(1 / 3)]
+    assert "1/2 SMs" in r.model and "NVIDIA test" in r.model
+    # A probe of 2 programs repeats for a grid of 4: p2 -> SM 1, p3 -> SM 2, all in d1.
+    r2 = simulate(make_trace(SHARED), ident(4), hw, probe=probe_of([0, 1, 1], [1, 2]))
+    assert r2.per_domain_hit_rate == [0.0, pytest.approx(0.5)]
+
+
+def test_probe_must_match_the_spec_and_have_partitions():
+    hw = make_hw(compute_units=4, domains=2, l2_bytes=10 * B, dispatch="hashed_domains")
+    with pytest.raises(ValueError, match="3 L2 partitions"):
+        simulate(make_trace(SHARED), ident(4), hw, probe=probe_of([0, 1, 2], [0, 1, 2, 0]))
+    with pytest.raises(ProbeError, match="no partition map"):
+        simulate(make_trace(SHARED), ident(4), hw, probe={"device": "x", "sm_of_program": [0, 1]})
+
+
 def test_llc_hit_saves_dram():
     # 2 domains x 1 slot, LLC 10 blocks. p0 (d0) X: L2 m, LLC m -> DRAM 100, X into the LLC.
     # p1 (d1) X at the same tick: L2 m (cross +100), LLC h -> no DRAM bytes. LLC hit rate 100/200.
@@ -173,6 +220,31 @@ def test_llc_is_lru_by_bytes():
     assert r.llc_hit_rate == pytest.approx(0.2)
 
 
+# --- L1 ----------------------------------------------------------------------------------------
+
+def test_l1_filters_reads_before_l2():
+    # 1 domain, 2 CUs (1 program each), L1 = 1 block, L2 = 10 blocks; reads through L1.
+    # p0 (CU 0): X X Y; p1 (CU 1): X. tick 0: CU0 X: L1 m, L2 m; CU1 X: L1 m, L2 h.
+    # tick 1: CU0 X: L1 h (never reaches L2). tick 2: CU0 Y: L1 m (evicts X), L2 m.
+    # L1: 1 hit of 4 reads; L2: 3 reads, 1 hit. A store (W) never touches the L1.
+    tr = dataclasses.replace(make_trace([[[0], [0], [1], [2]], [[0]]], writes=[2]), l1_cached=True)
+    hw = make_hw(compute_units=2, l2_bytes=10 * B, l1_bytes=B)
+    r = simulate(tr, ident(2), hw)
+    assert r.l1_hit_rate == pytest.approx(0.25)
+    assert (r.l2_read_bytes, r.l2_hit_bytes, r.dram_read_bytes) == (3 * B, B, 2 * B)
+    # Without the flag (reads copied past the L1, as the pipelined GEMM's) every read reaches L2.
+    r0 = simulate(dataclasses.replace(tr, l1_cached=False), ident(2), hw)
+    assert r0.l1_hit_rate is None and (r0.l2_read_bytes, r0.l2_hit_bytes) == (4 * B, 2 * B)
+
+
+def test_l1_is_per_compute_unit():
+    # 2 CUs, programs p0..p3 all read X; 2 slots: p0 -> CU 0, p1 -> CU 1, then p2 -> CU 0, p3 -> CU 1.
+    # Each CU misses X once in its L1 (2 L2 reads: 1 miss, 1 hit), then hits.
+    tr = dataclasses.replace(make_trace([[[0]], [[0]], [[0]], [[0]]]), l1_cached=True)
+    r = simulate(tr, ident(4), make_hw(compute_units=2, l2_bytes=10 * B, l1_bytes=4 * B))
+    assert r.l1_hit_rate == pytest.approx(0.5) and (r.l2_read_bytes, r.l2_hit_bytes) == (2 * B, B)
+
+
 # --- writes ------------------------------------------------------------------------------------
 
 def test_writes_allocate_count_once_and_stay_out_of_hit_rate():
@@ -184,6 +256,31 @@ def test_writes_allocate_count_once_and_stay_out_of_hit_rate():
     assert (r.l2_read_bytes, r.l2_hit_bytes, r.dram_read_bytes) == (2 * B, 0, 2 * B)
     assert r.dram_write_bytes == 2 * B
     assert r.l2_hit_rate == 0.0
+
+
+def test_reads_of_stored_blocks_hit_where_the_store_allocated():
+    # Per-access stores: p0 stores W=0 then reads it back; p1 (other domain, same tick) reads W
+    # after p0's store. 2 domains x 1 slot, peers serve misses (NVIDIA partitions).
+    # tick 0: d0 p0 W store (alloc d0); d1 p1 R=1 read m (DRAM). tick 1: d0 p0 W read h;
+    # d1 p1 W read m, held by d0: peer serves it (cross +100), inserted in d1.
+    # Reads 300 B, hits 100; DRAM read 100 (R only); DRAM write: W once.
+    keys = np.array([[[0], [0]], [[1], [0]]])
+    tr = TileTrace(keys=keys, block_bytes=np.array([B, B]), block_is_write=np.array([True, False]),
+                   programs_per_cu=1, source="test", access_is_write=np.array([[[True], [False]], [[False], [False]]]))
+    hw = make_hw(compute_units=2, domains=2, l2_bytes=10 * B, miss_path="peer_domains")
+    r = simulate(tr, ident(2), hw)
+    assert (r.l2_read_bytes, r.l2_hit_bytes, r.dram_read_bytes, r.cross_domain_bytes) == (3 * B, B, B, B)
+    assert r.dram_write_bytes == B
+
+
+def test_a_store_drops_the_block_from_the_storing_cus_l1():
+    # 1 CU, L1 and L2 hold 4 blocks; W=0 read (L1 m, L2 m), stored, read again: the store
+    # dropped W from the L1, so the second read misses L1 and hits L2 (the store allocated).
+    keys = np.array([[[0], [0], [0]]])
+    tr = TileTrace(keys=keys, block_bytes=np.array([B]), block_is_write=np.array([True]), programs_per_cu=1,
+                   source="test", l1_cached=True, access_is_write=np.array([[[False], [True], [False]]]))
+    r = simulate(tr, ident(1), make_hw(l2_bytes=4 * B, l1_bytes=4 * B))
+    assert r.l1_hit_rate == 0.0 and (r.l2_read_bytes, r.l2_hit_bytes) == (2 * B, B)
 
 
 # --- inputs and outputs ------------------------------------------------------------------------

@@ -22,6 +22,22 @@ def test_parse_averages_the_launches_and_accepts_thousands_separators():
     assert all(type(v) is float for v in metrics.values())
 
 
+# ncu 2025.3.1 on an H200 (2026-11-22), application range replay of kernels/smith_waterman.py's
+# NVTX range (profile_run), columns trimmed: the row names the range, not a kernel.
+RANGE_LOG = '''"ID","Process ID","Process Name","Host Name","thread Domain:Push/Pop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg","Id:Domain:Start/Stop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg","Kernel Name","Context","Stream","Device","CC","dram__bytes_read.sum","gpu__time_duration.sum","lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum","lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum"
+"","","","","","","","","","","","byte","ns","sector","sector"
+"0","489","python3.12","127.0.0.1","489  ""<default domain>:swizzleperf_run:none:none:none:none:none:none"" ","","range","1","n/a","0","9.0","674,560","50,155,040","2,794,445","69,788"
+'''
+
+
+def test_parse_a_range_replay_row_by_its_nvtx_range():
+    metrics = ncu.parse_csv(RANGE_LOG, ncu.RUN_RANGE)
+    assert metrics["lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum"] == 2_794_445
+    assert metrics["dram__bytes_read.sum"] == 674_560 and metrics["launches"] == 1
+    with pytest.raises(ncu.NcuError, match="saw"):
+        ncu.parse_csv(RANGE_LOG, "other_range")
+
+
 def test_parse_without_the_kernel_says_what_it_saw():
     with pytest.raises(ncu.NcuError, match="saw"):
         ncu.parse_csv(LOG.replace("matmul_kernel", "other_kernel"), "matmul_kernel")

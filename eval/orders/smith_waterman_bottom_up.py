@@ -1,0 +1,26 @@
+@triton.jit
+def swizzle(pid, num_pid_m, num_pid_n):
+    """Map global program id ``pid`` to its tile: the anti-diagonals in order, each from its
+    bottom row up (the baseline's diagonals, reversed within each; eval/validate_simulator.py). The diagonal d of pid by bisection over first(d) = T(d) - T(d - m) - T(d - n) +
+    T(d - m - n), T(x) = x (x + 1) / 2 for x > 0 (the tiles on the diagonals before d, by
+    inclusion-exclusion); 16 steps: exact while num_pid_m + num_pid_n <= 46341 (int32 products)."""
+    lo = pid * 0
+    hi = lo + num_pid_m + num_pid_n - 1  # first(lo) <= pid < first(hi)
+    for _ in range(16):
+        mid = (lo + hi) // 2
+        t0 = tl.maximum(mid, 0)
+        t1 = tl.maximum(mid - num_pid_m, 0)
+        t2 = tl.maximum(mid - num_pid_n, 0)
+        t3 = tl.maximum(mid - num_pid_m - num_pid_n, 0)
+        first_mid = (t0 * (t0 + 1) - t1 * (t1 + 1) - t2 * (t2 + 1) + t3 * (t3 + 1)) // 2
+        below = first_mid <= pid
+        lo = tl.where(below, mid, lo)
+        hi = tl.where(below, hi, mid)
+    d = lo
+    t1 = tl.maximum(d - num_pid_m, 0)
+    t2 = tl.maximum(d - num_pid_n, 0)
+    t3 = tl.maximum(d - num_pid_m - num_pid_n, 0)
+    first = (d * (d + 1) - t1 * (t1 + 1) - t2 * (t2 + 1) + t3 * (t3 + 1)) // 2
+    pid_m = tl.minimum(d, num_pid_m - 1) - (pid - first)
+    pid_n = d - pid_m
+    return pid_m, pid_n
