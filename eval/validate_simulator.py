@@ -24,20 +24,20 @@ ORDERS = ["row-major", "column-major", "grouped-m:4", "grouped-m:8", "grouped-m:
 
 def measure(kernel: Path, orders: list, out: Path, whole_run: bool = False) -> None:
     """ncu metrics (profiling/ncu.py: 3 launches averaged; ``whole_run``: one whole run of a
-    kernel that is many launches, as one range) of each order at the default problem. An order is
-    a catalog name or ``file:PATH`` (a rewrite-target source). ``out`` is rewritten after every
-    order, so that a run cut short keeps the orders it measured."""
+    kernel that is many launches, as one range) of each order at the default problem (an order:
+    see :func:`_order_source`). ``out`` is rewritten after every order, so that a run cut short
+    keeps the orders it measured."""
     import torch
     from swizzleperf.agent.candidate import splice
     from swizzleperf.agent.spec import load_kernel
     from swizzleperf.profiling.ncu import profile_launch, profile_run
     kernel = kernel.resolve()
-    source, (_, spec) = kernel.read_text(), load_kernel(kernel)
+    source, (module, spec) = kernel.read_text(), load_kernel(kernel)
     rows = []
     with tempfile.TemporaryDirectory() as folder:
         for i, order in enumerate(orders):
             path = Path(folder) / f"order{i}_{kernel.name}"
-            path.write_text(splice(source, spec.rewrite_target, _order_source(order, source, spec)))
+            path.write_text(splice(source, spec.rewrite_target, _order_source(order, source, module, spec)))
             metrics = (profile_run(path, spec.dtypes[0]) if whole_run
                        else profile_launch(path, spec.kernel_name, spec.dtypes[0]))
             rows.append({"order": order, **metrics})
@@ -50,23 +50,17 @@ def measure(kernel: Path, orders: list, out: Path, whole_run: bool = False) -> N
                                        "rows": rows}, indent=1))
 
 
-def _order_source(order: str, source: str, spec) -> str:
-    """The rewrite-target source of a catalog order, of ``file:PATH`` (relative to the repo), or
-    of ``own`` (the kernel's own)."""
+def _order_source(order: str, source: str, module, spec) -> str:
+    """The rewrite-target source of an order: a catalog name, ``own`` (the kernel's own target),
+    or ``source:NAME`` (an order of the kernel module's ``order_sources()``, e.g. smith_waterman's
+    ``bottom-up``)."""
     from swizzleperf.agent.candidate import target_args, target_source
     from swizzleperf.agent.swizzles import catalog_source
     if order == "own":
         return target_source(source, spec.rewrite_target)
-    if order.startswith("file:"):
-        return (ROOT / order[len("file:"):]).read_text()
+    if order.startswith("source:"):
+        return module.order_sources()[order[len("source:"):]]
     return catalog_source(order, target_args(source, spec.rewrite_target))
-
-
-def _order_args(order: str) -> tuple:
-    """``(catalog name, rewrite-target file)`` for ``program_order`` (both None: the kernel's own)."""
-    if order == "own":
-        return None, None
-    return (None, ROOT / order[len("file:"):]) if order.startswith("file:") else (order, None)
 
 
 def compare(measured_path: Path, hw: str, out: Path | None, probe: Path | None = None,
@@ -76,10 +70,12 @@ def compare(measured_path: Path, hw: str, out: Path | None, probe: Path | None =
     ``placements`` as well (eval/gemm_placement.py's output) each order's programs go where the
     kernel's own programs landed under that order, on the probe's partition map."""
     from swizzleperf.agent.simulate import kernel_trace, program_order
+    from swizzleperf.agent.spec import load_kernel
     from swizzleperf.hwspecs import load_spec
     from swizzleperf.profiling import dispatch_probe, l2sim
     data = json.loads(measured_path.read_text())
     kernel = ROOT / data["kernel"]
+    source, (module, kernel_spec) = kernel.read_text(), load_kernel(kernel)
     hardware = load_spec(hw)
     stored = dispatch_probe.load(probe) if probe else None
     if placements and stored is None:
@@ -87,7 +83,10 @@ def compare(measured_path: Path, hw: str, out: Path | None, probe: Path | None =
     own = {r["order"]: r["sm_of_program"] for r in json.loads(placements.read_text())["rows"]} if placements else {}
     lines, pairs, trace = [], [], None
     for row in data["rows"]:
-        spec, order, _ = program_order(kernel, *_order_args(row["order"]), {})
+        with tempfile.TemporaryDirectory() as folder:
+            target = Path(folder) / "target.py"
+            target.write_text(_order_source(row["order"], source, module, kernel_spec))
+            spec, order, _ = program_order(kernel, None, target, {})
         trace = trace or kernel_trace(kernel, spec, {}, traced=False)
         if own:
             stored = {**stored, "placement": {"1": {"sm_of_program": own[row["order"]]}}}

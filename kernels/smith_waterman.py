@@ -142,6 +142,42 @@ def swizzle(pid, num_pid_m, num_pid_n):
 # outside the catalog; taken from the function above rather than written twice.
 EXPERT_SOURCE = inspect.getsource(swizzle.fn)
 
+_TOP_DOWN_DOC = """    \"\"\"Map global program id ``pid`` to its tile: the anti-diagonals in order, each from its top
+    row down."""
+_TOP_DOWN_ROW = "    pid_m = tl.maximum(d - num_pid_n + 1, 0) + pid - first\n"
+
+
+def _within_diagonals(doc: str, rows: str) -> str:
+    """The kernel's own swizzle with another order of the tiles within each anti-diagonal: ``doc``
+    replaces its docstring's opening, ``rows`` its ``pid_m`` line. Every tile stays on its own
+    diagonal, so the order is legal.
+
+    Raises:
+        RuntimeError: ``swizzle`` is not the kernel's own (another order spliced in)."""
+    if EXPERT_SOURCE.count(_TOP_DOWN_DOC) != 1 or EXPERT_SOURCE.count(_TOP_DOWN_ROW) != 1:
+        raise RuntimeError("smith_waterman.swizzle changed: update _TOP_DOWN_DOC / _TOP_DOWN_ROW")
+    return EXPERT_SOURCE.replace(_TOP_DOWN_DOC, doc).replace(_TOP_DOWN_ROW, rows)
+
+
+def order_sources() -> dict:
+    """Legal orders other than the kernel's own, as rewrite-target sources: within each
+    anti-diagonal from its bottom row up, and evens then odds of the top-down order. Built on
+    call from this module's ``swizzle`` (a module with another swizzle spliced in raises)."""
+    return {
+        "bottom-up": _within_diagonals(
+            """    \"\"\"Map global program id ``pid`` to its tile: the anti-diagonals in order, each from its
+    bottom row up (the baseline's diagonals, reversed within each; eval/validate_simulator.py).""",
+            "    pid_m = tl.minimum(d, num_pid_m - 1) - (pid - first)\n"),
+        "interleaved": _within_diagonals(
+            """    \"\"\"Map global program id ``pid`` to its tile: the anti-diagonals in order, within each the
+    even positions first, then the odd ones (k -> k // 2 + (k % 2) * ceil(L / 2) of the L tiles
+    top-down; eval/validate_simulator.py).""",
+            "    top = tl.maximum(d - num_pid_n + 1, 0)\n"
+            "    length = tl.minimum(d, num_pid_m - 1) - top + 1\n"
+            "    k = pid - first\n"
+            "    pid_m = top + k // 2 + (k % 2) * ((length + 1) // 2)\n"),
+    }
+
 
 @triton.jit
 def _max_combine(a, b):

@@ -23,30 +23,6 @@ from swizzleperf.agent.verify import Verdict, VerifyConfig, verify
 SW = Path(__file__).resolve().parents[2] / "kernels" / "smith_waterman.py"
 ARGS = ["pid", "num_pid_m", "num_pid_n"]
 
-# Within each anti-diagonal, from its bottom row up (the reverse of the natural order): a legal order.
-BOTTOM_UP = '''\
-@triton.jit
-def swizzle(pid, num_pid_m, num_pid_n):
-    """The anti-diagonals in order, each from its bottom row up."""
-    lo = pid * 0
-    hi = lo + num_pid_m + num_pid_n - 1
-    for _ in range(16):
-        mid = (lo + hi) // 2
-        t0 = tl.maximum(mid, 0)
-        t1 = tl.maximum(mid - num_pid_m, 0)
-        t2 = tl.maximum(mid - num_pid_n, 0)
-        t3 = tl.maximum(mid - num_pid_m - num_pid_n, 0)
-        below = (t0 * (t0 + 1) - t1 * (t1 + 1) - t2 * (t2 + 1) + t3 * (t3 + 1)) // 2 <= pid
-        lo = tl.where(below, mid, lo)
-        hi = tl.where(below, hi, mid)
-    t1 = tl.maximum(lo - num_pid_m, 0)
-    t2 = tl.maximum(lo - num_pid_n, 0)
-    t3 = tl.maximum(lo - num_pid_m - num_pid_n, 0)
-    first = (lo * (lo + 1) - t1 * (t1 + 1) - t2 * (t2 + 1) + t3 * (t3 + 1)) // 2
-    pid_m = tl.minimum(lo, num_pid_m - 1) - (pid - first)
-    return pid_m, lo - pid_m
-'''
-
 
 @pytest.fixture(scope="module")
 def spec():
@@ -85,7 +61,8 @@ def test_the_expert_order_passes_too(tmp_path, spec):
 
 
 def test_another_order_within_the_diagonals_passes(tmp_path):
-    result = verify(_spliced(tmp_path, BOTTOM_UP), tmp_path / "m.npy", VerifyConfig(dtype="int32", seeds=(4,)))
+    # Within each anti-diagonal from its bottom row up (the reverse of the natural order): legal.
+    result = verify(_spliced(tmp_path, load_kernel(SW)[0].order_sources()["bottom-up"]), tmp_path / "m.npy", VerifyConfig(dtype="int32", seeds=(4,)))
     assert result.verdict is Verdict.PASS, result.reason
 
 
