@@ -164,14 +164,19 @@ def save(result: dict, folder: Path, spec_name: str) -> Path:
     return path
 
 
+def _require_partition_map(stored, what: str) -> None:
+    """Raise ProbeError unless ``stored`` holds a placement and the partition map."""
+    if not isinstance(stored, dict) or "partitions" not in stored or "placement" not in stored:
+        raise ProbeError(f"{what} has no partition map (an older probe?); run `swizzleperf hw --probe` again")
+
+
 def load(path: Path) -> dict:
     """A stored probe. Raises ProbeError: unreadable, not JSON, or without the partition map."""
     try:
         stored = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
         raise ProbeError(f"cannot read the probe {path}: {exc}") from None
-    if not isinstance(stored, dict) or "partitions" not in stored or "placement" not in stored:
-        raise ProbeError(f"{path} has no partition map (an older probe?); run `swizzleperf hw --probe` again")
+    _require_partition_map(stored, str(path))
     return stored
 
 
@@ -219,9 +224,7 @@ def program_partitions(stored: dict, num_programs: int, programs_per_sm: int) ->
     Raises:
         ProbeError: a probe without the partition map (an older format) or placement.
     """
-    if "partitions" not in stored or "placement" not in stored:
-        raise ProbeError("the stored probe has no partition map (an older probe?); run "
-                         "`swizzleperf hw --probe` again")
+    _require_partition_map(stored, "the stored probe")
     part_of_sm = np.asarray(stored["partitions"]["partition_of_sm"], dtype=np.int64)
     level = min(stored["placement"], key=lambda k: abs(int(k) - programs_per_sm))
     sm = np.asarray(stored["placement"][level]["sm_of_program"], dtype=np.int64)

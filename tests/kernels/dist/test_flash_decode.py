@@ -13,9 +13,11 @@ stale partial gives errors of 0.1 to 1.
 from __future__ import annotations
 
 import pytest
-from _interpreted import compile_for_sm90, interpret
+from _interpreted import compile_for_sm90, interpret, spliced_copy
 import torch
 
+from swizzleperf.agent.candidate import target_args
+from swizzleperf.agent.swizzles import catalog_source
 from swizzleperf.kernels.dist import flash_decode
 from swizzleperf.kernels.dist.flash_decode import SPEC
 
@@ -120,30 +122,22 @@ def test_catalog_orders_verify_and_a_broken_order_is_caught(tmp_path):
     """Catalog members spliced into a copy of the module (as the optimizer does) verify
     (grouped-m:3 over 4 bh: a short last group); a swizzle that maps every program to bh 0
     leaves the other heads unmerged and fails."""
-    result = interpret(f"""
-        import importlib.util, json, pathlib
-        from swizzleperf.agent.candidate import splice, target_args
-        from swizzleperf.agent.swizzles import catalog_source
-        from swizzleperf.kernels.dist import runner
-        source = pathlib.Path({MODULE!r}).read_text()
-        args = target_args(source, "swizzle")
-        broken = ("@triton.jit\\ndef swizzle(pid, num_bh, num_splits):\\n"
-                  "    return pid * 0, pid % num_splits\\n")
-        orders = {{"column-major": catalog_source("column-major", args),
-                  "grouped-m:3": catalog_source("grouped-m:3", args), "broken": broken}}
-        errors = {{}}
-        for name, target in orders.items():
-            path = pathlib.Path({str(tmp_path)!r}) / (name.replace(":", "_") + ".py")
-            path.write_text(splice(source, "swizzle", target))
-            module_spec = importlib.util.spec_from_file_location("fd_" + path.stem, path)
-            module = importlib.util.module_from_spec(module_spec)
-            module_spec.loader.exec_module(module)
-            pattern = "bulk_sync" if name == "broken" else "fused_push"
-            checks = runner.run_group(module.SPEC, 2, pattern, dtype="float16",
-                                      launches=1 if name == "broken" else 2)
-            errors[name] = [c.error for c in checks]
-        print(json.dumps(errors))
-    """)
+    args = target_args(open(MODULE).read(), "swizzle")
+    broken = "@triton.jit\ndef swizzle(pid, num_bh, num_splits):\n    return pid * 0, pid % num_splits\n"
+    orders = {"column-major": catalog_source("column-major", args),
+              "grouped-m:3": catalog_source("grouped-m:3", args), "broken": broken}
+    code = "import json\nfrom swizzleperf.kernels.dist import runner\nmodules = {}\n"
+    for name, target in orders.items():
+        path = tmp_path / ("fd_" + name.replace(":", "_").replace("-", "_") + ".py")
+        code += spliced_copy(MODULE, target, path) + f"modules[{name!r}] = module\n"
+    result = interpret(code + """
+errors = {}
+for name, module in modules.items():
+    pattern = "bulk_sync" if name == "broken" else "fused_push"
+    checks = runner.run_group(module.SPEC, 2, pattern, dtype="float16", launches=1 if name == "broken" else 2)
+    errors[name] = [c.error for c in checks]
+print(json.dumps(errors))
+""")
     tolerance = SPEC.tolerance["float16"]
     assert all(0 < e < tolerance for e in result["column-major"] + result["grouped-m:3"]), result
     assert all(e > 0.1 for e in result["broken"]), result

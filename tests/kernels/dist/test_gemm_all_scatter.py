@@ -10,20 +10,15 @@ H200). A tile missing on one rank leaves NaN (error inf); one from the wrong ran
 from __future__ import annotations
 
 import pytest
-from _interpreted import interpret
+from _interpreted import interpret_kernel, spliced_copy
 
 from swizzleperf.agent.swizzles import catalog_source
 from swizzleperf.kernels.dist import gemm_all_scatter as kernel
 
 
-PRELUDE = ("import dataclasses, json\n"
-           "from swizzleperf.kernels.dist import gemm_all_scatter as kernel, runner\n"
-           "from swizzleperf.kernels.dist.heap import SpinTimeout\n")
-
-
 def _interpret(body: str) -> object:
-    """``body`` after PRELUDE's imports, under the Triton interpreter in a fresh process."""
-    return interpret(PRELUDE + body)
+    """``body`` after the kernel tests' imports, under the Triton interpreter in a fresh process."""
+    return interpret_kernel("swizzleperf.kernels.dist.gemm_all_scatter", body)
 
 
 @pytest.mark.parametrize("world_size", [2, 3])
@@ -43,18 +38,10 @@ def test_every_pattern_on_cpu(world_size):
 
 def test_a_catalog_order_as_the_rewrite_target(tmp_path):
     """The tile order is the rewrite target: grouped-m:2 spliced in gives the same C."""
-    source = open(kernel.__file__).read()
-    start = source.index("@triton.jit\ndef swizzle(")
-    end = source.index("@triton.jit\ndef _gemm_worker(")
-    rewritten = (source[:start] + catalog_source("grouped-m:2", ["pid", "num_pid_m", "num_pid_n"])
-                 + "\n\n" + source[end:])
-    module = tmp_path / "gemm_all_scatter_grouped.py"
-    module.write_text(rewritten)
+    target = catalog_source("grouped-m:2", ["pid", "num_pid_m", "num_pid_n"])
     errors = _interpret(
-        "import importlib.util\n"
-        f"spec = importlib.util.spec_from_file_location('rewritten', {str(module)!r})\n"
-        "mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)\n"
-        "print(json.dumps([c.error for c in runner.run_group(mod.SPEC, 2, 'workgroup_specialized')]))")
+        spliced_copy(kernel.__file__, target, tmp_path / "gemm_all_scatter_grouped.py") +
+        "print(json.dumps([c.error for c in runner.run_group(module.SPEC, 2, 'workgroup_specialized')]))")
     assert all(0 < e < 1e-2 for e in errors)
 
 

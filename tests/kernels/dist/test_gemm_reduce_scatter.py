@@ -16,22 +16,18 @@ at W = 2, 5.9e-3 at W = 3). The spec's 1e-2 / 2e-3 hold; a missing partial has e
 from __future__ import annotations
 
 import pytest
-from _interpreted import compile_for_sm90, interpret
+from _interpreted import compile_for_sm90, interpret_kernel, spliced_copy
 
+from swizzleperf.agent.candidate import target_args
+from swizzleperf.agent.swizzles import catalog_source
 from swizzleperf.kernels.dist import gemm_reduce_scatter as kernel
 
 KERNEL = "swizzleperf.kernels.dist.gemm_reduce_scatter"
 
 
-PRELUDE = ("import dataclasses, json\n"
-           f"import {KERNEL} as kernel\n"
-           "from swizzleperf.kernels.dist import runner\n"
-           "from swizzleperf.kernels.dist.heap import SpinTimeout\n")
-
-
 def _interpret(body: str) -> object:
-    """``body`` after PRELUDE's imports, under the Triton interpreter in a fresh process."""
-    return interpret(PRELUDE + body)
+    """``body`` after the kernel tests' imports, under the Triton interpreter in a fresh process."""
+    return interpret_kernel(KERNEL, body)
 
 
 @pytest.mark.parametrize("world_size", [2, 3])
@@ -77,17 +73,9 @@ def test_a_catalog_order_through_the_interpreter(tmp_path, order):
     """The swizzle replaced by a catalog member (spliced as the agent does), at W = 2 in the
     GEMM's rank-relative grid (4 x 3 tiles: 2 rounds of the 2 owners) and in the reduce's grid
     (2 x 3, where grouped-m:4 makes one partial group)."""
+    target = catalog_source(order, target_args(open(kernel.__file__).read(), "swizzle"))
     errors = _interpret(
-        "import importlib.util, pathlib\n"
-        "from swizzleperf.agent.candidate import splice, target_args\n"
-        "from swizzleperf.agent.swizzles import catalog_source\n"
-        "source = pathlib.Path(kernel.__file__).read_text()\n"
-        f"new = splice(source, 'swizzle', catalog_source({order!r}, target_args(source, 'swizzle')))\n"
-        f"path = pathlib.Path({str(tmp_path)!r}) / 'candidate.py'\n"
-        "path.write_text(new)\n"
-        "module_spec = importlib.util.spec_from_file_location('candidate', path)\n"
-        "module = importlib.util.module_from_spec(module_spec)\n"
-        "module_spec.loader.exec_module(module)\n"
+        spliced_copy(kernel.__file__, target, tmp_path / "candidate.py") +
         "print(json.dumps([c.error for c in runner.run_group(module.SPEC, 2, 'producer_consumer')]))\n")
     assert all(0 < e < 8e-3 for e in errors), errors
 
