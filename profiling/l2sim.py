@@ -44,9 +44,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from swizzleperf.hwspecs import HardwareSpec
-from swizzleperf.profiling.trace import TileTrace
-
 from swizzleperf.hwspecs.loader import DISPATCH_POLICIES
+from swizzleperf.profiling.dispatch_probe import program_partitions
+from swizzleperf.profiling.trace import TileTrace
 
 
 def program_domains(num_programs: int, domains: int, dispatch: str) -> np.ndarray:
@@ -323,7 +323,6 @@ def placement(num_programs: int, hw: HardwareSpec, programs_per_cu: int, probe: 
     if probe is None:
         return (program_domains(num_programs, hw.l2_domains, hw.dispatch),
                 [hw.compute_units_per_domain] * hw.l2_domains)
-    from swizzleperf.profiling.dispatch_probe import program_partitions
     dom, cus = program_partitions(probe, num_programs, programs_per_cu)
     if len(cus) != hw.l2_domains:
         raise ValueError(f"the probe found {len(cus)} L2 partitions, the spec {hw.name} has "
