@@ -13,8 +13,8 @@ import torch
 import torch.distributed as dist
 import triton
 
-from swizzleperf.kernels.dist import device
-from swizzleperf.kernels.dist.heap import Heap, SpinTimeout
+from swizzleperf.kernels.distributed import device
+from swizzleperf.kernels.distributed.heap import Heap, SpinTimeout
 
 
 @triton.jit

@@ -1,4 +1,4 @@
-"""kernels/dist/all_gather_gemm.py on CPU: every pattern at world sizes 2 and 3 through
+"""kernels/distributed/all_gather_gemm.py on CPU: every pattern at world sizes 2 and 3 through
 ``runner.run_group`` (all ranks in one process, the Triton interpreter), a flag that never
 comes, a catalog tile order, and the spec's sizes counted by hand. The GPU runs are
 test_multigpu.py's (every kernel through ``bench --verify-only``).
@@ -20,9 +20,9 @@ from _interpreted import compile_for_sm90, interpret_kernel, spliced_copy
 
 from swizzleperf.agent.candidate import target_args
 from swizzleperf.agent.swizzles import catalog_source
-from swizzleperf.kernels.dist import all_gather_gemm as kernel
+from swizzleperf.kernels.distributed import all_gather_gemm as kernel
 
-KERNEL = "swizzleperf.kernels.dist.all_gather_gemm"
+KERNEL = "swizzleperf.kernels.distributed.all_gather_gemm"
 
 
 def _interpret(body: str) -> object:
@@ -85,8 +85,8 @@ def test_a_catalog_order_through_the_interpreter(tmp_path, order):
 
 def test_wrong_use_says_what_was_expected():
     import torch
-    from swizzleperf.kernels.dist.all_gather_gemm import SPEC
-    from swizzleperf.kernels.dist.heap import Heap
+    from swizzleperf.kernels.distributed.all_gather_gemm import SPEC
+    from swizzleperf.kernels.distributed.heap import Heap
 
     with pytest.raises(ValueError, match="M and N must be multiples of the world size 3"):
         SPEC.make_inputs({"M": 50, "N": 48, "K": 8}, 0, 3, 0)
@@ -103,7 +103,7 @@ def test_wrong_use_says_what_was_expected():
 def test_bench_problems_fit_one_h200_at_world_size_8():
     """Per rank at W = 8: the heap (shard + gathered A), B_r, C_r, the baseline's gathered A
     and C_r, and the verification's fp32 reference (all of A and C_r in fp32)."""
-    from swizzleperf.kernels.dist.all_gather_gemm import SPEC
+    from swizzleperf.kernels.distributed.all_gather_gemm import SPEC
 
     assert set(SPEC.bench_problems) <= set(SPEC.problems) and "check" in SPEC.problems
     for name in SPEC.bench_problems:

@@ -1,4 +1,4 @@
-"""kernels/dist/flash_decode.py on CPU: every pattern through ``runner.run_group`` (all ranks in one
+"""kernels/distributed/flash_decode.py on CPU: every pattern through ``runner.run_group`` (all ranks in one
 process, the Triton interpreter) at world sizes 2 and 3, both dtypes; GQA, multi-head and uneven
 shards with an empty split; non-default tile orders from the swizzle catalog (and a broken one
 that verification must reject); a lost producer ending in ``SpinTimeout``; the torch + NCCL
@@ -18,8 +18,8 @@ import torch
 
 from swizzleperf.agent.candidate import target_args
 from swizzleperf.agent.swizzles import catalog_source
-from swizzleperf.kernels.dist import flash_decode
-from swizzleperf.kernels.dist.flash_decode import SPEC
+from swizzleperf.kernels.distributed import flash_decode
+from swizzleperf.kernels.distributed.flash_decode import SPEC
 
 MODULE = flash_decode.__file__
 
@@ -81,8 +81,8 @@ def test_pattern_verifies_through_the_interpreter(world_size, pattern):
     """Two launches in a row (epoch-counted flags and split counters reused), both dtypes."""
     result = interpret(f"""
         import json
-        from swizzleperf.kernels.dist import runner
-        from swizzleperf.kernels.dist.flash_decode import SPEC
+        from swizzleperf.kernels.distributed import runner
+        from swizzleperf.kernels.distributed.flash_decode import SPEC
         errors = {{}}
         for dtype in SPEC.dtypes:
             checks = runner.run_group(SPEC, {world_size}, {pattern!r}, dtype=dtype, seed=7)
@@ -100,8 +100,8 @@ def test_gqa_multihead_and_uneven_shards():
     of 34, 33, 33 keys, chunks of 16, so every rank has a short and an empty split."""
     result = interpret("""
         import dataclasses, json
-        from swizzleperf.kernels.dist import runner
-        from swizzleperf.kernels.dist.flash_decode import SPEC
+        from swizzleperf.kernels.distributed import runner
+        from swizzleperf.kernels.distributed.flash_decode import SPEC
         problems = {"gqa8": {"B": 1, "H": 8, "H_kv": 1, "D": 32, "S": 100},
                     "mha": {"B": 3, "H": 2, "H_kv": 2, "D": 16, "S": 100}}
         spec = dataclasses.replace(SPEC, problems={**SPEC.problems, **problems})
@@ -126,7 +126,7 @@ def test_catalog_orders_verify_and_a_broken_order_is_caught(tmp_path):
     broken = "@triton.jit\ndef swizzle(pid, num_bh, num_splits):\n    return pid * 0, pid % num_splits\n"
     orders = {"column-major": catalog_source("column-major", args),
               "grouped-m:3": catalog_source("grouped-m:3", args), "broken": broken}
-    code = "import json\nfrom swizzleperf.kernels.dist import runner\nmodules = {}\n"
+    code = "import json\nfrom swizzleperf.kernels.distributed import runner\nmodules = {}\n"
     for name, target in orders.items():
         path = tmp_path / ("fd_" + name.replace(":", "_").replace("-", "_") + ".py")
         code += spliced_copy(MODULE, target, path) + f"modules[{name!r}] = module\n"
@@ -148,9 +148,9 @@ def test_a_lost_producer_ends_in_spin_timeout():
     names the waiting rank and the flag (source rank 0's ready flag of bh 0, set by rank 0)."""
     result = interpret("""
         import dataclasses, json
-        from swizzleperf.kernels.dist import runner
-        from swizzleperf.kernels.dist.flash_decode import SPEC
-        from swizzleperf.kernels.dist.heap import SpinTimeout
+        from swizzleperf.kernels.distributed import runner
+        from swizzleperf.kernels.distributed.flash_decode import SPEC
+        from swizzleperf.kernels.distributed.heap import SpinTimeout
         no_producer = dataclasses.replace(
             SPEC, steps=lambda heap, state, pattern, epoch, meta:
             [s for s in SPEC.steps(heap, state, pattern, epoch, meta)
@@ -171,8 +171,8 @@ def test_the_baseline_over_gloo_with_two_ranks(tmp_path):
     result = interpret("""
         import json, os, tempfile
         import torch, torch.distributed as dist, torch.multiprocessing as mp
-        from swizzleperf.kernels.dist.flash_decode import SPEC
-        from swizzleperf.kernels.dist.runner import relative_error
+        from swizzleperf.kernels.distributed.flash_decode import SPEC
+        from swizzleperf.kernels.distributed.runner import relative_error
 
         def rank_main(rank, world, init, queue):
             dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)

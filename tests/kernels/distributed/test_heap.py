@@ -1,4 +1,4 @@
-"""kernels/dist/heap.py and device.py on CPU: allocation (host only, in this process) and every
+"""kernels/distributed/heap.py and device.py on CPU: allocation (host only, in this process) and every
 device function through the Triton interpreter with several heaps in one process (in a worker
 with ``TRITON_INTERPRET=1``, the convention of tests/kernels). Data movement is checked for
 exact equality; atomics against their sequential result."""
@@ -8,13 +8,13 @@ import pytest
 from _interpreted import interpret
 import torch
 
-from swizzleperf.kernels.dist.heap import (ALIGN, BASE_ALIGN, Allocation, Heap, HeapError,
+from swizzleperf.kernels.distributed.heap import (ALIGN, BASE_ALIGN, Allocation, Heap, HeapError,
                                            _compare_allocations)
 
 
 PRELUDE = ("import json, torch, triton, triton.language as tl\n"
-           "from swizzleperf.kernels.dist import device\n"
-           "from swizzleperf.kernels.dist.heap import Heap, SpinTimeout, barrier_all\n")
+           "from swizzleperf.kernels.distributed import device\n"
+           "from swizzleperf.kernels.distributed.heap import Heap, SpinTimeout, barrier_all\n")
 
 
 def _interpret(body: str) -> object:

@@ -1,4 +1,4 @@
-"""kernels/dist/gemm_all_scatter.py on CPU: the four patterns at world sizes 2 and 3 through
+"""kernels/distributed/gemm_all_scatter.py on CPU: the four patterns at world sizes 2 and 3 through
 ``runner.run_group`` (all ranks in one process, Triton interpreter, in a worker with
 ``TRITON_INTERPRET=1``), a catalog tile order, a lost flag, and the sizes counted by hand.
 GPU runs: test_multigpu.py.
@@ -13,12 +13,12 @@ import pytest
 from _interpreted import interpret_kernel, spliced_copy
 
 from swizzleperf.agent.swizzles import catalog_source
-from swizzleperf.kernels.dist import gemm_all_scatter as kernel
+from swizzleperf.kernels.distributed import gemm_all_scatter as kernel
 
 
 def _interpret(body: str) -> object:
     """``body`` after the kernel tests' imports, under the Triton interpreter in a fresh process."""
-    return interpret_kernel("swizzleperf.kernels.dist.gemm_all_scatter", body)
+    return interpret_kernel("swizzleperf.kernels.distributed.gemm_all_scatter", body)
 
 
 @pytest.mark.parametrize("world_size", [2, 3])

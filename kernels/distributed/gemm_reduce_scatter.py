@@ -83,9 +83,9 @@ import torch
 import triton
 import triton.language as tl
 
-from swizzleperf.kernels.dist import device
-from swizzleperf.kernels.dist.spec import BARRIER, Baseline, DistKernelSpec, Step
-from swizzleperf.kernels.dist.tiles import (GEMM_CHECK_META, GEMM_META, dot_in_fp32,
+from swizzleperf.kernels.distributed import device
+from swizzleperf.kernels.distributed.spec import BARRIER, Baseline, DistKernelSpec, Step
+from swizzleperf.kernels.distributed.tiles import (GEMM_CHECK_META, GEMM_META, dot_in_fp32,
                                             gemm_tile, num_sms, tile_pointers)
 
 PATTERNS = ("bulk_sync", "producer_consumer")

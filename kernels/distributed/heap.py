@@ -30,7 +30,7 @@ from typing import Sequence
 import torch
 import triton
 
-from swizzleperf.kernels.dist import device
+from swizzleperf.kernels.distributed import device
 
 #: Allocation alignment in bytes: a multiple of every dtype's size and of a 128-byte L2 line.
 ALIGN = 256

@@ -93,9 +93,9 @@ import torch
 import triton
 import triton.language as tl
 
-from swizzleperf.kernels.dist import device
-from swizzleperf.kernels.dist.spec import BARRIER, Baseline, DistKernelSpec, Step
-from swizzleperf.kernels.dist.tiles import dot_in_fp32
+from swizzleperf.kernels.distributed import device
+from swizzleperf.kernels.distributed.spec import BARRIER, Baseline, DistKernelSpec, Step
+from swizzleperf.kernels.distributed.tiles import dot_in_fp32
 
 PATTERNS = ("bulk_sync", "fused_push")
 _LOG2E = 1.4426950408889634

@@ -12,8 +12,8 @@ from typing import Callable, Sequence
 
 import torch
 
-from swizzleperf.kernels.dist.heap import Heap, SpinTimeout, barrier_all
-from swizzleperf.kernels.dist.spec import DistKernelSpec, Step
+from swizzleperf.kernels.distributed.heap import Heap, SpinTimeout, barrier_all
+from swizzleperf.kernels.distributed.spec import DistKernelSpec, Step
 
 
 @dataclass

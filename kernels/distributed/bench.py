@@ -1,6 +1,6 @@
 """Verify and benchmark the distributed kernels, one process per GPU.
 
-    torchrun --nproc-per-node 2 -m swizzleperf.kernels.dist.bench --out eval/results/dist_h200
+    torchrun --nproc-per-node 2 -m swizzleperf.kernels.distributed.bench --out eval/results/dist_h200
 
 For every kernel, problem and overlap pattern: verification first (two launches, the output
 poisoned before each, against the torch reference of the inputs gathered over NCCL; the
@@ -22,16 +22,16 @@ from pathlib import Path
 
 import torch
 
-from swizzleperf.kernels.dist import runner
+from swizzleperf.kernels.distributed import runner
 
 KERNELS = ("gemm_all_scatter", "all_gather_gemm", "gemm_reduce_scatter", "flash_decode")
 
 
 def load_spec(name: str):
-    """The ``SPEC`` of ``kernels/dist/NAME.py``. Raises ValueError for an unknown name."""
+    """The ``SPEC`` of ``kernels/distributed/NAME.py``. Raises ValueError for an unknown name."""
     if name not in KERNELS:
         raise ValueError(f"unknown distributed kernel {name!r}: known {', '.join(KERNELS)}")
-    return importlib.import_module(f"swizzleperf.kernels.dist.{name}").SPEC
+    return importlib.import_module(f"swizzleperf.kernels.distributed.{name}").SPEC
 
 
 def _parse(argv) -> argparse.Namespace:
@@ -155,8 +155,8 @@ def _breakdown(spec, heap, problem, meta, args, group) -> dict:
 
 def bench_peer_copy(heap, mib: int, args, group=None) -> dict:
     """Triton put to the next rank vs the copy engine, all ranks at once, GB/s per rank."""
-    from swizzleperf.kernels.dist.peer_copy import peer_copy
-    from swizzleperf.kernels.dist.tiles import num_sms
+    from swizzleperf.kernels.distributed.peer_copy import peer_copy
+    from swizzleperf.kernels.distributed.tiles import num_sms
 
     n = mib * (1 << 20) // 2
     mark = len(heap.allocations)
@@ -250,13 +250,13 @@ def main(argv=None) -> int:
     """Entry point under torchrun; returns the exit status."""
     args = _parse(argv)
     import torch.distributed as dist
-    from swizzleperf.kernels.dist.heap import NO_MULTICAST_ENV, Heap, HeapError
+    from swizzleperf.kernels.distributed.heap import NO_MULTICAST_ENV, Heap, HeapError
 
     for key, value in NO_MULTICAST_ENV.items():
         os.environ.setdefault(key, value)
     if not torch.cuda.is_available() or "LOCAL_RANK" not in os.environ:
         print("bench: needs CUDA GPUs and torchrun (torchrun --nproc-per-node N -m "
-              "swizzleperf.kernels.dist.bench)", file=sys.stderr)
+              "swizzleperf.kernels.distributed.bench)", file=sys.stderr)
         return 2
     local_rank = int(os.environ["LOCAL_RANK"])
     torch.cuda.set_device(local_rank)
@@ -287,7 +287,7 @@ def main(argv=None) -> int:
 
 
 def _write(rows, copy, args, seconds) -> None:
-    command = "torchrun --nproc-per-node {} -m swizzleperf.kernels.dist.bench {}".format(
+    command = "torchrun --nproc-per-node {} -m swizzleperf.kernels.distributed.bench {}".format(
         rows[0]["world_size"] if rows else copy["world_size"], " ".join(sys.argv[1:]))
     name = torch.cuda.get_device_name()
     text = markdown(rows, copy, command, name)

@@ -34,8 +34,8 @@ def interpret_kernel(kernel: str, body: str) -> object:
     ``json``, ``dataclasses``, the module ``kernel`` (dotted name) as ``kernel``, ``runner`` and
     ``SpinTimeout``."""
     return interpret(f"import dataclasses, json\nimport {kernel} as kernel\n"
-                     "from swizzleperf.kernels.dist import runner\n"
-                     "from swizzleperf.kernels.dist.heap import SpinTimeout\n" + body)
+                     "from swizzleperf.kernels.distributed import runner\n"
+                     "from swizzleperf.kernels.distributed.heap import SpinTimeout\n" + body)
 
 
 def spliced_copy(kernel_file: str, target: str, path: Path) -> str:
@@ -50,9 +50,9 @@ def spliced_copy(kernel_file: str, target: str, path: Path) -> str:
 
 
 def compile_for_sm90(kernel: str) -> str:
-    """``python -m swizzleperf.kernels.dist.compile_check KERNEL`` (interpreter off); its stdout."""
+    """``python -m swizzleperf.kernels.distributed.compile_check KERNEL`` (interpreter off); its stdout."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run([sys.executable, "-m", "swizzleperf.kernels.dist.compile_check", kernel],
+    done = subprocess.run([sys.executable, "-m", "swizzleperf.kernels.distributed.compile_check", kernel],
                           capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     return done.stdout

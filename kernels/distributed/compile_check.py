@@ -1,6 +1,6 @@
 """Compile every launch of a distributed kernel for an NVIDIA GPU without one (CPU, no driver).
 
-    python -m swizzleperf.kernels.dist.compile_check gemm_all_scatter [--arch 90]
+    python -m swizzleperf.kernels.distributed.compile_check gemm_all_scatter [--arch 90]
 
 Runs the kernel's steps for every pattern at world size 2 on CPU heaps, but instead of launching
 each ``@triton.jit`` kernel it compiles it with ``triton.compile`` for ``cuda:ARCH`` (PTX and
@@ -62,8 +62,8 @@ def check(name: str, arch: int = 90) -> list:
     """Compile every launch of every pattern of kernel ``name``; returns the failures."""
     from triton.runtime.jit import JITFunction
 
-    from swizzleperf.kernels.dist.bench import load_spec
-    from swizzleperf.kernels.dist.heap import Heap, barrier_all
+    from swizzleperf.kernels.distributed.bench import load_spec
+    from swizzleperf.kernels.distributed.heap import Heap, barrier_all
 
     spec = load_spec(name)
     failures, compiled = [], set()

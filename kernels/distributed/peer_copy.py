@@ -10,7 +10,7 @@ import torch
 import triton
 import triton.language as tl
 
-from swizzleperf.kernels.dist import device
+from swizzleperf.kernels.distributed import device
 
 
 @triton.jit

@@ -1,4 +1,4 @@
-"""kernels/dist/gemm_reduce_scatter.py on CPU: both patterns at world sizes 2 and 3 through
+"""kernels/distributed/gemm_reduce_scatter.py on CPU: both patterns at world sizes 2 and 3 through
 ``runner.run_group`` (all ranks in one process, the Triton interpreter), a flag that never
 comes, catalog tile orders, and the spec's sizes counted by hand. The GPU runs are
 test_multigpu.py's (every kernel through ``bench --verify-only``).
@@ -20,9 +20,9 @@ from _interpreted import compile_for_sm90, interpret_kernel, spliced_copy
 
 from swizzleperf.agent.candidate import target_args
 from swizzleperf.agent.swizzles import catalog_source
-from swizzleperf.kernels.dist import gemm_reduce_scatter as kernel
+from swizzleperf.kernels.distributed import gemm_reduce_scatter as kernel
 
-KERNEL = "swizzleperf.kernels.dist.gemm_reduce_scatter"
+KERNEL = "swizzleperf.kernels.distributed.gemm_reduce_scatter"
 
 
 def _interpret(body: str) -> object:
@@ -82,8 +82,8 @@ def test_a_catalog_order_through_the_interpreter(tmp_path, order):
 
 def test_wrong_use_says_what_was_expected():
     import torch
-    from swizzleperf.kernels.dist.gemm_reduce_scatter import SPEC
-    from swizzleperf.kernels.dist.heap import Heap
+    from swizzleperf.kernels.distributed.gemm_reduce_scatter import SPEC
+    from swizzleperf.kernels.distributed.heap import Heap
 
     with pytest.raises(ValueError, match="M and K must be multiples of the world size 3"):
         SPEC.make_inputs({"M": 48, "N": 40, "K": 50}, 0, 3, 0)
@@ -102,7 +102,7 @@ def test_wrong_use_says_what_was_expected():
 def test_bench_problems_fit_one_h200_at_world_size_8():
     """Per rank at W = 8: the heap (staging [W, M/W, N]), A_r, B_r, the output, the baseline's
     partial [M, N] and output, and the verification's gathered inputs (W x (A_r + B_r))."""
-    from swizzleperf.kernels.dist.gemm_reduce_scatter import SPEC
+    from swizzleperf.kernels.distributed.gemm_reduce_scatter import SPEC
 
     assert set(SPEC.bench_problems) <= set(SPEC.problems) and "check" in SPEC.problems
     for name in SPEC.bench_problems:
