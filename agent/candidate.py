@@ -19,8 +19,10 @@ ALLOWED_TL = frozenset({
     "minimum", "maximum", "where", "cdiv", "abs", "static_range", "constexpr",
     "int1", "int8", "int16", "int32", "int64", "uint32", "uint64", "umulhi",
 })
-ALLOWED_TRITON = frozenset({"cdiv", "jit"})
-ALLOWED_BUILTINS = frozenset({"range", "min", "max", "abs", "True", "False", "None"})
+ALLOWED_TRITON = frozenset({"cdiv"})
+CALLABLE_BUILTINS = frozenset({"range", "min", "max", "abs"})
+ALLOWED_BUILTINS = CALLABLE_BUILTINS | {"True", "False", "None"}
+ALLOWED_ANNOTATIONS = frozenset({"tl.constexpr", "triton.language.constexpr"})
 ALLOWED_NODES = (
     ast.Expr, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Return, ast.For, ast.Pass,
     ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare,
@@ -54,6 +56,14 @@ def _first_line(node: ast.FunctionDef) -> int:
 def check_candidate(source: str, name: str, arg_names: list[str]) -> ast.FunctionDef:
     """Static check of a candidate rewrite target; returns its parsed definition.
 
+    The whole function node is checked, not only its body: everything Python evaluates when a
+    ``def`` statement runs (decorators, parameter defaults, annotations, type parameters) could
+    otherwise run the model's code at import. So: the reply is exactly one function and nothing
+    else; its decorator is exactly ``@triton.jit``; its parameters are ``arg_names``, plain
+    positional ones, each without a default or with a number, annotated at most with
+    ``tl.constexpr``; no return annotation, no type parameters; the body holds only the allowed
+    names and operations (a docstring first is allowed, no other string).
+
     Raises:
         CandidateError: the source does not parse, is not exactly one ``@triton.jit`` function
             ``name`` with parameters ``arg_names``, or uses a name or construct outside the
@@ -71,27 +81,58 @@ def check_candidate(source: str, name: str, arg_names: list[str]) -> ast.Functio
                           for n in tree.body) or "nothing"
         raise CandidateError(f"candidate must be exactly one function {name!r}, found: {found}")
     func = funcs[0]
-    params = [a.arg for a in func.args.args]
-    if params != list(arg_names) or func.args.vararg or func.args.kwarg or func.args.kwonlyargs:
-        raise CandidateError(f"{name} must keep its parameters ({', '.join(arg_names)}), "
-                             f"found ({', '.join(params)})")
     if [ast.unparse(d) for d in func.decorator_list] != ["triton.jit"]:
-        raise CandidateError(f"{name} must be decorated with exactly @triton.jit")
-    _check_body(func, set(params))
+        raise CandidateError(f"{name} must be decorated with exactly @triton.jit, found "
+                             f"{', '.join('@' + ast.unparse(d) for d in func.decorator_list) or 'none'}")
+    _check_signature(func, name, list(arg_names))
+    _check_body(func, {a.arg for a in func.args.args})
     return func
 
 
+def _check_signature(func: ast.FunctionDef, name: str, arg_names: list[str]) -> None:
+    """Parameters exactly ``arg_names``; only numbers as defaults, only ``tl.constexpr`` as
+    annotation; no return annotation, no type parameters (all evaluated when ``def`` runs)."""
+    args = func.args
+    params = [a.arg for a in args.args]
+    if (params != arg_names or args.posonlyargs or args.vararg or args.kwarg or args.kwonlyargs):
+        found = ast.unparse(args)
+        raise CandidateError(f"{name} must keep its parameters ({', '.join(arg_names)}), "
+                             f"found ({found})")
+    for default in args.defaults:
+        if not _is_number(default):
+            raise CandidateError(f"line {default.lineno}: default {ast.unparse(default)!r} is not "
+                                 f"allowed (a parameter default may only be a number)")
+    for arg in args.args:
+        if arg.annotation is not None and ast.unparse(arg.annotation) not in ALLOWED_ANNOTATIONS:
+            raise CandidateError(f"line {arg.lineno}: annotation {ast.unparse(arg.annotation)!r} of "
+                                 f"{arg.arg!r} is not allowed (only tl.constexpr)")
+    if func.returns is not None:
+        raise CandidateError(f"line {func.lineno}: return annotation {ast.unparse(func.returns)!r} "
+                             f"is not allowed")
+    if getattr(func, "type_params", None):
+        raise CandidateError(f"line {func.lineno}: type parameters are not allowed")
+
+
+def _is_number(node: ast.AST) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    return (isinstance(node, ast.Constant) and isinstance(node.value, (int, float))
+            and not isinstance(node.value, bool))
+
+
 def _check_body(func: ast.FunctionDef, params: set[str]) -> None:
-    """Walk the body: allowed node types, names and calls only."""
-    local_names = params | {n.id for n in ast.walk(func)
+    """Walk the body: allowed node types, names and calls only (a leading docstring aside)."""
+    local_names = params | {n.id for stmt in func.body for n in ast.walk(stmt)
                             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    docstring = ast.get_docstring(func, clean=False)
-    for stmt in func.body:
+    body = func.body
+    if ast.get_docstring(func, clean=False) is not None:
+        body = body[1:]
+    for stmt in body:
         for node in ast.walk(stmt):
-            _check_node(node, local_names, docstring)
+            _check_node(node, local_names)
 
 
-def _check_node(node: ast.AST, local_names: set[str], docstring: str | None) -> None:
+def _check_node(node: ast.AST, local_names: set[str]) -> None:
     where = f"line {getattr(node, 'lineno', '?')}"
     if isinstance(node, (ast.If, ast.IfExp)):
         raise CandidateError(f"{where}: `if` is not allowed: the target is verified on a vector of "
@@ -101,16 +142,30 @@ def _check_node(node: ast.AST, local_names: set[str], docstring: str | None) -> 
         raise CandidateError(f"{where}: {type(node).__name__} is not allowed in the rewrite target "
                              f"(integer arithmetic, assignments, tl.where/minimum/maximum, "
                              f"bounded for-loops and return only)")
-    if isinstance(node, ast.Constant) and not isinstance(node.value, (int, float, bool, type(None))):
-        if node.value != docstring:
-            raise CandidateError(f"{where}: constant {node.value!r} is not allowed (numbers only)")
-    if isinstance(node, ast.Name) and node.id not in local_names | ALLOWED_BUILTINS | {"tl", "triton"}:
-        raise CandidateError(f"{where}: name {node.id!r} is not defined in the rewrite target "
-                             f"(only its parameters, its locals, tl and triton)")
+    if isinstance(node, ast.Constant) and not _is_number(node) and not isinstance(node.value, (bool, type(None))):
+        raise CandidateError(f"{where}: constant {node.value!r} is not allowed (numbers only)")
+    if isinstance(node, ast.Name):
+        if node.id.startswith("__"):
+            raise CandidateError(f"{where}: name {node.id!r} is not allowed (no dunder names)")
+        if node.id not in local_names | ALLOWED_BUILTINS | {"tl", "triton"}:
+            raise CandidateError(f"{where}: name {node.id!r} is not defined in the rewrite target "
+                                 f"(only its parameters, its locals, tl and triton)")
     if isinstance(node, ast.Attribute):
         _check_attribute(node, where)
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in local_names:
-        raise CandidateError(f"{where}: calling {node.func.id!r} is not allowed")
+    if isinstance(node, ast.Call):
+        _check_call(node, where)
+
+
+def _check_call(node: ast.Call, where: str) -> None:
+    """Calls go to an allowed builtin or an allowed attribute (checked on its own), nothing else:
+    not to a local, not to the result of another call."""
+    func = node.func
+    if isinstance(func, ast.Name) and func.id in CALLABLE_BUILTINS:
+        return
+    if isinstance(func, ast.Attribute):
+        return
+    raise CandidateError(f"{where}: calling {ast.unparse(func)!r} is not allowed (only "
+                         f"{', '.join(sorted(CALLABLE_BUILTINS))}, tl.* functions and x.to(...))")
 
 
 def _check_attribute(node: ast.Attribute, where: str) -> None:

@@ -1,11 +1,15 @@
 """Static check and AST splice of candidates (pure Python, no kernel runs)."""
 import ast
+import sys
+from pathlib import Path
 
 import pytest
 
 from swizzleperf.agent.candidate import (CandidateError, check_candidate, splice, target_args,
                                           target_source, unified_diff)
 from swizzleperf.agent.swizzles import catalog_source
+
+ROOT = Path(__file__).resolve().parents[2]
 
 ARGS = ["pid", "num_pid_m", "num_pid_n"]
 GOOD = '''@triton.jit
@@ -43,6 +47,79 @@ def test_accepts_catalog_members_and_a_hand_written_target():
 def test_rejects_with_a_precise_reason(source, message):
     with pytest.raises(CandidateError, match=message):
         check_candidate(source, "swizzle", ARGS)
+
+
+BODY = "    return pid // num_pid_n, pid % num_pid_n\n"
+PAYLOAD = '__import__("builtins").exec("open(\'/tmp/pwned\', \'w\')")'
+
+
+# Every construct that Python evaluates when the `def` statement itself runs (at import of the
+# spliced module, before any check of the body matters): each must be refused statically.
+@pytest.mark.parametrize("header, message", [
+    # the reported escape: a default that runs code, with a valid grouped body
+    (f"@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n={PAYLOAD}):\n", "default"),
+    ("@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n=(lambda: 0)()):\n", "default"),
+    ("@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n=[0][0]):\n", "default"),
+    (f"@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n, *, extra={PAYLOAD}):\n", "must keep its parameters"),
+    (f"@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n: {PAYLOAD}):\n", "annotation"),
+    ("@triton.jit\ndef swizzle(pid: print('x'), num_pid_m, num_pid_n):\n", "annotation"),
+    (f"@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n) -> {PAYLOAD}:\n", "return annotation"),
+    (f"@triton.jit\n@{PAYLOAD}\ndef swizzle(pid, num_pid_m, num_pid_n):\n", "exactly @triton.jit"),
+    ("@triton.jit(debug=True)\ndef swizzle(pid, num_pid_m, num_pid_n):\n", "exactly @triton.jit"),
+    ("@(lambda f: f)\ndef swizzle(pid, num_pid_m, num_pid_n):\n", "exactly @triton.jit"),
+    ("@triton.jit\ndef swizzle(pid, num_pid_m, /, num_pid_n):\n", "must keep its parameters"),
+    ("@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n, *rest):\n", "must keep its parameters"),
+    ("@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n, **rest):\n", "must keep its parameters"),
+])
+def test_refuses_code_in_the_function_node_outside_its_body(header, message):
+    with pytest.raises(CandidateError, match=message):
+        check_candidate(header + BODY, "swizzle", ARGS)
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="type parameters are Python 3.12 syntax")
+def test_refuses_type_parameters():
+    source = f"@triton.jit\ndef swizzle[T: {PAYLOAD}](pid, num_pid_m, num_pid_n):\n" + BODY
+    with pytest.raises(CandidateError, match="type parameters"):
+        check_candidate(source, "swizzle", ARGS)
+
+
+@pytest.mark.parametrize("extra", [
+    f"x = {PAYLOAD}\n", "import os\n", "class A:\n    pass\n", f"{PAYLOAD}\n",
+    "@triton.jit\ndef helper(pid):\n    return pid\n",
+])
+def test_refuses_anything_else_at_module_level_in_the_reply(extra):
+    source = "@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n):\n" + BODY
+    for text in (extra + source, source + extra):
+        with pytest.raises(CandidateError, match="exactly one function"):
+            check_candidate(text, "swizzle", ARGS)
+
+
+@pytest.mark.parametrize("line, message", [
+    ("    f = tl.where\n    return f(pid < 1, 0, pid), 0\n", "calling 'f'"),
+    ("    return max(pid, 0)(pid), 0\n", "calling"),
+    ("    __builtins__ = 0\n    return pid, 0\n", "dunder"),
+    ("    return triton.jit(pid), 0\n", "triton.jit is not allowed"),
+    ("    \"\"\"doc\"\"\"\n    s = \"doc\"\n    return pid, 0\n", "numbers only"),
+    ("    return (lambda: pid)(), 0\n", "calling .lambda"),
+    ("    return [p for p in range(3)], 0\n", "ListComp"),
+    ("    return (x := pid), 0\n", "NamedExpr"),
+])
+def test_refuses_calls_and_names_that_reach_beyond_the_allowed_set(line, message):
+    with pytest.raises(CandidateError, match=message):
+        check_candidate("@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n):\n" + line, "swizzle", ARGS)
+
+
+def test_accepts_numeric_defaults_and_constexpr_annotations():
+    check_candidate("@triton.jit\ndef swizzle(pid, num_pid_m: tl.constexpr, num_pid_n=-1):\n"
+                    "    \"\"\"doc\"\"\"\n" + BODY, "swizzle", ARGS)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "kernels").glob("*.py")) +
+                         sorted((ROOT / "kernels" / "distributed").glob("*.py")), ids=lambda p: p.stem)
+def test_every_bundled_kernels_own_target_passes(path):
+    source = path.read_text()
+    if "def swizzle(" in source:
+        check_candidate(target_source(source, "swizzle"), "swizzle", target_args(source, "swizzle"))
 
 
 def test_splice_changes_only_the_target(gemm_source):
