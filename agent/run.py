@@ -21,7 +21,7 @@ from swizzleperf.agent.measure import Measurer
 from swizzleperf.agent.proposers.policy import SearchPolicy
 from swizzleperf.agent.record import RunRecord
 from swizzleperf.agent.report import build_report, write_outputs
-from swizzleperf.agent.spec import load_kernel
+from swizzleperf.agent.spec import load_spec
 from swizzleperf.agent.verify import VerifyConfig
 
 
@@ -70,7 +70,7 @@ def start(options: RunOptions, on_event: Callable = lambda k, d: None, proposer=
     run_dir = Path(options.workdir) / "runs" / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
     kernel_path = Path(options.kernel)
-    module, spec = load_kernel(kernel_path)
+    spec = load_spec(kernel_path)
     target = hwspecs.resolve_target(options.hw)
     on_event("target", {"name": target.message})
     shutil.copyfile(kernel_path, run_dir / f"original_{kernel_path.name}")
@@ -95,7 +95,7 @@ def resume(run_id: str, workdir: str = ".swizzleperf", on_event: Callable = lamb
     options = RunOptions(**{**row["config"], "workdir": workdir})
     run_dir = Path(row["run_dir"])
     original = run_dir / f"original_{Path(options.kernel).name}"
-    module, spec = load_kernel(original)
+    spec = load_spec(original)
     target = hwspecs.resolve_target(options.hw)
     if target.spec.name != row["hardware"] or target.mode != row["mode"]:
         raise RunError(f"run {run_id} was {row['mode']} on {row['hardware']}; here it would be "

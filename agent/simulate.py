@@ -10,7 +10,7 @@ import numpy as np
 
 from swizzleperf import hwspecs
 from swizzleperf.agent.candidate import CandidateError, check_candidate, splice, target_args, target_source
-from swizzleperf.agent.spec import load_kernel
+from swizzleperf.agent.spec import load_spec
 from swizzleperf.agent.swizzles import catalog_source
 from swizzleperf.agent.verify import run_worker
 from swizzleperf.profiling import analysis, l2sim
@@ -41,7 +41,7 @@ def program_order(kernel_path: Path, swizzle: str | None, swizzle_file: Path | N
     member, or the rewrite target in ``swizzle_file``; verified to be a permutation (in a worker).
 
     Returns ``(spec, order, swizzle label)``. Raises SimulateError."""
-    _, spec = load_kernel(kernel_path)
+    spec = load_spec(kernel_path)
     source = kernel_path.read_text()
     args = target_args(source, spec.rewrite_target)
     try:
@@ -75,7 +75,7 @@ def trace_kernel(kernel_path: Path, meta_overrides: dict | None = None, timeout_
     Raises:
         SimulateError: the kernel cannot be traced (the worker's reason, or the fit's)."""
     from swizzleperf.profiling.tracer import TraceError, extend
-    _, spec = load_kernel(kernel_path)
+    spec = load_spec(kernel_path)
     result = run_worker({"kernel_path": str(kernel_path), "stages": ["trace"], "dtype": spec.dtypes[0],
                          "meta_overrides": meta_overrides or {}, "trace_problem": problem,
                          "problem_sizes": sizes or {}}, timeout_s,

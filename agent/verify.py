@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import enum
 import json
-import os
 import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from swizzleperf.agent import sandbox
 
 
 class Verdict(str, enum.Enum):
@@ -40,20 +41,26 @@ class WorkerResult:
 
 
 def run_worker(request: dict, timeout_s: float, interpret: bool) -> WorkerResult:
-    """Run ``swizzleperf.agent.worker`` on ``request`` in a subprocess.
+    """Run ``swizzleperf.agent.worker`` on ``request`` in a subprocess, in the box of
+    agent/sandbox.py: minimal environment (no keys, no proxies), an empty working directory of its
+    own (removed afterwards), resource limits, no network where the OS allows, its own process
+    group (killed on timeout or interrupt, and when the agent dies).
 
     Args:
-        request: the worker request (see agent/worker.py).
+        request: the worker request (see agent/worker.py); its paths are made absolute here.
         timeout_s: wall-clock limit in seconds; past it the worker is killed (verdict TIMEOUT).
         interpret: run Triton through its interpreter (``TRITON_INTERPRET=1``, CPU tensors).
     """
-    env = dict(os.environ, TRITON_INTERPRET="1" if interpret else "0", PYTHONUNBUFFERED="1")
     with tempfile.TemporaryDirectory(prefix="swizzleperf-") as folder:
-        request_path, out_path = Path(folder) / "request.json", Path(folder) / "result.json"
-        request_path.write_text(json.dumps(request))
+        folder = Path(folder)
+        request_path, out_path, cwd = folder / "request.json", folder / "result.json", folder / "cwd"
+        cwd.mkdir()
+        request_path.write_text(json.dumps(absolute_paths(request)))
         command = [sys.executable, "-m", "swizzleperf.agent.worker", str(request_path), str(out_path)]
+        env = sandbox.worker_env(TRITON_INTERPRET="1" if interpret else "0", PYTHONUNBUFFERED="1",
+                                 TMPDIR=str(cwd))
         try:
-            proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout_s)
+            proc = sandbox.run(command, cwd, env, timeout_s, sandbox.worker_limits(timeout_s, interpret))
         except subprocess.TimeoutExpired:
             stages = "+".join(request["stages"])
             return WorkerResult(Verdict.TIMEOUT, f"{stages} did not finish within {timeout_s:.0f} s "
@@ -63,6 +70,20 @@ def run_worker(request: dict, timeout_s: float, interpret: bool) -> WorkerResult
                                                f"result: {_last_line(proc.stderr)}")
         raw = json.loads(out_path.read_text())
     return WorkerResult(Verdict(raw["verdict"]), raw["reason"], raw["details"])
+
+
+_PATH_KEYS = ("kernel_path", "mapping_path")
+
+
+def absolute_paths(request: dict) -> dict:
+    """``request`` with its file paths (``kernel_path``, ``mapping_path``, ``compare_paths``, and
+    those of ``items``) made absolute: the worker runs in a directory of its own."""
+    out = {k: str(Path(v).resolve()) if k in _PATH_KEYS and v else v for k, v in request.items()}
+    if "compare_paths" in out:
+        out["compare_paths"] = [str(Path(p).resolve()) for p in out["compare_paths"]]
+    if "items" in out:
+        out["items"] = [absolute_paths(item) for item in out["items"]]
+    return out
 
 
 def _last_line(text: str) -> str:

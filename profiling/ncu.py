@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from swizzleperf.agent import sandbox
+
 # shared/HARDWARE.md, "NVIDIA metrics to collect with ncu".
 METRICS = (
     "gpu__time_duration.sum",
@@ -92,9 +94,11 @@ def _run_ncu(kernel_path: Path, dtype: str, options: list, request: dict, timeou
                    "--metrics", ",".join(METRICS), "--csv", "--page", "raw", "--print-units", "base",
                    "--log-file", str(log), sys.executable, "-m", "swizzleperf.agent.worker",
                    str(folder / "request.json"), str(folder / "result.json")]
-        env = dict(os.environ, TRITON_INTERPRET="0")
+        # the worker runs the candidate: the sandbox's environment and process group; ncu talks
+        # to its target over a loopback port, so the network stays
+        env = sandbox.worker_env(TRITON_INTERPRET="0", TMPDIR=str(folder))
         try:
-            proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=env)
+            proc = sandbox.run(command, folder, env, timeout_s, sandbox.Limits(isolate_network=False))
         except subprocess.TimeoutExpired:
             raise NcuError(f"ncu did not finish within {timeout_s:.0f} s") from None
         text = (log.read_text() if log.exists() else "") + "\n" + proc.stdout

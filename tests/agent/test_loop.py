@@ -33,10 +33,15 @@ def _options(tmp_path: Path, gemm_path: Path, **extra) -> run.RunOptions:
 
 
 def test_scripted_loop_records_every_verdict_and_reports(tmp_path, gemm_path):
-    options = _options(tmp_path, gemm_path, iterations=4)
+    options = _options(tmp_path, gemm_path, iterations=5)
     user_file_before = Path(options.kernel).read_text()
+    marker = tmp_path / "payload-ran"
+    # the escape reported in #12: a valid grouped body, code in a default argument
+    escape = catalog_source("grouped-m:8", ARGS).replace(
+        "num_pid_n):", f"num_pid_n=__import__('builtins').exec(\"open({str(marker)!r}, 'w')\")):", 1)
     proposer = ScriptedProposer([("naive-xcd", NAIVE_XCD),
                                  ("xcd-grouped-m:8", catalog_source("xcd-grouped-m:8:8", ARGS)),
+                                 ("escape", escape),
                                  ("garbage", "this is not python"),
                                  ProposerError("LLM endpoint http://127.0.0.1:9/v1 unreachable")])
     outcome = run.start(options, proposer=proposer)
@@ -44,7 +49,8 @@ def test_scripted_loop_records_every_verdict_and_reports(tmp_path, gemm_path):
     assert outcome.status == "finished"
     rows = RunRecord(Path(options.workdir)).iterations(outcome.run_id)
     candidates = rows[rows.kind == "candidate"]
-    assert list(candidates.verdict) == ["NOT_PERMUTATION", "PASS", "INVALID", "NO_CANDIDATE"]
+    assert list(candidates.verdict) == ["NOT_PERMUTATION", "PASS", "INVALID", "INVALID", "NO_CANDIDATE"]
+    assert "default" in candidates.reason.iloc[2] and not marker.exists()
     assert list(rows.kind[:2]) == ["baseline", "expert"]
     assert "never computed" in candidates.reason.iloc[0] and "remainder" in candidates.lesson.iloc[0]
     assert candidates.l2_source.iloc[1] == "simulated:mi300x"
@@ -53,7 +59,7 @@ def test_scripted_loop_records_every_verdict_and_reports(tmp_path, gemm_path):
     assert "XCD" in proposer.contexts[0].analysis or "domain" in proposer.contexts[0].analysis
 
     report = json.loads((outcome.run_dir / "report.json").read_text())
-    assert report["mode"] == "simulated" and report["hardware"] == "mi300x" and report["iterations"] == 4
+    assert report["mode"] == "simulated" and report["hardware"] == "mi300x" and report["iterations"] == 5
     best, baseline = report["best"], report["baseline"]
     assert best["name"] == "xcd-grouped-m:8" and best["permutation_verified"] and best["numerics_verified"]
     assert 0.0 <= baseline["l2_hit_rate"] < best["l2_hit_rate"] <= 1.0
