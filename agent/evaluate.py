@@ -9,9 +9,12 @@ from pathlib import Path
 
 import numpy as np
 
-from swizzleperf.agent.candidate import CandidateError, check_candidate, splice, unified_diff
+from swizzleperf.agent import lessons
+from swizzleperf.agent.candidate import CandidateError, check_candidate, splice, target_source, unified_diff
 from swizzleperf.agent.measure import Measurer
+from swizzleperf.agent.swizzles import expert_source
 from swizzleperf.agent.verify import Verdict, VerifyConfig, run_worker, verify
+from swizzleperf.profiling import analysis
 
 
 @dataclass
@@ -33,6 +36,58 @@ class Evaluator:
     candidates_dir: Path
     verify_config: VerifyConfig
     measurer: Measurer
+
+    @property
+    def spec(self):
+        return self.measurer.spec
+
+    @property
+    def mode(self) -> str:
+        return self.measurer.target.mode
+
+    # -- what the loop starts from --------------------------------------------------------------
+
+    def baseline(self) -> tuple:
+        """``(name, source)`` of the kernel's own rewrite target."""
+        return "baseline", target_source(self.module_source, self.target_name)
+
+    def expert(self) -> tuple | None:
+        """``(name, source)`` of the spec's hand-written order, or None."""
+        return expert_source(self.spec.expert, self.arg_names) if self.spec.expert else None
+
+    def analysis(self, baseline: dict) -> str:
+        """The memory-access analysis of the baseline's order, as the proposer reads it."""
+        problem, meta = self.spec.problems["default"], self.spec.meta_for("default")
+        figures = analysis.analyze(self.measurer.trace, np.load(baseline["mapping"]),
+                                   self.spec.tile_grid(problem, meta), self.measurer.target.spec,
+                                   self.measurer.probe)
+        return analysis.render(figures, self.measurer.target.spec, self.target_name)
+
+    def context_fields(self) -> dict:
+        """The workload a proposer is told about: problem, meta, tile grid, target arguments."""
+        problem, meta = self.spec.problems["default"], self.spec.meta_for("default")
+        return {"problem": dict(problem), "meta": dict(meta),
+                "tile_grid": tuple(self.spec.tile_grid(problem, meta)),
+                "swizzle_args": tuple(self.spec.swizzle_args(problem, meta))}
+
+    # -- judging (agent/lessons.py, in this run's mode) -----------------------------------------
+
+    def better(self, attempt: dict, best: dict) -> bool:
+        return lessons.better(attempt, best, self.mode)
+
+    def beyond_noise(self, attempt: dict, best: dict) -> bool:
+        return lessons.beyond_noise(attempt, best, self.mode)
+
+    def lesson(self, attempt: dict, best: dict, baseline: dict) -> str:
+        return lessons.lesson(attempt, best, baseline, self.mode)
+
+    def target_reached(self, best: dict, baseline: dict, target_speedup, target_l2) -> str | None:
+        return lessons.target_reached(best, baseline, self.mode, target_speedup, target_l2)
+
+    def contenders(self, state: dict) -> list:
+        return lessons.contenders(state, self.mode)
+
+    # -- evaluation -----------------------------------------------------------------------------
 
     def prepare(self, label: str, source: str) -> dict:
         """Static check and splice. Returns ``{verdict, reason, kernel_file, diff}``; the verdict is

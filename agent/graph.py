@@ -16,15 +16,11 @@ import operator
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Callable, Literal, TypedDict
 
-import numpy as np
 from langgraph.graph import END, START, StateGraph
 
 from swizzleperf.agent import lessons
-from swizzleperf.agent.candidate import target_source
 from swizzleperf.agent.proposers.base import ProposalContext, ProposerError, ProposerExhausted
-from swizzleperf.agent.swizzles import catalog_source
 from swizzleperf.agent.verify import Verdict
-from swizzleperf.profiling import analysis
 
 PROMPT_METRICS = ("l2_hit_rate", "l2_source", "time_ms", "time_spread_ms", "time_source",
                   "dram_bytes", "dram_source", "predicted_l2_hit_rate", "predicted_source")
@@ -91,25 +87,18 @@ class Loop:
     # -- nodes ------------------------------------------------------------------------------------
 
     def baseline(self, state: LoopState) -> dict:
-        base = self._evaluate("baseline", 0, "baseline",
-                              target_source(self.evaluator.module_source, self.spec.rewrite_target))
+        base = self._evaluate("baseline", 0, *self.evaluator.baseline())
         if base["verdict"] != Verdict.PASS.value:
             return {"baseline": base, "stop_reason": f"the unmodified kernel fails verification: "
                                                      f"{base['verdict']}: {base['reason']}"}
-        expert = None
-        if self.spec.expert:
-            expert = self._evaluate("expert", 0, *expert_source(self.spec.expert, self.evaluator.arg_names))
+        expert_candidate = self.evaluator.expert()
+        expert = self._evaluate("expert", 0, *expert_candidate) if expert_candidate else None
         self.record.mark_best(self.run_id, "baseline", 0)
         return {"baseline": base, "expert": expert, "best": base, "iteration": 0, "stale": 0,
                 "proposer_failures": 0, "history": []}
 
     def analyze(self, state: LoopState) -> dict:
-        problem, meta = self.spec.problems["default"], self.spec.meta_for("default")
-        order = np.load(state["baseline"]["mapping"])
-        measurer = self.evaluator.measurer
-        figures = analysis.analyze(measurer.trace, order, self.spec.tile_grid(problem, meta),
-                                   self.target.spec, measurer.probe)
-        return {"analysis": analysis.render(figures, self.target.spec, self.spec.rewrite_target)}
+        return {"analysis": self.evaluator.analysis(state["baseline"])}
 
     def propose(self, state: LoopState) -> dict:
         iteration = state["iteration"] + 1
@@ -146,15 +135,15 @@ class Loop:
         attempt = dict(state["pending"])
         attempt.pop("details", None)
         best = state["best"]
-        improved = attempt["verdict"] == Verdict.PASS.value and lessons.better(attempt, best, self.mode)
-        attempt["lesson"] = lessons.lesson(attempt, best, state["baseline"], self.mode)
+        improved = attempt["verdict"] == Verdict.PASS.value and self.evaluator.better(attempt, best)
+        attempt["lesson"] = self.evaluator.lesson(attempt, best, state["baseline"])
         self.record.save_attempt(self.run_id, attempt, self.proposer.describe(), is_best=False)
         if improved:
             self.record.mark_best(self.run_id, "candidate", attempt["iteration"])
         self.on_event("attempt", {**attempt, "improved": improved})
         update = {"history": [attempt], "pending": None,
                   "best": attempt if improved else best,
-                  "stale": 0 if improved and lessons.beyond_noise(attempt, best, self.mode) else state["stale"] + 1,
+                  "stale": 0 if improved and self.evaluator.beyond_noise(attempt, best) else state["stale"] + 1,
                   "proposer_failures": (state["proposer_failures"] + 1
                                         if attempt["verdict"] == Verdict.NO_CANDIDATE.value else 0)}
         stop = self._stop_reason({**state, **update}, attempt)
@@ -164,7 +153,7 @@ class Loop:
 
     def confirm(self, state: LoopState) -> dict:
         """Re-time the contenders head to head and choose the best from those figures."""
-        contenders = lessons.contenders(state, self.mode)
+        contenders = self.evaluator.contenders(state)
         if len(contenders) < 2:
             return {"confirmation": {"note": "nothing within noise of the best: no head-to-head needed"}}
         self.on_event("confirm", {"name": ", ".join(a["name"] for a in contenders)})
@@ -225,14 +214,12 @@ class Loop:
         return {**prepared, **checked}
 
     def _context(self, state: LoopState, iteration: int) -> ProposalContext:
-        problem, meta = self.spec.problems["default"], self.spec.meta_for("default")
         base_metrics = state["baseline"].get("metrics", {})
         return ProposalContext(
             kernel_name=self.spec.name, kernel_source=self.evaluator.module_source,
             target_name=self.spec.rewrite_target, target_source=state["baseline"]["source"],
-            hardware=self.target.spec, mode=self.mode, problem=dict(problem), meta=dict(meta),
-            tile_grid=tuple(self.spec.tile_grid(problem, meta)),
-            swizzle_args=tuple(self.spec.swizzle_args(problem, meta)), analysis=state["analysis"],
+            hardware=self.target.spec, mode=self.mode, **self.evaluator.context_fields(),
+            analysis=state["analysis"],
             profile={k: base_metrics.get(k) for k in PROMPT_METRICS if base_metrics.get(k) is not None},
             history=[_for_history(h) for h in state.get("history", [])],
             best=_for_history(state["best"]), iteration=iteration)
@@ -241,7 +228,7 @@ class Loop:
         b = self.budget
         if state["proposer_failures"] >= b.max_proposer_failures:
             return f"the proposer produced no candidate {b.max_proposer_failures} times in a row: {attempt['reason']}"
-        reached = lessons.target_reached(state["best"], state["baseline"], self.mode, b.target_speedup, b.target_l2)
+        reached = self.evaluator.target_reached(state["best"], state["baseline"], b.target_speedup, b.target_l2)
         if reached:
             return reached
         if state["iteration"] >= b.iterations:
@@ -249,14 +236,6 @@ class Loop:
         if state["stale"] >= b.plateau:
             return f"plateau: no gain beyond noise in the last {b.plateau} iterations"
         return None
-
-
-def expert_source(expert: str, arg_names: list) -> tuple:
-    """``(name, source)`` of a spec's expert order: a catalog name, or the full source of a
-    rewrite target (named "expert")."""
-    if "def " in expert:
-        return "expert", expert
-    return expert, catalog_source(expert, arg_names)
 
 
 def _attempt(kind: str, iteration: int, name: str, source: str, **extra) -> dict:

@@ -164,3 +164,11 @@ def family_members(wave: int, grid: tuple, l2_domains: int, aspect: float = 1.0,
         names.append(f"xcd-contiguous:{l2_domains}")
         names += [f"xcd-grouped-m:{g}:{l2_domains}" for g in group_sizes(wave, grid, aspect)]
     return names
+
+
+def expert_source(expert: str, arg_names: list) -> tuple:
+    """``(name, source)`` of a spec's expert order: a catalog name, or the full source of a
+    rewrite target (named "expert")."""
+    if "def " in expert:
+        return "expert", expert
+    return expert, catalog_source(expert, arg_names)

@@ -20,7 +20,7 @@ import torch
 import triton
 
 from swizzleperf.agent.candidate import splice, target_args
-from swizzleperf.agent.graph import expert_source
+from swizzleperf.agent.swizzles import expert_source
 from swizzleperf.agent.spec import load_kernel
 from swizzleperf.agent.worker import compare_output, poison
 
