@@ -27,6 +27,7 @@ worker without it.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import math
@@ -87,6 +88,10 @@ def run_request(request: dict) -> dict:
     stages = {"permutation": _stage_permutation, "numerics": _stage_numerics,
               "timing": _stage_timing, "run_once": _stage_run_once, "compare": _stage_compare,
               "trace": _stage_trace}
+    if any(stage.startswith("dist_") for stage in request["stages"]):
+        from swizzleperf.agent import dist_worker
+        stages.update(dist_permutation=dist_worker.stage_permutation,
+                      dist_numerics=dist_worker.stage_numerics)
     try:
         for stage in request["stages"]:
             details[stage] = stages[stage](module, spec, request)
@@ -146,7 +151,7 @@ def probe_target(module, spec, args: tuple, num_programs: int, ndim: int) -> np.
                        f"mask=mask)" for d in range(ndim))
     text = _PROBE_TEMPLATE.format(module=module.__name__, target=spec.rewrite_target,
                                   args=names, stores=stores)
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory() as folder, _elementwise_min_max(getattr(module, spec.rewrite_target)):
         path = Path(folder) / "swizzleperf_probe.py"
         path.write_text(text)
         from swizzleperf.agent.spec import _import_file
@@ -155,6 +160,34 @@ def probe_target(module, spec, args: tuple, num_programs: int, ndim: int) -> np.
         grid = (math.ceil(num_programs / PROBE_BLOCK),)
         probe_module.probe[grid](out, num_programs, *args, BLOCK=PROBE_BLOCK)
     return out.numpy().reshape(num_programs, ndim)
+
+
+@contextlib.contextmanager
+def _elementwise_min_max(target):
+    """Python's ``min`` / ``max`` inside the target as the compiler reads them while the probe
+    runs. Compiled, Triton's code generator turns the builtins into ``tl.minimum`` /
+    ``tl.maximum``, elementwise; the interpreter calls the builtins themselves, which on the
+    probe's vector of program ids compare whole vectors and return one argument (the Triton
+    tutorial's ``min(num_pid_m - first_pid_m, GROUP_SIZE_M)`` then looked like no permutation).
+    Only the target's own module globals change, and only for the probe."""
+    import functools
+
+    namespace = target.fn.__globals__
+    saved = {name: namespace[name] for name in ("min", "max") if name in namespace}
+
+    def elementwise(op_name: str):
+        def apply(*args):
+            values = list(args[0]) if len(args) == 1 else list(args)
+            # looked up at call time: the interpreter patches triton.language for each launch
+            return functools.reduce(getattr(sys.modules["triton.language"], op_name), values)
+        return apply
+    namespace.update(min=elementwise("minimum"), max=elementwise("maximum"))
+    try:
+        yield
+    finally:
+        for name in ("min", "max"):
+            namespace.pop(name, None)
+        namespace.update(saved)
 
 
 def permutation_errors(coords: np.ndarray, grid: tuple) -> str:

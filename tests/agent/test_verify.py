@@ -92,3 +92,29 @@ def test_a_worker_that_dies_is_a_crash_not_a_traceback(tmp_path):
     result = run_worker({"kernel_path": "x", "stages": ["nonexistent-stage"]}, 60, interpret=True)
     assert result.verdict in (Verdict.CRASH, Verdict.COMPILE_ERROR)
     assert result.reason
+
+
+# The Triton tutorial's grouped order (03-matrix-multiplication.py), with Python's builtin min
+# on the group size, and a fourth parameter: compiled, `min` is elementwise (tl.minimum); the
+# check must read it the same way.
+TUTORIAL_GROUPED = '''@triton.jit
+def swizzle(pid, num_pid_m, num_pid_n):
+    GROUP_SIZE_M: tl.constexpr = 3
+    num_pid_in_group = GROUP_SIZE_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_SIZE_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)
+    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+    return pid_m, pid_n
+'''
+
+
+def test_the_tutorials_grouped_order_with_builtin_min_is_a_permutation(tmp_path, gemm_source):
+    result = verify(_module(tmp_path, gemm_source, TUTORIAL_GROUPED), tmp_path / "m.npy",
+                    VerifyConfig(seeds=(3,)))
+    assert result.verdict is Verdict.PASS, result.reason
+    order = np.load(tmp_path / "m.npy")
+    assert sorted(order.tolist()) == list(range(128 * 64))
+    # grouped by 3 tile rows: the first programs walk 3 rows of column 0 (64 columns per row)
+    assert order[:4].tolist() == [0, 64, 128, 1]
