@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import signal
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -22,6 +24,7 @@ class Progress:
     def __init__(self, budget: int):
         self.budget = budget
         self.status = console.status("starting")
+        self.run_id: str | None = None
 
     def __enter__(self):
         self.status.__enter__()
@@ -33,7 +36,10 @@ class Progress:
     def __call__(self, kind: str, data: dict) -> None:
         label = data.get("name", "")
         if kind == "target":
-            console.print(label)
+            console.print(label, markup=False)
+        elif kind == "run":
+            self.run_id = label
+            console.print(f"run {label} (if it stops, continue it with --resume {label})", markup=False)
         elif kind == "propose":
             self.status.update(f"iteration {data['iteration']}/{self.budget}: asking the proposer")
         elif kind in ("verify", "measure"):
@@ -47,14 +53,18 @@ class Progress:
 
 def _attempt_line(a: dict) -> str:
     where = a["kind"] if a["kind"] != "candidate" else f"#{a['iteration']}"
+    name = escape(a["name"])
     if a["verdict"] != "PASS":
-        return f"[red]{where:>8} {a['name']:<22} {a['verdict']}[/red]: {a['reason'][:160]}"
+        return f"[red]{where:>8} {name:<22} {a['verdict']}[/red]: {escape(a['reason'][:160])}"
     m = a["metrics"]
-    time_text = f"  {m['time_ms']:.3f} ± {m['time_spread_ms']:.3f} ms" if m.get("time_ms") is not None else ""
     star = " [green]new best[/green]" if a.get("improved") else ""
+    if m.get("l2_hit_rate") is None:  # a distributed configuration: the overlap model's time
+        return (f"{where:>8} {name:<40} {m['predicted_time_ms']:.3f} ms ({m['predicted_source']}), "
+                f"{100 * m['predicted_hidden_share']:.0f} % of the communication hidden{star}")
+    time_text = f"  {m['time_ms']:.3f} ± {m['time_spread_ms']:.3f} ms" if m.get("time_ms") is not None else ""
     predicted = ("" if m["l2_source"] == m["predicted_source"]
                  else f"  (simulator {m['predicted_l2_hit_rate']:.1%})")
-    return f"{where:>8} {a['name']:<22} L2 {m['l2_hit_rate']:6.1%} ({m['l2_source']}){time_text}{predicted}{star}"
+    return f"{where:>8} {name:<22} L2 {m['l2_hit_rate']:6.1%} ({m['l2_source']}){time_text}{predicted}{star}"
 
 
 def _fail(message: str) -> None:
@@ -81,16 +91,27 @@ def optimize(
     in_place: bool = typer.Option(False, "--in-place", help="Write the best kernel back into KERNEL."),
     resume: Optional[str] = typer.Option(None, "--resume", help="Continue the run RUN_ID."),
     workdir: str = typer.Option(".swizzleperf", help="Where runs are recorded."),
+    world_size: Optional[int] = typer.Option(None, "--world-size", min=2, help="Ranks of a distributed kernel; default: the visible GPUs, else 4 (simulated)."),
+    problem: Optional[str] = typer.Option(None, "--problem", help="A distributed kernel's benchmark problem (default: its first)."),
 ) -> None:
-    """Optimize the block swizzle of KERNEL, or continue a run with --resume RUN_ID."""
+    """Optimize the block swizzle of KERNEL (or, for a distributed kernel, its overlap
+    configuration), or continue a run with --resume RUN_ID."""
     from swizzleperf.agent import run
     from swizzleperf.agent.record import UnknownRunError
     from swizzleperf.agent.spec import KernelLoadError
     from swizzleperf.hwspecs import UnknownHardwareError
     if kernel is None and resume is None:
         _fail("give a kernel module (e.g. kernels/gemm.py) or --resume RUN_ID")
+    if target_l2 is not None and not 0.0 < target_l2 <= 1.0:
+        _fail(f"--target-l2 must be in (0, 1], got {target_l2}")
+    if timeout <= 0:
+        _fail(f"--timeout must be > 0 seconds, got {timeout}")
+    if target_speedup is not None and target_speedup <= 0:
+        _fail(f"--target-speedup must be > 0, got {target_speedup}")
+    _interruptible()
+    progress = Progress(iterations)
     try:
-        with Progress(iterations) as progress:
+        with progress:
             if resume:
                 outcome = run.resume(resume, workdir=workdir, on_event=progress)
             else:
@@ -99,12 +120,18 @@ def optimize(
                                          base_url=base_url, llm_timeout_s=llm_timeout,
                                          price_in_per_mtok=price_in, price_out_per_mtok=price_out,
                                          dtype=dtype, timeout_s=timeout, use_ncu=not no_ncu,
-                                         in_place=in_place, workdir=workdir)
+                                         in_place=in_place, workdir=workdir, world_size=world_size,
+                                         problem=problem)
                 outcome = run.start(options, on_event=progress)
     except (KernelLoadError, UnknownHardwareError, UnknownRunError, run.RunError) as exc:
         _fail(str(exc))
+    except sqlite3.DatabaseError as exc:
+        _fail(f"{Path(workdir) / 'swizzleperf.db'} is not a usable run record ({exc}): move it "
+              f"away or give another --workdir")
     except KeyboardInterrupt:
-        errors.print("interrupted: the run is saved; continue it with --resume RUN_ID (printed above)")
+        run_id = progress.run_id or "RUN_ID"
+        errors.print(f"interrupted: the run is saved; continue it with --resume {run_id}"
+                     + (f" --workdir {workdir}" if workdir != ".swizzleperf" else ""))
         raise typer.Exit(code=130)
     _print_summary(outcome)
     baseline = outcome.report.get("baseline") or {}
@@ -115,6 +142,8 @@ def optimize(
 def _print_summary(outcome) -> None:
     r = outcome.report
     console.print()
+    if r.get("distributed"):
+        return _print_distributed_summary(outcome)
     table = Table(title=f"{r['kernel']} on {r['hardware']} ({r['mode']})")
     for column in ("order", "L2 hit rate", "source", "time (ms)", "time source"):
         table.add_column(column)
@@ -168,7 +197,7 @@ def eval_command(
     model: Optional[str] = typer.Option(None, help="LLM model (OpenAI-compatible); default the built-in policy."),
     base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint."),
     gpus: str = typer.Option("1", "--gpus", help="Worker processes, each pinned to one GPU (CUDA_VISIBLE_DEVICES), or auto: every visible GPU. Simulated evals run their workers on the CPU."),
-    out: str = typer.Option("eval/results", help="Where the tables and plots are written."),
+    out: Optional[str] = typer.Option(None, help="Where the tables and plots are written (default: WORKDIR/results)."),
     resume: Optional[str] = typer.Option(None, "--resume", help="Continue the eval EVAL_ID."),
     workdir: str = typer.Option(".swizzleperf", help="Where runs are recorded."),
 ) -> None:
@@ -290,6 +319,17 @@ def hw_command(hw: Optional[str] = typer.Option(None, "--hw", help="The spec a r
                       f"take it with --probe)")
 
 
+def _print_distributed_summary(outcome) -> None:
+    """The configurations against torch + NCCL, from report.md's table (one source of the text)."""
+    from swizzleperf.agent.report import distributed_table
+    r = outcome.report
+    console.print(f"{r['kernel']} on {r['hardware']} x {r['distributed']['world_size']} ({r['mode']})")
+    for line in distributed_table(r):
+        console.print(line, markup=False)
+    console.print(f"stopped: {r['stop_reason']}", markup=False)
+    console.print(f"report: {outcome.run_dir / 'report.md'}", markup=False)
+
+
 def main() -> None:
     """Console-script entry point."""
     sys.exit(app())
@@ -297,3 +337,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+

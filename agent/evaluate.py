@@ -70,6 +70,10 @@ class Evaluator:
                 "tile_grid": tuple(self.spec.tile_grid(problem, meta)),
                 "swizzle_args": tuple(self.spec.swizzle_args(problem, meta))}
 
+    def report_extra(self) -> dict:
+        """What this kind of kernel adds to report.json: nothing for a single-GPU kernel."""
+        return {}
+
     # -- judging (agent/lessons.py, in this run's mode) -----------------------------------------
 
     def better(self, attempt: dict, best: dict) -> bool:

@@ -21,11 +21,19 @@ def figures(attempt: dict | None) -> dict | None:
             "time_source": m.get("time_source"), "dram_bytes": m.get("dram_bytes"),
             "dram_source": m.get("dram_source"), "predicted_l2_hit_rate": m.get("predicted_l2_hit_rate"),
             "predicted_source": m.get("predicted_source"), "tflops": m.get("tflops"),
-            "notes": m.get("notes", "")}
+            "notes": m.get("notes", ""),
+            **{k: m[k] for k in _DISTRIBUTED_FIGURES if m.get(k) is not None}}
 
 
-def build_report(state: dict, run: dict, target_message: str) -> dict:
-    """report.json's content from the loop's final state and the run's row."""
+#: What a distributed candidate's metrics add (agent/distributed.py): the overlap model's figures.
+_DISTRIBUTED_FIGURES = ("predicted_time_ms", "predicted_compute_ms", "predicted_comm_ms",
+                        "predicted_hidden_share", "predicted_breakdown", "torch_nccl_predicted_ms",
+                        "config")
+
+
+def build_report(state: dict, run: dict, target_message: str, extra: dict | None = None) -> dict:
+    """report.json's content from the loop's final state and the run's row; ``extra`` is what the
+    run's evaluator adds (a distributed run: world size, problem, torch + NCCL's figures)."""
     best, baseline, expert = state.get("best"), state.get("baseline"), state.get("expert")
     history = state.get("history", [])
     report = {"kernel": run["kernel"], "kernel_path": run["kernel_path"], "hardware": run["hardware"],
@@ -35,11 +43,13 @@ def build_report(state: dict, run: dict, target_message: str) -> dict:
               "baseline": figures(baseline), "expert": figures(expert), "best": figures(best),
               "attempts": [{k: h.get(k) for k in ("iteration", "name", "verdict", "reason", "lesson")}
                            | {"l2_hit_rate": (h.get("metrics") or {}).get("l2_hit_rate"),
-                              "time_ms": (h.get("metrics") or {}).get("time_ms")} for h in history],
+                              "time_ms": (h.get("metrics") or {}).get("time_ms"),
+                              "predicted_time_ms": (h.get("metrics") or {}).get("predicted_time_ms")}
+                           for h in history],
               "confirmation": state.get("confirmation"),
               "prompt_tokens": sum(h.get("prompt_tokens") or 0 for h in history),
               "completion_tokens": sum(h.get("completion_tokens") or 0 for h in history),
-              "cost_usd": sum(h.get("cost_usd") or 0.0 for h in history)}
+              "cost_usd": sum(h.get("cost_usd") or 0.0 for h in history), **(extra or {})}
     if best:
         verified = best.get("verdict") == Verdict.PASS.value
         report["best"].update(permutation_verified=verified, numerics_verified=verified,
@@ -91,13 +101,7 @@ def render_markdown(report: dict) -> str:
              f"- iterations: {report['iterations']}; stopped: {report['stop_reason']}",
              f"- tokens: {report['prompt_tokens']} in, {report['completion_tokens']} out; "
              f"cost ${report['cost_usd']:.4f}", "",
-             "| order | L2 hit rate | source | time | time source | DRAM bytes |", "|---|---|---|---|---|---|"]
-    for label in ("baseline", "expert", "best"):
-        f = report.get(label)
-        if f:
-            dram = "n/a" if f.get("dram_bytes") is None else f"{f['dram_bytes'] / 1e9:.2f} GB ({f['dram_source']})"
-            lines.append(f"| {label}: {f['name']} | {_pct(f['l2_hit_rate'])} | {f['source']} | {_ms(f)} | "
-                         f"{f.get('time_source') or 'n/a'} | {dram} |")
+             *(distributed_table(report) if report.get("distributed") else _order_table(report))]
     best = report.get("best") or {}
     for key in ("speedup_vs_baseline", "speedup_vs_expert"):
         if key in best:
@@ -108,8 +112,57 @@ def render_markdown(report: dict) -> str:
     for a in report["attempts"]:
         text = (a.get("lesson") or a.get("reason") or "").replace("|", "/")
         t = "" if a.get("time_ms") is None else f"{a['time_ms']:.3f}"
+        if not t and a.get("predicted_time_ms") is not None:
+            t = f"{a['predicted_time_ms']:.3f} (predicted)"
         lines.append(f"| {a['iteration']} | {a['name']} | {a['verdict']} | {_pct(a.get('l2_hit_rate'))} | {t} | {text} |")
     if best.get("swizzle_source"):
-        lines += ["", f"## Best swizzle ({best['name']}, verified: permutation {best['permutation_verified']}, "
-                      f"numerics {best['numerics_verified']})", "", "```python", best["swizzle_source"].rstrip(), "```"]
+        title = "Best configuration" if report.get("distributed") else "Best swizzle"
+        fence = "json" if report.get("distributed") else "python"
+        lines += ["", f"## {title} ({best['name']}, verified: permutation {best['permutation_verified']}, "
+                      f"numerics {best['numerics_verified']})", "", f"```{fence}", best["swizzle_source"].rstrip(), "```"]
     return "\n".join(lines) + "\n"
+
+
+def _order_table(report: dict) -> list:
+    lines = ["| order | L2 hit rate | source | time | time source | DRAM bytes |", "|---|---|---|---|---|---|"]
+    for label in ("baseline", "expert", "best"):
+        f = report.get(label)
+        if f:
+            dram = "n/a" if f.get("dram_bytes") is None else f"{f['dram_bytes'] / 1e9:.2f} GB ({f['dram_source']})"
+            lines.append(f"| {label}: {f['name']} | {_pct(f['l2_hit_rate'])} | {f['source']} | {_ms(f)} | "
+                         f"{f.get('time_source') or 'n/a'} | {dram} |")
+    return lines
+
+
+def distributed_table(report: dict) -> list:
+    """The configurations against each other and against torch + NCCL (a distributed run)."""
+    d = report["distributed"]
+    torch_nccl = d["torch_nccl"]
+    lines = [f"- problem {d['problem']} ({', '.join(f'{k}={v}' for k, v in d['sizes'].items())}), "
+             f"{d['world_size']} ranks", "",
+             "| configuration | time (ms) | source | compute (ms) | communication (ms) | hidden | vs torch + NCCL |",
+             "|---|---|---|---|---|---|---|"]
+    for label in ("baseline", "expert", "best"):
+        f = report.get(label)
+        if not f or f.get("verdict") != Verdict.PASS.value:
+            continue
+        measured = f.get("time_ms") is not None
+        t = f["time_ms"] if measured else f.get("predicted_time_ms")
+        source = f.get("time_source") if measured else f.get("predicted_source")
+        ratio = torch_nccl["time_ms"] / t if t else None
+        claim = "n/a" if ratio is None else (f"{ratio:.2f}x" if measured else f"{ratio:.2f}x predicted, not measured")
+        lines.append(f"| {label}: {f['name']} | {_num(t)} | {source} | {_num(f.get('predicted_compute_ms'))} | "
+                     f"{_num(f.get('predicted_comm_ms'))} | {_pct(f.get('predicted_hidden_share'))} | {claim} |")
+    lines.append(f"| torch + NCCL | {_num(torch_nccl['time_ms'])} | {torch_nccl['source']} | "
+                 f"{_num(torch_nccl['compute_ms'])} | {_num(torch_nccl['comm_ms'])} | 0.0% | 1.00x |")
+    best = report.get("best") or {}
+    t = best.get("time_ms") if best.get("time_ms") is not None else best.get("predicted_time_ms")
+    if best.get("verdict") == Verdict.PASS.value and t and t > torch_nccl["time_ms"]:
+        kind = "measured" if best.get("time_ms") is not None else "predicted"
+        lines += ["", f"The library wins: torch + NCCL is {t / torch_nccl['time_ms']:.2f}x faster than the "
+                      f"best configuration found ({kind})."]
+    return lines
+
+
+def _num(x) -> str:
+    return "n/a" if x is None else f"{x:.3f}"

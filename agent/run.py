@@ -14,15 +14,18 @@ from typing import Callable
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from swizzleperf import hwspecs
+from swizzleperf.agent import distributed
 from swizzleperf.agent.candidate import target_args
 from swizzleperf.agent.evaluate import Evaluator
 from swizzleperf.agent.graph import Budget, Loop
 from swizzleperf.agent.measure import Measurer
+from swizzleperf.agent.proposers.overlap_policy import OverlapPolicy
 from swizzleperf.agent.proposers.policy import SearchPolicy
 from swizzleperf.agent.record import RunRecord
 from swizzleperf.agent.report import build_report, write_outputs
 from swizzleperf.agent.spec import load_spec
 from swizzleperf.agent.verify import VerifyConfig
+from swizzleperf.kernels.distributed.spec import DistKernelSpec
 
 
 class RunError(Exception):
@@ -49,6 +52,8 @@ class RunOptions:
     use_ncu: bool = True
     in_place: bool = False
     workdir: str = ".swizzleperf"
+    world_size: int | None = None
+    problem: str | None = None
 
 
 @dataclass
@@ -66,18 +71,24 @@ def new_run_id() -> str:
 def start(options: RunOptions, on_event: Callable = lambda k, d: None, proposer=None) -> RunOutcome:
     """A new run of ``options.kernel``; ``proposer`` overrides the one the options select."""
     run_id = new_run_id()
+    kernel_path = Path(options.kernel).resolve()
+    options = dataclasses.replace(options, kernel=str(kernel_path))  # resumable from anywhere
+    spec = load_spec(kernel_path)
+    target = _resolve_target(options, spec)
+    on_event("target", {"name": target.message})
     record = RunRecord(Path(options.workdir))
     run_dir = Path(options.workdir) / "runs" / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
-    kernel_path = Path(options.kernel)
-    spec = load_spec(kernel_path)
-    target = hwspecs.resolve_target(options.hw)
-    on_event("target", {"name": target.message})
-    shutil.copyfile(kernel_path, run_dir / f"original_{kernel_path.name}")
-    loop = _build_loop(options, spec, target, record, run_id, run_dir, on_event, proposer)
-    record.create_run(run_id, {"kernel": spec.name, "kernel_path": str(kernel_path.resolve()),
+    try:
+        shutil.copyfile(kernel_path, run_dir / f"original_{kernel_path.name}")
+        loop = _builder(spec)(options, spec, target, record, run_id, run_dir, on_event, proposer)
+    except BaseException:  # a start that fails leaves no run folder behind
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    record.create_run(run_id, {"kernel": spec.name, "kernel_path": str(kernel_path),
                                "hardware": target.spec.name, "mode": target.mode,
-                               "proposer": loop.proposer.describe(), "run_dir": str(run_dir)},
+                               "proposer": loop.proposer.describe(),
+                               "run_dir": str(run_dir.relative_to(options.workdir))},
                       dataclasses.asdict(options))
     on_event("run", {"name": run_id})
     return _drive(loop, record, run_id, run_dir, target, {}, options, kernel_path)
@@ -93,16 +104,68 @@ def resume(run_id: str, workdir: str = ".swizzleperf", on_event: Callable = lamb
     record = RunRecord(Path(workdir))
     row = record.run(run_id)
     options = RunOptions(**{**row["config"], "workdir": workdir})
-    run_dir = Path(row["run_dir"])
+    run_dir = run_dir_of(Path(workdir), row["run_dir"])
     original = run_dir / f"original_{Path(options.kernel).name}"
     spec = load_spec(original)
-    target = hwspecs.resolve_target(options.hw)
+    target = _resolve_target(options, spec)
     if target.spec.name != row["hardware"] or target.mode != row["mode"]:
         raise RunError(f"run {run_id} was {row['mode']} on {row['hardware']}; here it would be "
                        f"{target.mode} on {target.spec.name}: resume it where it started")
-    loop = _build_loop(options, spec, target, record, run_id, run_dir, on_event, proposer,
-                       kernel_path=original)
+    loop = _builder(spec)(options, spec, target, record, run_id, run_dir, on_event, proposer,
+                          kernel_path=original)
     return _drive(loop, record, run_id, run_dir, target, None, options, Path(options.kernel))
+
+
+def run_dir_of(workdir: Path, stored: str) -> Path:
+    """A run's folder from its record: stored relative to the workdir (older records: absolute,
+    or relative to the directory the run was started from)."""
+    path = Path(stored)
+    if path.is_absolute() or not (workdir / path).exists():
+        return path
+    return workdir / path
+
+
+def _resolve_target(options: RunOptions, spec):
+    """The target of a run: the detected GPU or ``--hw``, measured or simulated; for a
+    distributed kernel, its world size decides (distributed.resolve_target)."""
+    if isinstance(spec, DistKernelSpec):
+        return distributed.resolve_target(options.hw, options.world_size)
+    return hwspecs.resolve_target(options.hw)
+
+
+def _builder(spec) -> Callable:
+    return _build_dist_loop if isinstance(spec, DistKernelSpec) else _build_loop
+
+
+def _build_dist_loop(options, spec, target, record, run_id, run_dir, on_event, proposer,
+                     kernel_path: Path | None = None) -> Loop:
+    """The loop over overlap configurations of a distributed kernel (agent/distributed.py)."""
+    kernel_path = kernel_path or Path(options.kernel)
+    problem = options.problem or spec.bench_problems[0]
+    if problem not in spec.problems or problem == "check":
+        raise RunError(f"--problem must be one of {', '.join(p for p in spec.problems if p != 'check')}, "
+                       f"got {problem}")
+    dtype = options.dtype or spec.dtypes[0]
+    if dtype not in spec.dtypes:
+        raise RunError(f"--dtype must be one of {', '.join(spec.dtypes)}, got {dtype}")
+    evaluator = distributed.DistEvaluator(
+        kernel_path=kernel_path, module_source=kernel_path.read_text(), spec=spec,
+        problem_name=problem, world_size=target.world_size, target=target,
+        candidates_dir=run_dir / "candidates", timeout_s=options.timeout_s, dtype=dtype)
+    budget = Budget(iterations=options.iterations, plateau=options.plateau,
+                    target_speedup=options.target_speedup, target_l2=None)
+    if proposer is None:
+        proposer = (distributed_llm(options, evaluator) if options.model
+                    else OverlapPolicy(evaluator))
+    return Loop(spec=spec, target=target, evaluator=evaluator, proposer=proposer, record=record,
+                run_id=run_id, budget=budget, on_event=on_event)
+
+
+def distributed_llm(options: RunOptions, evaluator):
+    from swizzleperf.agent.proposers.overlap_llm import OverlapLLMProposer
+    return OverlapLLMProposer(evaluator, options.model, base_url=options.base_url,
+                              timeout_s=options.llm_timeout_s, price_in_per_mtok=options.price_in_per_mtok,
+                              price_out_per_mtok=options.price_out_per_mtok)
 
 
 def _build_loop(options, spec, target, record, run_id, run_dir, on_event, proposer,
@@ -182,8 +245,8 @@ def _drive(loop: Loop, record: RunRecord, run_id: str, run_dir: Path, target, in
     finally:
         state = graph.get_state(config).values
         row = record.run(run_id)
-        report = build_report(state, row, target.message)
-        report["status"] = status
+        report = build_report(state, row, target.message, loop.evaluator.report_extra())
+        report.update(status=status, run_dir=str(run_dir))
         write_outputs(run_dir, report, state.get("best"), Path(options.kernel).name)
         record.finish_run(run_id, status, state.get("stop_reason", "interrupted"))
         connection.close()

@@ -84,10 +84,35 @@ class KernelSpec:
     source_path: Path | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
+        """Refuse a spec the optimizer could not use, naming the field.
+
+        Raises:
+            ValueError: ``problems`` lacks ``default`` or ``check``; a declared dtype has no
+                tolerance; a problem lacks a size ``tile_grid`` or ``swizzle_args`` reads; the
+                check problem's program count is a multiple of 8 (a remap that is a permutation
+                only on multiples of 8 would pass there).
+        """
         for required in ("default", "check"):
             if required not in self.problems:
                 raise ValueError(f"KernelSpec {self.name!r}: problems must include {required!r}, "
                                  f"got {sorted(self.problems)}")
+        missing = [d for d in self.dtypes if d not in self.tolerance]
+        if missing:
+            raise ValueError(f"KernelSpec {self.name!r}: tolerance must give every dtype of dtypes "
+                             f"{list(self.dtypes)}, missing {missing}")
+        for name, problem in self.problems.items():
+            try:
+                self.tile_grid(problem, self.meta_for(name))
+                self.swizzle_args(problem, self.meta_for(name))
+            except KeyError as exc:
+                raise ValueError(f"KernelSpec {self.name!r}: problem {name!r} lacks the size "
+                                 f"{exc.args[0]!r} that tile_grid / swizzle_args read (it has "
+                                 f"{sorted(problem)})") from None
+        programs = self.num_programs("check")
+        if programs % 8 == 0:
+            raise ValueError(f"KernelSpec {self.name!r}: the check problem's grid must not be a "
+                             f"multiple of 8 programs (it catches remaps that are permutations "
+                             f"only on multiples of 8), got {programs}")
 
     def meta_for(self, problem_name: str) -> dict:
         """The launch meta-parameters of a named problem (``check`` has its own)."""
@@ -179,10 +204,11 @@ def _read(path: str | Path) -> tuple[Path, str, ast.Module]:
 
 
 def _the_spec(module: Any, tree: ast.Module, path: Path) -> KernelSpec:
-    specs = [v for v in vars(module).values() if isinstance(v, KernelSpec)]
+    from swizzleperf.kernels.distributed.spec import DistKernelSpec
+    specs = [v for v in vars(module).values() if isinstance(v, (KernelSpec, DistKernelSpec))]
     if not specs:
         raise KernelLoadError(f"{path}: defines no KernelSpec (expected a module-level "
-                              f"`SPEC = KernelSpec(...)`)")
+                              f"`SPEC = KernelSpec(...)`, or a DistKernelSpec)")
     if len({id(s) for s in specs}) > 1:
         raise KernelLoadError(f"{path}: defines {len(specs)} KernelSpec objects, expected one")
     spec = specs[0]
@@ -192,7 +218,8 @@ def _the_spec(module: Any, tree: ast.Module, path: Path) -> KernelSpec:
     if not hasattr(getattr(module, spec.rewrite_target, None), "fn"):
         raise KernelLoadError(f"{path}: rewrite target {spec.rewrite_target!r} is not decorated "
                               f"with @triton.jit")
-    object.__setattr__(spec, "source_path", path.resolve())
+    if isinstance(spec, KernelSpec):
+        object.__setattr__(spec, "source_path", path.resolve())
     return spec
 
 

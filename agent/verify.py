@@ -25,6 +25,8 @@ class Verdict(str, enum.Enum):
     TIMEOUT = "TIMEOUT"
     CRASH = "CRASH"                      # the worker died without a result
     NO_CANDIDATE = "NO_CANDIDATE"        # the proposer produced nothing (endpoint down, garbage)
+    OUTSIDE_SPACE = "OUTSIDE_SPACE"      # a distributed configuration outside the kernel's declared space
+    DEADLOCK = "DEADLOCK"                # a rank waited on a flag that was never set
 
 
 @dataclass

@@ -31,7 +31,7 @@ echo "wall time of eval: $(( SECONDS - start )) s on $NGPU GPUs (limit $limit s,
 eval_id=$(grep -o "^eval eval-[0-9-]*-[0-9a-f]*" "$OUTDIR/eval_$GPU.log" | head -1 | cut -d' ' -f2)
 if [ -n "${RESUME:-}" ]; then  # a resumed eval writes where it started: bring its tables here
   from=$(timeout 60 python3 -c "import sys; from swizzleperf.eval.suite import stored_options
-print(stored_options('.swizzleperf', sys.argv[1]).out_dir)" "$RESUME")
+print(stored_options('.swizzleperf', sys.argv[1]).results_dir)" "$RESUME")
   [ "$(realpath "$from")" = "$(realpath "$OUTDIR")" ] || cp "$from/$RESUME"* "$OUTDIR/"
 fi
 if [ -n "$eval_id" ]; then  # the record beside the table: .swizzleperf/ of a checkout, for the notebook

@@ -1,5 +1,5 @@
 """``swizzleperf eval``: the optimizer over the bundled kernels, one run each, then one table per eval
-(CSV and markdown) and its plots under ``eval/results/``. A killed eval resumes where it stopped:
+(CSV and markdown) and its plots under ``WORKDIR/results/`` (or ``--out``). A killed eval resumes where it stopped:
 finished kernels are not redone, an interrupted kernel's run continues from its checkpoint. With
 ``gpus`` > 1 the kernels are spread over worker processes, one per GPU (``eval/workers.py``); a
 kernel that fails is recorded as failed with its reason, and the others go on."""
@@ -43,7 +43,11 @@ class EvalOptions:
     model: str | None = None
     base_url: str | None = None
     workdir: str = ".swizzleperf"
-    out_dir: str = "eval/results"
+    out_dir: str | None = None   # None: WORKDIR/results (the repository's eval/results/ only when asked)
+
+    @property
+    def results_dir(self) -> Path:
+        return Path(self.out_dir) if self.out_dir else Path(self.workdir) / "results"
 
 
 def resolve_kernels(text: str) -> list:
@@ -103,10 +107,10 @@ def run_eval(options: EvalOptions, eval_id: str | None = None,
     except KeyboardInterrupt:
         with _connect(options.workdir) as db:  # no worker is left running: run_workers waited for them
             db.execute("UPDATE evals SET status = 'interrupted' WHERE eval_id = ? AND status = 'running'", (eval_id,))
-        write_tables(summarize(options.workdir, eval_id), Path(options.out_dir), eval_id)
+        write_tables(summarize(options.workdir, eval_id), options.results_dir, eval_id)
         raise
     table = summarize(options.workdir, eval_id)
-    return eval_id, table, write_tables(table, Path(options.out_dir), eval_id)
+    return eval_id, table, write_tables(table, options.results_dir, eval_id)
 
 
 def _check_gpus(hw: str | None, gpus: int) -> None:
@@ -226,7 +230,8 @@ def summarize(workdir: str, eval_id: str) -> pd.DataFrame:
 
 
 def _kernel_row(record: RunRecord, kernel: str, run_id: str | None, status: str, reason: str | None) -> dict:
-    report_path = Path(record.run(run_id)["run_dir"]) / "report.json" if run_id else None
+    from swizzleperf.agent.run import run_dir_of
+    report_path = run_dir_of(record.root, record.run(run_id)["run_dir"]) / "report.json" if run_id else None
     report = json.loads(report_path.read_text()) if report_path and report_path.exists() else {}
     out = {"kernel": kernel, "hardware": report.get("hardware"), "mode": report.get("mode"), "run_id": run_id}
     for label in ("baseline", "expert", "best"):

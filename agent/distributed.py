@@ -1,0 +1,416 @@
+"""Candidates of a distributed kernel and their evaluation: the seam between the loop
+(agent/graph.py) and a ``DistKernelSpec``, with the same methods as agent/evaluate.py's
+``Evaluator``.
+
+A candidate is an *overlap configuration*, as JSON text (what a proposer writes and the history
+shows)::
+
+    {"pattern": "fused_sequential", "COMM_SMS": 16, "BLOCK_M": 128, "BLOCK_N": 128,
+     "BLOCK_K": 64, "num_warps": 4, "num_stages": 4, "SCHEDULE": "persistent",
+     "swizzle": "grouped-m:8"}
+
+Every key but ``pattern`` and ``swizzle`` is a launch knob the spec declares (``spec.knobs``, each
+with its allowed values); a knob left out keeps the kernel's default. ``swizzle`` is optional: a
+catalog name the spec allows, or the full source of a new ``@triton.jit`` rewrite target (checked
+statically, spliced into a copy of the module by AST, exactly as for single-GPU kernels).
+
+Verification (a worker, agent/dist_worker.py): the rewrite target a permutation of the per-rank
+tiles at the benchmark problem (with the candidate's tiles) and at the check problem; all ranks
+in one process through the Triton interpreter at W = 2 and 3 on the check problem, outputs
+poisoned, against the fp32 reference; a wait that never completes is a DEADLOCK naming the rank,
+the flag and the epoch. Measurement: the overlap model's prediction for the target GPU and W
+(``simulated:<spec>xW``), labelled, with no speedup claimed from it.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from swizzleperf.agent.candidate import CandidateError, check_candidate, splice, target_args, unified_diff
+from swizzleperf.agent.swizzles import UnknownSwizzleError, catalog_source
+from swizzleperf.agent.verify import Verdict, run_worker
+
+#: Relative gain of the predicted time below which two configurations count as equal: the overlap
+#: model's resolution is far coarser (eval/results/overlap_model_validation.md).
+PREDICTED_TIE = 0.01
+CHECK_WORLD_SIZES = (2, 3)
+
+
+class OutsideSpace(CandidateError):
+    """A configuration outside the kernel's declared space; the message names the allowed values."""
+
+
+@dataclass(frozen=True)
+class DistCandidate:
+    """A parsed configuration: ``pattern``, the knob values that differ from nothing (``meta``,
+    only the keys given), and the swizzle (None: the kernel's own; else a catalog name or source)."""
+
+    pattern: str
+    meta: dict
+    swizzle: str | None = None
+
+    def to_json(self) -> str:
+        """Canonical text: ``pattern`` first, knobs sorted, ``swizzle`` last (repeat detection
+        compares these)."""
+        body = {"pattern": self.pattern, **dict(sorted(self.meta.items()))}
+        if self.swizzle is not None:
+            body["swizzle"] = self.swizzle
+        return json.dumps(body)
+
+    def label(self) -> str:
+        """A short name: the pattern and the knobs set, e.g. ``fused_sequential COMM_SMS=16``."""
+        knobs = " ".join(f"{k}={v}" for k, v in sorted(self.meta.items()))
+        swz = "" if self.swizzle is None else (f" swizzle={self.swizzle}" if "def " not in self.swizzle
+                                              else " swizzle=source")
+        return f"{self.pattern} {knobs}{swz}".strip()
+
+
+def parse_candidate(text: str, spec) -> DistCandidate:
+    """Parse and check a configuration against ``spec.knobs``.
+
+    Raises:
+        CandidateError: not a JSON object, or ``pattern`` missing.
+        OutsideSpace: an unknown knob or a value outside the allowed ones (message: the knob, the
+            allowed values, the value found).
+    """
+    try:
+        body = json.loads(text)
+    except (json.JSONDecodeError, TypeError) as exc:
+        raise CandidateError(f"the configuration is not JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise CandidateError(f"the configuration must be a JSON object, got {type(body).__name__}")
+    body = dict(body)
+    pattern = body.pop("pattern", None)
+    if pattern not in spec.patterns:
+        raise OutsideSpace(f"pattern must be one of {', '.join(spec.patterns)}, got {pattern!r}")
+    swizzle = body.pop("swizzle", None)
+    if swizzle is not None and not isinstance(swizzle, str):
+        raise OutsideSpace(f"swizzle must be a catalog name or a rewrite-target source, got {swizzle!r}")
+    meta = {}
+    for knob, value in body.items():
+        allowed = spec.knobs.get(knob)
+        if allowed is None or knob in ("pattern", "swizzle"):
+            known = ", ".join(k for k in spec.knobs if k not in ("pattern", "swizzle"))
+            raise OutsideSpace(f"unknown knob {knob!r}: the knobs of {spec.name} are {known}")
+        if value not in allowed:
+            raise OutsideSpace(f"{knob} must be one of {', '.join(map(str, allowed))}, got {value!r}")
+        meta[knob] = value
+    return DistCandidate(pattern, meta, swizzle)
+
+
+@dataclass(frozen=True)
+class DistTarget:
+    """Where a distributed run's figures come from: the hardware spec, W ranks, the mode
+    (``simulated``: the overlap model; ``measured``: W GPUs of that kind), one line for the user."""
+
+    spec: object
+    world_size: int
+    mode: str
+    message: str
+    device: object = None
+
+
+DEFAULT_SIMULATED_HW = "h200"   # the GPU the overlap model was fitted and validated on
+DEFAULT_SIMULATED_WORLD_SIZE = 4
+
+
+def resolve_target(hw: str | None, world_size: int | None) -> DistTarget:
+    """The target of a distributed run: W = ``world_size``, else the visible GPUs (two or more),
+    else 4. Measured needs W GPUs of the spec's kind; the overlap model stands in otherwise
+    (``simulated:<spec>xW``), and the message says why.
+
+    Raises:
+        UnknownHardwareError: ``hw`` names no spec.
+        RunConfigError: ``world_size`` below 2.
+    """
+    from swizzleperf import hwspecs
+    if world_size is not None and world_size < 2:
+        raise hwspecs.UnknownHardwareError(f"--world-size must be at least 2, got {world_size}")
+    device = hwspecs.detect_device()
+    gpus = _visible_gpus() if device is not None else 0
+    world_size = world_size or (gpus if gpus >= 2 else DEFAULT_SIMULATED_WORLD_SIZE)
+    spec = hwspecs.load_spec(hw) if hw else (hwspecs.match_spec(device)[0] if device else None)
+    spec = spec or hwspecs.load_spec(DEFAULT_SIMULATED_HW)
+    why = (f"{gpus} GPU(s) visible, {world_size} needed" if gpus < world_size
+           else "the measured distributed path runs with `swizzleperf.kernels.distributed.bench`")
+    return DistTarget(spec, world_size, "simulated",
+                      f"simulated: the overlap model for {spec.display_name} x {world_size} "
+                      f"(simulated:{spec.name}x{world_size}; {why}): predicted times, no speedup claimed")
+
+
+def _visible_gpus() -> int:
+    import torch
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def default_candidate(spec) -> DistCandidate:
+    """The kernel's default: its first pattern and default meta, its own swizzle."""
+    return DistCandidate(spec.patterns[0], {})
+
+
+@dataclass
+class DistEvaluator:
+    """Evaluates configurations of one distributed kernel at one problem and world size.
+
+    Attributes:
+        kernel_path / module_source: the user's kernel module (read, never written) and its text.
+        spec: its ``DistKernelSpec`` (loaded with the rewrite target stood in: agent/spec.py).
+        problem_name: the benchmark problem; ``world_size``: W ranks.
+        target: the resolved ``hwspecs.Target``; ``mode`` is "simulated" (the overlap model) or
+            "measured".
+        candidates_dir: where each candidate's module copy, configuration and tile map go.
+        timeout_s: limit per worker, seconds; ``dtype``: input dtype name.
+    """
+
+    kernel_path: Path
+    module_source: str
+    spec: object
+    problem_name: str
+    world_size: int
+    target: object
+    candidates_dir: Path
+    timeout_s: float = 300.0
+    dtype: str = "bfloat16"
+    _baseline_prediction: dict = field(default_factory=dict)
+
+    @property
+    def mode(self) -> str:
+        return self.target.mode
+
+    @property
+    def arg_names(self) -> list:
+        return target_args(self.module_source, self.spec.rewrite_target)
+
+    @property
+    def problem(self) -> dict:
+        return dict(self.spec.problems[self.problem_name])
+
+    def meta(self, candidate: DistCandidate) -> dict:
+        """The launch meta of a candidate at the benchmark problem: the spec's, then its knobs."""
+        return self.spec.meta_for(self.problem_name, candidate.meta)
+
+    # -- what the loop starts from --------------------------------------------------------------
+
+    def baseline(self) -> tuple:
+        """``(name, text)`` of the kernel's default configuration."""
+        return "default", default_candidate(self.spec).to_json()
+
+    def expert(self) -> tuple | None:
+        """``(name, text)`` of the default configuration with the spec's expert tile order."""
+        if not self.spec.expert:
+            return None
+        return f"default swizzle={self.spec.expert}", DistCandidate(self.spec.patterns[0], {},
+                                                                    self.spec.expert).to_json()
+
+    def canonical(self, candidate: DistCandidate) -> DistCandidate:
+        """The candidate without the knobs that equal the kernel's default at this problem (so
+        that the same configuration has one text)."""
+        default = self.spec.meta_for(self.problem_name)
+        return DistCandidate(candidate.pattern,
+                             {k: v for k, v in candidate.meta.items() if default.get(k) != v},
+                             candidate.swizzle)
+
+    def analysis(self, baseline: dict) -> str:
+        """What a proposer is told about the workload: per-rank GEMM shape and tiles against the
+        SMs, the interconnect, the default's predicted breakdown and torch + NCCL's."""
+        from swizzleperf.agent.proposers.llm import render
+        meta = self.spec.meta_for(self.problem_name, {"NUM_SMS": self.target.spec.compute_units})
+        grid = tuple(self.spec.tile_grid(self.problem, self.world_size, meta)) if self.spec.tile_grid else ()
+        return render("distributed_analysis.j2", kernel=self.spec.name, problem=self.problem_name,
+                      sizes=self.problem, world_size=self.world_size, hw=self.target.spec,
+                      grid=grid, tiles=math.prod(grid) if grid else None, meta=meta,
+                      baseline=(baseline.get("metrics") or {}), torch_nccl=self.baseline_prediction(),
+                      notes=self.spec.notes, interconnect=interconnect(self.target.spec))
+
+    def context_fields(self) -> dict:
+        meta = self.spec.meta_for(self.problem_name)
+        with_sms = {**meta, "NUM_SMS": self.target.spec.compute_units}
+        has_grid = self.spec.tile_grid is not None
+        return {"problem": self.problem, "meta": meta,
+                "tile_grid": tuple(self.spec.tile_grid(self.problem, self.world_size, with_sms)) if has_grid else (),
+                "swizzle_args": tuple(self.spec.swizzle_args(self.problem, self.world_size, with_sms)) if has_grid else ()}
+
+    def report_extra(self) -> dict:
+        """report.json's ``distributed`` block: problem, sizes, W and torch + NCCL's figures."""
+        return {"distributed": {"problem": self.problem_name, "sizes": self.problem,
+                                "world_size": self.world_size, "torch_nccl": self.baseline_prediction()}}
+
+    # -- evaluation -----------------------------------------------------------------------------
+
+    def prepare(self, label: str, text: str) -> dict:
+        """Parse, check against the space and the constraints, splice the swizzle. Returns
+        ``{verdict, reason, kernel_file, diff}``; verdict OUTSIDE_SPACE or INVALID on rejection."""
+        try:
+            candidate = self.canonical(parse_candidate(text, self.spec))
+            module = self.module_source
+            if candidate.swizzle is not None:
+                module = splice(module, self.spec.rewrite_target, self._swizzle_source(candidate.swizzle))
+        except OutsideSpace as exc:
+            return _rejected(Verdict.OUTSIDE_SPACE, str(exc))
+        except CandidateError as exc:
+            return _rejected(Verdict.INVALID, str(exc))
+        why_not = self._constraint(candidate)
+        if why_not:
+            return _rejected(Verdict.OUTSIDE_SPACE, f"{candidate.label()}: {why_not}")
+        self.candidates_dir.mkdir(parents=True, exist_ok=True)
+        path = self.candidates_dir / f"{_slug(label)}_{self.kernel_path.name}"
+        path.write_text(module)
+        path.with_suffix(".config.json").write_text(candidate.to_json())
+        diff = unified_diff(self.module_source, module, self.kernel_path.name) if module != self.module_source else ""
+        return {"verdict": "", "reason": "", "kernel_file": str(path), "diff": diff,
+                "config": json.loads(candidate.to_json())}
+
+    def _swizzle_source(self, swizzle: str) -> str:
+        if "def " in swizzle:
+            check_candidate(swizzle, self.spec.rewrite_target, self.arg_names)
+            return swizzle
+        allowed = self.spec.knobs.get("swizzle", ())
+        if swizzle not in allowed:
+            raise OutsideSpace(f"swizzle must be a rewrite-target source or one of "
+                               f"{', '.join(allowed)}, got {swizzle!r}")
+        try:
+            return catalog_source(swizzle, self.arg_names)
+        except UnknownSwizzleError as exc:
+            raise OutsideSpace(str(exc)) from None
+
+    def _constraint(self, candidate: DistCandidate) -> str | None:
+        check = getattr(self.spec, "constraints", None)
+        if check is None:
+            return None
+        meta = {"NUM_SMS": self.target.spec.compute_units, **self.meta(candidate)}
+        return check(self.problem, self.world_size, candidate.pattern, meta)
+
+    def verify(self, kernel_file: str, time_it: bool) -> dict:
+        """Permutation and all-rank numerics in a worker (see the module docstring)."""
+        candidate = self._candidate_of(kernel_file)
+        mapping = str(Path(kernel_file).with_suffix(".map.npy"))
+        request = {"kernel_path": kernel_file, "stages": ["dist_permutation", "dist_numerics"],
+                   "pattern": candidate.pattern, "meta": candidate.meta, "dtype": self.dtype,
+                   "problem": self.problem_name, "world_size": self.world_size,
+                   "num_sms": self.target.spec.compute_units,
+                   "check_world_sizes": list(CHECK_WORLD_SIZES), "mapping_path": mapping}
+        result = run_worker(request, self.timeout_s, interpret=True)
+        return {"verdict": result.verdict.value, "reason": result.reason, "details": result.details,
+                "mapping": mapping}
+
+    def measure(self, kernel_file: str, mapping: str, details: dict) -> dict:
+        """The overlap model's figures for the candidate (``predicted_*``, and ``time_ms`` None:
+        nothing was timed), beside its prediction for torch + NCCL."""
+        candidate = self._candidate_of(kernel_file)
+        prediction = self._predict(candidate.pattern, self.meta(candidate))
+        return {**{f"predicted_{k}": v for k, v in prediction.items() if k != "source"},
+                "predicted_source": prediction["source"], "time_ms": None, "time_spread_ms": None,
+                "time_source": None, "torch_nccl_predicted_ms": self.baseline_prediction()["time_ms"],
+                "config": json.loads(candidate.to_json()), "notes": "overlap model: not measured"}
+
+    def compare(self, kernel_files: list) -> dict:
+        """Head-to-head timing needs W GPUs; not available in simulated mode."""
+        return {"verdict": Verdict.RUNTIME_ERROR.value,
+                "reason": f"no head-to-head timing without {self.world_size} GPUs"}
+
+    def predict_many(self, configs: list) -> list:
+        """The overlap model's prediction (a dict, ``time_ms`` and the breakdown) for each
+        ``(pattern, knobs)``, or None where the model cannot price it (the reason is logged in the
+        prediction's absence)."""
+        from swizzleperf.profiling.overlap_model import OverlapModelError
+        out = []
+        for pattern, knobs in configs:
+            try:
+                out.append(self._predict(pattern, self.spec.meta_for(self.problem_name, knobs)))
+            except OverlapModelError:
+                out.append(None)
+        return out
+
+    def _predict(self, pattern: str, meta: dict) -> dict:
+        from swizzleperf.profiling.overlap_model import predict
+        return predict(self.spec.name, self.problem, self.world_size, pattern, meta,
+                       self.target.spec, self.dtype).to_dict()
+
+    def baseline_prediction(self) -> dict:
+        """The overlap model's torch + NCCL figures at this problem and W (computed once)."""
+        if not self._baseline_prediction:
+            from swizzleperf.profiling.overlap_model import predict_baseline
+            self._baseline_prediction.update(predict_baseline(
+                self.spec.name, self.problem, self.world_size, self.target.spec, self.dtype).to_dict())
+        return self._baseline_prediction
+
+    def _candidate_of(self, kernel_file: str) -> DistCandidate:
+        text = Path(kernel_file).with_suffix(".config.json").read_text()
+        return parse_candidate(text, self.spec)
+
+    # -- judging (what lessons.py does for single-GPU kernels) ------------------------------------
+
+    def better(self, attempt: dict, best: dict) -> bool:
+        return _time(attempt) < _time(best)
+
+    def beyond_noise(self, attempt: dict, best: dict) -> bool:
+        """Measured: the gain exceeds the larger spread; simulated: over ``PREDICTED_TIE``."""
+        a, b = attempt.get("metrics") or {}, best.get("metrics") or {}
+        if a.get("time_ms") is not None and b.get("time_ms") is not None:
+            return b["time_ms"] - a["time_ms"] > max(a.get("time_spread_ms") or 0, b.get("time_spread_ms") or 0)
+        return _time(best) - _time(attempt) > PREDICTED_TIE * _time(best)
+
+    def lesson(self, attempt: dict, best: dict, baseline: dict) -> str:
+        """One sentence for the history: why it was rejected, or its predicted (or measured) time,
+        breakdown and standing against the best and the kernel's default."""
+        name, verdict = attempt["name"], attempt["verdict"]
+        if verdict != Verdict.PASS.value:
+            return f"{name} was rejected ({verdict}): {_ADVICE.get(verdict, 'see the reason')}."
+        m = attempt["metrics"]
+        t, base, best_t = _time(attempt), _time(baseline), _time(best)
+        source = m.get("time_source") or m.get("predicted_source")
+        standing = ("better than the best" if self.better(attempt, best) and self.beyond_noise(attempt, best)
+                    else "within the model's resolution of the best" if not self.beyond_noise(best, attempt)
+                    else "worse than the best")
+        return (f"{name}: {t:.3f} ms ({source}): compute {m.get('predicted_compute_ms', 0):.3f}, "
+                f"communication {m.get('predicted_comm_ms', 0):.3f}, "
+                f"{100 * (m.get('predicted_hidden_share') or 0):.0f} % of it hidden; {standing} "
+                f"({best_t:.3f} ms); {base / t:.2f}x the default's {base:.3f} ms"
+                + ("" if m.get("time_ms") is not None else ", predicted, not measured") + ".")
+
+    def target_reached(self, best: dict, baseline: dict, target_speedup, target_l2) -> str | None:
+        m, base = best.get("metrics") or {}, baseline.get("metrics") or {}
+        if target_speedup and m.get("time_ms") and base.get("time_ms"):
+            if base["time_ms"] / m["time_ms"] >= target_speedup:
+                return f"target reached: {base['time_ms'] / m['time_ms']:.2f}x >= {target_speedup}x"
+        return None
+
+    def contenders(self, state: dict) -> list:
+        return []
+
+
+_ADVICE = {
+    Verdict.OUTSIDE_SPACE.value: "use only the knobs and values the kernel declares, within its constraints",
+    Verdict.INVALID.value: "write JSON with the declared knobs; a swizzle source only with the allowed operations",
+    Verdict.NOT_PERMUTATION.value: "every rank's tile order must compute each of its tiles exactly once, "
+                                   "remainders included",
+    Verdict.MISMATCH.value: "the configuration must not change what is computed",
+    Verdict.DEADLOCK.value: "a wait on a flag that no earlier step sets: the pattern and its order "
+                            "must let every producer run before its consumer waits",
+    Verdict.TIMEOUT.value: "keep the swizzle cheap and the configuration small enough to verify",
+}
+
+
+def interconnect(hw) -> dict:
+    """The hardware spec's interconnect fields (links, copy engines), name -> value, as the
+    spec gives them."""
+    words = ("link", "nvlink", "xgmi", "copy_engine", "interconnect", "peer")
+    return {name: value for name, value in vars(hw).items()
+            if any(w in name for w in words) and value not in (None, 0)}
+
+
+def _time(attempt: dict) -> float:
+    m = attempt.get("metrics") or {}
+    value = m.get("time_ms") if m.get("time_ms") is not None else m.get("predicted_time_ms")
+    return math.inf if value is None else float(value)
+
+
+def _rejected(verdict: Verdict, reason: str) -> dict:
+    return {"verdict": verdict.value, "reason": reason, "kernel_file": "", "diff": ""}
+
+
+def _slug(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", label).strip("_")[:80] or "candidate"

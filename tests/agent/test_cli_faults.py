@@ -1,0 +1,88 @@
+"""Faults a user meets (#12): bad options and specs refused in one line, a corrupt record named,
+SIGTERM handled like Ctrl-C (run id said, run saved, worker gone), resume from another directory."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from test_cli import CLI, _assert_one_line_error, _candidate_iterations, _wait_for_candidate_row, _write, swizzleperf
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--target-l2", "0"], "--target-l2 must be in (0, 1], got 0.0"),
+    (["--target-l2", "1.5"], "--target-l2 must be in (0, 1], got 1.5"),
+    (["--timeout", "0"], "--timeout must be > 0 seconds, got 0.0"),
+    (["--target-speedup", "-1"], "--target-speedup must be > 0"),
+])
+def test_bad_options_are_one_line(tmp_path, gemm_path, args, expected):
+    _assert_one_line_error(swizzleperf("optimize", str(gemm_path), *args, cwd=tmp_path), expected)
+
+
+@pytest.mark.parametrize("edit, expected", [
+    # a dtype declared without its tolerance
+    (lambda s: s.replace('tolerance={"bfloat16"', 'tolerance={"bfloat1x"'), "tolerance must give every dtype"),
+    # a check problem whose grid (8 x 3 tiles of 32) is a multiple of 8 programs
+    (lambda s: s.replace('"check": {"M": 100', '"check": {"M": 256'), "must not be a multiple of 8"),
+    # a problem that lacks a size the grid reads
+    (lambda s: s.replace('"check": {"M": 100, ', '"check": {'), "lacks the size 'M'"),
+])
+def test_bad_specs_are_refused_at_load_naming_the_field(tmp_path, gemm_path, edit, expected):
+    source = gemm_path.read_text()
+    assert edit(source) != source, "the edit no longer applies to kernels/gemm.py"
+    kernel = _write(tmp_path / "gemm.py", edit(source))
+    _assert_one_line_error(swizzleperf("optimize", str(kernel), cwd=tmp_path), expected)
+    runs = tmp_path / ".swizzleperf" / "runs"
+    assert not runs.exists() or not any(runs.iterdir()), "a failed start left a run folder"
+
+
+def test_a_corrupt_record_is_one_line_naming_the_file(tmp_path, gemm_path):
+    (tmp_path / ".swizzleperf").mkdir()
+    (tmp_path / ".swizzleperf" / "swizzleperf.db").write_bytes(b"this is not sqlite" * 100)
+    _assert_one_line_error(swizzleperf("optimize", str(gemm_path), cwd=tmp_path),
+                           "swizzleperf.db is not a usable run record")
+
+
+def test_sigterm_saves_the_run_and_it_resumes_from_another_directory(tmp_path, gemm_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    kernel = _write(project / "gemm.py", gemm_path.read_text())
+    workdir = project / ".swizzleperf"
+    proc = subprocess.Popen(CLI + ["optimize", "gemm.py", "--iterations", "3", "--plateau", "10"],
+                            cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run_id = _wait_for_candidate_row(workdir / "swizzleperf.db", timeout_s=300)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert f"run {run_id}" in out  # said at the start
+    assert f"--resume {run_id}" in err and "Traceback" not in out + err
+    with sqlite3.connect(workdir / "swizzleperf.db") as db:
+        status = db.execute("SELECT status FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0]
+    assert status == "interrupted"
+    time.sleep(1)
+    assert not _workers_running(), "a worker outlived the interrupted run"
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    resumed = swizzleperf("optimize", "--resume", run_id, "--workdir", str(workdir), cwd=elsewhere)
+    assert resumed.returncode == 0, resumed.stderr
+    assert _candidate_iterations(workdir / "swizzleperf.db", run_id) == [1, 2, 3]
+    report = json.loads((workdir / "runs" / run_id / "report.json").read_text())
+    assert report["status"] == "finished" and Path(report["kernel_path"]) == kernel.resolve()
+    assert kernel.read_text() == gemm_path.read_text()
+
+
+def _workers_running() -> bool:
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if b"swizzleperf.agent.worker" in (proc / "cmdline").read_bytes():
+                    return True
+            except OSError:
+                continue
+    return False
