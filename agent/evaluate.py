@@ -3,7 +3,9 @@ measure. Shared by the baseline, the expert order and every proposal of the loop
 from __future__ import annotations
 
 import hashlib
+import math
 import re
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,8 +73,14 @@ class Evaluator:
                 "swizzle_args": tuple(self.spec.swizzle_args(problem, meta))}
 
     def report_extra(self) -> dict:
-        """What this kind of kernel adds to report.json: nothing for a single-GPU kernel."""
-        return {}
+        """report.json's ``workload``: problem, dtype, meta, tile grid, programs per wave."""
+        fields, hw = self.context_fields(), self.measurer.target.spec
+        occupancy = self.measurer.trace.programs_per_cu
+        return {"workload": {**{k: fields[k] for k in ("problem", "meta")}, "dtype": self.verify_config.dtype,
+                             "tile_grid": list(fields["tile_grid"]), "programs": math.prod(fields["tile_grid"]),
+                             "programs_per_wave": hw.compute_units * occupancy,
+                             "wave_note": f"{hw.compute_units} {hw.compute_unit_label}s x {occupancy} "
+                                          f"resident per {hw.compute_unit_label} ({hw.name})"}}
 
     # -- judging (agent/lessons.py, in this run's mode) -----------------------------------------
 
@@ -93,16 +101,18 @@ class Evaluator:
 
     # -- evaluation -----------------------------------------------------------------------------
 
-    def prepare(self, label: str, source: str) -> dict:
-        """Static check and splice. Returns ``{verdict, reason, kernel_file, diff}``; the verdict is
-        INVALID (with the reason) when the source is not an acceptable rewrite target."""
+    def prepare(self, label: str, source: str, folder: Path | None = None) -> dict:
+        """Static check and splice into ``folder`` (the run's candidates folder by default).
+        Returns ``{verdict, reason, kernel_file, diff}``; the verdict is INVALID (with the reason)
+        when the source is not an acceptable rewrite target."""
         try:
             check_candidate(source, self.target_name, self.arg_names)
             module = splice(self.module_source, self.target_name, source)
         except CandidateError as exc:
             return {"verdict": Verdict.INVALID.value, "reason": str(exc), "kernel_file": "", "diff": ""}
-        self.candidates_dir.mkdir(parents=True, exist_ok=True)
-        path = self.candidates_dir / f"{_slug(label)}_{self.kernel_path.name}"
+        folder = folder or self.candidates_dir
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{_slug(label)}_{self.kernel_path.name}"
         path.write_text(module)
         return {"verdict": "", "reason": "", "kernel_file": str(path),
                 "diff": unified_diff(self.module_source, module, self.kernel_path.name)}
@@ -130,10 +140,15 @@ class Evaluator:
         """Simulator figures for ``[(name, source)]`` (our catalog), or None for a member that does
         not pass the permutation check; ``order_sha1`` identifies the program -> tile order, so that
         members that are the same order under two names can be told apart. All members are mapped
-        in one worker."""
+        in one worker, in a folder of their own that is removed afterwards (the run's candidates
+        folder keeps only what was proposed)."""
+        with tempfile.TemporaryDirectory(prefix="swizzleperf-catalog-") as folder:
+            return self._predict_many(members, Path(folder))
+
+    def _predict_many(self, members: list, folder: Path) -> list:
         items, prepared = [], []
         for name, source in members:
-            p = self.prepare(f"catalog-{name}", source)
+            p = self.prepare(f"catalog-{name}", source, folder)
             prepared.append(p)
             if p["kernel_file"]:
                 items.append({"kernel_path": p["kernel_file"],

@@ -25,6 +25,10 @@ def figures(attempt: dict | None) -> dict | None:
             **{k: m[k] for k in _DISTRIBUTED_FIGURES if m.get(k) is not None}}
 
 
+#: The figures of each attempt in report.json's ``attempts``.
+_ATTEMPT_FIGURES = ("l2_hit_rate", "time_ms", "dram_bytes", "predicted_cross_domain_bytes",
+                    "predicted_time_ms")
+
 #: What a distributed candidate's metrics add (agent/distributed.py): the overlap model's figures.
 _DISTRIBUTED_FIGURES = ("predicted_time_ms", "predicted_compute_ms", "predicted_comm_ms",
                         "predicted_hidden_share", "predicted_breakdown", "torch_nccl_predicted_ms",
@@ -42,9 +46,7 @@ def build_report(state: dict, run: dict, target_message: str, extra: dict | None
               "iterations": int(state.get("iteration", 0)), "stop_reason": state.get("stop_reason", ""),
               "baseline": figures(baseline), "expert": figures(expert), "best": figures(best),
               "attempts": [{k: h.get(k) for k in ("iteration", "name", "verdict", "reason", "lesson")}
-                           | {"l2_hit_rate": (h.get("metrics") or {}).get("l2_hit_rate"),
-                              "time_ms": (h.get("metrics") or {}).get("time_ms"),
-                              "predicted_time_ms": (h.get("metrics") or {}).get("predicted_time_ms")}
+                           | {k: (h.get("metrics") or {}).get(k) for k in _ATTEMPT_FIGURES}
                            for h in history],
               "confirmation": state.get("confirmation"),
               "prompt_tokens": sum(h.get("prompt_tokens") or 0 for h in history),
@@ -63,8 +65,10 @@ def _comparisons(best: dict, baseline: dict | None, expert: dict | None, mode: s
     for label, other in (("baseline", baseline), ("expert", expert)):
         bm, om = best.get("metrics") or {}, (other or {}).get("metrics") or {}
         if other is not None and (other is best or other.get("source") == best.get("source")):
-            # the same order measured twice: no speedup, whatever the two samples say
-            out[f"speedup_vs_{label}"], out[f"beyond_noise_vs_{label}"] = 1.0, False
+            # the same order twice: no change, whatever two samples say
+            out[f"same_as_{label}"] = True
+            if bm.get("time_ms") and om.get("time_ms"):
+                out[f"speedup_vs_{label}"], out[f"beyond_noise_vs_{label}"] = 1.0, False
         elif bm.get("time_ms") and om.get("time_ms"):
             out[f"speedup_vs_{label}"] = om["time_ms"] / bm["time_ms"]
             out[f"beyond_noise_vs_{label}"] = lessons.beyond_noise(best, other, mode)
@@ -103,24 +107,61 @@ def render_markdown(report: dict) -> str:
              f"cost ${report['cost_usd']:.4f}", "",
              *(distributed_table(report) if report.get("distributed") else _order_table(report))]
     best = report.get("best") or {}
-    for key in ("speedup_vs_baseline", "speedup_vs_expert"):
-        if key in best:
-            noise = "" if best[key.replace("speedup", "beyond_noise")] else " (within the measured spread: no real change)"
-            lines.append(f"\n{key.replace('_', ' ')}: {best[key]:.3f}x{noise}")
-    lines += ["", "## Attempts", "", "| # | name | verdict | L2 hit rate | time (ms) | lesson / reason |",
-              "|---|---|---|---|---|---|"]
+    for label in ("baseline", "expert"):
+        key = f"speedup_vs_{label}"
+        if best.get(f"same_as_{label}"):
+            lines.append(f"\nthe best is the {label}'s own order: no change")
+        elif key in best:
+            noise = "" if best[f"beyond_noise_vs_{label}"] else " (within the measured spread: no real change)"
+            lines.append(f"\nspeedup vs {label}: {best[key]:.3f}x{noise}")
+    lines += _expert_lines(report)
+    lines += _workload_lines(report.get("workload"))
+    lines += ["", "## Attempts", "", "| # | name | verdict | L2 hit rate | DRAM | cross-domain | time (ms) | lesson / reason |",
+              "|---|---|---|---|---|---|---|---|"]
     for a in report["attempts"]:
-        text = (a.get("lesson") or a.get("reason") or "").replace("|", "/")
+        text = (a.get("lesson") or "") if a.get("verdict") == Verdict.PASS.value else \
+            f"{a.get('reason') or ''} ({(a.get('lesson') or '').split(': ', 1)[-1].rstrip('.')})"
+        text = " ".join(text.split()).replace("|", "/")
         t = "" if a.get("time_ms") is None else f"{a['time_ms']:.3f}"
         if not t and a.get("predicted_time_ms") is not None:
             t = f"{a['predicted_time_ms']:.3f} (predicted)"
-        lines.append(f"| {a['iteration']} | {a['name']} | {a['verdict']} | {_pct(a.get('l2_hit_rate'))} | {t} | {text} |")
+        lines.append(f"| {a['iteration']} | {a['name']} | {a['verdict']} | {_pct(a.get('l2_hit_rate'))} | "
+                     f"{_gb(a.get('dram_bytes'))} | {_gb(a.get('predicted_cross_domain_bytes'))} | {t} | {text} |")
     if best.get("swizzle_source"):
         title = "Best configuration" if report.get("distributed") else "Best swizzle"
         fence = "json" if report.get("distributed") else "python"
         lines += ["", f"## {title} ({best['name']}, verified: permutation {best['permutation_verified']}, "
                       f"numerics {best['numerics_verified']})", "", f"```{fence}", best["swizzle_source"].rstrip(), "```"]
     return "\n".join(lines) + "\n"
+
+
+def _gb(n) -> str:
+    return "" if n is None else f"{n / 1e9:.2f} GB"
+
+
+def _expert_lines(report: dict) -> list:
+    """Why the expert scored what it did: its figures against the baseline's."""
+    expert, baseline = report.get("expert"), report.get("baseline")
+    if not expert or not baseline or expert.get("verdict") != Verdict.PASS.value or expert.get("l2_hit_rate") is None:
+        return []
+    text = (f"\nexpert {expert['name']}: L2 hit rate {_pct(expert['l2_hit_rate'])} against the baseline's "
+            f"{_pct(baseline.get('l2_hit_rate'))} ({expert['source']})")
+    if expert.get("dram_bytes") is not None and baseline.get("dram_bytes") is not None:
+        text += f", DRAM {_gb(expert['dram_bytes'])} against {_gb(baseline['dram_bytes'])} ({expert['dram_source']})"
+    if expert.get("time_ms") is not None and baseline.get("time_ms") is not None:
+        text += f", {_ms(expert)} against {_ms(baseline)}"
+    return [text + "."]
+
+
+def _workload_lines(workload: dict | None) -> list:
+    if not workload:
+        return []
+    sizes = ", ".join(f"{k}={v}" for k, v in workload["problem"].items())
+    meta = ", ".join(f"{k}={v}" for k, v in workload["meta"].items())
+    return ["", "## Workload", "", f"- problem: {sizes}; dtype {workload['dtype']}",
+            f"- meta-parameters: {meta or 'none'}",
+            f"- tile grid {' x '.join(map(str, workload['tile_grid']))} = {workload['programs']} programs; "
+            f"{workload['programs_per_wave']} programs per wave ({workload['wave_note']})"]
 
 
 def _order_table(report: dict) -> list:

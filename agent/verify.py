@@ -60,6 +60,7 @@ def run_worker(request: dict, timeout_s: float, interpret: bool) -> WorkerResult
         request_path.write_text(json.dumps(absolute_paths(request)))
         command = [sys.executable, "-m", "swizzleperf.agent.worker", str(request_path), str(out_path)]
         env = sandbox.worker_env(TRITON_INTERPRET="1" if interpret else "0", PYTHONUNBUFFERED="1",
+                                 PYTHONDONTWRITEBYTECODE="1",
                                  TMPDIR=str(cwd))
         try:
             proc = sandbox.run(command, cwd, env, timeout_s, sandbox.worker_limits(timeout_s, interpret))
