@@ -137,6 +137,9 @@ def optimize(
     baseline = outcome.report.get("baseline") or {}
     if baseline.get("verdict") not in (None, "PASS"):
         _fail(outcome.report["stop_reason"])
+    if outcome.status == run.STALLED:
+        _fail(f"{outcome.report['stop_reason']}; the run is saved: continue it with --resume "
+              f"{outcome.run_id} once the proposer answers")
 
 
 def _print_summary(outcome) -> None:

@@ -113,7 +113,8 @@ def resume(run_id: str, workdir: str = ".swizzleperf", on_event: Callable = lamb
                        f"{target.mode} on {target.spec.name}: resume it where it started")
     loop = _builder(spec)(options, spec, target, record, run_id, run_dir, on_event, proposer,
                           kernel_path=original)
-    return _drive(loop, record, run_id, run_dir, target, None, options, Path(options.kernel))
+    return _drive(loop, record, run_id, run_dir, target, None, options, Path(options.kernel),
+                  reopen=row["status"] == STALLED)
 
 
 def run_dir_of(workdir: Path, stored: str) -> Path:
@@ -227,14 +228,22 @@ def _proposer(options: RunOptions, evaluator: Evaluator, measurer: Measurer, tar
                         score=evaluator.predict_many)
 
 
+#: The status of a run that stopped because its proposer produced nothing several times in a row
+#: (an endpoint down): not finished, resumable; --resume asks the proposer again.
+STALLED = "stalled"
+
+
 def _drive(loop: Loop, record: RunRecord, run_id: str, run_dir: Path, target, initial,
-           options: RunOptions, user_file: Path) -> RunOutcome:
-    """Run the graph to its end (or to an interruption); the report is written in every case."""
+           options: RunOptions, user_file: Path, reopen: bool = False) -> RunOutcome:
+    """Run the graph to its end (or to an interruption); the report is written in every case.
+    ``reopen``: a stalled run, whose graph ended for want of candidates, proposes again."""
     connection = sqlite3.connect(record.db_path, check_same_thread=False, timeout=30)
     config = {"configurable": {"thread_id": run_id}, "recursion_limit": 10_000}
     status = "interrupted"
     graph = loop.build(SqliteSaver(connection))
     try:
+        if reopen:
+            graph.update_state(config, {"stop_reason": "", "proposer_failures": 0}, as_node="reflect")
         graph.invoke(initial, config)
         status = "finished"
     except Exception as exc:  # a defect of ours: keep the run, log the traceback, say it in one line
@@ -244,6 +253,8 @@ def _drive(loop: Loop, record: RunRecord, run_id: str, run_dir: Path, target, in
                        f"the run is saved: --resume {run_id})") from None
     finally:
         state = graph.get_state(config).values
+        if status == "finished" and state.get("proposer_failures", 0) >= loop.budget.max_proposer_failures:
+            status = STALLED
         row = record.run(run_id)
         report = build_report(state, row, target.message, loop.evaluator.report_extra())
         report.update(status=status, run_dir=str(run_dir))

@@ -104,12 +104,18 @@ def test_llm_endpoint_down_ends_the_run_cleanly(tmp_path, gemm_path):
     options = _options(tmp_path, gemm_path, iterations=5, model="m", base_url=f"http://127.0.0.1:{port}/v1",
                        llm_timeout_s=2.0)
     outcome = run.start(options)
-    assert outcome.status == "finished"
+    assert outcome.status == "stalled"  # not finished: resumable once the endpoint is back
     assert "no candidate 3 times in a row" in outcome.report["stop_reason"]
     assert "unreachable" in outcome.report["stop_reason"]
     rows = pd.DataFrame(outcome.report["attempts"])
     assert list(rows.verdict) == ["NO_CANDIDATE"] * 3
     assert outcome.report["best"]["name"] == "baseline"
+
+    back = ScriptedProposer([("xcd", catalog_source("xcd-grouped-m:8:8", ARGS)),
+                             ("col", catalog_source("column-major", ARGS))])
+    resumed = run.resume(outcome.run_id, workdir=options.workdir, proposer=back)
+    assert resumed.status == "finished" and len(back.contexts) == 2
+    assert [a["verdict"] for a in resumed.report["attempts"]] == ["NO_CANDIDATE"] * 3 + ["PASS"] * 2
 
 
 def test_a_stored_probe_that_does_not_fit_is_reported_not_fatal(tmp_path, gemm_path):
