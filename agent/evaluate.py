@@ -131,7 +131,7 @@ class Evaluator:
         """Head-to-head timing of verified kernel files (GPU): ``{verdict, reason, time_ms: [...],
         time_spread_ms: [...], rounds}``."""
         request = {"kernel_path": kernel_files[0], "compare_paths": list(kernel_files),
-                   "stages": ["compare"], "dtype": self.verify_config.dtype, "rounds": 6}
+                   "stages": ["compare"], "dtype": self.verify_config.dtype}
         result = run_worker(request, self.verify_config.timeout_s, interpret=False)
         return {"verdict": result.verdict.value, "reason": result.reason,
                 **result.details.get("compare", {})}

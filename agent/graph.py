@@ -169,7 +169,8 @@ class Loop:
         best = lessons.choose_confirmed([a for a in updated if a["kind"] != "expert"])
         self.record.mark_best(self.run_id, best["kind"], best["iteration"])
         expert = next((a for a in updated if a["kind"] == "expert"), state.get("expert"))
-        return {"best": best, "expert": expert,
+        baseline = next((a for a in updated if a["kind"] == "baseline"), state["baseline"])
+        return {"best": best, "expert": expert, "baseline": baseline,
                 "confirmation": {"rounds": result["rounds"],
                                  "contenders": [lessons.confirmed_summary(a) for a in updated]}}
 

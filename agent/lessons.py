@@ -93,18 +93,17 @@ MAX_CONTENDERS = 5
 
 def contenders(state: dict, mode: str) -> list:
     """What the final head-to-head re-times: the best, the verified candidates whose median is
-    within the measured spread of the best's (fastest first), and the expert order; at most
-    ``MAX_CONTENDERS``. Empty outside measured mode."""
+    within the measured spread of the best's (fastest first), the expert order and the baseline
+    (so that every speedup reported is of one head-to-head); at most ``MAX_CONTENDERS``. Empty
+    outside measured mode."""
     best = state.get("best")
     if mode != "measured" or not best or (best.get("metrics") or {}).get("time_ms") is None:
         return []
+    references = [a for a in (state.get("expert"), state.get("baseline"))
+                  if a and a.get("verdict") == Verdict.PASS.value and a.get("kernel_file") != best["kernel_file"]]
     close = sorted((h for h in _passed(state) if h["kernel_file"] != best["kernel_file"]
                     and not beyond_noise(best, h, mode)), key=lambda h: h["metrics"]["time_ms"])
-    chosen = [best] + close[:MAX_CONTENDERS - 2]
-    expert = state.get("expert")
-    if expert and expert.get("verdict") == Verdict.PASS.value:
-        chosen.append(expert)
-    return chosen
+    return [best] + close[:MAX_CONTENDERS - 1 - len(references)] + references
 
 
 def _passed(state: dict) -> list:

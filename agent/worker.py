@@ -19,7 +19,7 @@ fails:
 - ``trace``: record the loads and stores of a few sampled programs of a real launch under the
   interpreter (profiling/tracer.py extends them to every tile).
 - ``compare``: time several kernel modules (``compare_paths``) head to head at the default problem
-  on the same inputs, in interleaved rounds, so that clock and thermal drift hit all alike.
+  on the same inputs, interleaved launch by launch, so that clock steps hit all alike.
 
 The probe needs the interpreter and the GPU stages need compiled kernels, so the agent runs the
 ``permutation`` stage in a worker with ``TRITON_INTERPRET=1`` and, on a GPU, the others in a second
@@ -336,29 +336,61 @@ def _stage_run_once(module, spec, request: dict) -> dict:
 def _stage_compare(module, spec, request: dict) -> dict:
     """Head-to-head timing of ``compare_paths`` at the default problem, on the same input sets.
 
-    Each round times every module (do_bench, ``rep_ms`` each, L2 flushed between repetitions),
-    the order rotated from round to round so that every module takes every position equally often
-    (on an H200 the modules timed first and last in alternating orders came out 3 % slower,
-    2026-11-22); at least two rotations. Per module: the median of its round
-    medians, the interquartile range of those medians, and the round medians themselves (ms), so
-    that two modules can be compared round by round (drift between rounds hits both alike)."""
-    import triton
+    Interleaved launch by launch: each *round* times one launch of every module (CUDA events,
+    L2 flushed before each launch), the modules in rotated order so that each takes every place
+    equally often, and the rounds repeat for about ``budget_ms`` in all. Per module: the median
+    launch time, its interquartile range, and the per-round times (``round_medians_ms``), so that
+    two modules compare round by round.
+
+    Why not a do_bench of each module in turn: on an H200 (2026-11-23,
+    eval/results/timing_integrity_h200.json) the GEMM's time stepped between clock levels (3.28,
+    3.39, 3.43, 3.46 ms) every second or so, and a module timed for 200 ms inside one step took
+    that step's time: five copies of one module came out 3.39-3.46 ms, up to 2 % apart, with the
+    later-listed copies slower. Launches a few ms apart share the clock level, so their paired
+    differences cancel it.
+    """
+    import torch
     from swizzleperf.agent.spec import load_kernel
     dtype, problem, meta = request["dtype"], spec.problems["default"], _meta(spec, "default", request)
     specs = [load_kernel(path)[1] for path in request["compare_paths"]]
     sets = [spec.make_inputs(problem, 2000 + i, "cuda", dtype) for i in range(2)]
+    flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")   # > every GPU's L2
+    launches = [(lambda s=s, k=k: s.launch(sets[k % 2], **meta)) for s in specs for k in range(2)]
+    for launch in launches:  # compile, load and warm every module on both input sets
+        launch()
+    torch.cuda.synchronize()
     n = len(specs)
-    rounds = max(request.get("rounds", 6), 2 * n)
-    medians = np.zeros((rounds, n))
+    rounds = _compare_rounds(specs[0], sets[0], meta, flush, n, request)
+    times = np.zeros((rounds, n))
     for r in range(rounds):
-        for i in ((r + j) % n for j in range(n)):  # rotated: each module takes every position
-            rotation = itertools.cycle(sets)
-            times = triton.testing.do_bench(lambda: specs[i].launch(next(rotation), **meta), warmup=25,
-                                            rep=request.get("rep_ms", 200), return_mode="all")
-            medians[r, i] = np.median(times)
-    q25, q50, q75 = np.quantile(medians, [0.25, 0.5, 0.75], axis=0)
+        order = [(r + j) % n for j in range(n)]
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in order]
+        for i, (start, end) in zip(order, events):
+            flush.zero_()
+            start.record()
+            specs[i].launch(sets[r % 2], **meta)
+            end.record()
+        torch.cuda.synchronize()
+        for i, (start, end) in zip(order, events):
+            times[r, i] = start.elapsed_time(end)
+    q25, q50, q75 = np.quantile(times, [0.25, 0.5, 0.75], axis=0)
     return {"time_ms": q50.tolist(), "time_spread_ms": (q75 - q25).tolist(), "rounds": rounds,
-            "round_medians_ms": medians.T.tolist()}
+            "round_medians_ms": times.T.tolist()}
+
+
+def _compare_rounds(spec, inputs, meta, flush, n: int, request: dict) -> int:
+    """Rounds that fill ``budget_ms`` (2 s per module by default), between 20 and 1000."""
+    import torch
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    flush.zero_()
+    start.record()
+    for _ in range(3):
+        spec.launch(inputs, **meta)
+    end.record()
+    torch.cuda.synchronize()
+    per_launch = max(start.elapsed_time(end) / 3, 1e-3)
+    budget = request.get("budget_ms", 2000.0 * n)
+    return int(min(1000, max(request.get("rounds", 20), budget / (per_launch * n))))
 
 
 def _stage_trace(module, spec, request: dict) -> dict:

@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from swizzleperf.agent import sandbox
+from swizzleperf.agent.verify import absolute_paths
 
 # shared/HARDWARE.md, "NVIDIA metrics to collect with ncu".
 METRICS = (
@@ -88,7 +89,8 @@ def _run_ncu(kernel_path: Path, dtype: str, options: list, request: dict, timeou
         folder = Path(folder)
         request = {"kernel_path": str(kernel_path), "stages": ["run_once"], "dtype": dtype,
                    "timing_problem": "default", "warmup": WARMUP_LAUNCHES, **request}
-        (folder / "request.json").write_text(json.dumps(request))
+        # the worker runs in the temporary folder: its paths must not be relative to ours
+        (folder / "request.json").write_text(json.dumps(absolute_paths(request)))
         log = folder / "ncu.log"
         command = [ncu, "--clock-control", "none", *options,
                    "--metrics", ",".join(METRICS), "--csv", "--page", "raw", "--print-units", "base",
