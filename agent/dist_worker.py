@@ -28,18 +28,17 @@ def stage_permutation(module, spec, request: dict) -> dict:
     checks += [("check", w, _check_meta(spec, request)) for w in request["check_world_sizes"]]
     summary = {}
     for i, (name, world_size, meta) in enumerate(checks):
-        problem = spec.problems[name]
-        grid = tuple(int(g) for g in spec.tile_grid(problem, world_size, meta))
-        args = tuple(int(a) for a in spec.swizzle_args(problem, world_size, meta))
-        coords = probe_target(module, spec, args, math.prod(grid), len(grid))
-        message = permutation_errors(coords, grid)
-        where = f"{name} problem, W = {world_size} ({'x'.join(map(str, grid))} tiles per rank)"
-        if message:
-            raise StageFailure("NOT_PERMUTATION", f"the tile order is not a permutation of each "
-                                                  f"rank's tiles at the {where}: {message}")
-        if i == 0 and request.get("mapping_path"):
-            np.save(request["mapping_path"], np.ravel_multi_index(tuple(coords.T), grid))
-        summary[f"{name}@{world_size}"] = {"grid": list(grid), "tiles": math.prod(grid)}
+        for site, (grid, args) in enumerate(spec.tile_orders(spec.problems[name], world_size, meta)):
+            grid, args = tuple(int(g) for g in grid), tuple(int(a) for a in args)
+            coords = probe_target(module, spec, args, math.prod(grid), len(grid))
+            message = permutation_errors(coords, grid)
+            where = f"{name} problem, W = {world_size} ({'x'.join(map(str, grid))} tiles per rank)"
+            if message:
+                raise StageFailure("NOT_PERMUTATION", f"the tile order is not a permutation of each "
+                                                      f"rank's tiles at the {where}: {message}")
+            if i == 0 and site == 0 and request.get("mapping_path"):
+                np.save(request["mapping_path"], np.ravel_multi_index(tuple(coords.T), grid))
+            summary[f"{name}@{world_size}#{site}"] = {"grid": list(grid), "tiles": math.prod(grid)}
     return summary
 
 

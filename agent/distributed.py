@@ -218,7 +218,7 @@ class DistEvaluator:
         SMs, the interconnect, the default's predicted breakdown and torch + NCCL's."""
         from swizzleperf.agent.proposers.llm import render
         meta = self.spec.meta_for(self.problem_name, {"NUM_SMS": self.target.spec.compute_units})
-        grid = tuple(self.spec.tile_grid(self.problem, self.world_size, meta)) if self.spec.tile_grid else ()
+        grid = self._tile_order(meta)[0]
         return render("distributed_analysis.j2", kernel=self.spec.name, problem=self.problem_name,
                       sizes=self.problem, world_size=self.world_size, hw=self.target.spec,
                       grid=grid, tiles=math.prod(grid) if grid else None, meta=meta,
@@ -226,12 +226,17 @@ class DistEvaluator:
                       notes=self.spec.notes, interconnect=interconnect(self.target.spec))
 
     def context_fields(self) -> dict:
+        """The workload a proposer is told about: problem, default meta, and the first tile grid
+        the rewrite target walks (with its arguments) at the default configuration."""
         meta = self.spec.meta_for(self.problem_name)
-        with_sms = {**meta, "NUM_SMS": self.target.spec.compute_units}
-        has_grid = self.spec.tile_grid is not None
-        return {"problem": self.problem, "meta": meta,
-                "tile_grid": tuple(self.spec.tile_grid(self.problem, self.world_size, with_sms)) if has_grid else (),
-                "swizzle_args": tuple(self.spec.swizzle_args(self.problem, self.world_size, with_sms)) if has_grid else ()}
+        grid, args = self._tile_order({**meta, "NUM_SMS": self.target.spec.compute_units})
+        return {"problem": self.problem, "meta": meta, "tile_grid": grid, "swizzle_args": args}
+
+    def _tile_order(self, meta: dict) -> tuple:
+        if self.spec.tile_orders is None:
+            return (), ()
+        grid, args = self.spec.tile_orders(self.problem, self.world_size, meta)[0]
+        return tuple(grid), tuple(args)
 
     def report_extra(self) -> dict:
         """report.json's ``distributed`` block: problem, sizes, W and torch + NCCL's figures."""

@@ -41,6 +41,13 @@ class HardwareSpec:
             the LLC, if any, and DRAM).
         match_names: lower-case substrings of the device name (torch's ``name`` or AMD's
             ``gcnArchName``) that identify this GPU on a live device.
+        link_bytes_per_s: the GPU's interconnect bandwidth to its peers, one direction, all
+            links (bytes/s); None where not known (the overlap model then refuses the spec).
+        peer_bytes_per_s: the most one GPU can send to ONE peer (bytes/s): the whole link
+            bandwidth behind a switch (NVSwitch), one link's where each pair has its own (xGMI).
+        copy_engine_bytes_per_s: a copy engine's peer copy rate (bytes/s).
+        sm_copy_bytes_per_s / sm_copy_half_programs: peer copies by SM programs (Triton
+            ``put``): rate = sm_copy_bytes_per_s x P / (P + sm_copy_half_programs) for P programs.
     """
 
     name: str
@@ -62,6 +69,11 @@ class HardwareSpec:
     dispatch: str
     domain_miss_path: str
     match_names: tuple = field(default_factory=tuple)
+    link_bytes_per_s: float | None = None
+    peer_bytes_per_s: float | None = None
+    copy_engine_bytes_per_s: float | None = None
+    sm_copy_bytes_per_s: float | None = None
+    sm_copy_half_programs: float | None = None
 
     @property
     def l2_bytes_total(self) -> int:

@@ -96,7 +96,7 @@ def load_spec(name: str) -> HardwareSpec:
         raise ValueError(f"{path}: expected a mapping of spec fields, got {type(data).__name__}")
     _check_keys(path, data)
     values = {f.name: _checked_value(path, f.name, f.type, data[f.name])
-              for f in dataclasses.fields(HardwareSpec)}
+              for f in dataclasses.fields(HardwareSpec) if f.name in data}
     _check_choices(path, key, values)
     return HardwareSpec(**values)
 
@@ -104,7 +104,9 @@ def load_spec(name: str) -> HardwareSpec:
 def _check_keys(path: str, data: dict) -> None:
     """Raise ValueError naming ``path`` and the first missing or unexpected key."""
     expected = [f.name for f in dataclasses.fields(HardwareSpec)]
-    missing = [k for k in expected if k not in data]
+    optional = {f.name for f in dataclasses.fields(HardwareSpec)
+                if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING}
+    missing = [k for k in expected if k not in data and k not in optional]
     if missing:
         raise ValueError(f"{path}: missing key '{missing[0]}' (a spec needs all of {', '.join(expected)})")
     unexpected = [k for k in data if k not in expected]
@@ -129,10 +131,13 @@ def _checked_value(path: str, key: str, annotation: str, value):
         return value
     if annotation == "float" and (is_int or isinstance(value, float)):
         return float(value)
+    if annotation == "float | None" and (is_int or isinstance(value, float) or value is None):
+        return None if value is None else float(value)
     if annotation == "tuple" and isinstance(value, list) and all(isinstance(v, str) for v in value):
         return tuple(v.lower() for v in value)
     wanted = {"str": "a string", "int": "an integer", "int | None": "an integer or null",
-              "float": "a number", "tuple": "a list of strings"}[annotation]
+              "float": "a number", "float | None": "a number or null",
+              "tuple": "a list of strings"}[annotation]
     raise ValueError(f"{path}: {key} must be {wanted}, got {value!r}")
 
 

@@ -45,7 +45,7 @@ class OverlapPolicy:
         """Every configuration of the space with its prediction, best first (ties: the order
         the space lists them in, the default first)."""
         ev = self.evaluator
-        space = ev.spec.space(ev.problem_name, ev.world_size)
+        space = ev.spec.space(ev.problem_name, ev.world_size, ev.target.spec.compute_units)
         configs = [(c["pattern"], {k: v for k, v in c.items() if k != "pattern"}) for c in space]
         predictions = ev.predict_many(configs)
         ranked = sorted(((p["time_ms"], i, pattern, knobs, p)

@@ -78,8 +78,9 @@ import triton.language as tl
 
 from swizzleperf.kernels.distributed import device
 from swizzleperf.kernels.distributed.spec import BARRIER, Baseline, DistKernelSpec, Step
-from swizzleperf.kernels.distributed.tiles import (GEMM_CHECK_META, GEMM_META, dot_in_fp32,
-                                            gemm_tile, num_sms, tile_pointers)
+from swizzleperf.kernels.distributed.tiles import (GEMM_CHECK_META, GEMM_META, GEMM_TILE_CONFIGS,
+                                                   GEMM_TILE_KNOBS, dot_in_fp32, gemm_constraints,
+                                                   gemm_tile, num_sms, tile_pointers)
 
 PATTERNS = ("pull", "push", "push_copy_engine", "bulk_sync")
 _PULL, _WAIT, _GATHERED = 0, 1, 2  # where the GEMM finds remote rows of A (SOURCE)
@@ -312,6 +313,23 @@ def baseline(inputs: dict, problem: dict, group=None) -> Baseline:
     return Baseline(run, lambda: c, compute=lambda: torch.matmul(gathered, b, out=c))
 
 
+def tile_orders(problem: dict, world_size: int, meta: dict) -> list:
+    """The GEMM's rank-relative tile grid [W * cdiv(M/W, BLOCK_M), cdiv(N/W, BLOCK_N)] (row
+    tiles never straddle two ranks' rows; own rows first)."""
+    rows = triton.cdiv(problem["M"] // world_size, meta["BLOCK_M"])
+    grid = (world_size * rows, triton.cdiv(problem["N"] // world_size, meta["BLOCK_N"]))
+    return [(grid, grid)]
+
+
+def constraints(problem: dict, world_size: int, pattern: str, meta: dict) -> str | None:
+    """M and N must split evenly over the ranks, the tiles fit one program's shared memory, and
+    COMM_SMS leave SMs to the GEMM."""
+    if problem["M"] % world_size or problem["N"] % world_size:
+        return (f"M and N must be multiples of the world size {world_size}, got M={problem['M']}, "
+                f"N={problem['N']}")
+    return gemm_constraints(meta, 2, comm_sms=True)
+
+
 SPEC = DistKernelSpec(
     name="all_gather_gemm",
     kernel_names=("all_gather_gemm_gemm", "all_gather_gemm_push"),
@@ -333,7 +351,11 @@ SPEC = DistKernelSpec(
     meta={**GEMM_META, "COMM_SMS": 16, "CE_GROUPS": 4},
     check_meta={**GEMM_CHECK_META, "COMM_SMS": 1, "CE_GROUPS": 2},
     knobs={"pattern": PATTERNS, "COMM_SMS": (8, 16, 32), "CE_GROUPS": (1, 2, 4, 8),
-           "swizzle": ("row-major", "column-major", "grouped-m:8")},
+           **GEMM_TILE_KNOBS, "swizzle": ("row-major", "column-major", "grouped-m:8")},
+    tile_orders=tile_orders,
+    constraints=constraints,
+    pattern_knobs={"push": ("COMM_SMS",), "push_copy_engine": ("CE_GROUPS",)},
+    tile_configs=GEMM_TILE_CONFIGS,
     make_inputs=make_inputs,
     heap_bytes=heap_bytes,
     setup=setup,

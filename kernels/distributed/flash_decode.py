@@ -467,6 +467,21 @@ def _min_bytes(problem: dict, world_size: int, dtype: str) -> float:
     return 2.0 * problem["B"] * problem["H_kv"] * S_r * problem["D"] * itemsize
 
 
+def tile_orders(problem: dict, world_size: int, meta: dict) -> list:
+    """The partial kernel's grid [B * H_kv, SPLITS]: one program per (batch, kv head, split)."""
+    grid = (problem["B"] * problem["H_kv"], meta["SPLITS"])
+    return [(grid, grid)]
+
+
+def constraints(problem: dict, world_size: int, pattern: str, meta: dict) -> str | None:
+    """Every rank must hold keys (S >= W) and each split at least one block of BLOCK_N keys."""
+    keys = problem["S"] // world_size
+    if keys < meta["SPLITS"] * meta["BLOCK_N"]:
+        return (f"SPLITS x BLOCK_N must not exceed a rank's {keys} keys (S / W), got "
+                f"{meta['SPLITS']} x {meta['BLOCK_N']}")
+    return None
+
+
 SPEC = DistKernelSpec(
     name="flash_decode",
     kernel_names=("flash_decode_partial", "flash_decode_combine"),
@@ -492,6 +507,9 @@ SPEC = DistKernelSpec(
     check_meta={"BLOCK_N": 16, "SPLITS": 3, "num_warps": 4, "num_stages": 1},
     knobs={"pattern": PATTERNS, "SPLITS": (4, 8, 16, 32),
            "swizzle": ("row-major", "column-major", "grouped-m:4", "grouped-m:16")},
+    tile_orders=tile_orders,
+    constraints=constraints,
+    pattern_knobs={"bulk_sync": ("SPLITS",), "fused_push": ("SPLITS",)},
     make_inputs=make_inputs,
     heap_bytes=heap_bytes,
     setup=setup,

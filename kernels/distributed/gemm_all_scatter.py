@@ -50,8 +50,9 @@ import triton.language as tl
 
 from swizzleperf.kernels.distributed import device
 from swizzleperf.kernels.distributed.spec import BARRIER, Baseline, DistKernelSpec, Step
-from swizzleperf.kernels.distributed.tiles import (GEMM_CHECK_META, GEMM_META, dot_in_fp32,
-                                            gemm_tile, num_sms, tile_pointers)
+from swizzleperf.kernels.distributed.tiles import (GEMM_CHECK_META, GEMM_META, GEMM_TILE_CONFIGS,
+                                                   GEMM_TILE_KNOBS, dot_in_fp32, gemm_constraints,
+                                                   gemm_tile, num_sms, tile_pointers)
 
 PATTERNS = ("bulk_sync", "producer_consumer", "fused_sequential", "workgroup_specialized")
 _LOCAL, _SIGNAL, _EVERY_RANK = 0, 1, 2  # what the GEMM worker does with a finished tile
@@ -270,6 +271,22 @@ def baseline(inputs: dict, problem: dict, group=None) -> Baseline:
                     compute=lambda: torch.matmul(a, b, out=local))
 
 
+def tile_orders(problem: dict, world_size: int, meta: dict) -> list:
+    """The local block's tile grid [cdiv(M, BLOCK_M), cdiv(N/W, BLOCK_N)], walked by ``swizzle``
+    in the GEMM and, in the same order, by the scatter."""
+    grid = (triton.cdiv(problem["M"], meta["BLOCK_M"]),
+            triton.cdiv(problem["N"] // world_size, meta["BLOCK_N"]))
+    return [(grid, grid)]
+
+
+def constraints(problem: dict, world_size: int, pattern: str, meta: dict) -> str | None:
+    """The tiles must fit one program's shared memory, COMM_SMS must leave SMs to the GEMM, and N
+    must split evenly over the ranks."""
+    if problem["N"] % world_size:
+        return f"N must be a multiple of the world size {world_size}, got {problem['N']}"
+    return gemm_constraints(meta, 2, comm_sms=True)
+
+
 SPEC = DistKernelSpec(
     name="gemm_all_scatter",
     kernel_names=("gemm_all_scatter_gemm", "gemm_all_scatter_scatter",
@@ -289,8 +306,12 @@ SPEC = DistKernelSpec(
     bench_problems=("iris-4096", "iris-8192x3584x14336", "llama70b-qkv-4k", "llama70b-up-1k"),
     meta={**GEMM_META, "COMM_SMS": 16},
     check_meta={**GEMM_CHECK_META, "COMM_SMS": 1},
-    knobs={"pattern": PATTERNS, "COMM_SMS": (8, 16, 32),
+    knobs={"pattern": PATTERNS, "COMM_SMS": (8, 16, 32), **GEMM_TILE_KNOBS,
            "swizzle": ("row-major", "column-major", "grouped-m:8")},
+    tile_orders=tile_orders,
+    constraints=constraints,
+    pattern_knobs={"producer_consumer": ("COMM_SMS",), "workgroup_specialized": ("COMM_SMS",)},
+    tile_configs=GEMM_TILE_CONFIGS,
     make_inputs=make_inputs,
     heap_bytes=heap_bytes,
     setup=setup,

@@ -85,8 +85,9 @@ import triton.language as tl
 
 from swizzleperf.kernels.distributed import device
 from swizzleperf.kernels.distributed.spec import BARRIER, Baseline, DistKernelSpec, Step
-from swizzleperf.kernels.distributed.tiles import (GEMM_CHECK_META, GEMM_META, dot_in_fp32,
-                                            gemm_tile, num_sms, tile_pointers)
+from swizzleperf.kernels.distributed.tiles import (GEMM_CHECK_META, GEMM_META, GEMM_TILE_CONFIGS,
+                                                   GEMM_TILE_KNOBS, dot_in_fp32, gemm_constraints,
+                                                   gemm_tile, num_sms, tile_pointers)
 
 PATTERNS = ("bulk_sync", "producer_consumer")
 
@@ -281,6 +282,24 @@ def baseline(inputs: dict, problem: dict, group=None) -> Baseline:
     return Baseline(run, lambda: out, compute=lambda: torch.matmul(a, b, out=partial))
 
 
+def tile_orders(problem: dict, world_size: int, meta: dict) -> list:
+    """Two call sites: the GEMM's grid of W rounds of row tiles [W * cdiv(M/W, BLOCK_M),
+    cdiv(N, BLOCK_N)], and the reduce's grid of the rank's own rows [cdiv(M/W, BLOCK_M),
+    cdiv(N, BLOCK_N)]."""
+    rows = triton.cdiv(problem["M"] // world_size, meta["BLOCK_M"])
+    cols = triton.cdiv(problem["N"], meta["BLOCK_N"])
+    return [((world_size * rows, cols), (world_size * rows, cols)), ((rows, cols), (rows, cols))]
+
+
+def constraints(problem: dict, world_size: int, pattern: str, meta: dict) -> str | None:
+    """M and K must split evenly over the ranks, the tiles fit one program's shared memory, and
+    COMM_SMS leave SMs to the GEMM."""
+    if problem["M"] % world_size or problem["K"] % world_size:
+        return (f"M and K must be multiples of the world size {world_size}, got M={problem['M']}, "
+                f"K={problem['K']}")
+    return gemm_constraints(meta, 2, comm_sms=True)
+
+
 SPEC = DistKernelSpec(
     name="gemm_reduce_scatter",
     kernel_names=("gemm_reduce_scatter_gemm", "gemm_reduce_scatter_reduce"),
@@ -300,8 +319,12 @@ SPEC = DistKernelSpec(
     bench_problems=("llama70b-down-8k", "llama70b-o-4k", "llama8b-down-4k"),
     meta={**GEMM_META, "COMM_SMS": 16},
     check_meta={**GEMM_CHECK_META, "COMM_SMS": 1},
-    knobs={"pattern": PATTERNS, "COMM_SMS": (8, 16, 32),
+    knobs={"pattern": PATTERNS, "COMM_SMS": (8, 16, 32), **GEMM_TILE_KNOBS,
            "swizzle": ("row-major", "column-major", "grouped-m:8")},
+    tile_orders=tile_orders,
+    constraints=constraints,
+    pattern_knobs={"producer_consumer": ("COMM_SMS",)},
+    tile_configs=GEMM_TILE_CONFIGS,
     make_inputs=make_inputs,
     heap_bytes=heap_bytes,
     setup=setup,

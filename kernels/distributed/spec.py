@@ -18,6 +18,7 @@ that a peer still reads for launch e.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -84,6 +85,17 @@ class DistKernelSpec:
             read from its HBM (memory-bound kernels report GB/s against it); optional.
         dtypes: supported dtype names, the first the default.
         rewrite_target: the ``@triton.jit`` tile-order function that candidates replace.
+        tile_orders: ``(problem, world_size, meta) -> [(tile grid, swizzle args), ...]``: every
+            per-rank tile grid the kernel walks through the rewrite target (one entry per call
+            site), with the integer arguments after the tile index; a candidate's target must be
+            a permutation of each grid.
+        constraints: ``(problem, world_size, pattern, meta) -> None`` when the configuration can
+            run, else one line "X must be Y, got Z"; ``meta`` holds ``NUM_SMS``.
+        pattern_knobs: the knobs each pattern reads (the others do not change it).
+        tile_configs: named GEMM tile configurations (dicts of tile knobs) the built-in policy
+            searches; a candidate may also set the tile knobs one by one.
+        check_knobs: the knobs a candidate carries to the ``check`` problem (the pattern always
+            is); tile sizes and SM counts are not (the check keeps its interpreter-sized tiles).
     """
 
     name: str
@@ -109,6 +121,11 @@ class DistKernelSpec:
     rewrite_target: str = "swizzle"
     expert: str | None = None
     notes: str = field(default="", compare=False)
+    tile_orders: Callable[[Problem, int, Meta], list] | None = None
+    constraints: Callable[[Problem, int, str, Meta], str | None] | None = None
+    pattern_knobs: Mapping[str, tuple] = field(default_factory=dict)
+    tile_configs: tuple = ()
+    check_knobs: tuple = ()
 
     def __post_init__(self) -> None:
         if "check" not in self.problems:
@@ -117,6 +134,27 @@ class DistKernelSpec:
         if missing:
             raise ValueError(f"DistKernelSpec {self.name!r}: bench problems {missing} not in "
                              f"problems {sorted(self.problems)}")
+
+    def space(self, problem_name: str, world_size: int, num_sms: int) -> list:
+        """Every configuration the built-in policy may propose at a problem and world size on a
+        GPU of ``num_sms`` SMs: ``{"pattern": p, **knobs}`` over the patterns x the tile
+        configurations x the values of the knobs each pattern reads (``swizzle`` excluded),
+        those ``constraints`` refuses left out; the default configuration first."""
+        problem = self.problems[problem_name]
+        tiles = [dict(t) for t in self.tile_configs] or [{}]
+        out = []
+        for pattern in self.patterns:
+            names = [k for k in self.pattern_knobs.get(pattern, ()) if k != "swizzle"]
+            for tile in tiles:
+                for values in itertools.product(*(self.knobs[k] for k in names)):
+                    config = {**tile, **dict(zip(names, values))}
+                    meta = {**self.meta_for(problem_name, config), "NUM_SMS": num_sms}
+                    if self.constraints is None or self.constraints(problem, world_size, pattern, meta) is None:
+                        out.append({"pattern": pattern, **config})
+        defaults = {k for t in tiles for k in t} | set(self.pattern_knobs.get(self.patterns[0], ()))
+        default = {"pattern": self.patterns[0], **{k: v for k, v in self.meta.items() if k in defaults}}
+        out.sort(key=lambda c: c != default)
+        return out
 
     def meta_for(self, problem_name: str, overrides: Meta | None = None) -> dict:
         """Launch meta-parameters of a named problem, with ``overrides`` applied."""

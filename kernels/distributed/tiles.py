@@ -18,6 +18,39 @@ import triton.language as tl
 GEMM_META = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3}
 GEMM_CHECK_META = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "num_warps": 4, "num_stages": 1}
 
+#: The per-rank GEMM tile configurations the built-in policy searches: the default above, and
+#: smaller tiles for the small per-rank shapes of 4 and 8 ranks, where 128 x 256 tiles leave the
+#: last wave mostly empty (160 tiles on 132 SMs at M = 4096, N = 1280; on an H200 128 x 128 x 64
+#: with 4 warps and 4 stages was the best of six data-parallel configurations there, 148.8 us
+#: against 168.3 for 128 x 256 x 64: shared/HARDWARE.md, 2026-11-23).
+GEMM_TILE_CONFIGS = (
+    GEMM_META,
+    {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 4},
+    {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3},
+    {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 4},
+    {"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3},
+)
+#: Values a candidate may give the GEMM tile knobs one by one.
+GEMM_TILE_KNOBS = {"BLOCK_M": (64, 128, 256), "BLOCK_N": (64, 128, 256), "BLOCK_K": (32, 64, 128),
+                   "num_warps": (4, 8), "num_stages": (2, 3, 4)}
+#: Shared memory one program may use on sm_90: 227 KB (CUDA C++ Programming Guide, compute
+#: capability 9.0, maximum shared memory per thread block).
+SM90_SHARED_BYTES = 227 * 1024
+
+
+def gemm_constraints(meta: dict, itemsize: int, comm_sms: bool) -> str | None:
+    """Why a GEMM configuration cannot run on sm_90, or None: its pipelined A and B tiles must fit
+    the shared memory of one program; with ``comm_sms``, COMM_SMS must leave SMs to the GEMM."""
+    shared = (meta["BLOCK_M"] * meta["BLOCK_K"] + meta["BLOCK_K"] * meta["BLOCK_N"]) * itemsize * meta["num_stages"]
+    if shared > SM90_SHARED_BYTES:
+        return (f"the tiles' shared memory must fit {SM90_SHARED_BYTES} B per program, got {shared} B "
+                f"(BLOCK_M={meta['BLOCK_M']}, BLOCK_N={meta['BLOCK_N']}, BLOCK_K={meta['BLOCK_K']}, "
+                f"num_stages={meta['num_stages']})")
+    sms = meta.get("NUM_SMS") or num_sms()
+    if comm_sms and not 0 < meta["COMM_SMS"] < sms:
+        return f"COMM_SMS must be in 1..{sms - 1} (the GPU has {sms} SMs), got {meta['COMM_SMS']}"
+    return None
+
 
 @triton.jit
 def gemm_tile(a_ptr, b_ptr, pid_m, pid_n, M, N, K,
