@@ -62,10 +62,10 @@ class DistCandidate:
 
     def label(self) -> str:
         """A short name: the pattern and the knobs set, e.g. ``fused_sequential COMM_SMS=16``."""
-        knobs = " ".join(f"{k}={v}" for k, v in sorted(self.meta.items()))
-        swz = "" if self.swizzle is None else (f" swizzle={self.swizzle}" if "def " not in self.swizzle
-                                              else " swizzle=source")
-        return f"{self.pattern} {knobs}{swz}".strip()
+        parts = [self.pattern] + [f"{k}={v}" for k, v in sorted(self.meta.items())]
+        if self.swizzle is not None:
+            parts.append(f"swizzle={self.swizzle}" if "def " not in self.swizzle else "swizzle=source")
+        return " ".join(parts)
 
 
 def parse_candidate(text: str, spec) -> DistCandidate:
@@ -268,6 +268,15 @@ class DistEvaluator:
         return {"verdict": "", "reason": "", "kernel_file": str(path), "diff": diff,
                 "config": json.loads(candidate.to_json())}
 
+    def is_own_order(self, swizzle: str) -> bool:
+        """True when the catalog order ``swizzle`` is the kernel's own tile order (same source)."""
+        from swizzleperf.agent.candidate import target_source
+        try:
+            return _normalised(self._swizzle_source(swizzle)) == _normalised(
+                target_source(self.module_source, self.spec.rewrite_target))
+        except CandidateError:
+            return False
+
     def _swizzle_source(self, swizzle: str) -> str:
         if "def " in swizzle:
             check_candidate(swizzle, self.spec.rewrite_target, self.arg_names)
@@ -397,6 +406,14 @@ _ADVICE = {
                             "must let every producer run before its consumer waits",
     Verdict.TIMEOUT.value: "keep the swizzle cheap and the configuration small enough to verify",
 }
+
+
+def _normalised(source: str) -> str:
+    """The statements of a function's body, docstring and formatting aside."""
+    import ast
+    func = ast.parse(source).body[0]
+    body = func.body[1:] if ast.get_docstring(func) is not None else func.body
+    return "\n".join(ast.unparse(node) for node in body)
 
 
 def interconnect(hw) -> dict:

@@ -23,7 +23,8 @@ from swizzleperf.agent.proposers.base import ProposalContext, ProposerError, Pro
 from swizzleperf.agent.verify import Verdict
 
 PROMPT_METRICS = ("l2_hit_rate", "l2_source", "time_ms", "time_spread_ms", "time_source",
-                  "dram_bytes", "dram_source", "predicted_l2_hit_rate", "predicted_source")
+                  "dram_bytes", "dram_source", "predicted_l2_hit_rate", "predicted_source",
+                  "predicted_time_ms")
 
 
 class LoopState(TypedDict, total=False):

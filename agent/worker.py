@@ -413,4 +413,7 @@ def _stage_trace(module, spec, request: dict) -> dict:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    # run as the package's module, not as __main__: stage modules (agent/dist_worker.py) raise
+    # the package's StageFailure, which __main__'s own copy of the class would not catch
+    from swizzleperf.agent import worker
+    sys.exit(worker.main(sys.argv[1:]))

@@ -26,12 +26,10 @@ class OverlapLLMProposer(LLMProposer):
 
     def messages(self, context: ProposalContext) -> list[dict]:
         """The system and user messages of a first attempt."""
-        ev = self.evaluator
         variables = self._variables(context)
         return [{"role": "system", "content": render("system_distributed.j2", **variables)},
                 {"role": "user", "content": render("propose_distributed.j2", analysis=context.analysis,
-                                                   mode=context.mode, world_size=ev.world_size,
-                                                   **variables)}]
+                                                   mode=context.mode, **variables)}]
 
     def _variables(self, context: ProposalContext) -> dict:
         ev = self.evaluator

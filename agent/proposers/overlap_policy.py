@@ -66,6 +66,8 @@ class OverlapPolicy:
                                self.evaluator.spec)
         orders = []
         for name in self.evaluator.spec.knobs.get("swizzle", ()):
+            if self.evaluator.is_own_order(name):
+                continue
             candidate = DistCandidate(best.pattern, best.meta, name)
             orders.append({"name": candidate.label(), "source": candidate.to_json(),
                            "predicted": {}, "rank": None})

@@ -74,22 +74,31 @@ def run_group(spec: DistKernelSpec, world_size: int, pattern: str | None = None,
               for r in range(world_size)]
     states = [spec.setup(h, x, problem, meta) for h, x in zip(heaps, inputs)]
     for epoch in range(1, launches + 1):
-        for state in states:
-            poison(spec.output(state))
-        steps = [spec.steps(h, s, pattern, epoch, meta) for h, s in zip(heaps, states)]
-        if len({len(s) for s in steps}) != 1:
-            raise ValueError(f"{spec.name}/{pattern}: ranks have different numbers of steps")
-        for index in range(len(steps[0])):
-            if steps[0][index].barrier:
-                barrier_all(heaps)
-                continue
-            for rank_steps in steps:
-                rank_steps[index].run()
-        for heap in heaps:
-            heap.check()
+        try:
+            _launch_group(spec, heaps, states, pattern, epoch, meta)
+        except SpinTimeout as exc:  # say which launch: flags count epochs
+            raise SpinTimeout(f"{exc} (waiting for epoch {epoch}, launch {epoch} of {launches})") from None
     tolerance = spec.tolerance[dtype]
     return [RankCheck(r, relative_error(spec.output(s), spec.reference(inputs, r)), tolerance)
             for r, s in enumerate(states)]
+
+
+def _launch_group(spec: DistKernelSpec, heaps: list, states: list, pattern: str, epoch: int,
+                  meta: dict) -> None:
+    """One launch of every rank, step by step (see ``run_group``)."""
+    for state in states:
+        poison(spec.output(state))
+    steps = [spec.steps(h, s, pattern, epoch, meta) for h, s in zip(heaps, states)]
+    if len({len(s) for s in steps}) != 1:
+        raise ValueError(f"{spec.name}/{pattern}: ranks have different numbers of steps")
+    for index in range(len(steps[0])):
+        if steps[0][index].barrier:
+            barrier_all(heaps)
+            continue
+        for rank_steps in steps:
+            rank_steps[index].run()
+    for heap in heaps:
+        heap.check()
 
 
 # --------------------------------------------------------------------------- one rank per process

@@ -1,0 +1,159 @@
+"""The distributed optimize on a CPU (#13): candidates are overlap configurations, verified on
+every rank at W = 2 and 3 through the interpreter, priced by the overlap model (simulated W = 4).
+Every verdict is reached: PASS, OUTSIDE_SPACE, INVALID, NOT_PERMUTATION, MISMATCH, DEADLOCK."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from fake_openai import FakeOpenAIServer
+
+from swizzleperf.agent import run
+from swizzleperf.agent.distributed import DistEvaluator, resolve_target
+from swizzleperf.agent.proposers.overlap_reply import parse_overlap_reply
+from swizzleperf.agent.proposers.llm import ReplyParseError
+from swizzleperf.agent.record import RunRecord
+from swizzleperf.agent.spec import load_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+GAS = ROOT / "kernels" / "distributed" / "gemm_all_scatter.py"
+
+# Not a permutation: every tile row maps to row 0 or 1.
+TWO_ROWS = '''@triton.jit
+def swizzle(pid, num_pid_m, num_pid_n):
+    pid_m = (pid // num_pid_n) % 2
+    pid_n = pid % num_pid_n
+    return pid_m, pid_n
+'''
+# A permutation (column-major): verified and priced like the kernel's own order.
+COLUMN_MAJOR = '''@triton.jit
+def swizzle(pid, num_pid_m, num_pid_n):
+    pid_m = pid % num_pid_m
+    pid_n = pid // num_pid_m
+    return pid_m, pid_n
+'''
+
+
+def _evaluator(tmp_path: Path, source: str | None = None) -> DistEvaluator:
+    path = tmp_path / "gemm_all_scatter.py"
+    path.write_text(source if source is not None else GAS.read_text())
+    return DistEvaluator(kernel_path=path, module_source=path.read_text(), spec=load_spec(path),
+                         problem_name="llama70b-qkv-4k", world_size=4,
+                         target=resolve_target("h200", 4), candidates_dir=tmp_path / "candidates",
+                         timeout_s=300)
+
+
+def _verdict(ev: DistEvaluator, config: dict | str, label: str = "c") -> dict:
+    text = config if isinstance(config, str) else json.dumps(config)
+    prepared = ev.prepare(label, text)
+    if prepared["verdict"]:
+        return prepared
+    return {**prepared, **ev.verify(prepared["kernel_file"], time_it=False)}
+
+
+@pytest.mark.parametrize("config, verdict, message", [
+    ({"pattern": "bulk_sync", "COMM_SMS": 12}, "OUTSIDE_SPACE", "COMM_SMS must be one of 8, 16, 32, got 12"),
+    ({"pattern": "teleport"}, "OUTSIDE_SPACE", "pattern must be one of bulk_sync, producer_consumer"),
+    ({"pattern": "bulk_sync", "WARP_DRIVE": 1}, "OUTSIDE_SPACE", "unknown knob 'WARP_DRIVE'"),
+    ({"pattern": "bulk_sync", "BLOCK_M": 256, "BLOCK_N": 256, "BLOCK_K": 128, "num_stages": 4},
+     "OUTSIDE_SPACE", "shared memory must fit"),
+    ({"pattern": "bulk_sync", "swizzle": "hilbert"}, "OUTSIDE_SPACE", "swizzle must be a rewrite-target source or one of"),
+    ("[1, 2]", "INVALID", "must be a JSON object"),
+    ("{not json", "INVALID", "not JSON"),
+    ({"pattern": "bulk_sync", "swizzle": "@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n=__import__('os')):\n"
+                                         "    return pid, 0\n"}, "INVALID", "default"),
+])
+def test_rejections_before_any_worker_runs(tmp_path, config, verdict, message):
+    result = _verdict(_evaluator(tmp_path), config)
+    assert result["verdict"] == verdict and message in result["reason"], result["reason"]
+    assert not result["kernel_file"]
+
+
+def test_a_swizzle_that_is_not_a_permutation_names_the_tiles(tmp_path):
+    result = _verdict(_evaluator(tmp_path), {"pattern": "fused_sequential", "swizzle": TWO_ROWS})
+    assert result["verdict"] == "NOT_PERMUTATION", result["reason"]
+    assert "never computed" in result["reason"] and "W = 4" in result["reason"]
+
+
+def test_a_verified_configuration_passes_on_every_rank_at_2_and_3(tmp_path):
+    ev = _evaluator(tmp_path)
+    result = _verdict(ev, {"pattern": "producer_consumer", "COMM_SMS": 32, "BLOCK_N": 128,
+                           "num_warps": 4, "num_stages": 4, "swizzle": COLUMN_MAJOR})
+    assert result["verdict"] == "PASS", result["reason"]
+    assert set(result["details"]["dist_numerics"]["rel_errors"]) == {"2", "3"}
+    metrics = ev.measure(result["kernel_file"], result["mapping"], result["details"])
+    assert metrics["time_ms"] is None and metrics["predicted_source"] == "simulated:h200x4"
+    assert metrics["predicted_time_ms"] > 0 and 0 <= metrics["predicted_hidden_share"] <= 1
+
+
+def test_a_wrong_result_on_one_rank_is_a_mismatch(tmp_path):
+    # the scatter forgets the last peer: with 3 ranks, one rank's C misses a block
+    broken = GAS.read_text().replace("for i in tl.static_range(1, WORLD_SIZE):\n            device.put(",
+                                     "for i in tl.static_range(1, WORLD_SIZE - 1):\n            device.put(")
+    assert broken != GAS.read_text()
+    result = _verdict(_evaluator(tmp_path, broken), {"pattern": "bulk_sync"})
+    assert result["verdict"] == "MISMATCH", result["reason"]
+    assert "rank" in result["reason"] and "reference" in result["reason"]
+
+
+def test_a_wait_that_never_completes_is_a_deadlock_naming_rank_flag_and_epoch(tmp_path):
+    # the producer never signals: every consumer's wait gives up
+    broken = GAS.read_text().replace("device.signal(flags + tile, epoch, rank, rank, heap_bases, scope=\"gpu\")",
+                                     "pass")
+    assert broken != GAS.read_text()
+    result = _verdict(_evaluator(tmp_path, broken), {"pattern": "producer_consumer"})
+    assert result["verdict"] == "DEADLOCK", result["reason"]
+    assert "rank" in result["reason"] and "tile_ready" in result["reason"] and "epoch" in result["reason"]
+
+
+def test_the_policy_runs_end_to_end_simulated(tmp_path):
+    options = run.RunOptions(kernel=str(GAS), workdir=str(tmp_path / ".sp"), iterations=3, plateau=10,
+                             world_size=4, problem="llama70b-up-1k")
+    outcome = run.start(options)
+    report = json.loads((outcome.run_dir / "report.json").read_text())
+    assert outcome.status == "finished" and report["mode"] == "simulated"
+    assert report["distributed"]["world_size"] == 4 and report["distributed"]["torch_nccl"]["time_ms"] > 0
+    assert [a["verdict"] for a in report["attempts"]] == ["PASS"] * 3
+    assert report["best"]["predicted_source"] == "simulated:h200x4" and report["best"]["time_ms"] is None
+    ranked = [a["predicted_time_ms"] for a in report["attempts"]]
+    assert ranked == sorted(ranked)  # best-predicted first
+    assert "predicted, not measured" in (outcome.run_dir / "report.md").read_text()
+    rows = RunRecord(Path(options.workdir)).iterations(outcome.run_id)
+    assert list(rows.kind[:2]) == ["baseline", "expert"]
+
+
+def test_an_llm_proposes_configurations_through_a_loopback_server(tmp_path):
+    good = ("Attack the scatter: more SMs copying.\n```json\n"
+            '{"pattern": "producer_consumer", "COMM_SMS": 32}\n```\n')
+    outside = '```json\n{"pattern": "producer_consumer", "COMM_SMS": 20}\n```'
+    with FakeOpenAIServer() as server:
+        server.reply(good, prompt_tokens=900, completion_tokens=40)
+        server.reply(outside, prompt_tokens=950, completion_tokens=30)
+        options = run.RunOptions(kernel=str(GAS), workdir=str(tmp_path / ".sp"), iterations=2,
+                                 plateau=10, world_size=4, model="fake", base_url=server.base_url)
+        outcome = run.start(options)
+        prompt = server.requests[0]["messages"][1]["content"]
+    assert "COMM_SMS" in prompt and "torch + NCCL" in prompt and "simulated" in prompt
+    assert [a["verdict"] for a in outcome.report["attempts"]] == ["PASS", "OUTSIDE_SPACE"]
+    assert "COMM_SMS must be one of 8, 16, 32, got 20" in outcome.report["attempts"][1]["reason"]
+
+
+@pytest.mark.parametrize("reply, expected", [
+    ('```json\n{"pattern": "bulk_sync", "COMM_SMS": 16}\n```', {"pattern": "bulk_sync", "COMM_SMS": 16}),
+    ('I pick {"pattern": "fused_sequential"} because the stores overlap.', {"pattern": "fused_sequential"}),
+    ('```json\n{"pattern": "bulk_sync"}\n```\n```python\n' + COLUMN_MAJOR + '```',
+     {"pattern": "bulk_sync", "swizzle": COLUMN_MAJOR}),
+])
+def test_replies_parse_into_configurations(reply, expected):
+    text, _ = parse_overlap_reply(reply, "swizzle", ["pid", "num_pid_m", "num_pid_n"])
+    assert json.loads(text) == expected
+
+
+@pytest.mark.parametrize("reply, message", [
+    ("", "empty"), ("no json here", "no ```json block"), ('```json\n{"COMM_SMS": 8}\n```', 'no "pattern"'),
+    ('```json\n{"pattern": "bulk_sync",\n```', "does not parse"), ('{"pattern": "bulk', "not closed"),
+])
+def test_bad_replies_say_what_is_wrong(reply, message):
+    with pytest.raises(ReplyParseError, match=message):
+        parse_overlap_reply(reply, "swizzle", ["pid", "num_pid_m", "num_pid_n"])
