@@ -155,6 +155,11 @@ def _build_dist_loop(options, spec, target, record, run_id, run_dir, on_event, p
         candidates_dir=run_dir / "candidates", timeout_s=options.timeout_s, dtype=dtype)
     budget = Budget(iterations=options.iterations, plateau=options.plateau,
                     target_speedup=options.target_speedup, target_l2=None)
+    from swizzleperf.profiling.overlap_model import OverlapModelError
+    try:
+        evaluator.baseline_prediction()  # a spec the overlap model cannot price fails here
+    except OverlapModelError as exc:
+        raise RunError(f"cannot simulate {spec.name} on {target.spec.name}: {exc}") from None
     if proposer is None:
         proposer = (distributed_llm(options, evaluator) if options.model
                     else OverlapPolicy(evaluator))

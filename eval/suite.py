@@ -21,6 +21,10 @@ from swizzleperf.agent.record import RunRecord
 KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels"
 KERNELS = ("gemm", "elementwise", "layernorm", "softmax", "spmv", "transpose", "stencil2d",
            "black_scholes", "fdtd2d", "smith_waterman")
+#: The distributed kernels: one eval row per (kernel, world size), named ``KERNEL@W``.
+DIST_KERNELS = ("gemm_all_scatter", "all_gather_gemm", "gemm_reduce_scatter", "flash_decode")
+DIST_WORLD_SIZES = (2, 4, 8)
+DISTRIBUTED = tuple(f"{k}@{w}" for k in DIST_KERNELS for w in DIST_WORLD_SIZES)
 
 # status: pending, running, finished, failed (reason says why) or interrupted. One row per kernel,
 # written in the eval's kernel order when the eval starts; a worker updates only its kernel's row.
@@ -51,12 +55,25 @@ class EvalOptions:
 
 
 def resolve_kernels(text: str) -> list:
-    """``all`` or a comma-separated list of bundled kernel names. Raises EvalError."""
-    names = list(KERNELS) if text == "all" else [k.strip() for k in text.split(",") if k.strip()]
-    unknown = [k for k in names if not (KERNELS_DIR / f"{k}.py").exists()]
+    """``all``, ``distributed`` or a comma-separated list of bundled kernel names; a distributed
+    kernel by itself stands for every world size, ``KERNEL@W`` for one. Raises EvalError."""
+    groups = {"all": list(KERNELS) + list(DISTRIBUTED), "distributed": list(DISTRIBUTED)}
+    names = []
+    for item in (k.strip() for k in text.split(",") if k.strip()):
+        names += groups.get(item) or ([f"{item}@{w}" for w in DIST_WORLD_SIZES] if item in DIST_KERNELS else [item])
+    unknown = [k for k in names if k not in KERNELS and k not in DISTRIBUTED]
     if unknown or not names:
-        raise EvalError(f"unknown kernel(s) {', '.join(unknown) or '(none)'}: known {', '.join(KERNELS)}")
+        raise EvalError(f"unknown kernel(s) {', '.join(unknown) or '(none)'}: known {', '.join(KERNELS)}, "
+                        f"{', '.join(DIST_KERNELS)} (or KERNEL@W, W in {DIST_WORLD_SIZES}), all, distributed")
     return names
+
+
+def kernel_options(name: str) -> dict:
+    """The kernel file and, for ``KERNEL@W``, the world size of one eval row."""
+    if "@" in name:
+        kernel, world_size = name.split("@")
+        return {"kernel": str(KERNELS_DIR / "distributed" / f"{kernel}.py"), "world_size": int(world_size)}
+    return {"kernel": str(KERNELS_DIR / f"{name}.py")}
 
 
 def resolve_gpus(text: str) -> int:
@@ -198,7 +215,7 @@ def _run_kernel(options: EvalOptions, eval_id: str, kernel: str, on_event: Calla
         if row and row[0]:
             outcome = run.resume(row[0], workdir=options.workdir, on_event=forward)
         else:
-            outcome = run.start(run.RunOptions(kernel=str(KERNELS_DIR / f"{kernel}.py"), hw=options.hw,
+            outcome = run.start(run.RunOptions(**kernel_options(kernel), hw=options.hw,
                                                iterations=options.iterations, model=options.model,
                                                base_url=options.base_url, workdir=options.workdir),
                                 on_event=forward)
@@ -238,7 +255,11 @@ def _kernel_row(record: RunRecord, kernel: str, run_id: str | None, status: str,
         f = report.get(label) or {}
         out.update({f"{label}_name": f.get("name"), f"{label}_time_ms": f.get("time_ms"),
                     f"{label}_time_spread_ms": f.get("time_spread_ms"), f"{label}_l2_hit_rate": f.get("l2_hit_rate"),
-                    f"{label}_dram_bytes": f.get("dram_bytes"), f"{label}_source": f.get("source")})
+                    f"{label}_dram_bytes": f.get("dram_bytes"),
+                    f"{label}_source": f.get("source") or f.get("predicted_source"),
+                    f"{label}_predicted_time_ms": f.get("predicted_time_ms")})
+    torch_nccl = (report.get("distributed") or {}).get("torch_nccl") or {}
+    out["torch_nccl_predicted_ms"] = torch_nccl.get("time_ms")
     best = report.get("best") or {}
     for other in ("baseline", "expert"):
         speedup = best.get(f"speedup_vs_{other}")
@@ -274,6 +295,9 @@ def _verdict(row: dict) -> str:
     if row.get("best_time_ms") is not None:
         s = row.get("speedup_vs_baseline")
         return "faster" if s and s > 1.0 else "no change"
+    if row.get("best_predicted_time_ms") is not None:
+        base, best = row.get("baseline_predicted_time_ms"), row["best_predicted_time_ms"]
+        return "lower predicted time" if base and best < base * 0.99 else "no change"
     gain = row.get("l2_gain_vs_baseline") or 0.0
     return "higher predicted L2 hit rate" if gain >= 1e-3 else "no change"
 
@@ -294,6 +318,14 @@ def _fmt(value, kind: str) -> str:
     return f"{value / 1e9:.2f}" if kind == "gb" else formats[kind].format(value)
 
 
+def _time_cell(row: dict, label: str) -> str:
+    """The measured time, else the overlap model's, labelled as predicted (distributed rows)."""
+    measured, predicted = row.get(f"{label}_time_ms"), row.get(f"{label}_predicted_time_ms")
+    if (measured is None or pd.isna(measured)) and predicted is not None and not pd.isna(predicted):
+        return f"{predicted:.3f} (predicted)"
+    return _fmt(measured, "ms")
+
+
 def _markdown(table: pd.DataFrame) -> str:
     lines = ["| kernel | mode | baseline L2 | expert L2 | best (order) L2 | baseline ms | expert ms | best ms "
              "| vs baseline | vs expert | iter. of best | rejected | verdict |", "|" + "---|" * 13]
@@ -301,8 +333,8 @@ def _markdown(table: pd.DataFrame) -> str:
         lines.append(f"| {r['kernel']} | {_fmt(r['mode'], 'text')} | {_fmt(r['baseline_l2_hit_rate'], 'pct')} "
                      f"| {_fmt(r['expert_l2_hit_rate'], 'pct')} "
                      f"| {_fmt(r['best_name'], 'text')}: {_fmt(r['best_l2_hit_rate'], 'pct')} "
-                     f"| {_fmt(r['baseline_time_ms'], 'ms')} | {_fmt(r['expert_time_ms'], 'ms')} "
-                     f"| {_fmt(r['best_time_ms'], 'ms')} | {_fmt(r['speedup_vs_baseline'], 'x')} "
+                     f"| {_time_cell(r, 'baseline')} | {_time_cell(r, 'expert')} "
+                     f"| {_time_cell(r, 'best')} | {_fmt(r['speedup_vs_baseline'], 'x')} "
                      f"| {_fmt(r['speedup_vs_expert'], 'x')} | {_fmt(r['iteration_of_best'], 'int')} "
                      f"| {_fmt(r['rejected'], 'text') if r['rejected'] else 'none'} "
                      f"| {r['verdict']} |")

@@ -157,3 +157,11 @@ def test_replies_parse_into_configurations(reply, expected):
 def test_bad_replies_say_what_is_wrong(reply, message):
     with pytest.raises(ReplyParseError, match=message):
         parse_overlap_reply(reply, "swizzle", ["pid", "num_pid_m", "num_pid_n"])
+
+
+def test_a_spec_the_overlap_model_cannot_price_is_one_line(tmp_path):
+    from test_cli import _assert_one_line_error, swizzleperf
+    proc = swizzleperf("optimize", str(GAS), "--hw", "mi300x", cwd=tmp_path)
+    _assert_one_line_error(proc, "cannot simulate gemm_all_scatter on mi300x")
+    proc = swizzleperf("optimize", str(GAS), "--problem", "nope", cwd=tmp_path)
+    _assert_one_line_error(proc, "--problem must be one of iris-4096")

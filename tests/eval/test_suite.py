@@ -71,3 +71,20 @@ def test_notebook_runs_top_to_bottom(evaluated):
         os.environ.pop("SWIZZLEPERF_WORKDIR")
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert "gemm on mi300x (simulated)" in text
+
+
+def test_distributed_kernels_are_eval_rows_per_world_size():
+    assert resolve_kernels("distributed")[:3] == ["gemm_all_scatter@2", "gemm_all_scatter@4", "gemm_all_scatter@8"]
+    assert len(resolve_kernels("all")) == 10 + 12 and resolve_kernels("flash_decode@4") == ["flash_decode@4"]
+    with pytest.raises(EvalError, match="KERNEL@W"):
+        resolve_kernels("flash_decode@5")
+
+
+def test_a_distributed_row_is_predicted_and_labelled(tmp_path):
+    options = EvalOptions(kernels=["gemm_all_scatter@8"], iterations=1, workdir=str(tmp_path / ".sp"),
+                          out_dir=str(tmp_path / "results"))
+    _, table, files = run_eval(options)
+    row = table.iloc[0]
+    assert row.status == "finished" and row["mode"] == "simulated" and row.best_source == "simulated:h200x8"
+    assert pd.isna(row.best_time_ms) and row.best_predicted_time_ms > 0 and row.torch_nccl_predicted_ms > 0
+    assert "(predicted)" in files[1].read_text()
