@@ -19,7 +19,7 @@ class UnknownSwizzleError(ValueError):
     """A catalog name that does not exist or has a bad parameter."""
 
 
-_HEADER = "@triton.jit\ndef swizzle({pid}, {m}, {n}):\n    \"\"\"{doc}\"\"\"\n"
+_HEADER = "@triton.jit\ndef swizzle({params}):\n    \"\"\"{doc}\"\"\"\n"
 
 _XCD_REMAP = """\
     NUM_XCDS: tl.constexpr = {d}
@@ -45,11 +45,11 @@ _COLUMN_MAJOR = """\
 # Groups of G tile rows (M) or columns (N), walked across the other axis inside a group; the last
 # group may be smaller (tl.minimum), so every grid is covered exactly once.
 _GROUPED = """\
-    GROUP_SIZE_{axis}: tl.constexpr = {g}
-    num_pid_in_group = GROUP_SIZE_{axis} * {across}
+    {group}: tl.constexpr = {g}
+    num_pid_in_group = {group} * {across}
     group_id = {pid} // num_pid_in_group
-    first_{grouped_out} = group_id * GROUP_SIZE_{axis}
-    group_size_{axis_lower} = tl.minimum({grouped} - first_{grouped_out}, GROUP_SIZE_{axis})
+    first_{grouped_out} = group_id * {group}
+    group_size_{axis_lower} = tl.minimum({grouped} - first_{grouped_out}, {group})
     {grouped_out} = first_{grouped_out} + ({pid} % num_pid_in_group) % group_size_{axis_lower}
     {across_out} = ({pid} % num_pid_in_group) // group_size_{axis_lower}
     return pid_m, pid_n
@@ -62,10 +62,14 @@ def _grouped(axis: str, g: int, names: dict) -> str:
         roles = dict(grouped=names["m"], across=names["n"], grouped_out="pid_m", across_out="pid_n")
     else:
         roles = dict(grouped=names["n"], across=names["m"], grouped_out="pid_n", across_out="pid_m")
-    return _GROUPED.format(axis=axis, axis_lower=axis.lower(), g=g, pid=names["pid"], **roles)
+    # the target's own parameter may be called GROUP_SIZE_M (the tutorial's): keep clear of it
+    group = f"GROUP_SIZE_{axis}"
+    if group in names.get("params", "").replace(" ", "").split(","):
+        group = f"CATALOG_GROUP_{axis}"
+    return _GROUPED.format(group=group, axis_lower=axis.lower(), g=g, pid=names["pid"], **roles)
 
 
-_HEADER_1D = "@triton.jit\ndef swizzle({pid}, {n}):\n    \"\"\"{doc}\"\"\"\n"
+_HEADER_1D = "@triton.jit\ndef swizzle({params}):\n    \"\"\"{doc}\"\"\"\n"
 
 _XCD_REMAP_1D = """\
     NUM_XCDS: tl.constexpr = {d}
@@ -79,7 +83,7 @@ _XCD_REMAP_1D = """\
 def _catalog_source_1d(name: str, arg_names: list[str]) -> str:
     """Members for a 1-D target ``swizzle(pid, num_pids) -> tile``: ``row-major`` (the identity)
     and ``xcd-contiguous[:D]``."""
-    names = dict(pid=arg_names[0], n=arg_names[1])
+    names = dict(pid=arg_names[0], n=arg_names[1], params=", ".join(arg_names))
     family, _, param = name.partition(":")
     if family == "row-major" and not param:
         return _HEADER_1D.format(doc="Identity: program p computes tile p.", **names) + f"    return {names['pid']}\n"
@@ -92,18 +96,21 @@ def _catalog_source_1d(name: str, arg_names: list[str]) -> str:
 
 def catalog_source(name: str, arg_names: list[str]) -> str:
     """Source of the catalog member ``name`` for a target with parameters ``arg_names``: a 2-D
-    target ``(pid, num_pid_m, num_pid_n) -> (pid_m, pid_n)`` or a 1-D one ``(pid, num_pids) -> tile``.
+    target ``(pid, num_pid_m, num_pid_n, ...) -> (pid_m, pid_n)`` (parameters after the third kept
+    and unread) or a 1-D one ``(pid, num_pids) -> tile``.
 
     Raises:
         UnknownSwizzleError: unknown family, a bad parameter, or a target of another shape.
     """
     if len(arg_names) == 2:
         return _catalog_source_1d(name, arg_names)
-    if len(arg_names) != 3:
-        raise UnknownSwizzleError(f"the catalog needs a target swizzle(pid, num_pid_m, num_pid_n) or "
+    if len(arg_names) < 3:
+        raise UnknownSwizzleError(f"the catalog needs a target swizzle(pid, num_pid_m, num_pid_n, ...) or "
                                   f"swizzle(pid, num_pids), got ({', '.join(arg_names)})")
     family, _, param = name.partition(":")
-    names = dict(pid=arg_names[0], m=arg_names[1], n=arg_names[2])
+    # parameters after the third (a GROUP_SIZE_M the kernel passes, say) stay in the signature;
+    # the catalog's orders do not read them
+    names = dict(pid=arg_names[0], m=arg_names[1], n=arg_names[2], params=", ".join(arg_names))
     if family in ("row-major", "column-major") and not param:
         body = _ROW_MAJOR if family == "row-major" else _COLUMN_MAJOR
         return _HEADER.format(doc=f"{family} order.", **names) + body.format(**names)

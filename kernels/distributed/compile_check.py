@@ -58,12 +58,13 @@ def compile_launch(fn, args, kwargs, arch: int) -> None:
                    target=GPUTarget("cuda", arch, 32), options=options)
 
 
-def check(name: str, arch: int = 90) -> list:
-    """Compile every launch of every pattern of kernel ``name``; returns the failures."""
+def check(name: str, arch: int = 90, space: bool = False) -> list:
+    """Compile every launch of every pattern of kernel ``name`` (with ``space``: of every
+    configuration the optimizer's policy may propose, ``spec.space`` at each bench problem and
+    W = 2, 4, 8); returns the failures. Launches that compile alike are compiled once."""
     from triton.runtime.jit import JITFunction
 
     from swizzleperf.kernels.distributed.bench import load_spec
-    from swizzleperf.kernels.distributed.heap import Heap, barrier_all
 
     spec = load_spec(name)
     failures, compiled = [], set()
@@ -77,35 +78,63 @@ def check(name: str, arch: int = 90) -> list:
     original = JITFunction.run
     JITFunction.run = fake_run
     try:
-        for pattern in spec.patterns:
+        for world_size, pattern, config in _configurations(spec, space):
+            label = f"{name} W={world_size} {pattern} {config}" if space else f"{name} {pattern}"
             try:
-                heaps = Heap.group(2, spec.heap_bytes(spec.problems["check"], 2, spec.dtypes[0]))
-                meta = dict(spec.meta_for("check"), NUM_SMS=132)
-                inputs = spec.make_inputs(spec.problems["check"], 0, 2, 0, "cpu", spec.dtypes[0])
-                state = spec.setup(heaps[0], inputs, spec.problems["check"], meta)
-                for step in spec.steps(heaps[0], state, pattern, 1, meta):
-                    if step.barrier:
-                        barrier_all(heaps)
-                    else:
-                        step.run()
-                print(f"{name} {pattern}: compiled for sm_{arch}")
-            except Exception as exc:  # report every pattern's failure, then exit 1
-                failures.append(f"{name} {pattern}: {type(exc).__name__}: {exc}")
-                print(failures[-1])
+                _launch(spec, world_size, pattern, config)
+                print(f"{label}: compiled for sm_{arch}", flush=True)
+            except Exception as exc:  # report every configuration's failure, then exit 1
+                failures.append(f"{label}: {type(exc).__name__}: {exc}")
+                print(failures[-1], flush=True)
     finally:
         JITFunction.run = original
+    print(f"{name}: {len(compiled)} distinct launches compiled, {len(failures)} failures", flush=True)
     return failures
+
+
+def _configurations(spec, space: bool) -> list:
+    if not space:
+        return [(2, pattern, {}) for pattern in spec.patterns]
+    out, seen = [], set()
+    for problem in spec.bench_problems:
+        for world_size in (2, 4, 8):
+            for config in spec.space(problem, world_size, 132):
+                knobs = {k: v for k, v in config.items() if k != "pattern"}
+                key = (world_size, config["pattern"], tuple(sorted(knobs.items())))
+                if key not in seen:
+                    seen.add(key)
+                    out.append((world_size, config["pattern"], knobs))
+    return out
+
+
+def _launch(spec, world_size: int, pattern: str, config: dict) -> None:
+    """One launch of ``pattern`` at the check problem on CPU heaps, with the configuration's
+    compile-time knobs (tiles, splits) and 132 SMs: what changes the compiled code, at the sizes
+    of a cheap problem."""
+    from swizzleperf.kernels.distributed.heap import Heap, barrier_all
+    problem = spec.problems["check"]
+    heaps = Heap.group(world_size, spec.heap_bytes(problem, world_size, spec.dtypes[0]))
+    meta = dict(spec.meta_for("check", config), NUM_SMS=132)
+    inputs = spec.make_inputs(problem, 0, world_size, 0, "cpu", spec.dtypes[0])
+    state = spec.setup(heaps[0], inputs, problem, meta)
+    for step in spec.steps(heaps[0], state, pattern, 1, meta):
+        if step.barrier:
+            barrier_all(heaps)
+        else:
+            step.run()
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("kernels", nargs="+")
     parser.add_argument("--arch", type=int, default=90)
+    parser.add_argument("--space", action="store_true",
+                        help="every configuration of the policy's space at the bench problems, W = 2, 4, 8")
     args = parser.parse_args(argv)
     if os.environ.get("TRITON_INTERPRET") == "1":
         print("compile_check: unset TRITON_INTERPRET (kernels must be compiled)", file=sys.stderr)
         return 2
-    failures = [f for name in args.kernels for f in check(name, args.arch)]
+    failures = [f for name in args.kernels for f in check(name, args.arch, args.space)]
     return 1 if failures else 0
 
 

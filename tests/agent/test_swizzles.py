@@ -49,9 +49,12 @@ def test_unknown_or_malformed_names(name):
         catalog_source(name, ["pid", "num_pid_m", "num_pid_n"])
 
 
-def test_the_target_must_take_two_or_three_parameters():
+def test_a_target_takes_two_or_more_parameters_the_extra_ones_kept_unread():
+    source = catalog_source("grouped-m:8", ["pid", "m", "n", "GROUP_SIZE_M"])
+    assert "def swizzle(pid, m, n, GROUP_SIZE_M):" in source and source.count("GROUP_SIZE_M") == 1
+    assert "CATALOG_GROUP_M: tl.constexpr = 8" in source
     with pytest.raises(UnknownSwizzleError, match="needs a target"):
-        catalog_source("row-major", ["pid", "m", "n", "k"])
+        catalog_source("row-major", ["pid"])
     with pytest.raises(UnknownSwizzleError, match="1-D target"):
         catalog_source("grouped-m:8", ["pid", "num_pids"])
 

@@ -1,0 +1,51 @@
+"""Rewrite targets as the field writes them (#15): a fourth parameter (the tutorial's
+GROUP_SIZE_M, passed by the kernel), verified and optimized end to end without a crash."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from swizzleperf.agent import run
+from swizzleperf.agent.verify import Verdict, VerifyConfig, verify
+
+TUTORIAL_TARGET = '''@triton.jit
+def swizzle(pid, num_pid_m, num_pid_n, GROUP_SIZE_M):
+    """The Triton tutorial's grouped order, its group size a parameter."""
+    num_pid_in_group = GROUP_SIZE_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_SIZE_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)
+    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+    return pid_m, pid_n
+'''
+
+
+def _four_parameter_gemm(tmp_path: Path, gemm_source: str) -> Path:
+    """kernels/gemm.py with the tutorial's target and the kernel passing GROUP_SIZE_M = 3."""
+    own = gemm_source[gemm_source.index("@triton.jit\ndef swizzle("):gemm_source.index("@triton.jit\ndef matmul_kernel")]
+    source = gemm_source.replace(own, TUTORIAL_TARGET + "\n\n")
+    source = source.replace("pid_m, pid_n = swizzle(pid, num_pid_m, num_pid_n)\n\n",
+                            "pid_m, pid_n = swizzle(pid, num_pid_m, num_pid_n, 3)\n\n")
+    source = source.replace("    swizzle_args=tile_grid,", "    swizzle_args=lambda p, m: (*tile_grid(p, m), 3),")
+    assert source.count("swizzle(pid, num_pid_m, num_pid_n, 3)") == 1 and "(*tile_grid(p, m), 3)" in source
+    path = tmp_path / "gemm4.py"
+    path.write_text(source)
+    return path
+
+
+def test_a_four_parameter_target_is_verified(tmp_path, gemm_source):
+    path = _four_parameter_gemm(tmp_path, gemm_source)
+    result = verify(path, tmp_path / "m.npy", VerifyConfig(seeds=(2,)))
+    assert result.verdict is Verdict.PASS, result.reason
+
+
+def test_a_four_parameter_target_is_optimized_by_the_policy(tmp_path, gemm_source):
+    path = _four_parameter_gemm(tmp_path, gemm_source)
+    options = run.RunOptions(kernel=str(path), hw="mi300x", workdir=str(tmp_path / ".sp"),
+                             iterations=2, plateau=10)
+    outcome = run.start(options)
+    report = json.loads((outcome.run_dir / "report.json").read_text())
+    assert outcome.status == "finished" and report["baseline"]["verdict"] == "PASS"
+    assert [a["verdict"] for a in report["attempts"]] == ["PASS", "PASS"]
+    assert "GROUP_SIZE_M" in report["best"]["swizzle_source"].splitlines()[1]
