@@ -58,9 +58,10 @@ def _attempt_line(a: dict) -> str:
         return f"[red]{where:>8} {name:<22} {a['verdict']}[/red]: {escape(a['reason'][:160])}"
     m = a["metrics"]
     star = " [green]new best[/green]" if a.get("improved") else ""
-    if m.get("l2_hit_rate") is None:  # a distributed configuration: the overlap model's time
+    if m.get("predicted_time_ms") is not None:  # a distributed configuration: the overlap model's time
+        l2 = f", GEMM L2 {m['l2_hit_rate']:.1%}" if m.get("l2_hit_rate") is not None else ""
         return (f"{where:>8} {name:<40} {m['predicted_time_ms']:.3f} ms ({m['predicted_source']}), "
-                f"{100 * m['predicted_hidden_share']:.0f} % of the communication hidden{star}")
+                f"{100 * m['predicted_hidden_share']:.0f} % of the communication hidden{l2}{star}")
     time_text = f"  {m['time_ms']:.3f} ± {m['time_spread_ms']:.3f} ms" if m.get("time_ms") is not None else ""
     predicted = ("" if m["l2_source"] == m["predicted_source"]
                  else f"  (simulator {m['predicted_l2_hit_rate']:.1%})")
@@ -296,6 +297,33 @@ def _guarded(action):
         return action()
     except (SimulateError, KernelLoadError, UnknownHardwareError) as exc:
         _fail(str(exc))
+
+
+@app.command("profile")
+def profile_command(
+    kernel: str = typer.Argument(..., help="Kernel module, e.g. kernels/gemm.py."),
+    swizzle: Optional[str] = typer.Option(None, help="Catalog order to profile beside the kernel's own (compared with it)."),
+    hw: Optional[str] = typer.Option(None, "--hw", help="Hardware spec; default the detected GPU, else mi300x simulated."),
+    dtype: Optional[str] = typer.Option(None, help="Input dtype (the kernel's first by default)."),
+    workdir: str = typer.Option(".swizzleperf", help="Where the profiler's raw output is kept."),
+) -> None:
+    """Print the filtered profile a proposer is shown: the few figures that bear on the order, each
+    with value, unit, source and meaning (ncu / rocprofv3 on a matching GPU, else the simulator)."""
+    from swizzleperf.agent.measure import profile_kernel
+    result = _guarded(lambda: profile_kernel(Path(kernel), hw, swizzle, dtype, Path(workdir)))
+    console.print(f"{result['kernel']} on {result['hardware']} ({result['mode']}): {result['message']}", markup=False)
+    for order in result["orders"]:
+        table = Table(title=f"order: {order['label']}")
+        for column in ("#", "figure", "value", "unit", "source", "vs kernel's own", "meaning"):
+            table.add_column(column)
+        for e in order["profile"]:
+            value = ", ".join(f"{v:.3g}" for v in e["value"]) if isinstance(e["value"], list) else f"{e['value']:.4g}"
+            change = "" if e.get("vs_baseline") in (None, 0) else f"{e['vs_baseline']:+.4g}"
+            table.add_row(str(e["rank"]), e["name"], value, e["unit"], e["source"], change, e["meaning"])
+        console.print(table)
+        if order["notes"]:
+            console.print(f"notes: {order['notes']}", markup=False)
+    console.print(f"raw output and modules: {result['folder']}", markup=False)
 
 
 @app.command("hw")

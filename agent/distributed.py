@@ -318,7 +318,26 @@ class DistEvaluator:
         return {**{f"predicted_{k}": v for k, v in prediction.items() if k != "source"},
                 "predicted_source": prediction["source"], "time_ms": None, "time_spread_ms": None,
                 "time_source": None, "torch_nccl_predicted_ms": self.baseline_prediction()["time_ms"],
-                "config": json.loads(candidate.to_json()), "notes": "overlap model: not measured"}
+                "config": json.loads(candidate.to_json()), "notes": "overlap model: not measured",
+                **self._compute_l2(mapping, self.meta(candidate))}
+
+    def _compute_l2(self, mapping: str, meta: dict) -> dict:
+        """The L2 simulator's hit rate of the per-rank GEMM under the candidate's tiles and tile
+        order (``l2_hit_rate`` with ``l2_source`` ``simulated:<spec>``), where the kernel declares
+        that GEMM and its grid is the tile order's; else nothing."""
+        if self.spec.compute_shape is None or not Path(mapping).exists():
+            return {}
+        import numpy as np
+        from swizzleperf.kernels.gemm import trace as gemm_trace
+        from swizzleperf.profiling import l2sim
+        shape = self.spec.compute_shape(self.problem, self.world_size)
+        trace = gemm_trace(shape, meta).with_l1(meta)
+        order = np.load(mapping)
+        if order.size != trace.keys.shape[0]:
+            return {}
+        result = l2sim.simulate(trace, order, self.target.spec)
+        return {"l2_hit_rate": result.l2_hit_rate, "l2_source": f"{result.source} (the per-rank GEMM)",
+                "dram_bytes": result.dram_read_bytes + result.dram_write_bytes, "dram_source": result.source}
 
     def compare(self, kernel_files: list) -> dict:
         """Head-to-head timing needs W GPUs; not available in simulated mode."""

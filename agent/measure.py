@@ -1,7 +1,10 @@
 """Measurement of a verified candidate: the simulator's prediction always; on a matching GPU the
-timing taken by the verification worker and ncu's L2 metrics of exactly this kernel's launch.
+timing taken by the verification worker and the vendor's profiler (ncu on NVIDIA, rocprofv3 on
+AMD: profiling/profiler.py) on exactly this kernel's dispatches.
 
-Every figure carries its source: ``measured:ncu``, ``measured:events:<GPU>``, ``simulated:<spec>``.
+Every figure carries its source: ``measured:ncu``, ``measured:rocprofv3``, ``measured:events:<GPU>``,
+``simulated:<spec>``. ``profile`` holds the filtered profile (profiling/profiler.py's ``filtered``):
+the measured figures, and the simulator's for what was not measured.
 """
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from swizzleperf.profiling import l2sim
+from swizzleperf.profiling import l2sim, ncu, profiler
 from swizzleperf.profiling.ncu import NcuError, find_ncu, profile_launch
 
 
@@ -63,11 +66,14 @@ class Measurer:
         metrics = self.predict(np.load(mapping_path))
         metrics.update(l2_hit_rate=metrics["predicted_l2_hit_rate"], l2_source=metrics["predicted_source"],
                        dram_bytes=metrics["predicted_dram_bytes"], dram_source=metrics["predicted_source"],
-                       time_ms=None, time_spread_ms=None, time_source=None, notes="")
+                       time_ms=None, time_spread_ms=None, time_source=None, notes="",
+                       profile=profiler.from_prediction(metrics))
         if self.target.mode != "measured":
             return plain(metrics)
         metrics.update(self._timing(details.get("timing")))
-        metrics.update(self._ncu(kernel_path))
+        measured = self._profile(Path(kernel_path))
+        measured["profile"] = _merged(measured.get("profile", []), metrics["profile"])
+        metrics.update(measured)
         return plain(metrics)
 
     def predict(self, order: np.ndarray) -> dict:
@@ -86,6 +92,36 @@ class Measurer:
         return {"time_ms": timing["time_ms"], "time_spread_ms": timing["time_spread_ms"],
                 "time_source": f"measured:events:{device}", "tflops": timing["tflops"],
                 "repetitions": timing["repetitions"]}
+
+    def _profile(self, kernel_path: Path) -> dict:
+        """The profiler's figures of the target's vendor: ncu's (``_ncu``) or an AMD profiler's."""
+        if self.target.spec.vendor == "nvidia":
+            return self._ncu(kernel_path)
+        return self._amd(kernel_path)
+
+    def _amd(self, kernel_path: Path) -> dict:
+        """rocprofv3 (or rocprof-compute) on the AMD device; its raw output is kept beside the
+        candidate's module (``<module>.rocprofv3/``, in the run's folder)."""
+        tool = profiler.profiler_for(self.target.spec)
+        fallback = ": L2 hit rate and DRAM bytes are the simulator's"
+        if not self.use_ncu:
+            return {"notes": f"profiling switched off{fallback}"}
+        if not tool.available():
+            return {"notes": f"{tool.name} not available{fallback}"}
+        try:
+            measured = tool.profile(kernel_path, self.spec.kernel_name, self.dtype,
+                                    kernel_path.parent / f"{kernel_path.stem}.{tool.name}")
+        except profiler.ProfilerError as exc:
+            return {"notes": f"{tool.name} failed ({exc}){fallback}"}
+        figures, notes = measured.figures, list(measured.notes)
+        out = {"profile": measured.filtered(), "profile_dir": str(measured.raw_dir), tool.name: measured.raw,
+               "profile_time_ms": figures.get("time_ms"), "l2_hit_rate": figures["l2_hit_rate"],
+               "l2_source": measured.source}
+        if figures.get("dram_bytes") is not None:
+            out.update(dram_bytes=figures["dram_bytes"], dram_source=measured.source)
+        else:
+            notes.append("DRAM bytes are the simulator's")
+        return {**out, "notes": "; ".join(notes)}
 
     def _ncu(self, kernel_path: Path) -> dict:
         if self.ncu_path is None:
@@ -106,7 +142,66 @@ class Measurer:
                 return {"notes": f"{note}: L2 hit rate and DRAM bytes are the simulator's"}
             l2 = {"l2_hit_rate": read_hit_rate, "l2_source": "measured:ncu:read-lookups",
                   "notes": f"{note}: the L2 hit rate is the SM read lookups' instead"}
+        figures = {**ncu.figures(raw), "l2_hit_rate": l2["l2_hit_rate"]}
         return {**l2, "l2_read_hit_rate": read_hit_rate,
                 "dram_bytes": raw.get("dram__bytes_read.sum", 0.0) + raw.get("dram__bytes_write.sum", 0.0),
                 "dram_source": "measured:ncu", "ncu_time_ms": raw.get("gpu__time_duration.sum", 0.0) / 1e6,
-                "ncu": raw}
+                "ncu": raw, "profile": profiler.filtered(figures, "measured:ncu",
+                                                         sources={"l2_hit_rate": l2["l2_source"]})}
+
+
+def _merged(measured: list, simulated: list) -> list:
+    """The measured entries of a filtered profile, and the simulator's for the figures not measured."""
+    names = {e["name"] for e in measured}
+    return sorted(measured + [e for e in simulated if e["name"] not in names], key=lambda e: e["rank"])
+
+
+def profile_kernel(kernel_path: Path, hw: str | None = None, swizzle: str | None = None,
+                   dtype: str | None = None, workdir: Path = Path(".swizzleperf"), target=None) -> dict:
+    """``swizzleperf profile``: the filtered profile of a kernel module's default problem under its
+    own order and, with ``swizzle`` (a catalog order), under that order too, with its changes
+    against the kernel's own. Measured by the vendor's profiler on a matching GPU, else the
+    simulator's figures for ``hw`` (each entry names its source). Each order's module, program ->
+    tile map and the profiler's raw output are kept under ``workdir/profiles/<kernel>-<time>/``.
+
+    Returns ``{"kernel", "hardware", "mode", "message", "folder", "orders": [{"label", "profile",
+    "notes"}]}``, each profile with ``vs_baseline`` per entry (profiling/profiler.py's
+    ``with_changes``).
+
+    Raises:
+        SimulateError: a swizzle that is not in the catalog or not a permutation;
+        KernelLoadError / UnknownHardwareError: as ``optimize``.
+    """
+    import time
+
+    from swizzleperf import hwspecs
+    from swizzleperf.agent.candidate import CandidateError, splice, target_args, target_source
+    from swizzleperf.agent.simulate import SimulateError, program_order
+    from swizzleperf.agent.spec import load_spec
+    from swizzleperf.agent.swizzles import catalog_source
+    kernel_path = Path(kernel_path)
+    spec = load_spec(kernel_path)
+    target = target or hwspecs.resolve_target(hw)
+    source = kernel_path.read_text()
+    folder = Path(workdir) / "profiles" / f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    folder.mkdir(parents=True, exist_ok=True)
+    orders = []
+    for label in ["kernel's own"] + ([swizzle] if swizzle else []):
+        try:
+            own = label == "kernel's own"
+            target_src = (target_source(source, spec.rewrite_target) if own
+                          else catalog_source(label, target_args(source, spec.rewrite_target)))
+            module = splice(source, spec.rewrite_target, target_src)
+        except (CandidateError, ValueError) as exc:
+            raise SimulateError(str(exc)) from None
+        path = folder / f"{'own' if own else label.replace(':', '_')}_{kernel_path.name}"
+        path.write_text(module)
+        _, order, _ = program_order(path, None, None, {})
+        np.save(path.with_suffix(".map.npy"), order)
+        measurer = Measurer(load_spec(path), target, dtype or spec.dtypes[0])
+        metrics = measurer.measure(path, path.with_suffix(".map.npy"), {})
+        orders.append({"label": label, "profile": metrics["profile"], "notes": metrics.get("notes", "")})
+    for entry in orders:
+        entry["profile"] = profiler.with_changes(entry["profile"], baseline=orders[0]["profile"])
+    return {"kernel": spec.name, "hardware": target.spec.name, "mode": target.mode, "message": target.message,
+            "folder": str(folder), "orders": orders}

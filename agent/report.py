@@ -181,8 +181,8 @@ def distributed_table(report: dict) -> list:
     torch_nccl = d["torch_nccl"]
     lines = [f"- problem {d['problem']} ({', '.join(f'{k}={v}' for k, v in d['sizes'].items())}), "
              f"{d['world_size']} ranks", "",
-             "| configuration | time (ms) | source | compute (ms) | communication (ms) | hidden | vs torch + NCCL |",
-             "|---|---|---|---|---|---|---|"]
+             "| configuration | time (ms) | source | compute (ms) | communication (ms) | hidden | "
+             "per-rank GEMM L2 | vs torch + NCCL |", "|---|---|---|---|---|---|---|---|"]
     for label in ("baseline", "expert", "best"):
         f = report.get(label)
         if not f or f.get("verdict") != Verdict.PASS.value:
@@ -192,10 +192,11 @@ def distributed_table(report: dict) -> list:
         source = f.get("time_source") if measured else f.get("predicted_source")
         ratio = torch_nccl["time_ms"] / t if t else None
         claim = "n/a" if ratio is None else (f"{ratio:.2f}x" if measured else f"{ratio:.2f}x predicted, not measured")
+        l2 = "n/a" if f.get("l2_hit_rate") is None else f"{f['l2_hit_rate']:.1%} ({f['source']})"
         lines.append(f"| {label}: {f['name']} | {_num(t)} | {source} | {_num(f.get('predicted_compute_ms'))} | "
-                     f"{_num(f.get('predicted_comm_ms'))} | {_pct(f.get('predicted_hidden_share'))} | {claim} |")
+                     f"{_num(f.get('predicted_comm_ms'))} | {_pct(f.get('predicted_hidden_share'))} | {l2} | {claim} |")
     lines.append(f"| torch + NCCL | {_num(torch_nccl['time_ms'])} | {torch_nccl['source']} | "
-                 f"{_num(torch_nccl['compute_ms'])} | {_num(torch_nccl['comm_ms'])} | 0.0% | 1.00x |")
+                 f"{_num(torch_nccl['compute_ms'])} | {_num(torch_nccl['comm_ms'])} | 0.0% | n/a | 1.00x |")
     best = report.get("best") or {}
     t = best.get("time_ms") if best.get("time_ms") is not None else best.get("predicted_time_ms")
     if best.get("verdict") == Verdict.PASS.value and t and t > torch_nccl["time_ms"]:

@@ -356,6 +356,7 @@ SPEC = DistKernelSpec(
     constraints=constraints,
     pattern_knobs={"push": ("COMM_SMS",), "push_copy_engine": ("CE_GROUPS",)},
     tile_configs=GEMM_TILE_CONFIGS,
+    compute_shape=lambda p, w: {"M": p["M"], "N": p["N"] // w, "K": p["K"]},
     make_inputs=make_inputs,
     heap_bytes=heap_bytes,
     setup=setup,

@@ -312,6 +312,7 @@ SPEC = DistKernelSpec(
     constraints=constraints,
     pattern_knobs={"producer_consumer": ("COMM_SMS",), "workgroup_specialized": ("COMM_SMS",)},
     tile_configs=GEMM_TILE_CONFIGS,
+    compute_shape=lambda p, w: {"M": p["M"], "N": p["N"] // w, "K": p["K"]},
     make_inputs=make_inputs,
     heap_bytes=heap_bytes,
     setup=setup,

@@ -325,6 +325,7 @@ SPEC = DistKernelSpec(
     constraints=constraints,
     pattern_knobs={"producer_consumer": ("COMM_SMS",)},
     tile_configs=GEMM_TILE_CONFIGS,
+    compute_shape=lambda p, w: {"M": p["M"], "N": p["N"], "K": p["K"] // w},
     make_inputs=make_inputs,
     heap_bytes=heap_bytes,
     setup=setup,

@@ -96,6 +96,9 @@ class DistKernelSpec:
             searches; a candidate may also set the tile knobs one by one.
         check_knobs: the knobs a candidate carries to the ``check`` problem (the pattern always
             is); tile sizes and SM counts are not (the check keeps its interpreter-sized tiles).
+        compute_shape: ``(problem, world_size) -> {"M", "N", "K"}``, the per-rank GEMM whose
+            tile grid is the first of ``tile_orders`` (for the L2 simulator); None where the
+            compute is not one GEMM.
     """
 
     name: str
@@ -126,6 +129,7 @@ class DistKernelSpec:
     pattern_knobs: Mapping[str, tuple] = field(default_factory=dict)
     tile_configs: tuple = ()
     check_knobs: tuple = ()
+    compute_shape: Callable[[Problem, int], dict] | None = None
 
     def __post_init__(self) -> None:
         if "check" not in self.problems:
