@@ -10,13 +10,30 @@ import pandas as pd
 from swizzleperf.agent.record import RunRecord
 
 
-def load_run(run_id: str | None = None, workdir: str = ".swizzleperf") -> tuple:
-    """``(run row as dict, iterations DataFrame)`` of ``run_id``, the latest run by default.
+def find_workdir(start: Path | None = None) -> Path:
+    """The run record's folder: ``.swizzleperf`` in ``start`` (the current directory) or the
+    nearest folder above it that has one (Jupyter starts a notebook in ``notebooks/``).
+
+    Raises:
+        FileNotFoundError: no ``.swizzleperf/swizzleperf.db`` there or above.
+    """
+    start = (start or Path.cwd()).resolve()
+    for folder in (start, *start.parents):
+        if (folder / ".swizzleperf" / "swizzleperf.db").exists():
+            return folder / ".swizzleperf"
+    raise FileNotFoundError(f"no .swizzleperf/swizzleperf.db in {start} or above it: run swizzleperf "
+                            f"optimize first, or set SWIZZLEPERF_WORKDIR")
+
+
+def load_run(run_id: str | None = None, workdir: str | None = None) -> tuple:
+    """``(run row as dict, iterations DataFrame)`` of ``run_id``, the latest run by default, from
+    the record in ``workdir`` (by default: found by :func:`find_workdir`).
 
     Raises:
         FileNotFoundError: no run record under ``workdir``.
         UnknownRunError: no such run.
     """
+    workdir = workdir or str(find_workdir())
     record = RunRecord(Path(workdir))
     run_id = run_id or record.latest_run_id()
     if run_id is None:

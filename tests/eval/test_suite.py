@@ -73,6 +73,21 @@ def test_notebook_runs_top_to_bottom(evaluated):
     assert "gemm on mi300x (simulated)" in text
 
 
+def test_notebook_runs_from_its_folder_as_jupyter_starts_it(evaluated, tmp_path):
+    """No SWIZZLEPERF_WORKDIR: the notebook finds the record above the folder it starts in."""
+    import shutil
+    options = evaluated[0]
+    project = Path(options.workdir).parent
+    (project / "notebooks").mkdir(exist_ok=True)
+    shutil.copy(ROOT / "notebooks" / "reflection_history.ipynb", project / "notebooks")
+    nb = nbformat.read(project / "notebooks" / "reflection_history.ipynb", as_version=4)
+    assert "SWIZZLEPERF_WORKDIR" not in os.environ
+    NotebookClient(nb, timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(project / "notebooks")}}).execute()
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert "gemm on mi300x (simulated)" in text
+
+
 def test_distributed_kernels_are_eval_rows_per_world_size():
     assert resolve_kernels("distributed")[:3] == ["gemm_all_scatter@2", "gemm_all_scatter@4", "gemm_all_scatter@8"]
     assert len(resolve_kernels("all")) == 10 + 12 and resolve_kernels("flash_decode@4") == ["flash_decode@4"]
