@@ -18,7 +18,11 @@ from . import HardwareSpec
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_SIMULATED = "mi300x"  # the spec simulated when no GPU is present and no --hw is given
+DEFAULT_SIMULATED = "mi300x"
+#: AMD compute partition modes of an 8-XCD GPU by the XCDs each device gets (ROCm docs, MI300
+#: GPU partitioning: SPX one device of 8 XCDs, DPX two of 4, QPX four of 2, CPX eight of 1).
+PARTITION_MODES = {1: "CPX", 2: "QPX", 4: "DPX"}
+_SYSFS_PARTITION = "/sys/class/drm/card*/device/current_compute_partition"  # the spec simulated when no GPU is present and no --hw is given
 VENDORS = ("nvidia", "amd")
 DISPATCH_POLICIES = ("in_order", "round_robin_domains", "hashed_domains")
 DOMAIN_MISS_PATHS = ("peer_domains", "memory")
@@ -40,6 +44,8 @@ class DeviceInfo:
         compute_units: SMs (NVIDIA) or CUs (AMD) the driver reports.
         l2_bytes: L2 size the driver reports in bytes (0 if unknown). On AMD it is one XCD's L2.
         arch: ``"sm_90"`` on NVIDIA, the ``gcnArchName`` on AMD (``"gfx942:sramecc+:xnack-"``).
+        partition: AMD compute partition mode as the driver reports it (``"SPX"``, ``"CPX"``...;
+            amdgpu's ``current_compute_partition`` in sysfs), ``""`` where unknown or NVIDIA.
     """
 
     name: str
@@ -47,6 +53,7 @@ class DeviceInfo:
     compute_units: int
     l2_bytes: int
     arch: str
+    partition: str = ""
 
     @property
     def compute_unit_label(self) -> str:
@@ -186,7 +193,20 @@ def _detect_with_torch() -> DeviceInfo | None:
         compute_units=int(props.multi_processor_count),
         l2_bytes=int(getattr(props, "L2_cache_size", 0) or 0),
         arch=arch,
+        partition=amd_partition() if is_amd else "",
     )
+
+
+def amd_partition(pattern: str = _SYSFS_PARTITION) -> str:
+    """The compute partition mode amdgpu reports for the first card that has one (``"SPX"``,
+    ``"CPX"``...), or ``""`` where the file is missing or unreadable."""
+    import glob
+    for path in sorted(glob.glob(pattern)):
+        try:
+            return open(path).read().strip().upper()
+        except OSError:
+            continue
+    return ""
 
 
 def match_spec(info: DeviceInfo) -> tuple[HardwareSpec | None, str]:
@@ -203,10 +223,38 @@ def match_spec(info: DeviceInfo) -> tuple[HardwareSpec | None, str]:
         return None, (f"detected GPU '{info.name}' matches no spec in hwspecs/ "
                       f"(known: {', '.join(list_specs())}); pass --hw NAME")
     head = f"detected {_device_summary(info)} matches {spec.name}"
-    mismatches = _mismatches(info, spec)
+    mismatches = []
+    if info.vendor == "amd":
+        spec, mode, mismatches = _amd_partitioned(info, spec)
+        head += f" in {mode}" if mode else ""
+    mismatches += _mismatches(info, spec)
     if not mismatches:
         return spec, head
     return spec, f"{head} by {matched_on} but {' and '.join(mismatches)}: using {spec.name}, check the spec"
+
+
+def _amd_partitioned(info: DeviceInfo, spec: HardwareSpec) -> tuple:
+    """``(spec, mode, mismatches)``: the spec for the XCDs this AMD device holds. A device of
+    ``k`` XCDs' CUs (``k`` = CUs / CUs per XCD, fewer than the spec's) is a compute partition of
+    the GPU (CPX: one XCD and one L2 domain per device); the mode the driver reports, if any, must
+    agree. ``mode`` is ``""`` for the whole GPU in SPX mode."""
+    per_xcd, mismatches = spec.compute_units_per_domain, []
+    xcds, rest = divmod(info.compute_units, per_xcd)
+    if rest or not 0 < xcds < spec.l2_domains:
+        if info.partition and info.partition != "SPX":
+            mismatches.append(f"reports partition mode {info.partition} with {info.compute_units} CUs")
+        return spec, info.partition if info.partition not in ("", "SPX") else "", mismatches
+    mode = PARTITION_MODES.get(xcds, "")
+    if not mode:
+        mismatches.append(f"reports {info.compute_units} CUs = {xcds} XCDs of {per_xcd}, which is no partition "
+                          f"mode of {spec.display_name} (an MI300A has 6 XCDs)")
+    elif info.partition and info.partition != mode:
+        mismatches.append(f"reports partition mode {info.partition} where its {info.compute_units} CUs make {mode}")
+    label = mode or f"{xcds} XCDs"
+    part = dataclasses.replace(spec, compute_units=info.compute_units, l2_domains=xcds, l2_partitions=xcds,
+                               display_name=f"{spec.display_name} ({label}: {xcds} XCD{'s' if xcds > 1 else ''} "
+                                            f"per device)")
+    return part, f"{label} mode ({xcds} of {spec.l2_domains} XCDs per device)" if mode else "", mismatches
 
 
 def _find_spec(info: DeviceInfo) -> tuple[HardwareSpec | None, str]:
@@ -286,7 +334,7 @@ def _named_target(spec: HardwareSpec, device: DeviceInfo | None) -> Target:
         return Target(spec, "simulated", None, f"--hw {spec.name}: simulated (no GPU detected)")
     matched, message = match_spec(device)
     if matched is not None and matched.name == spec.name:
-        return Target(spec, "measured", device, message)
+        return Target(matched, "measured", device, message)  # matched: the device's partition of spec
     return Target(spec, "simulated", device, f"--hw {spec.name}: simulated (the detected GPU is {device.name})")
 
 

@@ -20,6 +20,7 @@ import pandas as pd
 
 from swizzleperf.agent import sandbox
 from swizzleperf.agent.verify import absolute_paths
+from swizzleperf.profiling.profiler import Profile, ProfilerError
 
 # shared/HARDWARE.md, "NVIDIA metrics to collect with ncu".
 METRICS = (
@@ -42,7 +43,7 @@ PROFILED_LAUNCHES = 3
 RUN_RANGE = "swizzleperf_run"  # the NVTX range of profile_run
 
 
-class NcuError(RuntimeError):
+class NcuError(ProfilerError):
     """ncu is missing, failed, or profiled nothing; the message is one line."""
 
 
@@ -135,6 +136,46 @@ def parse_csv(text: str, kernel_name: str) -> dict:
     values = {name: float(rows[name].astype(str).str.replace(",", "").astype(float).mean())
               for name in METRICS if name in rows.columns}
     return {**values, "launches": float(len(rows))}
+
+
+def figures(raw: dict) -> dict:
+    """The vendor-neutral figures (profiling/profiler.py's ``FIGURES``) of ncu's metrics ``raw``
+    (:func:`profile_launch`'s dict): ms, fractions, bytes. The L2 hit rate is
+    ``lts__t_sector_hit_rate.pct`` / 100 where that is a rate (<= 100 %), else the SM read lookups'
+    hits / (hits + misses), else absent; cross-partition bytes are the ltcfabric sectors x 32 B."""
+    get = raw.get
+    hits = get("lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum")
+    misses = get("lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum")
+    lookups = hits + misses if hits is not None and misses is not None else None
+    pct = get("lts__t_sector_hit_rate.pct")
+    l2 = pct / 100.0 if pct is not None and pct <= 100.0 else (hits / lookups if lookups else None)
+    reads, writes = get("dram__bytes_read.sum"), get("dram__bytes_write.sum")
+    fabric = get("lts__t_sectors_srcunit_ltcfabric.sum")
+    return {"time_ms": None if get("gpu__time_duration.sum") is None else raw["gpu__time_duration.sum"] / 1e6,
+            "l2_hit_rate": l2, "dram_read_bytes": reads, "dram_write_bytes": writes,
+            "dram_bytes": None if reads is None else reads + (writes or 0.0),
+            "cross_domain_bytes": None if fabric is None else fabric * 32.0,
+            "l2_requests": lookups,
+            "l1_hit_rate": None if get("l1tex__t_sector_hit_rate.pct") is None
+            else raw["l1tex__t_sector_hit_rate.pct"] / 100.0,
+            "waves_per_cu": get("launch__waves_per_multiprocessor"), "dispatches": get("launches")}
+
+
+class NcuProfiler:
+    """ncu behind the ``Profiler`` protocol (profiling/profiler.py): :func:`profile_launch`, its
+    metrics kept as ``ncu_metrics.json`` in the run's folder."""
+
+    name = "ncu"
+
+    def available(self) -> bool:
+        return find_ncu() is not None
+
+    def profile(self, kernel_path: Path, kernel_name: str, dtype: str, out_dir: Path) -> Profile:
+        raw = profile_launch(Path(kernel_path), kernel_name, dtype)
+        out_dir = Path(out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "ncu_metrics.json").write_text(json.dumps(raw, indent=1))
+        return Profile(figures(raw), "measured:ncu", raw, out_dir)
 
 
 def _last_line(text: str) -> str:
