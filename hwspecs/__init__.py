@@ -48,6 +48,14 @@ class HardwareSpec:
         copy_engine_bytes_per_s: a copy engine's peer copy rate (bytes/s).
         sm_copy_bytes_per_s / sm_copy_half_programs: peer copies by SM programs (Triton
             ``put``): rate = sm_copy_bytes_per_s x P / (P + sm_copy_half_programs) for P programs.
+        link_latency_s: one-way latency of a store or flag to a peer (s); None where not measured.
+        matmul_tile_rates: measured per-SM bf16 matmul rates of the bundled Triton GEMM tile
+            configurations, ``"BLOCK_MxBLOCK_NxBLOCK_K:num_warps:num_stages=FLOP/s"`` each (one
+            program per SM); empty where not measured (the overlap model then scales the peak).
+        matmul_tile_fixed_s: seconds per tile beyond its FLOPs (prologue, epilogue), measured
+            with the rates; None where not measured.
+        matmul_last_wave_exp: a persistent GEMM's last wave with a fraction f of the programs
+            busy costs f ** this of a full wave (measured with the rates); None where not measured.
     """
 
     name: str
@@ -74,6 +82,10 @@ class HardwareSpec:
     copy_engine_bytes_per_s: float | None = None
     sm_copy_bytes_per_s: float | None = None
     sm_copy_half_programs: float | None = None
+    link_latency_s: float | None = None
+    matmul_tile_rates: tuple = ()
+    matmul_tile_fixed_s: float | None = None
+    matmul_last_wave_exp: float | None = None
 
     @property
     def l2_bytes_total(self) -> int:
