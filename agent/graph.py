@@ -22,7 +22,7 @@ from swizzleperf.agent import lessons
 from swizzleperf.agent.proposers.base import ProposalContext, ProposerError, ProposerExhausted
 from swizzleperf.agent.verify import Verdict
 
-PROMPT_METRICS = ("l2_hit_rate", "l2_source", "time_ms", "time_spread_ms", "time_source",
+PROMPT_METRICS = ("l2_hit_rate", "l2_source", "time_ms", "time_spread_ms", "time_source", "profile",
                   "dram_bytes", "dram_source", "predicted_l2_hit_rate", "predicted_source",
                   "predicted_time_ms")
 
