@@ -7,18 +7,12 @@ from pathlib import Path
 
 from swizzleperf.agent import run
 from swizzleperf.agent.verify import Verdict, VerifyConfig, verify
+from test_verify import TUTORIAL_GROUPED
 
-TUTORIAL_TARGET = '''@triton.jit
-def swizzle(pid, num_pid_m, num_pid_n, GROUP_SIZE_M):
-    """The Triton tutorial's grouped order, its group size a parameter."""
-    num_pid_in_group = GROUP_SIZE_M * num_pid_n
-    group_id = pid // num_pid_in_group
-    first_pid_m = group_id * GROUP_SIZE_M
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)
-    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
-    pid_n = (pid % num_pid_in_group) // group_size_m
-    return pid_m, pid_n
-'''
+# the tutorial's grouped order (test_verify.py), its group size a parameter the kernel passes
+TUTORIAL_TARGET = TUTORIAL_GROUPED.replace("def swizzle(pid, num_pid_m, num_pid_n):",
+                                           "def swizzle(pid, num_pid_m, num_pid_n, GROUP_SIZE_M):").replace(
+    "    GROUP_SIZE_M: tl.constexpr = 3\n", "")
 
 
 def _four_parameter_gemm(tmp_path: Path, gemm_source: str) -> Path:
