@@ -279,7 +279,7 @@ class LLMProposer:
     def _ask(self, messages: list[dict], usage: _Usage) -> str:
         """One chat request; the reply's text ('' when it has none). SDK errors -> ProposerError."""
         try:
-            response = self._client.chat.completions.create(
+            raw = self._client.chat.completions.with_raw_response.create(
                 model=self.model, messages=messages, temperature=self.temperature)
         except openai.APITimeoutError:
             raise ProposerError(f"LLM endpoint {self.url} timed out after "
@@ -293,9 +293,24 @@ class LLMProposer:
         except openai.APIStatusError as exc:
             raise ProposerError(f"LLM endpoint returned HTTP {exc.status_code}: "
                                 f"{_short_message(exc)}") from None
-        usage.add(getattr(response, "usage", None))
-        choices = getattr(response, "choices", None) or []
-        return (choices[0].message.content or "") if choices else ""
+        try:
+            response = raw.parse()
+            usage.add(getattr(response, "usage", None))
+            choices = response.choices or []
+            content = (choices[0].message.content or "") if choices else ""
+            if not isinstance(content, str):
+                raise TypeError(f"message content is {type(content).__name__}, not text")
+        except (ValueError, TypeError, AttributeError, IndexError, openai.APIResponseValidationError) as exc:
+            raise ProposerError(f"LLM endpoint {self.url} answered HTTP 200 with something that is not a "
+                                f"chat completion ({type(exc).__name__}); received: "
+                                f"{_preview(raw.http_response.content)}") from None
+        return content
+
+
+def _preview(body: bytes, limit: int = 200) -> str:
+    """The first ``limit`` characters of a body, undecodable bytes shown as escapes."""
+    text = body[:limit * 4].decode("utf-8", errors="backslashreplace")
+    return repr(text[:limit]) + (" ..." if len(text) > limit else "")
 
 
 def _reason(exc: openai.APIConnectionError) -> str:

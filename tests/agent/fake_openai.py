@@ -24,6 +24,7 @@ class CannedReply:
     completion_tokens: int = 0
     status: int = 200
     delay_s: float = 0.0
+    raw: bytes | None = None          # sent as the body as it is (garbage tests), HTTP 200
 
 
 class FakeOpenAIServer:
@@ -46,6 +47,10 @@ class FakeOpenAIServer:
         """Queue the answer to the next request."""
         self.replies.append(CannedReply(content, prompt_tokens, completion_tokens, status, delay_s))
 
+    def reply_raw(self, body: bytes, content_type: str = "application/json") -> None:
+        """Queue a body sent as it is with HTTP 200 (not UTF-8, not JSON, JSON of another shape)."""
+        self.replies.append(CannedReply(content_type, raw=body))
+
     def __enter__(self) -> FakeOpenAIServer:
         self._thread.start()
         return self
@@ -62,6 +67,8 @@ class FakeOpenAIServer:
         if not self.replies:
             return 500, {"error": {"message": "fake server: no canned reply queued"}}, 0.0
         canned = self.replies.popleft()
+        if canned.raw is not None:
+            return 200, canned, canned.delay_s
         if canned.status != 200:
             error = {"message": f"fake error {canned.status}", "type": "fake", "code": canned.status}
             return canned.status, {"error": error}, canned.delay_s
@@ -95,11 +102,12 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 return
             self._send(status, answer)
 
-        def _send(self, status: int, answer: dict) -> None:
-            data = json.dumps(answer).encode()
+        def _send(self, status: int, answer) -> None:
+            raw = isinstance(answer, CannedReply)
+            data = answer.raw if raw else json.dumps(answer).encode()
             try:
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", answer.content if raw else "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)

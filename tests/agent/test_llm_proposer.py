@@ -231,3 +231,25 @@ def test_parse_error_for_other_parameters_is_exact():
     with pytest.raises(ReplyParseError, match=r"^expected one function `swizzle\(pid, num_pid_m, "
                                               r"num_pid_n\)`, found `swizzle\(pid, m\)`$"):
         parse_reply(block("@triton.jit\ndef swizzle(pid, m):\n    return pid, m\n"), "swizzle", ARGS)
+
+
+@pytest.mark.parametrize("body, seen", [
+    (b"\xff\xfe\x00garbage \x80\x81", "\\xff"),                        # not UTF-8
+    (b"<html>502 bad gateway</html>", "<html>502 bad gateway"),          # not JSON
+    (b'{"result": "ok", "choices": 3}', '"choices": 3'),                 # JSON of another shape
+    (b'{"choices": [{"message": {"content": 42}}]}', "content"),         # content not text
+    (b"[]", "[]"),
+])
+def test_garbage_bodies_are_no_candidate_with_what_was_received(body, seen):
+    """HTTP 200 with garbage (#12): a ProposerError quoting the body, not a crash, not 'empty'."""
+    from fake_openai import FakeOpenAIServer
+    from swizzleperf.agent.proposers.base import ProposerError
+    from swizzleperf.agent.proposers.llm import LLMProposer, _Usage
+    with FakeOpenAIServer() as server:
+        for _ in range(3):
+            server.reply_raw(body)
+        proposer = LLMProposer("fake", base_url=server.base_url, max_retries=0)
+        with pytest.raises(ProposerError) as info:
+            proposer._ask([{"role": "user", "content": "hi"}], _Usage())
+    message = str(info.value)
+    assert "not a chat completion" in message and seen in message and "empty" not in message
