@@ -123,8 +123,7 @@ def resolve_target(hw: str | None, world_size: int | None) -> DistTarget:
     (``simulated:<spec>xW``), and the message says why.
 
     Raises:
-        UnknownHardwareError: ``hw`` names no spec.
-        RunConfigError: ``world_size`` below 2.
+        UnknownHardwareError: ``hw`` names no spec, or ``world_size`` is below 2 (one line).
     """
     from swizzleperf import hwspecs
     if world_size is not None and world_size < 2:
