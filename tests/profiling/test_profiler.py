@@ -124,7 +124,8 @@ def test_a_failed_profile_leaves_the_simulators_figures_labelled(fake_rocprofv3,
 
 def _prompt(measurer, metrics: dict, best) -> str:
     """propose.j2 as the loop renders it, the baseline's profile holding the filtered profile."""
-    keys = (*PROMPT_METRICS, "profile")  # agent/graph.py passes PROMPT_METRICS: it needs "profile" among them
+    keys = PROMPT_METRICS  # what agent/graph.py passes to the prompt: the filtered profile among them
+    assert "profile" in keys
     context = ProposalContext(
         kernel_name="gemm", kernel_source="", target_name="swizzle",
         target_source="@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n):\n    return pid // num_pid_n, pid % num_pid_n\n",
