@@ -242,11 +242,24 @@ class DistEvaluator:
         return {"distributed": {"problem": self.problem_name, "sizes": self.problem,
                                 "world_size": self.world_size, "torch_nccl": self.baseline_prediction()}}
 
+    def precheck(self, text: str, history: list, baseline: dict) -> str | None:
+        """Why a configuration is not worth an iteration, or None: outside the space or the
+        constraints, or the same configuration as the baseline or an earlier attempt."""
+        from swizzleperf.agent.evaluate import repeat_of
+        prepared = self.prepare("precheck", text, dry_run=True)
+        if prepared["verdict"]:
+            return prepared["reason"]
+        return repeat_of(self._key(text), baseline, history, self._key)
+
+    def _key(self, text: str) -> str:
+        return self.canonical(parse_candidate(text, self.spec)).to_json()
+
     # -- evaluation -----------------------------------------------------------------------------
 
-    def prepare(self, label: str, text: str) -> dict:
+    def prepare(self, label: str, text: str, dry_run: bool = False) -> dict:
         """Parse, check against the space and the constraints, splice the swizzle. Returns
-        ``{verdict, reason, kernel_file, diff}``; verdict OUTSIDE_SPACE or INVALID on rejection."""
+        ``{verdict, reason, kernel_file, diff}``; verdict OUTSIDE_SPACE or INVALID on rejection.
+        ``dry_run``: the checks only, nothing written."""
         try:
             candidate = self.canonical(parse_candidate(text, self.spec))
             module = self.module_source
@@ -259,6 +272,8 @@ class DistEvaluator:
         why_not = self._constraint(candidate)
         if why_not:
             return _rejected(Verdict.OUTSIDE_SPACE, f"{candidate.label()}: {why_not}")
+        if dry_run:
+            return {"verdict": "", "reason": ""}
         self.candidates_dir.mkdir(parents=True, exist_ok=True)
         path = self.candidates_dir / f"{_slug(label)}_{self.kernel_path.name}"
         path.write_text(module)

@@ -99,6 +99,16 @@ class Evaluator:
     def contenders(self, state: dict) -> list:
         return lessons.contenders(state, self.mode)
 
+    def precheck(self, source: str, history: list, baseline: dict) -> str | None:
+        """Why ``source`` is not worth an iteration, or None: it fails the static check, or it is
+        the baseline's order or an earlier attempt's, written the same (statement for statement;
+        the same order written otherwise is caught when its tile map is verified)."""
+        try:
+            check_candidate(source, self.target_name, self.arg_names)
+        except CandidateError as exc:
+            return str(exc)
+        return repeat_of(_statements(source), baseline, history, _statements)
+
     # -- evaluation -----------------------------------------------------------------------------
 
     def prepare(self, label: str, source: str, folder: Path | None = None) -> dict:
@@ -172,3 +182,26 @@ class Evaluator:
 
 def _slug(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", label).strip("_") or "candidate"
+
+
+def _statements(source: str) -> str:
+    """A rewrite target's body statement for statement, docstring and formatting aside."""
+    import ast
+    import textwrap
+    func = ast.parse(textwrap.dedent(source)).body[0]
+    body = func.body[1:] if ast.get_docstring(func) is not None else func.body
+    return "\n".join(ast.unparse(node) for node in body)
+
+
+def repeat_of(key: str, baseline: dict, history: list, key_of) -> str | None:
+    """"same as ..." when ``key`` equals the baseline's or an earlier attempt's (``key_of`` maps
+    their text to a key; texts that do not parse are skipped)."""
+    for label, attempt in [("the baseline", baseline)] + [(f"attempt {h.get('iteration')} "
+                                                           f"({h.get('name')})", h) for h in history]:
+        try:
+            if attempt and attempt.get("source") and key_of(attempt["source"]) == key:
+                return (f"this is the same as {label}, already evaluated: propose a different one "
+                        f"(the history says how each attempt did)")
+        except (SyntaxError, ValueError, IndexError, AttributeError):
+            continue
+    return None

@@ -12,6 +12,7 @@ checkpointer saves the state after every node, so a killed run resumes at its la
 """
 from __future__ import annotations
 
+import functools
 import operator
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Callable, Literal, TypedDict
@@ -222,6 +223,8 @@ class Loop:
             target_name=self.spec.rewrite_target, target_source=state["baseline"]["source"],
             hardware=self.target.spec, mode=self.mode, **self.evaluator.context_fields(),
             analysis=state["analysis"],
+            precheck=functools.partial(self.evaluator.precheck, history=state.get("history", []),
+                                       baseline=state["baseline"]),
             profile={k: base_metrics.get(k) for k in PROMPT_METRICS if base_metrics.get(k) is not None},
             history=[_for_history(h) for h in state.get("history", [])],
             best=_for_history(state["best"]), iteration=iteration)

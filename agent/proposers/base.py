@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 
 class ProposerError(Exception):
@@ -41,6 +41,9 @@ class ProposalContext:
             reason, metrics, lesson``.
         best: the best verified attempt so far (same keys as a history entry).
         iteration: 1-based number of the proposal being asked for.
+        precheck: ``(candidate text) -> reason or None``: the checks that cost no iteration
+            (the static check, a repeat of the baseline or of an earlier attempt); a proposer
+            that can ask again does so with the reason instead of spending an iteration.
     """
 
     kernel_name: str
@@ -58,6 +61,7 @@ class ProposalContext:
     history: list = field(default_factory=list)
     best: dict | None = None
     iteration: int = 1
+    precheck: Callable[[str], str | None] | None = None
 
 
 @dataclass

@@ -254,6 +254,9 @@ class LLMProposer:
             reply = self._ask(messages, usage)
             try:
                 source, rationale = parse_reply(reply, context.target_name, arg_names)
+                reason = context.precheck(source) if context.precheck else None
+                if reason:  # costs a re-ask, not an iteration
+                    raise ReplyParseError(reason)
             except ReplyParseError as exc:
                 error = exc
                 messages = messages + [{"role": "assistant", "content": reply},

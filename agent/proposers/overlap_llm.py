@@ -51,6 +51,9 @@ class OverlapLLMProposer(LLMProposer):
             reply = self._ask(messages, usage)
             try:
                 text, rationale = parse_overlap_reply(reply, context.target_name, self.evaluator.arg_names)
+                reason = context.precheck(text) if context.precheck else None
+                if reason:  # costs a re-ask, not an iteration
+                    raise ReplyParseError(reason)
             except ReplyParseError as exc:
                 error = exc
                 messages = messages + [{"role": "assistant", "content": reply},

@@ -129,14 +129,19 @@ def test_an_llm_proposes_configurations_through_a_loopback_server(tmp_path):
     outside = '```json\n{"pattern": "producer_consumer", "COMM_SMS": 20}\n```'
     with FakeOpenAIServer() as server:
         server.reply(good, prompt_tokens=900, completion_tokens=40)
-        server.reply(outside, prompt_tokens=950, completion_tokens=30)
+        server.reply(outside, prompt_tokens=950, completion_tokens=30)   # answered at once, no iteration
+        server.reply(good, prompt_tokens=950, completion_tokens=30)      # a repeat: answered at once too
+        server.reply('```json\n{"pattern": "fused_sequential"}\n```', prompt_tokens=990, completion_tokens=20)
         options = run.RunOptions(kernel=str(GAS), workdir=str(tmp_path / ".sp"), iterations=2,
                                  plateau=10, world_size=4, model="fake", base_url=server.base_url)
         outcome = run.start(options)
         prompt = server.requests[0]["messages"][1]["content"]
+        reasks = [r["messages"][-1]["content"] for r in server.requests[2:]]
     assert "COMM_SMS" in prompt and "torch + NCCL" in prompt and "simulated" in prompt
-    assert [a["verdict"] for a in outcome.report["attempts"]] == ["PASS", "OUTSIDE_SPACE"]
-    assert "COMM_SMS must be one of 8, 16, 32, got 20" in outcome.report["attempts"][1]["reason"]
+    assert [a["verdict"] for a in outcome.report["attempts"]] == ["PASS", "PASS"]
+    assert "COMM_SMS must be one of 8, 16, 32, got 20" in reasks[0]
+    assert "same as attempt 1" in reasks[1]
+    assert outcome.report["attempts"][1]["name"] == "fused_sequential"
 
 
 @pytest.mark.parametrize("reply, expected", [

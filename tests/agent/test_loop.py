@@ -128,3 +128,20 @@ def test_a_stored_probe_that_does_not_fit_is_reported_not_fatal(tmp_path, gemm_p
                         proposer=ScriptedProposer([("xcd", catalog_source("xcd-grouped-m:8:8", ARGS))]))
     assert outcome.status == "finished"
     assert any("no partition map" in name and "by the spec instead" in name for _, name in events)
+
+
+def test_cheap_checks_cost_a_reask_not_an_iteration(tmp_path, gemm_path):
+    """#14: a reply that fails the static check, or repeats the baseline's order, goes back to the
+    model at once with the reason; the iteration is spent on the first one worth verifying."""
+    with_if = "```python\n@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n):\n    if pid < 3:\n" \
+              "        pid = 2 - pid\n    return pid // num_pid_n, pid % num_pid_n\n```\n"
+    baseline = "```python\n" + catalog_source("row-major", ARGS) + "```\n"
+    good = "```python\n" + catalog_source("xcd-grouped-m:8:8", ARGS) + "```\n"
+    with FakeOpenAIServer() as server:
+        for reply in (with_if, baseline, good):
+            server.reply(reply, prompt_tokens=100, completion_tokens=10)
+        outcome = run.start(_options(tmp_path, gemm_path, iterations=1, model="fake", base_url=server.base_url))
+        reasks = [r["messages"][-1]["content"] for r in server.requests[1:]]
+    assert [a["verdict"] for a in outcome.report["attempts"]] == ["PASS"]
+    assert "`if` is not allowed" in reasks[0] and "same as the baseline" in reasks[1]
+    assert outcome.report["prompt_tokens"] == 300  # all three requests counted
