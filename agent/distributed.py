@@ -174,6 +174,7 @@ class DistEvaluator:
     timeout_s: float = 300.0
     dtype: str = "bfloat16"
     _baseline_prediction: dict = field(default_factory=dict)
+    _ranking: list | None = field(default=None, repr=False)
 
     @property
     def mode(self) -> str:
@@ -357,6 +358,54 @@ class DistEvaluator:
         """Head-to-head timing needs W GPUs; not available in simulated mode."""
         return {"verdict": Verdict.RUNTIME_ERROR.value,
                 "reason": f"no head-to-head timing without {self.world_size} GPUs"}
+
+    def ranked_space(self) -> list:
+        """Every configuration of the space with the overlap model's prediction, best first (ties:
+        the order the space lists them in, the default first), computed once:
+        ``[{name, source, predicted: {predicted_time_ms, ...}, rank}]``."""
+        if self._ranking is None:
+            space = self.spec.space(self.problem_name, self.world_size, self.target.spec.compute_units)
+            configs = [(c["pattern"], {k: v for k, v in c.items() if k != "pattern"}) for c in space]
+            predictions = self.predict_many(configs)
+            ranked = sorted(((p["time_ms"], i, pattern, knobs, p)
+                             for i, ((pattern, knobs), p) in enumerate(zip(configs, predictions)) if p),
+                            key=lambda e: (e[0], e[1]))
+            self._ranking = []
+            for _, _, pattern, knobs, prediction in ranked:
+                candidate = self.canonical(DistCandidate(pattern, knobs))
+                self._ranking.append({"name": candidate.label(), "source": candidate.to_json(),
+                                      "predicted": {f"predicted_{k}": v for k, v in prediction.items()},
+                                      "rank": len(self._ranking) + 1})
+        return self._ranking
+
+    def evidence(self, history: list | None = None, baseline: dict | None = None) -> list:
+        """The space ranked by the overlap model (best first): ``[{name, source, predicted_*,
+        tried}]``; ``tried`` names the baseline or attempt that evaluated that configuration."""
+        tried = {}
+        for label, attempt in [("the baseline", baseline)] + [
+                (f"attempt {h.get('iteration')}", h) for h in history or []]:
+            try:
+                if attempt and attempt.get("source"):
+                    tried.setdefault(self._key(attempt["source"]), label)
+            except (CandidateError, ValueError):
+                continue
+        return [{"name": e["name"], "source": e["source"], "tried": tried.get(self._key(e["source"]), ""),
+                 **e["predicted"]} for e in self.ranked_space()]
+
+    def simulate(self, text: str) -> dict:
+        """The overlap model's figures for a proposed configuration (JSON text), or
+        ``{"error": reason}`` when it does not parse or lies outside the space."""
+        try:
+            candidate = parse_candidate(text, self.spec)
+        except CandidateError as exc:
+            return {"error": str(exc)}
+        problem = self._constraint(candidate)
+        if problem:
+            return {"error": problem}
+        predictions = self.predict_many([(candidate.pattern, candidate.meta)])
+        if predictions[0] is None:
+            return {"error": "the overlap model cannot price this configuration"}
+        return {f"predicted_{k}": v for k, v in predictions[0].items()}
 
     def predict_many(self, configs: list) -> list:
         """The overlap model's prediction (a dict, ``time_ms`` and the breakdown) for each

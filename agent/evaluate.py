@@ -6,7 +6,7 @@ import hashlib
 import math
 import re
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +38,7 @@ class Evaluator:
     candidates_dir: Path
     verify_config: VerifyConfig
     measurer: Measurer
+    _ranking: list | None = field(default=None, init=False, repr=False)
 
     @property
     def spec(self):
@@ -101,13 +102,88 @@ class Evaluator:
 
     def precheck(self, source: str, history: list, baseline: dict) -> str | None:
         """Why ``source`` is not worth an iteration, or None: it fails the static check, or it is
-        the baseline's order or an earlier attempt's, written the same (statement for statement;
-        the same order written otherwise is caught when its tile map is verified)."""
+        the baseline's order or an earlier attempt's: written the same (statement for statement),
+        or written otherwise but mapping every program to the same tile (its tile map, computed in
+        an interpreted worker that runs only the permutation stage, against the maps of the
+        baseline and of every verified attempt). A source whose map cannot be computed passes
+        here: verification then records why."""
         try:
             check_candidate(source, self.target_name, self.arg_names)
         except CandidateError as exc:
             return str(exc)
-        return repeat_of(_statements(source), baseline, history, _statements)
+        same = repeat_of(_statements(source), baseline, history, _statements)
+        if same:
+            return same + self._untried(history, baseline)
+        order, _ = self.tile_maps([source])[0]
+        if order is None:
+            return None
+        digest = _sha1(order)
+        for label, attempt in [("the baseline", baseline)] + [
+                (f"attempt {h.get('iteration')} ({h.get('name')})", h) for h in history]:
+            mapping = attempt.get("mapping") if attempt else None
+            if mapping and Path(mapping).exists() and _sha1(np.load(mapping)) == digest:
+                return (f"this maps every program to the same tile as {label}, already evaluated "
+                        f"(the same tile order written differently): propose a different order"
+                        + self._untried(history, baseline))
+        return None
+
+    def _untried(self, history: list, baseline: dict) -> str:
+        """'; orders the simulator ranks high that nobody tried yet: ...' (from the evidence, when
+        it was computed), for the reason of a repeat."""
+        if self._ranking is None:
+            return ""
+        left = [e for e in self.evidence(history, baseline) if not e["tried"]][:3]
+        listed = ", ".join(f"{e['name']} ({e['predicted_l2_hit_rate']:.1%} predicted)" for e in left)
+        return f"; known orders not tried yet, best first: {listed}" if listed else ""
+
+    def catalog_shape(self) -> tuple:
+        """``(wave, aspect)`` for the catalog's group sizes: programs running at once per L2 domain
+        (SMs or CUs per domain x programs resident per SM, from the trace), and the bytes of the
+        kernel's second read block over its first (B over A for a GEMM)."""
+        trace = self.measurer.trace
+        first = trace.keys[0, 0]
+        reads = first[first >= 0]
+        aspect = float(trace.block_bytes[reads[1]] / trace.block_bytes[reads[0]]) if reads.size > 1 else 1.0
+        return self.measurer.target.spec.compute_units_per_domain * trace.programs_per_cu, aspect
+
+    def evidence(self, history: list | None = None, baseline: dict | None = None) -> list:
+        """The catalog ranked by the L2 simulator for this problem and GPU (computed once):
+        ``[{name, source, predicted_l2_hit_rate, predicted_dram_bytes, predicted_source, tried}]``,
+        best first; ``tried`` names the baseline or the attempt whose tile map is that order
+        ('' when none): what a proposer can act on before spending an iteration."""
+        if self._ranking is None:
+            from swizzleperf.agent.proposers.policy import rank_catalog
+            wave, aspect = self.catalog_shape()
+            fields = self.context_fields()
+            self._ranking = rank_catalog(self.predict_many, self.arg_names, wave, aspect, fields["tile_grid"],
+                                         self.measurer.target.spec, self.baseline()[1])
+        tried = self._tried_orders(history or [], baseline)
+        return [{"name": e["name"], "source": e["source"],
+                 "tried": tried.get(e["predicted"]["order_sha1"], ""),
+                 **{k: v for k, v in e["predicted"].items() if k != "order_sha1"}} for e in self._ranking]
+
+    def _tried_orders(self, history: list, baseline: dict | None) -> dict:
+        """Tile-map hash -> who evaluated that order (the baseline, attempt N)."""
+        tried = {}
+        for label, attempt in [("the baseline", baseline)] + [
+                (f"attempt {h.get('iteration')}", h) for h in history]:
+            mapping = attempt.get("mapping") if attempt else None
+            if mapping and Path(mapping).exists():
+                tried.setdefault(_sha1(np.load(mapping)), label)
+        return tried
+
+    def simulate(self, source: str) -> dict:
+        """What the simulator predicts for a proposed rewrite target, without spending an
+        iteration: ``{"error": reason}`` when it fails the static check or the permutation check,
+        else the predicted metrics (hit rate 0..1, DRAM bytes, source)."""
+        try:
+            check_candidate(source, self.target_name, self.arg_names)
+        except CandidateError as exc:
+            return {"error": str(exc)}
+        order, reason = self.tile_maps([source])[0]
+        if order is None:
+            return {"error": reason}
+        return self.measurer.predict(order)
 
     # -- evaluation -----------------------------------------------------------------------------
 
@@ -149,35 +225,44 @@ class Evaluator:
     def predict_many(self, members: list) -> list:
         """Simulator figures for ``[(name, source)]`` (our catalog), or None for a member that does
         not pass the permutation check; ``order_sha1`` identifies the program -> tile order, so that
-        members that are the same order under two names can be told apart. All members are mapped
-        in one worker, in a folder of their own that is removed afterwards (the run's candidates
-        folder keeps only what was proposed)."""
-        with tempfile.TemporaryDirectory(prefix="swizzleperf-catalog-") as folder:
-            return self._predict_many(members, Path(folder))
-
-    def _predict_many(self, members: list, folder: Path) -> list:
-        items, prepared = [], []
-        for name, source in members:
-            p = self.prepare(f"catalog-{name}", source, folder)
-            prepared.append(p)
-            if p["kernel_file"]:
-                items.append({"kernel_path": p["kernel_file"],
-                              "mapping_path": str(Path(p["kernel_file"]).with_suffix(".map.npy"))})
-        request = {"items": items, "problems": ["default", "check"], "stages": ["permutation"]}
-        result = run_worker(request, self.verify_config.timeout_s, interpret=True)
-        outcomes = iter(result.details.get("items", []))
+        members that are the same order under two names can be told apart."""
         predictions = []
-        for p in prepared:
-            outcome = next(outcomes, None) if p["kernel_file"] else None
-            ok = outcome is not None and outcome["verdict"] == "PASS"
-            mapping = Path(p["kernel_file"]).with_suffix(".map.npy") if ok else None
-            if ok:
-                order = np.load(mapping)
-                predictions.append({**self.measurer.predict(order),
-                                    "order_sha1": hashlib.sha1(order.tobytes()).hexdigest()})
-            else:
-                predictions.append(None)
+        for order, _ in self.tile_maps([source for _, source in members]):
+            predictions.append(None if order is None else
+                               {**self.measurer.predict(order), "order_sha1": _sha1(order)})
         return predictions
+
+    def tile_maps(self, sources: list) -> list:
+        """``[(program -> tile map of the default problem, or None; the reason when None)]`` for
+        rewrite-target sources, all mapped in one interpreted worker (permutation stage only, at
+        the default and check problems), in a folder of their own that is removed afterwards (the
+        run's candidates folder keeps only what was proposed)."""
+        with tempfile.TemporaryDirectory(prefix="swizzleperf-maps-") as folder:
+            items, prepared = [], []
+            for i, source in enumerate(sources):
+                p = self.prepare(f"map-{i}", source, Path(folder))
+                prepared.append(p)
+                if p["kernel_file"]:
+                    items.append({"kernel_path": p["kernel_file"],
+                                  "mapping_path": str(Path(p["kernel_file"]).with_suffix(".map.npy"))})
+            request = {"items": items, "problems": ["default", "check"], "stages": ["permutation"]}
+            result = run_worker(request, self.verify_config.timeout_s, interpret=True)
+            outcomes = iter(result.details.get("items", []))
+            maps = []
+            for p in prepared:
+                outcome = next(outcomes, None) if p["kernel_file"] else None
+                if outcome is not None and outcome["verdict"] == "PASS":
+                    maps.append((np.load(Path(p["kernel_file"]).with_suffix(".map.npy")), ""))
+                else:
+                    reason = (p["reason"] if not p["kernel_file"] else
+                              f"{outcome['verdict']}: {outcome['reason']}" if outcome else
+                              f"{result.verdict.value}: {result.reason}")
+                    maps.append((None, reason))
+            return maps
+
+
+def _sha1(order: np.ndarray) -> str:
+    return hashlib.sha1(np.ascontiguousarray(order, dtype=np.int64).tobytes()).hexdigest()
 
 
 def _slug(label: str) -> str:

@@ -110,10 +110,12 @@ class Loop:
         except ProposerExhausted as exc:
             return {"stop_reason": str(exc), "pending": None}
         except ProposerError as exc:
+            self.record.save_requests(self.run_id, iteration, exc.exchanges)
             return {"iteration": iteration, "pending": _attempt(
                 "candidate", iteration, "none", "", verdict=Verdict.NO_CANDIDATE.value, reason=str(exc),
                 prompt_tokens=exc.prompt_tokens, completion_tokens=exc.completion_tokens,
                 cost_usd=exc.cost_usd)}
+        self.record.save_requests(self.run_id, iteration, proposal.exchanges)
         attempt = _attempt("candidate", iteration, proposal.name, proposal.source,
                            rationale=proposal.rationale, prompt_tokens=proposal.prompt_tokens,
                            completion_tokens=proposal.completion_tokens, cost_usd=proposal.cost_usd,
@@ -225,6 +227,9 @@ class Loop:
             analysis=state["analysis"],
             precheck=functools.partial(self.evaluator.precheck, history=state.get("history", []),
                                        baseline=state["baseline"]),
+            evidence=functools.partial(self.evaluator.evidence, history=state.get("history", []),
+                                       baseline=state["baseline"]),
+            simulate=self.evaluator.simulate,
             profile={k: base_metrics.get(k) for k in PROMPT_METRICS if base_metrics.get(k) is not None},
             history=[_for_history(h) for h in state.get("history", [])],
             best=_for_history(state["best"]), iteration=iteration)

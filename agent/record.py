@@ -1,6 +1,7 @@
 """The run record: one SQLite file under ``.swizzleperf/`` holding the LangGraph checkpoints (for
 resume), a ``runs`` table (one row per run, with the configuration that resume reuses) and an
-``iterations`` table (one row per evaluated candidate) that ``pandas.read_sql`` loads."""
+``iterations`` table (one row per evaluated candidate) and a ``requests`` table (one row per request
+to an LLM: the transcript) that ``pandas.read_sql`` loads."""
 from __future__ import annotations
 
 import json
@@ -26,6 +27,12 @@ CREATE TABLE IF NOT EXISTS iterations (
     predicted_source TEXT, metrics_json TEXT, lesson TEXT, prompt_tokens INTEGER,
     completion_tokens INTEGER, cost_usd REAL, is_best INTEGER, created_at REAL,
     PRIMARY KEY (run_id, kind, iteration)
+);
+CREATE TABLE IF NOT EXISTS requests (
+    run_id TEXT, iteration INTEGER, n INTEGER, started_at REAL, seconds REAL, outcome TEXT,
+    finish_reason TEXT, max_tokens INTEGER, temperature REAL, prompt_tokens INTEGER,
+    completion_tokens INTEGER, tokens_source TEXT, messages_json TEXT, reply TEXT, tool_calls_json TEXT,
+    rejected TEXT
 );
 """
 _METRIC_COLUMNS = ("l2_hit_rate", "l2_source", "time_ms", "time_spread_ms", "time_source",
@@ -96,6 +103,24 @@ class RunRecord:
         with self.connect() as db:
             db.execute(f"INSERT OR REPLACE INTO iterations ({', '.join(values)}) "
                        f"VALUES ({', '.join('?' * len(values))})", tuple(values.values()))
+
+    def save_requests(self, run_id: str, iteration: int, exchanges: list) -> None:
+        """Append the requests one proposal made (``chat.Exchange.to_dict()`` each); a proposal
+        re-run after a resume appends its own, since both were really sent."""
+        rows = [(run_id, iteration, e["n"], e["started_at"], e["seconds"], e["outcome"], e["finish_reason"],
+                 e["max_tokens"], e.get("temperature"), e["prompt_tokens"], e["completion_tokens"],
+                 e["tokens_source"],
+                 json.dumps(e["messages"]), e["reply"], json.dumps(e.get("tool_calls") or []),
+                 e.get("rejected", "")) for e in exchanges]
+        if rows:
+            with self.connect() as db:
+                db.executemany("INSERT INTO requests VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+
+    def requests(self, run_id: str) -> pd.DataFrame:
+        """The transcript of a run: every request to the LLM, in the order sent."""
+        with self.connect() as db:
+            return pd.read_sql("SELECT * FROM requests WHERE run_id = ? ORDER BY started_at, n", db,
+                               params=(run_id,))
 
     def mark_best(self, run_id: str, kind: str, iteration: int) -> None:
         with self.connect() as db:

@@ -44,7 +44,10 @@ class RunOptions:
     target_l2: float | None = None
     model: str | None = None
     base_url: str | None = None
-    llm_timeout_s: float = 120.0
+    llm_timeout_s: float = 300.0
+    temperature: float = 0.2
+    context_tokens: int | None = None
+    llm_retries: int = 2
     price_in_per_mtok: float = 0.0
     price_out_per_mtok: float = 0.0
     dtype: str | None = None
@@ -114,7 +117,7 @@ def resume(run_id: str, workdir: str = ".swizzleperf", on_event: Callable = lamb
     loop = _builder(spec)(options, spec, target, record, run_id, run_dir, on_event, proposer,
                           kernel_path=original)
     return _drive(loop, record, run_id, run_dir, target, None, options, Path(options.kernel),
-                  reopen=row["status"] == STALLED)
+                  reopen=row["status"] in (STALLED, NO_CANDIDATE))
 
 
 def run_dir_of(workdir: Path, stored: str) -> Path:
@@ -169,9 +172,17 @@ def _build_dist_loop(options, spec, target, record, run_id, run_dir, on_event, p
 
 def distributed_llm(options: RunOptions, evaluator):
     from swizzleperf.agent.proposers.overlap_llm import OverlapLLMProposer
-    return OverlapLLMProposer(evaluator, options.model, base_url=options.base_url,
-                              timeout_s=options.llm_timeout_s, price_in_per_mtok=options.price_in_per_mtok,
-                              price_out_per_mtok=options.price_out_per_mtok)
+    try:
+        return OverlapLLMProposer(evaluator, options.model, **chat_settings(options))
+    except ValueError as exc:  # an option out of range (ChatSettings says which)
+        raise RunError(str(exc)) from None
+
+
+def chat_settings(options: RunOptions) -> dict:
+    """The ``chat.ChatSettings`` fields a run's options give (besides the model)."""
+    return dict(base_url=options.base_url, deadline_s=options.llm_timeout_s, temperature=options.temperature,
+                context_tokens=options.context_tokens, retries=options.llm_retries,
+                price_in_per_mtok=options.price_in_per_mtok, price_out_per_mtok=options.price_out_per_mtok)
 
 
 def _build_loop(options, spec, target, record, run_id, run_dir, on_event, proposer,
@@ -221,14 +232,11 @@ def _stored_probe(workdir: Path, target, on_event: Callable) -> dict | None:
 def _proposer(options: RunOptions, evaluator: Evaluator, measurer: Measurer, target):
     if options.model:
         from swizzleperf.agent.proposers.llm import LLMProposer
-        return LLMProposer(options.model, base_url=options.base_url, timeout_s=options.llm_timeout_s,
-                           price_in_per_mtok=options.price_in_per_mtok,
-                           price_out_per_mtok=options.price_out_per_mtok)
-    trace = measurer.trace
-    first = trace.keys[0, 0]
-    reads = first[(first >= 0)]
-    aspect = float(trace.block_bytes[reads[1]] / trace.block_bytes[reads[0]]) if reads.size > 1 else 1.0
-    wave = target.spec.compute_units_per_domain * trace.programs_per_cu
+        try:
+            return LLMProposer(options.model, **chat_settings(options))
+        except ValueError as exc:  # an option out of range (ChatSettings says which)
+            raise RunError(str(exc)) from None
+    wave, aspect = evaluator.catalog_shape()
     return SearchPolicy(arg_names=evaluator.arg_names, wave=wave, aspect=aspect,
                         score=evaluator.predict_many)
 
@@ -236,6 +244,28 @@ def _proposer(options: RunOptions, evaluator: Evaluator, measurer: Measurer, tar
 #: The status of a run that stopped because its proposer produced nothing several times in a row
 #: (an endpoint down): not finished, resumable; --resume asks the proposer again.
 STALLED = "stalled"
+#: The status of a run that went to its end without a single candidate from its proposer (every
+#: proposal NO_CANDIDATE: a model that never gave a usable reply); resumable like a stalled run.
+NO_CANDIDATE = "no candidate"
+
+
+def _no_candidate_at_all(state: dict) -> bool:
+    proposals = [a for a in state.get("history", []) if a.get("kind") == "candidate"]
+    return bool(proposals) and all(a.get("verdict") == "NO_CANDIDATE" for a in proposals)
+
+
+def _write_transcript(record: RunRecord, run_id: str, run_dir: Path) -> None:
+    """``transcript.jsonl`` in the run folder: every request to the LLM (prompt, raw reply, finish
+    reason, time, tokens and their source), one JSON object a line; none for a run without LLM."""
+    import json
+    frame = record.requests(run_id)
+    if frame.empty:
+        return
+    with open(run_dir / "transcript.jsonl", "w") as out:
+        for row in frame.to_dict("records"):
+            row["messages"] = json.loads(row.pop("messages_json"))
+            row["tool_calls"] = json.loads(row.pop("tool_calls_json"))
+            out.write(json.dumps(row) + "\n")
 
 
 def _drive(loop: Loop, record: RunRecord, run_id: str, run_dir: Path, target, initial,
@@ -260,10 +290,13 @@ def _drive(loop: Loop, record: RunRecord, run_id: str, run_dir: Path, target, in
         state = graph.get_state(config).values
         if status == "finished" and state.get("proposer_failures", 0) >= loop.budget.max_proposer_failures:
             status = STALLED
+        elif status == "finished" and _no_candidate_at_all(state):
+            status = NO_CANDIDATE
         row = record.run(run_id)
         report = build_report(state, row, target.message, loop.evaluator.report_extra())
         report.update(status=status, run_dir=str(run_dir))
         write_outputs(run_dir, report, state.get("best"), Path(options.kernel).name)
+        _write_transcript(record, run_id, run_dir)
         record.finish_run(run_id, status, state.get("stop_reason", "interrupted"))
         connection.close()
     best_kind = (report.get("best") or {}).get("kind")

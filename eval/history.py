@@ -3,6 +3,7 @@ for scripts: the metric per iteration (measured and predicted, best so far), eac
 verdict, reason, source and diff, the lessons, the simulator's error, tokens and cost."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -80,6 +81,21 @@ def spend(it: pd.DataFrame) -> pd.DataFrame:
     c = it[it.kind == "candidate"][["iteration", "name", "prompt_tokens", "completion_tokens", "cost_usd"]]
     total = pd.DataFrame([{"iteration": "all", "name": "", **c[["prompt_tokens", "completion_tokens", "cost_usd"]].sum()}])
     return pd.concat([c, total], ignore_index=True)
+
+
+def transcript(run: dict, workdir: str | None = None) -> pd.DataFrame:
+    """Every request the run made to its LLM, in order: iteration, request number, outcome,
+    finish reason, seconds, tokens and their source (``server`` or how they were estimated), the
+    reply's first 200 characters and the prompt's size in characters. Empty for a run without an LLM."""
+    record = RunRecord(Path(workdir or str(find_workdir())))
+    frame = record.requests(run["run_id"])
+    if frame.empty:
+        return frame
+    frame["prompt_chars"] = frame.messages_json.map(lambda text: sum(len(m.get("content") or "")
+                                                                     for m in json.loads(text)))
+    frame["reply_start"] = frame.reply.str.slice(0, 200)
+    return frame[["iteration", "n", "outcome", "finish_reason", "seconds", "prompt_tokens", "completion_tokens",
+                  "tokens_source", "max_tokens", "prompt_chars", "reply_start"]]
 
 
 def plot_metric(it: pd.DataFrame, ax=None):

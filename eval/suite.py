@@ -46,6 +46,10 @@ class EvalOptions:
     iterations: int = 8
     model: str | None = None
     base_url: str | None = None
+    llm_timeout_s: float = 300.0     # per proposal (run.RunOptions: the same LLM options)
+    temperature: float = 0.2
+    context_tokens: int | None = None
+    llm_retries: int = 2
     workdir: str = ".swizzleperf"
     out_dir: str | None = None   # None: WORKDIR/results (the repository's eval/results/ only when asked)
 
@@ -217,7 +221,10 @@ def _run_kernel(options: EvalOptions, eval_id: str, kernel: str, on_event: Calla
         else:
             outcome = run.start(run.RunOptions(**kernel_options(kernel), hw=options.hw,
                                                iterations=options.iterations, model=options.model,
-                                               base_url=options.base_url, workdir=options.workdir),
+                                               base_url=options.base_url, llm_timeout_s=options.llm_timeout_s,
+                                               temperature=options.temperature,
+                                               context_tokens=options.context_tokens,
+                                               llm_retries=options.llm_retries, workdir=options.workdir),
                                 on_event=forward)
     except (run.RunError, KernelLoadError, UnknownRunError) as exc:
         set_status(options.workdir, eval_id, kernel, "failed", reason=str(exc))

@@ -19,6 +19,12 @@ def _cuda_available() -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
+    import os
+    if not os.environ.get("SWIZZLEPERF_LLM_BASE_URL"):
+        no_server = pytest.mark.skip(reason="needs SWIZZLEPERF_LLM_BASE_URL (a real LLM server)")
+        for item in items:
+            if "llm" in item.keywords:
+                item.add_marker(no_server)
     if _cuda_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")

@@ -9,12 +9,13 @@ from typing import Any, Callable, Protocol
 class ProposerError(Exception):
     """No candidate this time (endpoint down, replies unparseable after the retries); one line.
     What the failed attempt still spent is kept: ``prompt_tokens``, ``completion_tokens``,
-    ``cost_usd``."""
+    ``cost_usd``, and the requests made (``exchanges``, for the transcript)."""
 
     def __init__(self, message: str, prompt_tokens: int = 0, completion_tokens: int = 0,
-                 cost_usd: float = 0.0):
+                 cost_usd: float = 0.0, exchanges: list | None = None):
         super().__init__(message)
         self.prompt_tokens, self.completion_tokens, self.cost_usd = prompt_tokens, completion_tokens, cost_usd
+        self.exchanges = exchanges or []
 
 
 class ProposerExhausted(Exception):
@@ -44,6 +45,10 @@ class ProposalContext:
         precheck: ``(candidate text) -> reason or None``: the checks that cost no iteration
             (the static check, a repeat of the baseline or of an earlier attempt); a proposer
             that can ask again does so with the reason instead of spending an iteration.
+        evidence: ``() -> [{name, source, predicted_*}]``: known candidates ranked by the
+            simulator (or the overlap model) for this problem, best first; computed on first call.
+        simulate: ``(candidate text) -> dict``: the simulator's figures for a candidate, or
+            ``{"error": reason}``; costs a worker, not an iteration (a model's tool).
     """
 
     kernel_name: str
@@ -62,6 +67,8 @@ class ProposalContext:
     best: dict | None = None
     iteration: int = 1
     precheck: Callable[[str], str | None] | None = None
+    evidence: Callable[[], list] | None = None
+    simulate: Callable[[str], dict] | None = None
 
 
 @dataclass
@@ -75,6 +82,8 @@ class Proposal:
         prompt_tokens / completion_tokens: tokens spent on this proposal (0 for the policy).
         cost_usd: money spent on this proposal (0.0 when no price is configured).
         predicted: what the proposer expects, metric name -> value (may be empty).
+        exchanges: the requests this proposal made (``chat.Exchange.to_dict()``), for the
+            transcript; empty for proposers that ask no one.
     """
 
     source: str
@@ -84,6 +93,7 @@ class Proposal:
     completion_tokens: int = 0
     cost_usd: float = 0.0
     predicted: dict = field(default_factory=dict)
+    exchanges: list = field(default_factory=list)
 
 
 class Proposer(Protocol):

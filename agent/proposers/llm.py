@@ -1,17 +1,21 @@
 """The LLM proposer: any OpenAI-compatible chat endpoint (OpenAI, vLLM, SGLang, llama.cpp, Ollama).
 
-One proposal = render ``prompts/system.j2`` and ``prompts/propose.j2`` from the context, ask the
-model, and parse its reply into the new source of the rewrite target (``parse_reply``). A reply
-that does not parse is answered with ``prompts/fix_reply.j2`` (the parse error and the format) and
-asked again, at most ``max_parse_retries`` times. Transient connection errors are the SDK's to
-retry (``max_retries``); everything else becomes a one-line ``ProposerError``.
+One proposal = render ``prompts/system.j2`` and ``prompts/propose.j2`` from the context at the
+most detailed level that fits the model's window with room for its reply, ask the model (through
+``chat.Conversation``: streamed, under the proposal's deadline, retries counted, every request in
+the transcript), and parse its reply into the new source of the rewrite target (``parse_reply``).
+A reply that cannot be used (it does not parse, fails the static check, or repeats an earlier
+order: ``context.precheck``) is answered with ``prompts/fix_reply.j2`` (the reason and the format)
+and asked again, at most ``max_parse_retries`` times. Where the server supports tool calls the
+model may first call ``simulate(source)`` and ``analyze()`` (``max_tool_calls`` per proposal).
+Everything that goes wrong becomes a one-line ``ProposerError`` carrying what was spent.
 """
 from __future__ import annotations
 
 import ast
 import functools
+import json
 import math
-import os
 import re
 import textwrap
 from dataclasses import dataclass
@@ -19,9 +23,9 @@ from enum import Enum
 from typing import Any
 
 import jinja2
-import openai
 
-from swizzleperf.agent.proposers.base import Proposal, ProposalContext, ProposerError
+from swizzleperf.agent.proposers.base import Proposal, ProposalContext
+from swizzleperf.agent.proposers.chat import ChatClient, ChatSettings, ContextOverflow, Conversation
 
 # A fenced block: an opening fence with an optional language tag, the body, a closing fence.
 _FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+-]*)[^\n]*\n(.*?)^[ \t]*```[ \t]*$", re.M | re.S)
@@ -156,8 +160,27 @@ def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("swizzleperf.prompts", ""),
                              undefined=jinja2.StrictUndefined, trim_blocks=True,
                              lstrip_blocks=True, keep_trailing_newline=True)
-    env.filters.update(bytes=_format_bytes, num=_format_number, label=_label)
+    env.filters.update(bytes=_format_bytes, num=_format_number, label=_label, figures=figures,
+                       first_lines=lambda text, n: "\n".join(text.splitlines()[:n]))
     return env
+
+
+#: Where each figure's source is kept in a metrics dict (the loop's names), besides ``<name>_source``.
+_SOURCE_KEYS = {"l2_hit_rate": "l2_source", "time_ms": "time_source", "time_spread_ms": "time_source",
+                "dram_bytes": "dram_source", "predicted_l2_hit_rate": "predicted_source",
+                "predicted_dram_bytes": "predicted_source", "predicted_time_ms": "predicted_source"}
+
+
+def figures(metrics: dict) -> list:
+    """``[(name, value, source)]`` of a metrics dict: the numbers, each with its source (measured
+    or simulated, '' where none is recorded); source keys and the ranked profile left out."""
+    out = []
+    for key, value in (metrics or {}).items():
+        if key.endswith("_source") or key in ("source", "profile") or not isinstance(value, (int, float)):
+            continue
+        source = metrics.get(f"{key}_source") or metrics.get(_SOURCE_KEYS.get(key, "")) or metrics.get("source") or ""
+        out.append((key, value, source))
+    return out
 
 
 def _format_bytes(value: float) -> str:
@@ -184,14 +207,25 @@ def render(template: str, **variables: Any) -> str:
     return _environment().get_template(template).render(**variables)
 
 
-def render_messages(context: ProposalContext) -> list[dict]:
-    """The system and user messages of a first attempt."""
+def render_messages(context: ProposalContext, detail: int = 0) -> list[dict]:
+    """The system and user messages of a first attempt. ``detail`` 0 shows everything: the full
+    analysis and profile, the simulator's ranking of known orders with the two best sources, and
+    the full source of the best and the last attempt (one line for every other); each level above
+    shows less (1: one source of each kind; 2: no attempt source, the analysis' first lines;
+    3: no analysis, the last four attempts), for a model with a small context window."""
     arg_names = target_arg_names(context.target_source, context.target_name)
     signature = f"{context.target_name}({', '.join(arg_names)})"
+    history = context.history
+    full = set()
+    if history and detail < 2:
+        full.add(history[-1].get("iteration"))
+        if detail == 0 and context.best and context.best.get("kind") != "baseline":
+            full.add(context.best.get("iteration"))
     variables = dict(
-        context=context, hw=context.hardware, signature=signature,
+        context=context, hw=context.hardware, signature=signature, detail=detail,
         swizzle_args=list(zip(arg_names[1:], context.swizzle_args)),
-        num_programs=math.prod(context.tile_grid),
+        num_programs=math.prod(context.tile_grid), full_sources=full,
+        evidence=context.evidence() if context.evidence else [],
     )
     return [{"role": "system", "content": render("system.j2", **variables)},
             {"role": "user", "content": render("propose.j2", **variables)}]
@@ -201,15 +235,23 @@ def render_messages(context: ProposalContext) -> list[dict]:
 # The proposer
 # --------------------------------------------------------------------------------------------
 
-@dataclass
-class _Usage:
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-    def add(self, usage: Any) -> None:
-        if usage is not None:
-            self.prompt_tokens += getattr(usage, "prompt_tokens", None) or 0
-            self.completion_tokens += getattr(usage, "completion_tokens", None) or 0
+#: Tools offered to models whose server supports tool calls (OpenAI's ``tools`` protocol).
+TOOLS = [
+    {"type": "function", "function": {
+        "name": "simulate",
+        "description": "Check a candidate before proposing it: the static check, the permutation check "
+                       "and the L2 simulator's predicted hit rate and DRAM bytes for this problem. "
+                       "Costs no iteration.",
+        "parameters": {"type": "object", "required": ["source"], "properties": {
+            "source": {"type": "string", "description": "the complete @triton.jit function"}}}}},
+    {"type": "function", "function": {
+        "name": "analyze",
+        "description": "The memory-access analysis of the kernel's current order (which tiles share "
+                       "which data, per L2 domain).",
+        "parameters": {"type": "object", "properties": {}}}},
+]
+#: How much of the prompt is shown, most first: the proposer takes the first level that fits.
+DETAIL_LEVELS = (0, 1, 2, 3)
 
 
 class LLMProposer:
@@ -217,124 +259,147 @@ class LLMProposer:
 
     Args:
         model: the model name the endpoint serves.
-        base_url: the endpoint (``http://localhost:8000/v1``); None for the SDK's default.
-        api_key: the key; None reads ``OPENAI_API_KEY``, and local servers need none.
-        timeout_s: seconds one request may take.
-        max_parse_retries: extra requests after replies that do not parse.
-        price_in_per_mtok / price_out_per_mtok: USD per million prompt / completion tokens.
-        temperature: sampling temperature.
-        max_retries: the SDK's retries of connection errors, timeouts, 429 and 5xx.
+        max_parse_retries: extra requests after replies that cannot be used (unparseable, failing
+            the static check, repeating an earlier order), each with the reason.
+        max_tool_calls: tool calls a proposal may make (0: no tools offered).
+        **settings: the rest of ``chat.ChatSettings`` (base_url, api_key, deadline_s,
+            temperature, context_tokens, max_reply_tokens, retries, prices).
     """
 
-    def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None,
-                 timeout_s: float = 120.0, max_parse_retries: int = 2,
-                 price_in_per_mtok: float = 0.0, price_out_per_mtok: float = 0.0,
-                 temperature: float = 0.2, max_retries: int = 2) -> None:
+    def __init__(self, model: str, max_parse_retries: int = 2, max_tool_calls: int = 3,
+                 **settings: Any) -> None:
         if max_parse_retries < 0:
             raise ValueError(f"max_parse_retries must be >= 0, got {max_parse_retries}")
+        self.chat = ChatClient(ChatSettings(model=model, **settings))
         self.model = model
-        self.timeout_s = timeout_s
         self.max_parse_retries = max_parse_retries
-        self.price_in_per_mtok = price_in_per_mtok
-        self.price_out_per_mtok = price_out_per_mtok
-        self.temperature = temperature
-        self._client = openai.OpenAI(
-            base_url=base_url, api_key=api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
-            timeout=timeout_s, max_retries=max_retries)
-        self.url = str(self._client.base_url).rstrip("/")
+        self.max_tool_calls = max_tool_calls
+        self.url = self.chat.url
 
     def describe(self) -> str:
-        return f"llm:{self.model} at {self.url}"
+        return self.chat.describe()
 
-    def propose(self, context: ProposalContext) -> Proposal:
-        arg_names = target_arg_names(context.target_source, context.target_name)
-        messages = render_messages(context)
-        usage = _Usage()
-        for _ in range(1 + self.max_parse_retries):
-            reply = self._ask(messages, usage)
-            try:
-                source, rationale = parse_reply(reply, context.target_name, arg_names)
-                reason = context.precheck(source) if context.precheck else None
-                if reason:  # costs a re-ask, not an iteration
-                    raise ReplyParseError(reason)
-            except ReplyParseError as exc:
-                error = exc
-                messages = messages + [{"role": "assistant", "content": reply},
-                                       {"role": "user", "content": self._fix_message(context, exc)}]
-                continue
-            return Proposal(source=source, rationale=rationale, name="llm",
-                            prompt_tokens=usage.prompt_tokens,
-                            completion_tokens=usage.completion_tokens, cost_usd=self._cost(usage))
-        raise ProposerError(f"the model's replies could not be parsed after "
-                            f"{1 + self.max_parse_retries} attempts: {error}",
-                            prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
-                            cost_usd=self._cost(usage))
+    # -- what a subclass changes: the prompt and the reply format ---------------------------------
 
-    def _fix_message(self, context: ProposalContext, error: ReplyParseError) -> str:
+    def messages(self, context: ProposalContext, detail: int = 0) -> list[dict]:
+        """The system and user messages of a first attempt at ``detail`` (0: everything)."""
+        return render_messages(context, detail)
+
+    def parse(self, reply: str, context: ProposalContext) -> tuple[str, str, str]:
+        """``(candidate text, rationale, name)``; raises ReplyParseError."""
+        source, rationale = parse_reply(reply, context.target_name,
+                                        target_arg_names(context.target_source, context.target_name))
+        return source, rationale, "llm"
+
+    def fix_message(self, context: ProposalContext, error: str) -> str:
         arg_names = target_arg_names(context.target_source, context.target_name)
-        return render("fix_reply.j2", error=str(error), context=context,
+        return render("fix_reply.j2", error=error, context=context,
                       signature=f"{context.target_name}({', '.join(arg_names)})")
 
-    def _cost(self, usage: _Usage) -> float:
-        return (usage.prompt_tokens * self.price_in_per_mtok / 1e6
-                + usage.completion_tokens * self.price_out_per_mtok / 1e6)
+    # -- one proposal ----------------------------------------------------------------------------
 
-    def _ask(self, messages: list[dict], usage: _Usage) -> str:
-        """One chat request; the reply's text ('' when it has none). SDK errors -> ProposerError."""
+    def propose(self, context: ProposalContext) -> Proposal:
+        conversation = Conversation(self.chat)
+        detail, base = self._fitted(context, conversation)
+        messages, tools_left, reasks, overflows = base, self.max_tool_calls, 0, 0
+        while True:
+            try:
+                exchange = conversation.ask(messages, tools=TOOLS if tools_left > 0 else None, reask=reasks)
+            except ContextOverflow:
+                overflows += 1
+                if overflows > 2:
+                    raise conversation.error(f"the prompt does not fit the context window of "
+                                             f"{self.chat.window()} tokens even when shortened") from None
+                detail, base = self._fitted(context, conversation)
+                messages = base
+                continue
+            if exchange.tool_calls and tools_left > 0:
+                tools_left -= len(exchange.tool_calls)
+                messages = self._with_tool_results(messages, exchange, context)
+                if not self.chat.fits(messages):
+                    messages, tools_left = base, 0
+                continue
+            try:
+                text, rationale, name = self.parse(exchange.reply, context)
+            except ReplyParseError as exc:
+                reason = str(exc)
+                if exchange.finish_reason == "length":
+                    reason = (f"the reply was cut at the {exchange.max_tokens}-token limit before it was "
+                              f"complete ({reason}): answer with the code block first and keep the "
+                              f"rationale to two sentences")
+            else:
+                reason = context.precheck(text) if context.precheck else None
+                if not reason:  # the cheap checks passed: worth an iteration
+                    return Proposal(source=text, rationale=rationale, name=name, **conversation.totals(),
+                                    exchanges=conversation.transcript())
+            exchange.rejected = reason
+            if tools_left > 0 and _tool_call_as_text(exchange.reply):
+                exchange.rejected = "a tool call written as text: the server does not support tool calls"
+                self.max_tool_calls = tools_left = 0
+                messages = base
+                continue
+            reasks += 1  # costs a re-ask, not an iteration
+            if reasks > self.max_parse_retries:
+                raise conversation.error(f"no usable reply after {reasks} attempts: {reason}") from None
+            messages = self._reask(context, detail, exchange, reason, conversation)
+
+    def _fitted(self, context: ProposalContext, conversation: Conversation) -> tuple[int, list[dict]]:
+        """``(detail, messages)``: the first level of detail whose messages fit the window with
+        room for the reply."""
+        for detail in DETAIL_LEVELS:
+            messages = self.messages(context, detail)
+            if self.chat.fits(messages):
+                return detail, messages
+        raise conversation.error(
+            f"even the shortest prompt (about {self.chat.estimate_tokens(messages)} tokens) leaves no room "
+            f"for a {self.chat.reply_floor()}-token reply in the model's {self.chat.window()}-token window "
+            f"({self.chat.window_source}): serve the model with a larger context, or give --context-tokens")
+
+    def _reask(self, context: ProposalContext, detail: int, exchange, reason: str,
+               conversation: Conversation) -> list:
+        """The first messages, the reply (cut to what fits) and what was wrong with it; at a
+        lower level of detail where the window asks for it, the reply left out last."""
+        fix = {"role": "user", "content": self.fix_message(context, reason)}
+        reply = exchange.reply
+        for level in [d for d in DETAIL_LEVELS if d >= detail]:
+            base = self.messages(context, level)
+            for limit in (len(reply), 1500, 400):
+                shown = reply if limit >= len(reply) else "..." + reply[-limit:]
+                messages = base + [{"role": "assistant", "content": shown}, fix]
+                if shown and self.chat.fits(messages):
+                    return messages
+            merged = base[:-1] + [{"role": "user", "content": base[-1]["content"] + "\n\n" + fix["content"]}]
+            if self.chat.fits(merged):
+                return merged
+        raise conversation.error(f"no room in the model's {self.chat.window()}-token window to say why "
+                                 f"the reply could not be used: {reason}")
+
+    def _with_tool_results(self, messages: list, exchange, context: ProposalContext) -> list:
+        calls = [{"id": c["id"], "type": "function",
+                  "function": {"name": c["name"], "arguments": c["arguments"]}} for c in exchange.tool_calls]
+        out = messages + [{"role": "assistant", "content": exchange.reply or None, "tool_calls": calls}]
+        for call in exchange.tool_calls:
+            out.append({"role": "tool", "tool_call_id": call["id"],
+                        "content": self._run_tool(call["name"], call["arguments"], context)})
+        return out
+
+    def _run_tool(self, name: str, arguments: str, context: ProposalContext) -> str:
+        """A tool's answer as text (JSON); bad calls are answered with the reason."""
+        if name == "analyze":
+            return context.analysis
+        if name != "simulate" or context.simulate is None:
+            return json.dumps({"error": f"no tool {name!r}: the tools are simulate and analyze"})
         try:
-            raw = self._client.chat.completions.with_raw_response.create(
-                model=self.model, messages=messages, temperature=self.temperature)
-        except openai.APITimeoutError:
-            raise ProposerError(f"LLM endpoint {self.url} timed out after "
-                                f"{self.timeout_s:g} s") from None
-        except openai.APIConnectionError as exc:
-            raise ProposerError(f"LLM endpoint {self.url} unreachable: {_reason(exc)}") from None
-        except openai.AuthenticationError:
-            raise ProposerError("LLM endpoint rejected the API key (set OPENAI_API_KEY)") from None
-        except openai.NotFoundError:
-            raise ProposerError(f"model '{self.model}' not found at {self.url}") from None
-        except openai.APIStatusError as exc:
-            raise ProposerError(f"LLM endpoint returned HTTP {exc.status_code}: "
-                                f"{_short_message(exc)}") from None
-        try:
-            response = raw.parse()
-            usage.add(getattr(response, "usage", None))
-            choices = response.choices or []
-            content = (choices[0].message.content or "") if choices else ""
-            if not isinstance(content, str):
-                raise TypeError(f"message content is {type(content).__name__}, not text")
-        except (ValueError, TypeError, AttributeError, IndexError, openai.APIResponseValidationError) as exc:
-            raise ProposerError(f"LLM endpoint {self.url} answered HTTP 200 with something that is not a "
-                                f"chat completion ({type(exc).__name__}); received: "
-                                f"{_preview(raw.http_response.content)}") from None
-        return content
+            source = json.loads(arguments or "{}")["source"]
+            if not isinstance(source, str):
+                raise TypeError("source must be text")
+        except (ValueError, KeyError, TypeError) as exc:
+            return json.dumps({"error": f"simulate takes {{\"source\": \"<the function>\"}}: {exc}"})
+        fence = _FENCE.search(source)
+        return json.dumps(context.simulate(textwrap.dedent(fence.group(2)) if fence else source), default=str)
 
 
-def _preview(body: bytes, limit: int = 200) -> str:
-    """The first ``limit`` characters of a body, undecodable bytes shown as escapes."""
-    text = body[:limit * 4].decode("utf-8", errors="backslashreplace")
-    return repr(text[:limit]) + (" ..." if len(text) > limit else "")
-
-
-def _reason(exc: openai.APIConnectionError) -> str:
-    """The underlying cause of a connection error (``[Errno 111] Connection refused``)."""
-    cause = exc.__cause__
-    while cause is not None and cause.__cause__ is not None and not str(cause):
-        cause = cause.__cause__
-    return _one_line(str(cause) if cause is not None and str(cause) else exc.message)
-
-
-def _short_message(exc: openai.APIStatusError) -> str:
-    """The error's own message from the body when it has one, else the SDK's text."""
-    body = exc.body
-    if isinstance(body, dict):
-        error = body.get("error", body)
-        message = error.get("message") if isinstance(error, dict) else error
-        if message:
-            return _one_line(str(message))
-    return _one_line(exc.message)
-
-
-def _one_line(text: str, limit: int = 200) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[:limit - 3] + "..."
+def _tool_call_as_text(reply: str) -> bool:
+    """A reply that writes a tool call as text (the server passed the tools to the model but does
+    not turn its answer into ``tool_calls``)."""
+    return bool(re.search(r"<tool_call>|\"name\"\s*:\s*\"(simulate|analyze)\"", reply or ""))

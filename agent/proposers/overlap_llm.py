@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from swizzleperf.agent.distributed import DistCandidate
-from swizzleperf.agent.proposers.base import Proposal, ProposalContext, ProposerError
-from swizzleperf.agent.proposers.llm import LLMProposer, ReplyParseError, _Usage, render
+from swizzleperf.agent.proposers.base import ProposalContext
+from swizzleperf.agent.proposers.llm import LLMProposer, render
 from swizzleperf.agent.proposers.overlap_reply import parse_overlap_reply
 
 #: History entries shown with their full text (the rest one line each).
@@ -21,14 +21,19 @@ class OverlapLLMProposer(LLMProposer):
     """
 
     def __init__(self, evaluator, model: str, **options) -> None:
+        options.setdefault("max_tool_calls", 0)  # simulate() takes a rewrite-target source
         super().__init__(model, **options)
         self.evaluator = evaluator
 
-    def messages(self, context: ProposalContext) -> list[dict]:
-        """The system and user messages of a first attempt."""
+    def messages(self, context: ProposalContext, detail: int = 0) -> list[dict]:
+        """The system and user messages of a first attempt; above ``detail`` 1 the analysis is
+        left out and the history keeps its last lines (a small context window)."""
         variables = self._variables(context)
+        if detail >= 2:
+            variables["history"] = variables["history"][-4:]
+        analysis = context.analysis if detail < 2 else "(left out to fit the model's context window)"
         return [{"role": "system", "content": render("system_distributed.j2", **variables)},
-                {"role": "user", "content": render("propose_distributed.j2", analysis=context.analysis,
+                {"role": "user", "content": render("propose_distributed.j2", analysis=analysis,
                                                    mode=context.mode, **variables)}]
 
     def _variables(self, context: ProposalContext) -> dict:
@@ -41,31 +46,15 @@ class OverlapLLMProposer(LLMProposer):
                 "signature": f"{context.target_name}({', '.join(ev.arg_names)})",
                 "patterns": list(ev.spec.patterns), "knobs": knobs, "defaults": defaults,
                 "constraints": _constraints_text(ev), "example": example,
-                "history": _history_lines(context.history), "best_line": _line(context.best)}
+                "history": _history_lines(context.history), "best_line": _line(context.best),
+                "evidence": context.evidence() if context.evidence else []}
 
-    def propose(self, context: ProposalContext) -> Proposal:
-        messages = self.messages(context)
-        usage = _Usage()
-        error = None
-        for _ in range(1 + self.max_parse_retries):
-            reply = self._ask(messages, usage)
-            try:
-                text, rationale = parse_overlap_reply(reply, context.target_name, self.evaluator.arg_names)
-                reason = context.precheck(text) if context.precheck else None
-                if reason:  # costs a re-ask, not an iteration
-                    raise ReplyParseError(reason)
-            except ReplyParseError as exc:
-                error = exc
-                messages = messages + [{"role": "assistant", "content": reply},
-                                       {"role": "user", "content": f"Your reply could not be used: {exc}. "
-                                                                   f"Reply again with one ```json block."}]
-                continue
-            return Proposal(source=text, rationale=rationale, name=_name(text),
-                            prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
-                            cost_usd=self._cost(usage))
-        raise ProposerError(f"the model's replies could not be parsed after {1 + self.max_parse_retries} "
-                            f"attempts: {error}", prompt_tokens=usage.prompt_tokens,
-                            completion_tokens=usage.completion_tokens, cost_usd=self._cost(usage))
+    def parse(self, reply: str, context: ProposalContext) -> tuple[str, str, str]:
+        text, rationale = parse_overlap_reply(reply, context.target_name, self.evaluator.arg_names)
+        return text, rationale, _name(text)
+
+    def fix_message(self, context: ProposalContext, error: str) -> str:
+        return f"Your reply could not be used: {error}. Reply again with one ```json block."
 
 
 def _name(text: str) -> str:

@@ -42,22 +42,7 @@ class OverlapPolicy:
         raise ProposerExhausted("the policy has tried every configuration of the space worth trying")
 
     def _rank(self) -> list:
-        """Every configuration of the space with its prediction, best first (ties: the order
-        the space lists them in, the default first)."""
-        ev = self.evaluator
-        space = ev.spec.space(ev.problem_name, ev.world_size, ev.target.spec.compute_units)
-        configs = [(c["pattern"], {k: v for k, v in c.items() if k != "pattern"}) for c in space]
-        predictions = ev.predict_many(configs)
-        ranked = sorted(((p["time_ms"], i, pattern, knobs, p)
-                         for i, ((pattern, knobs), p) in enumerate(zip(configs, predictions)) if p),
-                        key=lambda e: (e[0], e[1]))
-        out = []
-        for _, _, pattern, knobs, prediction in ranked:
-            candidate = ev.canonical(DistCandidate(pattern, knobs))
-            out.append({"name": candidate.label(), "source": candidate.to_json(),
-                        "predicted": {f"predicted_{k}": v for k, v in prediction.items()},
-                        "rank": len(out) + 1})
-        return out
+        return self.evaluator.ranked_space()
 
     def _with_orders(self, context: ProposalContext) -> list:
         """The ranking, with the spec's allowed tile orders of the best configuration so far

@@ -47,24 +47,8 @@ class SearchPolicy:
         raise ProposerExhausted("the policy has tried every catalog member that passed verification")
 
     def _rank(self, context: ProposalContext) -> list:
-        """Members in rank order; members that are the same order as the kernel's current one, or
-        as a better-ranked member, under another name (grouped-n:64 on 64 columns is row-major)
-        are dropped."""
-        names = swizzles.family_members(self.wave, context.tile_grid, context.hardware.l2_domains,
-                                        self.aspect, context.hardware.dispatch)
-        members = [(n, swizzles.catalog_source(n, self.arg_names)) for n in names]
-        predictions = self.score(members + [("current", context.target_source)])
-        seen = {predictions[-1]["order_sha1"]} if predictions[-1] else set()
-        scored = sorted(({"name": n, "source": s, "predicted": p}
-                         for (n, s), p in zip(members, predictions) if p is not None),
-                        key=lambda e: (-e["predicted"]["predicted_l2_hit_rate"],
-                                       e["predicted"]["predicted_dram_bytes"]))
-        ranking = []
-        for entry in scored:
-            if entry["predicted"]["order_sha1"] not in seen:
-                seen.add(entry["predicted"]["order_sha1"])
-                ranking.append(entry)
-        return ranking
+        return rank_catalog(self.score, self.arg_names, self.wave, self.aspect, context.tile_grid,
+                            context.hardware, context.target_source)
 
     def _rationale(self, entry: dict, context: ProposalContext) -> str:
         rank = self.ranking.index(entry) + 1
@@ -79,3 +63,26 @@ def _normalise(source: str) -> str:
     """Source without blank lines, trailing spaces or the docstring, for repeat detection."""
     lines = [line.rstrip() for line in source.strip().splitlines() if line.strip()]
     return "\n".join(line for line in lines if not line.lstrip().startswith('"""'))
+
+
+def rank_catalog(score: Callable[[list], list], arg_names: list, wave: int, aspect: float,
+                 tile_grid: tuple, hardware, current_source: str) -> list:
+    """The catalog members worth trying for this wave, grid and hardware, best first by ``score``
+    (the L2 simulator: predicted hit rate, then DRAM bytes): ``[{name, source, predicted}]``.
+    Members that are the same order as the kernel's current one, or as a better-ranked member,
+    under another name (grouped-n:64 on 64 columns is row-major) are dropped, and so are members
+    that fail the permutation check (``score`` gives None)."""
+    names = swizzles.family_members(wave, tile_grid, hardware.l2_domains, aspect, hardware.dispatch)
+    members = [(n, swizzles.catalog_source(n, arg_names)) for n in names]
+    predictions = score(members + [("current", current_source)])
+    seen = {predictions[-1]["order_sha1"]} if predictions[-1] else set()
+    scored = sorted(({"name": n, "source": s, "predicted": p}
+                     for (n, s), p in zip(members, predictions) if p is not None),
+                    key=lambda e: (-e["predicted"]["predicted_l2_hit_rate"],
+                                   e["predicted"]["predicted_dram_bytes"]))
+    ranking = []
+    for entry in scored:
+        if entry["predicted"]["order_sha1"] not in seen:
+            seen.add(entry["predicted"]["order_sha1"])
+            ranking.append(entry)
+    return ranking

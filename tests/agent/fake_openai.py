@@ -5,7 +5,12 @@
         client = openai.OpenAI(base_url=server.base_url, api_key="x")
 
 Every request body is recorded in ``server.requests`` (parsed JSON). A queued reply may carry an
-HTTP status (an error body is sent instead) and a delay before the answer.
+HTTP status (an error body is sent instead), a delay before the answer, a finish reason, tool calls
+and no usage. A request with ``stream: true`` is answered as llama.cpp and vLLM do: server-sent
+events, a few characters a chunk (``chunk_delay_s`` apart), the usage in a last chunk when
+``stream_options.include_usage`` asks for it; a client that closes the stream early is counted in
+``server.cancelled``. ``GET /props`` gives ``n_ctx`` when set (llama.cpp), ``POST /tokenize``
+counts a token per 4 characters when ``tokenizer`` is set.
 """
 from __future__ import annotations
 
@@ -25,6 +30,12 @@ class CannedReply:
     status: int = 200
     delay_s: float = 0.0
     raw: bytes | None = None          # sent as the body as it is (garbage tests), HTTP 200
+    finish_reason: str = "stop"
+    usage: bool = True                # False: the server reports no usage (some servers, when streaming)
+    chunk_delay_s: float = 0.0        # between streamed chunks
+    tool_calls: list | None = None    # [{"name", "arguments"}]
+    error_message: str | None = None  # the body's message of an error status
+    empty_stream: bool = False        # 200 and an event stream with nothing in it (llama-cpp-python's failures)
 
 
 class FakeOpenAIServer:
@@ -33,6 +44,10 @@ class FakeOpenAIServer:
     def __init__(self) -> None:
         self.replies: collections.deque[CannedReply] = collections.deque()
         self.requests: list[dict] = []
+        self.cancelled = 0                # streams the client closed before their end
+        self.n_ctx: int | None = None     # served at GET /props when set
+        self.tokenizer = False            # POST /tokenize answers when True
+        self.tokenized = 0
         self._stop = threading.Event()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
@@ -43,9 +58,9 @@ class FakeOpenAIServer:
         return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
 
     def reply(self, content: str | None, prompt_tokens: int = 0, completion_tokens: int = 0,
-              status: int = 200, delay_s: float = 0.0) -> None:
-        """Queue the answer to the next request."""
-        self.replies.append(CannedReply(content, prompt_tokens, completion_tokens, status, delay_s))
+              status: int = 200, delay_s: float = 0.0, **options) -> None:
+        """Queue the answer to the next request (``options``: the other CannedReply fields)."""
+        self.replies.append(CannedReply(content, prompt_tokens, completion_tokens, status, delay_s, **options))
 
     def reply_raw(self, body: bytes, content_type: str = "application/json") -> None:
         """Queue a body sent as it is with HTTP 200 (not UTF-8, not JSON, JSON of another shape)."""
@@ -70,37 +85,97 @@ class FakeOpenAIServer:
         if canned.raw is not None:
             return 200, canned, canned.delay_s
         if canned.status != 200:
-            error = {"message": f"fake error {canned.status}", "type": "fake", "code": canned.status}
+            error = {"message": canned.error_message or f"fake error {canned.status}", "type": "fake",
+                     "code": canned.status}
             return canned.status, {"error": error}, canned.delay_s
+        if body.get("stream"):
+            return 200, canned, canned.delay_s
         return 200, _completion(body.get("model", "fake"), canned), canned.delay_s
 
 
 def _completion(model: str, canned: CannedReply) -> dict:
     """A chat completion in the OpenAI response format."""
-    return {
-        "id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
-        "model": model,
-        "choices": [{"index": 0, "finish_reason": "stop",
-                     "message": {"role": "assistant", "content": canned.content}}],
-        "usage": {"prompt_tokens": canned.prompt_tokens,
-                  "completion_tokens": canned.completion_tokens,
-                  "total_tokens": canned.prompt_tokens + canned.completion_tokens},
-    }
+    message = {"role": "assistant", "content": canned.content}
+    if canned.tool_calls:
+        message["tool_calls"] = [{"id": f"call_{i}", "type": "function", "function": call}
+                                 for i, call in enumerate(canned.tool_calls)]
+    answer = {"id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
+              "model": model, "choices": [{"index": 0, "finish_reason": canned.finish_reason,
+                                           "message": message}]}
+    if canned.usage:
+        answer["usage"] = _usage(canned)
+    return answer
+
+
+def _usage(canned: CannedReply) -> dict:
+    return {"prompt_tokens": canned.prompt_tokens, "completion_tokens": canned.completion_tokens,
+            "total_tokens": canned.prompt_tokens + canned.completion_tokens}
+
+
+def _chunks(model: str, canned: CannedReply, include_usage: bool) -> list:
+    """The server-sent events of one streamed reply."""
+    def chunk(delta: dict, finish: str | None = None) -> dict:
+        return {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time()),
+                "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    text = canned.content or ""
+    events = [chunk({"role": "assistant", "content": ""})]
+    events += [chunk({"content": text[i:i + 8]}) for i in range(0, len(text), 8)]
+    for i, call in enumerate(canned.tool_calls or []):
+        events.append(chunk({"tool_calls": [{"index": i, "id": f"call_{i}", "type": "function",
+                                             "function": {"name": call["name"], "arguments": ""}}]}))
+        events.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": call["arguments"]}}]}))
+    events.append(chunk({}, canned.finish_reason))
+    if include_usage and canned.usage:
+        events.append({**chunk({}), "choices": [], "usage": _usage(canned)})
+    return events
 
 
 def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
+        def do_GET(self) -> None:  # noqa: N802
+            if self.path == "/props" and server.n_ctx:
+                return self._send(200, {"default_generation_settings": {"n_ctx": server.n_ctx}})
+            if self.path.rstrip("/") == "/v1/models":
+                return self._send(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
+            self._send(404, {"error": {"message": f"no route {self.path}"}})
+
         def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
             length = int(self.headers.get("Content-Length", 0))
             body = json.loads(self.rfile.read(length) or b"{}")
+            if self.path == "/tokenize" and server.tokenizer:
+                server.tokenized += 1
+                return self._send(200, {"tokens": list(range(len(body.get("content", "")) // 4))})
             if self.path.rstrip("/") != "/v1/chat/completions":
                 return self._send(404, {"error": {"message": f"no route {self.path}"}})
             status, answer, delay_s = server.next_answer(body)
             if delay_s and server._stop.wait(delay_s):
                 return
+            if isinstance(answer, CannedReply) and answer.raw is None:
+                include = bool((body.get("stream_options") or {}).get("include_usage"))
+                if answer.empty_stream:
+                    return self._stream([], 0.0, done=False)
+                return self._stream(_chunks(body.get("model", "fake"), answer, include), answer.chunk_delay_s)
             self._send(status, answer)
+
+        def _stream(self, events: list, delay_s: float, done: bool = True) -> None:
+            self.close_connection = True
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                for event in events:
+                    self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+                    self.wfile.flush()
+                    if delay_s and server._stop.wait(delay_s):
+                        return
+                if done:
+                    self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                server.cancelled += 1
 
         def _send(self, status: int, answer) -> None:
             raw = isinstance(answer, CannedReply)

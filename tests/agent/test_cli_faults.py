@@ -86,3 +86,27 @@ def _workers_running() -> bool:
             except OSError:
                 continue
     return False
+
+
+def test_a_model_that_never_gives_a_candidate_exits_non_zero_saying_why(tmp_path, gemm_path):
+    """#14: SmolLM2-like garbage every time: each iteration NO_CANDIDATE with its reason, and the
+    command fails in one line naming the last reason and the transcript."""
+    from fake_openai import FakeOpenAIServer
+    with FakeOpenAIServer() as server:
+        for _ in range(6):
+            server.reply("Sure! Here is a poem about GPUs.", prompt_tokens=50, completion_tokens=9)
+        proc = swizzleperf("optimize", str(gemm_path), "--model", "tiny", "--base-url", server.base_url,
+                           "--iterations", "2", cwd=tmp_path)
+    assert proc.returncode != 0 and "Traceback" not in proc.stdout + proc.stderr
+    assert "gave no candidate in any of its 2 proposals" in proc.stderr
+    assert "no ```python code block" in proc.stderr and "transcript.jsonl" in proc.stderr
+    assert "(no candidate)" in proc.stdout
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--temperature", "3"], "--temperature"),
+    (["--context-tokens", "100"], "--context-tokens"),
+])
+def test_bad_llm_options_are_refused(tmp_path, gemm_path, args, expected):
+    proc = swizzleperf("optimize", str(gemm_path), "--model", "m", *args, cwd=tmp_path)
+    assert proc.returncode != 0 and expected in proc.stderr and "Traceback" not in proc.stderr

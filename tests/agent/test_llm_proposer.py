@@ -1,6 +1,7 @@
 """The LLM proposer against a real OpenAI-compatible HTTP server on loopback, and its reply parser."""
 from __future__ import annotations
 
+import json
 import socket
 import time
 
@@ -41,6 +42,10 @@ REJECTION = "swizzle is not a permutation: tiles (3,1),(3,2) missing, (0,0) comp
 
 @pytest.fixture
 def context() -> ProposalContext:
+    return _context()
+
+
+def _context() -> ProposalContext:
     h100 = HardwareSpec(
         name="h100", display_name="NVIDIA H100 SXM5 80GB", vendor="nvidia", arch="sm_90",
         compute_units=132, l2_domains=1, l2_partitions=2, l2_bytes_per_domain=50 * 2**20,
@@ -133,24 +138,46 @@ def test_empty_content_is_retried_like_a_parse_error(server, context):
 def test_three_malformed_replies_raise(server, context):
     for _ in range(3):
         server.reply("```python\ndef swizzle(pid):\n    return pid\n```")
-    with pytest.raises(ProposerError, match="could not be parsed after 3 attempts") as info:
+    with pytest.raises(ProposerError, match="no usable reply after 3 attempts") as info:
         proposer_for(server).propose(context)
     assert "found `swizzle(pid)`" in str(info.value)
     assert len(server.requests) == 3
+    assert len(info.value.exchanges) == 3  # the transcript survives the failure
 
 
-def test_slow_reply_times_out_in_bounded_time(server, context):
+def test_slow_reply_misses_the_proposal_deadline_in_bounded_time(server, context):
     server.reply(GOOD_REPLY, delay_s=3.0)
-    proposer = proposer_for(server, timeout_s=1, max_retries=0)
+    proposer = proposer_for(server, deadline_s=1, retries=0)
     start = time.monotonic()
-    with pytest.raises(ProposerError, match="timed out after 1 s"):
+    with pytest.raises(ProposerError, match="no usable reply within the 1 s deadline of a proposal"):
         proposer.propose(context)
     assert time.monotonic() - start < 2.5
 
 
+def test_a_stream_still_open_at_the_deadline_is_closed_and_its_tokens_counted(server, context):
+    """The server stops generating when the client closes the stream (llama.cpp, vLLM); the
+    request's tokens are still counted, estimated and labelled so."""
+    server.tokenizer = True
+    server.reply(GOOD_REPLY * 20, prompt_tokens=900, completion_tokens=2000, chunk_delay_s=0.05)
+    proposer = proposer_for(server, deadline_s=1.5, retries=0)
+    start = time.monotonic()
+    with pytest.raises(ProposerError, match="deadline") as info:
+        proposer.propose(context)
+    assert time.monotonic() - start < 3.0
+    deadline = time.monotonic() + 3
+    while server.cancelled == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.cancelled == 1
+    [exchange] = info.value.exchanges
+    assert exchange["outcome"].startswith("deadline: cancelled") and exchange["reply"]
+    assert exchange["tokens_source"].startswith("estimated: the server's tokenizer")
+    assert exchange["prompt_tokens"] > 0 and exchange["completion_tokens"] > 0
+    assert info.value.prompt_tokens == exchange["prompt_tokens"]
+
+
 def test_closed_port_is_unreachable(context):
     proposer = LLMProposer(model="fake-coder", base_url=f"http://127.0.0.1:{closed_port()}/v1",
-                           api_key="x", timeout_s=5, max_retries=0)
+                           api_key="x", deadline_s=5, retries=0)
     with pytest.raises(ProposerError, match="unreachable") as info:
         proposer.propose(context)
     assert "\n" not in str(info.value)
@@ -164,14 +191,124 @@ def test_closed_port_is_unreachable(context):
 def test_http_errors_become_one_line_proposer_errors(server, context, status, expected):
     server.reply(None, status=status)
     with pytest.raises(ProposerError, match=expected):
-        proposer_for(server, max_retries=0).propose(context)
+        proposer_for(server, retries=0).propose(context)
 
 
-def test_sdk_retries_a_transient_server_error(server, context):
+def test_our_retry_policy_retries_a_transient_error_and_counts_every_request(server, context):
     server.reply(None, status=503)
+    server.reply("I would group the rows by 8.", prompt_tokens=1000, completion_tokens=10)
+    server.reply(GOOD_REPLY, prompt_tokens=1100, completion_tokens=200)
+    proposal = proposer_for(server, retries=1).propose(context)
+    assert proposal.source == GROUPED and len(server.requests) == 3
+    assert [e["outcome"][:8] for e in proposal.exchanges] == ["HTTP 503", "ok", "ok"]
+    assert (proposal.prompt_tokens, proposal.completion_tokens) == (2100, 210)
+    assert all(e["tokens_source"] == "server" for e in proposal.exchanges[1:])
+
+
+def test_requests_are_streamed_with_usage_asked_and_a_reply_budget(server, context):
+    server.n_ctx = 4096
+    server.reply(GOOD_REPLY, prompt_tokens=1200, completion_tokens=300)
+    proposal = proposer_for(server).propose(context)
+    request = server.requests[0]
+    assert request["stream"] is True and request["stream_options"] == {"include_usage": True}
+    assert request["max_tokens"] == 1024  # a quarter of the 4096-token window the server gave
+    [exchange] = proposal.exchanges
+    assert exchange["finish_reason"] == "stop" and exchange["reply"] == GOOD_REPLY
+    assert exchange["messages"] == request["messages"] and exchange["seconds"] >= 0
+
+
+def test_without_usage_or_tokenizer_tokens_are_estimated_and_labelled(server, context):
+    server.reply(GOOD_REPLY, usage=False)
+    proposal = proposer_for(server).propose(context)
+    assert proposal.prompt_tokens > 0 and proposal.completion_tokens > 0
+    assert proposal.exchanges[0]["tokens_source"].startswith("estimated: 3.00 characters per token")
+
+
+def test_a_small_window_gets_a_shorter_prompt(server, context):
+    long_analysis = "Each A row-panel is read by 32 programs. " * 150  # about 2000 tokens
+    context.analysis = long_analysis
+    server.n_ctx = 2048
     server.reply(GOOD_REPLY)
-    assert proposer_for(server, max_retries=1).propose(context).source == GROUPED
-    assert len(server.requests) == 2
+    proposer_for(server).propose(context)
+    user = server.requests[0]["messages"][1]["content"]
+    assert long_analysis.strip() not in user
+    assert server.requests[0]["max_tokens"] == 512
+
+
+def test_a_window_too_small_for_any_prompt_is_said_before_asking(server, context):
+    context.kernel_source = context.target_source = TARGET
+    context.analysis = "x " * 100
+    proposer = proposer_for(server, context_tokens=512, max_reply_tokens=500)
+    with pytest.raises(ProposerError, match="leaves no room for a 384-token reply in the model.s 512-token window"):
+        proposer.propose(context)
+    assert server.requests == []
+
+
+def test_an_overlong_prompt_refused_by_the_server_is_shortened_and_asked_again(server, context):
+    context.analysis = "Each A row-panel is read by 32 programs. " * 150
+    server.reply(None, status=400, error_message="Requested tokens (3100) exceed context window of 2048")
+    server.reply(GOOD_REPLY)
+    proposer = proposer_for(server)
+    assert proposer.propose(context).source == GROUPED
+    assert proposer.chat.window() == 2048 and proposer.chat.window_source == "the server's HTTP 400"
+    assert len(server.requests[1]["messages"][1]["content"]) < len(server.requests[0]["messages"][1]["content"])
+
+
+def test_an_empty_stream_is_diagnosed_and_an_overlong_prompt_shortened(server, context):
+    """llama-cpp-python answers an overlong streamed prompt with 200 and an empty stream: the
+    client asks again for one token, not streamed, and learns the window from the HTTP 400."""
+    context.analysis = "Each A row-panel is read by 32 programs. " * 150
+    server.reply(None, empty_stream=True)
+    server.reply(None, status=400, error_message="This model's maximum context length is 2048 tokens. "
+                                                 "However, you requested 3030 tokens")
+    server.reply(GOOD_REPLY)
+    proposal = proposer_for(server).propose(context)
+    assert proposal.source == GROUPED
+    assert server.requests[1]["max_tokens"] == 1 and not server.requests[1].get("stream")
+    assert server.requests[2]["max_tokens"] == 512
+    assert "read by 32 programs. " * 150 not in server.requests[2]["messages"][1]["content"]
+
+
+def test_a_reply_cut_at_the_length_limit_is_answered_as_such(server, context):
+    server.reply("Rationale first, at length...\n```python\n@triton.jit\ndef swizzle(pid,",
+                 finish_reason="length")
+    server.reply(GOOD_REPLY)
+    proposal = proposer_for(server).propose(context)
+    assert proposal.source == GROUPED
+    fix = server.requests[1]["messages"][-1]["content"]
+    assert "the reply was cut at the" in fix and "token limit" in fix
+
+
+def test_a_repeat_found_by_the_precheck_costs_a_reask_not_an_iteration(server, context):
+    reasons = iter(["this maps every program to the same tile as the baseline", None])
+    context.precheck = lambda source: next(reasons)
+    server.reply(GOOD_REPLY)
+    server.reply(GOOD_REPLY)
+    assert proposer_for(server).propose(context).source == GROUPED
+    assert "same tile as the baseline" in server.requests[1]["messages"][-1]["content"]
+    assert server.requests[1]["temperature"] == pytest.approx(0.5)  # a re-ask samples hotter
+
+
+def test_the_model_may_simulate_a_candidate_before_proposing(server, context):
+    seen = []
+    context.simulate = lambda source: seen.append(source) or {"predicted_l2_hit_rate": 0.81}
+    server.reply(None, tool_calls=[{"name": "simulate", "arguments": json.dumps({"source": GROUPED})}])
+    server.reply(GOOD_REPLY)
+    proposal = proposer_for(server).propose(context)
+    assert proposal.source == GROUPED and seen == [GROUPED]
+    assert server.requests[0]["tools"][0]["function"]["name"] == "simulate"
+    messages = server.requests[1]["messages"]
+    assert messages[-2]["tool_calls"][0]["function"]["name"] == "simulate"
+    assert messages[-1]["role"] == "tool" and "0.81" in messages[-1]["content"]
+    assert proposal.exchanges[0]["tool_calls"][0]["name"] == "simulate"
+
+
+def test_a_tool_call_written_as_text_turns_the_tools_off(server, context):
+    server.reply('<tool_call>{"name": "simulate", "arguments": {"source": "..."}}</tool_call>')
+    server.reply(GOOD_REPLY)
+    proposer = proposer_for(server)
+    assert proposer.propose(context).source == GROUPED
+    assert "tools" not in server.requests[1] and proposer.max_tool_calls == 0
 
 
 def test_describe_names_model_and_endpoint(server):
@@ -244,12 +381,12 @@ def test_garbage_bodies_are_no_candidate_with_what_was_received(body, seen):
     """HTTP 200 with garbage (#12): a ProposerError quoting the body, not a crash, not 'empty'."""
     from fake_openai import FakeOpenAIServer
     from swizzleperf.agent.proposers.base import ProposerError
-    from swizzleperf.agent.proposers.llm import LLMProposer, _Usage
+    from swizzleperf.agent.proposers.llm import LLMProposer
     with FakeOpenAIServer() as server:
         for _ in range(3):
             server.reply_raw(body)
-        proposer = LLMProposer("fake", base_url=server.base_url, max_retries=0)
+        proposer = LLMProposer("fake", base_url=server.base_url, retries=0)
         with pytest.raises(ProposerError) as info:
-            proposer._ask([{"role": "user", "content": "hi"}], _Usage())
+            proposer.propose(_context())
     message = str(info.value)
     assert "not a chat completion" in message and seen in message and "empty" not in message

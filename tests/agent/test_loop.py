@@ -92,7 +92,7 @@ def test_llm_loop_against_a_loopback_server(tmp_path, gemm_path):
     assert list(candidates.verdict) == ["PASS", "NO_CANDIDATE"]
     assert candidates.prompt_tokens.iloc[0] == 1200 and candidates.completion_tokens.iloc[0] == 300
     assert candidates.cost_usd.iloc[0] == pytest.approx(1200e-6 + 600e-6)
-    assert "could not be parsed" in candidates.reason.iloc[1]
+    assert "no usable reply after 3 attempts" in candidates.reason.iloc[1]
     report = json.loads((outcome.run_dir / "report.json").read_text())
     assert report["prompt_tokens"] == 1500 and report["best"]["name"] == "llm"
 
@@ -145,3 +145,38 @@ def test_cheap_checks_cost_a_reask_not_an_iteration(tmp_path, gemm_path):
     assert [a["verdict"] for a in outcome.report["attempts"]] == ["PASS"]
     assert "`if` is not allowed" in reasks[0] and "same as the baseline" in reasks[1]
     assert outcome.report["prompt_tokens"] == 300  # all three requests counted
+
+
+def test_the_same_tile_order_written_otherwise_is_a_reask_and_every_request_is_in_the_transcript(
+        tmp_path, gemm_path):
+    """#14: row-major dressed up with offsets that are always 0 has the baseline's tile map: caught
+    by the map's hash before an iteration is spent; the transcript keeps all requests."""
+    dressed = ("```python\n@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n):\n    offset = pid * 0\n"
+               "    pid_m = pid // num_pid_n + offset\n    pid_n = pid % num_pid_n - offset\n"
+               "    return pid_m, pid_n\n```\n")
+    good = "```python\n" + catalog_source("xcd-grouped-m:8:8", ARGS) + "```\n"
+    with FakeOpenAIServer() as server:
+        server.reply(dressed, prompt_tokens=100, completion_tokens=30)
+        server.reply(good, prompt_tokens=120, completion_tokens=40)
+        options = _options(tmp_path, gemm_path, iterations=1, model="fake", base_url=server.base_url)
+        outcome = run.start(options)
+        reask = server.requests[1]["messages"][-1]["content"]
+    assert "same tile as the baseline" in reask
+    assert [a["verdict"] for a in outcome.report["attempts"]] == ["PASS"]
+    lines = [json.loads(line) for line in (outcome.run_dir / "transcript.jsonl").read_text().splitlines()]
+    assert [(r["iteration"], r["n"], r["outcome"]) for r in lines] == [(1, 1, "ok"), (1, 2, "ok")]
+    assert lines[0]["reply"] == dressed and lines[0]["messages"][0]["role"] == "system"
+    assert sum(r["prompt_tokens"] for r in lines) == outcome.report["prompt_tokens"] == 220
+    requests = RunRecord(Path(options.workdir)).requests(outcome.run_id)
+    assert list(requests.completion_tokens) == [30, 40]
+
+
+def test_a_model_that_never_gives_a_candidate_ends_the_run_non_zero(tmp_path, gemm_path):
+    """#14: every proposal NO_CANDIDATE (a garbage model) is not 'finished'."""
+    with FakeOpenAIServer() as server:
+        for _ in range(6):
+            server.reply("I like turtles.", prompt_tokens=10, completion_tokens=3)
+        outcome = run.start(_options(tmp_path, gemm_path, iterations=2, model="tiny", base_url=server.base_url))
+    assert outcome.status == run.NO_CANDIDATE
+    assert [a["verdict"] for a in outcome.report["attempts"]] == ["NO_CANDIDATE"] * 2
+    assert all("no ```python code block" in a["reason"] for a in outcome.report["attempts"])

