@@ -83,7 +83,10 @@ def optimize(
     target_l2: Optional[float] = typer.Option(None, help="Stop once the best L2 hit rate (0..1) reaches this."),
     model: Optional[str] = typer.Option(None, help="LLM model name; without it the built-in search policy proposes."),
     base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp...); key from OPENAI_API_KEY."),
-    llm_timeout: float = typer.Option(120.0, help="Seconds per LLM request."),
+    llm_timeout: float = typer.Option(300.0, help="Seconds one proposal may take: every request, retry and re-ask (streamed, cancelled at the deadline)."),
+    temperature: float = typer.Option(0.2, min=0.0, max=2.0, help="The LLM's sampling temperature."),
+    context_tokens: Optional[int] = typer.Option(None, min=512, help="The LLM's context window in tokens (default: what the server says)."),
+    llm_retries: int = typer.Option(2, min=0, help="Retries of an LLM request after a connection error, HTTP 429 or 5xx."),
     price_in: float = typer.Option(0.0, help="USD per million prompt tokens (for the cost column)."),
     price_out: float = typer.Option(0.0, help="USD per million completion tokens."),
     dtype: Optional[str] = typer.Option(None, help="Input dtype (the kernel's first by default)."),
@@ -94,15 +97,19 @@ def optimize(
     workdir: str = typer.Option(".swizzleperf", help="Where runs are recorded."),
     world_size: Optional[int] = typer.Option(None, "--world-size", min=2, help="Ranks of a distributed kernel; default: the visible GPUs, else 4 (simulated)."),
     problem: Optional[str] = typer.Option(None, "--problem", help="A distributed kernel's benchmark problem (default: its first)."),
+    app: Optional[str] = typer.Option(None, "--app", help="Your own command that launches --kernel (e.g. \"python app.py\"): one launch is captured and its tile mapping lifted, no KernelSpec needed."),
+    kernel_name: Optional[str] = typer.Option(None, "--kernel", help="With --app: the @triton.jit kernel's function name."),
+    test: Optional[str] = typer.Option(None, "--test", help="With --app: your test command, run at the end against the optimized kernel."),
 ) -> None:
     """Optimize the block swizzle of KERNEL (or, for a distributed kernel, its overlap
-    configuration), or continue a run with --resume RUN_ID."""
+    configuration), or of your own kernel with --app CMD --kernel NAME, or continue a run with
+    --resume RUN_ID."""
     from swizzleperf.agent import run
     from swizzleperf.agent.record import UnknownRunError
     from swizzleperf.agent.spec import KernelLoadError
     from swizzleperf.hwspecs import UnknownHardwareError
-    if kernel is None and resume is None:
-        _fail("give a kernel module (e.g. kernels/gemm.py) or --resume RUN_ID")
+    if kernel is None and resume is None and app is None:
+        _fail("give a kernel module (e.g. kernels/gemm.py), --app CMD --kernel NAME, or --resume RUN_ID")
     if target_l2 is not None and not 0.0 < target_l2 <= 1.0:
         _fail(f"--target-l2 must be in (0, 1], got {target_l2}")
     if timeout <= 0:
@@ -110,6 +117,8 @@ def optimize(
     if target_speedup is not None and target_speedup <= 0:
         _fail(f"--target-speedup must be > 0, got {target_speedup}")
     _interruptible()
+    prepared = _capture_app(app, kernel_name, test, kernel, resume, workdir) if (app or kernel_name or test) else None
+    kernel = str(prepared.module_path) if prepared else kernel
     progress = Progress(iterations)
     try:
         with progress:
@@ -119,9 +128,11 @@ def optimize(
                 options = run.RunOptions(kernel=kernel, hw=hw, iterations=iterations, plateau=plateau,
                                          target_speedup=target_speedup, target_l2=target_l2, model=model,
                                          base_url=base_url, llm_timeout_s=llm_timeout,
+                                         temperature=temperature, context_tokens=context_tokens,
+                                         llm_retries=llm_retries,
                                          price_in_per_mtok=price_in, price_out_per_mtok=price_out,
                                          dtype=dtype, timeout_s=timeout, use_ncu=not no_ncu,
-                                         in_place=in_place, workdir=workdir, world_size=world_size,
+                                         in_place=in_place and not prepared, workdir=workdir, world_size=world_size,
                                          problem=problem)
                 outcome = run.start(options, on_event=progress)
     except (KernelLoadError, UnknownHardwareError, UnknownRunError, run.RunError) as exc:
@@ -138,9 +149,56 @@ def optimize(
     baseline = outcome.report.get("baseline") or {}
     if baseline.get("verdict") not in (None, "PASS"):
         _fail(outcome.report["stop_reason"])
+    if prepared:
+        _finish_app(outcome, prepared, in_place, test)
     if outcome.status == run.STALLED:
         _fail(f"{outcome.report['stop_reason']}; the run is saved: continue it with --resume "
               f"{outcome.run_id} once the proposer answers")
+    if outcome.status == run.NO_CANDIDATE:
+        attempts = outcome.report.get("attempts") or [{}]
+        _fail(f"the proposer gave no candidate in any of its {len(attempts)} proposals (the last: "
+              f"{attempts[-1].get('reason')}); "
+              f"every request is in {outcome.run_dir / 'transcript.jsonl'}")
+
+
+def _capture_app(app, kernel_name, test, kernel, resume, workdir):
+    """``--app CMD --kernel NAME``: capture, lift and generate the kernel module (agent/user_kernel.py)."""
+    from swizzleperf.agent import user_kernel
+    from swizzleperf.agent.capture import CaptureError
+    from swizzleperf.agent.lift import LiftError
+    from swizzleperf.agent.spec import KernelLoadError
+    if app is None or kernel_name is None:
+        _fail("--app and --kernel go together (and --test needs them): --app \"python app.py\" --kernel matmul_kernel")
+    if kernel is not None or resume is not None:
+        _fail("give either a kernel module, or --app with --kernel, or --resume RUN_ID")
+    try:
+        with console.status(f"running `{app}` to capture a launch of {kernel_name}"):
+            prepared = user_kernel.prepare(app, kernel_name, Path(workdir))
+    except (CaptureError, LiftError, KernelLoadError) as exc:
+        _fail(str(exc))
+    console.print(prepared.capture.describe(), markup=False)
+    lifted = prepared.lifted
+    console.print(f"lifted {prepared.user_file.name} lines {lifted.lines[0]}-{lifted.lines[1]} into "
+                  f"{lifted.target_name}({', '.join(lifted.arg_names)}); generated {prepared.module_path}", markup=False)
+    return prepared
+
+
+def _finish_app(outcome, prepared, in_place: bool, test) -> None:
+    """``user.diff`` of your file, ``--in-place``, ``--test`` (agent/user_kernel.py)."""
+    from swizzleperf.agent import user_kernel
+    with console.status(f"running the test `{test}`" if test else "writing user.diff"):
+        summary = user_kernel.finish(outcome, prepared, in_place, test)
+    for note in summary["lift_notes"]:
+        console.print(f"note: {note}", markup=False)
+    console.print(f"the patch to {prepared.user_file}: {summary['user_diff']}", markup=False)
+    if summary["in_place"]:
+        console.print(f"--in-place: {summary['in_place']}", markup=False)
+    if summary["test"]:
+        t = summary["test"]
+        if not t["passed"]:
+            _fail(f"your test `{t['command']}` failed against the optimized kernel (exit {t['exit_code']}: "
+                  f"{t['last_line']}; {t['log']})")
+        console.print(f"your test `{t['command']}` passed against the optimized kernel", markup=False)
 
 
 def _print_summary(outcome) -> None:
@@ -200,6 +258,10 @@ def eval_command(
     iterations: int = typer.Option(8, "--iterations", "-n", min=1, help="Proposals per kernel at most."),
     model: Optional[str] = typer.Option(None, help="LLM model (OpenAI-compatible); default the built-in policy."),
     base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint."),
+    llm_timeout: float = typer.Option(300.0, help="Seconds one proposal may take: every request, retry and re-ask (streamed, cancelled at the deadline)."),
+    temperature: float = typer.Option(0.2, min=0.0, max=2.0, help="The LLM's sampling temperature."),
+    context_tokens: Optional[int] = typer.Option(None, min=512, help="The LLM's context window in tokens (default: what the server says)."),
+    llm_retries: int = typer.Option(2, min=0, help="Retries of an LLM request after a connection error, HTTP 429 or 5xx."),
     gpus: str = typer.Option("1", "--gpus", help="Worker processes, each pinned to one GPU (CUDA_VISIBLE_DEVICES), or auto: every visible GPU. Simulated evals run their workers on the CPU."),
     out: Optional[str] = typer.Option(None, help="Where the tables and plots are written (default: WORKDIR/results)."),
     resume: Optional[str] = typer.Option(None, "--resume", help="Continue the eval EVAL_ID."),
@@ -214,7 +276,9 @@ def eval_command(
     _interruptible()
     try:
         options = EvalOptions(kernels=resolve_kernels(kernels), hw=hw, iterations=iterations, model=model,
-                              base_url=base_url, workdir=workdir, out_dir=out)
+                              base_url=base_url, llm_timeout_s=llm_timeout, temperature=temperature,
+                              context_tokens=context_tokens, llm_retries=llm_retries, workdir=workdir,
+                              out_dir=out)
         with Progress(iterations) as progress:
             eval_id, table, files = run_eval(options, resume, _eval_events(progress), gpus=resolve_gpus(gpus))
     except (EvalError, KernelLoadError, UnknownHardwareError, UnknownRunError, RunError) as exc:

@@ -60,6 +60,9 @@ class KernelSpec:
         output_tile: ``(problem, meta) -> tuple``, elements of the output each program writes per
             dimension (names unwritten tiles in rejections); None when the output is not tiled
             like the grid.
+        permutation_only: names of problems at which the rewrite target is only probed, the
+            kernel never launched (no inputs exist there: a captured launch, agent/capture.py).
+            One whose grid is not a multiple of 8 programs stands in for ``check``'s.
     """
 
     name: str
@@ -81,6 +84,7 @@ class KernelSpec:
     rewrite_target: str = "swizzle"
     expert: str | None = None
     output_tile: Callable[[Problem, Meta], tuple] | None = None
+    permutation_only: tuple = ()
     source_path: Path | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -90,7 +94,9 @@ class KernelSpec:
             ValueError: ``problems`` lacks ``default`` or ``check``; a declared dtype has no
                 tolerance; a problem lacks a size ``tile_grid`` or ``swizzle_args`` reads; the
                 check problem's program count is a multiple of 8 (a remap that is a permutation
-                only on multiples of 8 would pass there).
+                only on multiples of 8 would pass there) and so is every permutation-only
+                problem's; a permutation-only problem is not in ``problems`` or is ``default``
+                or ``check``.
         """
         for required in ("default", "check"):
             if required not in self.problems:
@@ -108,11 +114,17 @@ class KernelSpec:
                 raise ValueError(f"KernelSpec {self.name!r}: problem {name!r} lacks the size "
                                  f"{exc.args[0]!r} that tile_grid / swizzle_args read (it has "
                                  f"{sorted(problem)})") from None
+        bad = [p for p in self.permutation_only if p not in self.problems or p in ("default", "check")]
+        if bad:
+            raise ValueError(f"KernelSpec {self.name!r}: permutation_only must name problems other than "
+                             f"default and check, got {bad}")
         programs = self.num_programs("check")
-        if programs % 8 == 0:
+        if programs % 8 == 0 and all(self.num_programs(p) % 8 == 0 for p in self.permutation_only):
+            others = ", ".join(f"{p}: {self.num_programs(p)}" for p in self.permutation_only)
+            also = f", nor a permutation-only problem's ({others})" if others else ""
             raise ValueError(f"KernelSpec {self.name!r}: the check problem's grid must not be a "
                              f"multiple of 8 programs (it catches remaps that are permutations "
-                             f"only on multiples of 8), got {programs}")
+                             f"only on multiples of 8), got {programs}{also}")
 
     def meta_for(self, problem_name: str) -> dict:
         """The launch meta-parameters of a named problem (``check`` has its own)."""

@@ -123,8 +123,10 @@ def _one_line(exc: Exception) -> str:
 # -- permutation --------------------------------------------------------------------------------
 
 def _stage_permutation(module, spec, request: dict) -> dict:
+    """The requested problems, then the spec's permutation-only ones (probed, never launched)."""
     summary = {}
-    for i, name in enumerate(request["problems"]):
+    extra = [p for p in getattr(spec, "permutation_only", ()) if p not in request["problems"]]
+    for i, name in enumerate(list(request["problems"]) + extra):
         problem, meta = spec.problems[name], _meta(spec, name, request)
         grid = tuple(int(g) for g in spec.tile_grid(problem, meta))
         coords = probe_target(module, spec, tuple(int(a) for a in spec.swizzle_args(problem, meta)),

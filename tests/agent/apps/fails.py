@@ -1,0 +1,1 @@
+raise SystemExit("fails.py: the input file is missing")
