@@ -53,7 +53,8 @@ class Measurer:
         """The default problem's access trace, built once per run: the spec's access model when
         it has one, else the generic tracer's (a worker, about 10 s for the default GEMM)."""
         from swizzleperf.agent.simulate import kernel_trace
-        return kernel_trace(Path(self.spec.source_path), self.spec, {}, traced=False)
+        return kernel_trace(Path(self.spec.source_path), self.spec, {}, traced=False,
+                            hardware=self.target.spec)
 
     @cached_property
     def ncu_path(self) -> str | None:

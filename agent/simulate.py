@@ -67,10 +67,11 @@ def program_order(kernel_path: Path, swizzle: str | None, swizzle_file: Path | N
 
 
 def trace_kernel(kernel_path: Path, meta_overrides: dict | None = None, timeout_s: float = 600.0,
-                 problem: str = "default", sizes: dict | None = None):
+                 problem: str = "default", sizes: dict | None = None, granule_bytes: int | None = None):
     """A problem's TileTrace (``sizes`` override its sizes) from the generic tracer (no hand-written
     access model):
-    sampled programs recorded under the interpreter in a worker, extended by an affine fit.
+    sampled programs recorded under the interpreter in a worker, extended by an affine fit, with
+    reuse counted per ``granule_bytes`` (the target's L2 sector; the tracer's default line when None).
 
     Raises:
         SimulateError: the kernel cannot be traced (the worker's reason, or the fit's)."""
@@ -87,19 +88,22 @@ def trace_kernel(kernel_path: Path, meta_overrides: dict | None = None, timeout_
     meta = spec.meta_for(problem) if problem == "check" else {**spec.meta_for(problem), **(meta_overrides or {})}
     occupancy = spec.trace({**spec.problems[problem], **(sizes or {})}, meta).programs_per_cu if spec.trace else 1
     try:
+        granule = {"granule_bytes": granule_bytes} if granule_bytes else {}
         return extend(samples, tuple(recorded["grid"]), occupancy, f"traced from {len(samples)} programs "
-                      f"of {kernel_path.name} under the interpreter")
+                      f"of {kernel_path.name} under the interpreter", **granule)
     except TraceError as exc:
         raise SimulateError(f"cannot extend the trace: {exc}") from None
 
 
-def kernel_trace(kernel_path: Path, spec, meta_overrides: dict, traced: bool):
+def kernel_trace(kernel_path: Path, spec, meta_overrides: dict, traced: bool, hardware=None):
     """The default problem's trace: the spec's access model, or the generic tracer's (``traced``,
-    or no model); its reads marked as going through L1 or not by the launch's meta-parameters
-    (``TileTrace.with_l1``)."""
+    or no model: reuse counted per sector of ``hardware``'s L2, which fills and hits per sector:
+    32 B on NVIDIA, 128 B on AMD); its reads marked as going through L1 or not by the launch's
+    meta-parameters (``TileTrace.with_l1``)."""
     meta = {**spec.meta_for("default"), **meta_overrides}
     if traced or spec.trace is None:
-        return trace_kernel(Path(kernel_path), meta_overrides).with_l1(meta)
+        granule = hardware.l2_sector_bytes if hardware is not None else None
+        return trace_kernel(Path(kernel_path), meta_overrides, granule_bytes=granule).with_l1(meta)
     return spec.trace(spec.problems["default"], meta).with_l1(meta)
 
 
@@ -125,7 +129,7 @@ def simulate_kernel(kernel_path: Path, hw: str, swizzle: str | None = None,
     spec, order, label = program_order(Path(kernel_path), swizzle, swizzle_file, overrides)
     hardware = hwspecs.load_spec(hw)
     full_meta = {**spec.meta_for("default"), **overrides}
-    trace = kernel_trace(kernel_path, spec, overrides, traced)
+    trace = kernel_trace(kernel_path, spec, overrides, traced, hardware)
     start = time.perf_counter()
     try:
         result = l2sim.simulate(trace, order, hardware, probe=stored)
@@ -146,7 +150,7 @@ def analyze_kernel(kernel_path: Path, hw: str, swizzle: str | None = None, meta:
     hardware = hwspecs.load_spec(hw)
     full_meta = {**spec.meta_for("default"), **overrides}
     problem = spec.problems["default"]
-    trace = kernel_trace(kernel_path, spec, overrides, traced)
+    trace = kernel_trace(kernel_path, spec, overrides, traced, hardware)
     try:
         figures = analysis.analyze(trace, order, spec.tile_grid(problem, full_meta), hardware, stored)
     except ValueError as exc:

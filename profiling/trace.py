@@ -1,9 +1,11 @@
 """The memory-access trace the L2 simulator consumes: for every logical tile, the ordered blocks
 its program touches, loop step by loop step.
 
-A *block* is a contiguous piece of one tensor that a program loads or stores whole in one step
-(a ``BLOCK_M x BLOCK_K`` tile of A, say). Blocks are numbered ``0 .. num_blocks-1``; the trace
-keeps their sizes in bytes and whether they are written.
+A *block* is a piece of one tensor that a program loads or stores whole in one step (a
+``BLOCK_M x BLOCK_K`` tile of A, say; in a trace from profiling/tracer.py, a rectangle of L2
+lines or sectors that no access touches only in part, so that accesses sharing lines share
+blocks). Blocks are numbered ``0 .. num_blocks-1``; the trace keeps their sizes in bytes and
+whether they are written.
 """
 from __future__ import annotations
 

@@ -6,25 +6,85 @@ is far too slow (the default GEMM has 500 000 program-steps at about 5 ms each).
 only a few programs of the real launch under the interpreter (``record_samples``: the launch's grid
 is replaced by the sampled programs, program ids and grid size are reported as in the real launch,
 every load and store is recorded with its call site, ``tl.dot`` is skipped), and this module fits
-each access's address range as an affine function of the tile coordinates, checks the fit on
-further samples, and extends it to every tile (``extend``). Kernels whose addresses depend on data
-(a CSR gather) fail the check and are reported as such.
+each access's footprint as an affine function of the tile coordinates, checks the fit on further
+samples, and extends it to every tile (``extend``). Kernels whose addresses depend on data (a CSR
+gather) fail the check and are reported as such.
 
 The hooks into the interpreter, the one part that differs between Triton versions (3.6 on the GPU
 machines, 3.9 here), are in ``interpreter_hooks.py``.
 
-Recorded access: ``(site, tensor, start, end, nbytes, is_store)``: the call site (source line),
-the index of the input tensor it falls in, the byte range ``[start, end)`` within that tensor, and
-the distinct bytes touched. A *step* ends where a call site repeats (one loop iteration).
+Recorded access: ``(site, tensor, start, end, nbytes, is_store, pitch, col_lo, col_hi,
+tensor_bytes)``: the call site (source line), the index of the input tensor it falls in, the byte
+range ``[start, end)`` within that tensor, the distinct bytes touched, whether it is a store, its
+row geometry, and the tensor's size in bytes. The geometry: ``pitch`` 0 for one contiguous run of
+bytes; otherwise the access lies in rows ``start // pitch .. (end - 1) // pitch`` of ``pitch``
+bytes, within byte columns ``[col_lo, col_hi)`` of each (a 2-D tile: ``pitch`` is the tensor's row
+stride). Runs are split where at least ``MERGE_GAP_BYTES`` (32, the smallest L2 sector of any
+bundled spec) are skipped: a shorter gap holds no whole sector, so merging it changes no count at
+a granularity of 32 B or more. An access whose rows are not one rectangle (a triangular mask,
+skipped rows) is described by its bounding rectangle. A fully masked access is recorded empty
+(tensor -1, ``end == start``) so that every program keeps the same sequence of call sites. A
+*step* ends where a call site repeats (one loop iteration). Six-element records (the format
+before the geometry) are read as contiguous ranges of a tensor of unknown size.
+
+Masked edges. Where a kernel masks its accesses at the domain's edges (a stencil's shifted loads,
+a ragged last tile), edge tiles touch less than the affine map predicts, so the fit is made away
+from the edges: sample_tiles takes tile (1, 1, ..) and its neighbours along each axis, the middle
+tile, tile (g-2, g-2, ..) and the corners. For each access, a quantity bounding it from below (first row, first
+column, start) is fitted on the sampled tiles off the grid's low edges, one bounding it from above
+on tiles off its high edges (an axis of fewer than 3 tiles has no tile off its edges and is not
+excluded); every fit must be exact on all its tiles, one more than it has unknowns at least. The
+prediction is then clipped to a box: the tensor (rows ``[0, ceil(tensor_bytes / pitch))``, columns
+``[0, pitch)``, or bytes ``[0, tensor_bytes)``), narrowed where a sampled tile touches less than the
+prediction on a side (a mask that stops short of the tensor); the clipped prediction must equal
+what every sampled tile, edges included, really touched. If that fails, the same is tried with
+both fits on the interior tiles only, then with one exact fit over all samples (no edges excluded:
+what the tracer did before masks were handled; small grids, where along an axis of two tiles any
+clipping is affine). If all fail, the access is refused, naming its source line and a tile: as
+affine but not clipped consistently at the edges (a mask that is no box, or the GEMM's wrap of
+ragged edge tiles, ``% M``) where some fit held, else as not affine (data-dependent addressing).
+
+Granularity. The L2 holds lines (or sectors), not byte ranges: two tiles reuse each other's data
+when they touch the same line, even where their byte ranges differ (32 x 32 fp16 tiles: each row
+segment is 64 B, two neighbours share every 128 B line). ``extend`` takes the granule
+(``granule_bytes``: the spec's ``l2_line_bytes``, or ``l2_sector_bytes`` where the L2 fills and
+counts hits by sector, as NVIDIA's does: ncu's L2 hit rate is per 32 B sector; default
+``GRANULE_BYTES`` = 128, the ``l2_line_bytes`` of every bundled spec, from the Nsight Compute
+Kernel Profiling Guide and the ROCm Compute Profiler docs, hwspecs/*.yaml). Blocks are NOT one key
+per granule: a 16384 x 16384 x 4096 GEMM's programs touch 200 M line-accesses, beyond what the
+simulator's replay can run. Instead every access, after the extension, is a rectangle of granules
+in its tensor's grid of rows (``pitch`` bytes each, the pitch the tensor's 2-D accesses share; one
+row for a tensor only ever accessed contiguously) and byte columns rounded out to granules
+(a contiguous range is split into up to three such rectangles: head, whole rows, tail; a 2-D
+access of another pitch than its tensor's is taken as its bounding byte range, and the trace's
+source says how many sampled accesses were). Per
+tensor, all rectangles' row bounds and column bounds cut the grid into cells; a block is one cell,
+and an access touches the cells inside its rectangle. Two accesses that share a granule thus share
+the cell holding it, and block bytes are the granule bytes the cell covers. Where the tiles are
+aligned to the granules (the GEMM's 128 x 64 bf16 tiles) a cell is a whole tile, as before; a
+5-point stencil cuts each tile into 3 x 3 cells (first row, middle rows, last row x first granule
+column, middle, last), an access touching up to 4 x 4 of them: 52 keys a tile where the hand
+model has 22 (the shifted loads touch the tile's own cells again, as the kernel does; with an L1
+those are L1 hits), and a simulation at the default problem replays 3.4 M accesses (4 to 6 s
+here). Exact where a tensor's row pitch is
+a multiple of the granule and the tensor starts on one (CUDA and HIP allocations are 256 B
+aligned); otherwise each row is rounded as if it began on a granule (a line shared by two rows is
+counted in both).
 """
 from __future__ import annotations
 
+import itertools
 import math
 import sys
+from collections import Counter
 
 import numpy as np
 
 from swizzleperf.profiling.trace import TileTrace
+
+_EXACT = "exactly on all sampled tiles"
+GRANULE_BYTES = 128  # the l2_line_bytes of every bundled spec (hwspecs/*.yaml)
+MERGE_GAP_BYTES = 32  # the smallest L2 sector of any bundled spec (NVIDIA: 32 B)
 
 
 class TraceError(ValueError):
@@ -32,14 +92,19 @@ class TraceError(ValueError):
 
 
 def sample_tiles(grid: tuple) -> list:
-    """Tile coordinates to trace: the origin, its neighbours along each axis, and interior tiles
-    for the check; all within ``grid`` and distinct."""
-    picks = [tuple(0 for _ in grid)]
-    for axis in range(len(grid)):
-        picks.append(tuple(1 if a == axis else 0 for a in range(len(grid))))
-    picks.append(tuple(1 for _ in grid))
+    """Tile coordinates to trace, distinct and within ``grid``: tile (1, 1, ..) and its neighbours
+    one step either way along each axis, the middle tile, tile (g-2, g-2, ..), and the corners.
+    Along an axis of 4 or more tiles that gives two tiles off each edge to fit on (1 and 2, or
+    g-3 and g-2) and further ones to check; the corners and tiles 0 and g-1 show how the masks
+    clip the edges (see the module docstring)."""
+    base = tuple(min(1, g - 1) for g in grid)
+    picks = [base]
+    for axis, g in enumerate(grid):
+        for delta in (1, -1):
+            picks.append(tuple(min(max(c + delta, 0), g - 1) if a == axis else c for a, c in enumerate(base)))
     picks.append(tuple(g // 2 for g in grid))
     picks.append(tuple(max(0, g - 2) for g in grid))
+    picks.extend(itertools.product(*[(0, g - 1) for g in grid]))
     return list(dict.fromkeys(p for p in picks if all(0 <= c < g for c, g in zip(p, grid))))
 
 
@@ -55,108 +120,382 @@ def group_steps(accesses: list) -> list:
     return [s for s in steps if s]
 
 
-def extend(samples: dict, grid: tuple, programs_per_cu: int, source: str) -> TileTrace:
+def extend(samples: dict, grid: tuple, programs_per_cu: int, source: str,
+           granule_bytes: int = GRANULE_BYTES) -> TileTrace:
     """The TileTrace of every tile of ``grid`` from traced samples.
 
     Args:
-        samples: tile coordinates (tuple) -> that program's ordered accesses (list of
-            ``(site, tensor, start, end, nbytes, is_store)``).
+        samples: tile coordinates (tuple) -> that program's ordered accesses (lists or tuples as
+            ``record_samples`` gives them, or six-element ``(site, tensor, start, end, nbytes,
+            is_store)``).
         grid: the logical tile grid; tiles are numbered row-major.
+        programs_per_cu: occupancy, passed on to the trace.
+        source: where the samples come from (the trace's ``source``, the granule appended).
+        granule_bytes: the unit the L2 holds and counts: the target spec's ``l2_line_bytes``
+            or ``l2_sector_bytes`` (default 128 B, every bundled spec's line); 1 counts bytes.
 
     Raises:
-        TraceError: the samples differ in shape (steps, sites), an address is not affine in the
-            tile coordinates, or there are too few samples to fit.
+        TraceError: the samples differ in shape (steps, sites), an access is not affine in the
+            tile coordinates (away from the edges, with the edges clipped consistently), or there
+            are too few samples to fit.
     """
-    tiles = list(samples)
-    shaped = {t: group_steps(samples[t]) for t in tiles}
+    if granule_bytes < 1:
+        raise ValueError(f"granule_bytes must be positive, got {granule_bytes}")
+    grid = tuple(int(g) for g in grid)
+    tiles = [tuple(int(c) for c in t) for t in samples]
+    shaped = {t: group_steps([_normalise(a) for a in samples[key]]) for t, key in zip(tiles, samples)}
     shape = _shape(shaped[tiles[0]])
     for t in tiles[1:]:
         if _shape(shaped[t]) != shape:
             raise TraceError(f"tile {t} has another access pattern than tile {tiles[0]} (steps or "
                              f"call sites differ): data-dependent control flow or addressing")
-    coords = np.array([(1, *t) for t in tiles], dtype=np.float64)  # [samples, 1 + ndim]
-    if np.linalg.matrix_rank(coords) < coords.shape[1]:
-        raise TraceError(f"grid {grid} gives too few distinct samples to fit an affine map")
+    records = [a for t in tiles for step in shaped[t] for a in step if a[3] > a[2]]
+    pitch, size = _tensor_pitches(records), _tensor_sizes(records)
+    coords = np.array(tiles, dtype=np.int64).reshape(len(tiles), len(grid))
     all_coords = np.stack(np.unravel_index(np.arange(math.prod(grid)), grid), axis=1)  # [tiles, ndim]
-    steps, width = len(shape), max(len(s) for s in shape)
-    tensor = np.full((steps, width), -1, dtype=np.int64)
-    start = np.zeros((math.prod(grid), steps, width), dtype=np.int64)
-    end, nbytes = np.zeros_like(start), np.zeros((steps, width), dtype=np.int64)
-    store = np.zeros((steps, width), dtype=bool)
-    for s, j in ((s, j) for s in range(steps) for j in range(len(shape[s]))):
+    parts = []  # (step, tensor, is_store, r0, r1, c0, c1) per rectangle; arrays over all tiles
+    inexact = 0
+    for s, j in ((s, j) for s in range(len(shape)) for j in range(len(shape[s]))):
         rows = [shaped[t][s][j] for t in tiles]
-        tensor[s, j], nbytes[s, j], store[s, j] = rows[0][1], rows[0][4], rows[0][5]
-        for target, column in ((start, 2), (end, 3)):
-            target[:, s, j] = _affine([r[column] for r in rows], coords, all_coords, s, j)
-    return _to_trace(tensor, start, end, nbytes, store, programs_per_cu, source)
+        touched = [r for r in rows if r[3] > r[2]]
+        if not touched:
+            continue                                        # masked off in every sampled tile
+        tensor, site, store = touched[0][1], touched[0][0], touched[0][5]
+        if any(r[1] != tensor for r in touched):
+            raise TraceError(f"access {j} of step {s} (line {site}) falls in different tensors in "
+                             f"different tiles: data-dependent addressing")
+        label = f"access {j} of step {s} (the {'store' if store else 'load'} at line {site} of the kernel)"
+        p, size_t = pitch.get(tensor, 0), size.get(tensor, -1)
+        rects = [_as_rect(r, p) if r[3] > r[2] else () for r in rows] if p else [None]
+        if p and all(r is not None for r in rects):         # 2-D: rows x byte columns
+            obs = np.array([r if r else (np.nan,) * 4 for r in rects], dtype=np.float64)
+            nrows = -(-size_t // p) if size_t > 0 else np.inf
+            bounds, sides = [(0, nrows), (0, nrows), (0, p), (0, p)], "lhlh"
+        else:                                               # contiguous byte ranges
+            obs = np.array([(r[2], r[3]) if r[3] > r[2] else (np.nan, np.nan) for r in rows], dtype=np.float64)
+            bounds, sides = [(0, size_t if size_t > 0 else np.inf)] * 2, "lh"
+            inexact += sum(r[6] > 0 for r in touched)
+        values = _fit_access(obs, coords, all_coords, grid, sides, bounds, label)
+        for r0, r1, c0, c1 in _rectangles(values, p):
+            parts.append((s, tensor, bool(store), *_round_columns(r0, r1, c0, c1, p, size_t, granule_bytes)))
+    note = f"; {granule_bytes} B granules" + (f"; {inexact} sampled 2-D accesses counted by their "
+                                               f"bounding byte range" if inexact else "")
+    return _to_trace(parts, math.prod(grid), len(shape), programs_per_cu, source + note)
+
+
+def _normalise(access) -> tuple:
+    """A recorded access as the ten-element tuple (six-element records: contiguous, size unknown)."""
+    access = tuple(access)
+    if len(access) == 6:
+        return (*access, 0, 0, 0, -1)
+    if len(access) != 10:
+        raise TraceError(f"a recorded access has {len(access)} fields, expected 6 or 10: {access}")
+    return access
 
 
 def _shape(steps: list) -> list:
-    return [tuple((a[0], a[1], a[5]) for a in step) for step in steps]
+    return [tuple((a[0], bool(a[5])) for a in step) for step in steps]
 
 
-def _affine(values: list, coords: np.ndarray, all_coords: np.ndarray, step: int, j: int) -> np.ndarray:
-    """Fit ``values`` (one per sample) as c0 + c . coords, exactly; evaluate on every tile."""
-    y = np.asarray(values, dtype=np.float64)
-    c, *_ = np.linalg.lstsq(coords, y, rcond=None)
-    c = np.round(c)
-    if not np.array_equal(coords @ c, y):
-        raise TraceError(f"access {j} of step {step}: its address is not an affine function of the "
-                         f"tile coordinates (data-dependent addressing?)")
-    return (c[0] + all_coords @ c[1:]).astype(np.int64)
+def _tensor_pitches(records: list) -> dict:
+    """Tensor -> the row pitch its 2-D accesses use most (the smallest among equals); tensors
+    only accessed contiguously are absent."""
+    counts = {}
+    for r in records:
+        if r[6] > 0:
+            counts.setdefault(r[1], Counter())[r[6]] += 1
+    return {t: min(c, key=lambda p: (-c[p], p)) for t, c in counts.items()}
 
 
-def _to_trace(tensor, start, end, nbytes, store, programs_per_cu: int, source: str) -> TileTrace:
-    """Number the distinct (tensor, start, end) blocks and assemble the TileTrace."""
-    tiles, steps, width = start.shape
-    valid = np.broadcast_to(tensor >= 0, start.shape)
-    stacked = np.stack([np.broadcast_to(tensor, start.shape)[valid], start[valid], end[valid]], axis=1)
-    unique, inverse = np.unique(stacked, axis=0, return_inverse=True)
-    keys = np.full(start.shape, -1, dtype=np.int64)
+def _tensor_sizes(records: list) -> dict:
+    sizes = {}
+    for r in records:
+        sizes[r[1]] = max(sizes.get(r[1], -1), int(r[9]))
+    return sizes
+
+
+def _as_rect(access: tuple, pitch: int):
+    """``(r0, r1, c0, c1)``: the rows ``[r0, r1)`` and byte columns ``[c0, c1)`` of an access in
+    a grid of rows of ``pitch`` bytes, or None where the access is no rectangle there (a
+    contiguous run crossing rows partly, another pitch)."""
+    start, end, own, col_lo, col_hi = access[2], access[3], access[6], access[7], access[8]
+    if own == pitch:
+        return (start // pitch, (end - 1) // pitch + 1, col_lo, col_hi)
+    if own == 0:
+        r0, r1 = start // pitch, (end - 1) // pitch
+        if r0 == r1:
+            return (r0, r0 + 1, start - r0 * pitch, end - r0 * pitch)
+        if start % pitch == 0 and end % pitch == 0:
+            return (r0, r1 + 1, 0, pitch)
+    return None
+
+
+def _fit_access(obs: np.ndarray, coords: np.ndarray, all_coords: np.ndarray, grid: tuple,
+                sides: str, bounds: list, label: str) -> np.ndarray:
+    """Each quantity of one access (columns of ``obs``, one row per sample, NaN rows where the
+    access was masked off) as an affine function of the tile coordinates, clipped to a box;
+    returns int64 ``[tiles, quantities]`` for every tile, where a lower bound >= its upper bound
+    (quantity pairs (0, 1), (2, 3)) marks an access that touches nothing. See the module
+    docstring for the strategies tried. Raises TraceError naming ``label``."""
+    active = [a for a, g in enumerate(grid) if g > 1]
+    design = np.column_stack([np.ones(len(coords)), coords[:, active]]).astype(np.float64)
+    design_all = np.column_stack([np.ones(len(all_coords)), all_coords[:, active]]).astype(np.float64)
+    edged = [a for a, g in enumerate(grid) if g >= 3]
+    high = np.array([grid[a] - 2 for a in edged])
+    off_low = np.all(coords[:, edged] >= 1, axis=1)
+    off_high = np.all(coords[:, edged] <= high, axis=1)
+    everywhere = np.ones(len(coords), dtype=bool)
+    strategies = [("on the sampled tiles off the edges that clip each side", off_low, off_high, True),
+                  ("on the sampled interior tiles", off_low & off_high, off_low & off_high, True)] if edged else []
+    strategies.append((_EXACT, everywhere, everywhere, False))
+    touched = ~np.isnan(obs[:, 0])
+    failures = []
+    for name, low_set, high_set, checked in strategies:
+        coef = np.zeros((design.shape[1], obs.shape[1]))
+        failure = None
+        for q, side in enumerate(sides):
+            sel = (low_set if side == "l" else high_set) & touched
+            x, y = design[sel], obs[sel, q]
+            if len(x) == 0 or np.linalg.matrix_rank(x) < x.shape[1]:
+                failure = ("few", f"{int(sel.sum())} usable sampled tiles do not determine an affine map")
+                break
+            if checked and len(x) <= x.shape[1]:
+                failure = ("few", f"{int(sel.sum())} usable sampled tiles leave none to check the fit")
+                break
+            c = np.round(np.linalg.lstsq(x, y, rcond=None)[0])
+            if not np.array_equal(x @ c, y):
+                bad = tuple(int(v) for v in coords[sel][np.argmax(np.abs(x @ c - y))])
+                failure = ("affine", f"no affine map gives what tile {bad} touches")
+                break
+            coef[:, q] = c
+        if failure is None:
+            box = _learn_box(design @ coef, obs, touched, sides, bounds)
+            predicted = _clip(design @ coef, box, sides)
+            empty = _empty(predicted)
+            for i in range(len(coords)):
+                if empty[i] != (not touched[i]) or (touched[i] and not np.array_equal(predicted[i], obs[i])):
+                    what = "nothing" if not touched[i] else _describe(obs[i], sides)
+                    would = "nothing" if empty[i] else _describe(predicted[i], sides)
+                    failure = ("edge", f"tile {tuple(int(v) for v in coords[i])} touches {what} where the "
+                                       f"affine map clipped to the tensor and the edges gives {would}")
+                    break
+        if failure is None:
+            values = _clip(design_all @ coef, box, sides)
+            return np.where(np.isfinite(values), values, 0).astype(np.int64)
+        failures.append((name, failure))
+    # an access affine on some tiles but clipped oddly at the edges says more than "not affine"
+    real = sorted([(n, f) for n, f in failures if f[0] != "few"], key=lambda nf: nf[1][0] != "edge")
+    if not real:
+        raise TraceError(f"grid {grid} gives too few distinct samples to fit an affine map ({label}: "
+                         f"{failures[-1][1][1]})")
+    name, (kind, detail) = real[0]
+    small = "" if any(f[0] != "few" for n, f in failures if n != _EXACT) else (
+        f" (the grid {grid} has too few tiles to fit away from its edges, so the fit had to include them)")
+    if kind == "edge":
+        raise TraceError(f"{label}: its address is an affine function of the tile coordinates {name}{small}, "
+                         f"but not one clipped consistently at the edges: {detail} (a mask that is not "
+                         f"a box, or data-dependent addressing?)")
+    raise TraceError(f"{label}: its address is not an affine function of the tile coordinates "
+                     f"{name}{small}: {detail} (data-dependent addressing?)")
+
+
+def _learn_box(predicted: np.ndarray, obs: np.ndarray, touched: np.ndarray, sides: str, bounds: list) -> list:
+    """Per quantity, the bound a mask sets: the tensor's, narrowed to what sampled tiles touch
+    where they touch less than predicted (a lower bound above the tensor's start, an upper one
+    below its end)."""
+    box = []
+    for q, side in enumerate(sides):
+        lo, hi = bounds[q]
+        got, want = obs[touched, q], predicted[touched, q]
+        if side == "l":
+            narrower = got[got > want]
+            box.append(max(lo, narrower.max()) if narrower.size else lo)
+        else:
+            narrower = got[got < want]
+            box.append(min(hi, narrower.min()) if narrower.size else hi)
+    return box
+
+
+def _clip(values: np.ndarray, box: list, sides: str) -> np.ndarray:
+    out = values.copy()
+    for q, side in enumerate(sides):
+        out[:, q] = np.maximum(out[:, q], box[q]) if side == "l" else np.minimum(out[:, q], box[q])
+    return out
+
+
+def _empty(values: np.ndarray) -> np.ndarray:
+    return np.any(values[:, 0::2] >= values[:, 1::2], axis=1)
+
+
+def _describe(values: np.ndarray, sides: str) -> str:
+    v = [int(x) if np.isfinite(x) else x for x in values]
+    return f"rows [{v[0]}, {v[1]}) x bytes [{v[2]}, {v[3]})" if len(sides) == 4 else f"bytes [{v[0]}, {v[1]})"
+
+
+def _rectangles(values: np.ndarray, pitch: int) -> list:
+    """An access's extension (``_fit_access``'s values, 4 columns: a rectangle; 2: a byte range)
+    as rectangles ``(r0, r1, c0, c1)`` of arrays over all tiles (empty where r0 >= r1 or
+    c0 >= c1): a range in a tensor of rows of ``pitch`` bytes is its head, whole rows and tail;
+    in a tensor of no pitch, one row."""
+    if values.shape[1] == 4:
+        return [tuple(values.T)]
+    start, end = values[:, 0], values[:, 1]
+    if not pitch:
+        return [(np.zeros_like(start), np.where(end > start, 1, 0), start, end)]
+    first, last = start // pitch, (end - 1) // pitch
+    some = end > start
+    head = (first, np.where(some, first + 1, first), start - first * pitch,
+            np.where(last > first, pitch, end - first * pitch))
+    middle = (first + 1, np.maximum(last, first + 1), np.zeros_like(start), np.full_like(start, pitch))
+    tail = (last, np.where(some & (last > first), last + 1, last), np.zeros_like(start), end - last * pitch)
+    return [head, middle, tail]
+
+
+def _round_columns(r0, r1, c0, c1, pitch: int, size: int, granule: int) -> tuple:
+    """Byte columns rounded out to whole granules, kept within the row (``pitch`` bytes, or the
+    tensor rounded up to a granule where it has no pitch); empty rectangles set to rows [0, 0)."""
+    row = pitch if pitch else (-(-size // granule) * granule if size > 0 else None)
+    lo = (c0 // granule) * granule
+    hi = -(-c1 // granule) * granule
+    if row is not None:
+        hi = np.minimum(hi, row)
+    keep = (r0 < r1) & (lo < hi)
+    zero = np.zeros_like(r0)
+    return (np.where(keep, r0, zero), np.where(keep, r1, zero), np.where(keep, lo, zero), np.where(keep, hi, zero))
+
+
+def _to_trace(parts: list, num_tiles: int, steps: int, programs_per_cu: int, source: str) -> TileTrace:
+    """Cut each tensor's rectangles into cells (all row bounds x all column bounds), number the
+    cells touched, and assemble the TileTrace: each rectangle's cells, row-major, in its step."""
+    bounds = {}
+    for _, tensor, _, r0, r1, c0, c1 in parts:
+        keep = r0 < r1
+        rows, cols = bounds.setdefault(tensor, ([], []))
+        rows.extend([r0[keep], r1[keep]])
+        cols.extend([c0[keep], c1[keep]])
+    grids, base = {}, 0
+    for tensor in sorted(bounds):
+        rows, cols = (np.unique(np.concatenate(b)) if b else np.zeros(0, np.int64) for b in bounds[tensor])
+        grids[tensor] = (rows, cols, base)
+        base += max(len(rows) - 1, 0) * max(len(cols), 1)
+    columns = []  # (step, cell ids [tiles], is_store) per key slot
+    for step, tensor, store, r0, r1, c0, c1 in parts:
+        rows, cols, first = grids[tensor]
+        i0, i1 = np.searchsorted(rows, r0), np.searchsorted(rows, r1)
+        k0, k1 = np.searchsorted(cols, c0), np.searchsorted(cols, c1)
+        nr, nc = np.where(r0 < r1, i1 - i0, 0), np.where(r0 < r1, k1 - k0, 0)
+        count, across = nr * nc, np.maximum(nc, 1)
+        for m in range(int(count.max()) if count.size else 0):
+            cell = first + (i0 + m // across) * len(cols) + (k0 + m % across)
+            columns.append((step, np.where(m < count, cell, -1), store))
+    width = max([sum(1 for c in columns if c[0] == s) for s in range(steps)] + [1])
+    keys = np.full((num_tiles, steps, width), -1, dtype=np.int64)
+    is_store = np.zeros((steps, width), dtype=bool)
+    slot = [0] * steps
+    for step, cell, store in columns:
+        keys[:, step, slot[step]] = cell
+        is_store[step, slot[step]] = store
+        slot[step] += 1
+    valid = keys >= 0
+    unique, inverse = np.unique(keys[valid], return_inverse=True)
     keys[valid] = inverse.ravel()
     block_bytes = np.zeros(len(unique), dtype=np.int64)
+    for tensor, (rows, cols, first) in grids.items():
+        inside = (unique >= first) & (unique < first + max(len(rows) - 1, 0) * max(len(cols), 1))
+        local = unique[inside] - first
+        ri, ci = local // len(cols), local % len(cols)
+        block_bytes[inside] = (rows[ri + 1] - rows[ri]) * (cols[ci + 1] - cols[ci])
+    flat_store = np.broadcast_to(is_store, keys.shape)[valid]
     block_is_write = np.zeros(len(unique), dtype=bool)
-    flat_bytes = np.broadcast_to(nbytes, start.shape)[valid]
-    flat_store = np.broadcast_to(store, start.shape)[valid]
-    block_bytes[inverse.ravel()] = flat_bytes
     np.logical_or.at(block_is_write, inverse.ravel(), flat_store)
-    access_is_write = np.broadcast_to(store, start.shape) & valid
-    both = np.zeros(len(unique), dtype=bool)                 # blocks also loaded somewhere
-    np.logical_or.at(both, inverse.ravel(), ~flat_store)
+    loaded = np.zeros(len(unique), dtype=bool)              # blocks also loaded somewhere
+    np.logical_or.at(loaded, inverse.ravel(), ~flat_store)
+    access_is_write = np.broadcast_to(is_store, keys.shape) & valid
     return TileTrace(keys=keys, block_bytes=block_bytes, block_is_write=block_is_write,
                      programs_per_cu=programs_per_cu, source=source,
-                     access_is_write=access_is_write.copy() if (both & block_is_write).any() else None)
+                     access_is_write=access_is_write.copy() if (loaded & block_is_write).any() else None)
 
 
 # -- recording (runs in the worker, under the Triton interpreter) -------------------------------
 
 def record_samples(spec, module, problem: dict, meta: dict, dtype: str, pids: list) -> list:
     """Run the programs ``pids`` of one real launch under the interpreter, recording every load
-    and store; returns one ordered access list per pid. Loads still read memory (addresses may
-    depend on loaded data); ``tl.dot`` is skipped. Raises TraceError for multi-launch kernels."""
+    and store; returns one ordered access list per pid (see the module docstring for an access's
+    fields). Loads still read memory (addresses may depend on loaded data); ``tl.dot`` is
+    skipped. Raises TraceError for multi-launch kernels and for addresses outside every input
+    tensor."""
     from swizzleperf.profiling.interpreter_hooks import sampled_launches
     inputs = spec.make_inputs(problem, 0, "cpu", dtype)
     tensors = [t for t in inputs.values() if hasattr(t, "data_ptr")]
-    ranges = np.array([(t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()) for t in tensors])
-    log = []
+    ranges = np.array([(t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()) for t in tensors],
+                      dtype=np.int64).reshape(-1, 2)
+    log, outside, stopped = [], [], []  # outside: sites outside every tensor; stopped: a second
+    # launch began. Both are raised after the launch: the interpreter rewraps what a hook raises.
 
     def record(launch, index, addrs, itemsize, is_store):
+        if launch > 0:  # stop at the second launch's first access (a wavefront runs hundreds)
+            stopped.append(launch)
+            raise TraceError("several launches")
+        site = _site(module.__file__)
         if addrs.size == 0:
+            log.append((launch, index, access_record(site, -1, addrs, itemsize, is_store, 0)))
             return
-        lo, hi = int(addrs.min()), int(addrs.max()) + itemsize
-        tensor = int(np.flatnonzero((ranges[:, 0] <= lo) & (lo < ranges[:, 1]))[0]) if len(ranges) else -1
-        base = int(ranges[tensor, 0]) if tensor >= 0 else 0
-        log.append((launch, index, (_site(module.__file__), tensor, lo - base, hi - base,
-                                    int(np.unique(addrs).size) * itemsize, is_store)))
+        lo = int(addrs.min())
+        inside = np.flatnonzero((ranges[:, 0] <= lo) & (lo < ranges[:, 1]))
+        if inside.size == 0:
+            outside.append(site)
+            return
+        tensor = int(inside[0])
+        base = int(ranges[tensor, 0])
+        log.append((launch, index, access_record(site, tensor, np.unique(addrs) - base, itemsize, is_store,
+                                                 int(ranges[tensor, 1] - base))))
 
-    with sampled_launches(pids, record):
-        spec.launch(inputs, **meta)
-    if len({entry[0] for entry in log}) > 1:
+    try:
+        with sampled_launches(pids, record):
+            spec.launch(inputs, **meta)
+    except Exception:
+        if not stopped:
+            raise
+    if stopped:
         raise TraceError("the kernel's launch runs several Triton launches: trace one launch at a time")
+    if outside:
+        raise TraceError(f"the access at line {outside[0]} of the kernel reads or writes outside every "
+                         f"input tensor (memory the launch allocates itself?): cannot trace it")
     per_pid = [[] for _ in pids]
     for _, index, access in log:
         per_pid[index].append(access)
     return per_pid
+
+
+def access_record(site: int, tensor: int, offsets: np.ndarray, itemsize: int, is_store: bool,
+                  tensor_bytes: int) -> tuple:
+    """The recorded access (module docstring) of one load or store: the sorted distinct byte
+    ``offsets`` of its elements (of ``itemsize`` bytes) within ``tensor`` (``tensor_bytes``
+    long); an empty ``offsets`` gives the empty access."""
+    offsets = np.asarray(offsets, dtype=np.int64)
+    if offsets.size == 0:
+        return (site, -1, 0, 0, 0, bool(is_store), 0, 0, 0, 0)
+    pitch, col_lo, col_hi = _geometry(offsets, itemsize)
+    return (site, tensor, int(offsets[0]), int(offsets[-1]) + itemsize, int(offsets.size) * itemsize,
+            bool(is_store), pitch, col_lo, col_hi, int(tensor_bytes))
+
+
+def _geometry(offsets: np.ndarray, itemsize: int) -> tuple:
+    """``(pitch, col_lo, col_hi)`` of an access's sorted distinct byte offsets: ``(0, 0, 0)`` for
+    one run (gaps under ``MERGE_GAP_BYTES`` merged); else the pitch of its runs' starts (their
+    gcd) and the byte columns bounding the runs within rows of that pitch. A run crossing a row
+    makes it one run (its bounding range)."""
+    cut = np.flatnonzero(np.diff(offsets) - itemsize >= MERGE_GAP_BYTES)
+    if cut.size == 0:
+        return 0, 0, 0
+    starts = offsets[np.concatenate([[0], cut + 1])]
+    ends = offsets[np.concatenate([cut, [offsets.size - 1]])] + itemsize
+    pitch = int(np.gcd.reduce(np.diff(starts)))
+    rows = starts // pitch
+    col_lo, col_hi = starts - rows * pitch, ends - rows * pitch
+    if col_hi.max() > pitch:
+        return 0, 0, 0
+    return pitch, int(col_lo.min()), int(col_hi.max())
 
 
 def _site(kernel_file: str) -> int:

@@ -37,7 +37,9 @@ def test_steps_end_where_a_site_repeats():
 def test_extension_matches_the_hand_count():
     grid = (3, 4)
     samples = {t: _gemm_like(t) for t in sample_tiles(grid)}
-    trace = extend(samples, grid, programs_per_cu=1, source="test")
+    # At byte granularity (granule_bytes=1) every distinct range is a block of its own; at the
+    # default 128 B lines these unaligned ranges would share lines (tests/profiling/test_tracer_edges.py).
+    trace = extend(samples, grid, programs_per_cu=1, source="test", granule_bytes=1)
     # Distinct blocks by hand: A 3 rows x 2 steps = 6, B 2 steps x 4 cols = 8, C 12: 26 blocks,
     # 6*100 + 8*50 + 12*80 = 1960 bytes.
     assert trace.block_bytes.size == 26 and trace.footprint_bytes() == 1960
@@ -85,21 +87,28 @@ def test_traced_gemm_equals_its_access_model(gemm_path):
 KERNELS = Path(__file__).resolve().parents[2] / "kernels"
 
 
-@pytest.mark.parametrize("kernel, meta, sizes, footprint", [
-    # A 96x64 + B 64x64 + C 96x64, bf16: 12288 + 8192 + 12288 bytes.
-    ("gemm", {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}, {"M": 96, "N": 64, "K": 64}, 32768),
-    # x and y 16x64 fp32 (4096 bytes each) + scale and bias 64 fp32 each (512).
-    ("elementwise", {"BLOCK": 256}, {"M": 16, "N": 64}, 8704),
-    # x 96x64 and out 64x96, bf16: 12288 bytes each.
-    ("transpose", {"BLOCK_M": 32, "BLOCK_N": 32}, {"M": 96, "N": 64}, 24576),
+@pytest.mark.parametrize("kernel, meta, sizes, footprint, blocks", [
+    # A 96x64 + B 64x64 + C 96x64, bf16: 12288 + 8192 + 12288 bytes. Rows are 128 B, one line, and
+    # a 32-wide tile's row is half of it: the two tiles side by side share every line, so each
+    # 32-row band of A, B and C is one block of 4096 B at 128 B lines: 3 + 2 + 3 blocks (the
+    # access model, at byte ranges, counts 6 + 4 + 6).
+    ("gemm", {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}, {"M": 96, "N": 64, "K": 64}, 32768, 8),
+    # x and y 16x64 fp32 (4096 bytes each) + scale and bias 64 fp32 each (512): 1 KiB blocks of x
+    # and y (4 each), all of scale and of bias: 10 blocks, as the access model.
+    ("elementwise", {"BLOCK": 256}, {"M": 16, "N": 64}, 8704, 10),
+    # x 96x64 and out 64x96, bf16: 12288 bytes each. x's 128 B rows: one 4096 B block per 32-row
+    # band (3); out's 192 B rows: columns [0, 128) shared by out tiles 0 and 1, [128, 192) of
+    # tile 2 (rounded to a line within the row): 2 bands x (4096 + 2048 B) = 4 blocks.
+    ("transpose", {"BLOCK_M": 32, "BLOCK_N": 32}, {"M": 96, "N": 64}, 24576, 7),
 ])
-def test_tracer_footprints_counted_by_hand(kernel, meta, sizes, footprint):
+def test_tracer_footprints_counted_by_hand(kernel, meta, sizes, footprint, blocks):
     path = KERNELS / f"{kernel}.py"
     traced = trace_kernel(path, meta_overrides=meta, sizes=sizes)
     assert traced.footprint_bytes() == footprint
+    assert traced.block_bytes.size == blocks
     _, spec = load_kernel(path)
     hand = spec.trace({**spec.problems["default"], **sizes}, {**spec.meta, **meta})
-    assert hand.footprint_bytes() == footprint and hand.block_bytes.size == traced.block_bytes.size
+    assert hand.footprint_bytes() == footprint
 
 
 TRITON36 = next((Path(p) for p in (os.environ.get("SWIZZLEPERF_TRITON36"), "/tmp/tri36")

@@ -1,0 +1,277 @@
+"""The generic tracer at masked edges and at L2-line granularity (issue #15): stencils whose
+shifted loads are masked at the domain's edges trace, and every tile's lines agree with a
+brute-force trace of all programs; tiles that share 128 B lines but not byte ranges reuse each
+other's data; data-dependent kernels and too-small grids are refused, naming the access."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from swizzleperf.agent.simulate import SimulateError, trace_kernel
+from swizzleperf.agent.spec import load_kernel
+from swizzleperf.agent.verify import run_worker
+from swizzleperf.hwspecs import HardwareSpec
+from swizzleperf.profiling import l2sim
+from swizzleperf.profiling.tracer import TraceError, access_record, extend, sample_tiles
+
+KERNELS = Path(__file__).resolve().parents[2] / "kernels"
+
+
+def _recorded(path: Path, meta: dict, sizes: dict) -> tuple:
+    """``(samples, grid)``: the worker's trace stage at the default problem with ``sizes``, as
+    ``agent.simulate.trace_kernel`` runs it, before the extension."""
+    _, spec = load_kernel(path)
+    result = run_worker({"kernel_path": str(path), "stages": ["trace"], "dtype": spec.dtypes[0],
+                         "meta_overrides": meta, "trace_problem": "default", "problem_sizes": sizes},
+                        300, interpret=True)
+    assert result.passed, result.reason
+    recorded = result.details["trace"]
+    return {tuple(t): a for t, a in zip(recorded["tiles"], recorded["accesses"])}, tuple(recorded["grid"])
+
+
+# Runs every program of the launch under the interpreter and prints, per program id, the
+# (tensor, 32 B granule) pairs its loads and its stores touch, granules counted from each tensor's start.
+_BRUTE_FORCE = """
+import json, sys
+import numpy as np
+from swizzleperf.agent.spec import load_kernel
+from swizzleperf.profiling.interpreter_hooks import sampled_launches
+path, sizes, meta = json.loads(sys.argv[1])
+module, spec = load_kernel(path)
+problem, meta = {**spec.problems["default"], **sizes}, {**spec.meta, **meta}
+programs = int(np.prod(spec.tile_grid(problem, meta)))
+inputs = spec.make_inputs(problem, 0, "cpu", spec.dtypes[0])
+ranges = [(t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()) for t in inputs.values()]
+seen = [[set(), set()] for _ in range(programs)]
+
+def on_access(launch, index, addrs, itemsize, is_store):
+    for k, (lo, hi) in enumerate(ranges):
+        inside = addrs[(addrs >= lo) & (addrs < hi)] - lo
+        for g in np.unique(np.concatenate([inside // 32, (inside + itemsize - 1) // 32])).tolist():
+            seen[index][int(is_store)].add((k, g))
+
+with sampled_launches(list(range(programs)), on_access):
+    spec.launch(inputs, **meta)
+print(json.dumps([[sorted(r), sorted(w)] for r, w in seen]))
+"""
+
+
+def _brute_force(path: Path, meta: dict, sizes: dict) -> list:
+    """Per program id (= row-major tile: both stencils' own order is row-major), the sets of
+    ``(tensor, 32 B granule)`` it reads and writes."""
+    done = subprocess.run([sys.executable, "-c", _BRUTE_FORCE, json.dumps([str(path), sizes, meta])],
+                          capture_output=True, text=True, timeout=300, env=dict(os.environ, TRITON_INTERPRET="1"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    return [[{tuple(x) for x in r}, {tuple(x) for x in w}] for r, w in json.loads(done.stdout.strip().splitlines()[-1])]
+
+
+@pytest.mark.parametrize("kernel, meta, sizes", [
+    # 72 x 160 fp32 (rows of 640 B = 5 lines), 16 x 64 tiles: a 5 x 3 grid, ragged in both
+    # dimensions (72 = 4 * 16 + 8 rows, 160 = 2 * 64 + 32 columns).
+    ("stencil2d", {"BLOCK_M": 16, "BLOCK_N": 64}, {"M": 72, "N": 160}),
+    # 36 x 224 fp32 (rows of 896 B = 7 lines), 8 x 64 tiles: a 5 x 4 grid, ragged in both.
+    ("fdtd2d", {"BLOCK_M": 8, "BLOCK_N": 64}, {"NX": 36, "NY": 224}),
+])
+def test_masked_stencils_trace_as_a_brute_force_trace(kernel, meta, sizes):
+    """The masked halo loads trace, and at 128 B lines and at 32 B sectors every tile reads and
+    writes exactly the granules a brute-force trace of all its program's addresses finds, and
+    every two tiles share exactly the granules they really share (edge tiles included)."""
+    path = KERNELS / f"{kernel}.py"
+    samples, grid = _recorded(path, meta, sizes)
+    brute = _brute_force(path, meta, sizes)
+    assert len(brute) == int(np.prod(grid))
+    for granule in (128, 32):
+        trace = extend(samples, grid, 1, "test", granule_bytes=granule)
+        per = granule // 32
+        truth = [[{(k, g // per) for k, g in kind} for kind in tile] for tile in brute]
+        writes = trace.writes()
+        mine = []
+        for t in range(trace.num_tiles):
+            keys = trace.keys[t]
+            reads = set(keys[(keys >= 0) & ~writes[t]].tolist())
+            stored = set(keys[writes[t]].tolist())
+            assert trace.block_bytes[sorted(reads)].sum() == len(truth[t][0]) * granule, (granule, t)
+            assert trace.block_bytes[sorted(stored)].sum() == len(truth[t][1]) * granule, (granule, t)
+            mine.append(reads | stored)
+        for t in range(len(mine)):
+            for u in range(t + 1, len(mine)):
+                shared = (truth[t][0] | truth[t][1]) & (truth[u][0] | truth[u][1])
+                assert trace.block_bytes[sorted(mine[t] & mine[u])].sum() == len(shared) * granule, (granule, t, u)
+        assert trace.footprint_bytes() == len(set().union(*[r | w for r, w in truth])) * granule
+
+
+def _one_cache(l2_bytes: int) -> HardwareSpec:
+    """One L2 of ``l2_bytes``, one compute unit running one program at a time, no L1."""
+    return HardwareSpec(
+        name="toy", display_name="toy", vendor="test", arch="test", compute_units=1, l2_domains=1,
+        l2_partitions=1, l2_bytes_per_domain=l2_bytes, l2_line_bytes=128, l2_sector_bytes=32,
+        l2_associativity=None, llc_bytes=0, dram_bytes_per_s=1e12, peak_bf16_flops=1e15,
+        shared_memory_per_cu_bytes=0, l1_bytes_per_cu=0, dispatch="in_order", domain_miss_path="memory")
+
+
+def test_tiles_sharing_lines_reuse_them():
+    """32 x 32 16-bit tiles of the transpose (x 256 x 128: rows of 256 B): each tile row is 64 B,
+    half a line, and tiles (i, 2k), (i, 2k+1) read the same 32 lines. Row-major runs them one
+    after the other: the second finds all 32 lines (4 KiB) in a 16 KiB L2, half of all reads hit.
+    Grouped-m:8 (here column-major) runs 7 tiles (28 KiB of x and 12 KiB of out) in between:
+    none. Keyed by byte ranges (the tracer before, granule 1) or by 32 B sectors (the two 64 B
+    halves share none), nothing is shared under either order."""
+    samples, grid = _recorded(KERNELS / "transpose.py", {"BLOCK_M": 32, "BLOCK_N": 32}, {"M": 256, "N": 128})
+    assert grid == (8, 4)
+    row_major = np.arange(32)
+    grouped = (np.arange(32) % 8) * 4 + np.arange(32) // 8   # program p -> tile (p % 8, p // 8)
+    hw = _one_cache(16 * 1024)
+    rates = {g: [l2sim.simulate(extend(samples, grid, 1, "test", granule_bytes=g), order, hw).l2_hit_rate
+                 for order in (row_major, grouped)] for g in (1, 32, 128)}
+    assert rates[128] == [pytest.approx(0.5), 0.0]
+    assert rates[1] == [0.0, 0.0] and rates[32] == [0.0, 0.0]
+
+
+_GATHER = '''
+"""A gather: y[i] = x[idx[i]] with idx a fixed random permutation (for the tracer's tests)."""
+import numpy as np
+import torch
+import triton
+import triton.language as tl
+
+from swizzleperf.agent.spec import KernelSpec
+
+
+@triton.jit
+def swizzle(pid, num_pids):
+    tile = pid
+    return tile
+
+
+@triton.jit
+def gather_kernel(idx_ptr, x_ptr, y_ptr, N, BLOCK: tl.constexpr):
+    pid = tl.program_id(axis=0)
+    tile = swizzle(pid, tl.cdiv(N, BLOCK))
+    offs = tile * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < N
+    idx = tl.load(idx_ptr + offs, mask=mask, other=0)
+    value = tl.load(x_ptr + idx, mask=mask, other=0.0)
+    tl.store(y_ptr + offs, value, mask=mask)
+
+
+def launch(inputs, BLOCK, num_warps=4, num_stages=1):
+    N = inputs["x"].numel()
+    gather_kernel[(triton.cdiv(N, BLOCK),)](inputs["idx"], inputs["x"], inputs["y"], N, BLOCK=BLOCK)
+
+
+def make_inputs(problem, seed, device="cpu", dtype="float32"):
+    N = problem["N"]
+    idx = torch.from_numpy(np.random.default_rng(0).permutation(N).astype(np.int32)).to(device)
+    x = torch.randn(N, generator=torch.Generator(device=device).manual_seed(seed), device=device)
+    return {"idx": idx, "x": x.to(getattr(torch, dtype)), "y": torch.empty(N, device=device)}
+
+
+def tile_grid(problem, meta):
+    return (triton.cdiv(problem["N"], meta["BLOCK"]),)
+
+
+SPEC = KernelSpec(
+    name="gather", kernel_name="gather_kernel",
+    problems={"default": {"N": 4096}, "check": {"N": 700}},
+    meta={"BLOCK": 256, "num_warps": 4, "num_stages": 1},
+    check_meta={"BLOCK": 64, "num_warps": 4, "num_stages": 1},
+    make_inputs=make_inputs, launch=launch, reference=lambda inputs: inputs["x"][inputs["idx"].long()].double(),
+    output_name="y", tolerance={"float32": 1e-6}, tile_grid=tile_grid, swizzle_args=tile_grid,
+    flops=lambda p: 0.0, min_bytes=lambda p, dtype: 12.0 * p["N"], dtypes=("float32",),
+)
+'''
+
+
+def test_a_data_dependent_gather_is_refused(tmp_path):
+    """Same control flow in every program, addresses from loaded data: refused, naming the load."""
+    path = tmp_path / "gather.py"
+    path.write_text(_GATHER)
+    gather_line = next(i for i, line in enumerate(_GATHER.splitlines(), 1) if "tl.load(x_ptr + idx" in line)
+    with pytest.raises(SimulateError, match=rf"load at line {gather_line} of the kernel\): its address is "
+                                            r"not an affine function.*data-dependent addressing"):
+        trace_kernel(path)
+
+
+def test_spmv_is_refused():
+    """The CSR SpMV's loop runs as many steps as its rows' nonzeros: refused as data-dependent."""
+    with pytest.raises(SimulateError, match="another access pattern.*data-dependent"):
+        trace_kernel(KERNELS / "spmv.py", problem="check")
+
+
+def _stencil_samples(grid: tuple, masked: bool, tile: int = 4, rows: int = None, cols: int = None,
+                     origin: int = 0) -> dict:
+    """Synthetic samples of a 5-point stencil over an fp32 tensor of ``rows x cols`` (default:
+    the grid's tiles x ``tile``), tiles of ``tile x tile`` from row and column ``origin`` on: the
+    centre load (line 10), the loads shifted up, down, left and right (lines 11-14), masked to
+    the domain where ``masked`` (else not at all), and the store (line 15). Rows are padded to
+    ``cols + 16`` elements (64 B more than the domain: the recorder merges gaps under 32 B, and
+    the masks, not the tensor's end, clip the columns)."""
+    rows, cols = rows or grid[0] * tile, cols or grid[1] * tile
+    pitch = (cols + 16) * 4
+    size = rows * pitch
+    out = {}
+    for t in sample_tiles(grid):
+        r = origin + t[0] * tile + np.arange(tile)[:, None]
+        c = origin + t[1] * tile + np.arange(tile)[None, :]
+        inside = (r < rows) & (c < cols)
+        accesses = []
+        for site, (dr, dc) in zip(range(10, 15), [(0, 0), (-1, 0), (1, 0), (0, -1), (0, 1)]):
+            keep = inside & (((r + dr >= 0) & (r + dr < rows) & (c + dc >= 0) & (c + dc < cols)) | (not masked))
+            offsets = np.unique(((r + dr) * pitch + (c + dc) * 4)[keep])
+            accesses.append(access_record(site, 0, offsets, 4, False, size))
+        accesses.append(access_record(15, 1, np.unique((r * pitch + c * 4)[inside]), 4, True, size))
+        out[t] = accesses
+    return out
+
+
+def test_small_grids_fall_back_to_the_exact_fit():
+    """A 2 x 2 grid has no tile off its edges: the exact fit over all (here: all four) tiles
+    traces an unmasked stencil and a masked one (along an axis of two tiles any function is
+    affine); an access no affine map gives is refused, naming its line and why."""
+    trace = extend(_stencil_samples((2, 2), masked=False, rows=64, cols=64, origin=4), (2, 2), 1, "test", granule_bytes=4)
+    assert trace.num_tiles == 4
+    trace = extend(_stencil_samples((2, 2), masked=True), (2, 2), 1, "test", granule_bytes=4)
+    reads = ~trace.writes()[0] & (trace.keys[0] >= 0)
+    assert trace.block_bytes[np.unique(trace.keys[0][reads])].sum() == (16 + 4 + 4) * 4  # tile + 2 halos
+    samples = _stencil_samples((2, 2), masked=True)
+    last = list(samples[(1, 1)])
+    last[1] = access_record(11, 0, np.array([0, 40]), 4, False, 8 * 24 * 4)  # a gathered "up" load
+    samples[(1, 1)] = last
+    with pytest.raises(TraceError, match=r"load at line 11 of the kernel\): its address is not an affine "
+                                         r"function.*too few tiles to fit away from its edges"):
+        extend(samples, (2, 2), 1, "test")
+
+
+def test_masked_edges_are_clipped_on_any_grid_of_three_tiles_or_more():
+    """Masked stencils trace on 3 x 3 and larger grids, ragged or not: every tile's bytes (at
+    4 B granules, the elements) are those of its clipped tile and halo counted by hand."""
+    for grid, rows, cols in (((3, 3), 12, 12), ((5, 4), 18, 14), ((3, 7), 12, 26)):
+        trace = extend(_stencil_samples(grid, masked=True, rows=rows, cols=cols), grid, 1, "test", granule_bytes=4)
+        for m in range(grid[0]):
+            for n in range(grid[1]):
+                h, w = min(4, rows - 4 * m), min(4, cols - 4 * n)
+                halo = (m > 0) * w + (4 * m + h < rows) * w + (n > 0) * h + (4 * n + w < cols) * h
+                keys = trace.keys[m * grid[1] + n]
+                writes = trace.writes()[m * grid[1] + n]
+                assert trace.block_bytes[np.unique(keys[(keys >= 0) & ~writes])].sum() == (h * w + halo) * 4
+                assert trace.block_bytes[np.unique(keys[writes])].sum() == h * w * 4
+
+
+def test_an_edge_that_breaks_the_clipped_prediction_is_refused():
+    """An edge tile that touches less than the affine map predicts, where no mask consistent with
+    the other tiles would clip it (here: the first tile's centre load skips its first column,
+    which tile (1, 0) below it reads), is refused, naming a tile and both rectangles."""
+    samples = _stencil_samples((5, 5), masked=True)
+    first = list(samples[(0, 0)])
+    rows, cols = np.arange(4)[:, None], np.arange(1, 4)[None, :]
+    first[0] = access_record(10, 0, np.unique(rows * 144 + cols * 4), 4, False, 20 * 144)
+    samples[(0, 0)] = first
+    with pytest.raises(TraceError, match=r"line 10 .*not one clipped consistently at the edges: "
+                                         r"tile \(1, 0\) touches rows \[4, 8\) x bytes \[0, 16\) where the "
+                                         r"affine map clipped to the tensor and the edges gives rows \[4, 8\) "
+                                         r"x bytes \[4, 16\)"):
+        extend(samples, (5, 5), 1, "test")
