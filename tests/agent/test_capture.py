@@ -179,6 +179,29 @@ def test_each_example_is_optimized_with_zero_glue(example, tmp_path):
     assert [a["verdict"] for a in outcome.report["attempts"]] == ["PASS"], outcome.report["attempts"]
     summary = user_kernel.finish(outcome, prepared, in_place=False, test=None)
     assert f"+def {prepared.lifted.target_name}(" in Path(summary["user_diff"]).read_text()
+    # the naive XCD remap, a permutation only on multiples of 8 programs, is rejected here too
+    naive = tmp_path / "naive.py"
+    naive.write_text(splice(prepared.module_path.read_text(), prepared.lifted.target_name,
+                            _naive_xcd(prepared.lifted.target_name, args, len(prepared.lifted.extents))))
+    result = verify(naive, tmp_path / "naive.npy", VerifyConfig(dtype="float32", seeds=(1,)))
+    assert result.verdict is Verdict.NOT_PERMUTATION, (result.verdict, result.reason)
+
+
+def _naive_xcd(name: str, args: list, extents: int) -> str:
+    """The usual XCD remap written without the remainder: (pid % 8) * (n // 8) + pid // 8, then
+    row-major over the first ``extents`` parameters after pid (the tile-grid sizes)."""
+    sizes = args[1:1 + extents]
+    lines = [f"    num_pids = {' * '.join(sizes)}",
+             "    pid = (pid % 8) * (num_pids // 8) + pid // 8"]
+    coords, rest = [], "pid"
+    for i, size in enumerate(sizes):
+        inner = " * ".join(sizes[i + 1:])
+        coords.append(f"{rest} // ({inner})" if inner else rest)
+        if inner:
+            lines.append(f"    r{i} = {rest} % ({inner})")
+            rest = f"r{i}"
+    lines.append(f"    return {', '.join(coords)}")
+    return f"@triton.jit\ndef {name}({', '.join(args)}):\n" + "\n".join(lines) + "\n"
 
 
 @pytest.mark.gpu
