@@ -262,7 +262,7 @@ def _write_transcript(record: RunRecord, run_id: str, run_dir: Path) -> None:
     if frame.empty:
         return
     with open(run_dir / "transcript.jsonl", "w") as out:
-        for row in frame.to_dict("records"):
+        for row in frame.astype(object).where(frame.notna(), None).to_dict("records"):  # NULL -> null, not NaN
             row["messages"] = json.loads(row.pop("messages_json"))
             row["tool_calls"] = json.loads(row.pop("tool_calls_json"))
             out.write(json.dumps(row) + "\n")

@@ -110,6 +110,9 @@ def test_llm_endpoint_down_ends_the_run_cleanly(tmp_path, gemm_path):
     rows = pd.DataFrame(outcome.report["attempts"])
     assert list(rows.verdict) == ["NO_CANDIDATE"] * 3
     assert outcome.report["best"]["name"] == "baseline"
+    lines = (outcome.run_dir / "transcript.jsonl").read_text().splitlines()
+    rows = [json.loads(line, parse_constant=lambda c: pytest.fail(f"{c} in the transcript")) for line in lines]
+    assert rows and all(r["finish_reason"] is None and r["outcome"].startswith(("unreachable", "deadline")) for r in rows)
 
     back = ScriptedProposer([("xcd", catalog_source("xcd-grouped-m:8:8", ARGS)),
                              ("col", catalog_source("column-major", ARGS))])
