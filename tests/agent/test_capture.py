@@ -150,6 +150,7 @@ EXPECTED = {   # examples/user_kernels/<folder>: kernel, and None (optimized) or
     "stencil_2d": ("jacobi_step_kernel", None),
     "row_norm": ("rms_norm_fwd_kernel", None),
     "grouped_gemm_2d": ("linear_kernel", None),
+    "attention_fwd": ("attention_fwd_kernel", None),
     "softmax": ("softmax_kernel", "a persistent kernel: the tile index comes from a loop over tiles"),
     "persistent_streamk_gemm": ("matmul_streamk_kernel", "a persistent kernel"),
 }
