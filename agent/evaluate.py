@@ -117,14 +117,11 @@ class Evaluator:
         order, _ = self.tile_maps([source])[0]
         if order is None:
             return None
-        digest = _sha1(order)
-        for label, attempt in [("the baseline", baseline)] + [
-                (f"attempt {h.get('iteration')} ({h.get('name')})", h) for h in history]:
-            mapping = attempt.get("mapping") if attempt else None
-            if mapping and Path(mapping).exists() and _sha1(np.load(mapping)) == digest:
-                return (f"this maps every program to the same tile as {label}, already evaluated "
-                        f"(the same tile order written differently): propose a different order"
-                        + self._untried(history, baseline))
+        label = self._tried_orders(history, baseline).get(_sha1(order))
+        if label:
+            return (f"this maps every program to the same tile as {label}, already evaluated "
+                    f"(the same tile order written differently): propose a different order"
+                    + self._untried(history, baseline))
         return None
 
     def _untried(self, history: list, baseline: dict) -> str:
@@ -163,10 +160,10 @@ class Evaluator:
                  **{k: v for k, v in e["predicted"].items() if k != "order_sha1"}} for e in self._ranking]
 
     def _tried_orders(self, history: list, baseline: dict | None) -> dict:
-        """Tile-map hash -> who evaluated that order (the baseline, attempt N)."""
+        """Tile-map hash -> who evaluated that order first (the baseline, attempt N (name))."""
         tried = {}
         for label, attempt in [("the baseline", baseline)] + [
-                (f"attempt {h.get('iteration')}", h) for h in history]:
+                (f"attempt {h.get('iteration')} ({h.get('name')})", h) for h in history]:
             mapping = attempt.get("mapping") if attempt else None
             if mapping and Path(mapping).exists():
                 tried.setdefault(_sha1(np.load(mapping)), label)
