@@ -168,24 +168,29 @@ def _statement_text(stmt: ast.stmt) -> str:
 # -- refusals over the whole kernel -------------------------------------------------------------
 
 def _pid_taint(func: ast.FunctionDef) -> set:
-    """Names derived from ``tl.program_id`` anywhere in the kernel (a fixed point over assignments
-    and loop targets)."""
-    tainted: set = set()
+    """Names derived from ``tl.program_id`` anywhere in the kernel (assignments and loop targets)."""
+    return _derived(func, _has_program_id, loop_targets=True)
+
+
+def _derived(func: ast.FunctionDef, seeds, loop_targets: bool) -> set:
+    """Names whose value derives from an expression ``seeds(expr)`` accepts, or from such names:
+    a fixed point over assignments (and ``for`` targets, with ``loop_targets``)."""
+    derived: set = set()
     changed = True
     while changed:
         changed = False
         for node in ast.walk(func):
             if (isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value is not None
-                    and (_has_program_id(node.value) or _reads(node.value) & tainted)):
-                new = set(_assigned(node)) - tainted
-            elif isinstance(node, ast.For) and (_has_program_id(node.iter) or _reads(node.iter) & tainted):
-                new = set(_assigned(node.target)) - tainted
+                    and (seeds(node.value) or _reads(node.value) & derived)):
+                new = set(_assigned(node)) - derived
+            elif loop_targets and isinstance(node, ast.For) and (seeds(node.iter) or _reads(node.iter) & derived):
+                new = set(_assigned(node.target)) - derived
             else:
                 continue
             if new:
-                tainted |= new
+                derived |= new
                 changed = True
-    return tainted
+    return derived
 
 
 def _refusals(func: ast.FunctionDef, tainted: set) -> list:
@@ -316,19 +321,8 @@ def _loads(node: ast.AST) -> bool:
 
 
 def _loaded_names(func: ast.FunctionDef) -> set:
-    """Names whose value derives from memory (``tl.load``, atomics), a fixed point over assignments."""
-    loaded: set = set()
-    changed = True
-    while changed:
-        changed = False
-        for node in ast.walk(func):
-            if (isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value is not None
-                    and (any(_loads(n) for n in ast.walk(node.value)) or _reads(node.value) & loaded)):
-                new = set(_assigned(node)) - loaded
-                if new:
-                    loaded |= new
-                    changed = True
-    return loaded
+    """Names whose value derives from memory (``tl.load``, atomics), through assignments."""
+    return _derived(func, lambda expr: any(_loads(n) for n in ast.walk(expr)), loop_targets=False)
 
 
 def _params(func: ast.FunctionDef) -> list:
