@@ -1,152 +1,306 @@
-"""The per-rank GEMM of the distributed kernels on ONE GPU: every tile configuration the
-built-in policy searches, at the per-rank shapes of the bench problems at W = 2, 4 and 8,
-on all SMs and on the SMs an SM split leaves (132 - COMM_SMS); cuBLAS alongside.
+"""The per-rank GEMM of the distributed kernels on ONE GPU against cuBLAS: every per-rank shape
+of the distributed benchmark problems at W = 2, 4 and 8, and the bundled GEMM's default problem.
 
-    python3 eval/gpu_rank_gemm.py --out $OUT/rank_gemm_h200.json
+    python3 eval/gpu_rank_gemm.py warm --jobs 16          # compile every configuration in parallel
+    python3 eval/gpu_rank_gemm.py check --out $OUT/check.json
+    python3 eval/gpu_rank_gemm.py tune --part 0/2 --out $OUT/tune0.json   # one GPU each part
+    python3 eval/gpu_rank_gemm.py report $OUT/tune*.json --out eval/results/rank_gemm_hopper
 
-Runs with torch and triton alone (no project install): it loads kernels/distributed/tiles.py
-by path and builds the same persistent GEMM as the distributed kernels' ``_gemm_worker`` in
-MODE 0 (tiles ``pid, pid + P, ...`` in row-major order, fp32 accumulation, bf16 C). Timing as
-the distributed bench's ``runner.time_rank``: a sample is 10 launches back to back between two
-CUDA events (caches not flushed, the inputs stay the same), the median and interquartile
-range over 10 samples after 3 warm-up launches. The overlap model (profiling/overlap_model.py)
-takes its per-tile rates from these figures (eval/results/rank_gemm_h200.json).
+(eval/gpu_rank_gemm.sh runs them all on a machine of one or two GPUs.)
+
+Shards, as the kernels take them (kernels/distributed/*.py, ``compute_shape``): all-gather + GEMM
+and GEMM + all-scatter give each rank ``M x N/W x K`` (B split by columns), GEMM +
+reduce-scatter ``M x N x K/W`` (each rank's partial product over its K slice). Shapes that
+several problems share are tuned once.
+
+The GEMM is kernels/gemm.py's persistent schedule (kernels/persistent_gemm.py) with the catalog's
+``grouped-m:8`` tile order spliced in (the order the distributed kernels' optimizer starts from:
+their spec's ``expert``), on all SMs. Each shape is tuned by ``kernels/gemm_tuning.tune``:
+every candidate configuration checked on fresh random inputs with C poisoned, screened, and the
+best three timed against ``torch.matmul`` (cuBLAS) interleaved launch by launch, L2 flushed
+before each launch, CUDA events, 25 rounds; medians and interquartile ranges.
 """
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import concurrent.futures
 import json
-import statistics
+import math
+import os
 import sys
 import time
 from pathlib import Path
 
-import torch
-import triton
-import triton.language as tl
-
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("dist_tiles", ROOT / "kernels" / "distributed" / "tiles.py")
-tiles = importlib.util.module_from_spec(_spec)
-sys.modules["dist_tiles"] = tiles
-_spec.loader.exec_module(tiles)
-gemm_tile, tile_pointers = tiles.gemm_tile, tiles.tile_pointers
-
-#: (kernel, problem, M, N, K, how the shard is taken) of the distributed bench problems.
-PROBLEMS = [
-    ("gemm_all_scatter", "iris-4096", 4096, 4096, 4096, "N"),
-    ("gemm_all_scatter", "iris-8192x3584x14336", 8192, 3584, 14336, "N"),
-    ("gemm_all_scatter", "llama70b-qkv-4k", 4096, 10240, 8192, "N"),
-    ("gemm_all_scatter", "llama70b-up-1k", 1024, 28672, 8192, "N"),
-    ("all_gather_gemm", "llama70b-up-8k", 8192, 28672, 8192, "N"),
-    ("all_gather_gemm", "llama8b-up-4k", 4096, 14336, 4096, "N"),
-    ("gemm_reduce_scatter", "llama70b-down-8k", 8192, 8192, 28672, "K"),
-    ("gemm_reduce_scatter", "llama70b-o-4k", 4096, 8192, 8192, "K"),
-    ("gemm_reduce_scatter", "llama8b-down-4k", 4096, 4096, 14336, "K"),
-]
-#: SM counts an SM split leaves the GEMM (COMM_SMS 8, 16, 24, 32, 48 of 132).
-SPLIT_PROGRAMS = (124, 116, 108, 100, 84)
-
-
-@triton.jit
-def rank_gemm(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
-              stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-              BLOCK_K: tl.constexpr):
-    """Persistent GEMM C [M, N] = A [M, K] @ B [K, N]: tiles pid, pid + P, ... row-major."""
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    for tile in range(tl.program_id(0), num_pid_m * num_pid_n, tl.num_programs(0)):
-        pid_m = tile // num_pid_n
-        pid_n = tile % num_pid_n
-        acc = gemm_tile(a_ptr, b_ptr, pid_m, pid_n, M, N, K, stride_am, stride_ak, stride_bk,
-                        stride_bn, BLOCK_M, BLOCK_N, BLOCK_K, False)
-        c_ptrs, mask = tile_pointers(c_ptr, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N)
-        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
-
-
-def time_ms(fn, samples: int = 10, launches: int = 10, warmup: int = 3) -> dict:
-    """Median and IQR (ms per launch) of ``samples`` samples of ``launches`` back-to-back launches."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(samples):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(launches):
-            fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / launches)
-    q = statistics.quantiles(times, n=4)
-    return {"median_ms": statistics.median(times), "iqr_ms": q[2] - q[0]}
+KERNELS = ("all_gather_gemm", "gemm_reduce_scatter", "gemm_all_scatter")
+WORLD_SIZES = (2, 4, 8)
+#: The bundled GEMM's default problem (kernels/gemm.py), timed the same way.
+BUNDLED = {"M": 16384, "N": 16384, "K": 4096}
+ORDER = "grouped-m:8"
 
 
 def shapes() -> list:
-    out, seen = [], set()
-    for kernel, problem, m, n, k, split in PROBLEMS:
-        for w in (2, 4, 8):
-            shape = (m, n // w, k) if split == "N" else (m, n, k // w)
-            out.append({"kernel": kernel, "problem": problem, "world_size": w, "M": shape[0],
-                        "N": shape[1], "K": shape[2]})
-            seen.add(shape)
-    # shared/HARDWARE.md's two cuBLAS figures at 8 ranks' shapes
-    out.append({"kernel": "-", "problem": "hardware.md", "world_size": 0, "M": 4096, "N": 2560, "K": 8192})
+    """``[{"M", "N", "K", "sources": [(kernel, problem, world_size), ...]}]``: every per-rank shape
+    of the distributed kernels' bench problems at W = 2, 4, 8, then the bundled GEMM's default."""
+    import importlib
+    by_shape = {}
+    for kernel in KERNELS:
+        spec = importlib.import_module(f"swizzleperf.kernels.distributed.{kernel}").SPEC
+        for problem in spec.bench_problems:
+            for world in WORLD_SIZES:
+                shape = spec.compute_shape(spec.problems[problem], world)
+                key = (shape["M"], shape["N"], shape["K"])
+                by_shape.setdefault(key, []).append([kernel, problem, world])
+    key = (BUNDLED["M"], BUNDLED["N"], BUNDLED["K"])
+    by_shape.setdefault(key, []).append(["gemm", "default", 1])
+    return [{"M": m, "N": n, "K": k, "sources": s} for (m, n, k), s in by_shape.items()]
+
+
+def gemm_module():
+    """kernels/gemm.py with the ``grouped-m:8`` order, written beside the Triton cache so every
+    process loads the same source (one compilation per configuration)."""
+    from swizzleperf.agent.candidate import splice, target_args
+    from swizzleperf.agent.spec import load_kernel
+    from swizzleperf.agent.swizzles import catalog_source
+    source = (ROOT / "kernels" / "gemm.py").read_text()
+    folder = Path(os.environ.get("TMPDIR", "/tmp")) / "swizzleperf_rank_gemm"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "gemm_grouped.py"
+    text = splice(source, "swizzle", catalog_source(ORDER, target_args(source, "swizzle")))
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+    return load_kernel(path)[1]
+
+
+def _all_configs(programs: int) -> list:
+    from swizzleperf.kernels import gemm_tuning
+    seen, out = set(), []
+    for shape in shapes():
+        for config in gemm_tuning.candidates(shape["M"], shape["N"], shape["K"], programs):
+            key = json.dumps(config, sort_keys=True)
+            if key not in seen:
+                seen.add(key)
+                out.append(config)
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", required=True)
-    args = parser.parse_args()
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    rows, started = [], time.time()
-    cache = {}
-    for s in shapes():
-        key = (s["M"], s["N"], s["K"])
-        if key not in cache:
-            a = torch.randn(s["M"], s["K"], device="cuda", dtype=torch.bfloat16)
-            b = torch.randn(s["K"], s["N"], device="cuda", dtype=torch.bfloat16)
-            c = torch.empty(s["M"], s["N"], device="cuda", dtype=torch.bfloat16)
-            ref = a.float() @ b.float()
-            cache.clear()
-            cache[key] = (a, b, c, ref)
-        a, b, c, ref = cache[key]
-        cublas = time_ms(lambda: torch.matmul(a, b, out=c))
-        rows.append({**s, "impl": "cublas", "programs": None, **cublas})
-        print(f"{s['problem']} W={s['world_size']} {key} cuBLAS {cublas['median_ms']:.4f}", flush=True)
-        for cfg in tiles.GEMM_TILE_CONFIGS:
-            programs = [sms] + (list(SPLIT_PROGRAMS) if cfg == tiles.GEMM_META else [])
-            num_tiles = triton.cdiv(s["M"], cfg["BLOCK_M"]) * triton.cdiv(s["N"], cfg["BLOCK_N"])
-            for p in programs:
-                grid = (min(p, num_tiles),)
+# ------------------------------------------------------------------------------------------ warm
+def _warm_one(args: tuple) -> str:
+    config, device, stream_k_on = args
+    import torch
+    torch.cuda.set_device(device)
+    spec = gemm_module()
+    # 1024 x 1024 x 1024: sizes and strides divisible by 16 like every real shape (the same
+    # specialisation); STREAM_K on or off decides the variant compiled.
+    inputs = spec.make_inputs({"M": 1024, "N": 1024, "K": 1024}, 0, "cuda", "bfloat16")
+    started = time.time()
+    try:
+        spec.launch(inputs, **{**config, "STREAM_K": 1 if stream_k_on else 0}, NUM_SMS=5 if stream_k_on else 8)
+        torch.cuda.synchronize()
+        return f"{json.dumps(config)} sk={stream_k_on} {time.time() - started:.1f}s"
+    except Exception as exc:  # reported; the configuration is then rejected by the check
+        return f"{json.dumps(config)} sk={stream_k_on} FAILED {type(exc).__name__}: {str(exc)[:300]}"
 
-                def launch():
-                    rank_gemm[grid](a, b, c, s["M"], s["N"], s["K"], a.stride(0), a.stride(1),
-                                    b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-                                    BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"],
-                                    BLOCK_K=cfg["BLOCK_K"], num_warps=cfg["num_warps"],
-                                    num_stages=cfg["num_stages"])
-                try:
-                    launch()
-                    torch.cuda.synchronize()
-                    err = float((c.float() - ref).norm() / ref.norm())
-                    t = time_ms(launch)
-                except Exception as exc:  # recorded per row: a config that does not build
-                    rows.append({**s, "impl": "triton", "meta": cfg, "programs": p, "error": repr(exc)[:200]})
-                    continue
-                rows.append({**s, "impl": "triton", "meta": cfg, "programs": p, "tiles": num_tiles,
-                             "rel_error": err, **t})
-                print(f"   {cfg['BLOCK_M']}x{cfg['BLOCK_N']}x{cfg['BLOCK_K']} w{cfg['num_warps']} "
-                      f"s{cfg['num_stages']} P={p} tiles={num_tiles} {t['median_ms']:.4f} "
-                      f"(iqr {t['iqr_ms']:.4f}) err {err:.1e}", flush=True)
-    out = {"command": "python3 eval/gpu_rank_gemm.py --out " + args.out,
-           "device": torch.cuda.get_device_name(), "sms": sms, "torch": torch.__version__,
-           "triton": triton.__version__, "date": time.strftime("%Y-%m-%d"),
-           "seconds": time.time() - started, "rows": rows}
-    Path(args.out).write_text(json.dumps(out, indent=1))
+
+def warm(jobs: int) -> None:
+    """Compile every configuration of every shape once, ``jobs`` processes at a time."""
+    import multiprocessing
+
+    import torch
+    devices = torch.cuda.device_count()
+    tiles = {json.dumps({k: v for k, v in c.items() if k != "STREAM_K"}, sort_keys=True)
+             for c in _all_configs(torch.cuda.get_device_properties(0).multi_processor_count)}
+    work = [(json.loads(t), i % devices, sk) for i, (t, sk) in
+            enumerate((t, sk) for t in sorted(tiles) for sk in (False, True))]
+    started = time.time()
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
+        for line in pool.map(_warm_one, work):
+            print("warm", line, flush=True)
+    print(f"warm: {len(work)} variants in {time.time() - started:.0f} s", flush=True)
+
+
+# ----------------------------------------------------------------------------------------- check
+def check(out: str) -> int:
+    """Every configuration, both STREAM_K splits and several grid sizes, on ragged shapes with C
+    poisoned, against the fp32 product; plus the pointer path (a K whose rows are not 16-byte
+    aligned) and the epilogue in halves. Exit status 1 on any failure."""
+    import torch
+
+    from swizzleperf.kernels import gemm_tuning
+    spec = gemm_module()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    rows, failures = [], 0
+    # ragged against every tile (M, N, K multiples of 16, not of 64 / 128 / 256)
+    cases = [({"M": 1040, "N": 1072, "K": 1104}, c, p) for c in _all_configs(sms) for p in (sms, 37)]
+    pointer = {**gemm_tuning.DEFAULT_CONFIG, "STREAM_K": 1}
+    cases += [({"M": 1000, "N": 1000, "K": 1004}, pointer, sms),          # rows of A not 16 B aligned
+              ({"M": 1040, "N": 1072, "K": 1104}, {**pointer, "num_stages": 4, "EPILOGUE_SUBTILE": 1}, sms)]
+    for seed, (shape, config, programs) in enumerate(cases):
+        inputs = spec.make_inputs(shape, 100 + seed, "cuda", "bfloat16")
+        expected = torch.matmul(inputs["a"].float(), inputs["b"].float())
+        inputs["c"].fill_(float("nan"))
+        try:
+            spec.launch(inputs, **config, NUM_SMS=programs)
+            torch.cuda.synchronize()
+            error = gemm_tuning.relative_error(inputs["c"], expected)
+            message = ""
+        except Exception as exc:  # recorded per case
+            error, message = math.inf, f"{type(exc).__name__}: {str(exc)[:300]}"
+        ok = error <= spec.tolerance["bfloat16"]
+        failures += not ok
+        rows.append({**shape, "config": config, "programs": programs, "rel_error": error,
+                     "ok": ok, "message": message})
+        if not ok:
+            print(f"check FAILED {shape} {gemm_tuning.name(config)} P={programs}: {error} {message}", flush=True)
+    Path(out).write_text(json.dumps({"device": torch.cuda.get_device_name(), "rows": rows}, indent=1))
+    print(f"check: {len(rows) - failures} of {len(rows)} cases within {spec.tolerance['bfloat16']} "
+          f"(worst {max(r['rel_error'] for r in rows):.2e})", flush=True)
+    return 1 if failures else 0
+
+
+# ------------------------------------------------------------------------------------------ tune
+def tune(part: str, out: str, rounds: int, cache: str | None) -> None:
+    """Tune the shapes of part ``i/n`` (every n-th shape from i) on the current GPU."""
+    import torch
+    import triton
+
+    from swizzleperf.kernels import gemm_tuning
+    index, parts = (int(x) for x in part.split("/"))
+    spec = gemm_module()
+    mine = shapes()[index::parts]
+    results = []
+    for shape in mine:
+        started = time.time()
+        record = gemm_tuning.tune(spec.launch, shape["M"], shape["N"], shape["K"],
+                                  kernel=f"gemm/{ORDER}", rounds=rounds,
+                                  path=Path(cache) if cache else None,
+                                  log=lambda line: print(line, flush=True))
+        results.append({**shape, **record})
+        print(f"{shape['M']}x{shape['N']}x{shape['K']}: {gemm_tuning.name(record['config'])} "
+              f"{record['ours_ms']:.4f} ms (IQR {record['spread_ms']:.4f}) cuBLAS "
+              f"{record['cublas_ms']:.4f} -> {record['cublas_ms'] / record['ours_ms']:.3f}x "
+              f"[{time.time() - started:.1f} s]", flush=True)
+        torch.cuda.empty_cache()
+    Path(out).write_text(json.dumps({"device": torch.cuda.get_device_name(), "triton": triton.__version__,
+                                     "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
+                                     "part": part, "rows": results}, indent=1))
+
+
+def probe_warp_specialize(out: str) -> None:
+    """``tl.range(..., warp_specialize=True)`` against the same configuration without, at two
+    shapes, interleaved (does the installed Triton's warp specialization help on this GPU?)."""
+    import torch
+
+    from swizzleperf.kernels import gemm_tuning
+    spec = gemm_module()
+    rows = []
+    for shape in ({"M": 8192, "N": 8192, "K": 8192}, {"M": 4096, "N": 5120, "K": 8192}):
+        inputs = spec.make_inputs(shape, 5, "cuda", "bfloat16")
+        expected = torch.matmul(inputs["a"].float(), inputs["b"].float())
+        row = {**shape}
+        launches = {}
+        for ws in (False, True):
+            config = {**gemm_tuning.DEFAULT_CONFIG, "WARP_SPECIALIZE": ws}
+            inputs["c"].fill_(float("nan"))
+            try:
+                spec.launch(inputs, **config)
+                torch.cuda.synchronize()
+                row[f"ws={ws} rel_error"] = gemm_tuning.relative_error(inputs["c"], expected)
+                launches[f"ws={ws}"] = lambda config=config: spec.launch(inputs, **config)
+            except Exception as exc:  # recorded: the installed Triton cannot build it here
+                row[f"ws={ws} error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+        if launches:
+            timed = gemm_tuning.interleaved(launches, 15)
+            row.update({f"{k} ms": v["median_ms"] for k, v in timed.items()})
+        rows.append(row)
+        print("warp_specialize", json.dumps(row), flush=True)
+    Path(out).write_text(json.dumps(rows, indent=1))
+
+
+# ---------------------------------------------------------------------------------------- report
+def report(inputs: list, out: str) -> None:
+    """rank_gemm_hopper.{json,md}: one row per (source problem, world size), the geometric mean
+    of cublas_ms / ours_ms per device over the distributed kernels' shapes, the worst shape,
+    and the bundled GEMM's default problem."""
+    rows = []
+    for path in inputs:
+        data = json.loads(Path(path).read_text())
+        for r in data["rows"]:
+            for kernel, problem, world in r["sources"]:
+                rows.append({"device": r["device"], "M": r["M"], "N": r["N"], "K": r["K"],
+                             "kernel": kernel, "source_problem": problem, "world_size": world,
+                             "schedule": r["schedule"],
+                             "config": r["config"], "ours_ms": r["ours_ms"],
+                             "cublas_ms": r["cublas_ms"], "spread_ms": r["spread_ms"],
+                             "cublas_spread_ms": r["cublas_spread_ms"], "rel_error": r["rel_error"],
+                             "programs": r["programs"], "triton": r["triton"], "date": r["date"],
+                             "ratio": r["cublas_ms"] / r["ours_ms"]})
+    rows.sort(key=lambda r: (r["device"], r["kernel"] == "gemm", r["kernel"], r["source_problem"], r["world_size"]))
+    summary = {}
+    for device in sorted({r["device"] for r in rows}):
+        shapes_seen = {}
+        for r in rows:
+            if r["device"] == device and r["kernel"] != "gemm":
+                shapes_seen[(r["M"], r["N"], r["K"])] = r["ratio"]
+        ratios = list(shapes_seen.values())
+        worst = min(shapes_seen, key=shapes_seen.get)
+        summary[device] = {"geomean_cublas_over_ours": math.exp(sum(map(math.log, ratios)) / len(ratios)),
+                           "shapes": len(ratios), "below_0_95": sum(x < 0.95 for x in ratios),
+                           "worst_shape": "x".join(map(str, worst)), "worst_ratio": shapes_seen[worst]}
+    command = "bash eval/gpu_rank_gemm.sh (eval/gpu_rank_gemm.py warm / check / tune / report)"
+    Path(f"{out}.json").write_text(json.dumps({"command": command, "summary": summary, "rows": rows}, indent=1))
+    lines = [f"# Per-rank GEMM against cuBLAS on Hopper (measured: CUDA events)", "",
+             f"`{command}`: kernels/gemm.py's persistent schedule (kernels/persistent_gemm.py, "
+             f"tile order {ORDER}, all SMs) tuned per shape by kernels/gemm_tuning.py; each row "
+             "timed against torch.matmul interleaved launch by launch, L2 flushed before each "
+             "launch, median of the rounds (spread = interquartile range of ours). ratio = "
+             "cublas_ms / ours_ms (> 1: ours faster).", ""]
+    for device, s in summary.items():
+        lines.append(f"- **{device}**: geometric mean {s['geomean_cublas_over_ours']:.3f} over "
+                     f"{s['shapes']} distinct per-rank shapes; {s['below_0_95']} below 0.95; worst "
+                     f"{s['worst_shape']} at {s['worst_ratio']:.3f}.")
+    lines += ["", "| device | kernel | source problem | W | M x N x K | schedule | config | ours ms | "
+              "cuBLAS ms | spread ms | ratio |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    from swizzleperf.kernels.gemm_tuning import name
+    for r in rows:
+        lines.append(f"| {r['device']} | {r['kernel']} | {r['source_problem']} | {r['world_size']} | "
+                     f"{r['M']} x {r['N']} x {r['K']} | {r['schedule']} | {name(r['config'])} | "
+                     f"{r['ours_ms']:.4f} | {r['cublas_ms']:.4f} | {r['spread_ms']:.4f} | {r['ratio']:.3f} |")
+    Path(f"{out}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines[-len(rows) - 2:]))
+    for device, s in summary.items():
+        print(f"{device}: geomean {s['geomean_cublas_over_ours']:.3f}, worst {s['worst_shape']} "
+              f"{s['worst_ratio']:.3f}, {s['below_0_95']} below 0.95 of {s['shapes']}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("warm").add_argument("--jobs", type=int, default=16)
+    sub.add_parser("check").add_argument("--out", required=True)
+    t = sub.add_parser("tune")
+    t.add_argument("--part", default="0/1")
+    t.add_argument("--out", required=True)
+    t.add_argument("--rounds", type=int, default=25)
+    t.add_argument("--cache", default=None, help="the configuration cache (default: gemm_tuning's)")
+    sub.add_parser("probe-ws").add_argument("--out", required=True)
+    r = sub.add_parser("report")
+    r.add_argument("inputs", nargs="+")
+    r.add_argument("--out", required=True, help="path prefix of OUT.json / OUT.md")
+    args = parser.parse_args(argv)
+    if args.command == "warm":
+        warm(args.jobs)
+    elif args.command == "check":
+        return check(args.out)
+    elif args.command == "tune":
+        tune(args.part, args.out, args.rounds, args.cache)
+    elif args.command == "probe-ws":
+        probe_warp_specialize(args.out)
+    else:
+        report(args.inputs, args.out)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

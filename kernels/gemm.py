@@ -36,14 +36,16 @@ must reach is the catalog's ``grouped-m:8``.
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import torch
 import triton
 import triton.language as tl
 
 from swizzleperf.agent.spec import KernelSpec
+from swizzleperf.kernels.persistent_gemm import (dot_in_fp32, mainloop, num_sms, operands,
+                                                 split_tiles, store_tile, stream_k_buffers,
+                                                 stream_k_fixup, stream_k_range,
+                                                 stream_k_segment, tma_supported)
 from swizzleperf.profiling.trace import TileTrace
 
 
@@ -56,63 +58,87 @@ def swizzle(pid, num_pid_m, num_pid_n):
 
 
 @triton.jit
+def _store_c(c, accumulator, pid_m, pid_n, M, N, stride_cm, stride_cn,
+             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
+             SUBTILE: tl.constexpr):
+    """Tile ``(pid_m, pid_n)`` of C, rounded to C's dtype."""
+    store_tile(c, accumulator, pid_m * BLOCK_M, pid_n * BLOCK_N, M, N,
+               stride_cm, stride_cn, BLOCK_M, BLOCK_N, USE_TMA, SUBTILE)
+
+
+@triton.jit(do_not_specialize=["num_dp_tiles"])
 def matmul_kernel(
-    a_ptr, b_ptr, c_ptr,  # A [M, K], B [K, N], C [M, N]
+    a, b, c,  # A [M, K], B [K, N], C [M, N]: tensor descriptors with USE_TMA, else pointers
+    workspace, flags,  # stream-K hand-over: fp32 [P, BLOCK_M * BLOCK_N], int32 [P] zeros
     M, N, K,
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+    num_dp_tiles,  # tiles 0 .. num_dp_tiles - 1 whole, in waves; the rest stream-K
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    DOT_IN_FP32: tl.constexpr,
+    STREAM_K: tl.constexpr, USE_TMA: tl.constexpr, FLATTEN: tl.constexpr,
+    EPILOGUE_SUBTILE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, DOT_IN_FP32: tl.constexpr,
 ):
-    """One program computes one ``BLOCK_M x BLOCK_N`` tile of C, accumulating in fp32."""
+    """Persistent: program ``pid`` of ``P`` computes tiles ``pid, pid + P, ...`` below
+    ``num_dp_tiles`` whole, then its share of the stream-K tiles' K steps
+    (kernels/persistent_gemm.py)."""
     pid = tl.program_id(axis=0)
+    num_programs = tl.num_programs(axis=0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
-    pid_m, pid_n = swizzle(pid, num_pid_m, num_pid_n)
-
-    # Rows / columns of this tile; wrapped modulo M / N so that edge tiles load in bounds
-    # (their extra rows are masked at the store).
-    offs_am = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
-    offs_bn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
-    offs_k = tl.arange(0, BLOCK_K)
-    a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak  # [BLOCK_M, BLOCK_K]
-    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn  # [BLOCK_K, BLOCK_N]
-
-    accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
-        a = tl.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_K, other=0.0)
-        b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_K, other=0.0)
-        if DOT_IN_FP32:  # only under the Triton interpreter (see _dot_in_fp32)
-            a = a.to(tl.float32)
-            b = b.to(tl.float32)
-        accumulator = tl.dot(a, b, accumulator)
-        a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += BLOCK_K * stride_bk
-
-    offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    c_ptrs = c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn
-    c_mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
-    tl.store(c_ptrs, accumulator.to(c_ptr.dtype.element_ty), mask=c_mask)
-
-
-def _dot_in_fp32(dtype: torch.dtype) -> bool:
-    """True under the Triton interpreter with bf16 inputs: there (triton 3.9, CPU) ``tl.dot`` of two
-    bf16 tiles returns garbage (errors of 1e10, seen 2026-11-22), so the interpreter upcasts the
-    tiles first. Compiled kernels never take this branch."""
-    return os.environ.get("TRITON_INTERPRET") == "1" and dtype == torch.bfloat16
+    k_iters = tl.cdiv(K, BLOCK_K)
+    for tile in tl.range(pid, num_dp_tiles, num_programs, flatten=FLATTEN,
+                         warp_specialize=WARP_SPECIALIZE):
+        pid_m, pid_n = swizzle(tile, num_pid_m, num_pid_n)
+        accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        accumulator = mainloop(a, b, pid_m * BLOCK_M, pid_n * BLOCK_N, 0, k_iters, M, N, K,
+                               stride_am, stride_ak, stride_bk, stride_bn, accumulator,
+                               BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA, DOT_IN_FP32)
+        _store_c(c, accumulator, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, USE_TMA,
+                 EPILOGUE_SUBTILE)
+    if STREAM_K:
+        units = (num_pid_m * num_pid_n - num_dp_tiles) * k_iters
+        first, stop = stream_k_range(pid, num_programs, units)
+        while stop > first:  # this program's pieces, last first
+            sk_tile, start, k_lo, k_hi = stream_k_segment(stop, first, k_iters)
+            pid_m, pid_n = swizzle(num_dp_tiles + sk_tile, num_pid_m, num_pid_n)
+            accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            accumulator = mainloop(a, b, pid_m * BLOCK_M, pid_n * BLOCK_N, k_lo, k_hi, M, N, K,
+                                   stride_am, stride_ak, stride_bk, stride_bn, accumulator,
+                                   BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA, DOT_IN_FP32)
+            accumulator = stream_k_fixup(accumulator, workspace, flags, pid, num_programs, units,
+                                         sk_tile, start, k_hi, k_iters, BLOCK_M, BLOCK_N)
+            if k_hi == k_iters:
+                _store_c(c, accumulator, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M,
+                         BLOCK_N, USE_TMA, EPILOGUE_SUBTILE)
+            stop = start
 
 
-def launch(inputs: dict, BLOCK_M: int, BLOCK_N: int, BLOCK_K: int,
-           num_warps: int = 8, num_stages: int = 3) -> None:
-    """Compute ``inputs["c"] = inputs["a"] @ inputs["b"]`` (A [M, K], B [K, N], C [M, N])."""
+def launch(inputs: dict, BLOCK_M: int, BLOCK_N: int, BLOCK_K: int, num_warps: int = 8,
+           num_stages: int = 3, STREAM_K: int = 0, NUM_SMS: int | None = None,
+           EPILOGUE_SUBTILE: int = 0, FLATTEN: bool = True, WARP_SPECIALIZE: bool = False,
+           TMA: bool | None = None) -> None:
+    """Compute ``inputs["c"] = inputs["a"] @ inputs["b"]`` (A [M, K], B [K, N], C [M, N]).
+
+    ``NUM_SMS`` programs (default: the GPU's SM count; 4 under the interpreter), at most one
+    per tile; ``STREAM_K`` as kernels/persistent_gemm.py's ``split_tiles``. Tensor descriptors
+    where ``tma_supported`` says so (``TMA=False`` forces pointers), pointers elsewhere;
+    ``EPILOGUE_SUBTILE`` stores C in two halves (TMA only); ``FLATTEN`` and ``WARP_SPECIALIZE``
+    are ``tl.range``'s options for the persistent loop.
+    """
     a, b, c = inputs["a"], inputs["b"], inputs["c"]
     M, K = a.shape
     N = b.shape[1]
-    grid = (triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N),)
-    matmul_kernel[grid](
-        a, b, c, M, N, K,
-        a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, DOT_IN_FP32=_dot_in_fp32(a.dtype),
+    num_tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)
+    programs = max(1, min(NUM_SMS or num_sms(a.device), num_tiles))
+    num_dp_tiles = split_tiles(num_tiles, programs, STREAM_K)
+    use_tma = tma_supported(a, b, c) and TMA is not False
+    workspace, flags = stream_k_buffers(a.device, programs, BLOCK_M, BLOCK_N)
+    matmul_kernel[(programs,)](
+        operands(a, [BLOCK_M, BLOCK_K], use_tma), operands(b, [BLOCK_K, BLOCK_N], use_tma),
+        operands(c, [BLOCK_M, BLOCK_N // (2 if EPILOGUE_SUBTILE else 1)], use_tma), workspace, flags, M, N, K,
+        a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1), num_dp_tiles,
+        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, STREAM_K=num_dp_tiles < num_tiles,
+        USE_TMA=use_tma, FLATTEN=FLATTEN, EPILOGUE_SUBTILE=int(EPILOGUE_SUBTILE),
+        WARP_SPECIALIZE=WARP_SPECIALIZE, DOT_IN_FP32=dot_in_fp32(a.dtype),
         num_warps=num_warps, num_stages=num_stages,
     )
 

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The per-rank GEMM against cuBLAS on a machine of one or more Hopper GPUs (eval/gpu_rank_gemm.py):
+# every configuration compiled in parallel, checked on ragged shapes with C poisoned, then every
+# per-rank shape tuned and timed against torch.matmul, the shapes dealt out over the GPUs (one
+# process each), warp specialization probed, and the report written. Everything lands in OUTDIR
+# (run.log, the JSON files, rank_gemm_hopper.{json,md}); the short table is printed last.
+# Usage (repository root): bash eval/gpu_rank_gemm.sh OUTDIR
+set -uo pipefail
+OUTDIR=${1:?usage: gpu_rank_gemm.sh OUTDIR}
+mkdir -p "$OUTDIR"
+LOG="$OUTDIR/run.log"
+export TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+# The project on the path without touching site-packages: swizzleperf.<folder> -> ./<folder>
+# (pyproject's package-dir), through links in a folder of its own.
+SITE=$(mktemp -d)/site
+mkdir -p "$SITE/swizzleperf"
+for folder in agent kernels profiling hwspecs prompts eval; do ln -s "$PWD/$folder" "$SITE/swizzleperf/$folder"; done
+export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
+{
+  nvidia-smi --query-gpu=index,name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv
+  python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name(), 'x', torch.cuda.device_count())"
+} 2>&1 | tee -a "$LOG"
+GPUS=$(python3 -c "import torch; print(torch.cuda.device_count())")
+timeout ${WARM_TIMEOUT:-150} python3 eval/gpu_rank_gemm.py warm --jobs ${JOBS:-16} >> "$LOG" 2>&1
+grep -E "FAILED|^warm:" "$LOG" | tail -5
+timeout ${CHECK_TIMEOUT:-120} python3 eval/gpu_rank_gemm.py check --out "$OUTDIR/check.json" 2>&1 | tee -a "$LOG" | tail -4
+for ((i = 0; i < GPUS; i++)); do
+  CUDA_VISIBLE_DEVICES=$i SWIZZLEPERF_GEMM_CACHE="$SITE/../gemm_configs_$i.json" \
+    timeout ${TUNE_TIMEOUT:-240} python3 eval/gpu_rank_gemm.py tune --part "$i/$GPUS" \
+    --out "$OUTDIR/tune_$i.json" > "$OUTDIR/tune_$i.log" 2>&1 &
+done
+wait
+cat "$OUTDIR"/tune_*.log >> "$LOG"; rm -f "$OUTDIR"/tune_*.log
+if [ "${PROBE_WS:-1}" = 1 ]; then
+  timeout 90 python3 eval/gpu_rank_gemm.py probe-ws --out "$OUTDIR/warp_specialize.json" 2>&1 | tee -a "$LOG" | tail -2
+fi
+python3 eval/gpu_rank_gemm.py report "$OUTDIR"/tune_*.json --out "$OUTDIR/rank_gemm_hopper" 2>&1 | tee -a "$LOG" | tail -40

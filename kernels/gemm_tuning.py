@@ -1,0 +1,245 @@
+"""Choosing the GEMM schedule's configuration per shape by measurement, cached on disk.
+
+A *configuration* is the launch knobs of kernels/persistent_gemm.py's schedule: ``BLOCK_M``,
+``BLOCK_N``, ``BLOCK_K``, ``num_warps``, ``num_stages`` and ``STREAM_K``. ``tune`` checks every
+candidate on fresh random inputs with the output poisoned, screens them, then times the best few
+and ``torch.matmul`` (cuBLAS) **interleaved launch by launch** (CUDA events around each launch,
+L2 flushed before each, the order rotated every round) and keeps the fastest median. The result
+goes to a JSON cache keyed by kernel, device name, SMs given to the GEMM, triton version, dtype
+and M, N, K, so that a shape is tuned once per machine.
+
+Why not Triton's ``@triton.autotune`` with ``cache_results``: it times each configuration by
+itself in turn (``do_bench``), and on an H200 the GEMM's clock stepped between levels every
+second or so, so configurations timed in turn differ by up to 2 % for nothing
+(agent/worker.py's ``compare`` stage, eval/results/timing_integrity_h200.json); it cannot time
+cuBLAS beside them in the same rounds, which is the comparison this project reports; and its
+cache key has no device name and no SM count (the distributed kernels give the GEMM
+``NUM_SMS - COMM_SMS`` programs). The cache here is one small JSON file, written atomically.
+
+Cache location: ``$SWIZZLEPERF_GEMM_CACHE`` if set, else
+``$XDG_CACHE_HOME/swizzleperf/gemm_configs.json`` (``~/.cache/...`` without XDG_CACHE_HOME).
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+import triton
+
+from swizzleperf.kernels.persistent_gemm import (STREAM_K_VALUES, config_error, num_sms,
+                                                 split_tiles)
+
+#: Tile shapes tried per shape (with every useful STREAM_K). 128 x 256 x 64, 8 warps, 3 stages
+#: won every large per-rank shape in a first persistent TMA GEMM on one H100 (triton 3.6,
+#: shared/HARDWARE.md, 2026-11-25); the smaller tiles fill the last wave of small shapes.
+TILE_CANDIDATES = (
+    {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3},
+    {"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3},
+    {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4},
+    {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 4},
+    {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 8, "num_stages": 3},
+    {"BLOCK_M": 64, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 4, "num_stages": 4},
+    {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4,
+     "EPILOGUE_SUBTILE": 1},
+)
+#: The configuration used where nothing was measured for a shape (the first tile candidate,
+#: data-parallel): a default, not a measurement.
+DEFAULT_CONFIG = {**TILE_CANDIDATES[0], "STREAM_K": 0}
+
+
+def candidates(M: int, N: int, K: int, programs: int, itemsize: int = 2,
+               tiles=TILE_CANDIDATES) -> list:
+    """Every configuration worth timing at one shape: each tile shape that fits sm_90's shared
+    memory with each STREAM_K that gives a different split of the tiles (``split_tiles``).
+    Shapes: M, N, K elements; ``programs`` SMs given to the GEMM."""
+    out = []
+    for tile in tiles:
+        num_tiles = triton.cdiv(M, tile["BLOCK_M"]) * triton.cdiv(N, tile["BLOCK_N"])
+        grid = min(programs, num_tiles)
+        splits = set()
+        for stream_k in STREAM_K_VALUES:
+            config = {**tile, "STREAM_K": stream_k}
+            split = split_tiles(num_tiles, grid, stream_k)
+            if split in splits or config_error(config, itemsize):
+                continue
+            splits.add(split)
+            out.append(config)
+    return out
+
+
+def name(config: dict) -> str:
+    """``128x256x64 w8 s3 sk1``: a configuration in one short word."""
+    return (f"{config['BLOCK_M']}x{config['BLOCK_N']}x{config['BLOCK_K']} w{config['num_warps']} "
+            f"s{config['num_stages']} sk{config['STREAM_K']}")
+
+
+# ---------------------------------------------------------------------------------------- cache
+def cache_path() -> Path:
+    """The JSON cache file (module docstring)."""
+    if os.environ.get("SWIZZLEPERF_GEMM_CACHE"):
+        return Path(os.environ["SWIZZLEPERF_GEMM_CACHE"])
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "swizzleperf" / "gemm_configs.json"
+
+
+def cache_key(kernel: str, device_name: str, programs: int, dtype: str, M: int, N: int,
+              K: int) -> str:
+    """``kernel|device|programs|triton version|dtype|MxNxK``."""
+    return f"{kernel}|{device_name}|sms={programs}|triton={triton.__version__}|{dtype}|{M}x{N}x{K}"
+
+
+def load_cache(path: Path | None = None) -> dict:
+    """The cache's entries (``{}`` when the file is missing). A file that is not a JSON object
+    is reported in one line (ValueError) rather than silently overwritten."""
+    path = path or cache_path()
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: the GEMM configuration cache is not JSON ({exc.msg}, line "
+                         f"{exc.lineno}); remove it to start a new one") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: the GEMM configuration cache must be a JSON object, got "
+                         f"{type(data).__name__}; remove it to start a new one")
+    return data
+
+
+def store(key: str, record: dict, path: Path | None = None) -> None:
+    """Add or replace one entry, writing the file atomically (a temporary file renamed)."""
+    path = path or cache_path()
+    data = load_cache(path)
+    data[key] = record
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as handle:
+        json.dump(data, handle, indent=1, sort_keys=True)
+    os.replace(handle.name, path)
+
+
+def lookup(kernel: str, device_name: str, programs: int, dtype: str, M: int, N: int, K: int,
+           path: Path | None = None) -> dict | None:
+    """The cached configuration of a shape, or None where it was never tuned here."""
+    entry = load_cache(path).get(cache_key(kernel, device_name, programs, dtype, M, N, K))
+    return dict(entry["config"]) if entry else None
+
+
+# --------------------------------------------------------------------------------------- timing
+def interleaved(launches: dict, rounds: int, flush_bytes: int = 256 << 20) -> dict:
+    """Time callables launch by launch, interleaved: each round launches every one once (L2
+    flushed before each launch by zeroing ``flush_bytes``, more than any GPU's L2; CUDA events
+    around the launch alone), in an order rotated by one each round, so that clock changes
+    hit all alike. Returns ``{name: {"median_ms", "q25_ms", "q75_ms", "spread_ms" (IQR),
+    "times_ms"}}``."""
+    names = list(launches)
+    flush = torch.empty(flush_bytes, dtype=torch.int8, device="cuda")
+    times = {n: [] for n in names}
+    for r in range(rounds):
+        order = names[r % len(names):] + names[:r % len(names)]
+        events = []
+        for n in order:
+            flush.zero_()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            launches[n]()
+            end.record()
+            events.append((n, start, end))
+        torch.cuda.synchronize()
+        for n, start, end in events:
+            times[n].append(start.elapsed_time(end))
+    out = {}
+    for n in names:
+        q25, q50, q75 = statistics.quantiles(times[n], n=4) if len(times[n]) > 1 else [times[n][0]] * 3
+        out[n] = {"median_ms": statistics.median(times[n]), "q25_ms": q25, "q75_ms": q75,
+                  "spread_ms": q75 - q25, "times_ms": times[n]}
+    return out
+
+
+def relative_error(out: torch.Tensor, expected: torch.Tensor) -> float:
+    """``||out - expected|| / ||expected||`` (fp32 sums); ``inf`` where ``out`` holds NaN
+    (a poisoned element never written)."""
+    if torch.isnan(out).any():
+        return float("inf")
+    out, expected = out.float(), expected.float()
+    return float(torch.linalg.vector_norm(out - expected) / torch.linalg.vector_norm(expected))
+
+
+def tune(launch: Callable, M: int, N: int, K: int, dtype: str = "bfloat16",
+         programs: int | None = None, kernel: str = "gemm", configs: list | None = None,
+         keep: int = 3, screen_rounds: int = 3, rounds: int = 25, tolerance: float = 1e-2,
+         seed: int = 0, cache: bool = True, path: Path | None = None,
+         log: Callable = print) -> dict:
+    """Measure the configurations of ``launch(inputs, **config, NUM_SMS=programs)`` at one
+    shape on the current CUDA device and return (and, with ``cache``, store) the best.
+
+    Every candidate first runs once on fresh random A [M, K], B [K, N] (N(0, 1) in ``dtype``)
+    with C poisoned (NaN) and must come within ``tolerance`` of the fp32 product (else it is
+    dropped, with its error logged); the ``screen_rounds`` interleaved rounds pick the
+    ``keep`` fastest, which are timed again with cuBLAS (``torch.matmul`` into a preallocated
+    C) for ``rounds`` interleaved rounds. Returns ``{"config", "tiles", "stream_k_tiles",
+    "schedule" (in words), "ours_ms", "cublas_ms",
+    "spread_ms" (ours' IQR), "cublas_spread_ms", "rel_error", "screened": {name: ms},
+    "final": {name: ms}, "rejected": {name: reason}, "device", "programs", "triton",
+    "date"}``.
+
+    Raises:
+        RuntimeError: no CUDA device, or no candidate passed the check.
+    """
+    if not torch.cuda.is_available():
+        raise RuntimeError("tune needs a CUDA device")
+    programs = programs or num_sms(torch.device("cuda", torch.cuda.current_device()))
+    torch_dtype = getattr(torch, dtype)
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    a = torch.randn(M, K, generator=generator, device="cuda", dtype=torch.float32).to(torch_dtype)
+    b = torch.randn(K, N, generator=generator, device="cuda", dtype=torch.float32).to(torch_dtype)
+    c = torch.empty(M, N, device="cuda", dtype=torch_dtype)
+    c_ref = torch.empty_like(c)
+    expected = torch.matmul(a.float(), b.float())
+    inputs = {"a": a, "b": b, "c": c}
+    configs = configs if configs is not None else candidates(M, N, K, programs, a.element_size())
+    passed, rejected = {}, {}
+    for config in configs:
+        label = name(config)
+        c.fill_(float("nan"))
+        try:
+            launch(inputs, **config, NUM_SMS=programs)
+            torch.cuda.synchronize()
+        except Exception as exc:  # a configuration that does not build here: dropped, said why
+            rejected[label] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+            log(f"  {label}: rejected, {rejected[label]}")
+            continue
+        error = relative_error(c, expected)
+        if not error <= tolerance:
+            rejected[label] = f"relative error {error:.3e} > {tolerance:.0e}"
+            log(f"  {label}: rejected, {rejected[label]}")
+            continue
+        passed[label] = (config, error)
+    if not passed:
+        raise RuntimeError(f"no configuration passed at {M}x{N}x{K}: {rejected}")
+    launchers = {label: (lambda cfg=cfg: launch(inputs, **cfg, NUM_SMS=programs))
+                 for label, (cfg, _) in passed.items()}
+    screened = interleaved(launchers, screen_rounds)
+    best = sorted(screened, key=lambda n: screened[n]["median_ms"])[:keep]
+    final = interleaved({**{n: launchers[n] for n in best},
+                         "cublas": lambda: torch.matmul(a, b, out=c_ref)}, rounds)
+    winner = min(best, key=lambda n: final[n]["median_ms"])
+    config = passed[winner][0]
+    tiles = triton.cdiv(M, config["BLOCK_M"]) * triton.cdiv(N, config["BLOCK_N"])
+    stream_k_tiles = tiles - split_tiles(tiles, min(programs, tiles), config["STREAM_K"])
+    record = {"config": config, "tiles": tiles, "stream_k_tiles": stream_k_tiles,
+              "schedule": (f"stream-K ({stream_k_tiles} of {tiles} tiles)" if stream_k_tiles
+                           else f"data-parallel ({tiles} tiles)"), "ours_ms": final[winner]["median_ms"],
+              "spread_ms": final[winner]["spread_ms"], "cublas_ms": final["cublas"]["median_ms"],
+              "cublas_spread_ms": final["cublas"]["spread_ms"], "rel_error": passed[winner][1],
+              "screened": {n: round(t["median_ms"], 5) for n, t in screened.items()},
+              "final": {n: round(t["median_ms"], 5) for n, t in final.items()},
+              "rejected": rejected, "device": torch.cuda.get_device_name(), "programs": programs,
+              "triton": triton.__version__, "date": time.strftime("%Y-%m-%d"), "rounds": rounds}
+    if cache:
+        store(cache_key(kernel, record["device"], programs, dtype, M, N, K), record, path)
+    return record

@@ -1,0 +1,305 @@
+"""
+The Hopper GEMM schedule under every GEMM of the project: persistent, TMA, stream-K
+===================================================================================
+
+Why
+---
+The bundled GEMM (``kernels/gemm.py``) and the per-rank GEMM inside every distributed kernel
+(``kernels/distributed/``) are ``C [M, N] = A [M, K] @ B [K, N]`` in bf16 / fp16 with fp32
+accumulation. Written as one program per tile with pointer loads, that GEMM ran at 0.75-0.95x
+of cuBLAS on an H100 at the distributed kernels' per-rank shapes (shared/HARDWARE.md,
+2026-11-25), and an overlap kernel cannot beat torch + NCCL while its GEMM is slower than
+cuBLAS. This module holds the three levers, as device functions that each kernel calls from
+its own loop (each kernel keeps its own ``swizzle``, the optimizer's rewrite target):
+
+1. **Tensor descriptors (TMA).** A and B tiles come in through the bulk tensor copy engine
+   (``desc.load``) and, where the whole tile is the kernel's to write, C goes out the same way
+   (``desc.store``). The descriptors are built on the host
+   (``triton.tools.tensor_descriptor.TensorDescriptor``, triton >= 3.4; 3.6 on the GPU
+   machines, 3.9 here): no ``triton.set_allocator`` is needed, as it is for descriptors made
+   on the device. Out-of-bounds rows and columns load as zeros and are not stored, so ragged
+   edges need no masks. Where TMA cannot be used (strides not multiples of 16 bytes, a
+   pre-Hopper GPU, A read from a peer's heap) the same loop runs on pointers (``USE_TMA``
+   False), rows and columns past the edge wrapped modulo M / N and masked at the store.
+2. **A persistent tile loop.** ``P`` programs (the SMs given to compute: all of them, or
+   ``NUM_SMS - COMM_SMS`` beside a communication kernel) walk the tile indices ``pid, pid + P,
+   ...``; each index goes through ``swizzle`` once per tile, so the set of tiles computed is
+   exactly the swizzle's image of ``0 .. num_tiles - 1`` (the optimizer's permutation check),
+   and the tiles running at once are still indices ``w * P .. (w + 1) * P`` of wave ``w``.
+   ``FLATTEN`` lets the compiler pipeline the next tile's first loads behind this tile's
+   epilogue (``tl.range(..., flatten=True)``, Triton's persistent-matmul tutorial).
+3. **Stream-K for the last waves.** With ``T`` tiles on ``P`` programs the last wave holds
+   ``T mod P`` tiles and the other programs idle: 160 tiles of 128 x 256 on 132 SMs (M = 4096,
+   N = 1280) keep 28 SMs busy in the second wave, and data-parallel ran at 0.76x of cuBLAS
+   there. ``STREAM_K = s`` gives the last ``s - 1`` full waves plus the partial one to
+   stream-K: their ``tiles x k_iters`` K steps are cut into ``P`` equal contiguous ranges, one
+   per program; a program that ends inside a tile hands its fp32 partial accumulator over
+   (``workspace`` slot ``pid``, then ``flags[pid] = 1``, release), and the program that
+   computes the tile's last K step adds the partials of the lower programs that share the
+   tile (acquire) and writes the tile. Each program walks its range backwards, so its
+   hand-over partial is the first thing it computes and the partials it must add are the last:
+   the waits are short. A program waits only on lower program ids, which start before it (in
+   order, shared/HARDWARE.md), so a grid larger than the GPU or the interpreter's one program
+   at a time never deadlocks. The finisher resets the flags it consumed, so the flags are
+   zero again after every launch.
+
+The configuration (tiles, warps, stages, ``STREAM_K``) is chosen per shape by measurement:
+``kernels/gemm_tuning.py``.
+
+Numbers this module builds on: an H100 runs 132 SMs; one program of 128 x 256 x 64 tiles with
+3 stages holds 3 * (128 * 64 + 64 * 256) * 2 B = 144 KiB of operands plus a 64 KiB epilogue
+tile in shared memory (228 KiB per SM, 227 KiB per program: CUDA C++ Programming Guide, compute
+capability 9.0), so one program per SM.
+"""
+from __future__ import annotations
+
+import functools
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+#: The schedule's launch knobs (kernels that use this module take them all); the optional
+#: ones and their defaults: EPILOGUE_SUBTILE (C stored in two halves, ``store_tile``).
+SCHEDULE_KNOBS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "STREAM_K")
+OPTIONAL_KNOBS = {"EPILOGUE_SUBTILE": 0}
+#: Values of STREAM_K: 0 data-parallel (every tile whole, in waves of P); 1 the partial last
+#: wave stream-K; 2 the partial wave and one full wave before it stream-K.
+STREAM_K_VALUES = (0, 1, 2)
+
+
+# ------------------------------------------------------------------------------ device functions
+@triton.jit
+def mainloop(a, b, row, col, k_lo, k_hi, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+             accumulator, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+             USE_TMA: tl.constexpr, DOT_IN_FP32: tl.constexpr):
+    """``accumulator + A[row : row + BLOCK_M, k_lo*BK : k_hi*BK] @ B[k_lo*BK : k_hi*BK, col :
+    col + BLOCK_N]`` in fp32, [BLOCK_M, BLOCK_N].
+
+    With ``USE_TMA``, ``a`` and ``b`` are tensor descriptors of A [M, K] (block [BLOCK_M,
+    BLOCK_K]) and B [K, N] (block [BLOCK_K, BLOCK_N]); out-of-bounds elements load as zero.
+    Without, they are pointers to A [M, K] and B [K, N] with the given strides; rows past M and
+    columns past N wrap modulo M / N (in bounds; the caller masks them at the store) and the K
+    edge is masked. ``row`` / ``col`` are element offsets. ``DOT_IN_FP32`` (the interpreter's
+    bf16, see ``dot_in_fp32``) upcasts the tiles before ``tl.dot``.
+    """
+    if USE_TMA:
+        for k in range(k_lo, k_hi):
+            a_tile = a.load([row, k * BLOCK_K])
+            b_tile = b.load([k * BLOCK_K, col])
+            if DOT_IN_FP32:
+                a_tile = a_tile.to(tl.float32)
+                b_tile = b_tile.to(tl.float32)
+            accumulator = tl.dot(a_tile, b_tile, accumulator)
+    else:
+        offs_am = (row + tl.arange(0, BLOCK_M)) % M
+        offs_bn = (col + tl.arange(0, BLOCK_N)) % N
+        offs_k = tl.arange(0, BLOCK_K)
+        a_ptrs = a + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak  # [BLOCK_M, BLOCK_K]
+        b_ptrs = b + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn  # [BLOCK_K, BLOCK_N]
+        for k in range(k_lo, k_hi):
+            a_tile = tl.load(a_ptrs + k * BLOCK_K * stride_ak,
+                             mask=offs_k[None, :] < K - k * BLOCK_K, other=0.0)
+            b_tile = tl.load(b_ptrs + k * BLOCK_K * stride_bk,
+                             mask=offs_k[:, None] < K - k * BLOCK_K, other=0.0)
+            if DOT_IN_FP32:
+                a_tile = a_tile.to(tl.float32)
+                b_tile = b_tile.to(tl.float32)
+            accumulator = tl.dot(a_tile, b_tile, accumulator)
+    return accumulator
+
+
+@triton.jit
+def store_tile(c, accumulator, row, col, M, N, stride_cm, stride_cn,
+               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
+               SUBTILE: tl.constexpr = 0):
+    """Round ``accumulator`` [BLOCK_M, BLOCK_N] to C's dtype and write it at ``C[row :, col :]``
+    of C [M, N], clipped to C: through the descriptor ``c`` with ``USE_TMA`` (block [BLOCK_M,
+    BLOCK_N], or [BLOCK_M, BLOCK_N / 2] in two stores with ``SUBTILE``, which halves the
+    epilogue's shared memory: Triton's persistent-matmul tutorial), else through the pointer
+    ``c`` with masks."""
+    if USE_TMA:
+        if SUBTILE:
+            halves = tl.permute(tl.reshape(accumulator, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
+            left, right = tl.split(halves)
+            c.store([row, col], left.to(c.dtype))
+            c.store([row, col + BLOCK_N // 2], right.to(c.dtype))
+        else:
+            c.store([row, col], accumulator.to(c.dtype))
+    else:
+        offs_cm = row + tl.arange(0, BLOCK_M)
+        offs_cn = col + tl.arange(0, BLOCK_N)
+        mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
+        tl.store(c + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn,
+                 accumulator.to(c.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def stream_k_range(pid, num_programs, units):
+    """``(first, stop)``: the stream-K K steps ``[first, stop)`` of program ``pid`` out of
+    ``units`` (stream-K tiles x K steps per tile), cut into ``min(num_programs, units)`` equal
+    contiguous ranges (programs past that get none), each at least one step long."""
+    workers = tl.minimum(num_programs, units)
+    first = tl.minimum(pid, workers) * units // workers
+    stop = tl.minimum(pid + 1, workers) * units // workers
+    return first, stop
+
+
+@triton.jit
+def stream_k_segment(stop, first, k_iters):
+    """The last piece ``[start, stop)`` of a range ``[first, stop)`` of stream-K steps that lies
+    in one tile: ``(tile, start, k_lo, k_hi)``, ``tile`` counted from the first stream-K tile,
+    ``k_lo .. k_hi`` the tile's K steps it covers."""
+    tile = (stop - 1) // k_iters
+    start = tl.maximum(first, tile * k_iters)
+    return tile, start, start - tile * k_iters, stop - tile * k_iters
+
+
+@triton.jit
+def stream_k_fixup(accumulator, workspace, flags, pid, num_programs, units, tile, start, k_hi,
+                   k_iters, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Join the pieces of a stream-K tile; returns the accumulator.
+
+    A piece that stops before the tile's last K step (``k_hi < k_iters``) is handed over: the
+    accumulator goes to ``workspace`` slot ``pid`` (fp32 [num_programs, BLOCK_M * BLOCK_N]),
+    then ``flags[pid] = 1`` (release, after a CTA barrier). The piece with the last K step adds
+    the slots of the lower programs whose ranges cover the tile's earlier steps, each after
+    its flag (acquire), and clears those flags; the caller writes the tile when
+    ``k_hi == k_iters``. Each program hands over at most one piece (its range's last), so one
+    slot per program suffices.
+    """
+    offs = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    if k_hi < k_iters:
+        tl.store(workspace + pid * (BLOCK_M * BLOCK_N) + offs, accumulator)
+        tl.debug_barrier()
+        tl.atomic_xchg(flags + pid, 1, sem="release", scope="gpu")
+    else:
+        tile_first = tile * k_iters
+        if start > tile_first:
+            workers = tl.minimum(num_programs, units)
+            owner = ((tile_first + 1) * workers - 1) // units  # the program holding step tile_first
+            for p in range(owner, pid):
+                ready = tl.atomic_add(flags + p, 0, sem="acquire", scope="gpu")
+                while ready == 0:
+                    ready = tl.atomic_add(flags + p, 0, sem="acquire", scope="gpu")
+                tl.debug_barrier()
+                accumulator += tl.load(workspace + p * (BLOCK_M * BLOCK_N) + offs)
+                tl.atomic_xchg(flags + p, 0, sem="relaxed", scope="gpu")
+    return accumulator
+
+
+# ------------------------------------------------------------------------------------ host side
+def dot_in_fp32(dtype: torch.dtype) -> bool:
+    """True under the Triton interpreter with bf16 inputs, where ``tl.dot`` of bf16 tiles returns
+    garbage (triton 3.9, CPU, errors of 1e10 seen 2026-11-22): the tiles are upcast first.
+    Compiled kernels never take this branch."""
+    return os.environ.get("TRITON_INTERPRET") == "1" and dtype == torch.bfloat16
+
+
+@functools.lru_cache(maxsize=None)
+def num_sms(device: torch.device | str | None = None) -> int:
+    """Streaming multiprocessors of the CUDA device (the driver's count); 4 without CUDA, where
+    the interpreter runs persistent grids of that many programs."""
+    if not torch.cuda.is_available() or torch.device(device or "cuda").type != "cuda":
+        return 4
+    return torch.cuda.get_device_properties(device or torch.cuda.current_device()).multi_processor_count
+
+
+@functools.lru_cache(maxsize=None)
+def _capability(index: int) -> tuple:
+    return torch.cuda.get_device_capability(index)
+
+
+def tma_supported(*tensors: torch.Tensor) -> bool:
+    """Whether tensor descriptors can carry these 2-D tensors: under the interpreter (triton
+    3.9's runs them), or on a CUDA GPU of compute capability >= 9.0 (the bulk tensor copy
+    engine). Each needs a unit inner stride, a 16-byte aligned base and outer stride (the
+    tensor-map rules of cuTensorMapEncodeTiled, CUDA Driver API)."""
+    for tensor in tensors:
+        if tensor.dim() != 2 or tensor.stride(1) != 1:
+            return False
+        if tensor.data_ptr() % 16 or (tensor.stride(0) * tensor.element_size()) % 16:
+            return False
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return True
+    device = tensors[0].device
+    return device.type == "cuda" and _capability(device.index or 0)[0] >= 9
+
+
+def descriptor(tensor: torch.Tensor, block_shape: list):
+    """A host-side tensor descriptor of a 2-D tensor with the given block shape."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    return TensorDescriptor.from_tensor(tensor, list(block_shape))
+
+
+def operands(tensor: torch.Tensor, block_shape: list, use_tma: bool):
+    """What the kernels take for an operand: its descriptor with ``use_tma``, else the tensor."""
+    return descriptor(tensor, block_shape) if use_tma else tensor
+
+
+def split_tiles(num_tiles: int, programs: int, stream_k: int) -> int:
+    """Tiles computed data-parallel (the first ones in tile order); the rest are stream-K.
+
+    ``stream_k`` 0: all; 1: all but the partial last wave (``num_tiles mod programs`` tiles;
+    none when the waves are full); 2: also one full wave before it, where there is one.
+    Raises ValueError for another ``stream_k`` or programs < 1.
+    """
+    if stream_k not in STREAM_K_VALUES:
+        raise ValueError(f"STREAM_K must be one of {STREAM_K_VALUES}, got {stream_k}")
+    if programs < 1:
+        raise ValueError(f"programs must be >= 1, got {programs}")
+    tail = num_tiles % programs
+    if stream_k == 0 or tail == 0:
+        return num_tiles
+    if stream_k == 2 and num_tiles >= programs + tail:
+        tail += programs
+    return num_tiles - tail
+
+
+_BUFFERS: dict = {}
+
+
+def stream_k_buffers(device: torch.device, programs: int, block_m: int, block_n: int) -> tuple:
+    """``(workspace, flags)`` for stream-K on ``device``: fp32 [programs, block_m * block_n] and
+    int32 [programs] zeros, allocated once per device, current stream and size (the flags are
+    zero again after every launch: ``stream_k_fixup``). Launches on one stream run one after
+    another, so they share the buffers; another stream gets its own.
+    """
+    device = torch.device(device)
+    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
+    key = (str(device), stream, programs, block_m * block_n)
+    if key not in _BUFFERS:
+        _BUFFERS[key] = (torch.empty(programs, block_m * block_n, dtype=torch.float32, device=device),
+                         torch.zeros(programs, dtype=torch.int32, device=device))
+    return _BUFFERS[key]
+
+
+def shared_bytes(meta: dict, itemsize: int) -> int:
+    """Shared memory one program of the schedule needs: the pipelined A and B tiles
+    (``num_stages`` deep) and the C tile of the TMA epilogue (half of it with
+    EPILOGUE_SUBTILE)."""
+    operand = (meta["BLOCK_M"] * meta["BLOCK_K"] + meta["BLOCK_K"] * meta["BLOCK_N"]) * itemsize
+    epilogue = meta["BLOCK_M"] * meta["BLOCK_N"] * itemsize // (2 if meta.get("EPILOGUE_SUBTILE") else 1)
+    return operand * meta["num_stages"] + epilogue
+
+
+#: Shared memory one program may use on sm_90: 227 KB (CUDA C++ Programming Guide, compute
+#: capability 9.0, maximum shared memory per thread block).
+SM90_SHARED_BYTES = 227 * 1024
+
+
+def config_error(meta: dict, itemsize: int = 2) -> str | None:
+    """Why a schedule configuration cannot run on sm_90, or None: known knobs, allowed
+    STREAM_K, and the tiles' shared memory (``shared_bytes``) within one program's 227 KB."""
+    missing = [k for k in SCHEDULE_KNOBS if k not in meta]
+    if missing:
+        return f"a GEMM configuration must give {list(SCHEDULE_KNOBS)}, missing {missing}"
+    if meta["STREAM_K"] not in STREAM_K_VALUES:
+        return f"STREAM_K must be one of {STREAM_K_VALUES}, got {meta['STREAM_K']}"
+    shared = shared_bytes(meta, itemsize)
+    if shared > SM90_SHARED_BYTES:
+        return (f"the tiles' shared memory must fit {SM90_SHARED_BYTES} B per program, got {shared} B "
+                f"(BLOCK_M={meta['BLOCK_M']}, BLOCK_N={meta['BLOCK_N']}, BLOCK_K={meta['BLOCK_K']}, "
+                f"num_stages={meta['num_stages']})")
+    return None
