@@ -178,8 +178,9 @@ def _capture_app(app, kernel_name, test, kernel, resume, workdir):
         _fail(str(exc))
     console.print(prepared.capture.describe(), markup=False)
     lifted = prepared.lifted
-    console.print(f"lifted {prepared.user_file.name} lines {lifted.lines[0]}-{lifted.lines[1]} into "
-                  f"{lifted.target_name}({', '.join(lifted.arg_names)}); generated {prepared.module_path}", markup=False)
+    how = user_kernel.describe_rewrite(lifted.kind, prepared.user_file.name, lifted.lines)
+    console.print(f"{how}, into {lifted.target_name}({', '.join(lifted.arg_names)}); generated "
+                  f"{prepared.module_path}", markup=False)
     return prepared
 
 

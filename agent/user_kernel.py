@@ -73,7 +73,8 @@ def prepare(app: str, kernel: str, workdir: Path, timeout_s: float = APP_TIMEOUT
         "arg_values": list(lifted.arg_values), "tile_grid": list(lifted.tile_grid),
         "probe_values": list(lifted.probe_values) if lifted.probe_values else None,
         "probe_grid": list(lifted.probe_grid) if lifted.probe_grid else None, "outputs": lifted.outputs,
-        "lines": list(lifted.lines), "notes": lifted.notes, "tolerance": tolerance, "tolerance_note": note,
+        "lines": list(lifted.lines), "notes": lifted.notes, "kind": lifted.kind, "tolerance": tolerance,
+        "tolerance_note": note,
         "user_file": str(user_file)}, indent=1))
     (folder / f"lifted_{user_file.name}").write_text(lifted.source)
     module_path = folder / user_file.name
@@ -108,6 +109,13 @@ def generated_module(lifted: Lifted, captured: Capture, folder: Path) -> str:
               f"                                          rewrite_target={lifted.target_name!r})\n")
     text = "".join(lines[:at]) + header + "".join(lines[at:])
     return text.rstrip("\n") + "\n" + footer
+
+
+def describe_rewrite(kind: str, file_name: str, lines) -> str:
+    """How the kernel was made reorderable, in a few words (the CLI and report.md)."""
+    if kind == "remapped":
+        return f"program ids remapped from {file_name} line {lines[0]} on (the mapping could not be lifted: see the note)"
+    return f"mapping lifted from {file_name} lines {lines[0]}-{lines[1]}"
 
 
 def _one_line(text: str) -> str:
@@ -151,6 +159,7 @@ def finish(outcome, prepared: Prepared, in_place: bool, test: str | None,
     summary = {"app": prepared.capture.launch["app"], "kernel": prepared.capture.launch["kernel"],
                "user_file": str(prepared.user_file), "capture": str(prepared.capture.folder),
                "captured": prepared.capture.describe(), "mapping_lines": list(prepared.lifted.lines),
+               "rewrite": prepared.lifted.kind,
                "lift_notes": prepared.lifted.notes + _trace_note(prepared.capture.folder),
                "tolerance": prepared.tolerance_note,
                "user_diff": str(run_dir / "user.diff"), "patched_file": str(patched_path),
@@ -207,8 +216,8 @@ def _record(run_dir: Path, summary: dict) -> None:
     report["user_kernel"] = summary
     path.write_text(json.dumps(report, indent=2, default=str))
     lines = ["", "## Your kernel", "", f"- {summary['captured']}",
-             f"- mapping lifted from {Path(summary['user_file']).name} lines {summary['mapping_lines'][0]}-"
-             f"{summary['mapping_lines'][1]}; numerics: {summary['tolerance']}",
+             f"- {describe_rewrite(summary['rewrite'], Path(summary['user_file']).name, summary['mapping_lines'])}; "
+             f"numerics: {summary['tolerance']}",
              f"- the patch to your file: {summary['user_diff']}"
              + ("" if summary["best_is_candidate"] else " (the kernel's own order, lifted: no better order found)")]
     lines += [f"- note: {n}" for n in summary["lift_notes"]]
