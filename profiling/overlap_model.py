@@ -30,9 +30,24 @@ rate), back to back.
 
 The few efficiencies and host costs are fitted by ``python -m
 swizzleperf.eval.validate_overlap_model fit`` on the 2-GPU measurements only
-(eval/results/dist_h200_2gpu.json) and stored with their source in
-``profiling/overlap_params.json``; the 4- and 8-GPU measurements are predicted unseen
-(eval/results/overlap_model_validation.md). Times are in seconds inside, ms in the API.
+(eval/results/dist_h200_2gpu.json), the GEMM constants of hwspecs/h200.yaml on the 2-GPU per-rank
+shapes only, and stored with their source in ``profiling/overlap_params.json``; the 4- and 8-GPU
+measurements (H200) and the two-H100 bench are predicted unseen
+(eval/results/overlap_model_validation.md).
+
+Every prediction also says how far to trust it:
+
+- ``lower_bound_ms``: the communication alone (its bytes at the fastest peer copy the spec gives:
+  SM copies on every SM, or a copy engine) and the compute alone (this configuration's GEMM on every
+  SM), whichever is longer: no overlap beats it, and no prediction is below it;
+- ``interval_ms``: ``[lo, hi]``, ``time_ms`` times ``exp(-q)`` and ``exp(q)``, ``q`` the 90th
+  percentile of the fit's leave-one-problem-out errors (log scale; the fit's ``_interval``), doubled
+  when extrapolated (a rule, not calibrated), and ``lo`` never below the bound;
+- ``extrapolated`` / ``extrapolated_why``: the hardware is not the one fitted on, or W, the per-rank
+  shape, the bytes exchanged or a knob lies outside what was measured there (the fit's
+  ``_domain``: the committed bench rows and per-rank GEMMs of that GPU).
+
+Times are in seconds inside, ms in the API.
 """
 from __future__ import annotations
 
@@ -67,7 +82,13 @@ class OverlapPrediction:
         hidden_share: 0..1, the share of ``comm_ms`` hidden behind compute.
         source: ``simulated:<spec>x<W>``.
         breakdown: named parts in ms (``gemm``, ``scatter``, ``tail``, ``barrier``, ``host``...).
-        notes: what bounds the launch (``"gpu"`` or ``"host"``).
+        notes: what bounds the launch (``"gpu"`` or ``"host"``; ``"bound"`` if the schedule came
+            out below ``lower_bound_ms`` and was raised to it, which the model's parts should
+            never need).
+        lower_bound_ms: max(communication alone, compute alone): no prediction is below it.
+        interval_ms: ``[lo, hi]`` around ``time_ms`` (see the module's docstring).
+        extrapolated: the hardware, W, shape or a knob lies outside what was measured.
+        extrapolated_why: one line per reason, ``"; "``-joined (empty when not extrapolated).
     """
 
     time_ms: float
@@ -77,6 +98,10 @@ class OverlapPrediction:
     source: str
     breakdown: dict = field(default_factory=dict)
     notes: str = ""
+    lower_bound_ms: float = 0.0
+    interval_ms: list = field(default_factory=list)
+    extrapolated: bool = False
+    extrapolated_why: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -141,6 +166,11 @@ def sm_copy_rate(programs: float, hw) -> float:
     return hw.sm_copy_bytes_per_s * programs / (programs + hw.sm_copy_half_programs)
 
 
+def peak_copy_rate(hw) -> float:
+    """Bytes/s of the fastest peer copy the spec gives: SM copies on every SM, or a copy engine."""
+    return max(sm_copy_rate(hw.compute_units, hw), hw.copy_engine_bytes_per_s)
+
+
 def hbm_rate(programs: float, hw, p: dict) -> float:
     """Bytes/s that ``programs`` programs stream through HBM: the fitted share of the DRAM peak,
     or the programs' own rate (``hbm_program_bytes_per_s`` each) where they are few."""
@@ -197,14 +227,15 @@ def _gemm_all_scatter(prob, w, pattern, meta, hw, p) -> dict:
     nbytes = (w - 1) * m * n * ELEMENT_BYTES
     barrier = barrier_s(w, hw, p)
     gemm = gemm_s(m, n, k, meta, sms, hw)
+    floor = (gemm, nbytes / peak_copy_rate(hw))
     if pattern == "bulk_sync":
         scatter = p["copy_launch_s"] + nbytes / sm_copy_rate(min(sms, tiles), hw)
-        return _parts(gemm + scatter + barrier, host_s(p, 2, 1), gemm, scatter,
+        return _parts(gemm + scatter + barrier, host_s(p, 2, 1), gemm, scatter, floor,
                       gemm=gemm, scatter=scatter, barrier=barrier)
     if pattern == "fused_sequential":
         store = nbytes / sm_copy_rate(min(sms, tiles), hw)
         body = _epilogue_stores_s(gemm, math.ceil(tiles / sms), store, p)
-        return _parts(body + barrier, host_s(p, 1, 1), gemm, store,
+        return _parts(body + barrier, host_s(p, 1, 1), gemm, store, floor,
                       gemm=gemm, stores=store, tail=body - gemm, barrier=barrier)
     if pattern in ("producer_consumer", "workgroup_specialized"):
         gemm_programs = sms - comm
@@ -214,7 +245,7 @@ def _gemm_all_scatter(prob, w, pattern, meta, hw, p) -> dict:
         last_share = (tiles - (n_waves - 1) * gemm_programs) / tiles
         body = max(gemm + scatter * last_share, gemm / n_waves + scatter) + p["copy_launch_s"]
         launches = (2, 1, 1) if pattern == "producer_consumer" else (1, 1, 0)
-        return _parts(body + barrier, host_s(p, *launches), gemm, scatter,
+        return _parts(body + barrier, host_s(p, *launches), gemm, scatter, floor,
                       gemm=gemm, scatter=scatter, tail=body - gemm, barrier=barrier)
     raise _bad_pattern("gemm_all_scatter", pattern)
 
@@ -226,23 +257,24 @@ def _all_gather_gemm(prob, w, pattern, meta, hw, p) -> dict:
     shard = rows * k * ELEMENT_BYTES                          # one rank's rows of A
     chunks = math.ceil(rows / meta["BLOCK_M"])
     barrier = barrier_s(w, hw, p)
+    floor = (gemm_s(m, n, k, meta, sms, hw), (w - 1) * shard / peak_copy_rate(hw))
     if pattern == "bulk_sync":
         push = p["copy_launch_s"] + (w - 1) * shard / sm_copy_rate(min(sms, chunks * (w - 1)), hw)
         gemm = gemm_s(m, n, k, meta, sms, hw)
-        return _parts(push + gemm + 2 * barrier, host_s(p, 2, 2), gemm, push,
+        return _parts(push + gemm + 2 * barrier, host_s(p, 2, 2), gemm, push, floor,
                       push=push, gemm=gemm, barrier=2 * barrier)
     if pattern == "pull":
         gemm = gemm_s(m, n, k, meta, sms, hw)
         remote = (w - 1) * shard * math.ceil(n / meta["BLOCK_N"])   # once per column tile
         pull = remote / (hw.peer_bytes_per_s * p["pull_eff"])
-        return _parts(max(gemm, pull) + barrier, host_s(p, 1, 1), gemm, pull,
+        return _parts(max(gemm, pull) + barrier, host_s(p, 1, 1), gemm, pull, floor,
                       gemm=gemm, pull=pull, barrier=barrier)
     if pattern == "push":
         gemm = gemm_s(m, n, k, meta, sms - comm, hw)
         chunk_s = shard / chunks / sm_copy_rate(min(comm, chunks * (w - 1)), hw)
         ready = [0.0] * chunks + [p["copy_launch_s"] + (i + 1) * chunk_s for i in range(chunks * (w - 1))]
         body = _streamed_gemm_s(gemm / len(ready), ready)
-        return _parts(body + barrier, host_s(p, 2, 1, 1), gemm, chunk_s * len(ready[chunks:]),
+        return _parts(body + barrier, host_s(p, 2, 1, 1), gemm, chunk_s * len(ready[chunks:]), floor,
                       gemm=gemm, push=chunk_s * chunks * (w - 1), tail=body - gemm, barrier=barrier)
     if pattern == "push_copy_engine":
         gemm = gemm_s(m, n, k, meta, sms, hw)
@@ -252,7 +284,7 @@ def _all_gather_gemm(prob, w, pattern, meta, hw, p) -> dict:
         ready = [0.0] * groups + [(i + 1) * group_s for i in range(groups * (w - 1))]
         body = _streamed_gemm_s(gemm / len(ready), ready)
         host = host_s(p, 1, 1, 0, (w - 1) * groups)
-        return _parts(body + barrier, host, gemm, group_s * groups * (w - 1),
+        return _parts(body + barrier, host, gemm, group_s * groups * (w - 1), floor,
                       gemm=gemm, push=group_s * groups * (w - 1), tail=body - gemm, barrier=barrier)
     raise _bad_pattern("all_gather_gemm", pattern)
 
@@ -264,6 +296,7 @@ def _gemm_reduce_scatter(prob, w, pattern, meta, hw, p) -> dict:
     remote = (w - 1) / w * m * n * ELEMENT_BYTES             # partials stored into their owners
     reduce_bytes = (w + 1) * (m // w) * n * ELEMENT_BYTES     # the W slots read, the sum written
     barrier = barrier_s(w, hw, p)
+    floor = (gemm_s(m, n, k, meta, sms, hw), remote / peak_copy_rate(hw))
 
     def gemm_with_stores(programs: int) -> tuple:
         gemm = gemm_s(m, n, k, meta, programs, hw)
@@ -273,14 +306,14 @@ def _gemm_reduce_scatter(prob, w, pattern, meta, hw, p) -> dict:
     if pattern == "bulk_sync":
         gemm, body, store = gemm_with_stores(sms)
         reduce = p["copy_launch_s"] + reduce_bytes / hbm_rate(sms, hw, p)
-        return _parts(body + reduce + 2 * barrier, host_s(p, 2, 2), gemm, body - gemm + reduce,
+        return _parts(body + reduce + 2 * barrier, host_s(p, 2, 2), gemm, body - gemm + reduce, floor,
                       gemm=gemm, stores=store, tail=body - gemm, reduce=reduce, barrier=2 * barrier)
     if pattern == "producer_consumer":
         gemm, body, store = gemm_with_stores(sms - comm)
         reduce = reduce_bytes / hbm_rate(comm, hw, p)
         rounds = max(1, math.ceil((m // w) / meta["BLOCK_M"]))     # the reduce trails by one
         total = max(body, reduce) + reduce / rounds + p["copy_launch_s"]
-        return _parts(total + barrier, host_s(p, 2, 1, 1), gemm, body - gemm + reduce,
+        return _parts(total + barrier, host_s(p, 2, 1, 1), gemm, body - gemm + reduce, floor,
                       gemm=gemm, stores=store, reduce=reduce, tail=total - gemm, barrier=barrier)
     raise _bad_pattern("gemm_reduce_scatter", pattern)
 
@@ -292,13 +325,14 @@ def _flash_decode(prob, w, pattern, meta, hw, p) -> dict:
     partial = p["fd_partial_s"] + kv_bytes / hbm_rate(programs, hw, p)
     exchange = (w - 1) * b * h * (d + 1) * FP32_BYTES       # this rank's partial to every peer
     barrier = barrier_s(w, hw, p)
+    floor = (partial, exchange / peak_copy_rate(hw))
     if pattern == "bulk_sync":
         combine = p["fd_combine_s"] + exchange / (hw.peer_bytes_per_s * p["pull_eff"])
-        return _parts(partial + combine + 2 * barrier, host_s(p, 2, 2), partial, combine,
+        return _parts(partial + combine + 2 * barrier, host_s(p, 2, 2), partial, combine, floor,
                       partial=partial, combine=combine, barrier=2 * barrier)
     if pattern == "fused_push":
         push = p["fd_push_s"] + exchange / sm_copy_rate(min(b * h_kv, hw.compute_units), hw)
-        return _parts(partial + push + barrier, host_s(p, 2, 1), partial, push,
+        return _parts(partial + push + barrier, host_s(p, 2, 1), partial, push, floor,
                       partial=partial, push=push, barrier=barrier)
     raise _bad_pattern("flash_decode", pattern)
 
@@ -307,8 +341,10 @@ _KERNELS = {"gemm_all_scatter": _gemm_all_scatter, "all_gather_gemm": _all_gathe
             "gemm_reduce_scatter": _gemm_reduce_scatter, "flash_decode": _flash_decode}
 
 
-def _parts(gpu: float, host: float, compute: float, comm: float, **parts: float) -> dict:
-    return {"gpu": gpu, "host": host, "compute": compute, "comm": comm, "parts": parts}
+def _parts(gpu: float, host: float, compute: float, comm: float, floor: tuple, **parts: float) -> dict:
+    """The GPU's and the host's times of a launch, its compute and communication parts, and
+    ``floor``: (compute alone, communication alone), the two halves of the lower bound."""
+    return {"gpu": gpu, "host": host, "compute": compute, "comm": comm, "floor": floor, "parts": parts}
 
 
 def _bad_pattern(kernel: str, pattern: str) -> OverlapModelError:
@@ -328,7 +364,7 @@ def _baseline(kernel: str, prob: Mapping, w: int, p: dict) -> dict:
         attention = p["torch_attn_launch_s"] + kv_bytes / p["torch_attn_bytes_per_s"]
         gather = nccl_s((w - 1) * b * h * (d + 1) * FP32_BYTES, p, "allgather")
         comm = gather + p["torch_combine_s"]
-        return _parts(attention + comm, 0.0, attention, comm, attention=attention,
+        return _parts(attention + comm, 0.0, attention, comm, (attention, comm), attention=attention,
                       all_gather=gather, combine=p["torch_combine_s"])
     m, n, k = prob["M"], prob["N"], prob["K"]
     if kernel == "gemm_all_scatter":
@@ -342,7 +378,7 @@ def _baseline(kernel: str, prob: Mapping, w: int, p: dict) -> dict:
         comm = nccl_s((w - 1) * (m // w) * n * ELEMENT_BYTES, p, "reducescatter")
     else:
         raise _bad_kernel(kernel)
-    return _parts(compute + comm, 0.0, compute, comm, matmul=compute, collective=comm)
+    return _parts(compute + comm, 0.0, compute, comm, (compute, comm), matmul=compute, collective=comm)
 
 
 # ------------------------------------------------------------------------------ the API
@@ -352,7 +388,8 @@ def predict(kernel: str, problem: Mapping[str, int], world_size: int, pattern: s
     """The predicted time of one launch of ``kernel`` (a DistKernelSpec name) at ``problem``
     (global sizes, as in the module's ``SPEC.problems``) on ``world_size`` ranks of ``hw``
     (a HardwareSpec), with ``pattern`` and ``meta`` (BLOCK_M/N/K, num_warps, num_stages,
-    COMM_SMS, CE_GROUPS, SPLITS; a missing knob takes the kernel's default meta).
+    COMM_SMS, CE_GROUPS, SPLITS; a missing knob takes the kernel's default meta), with its lower
+    bound, interval and extrapolation flag (the module's docstring).
 
     ``params`` replaces the fitted parameters (the fit passes its trial values); leave it None.
 
@@ -365,7 +402,9 @@ def predict(kernel: str, problem: Mapping[str, int], world_size: int, pattern: s
     _check(hw, dtype, world_size)
     p = params or load_params()
     meta = {**_default_meta(kernel), **meta}
-    return _prediction(_KERNELS[kernel](problem, world_size, pattern, meta, hw, p), hw, world_size)
+    out = _KERNELS[kernel](problem, world_size, pattern, meta, hw, p)
+    why = extrapolation(kernel, problem, world_size, hw, p, pattern, meta)
+    return _prediction(out, hw, world_size, why, _interval_q(p, "kernel"))
 
 
 def predict_baseline(kernel: str, problem: Mapping[str, int], world_size: int, hw,
@@ -375,20 +414,102 @@ def predict_baseline(kernel: str, problem: Mapping[str, int], world_size: int, h
     if kernel not in _KERNELS:
         raise _bad_kernel(kernel)
     _check(hw, dtype, world_size)
-    return _prediction(_baseline(kernel, problem, world_size, params or load_params()), hw, world_size)
+    p = params or load_params()
+    why = extrapolation(kernel, problem, world_size, hw, p)
+    return _prediction(_baseline(kernel, problem, world_size, p), hw, world_size, why,
+                       _interval_q(p, "baseline"))
 
 
-def _prediction(out: dict, hw, world_size: int) -> OverlapPrediction:
-    total = max(out["gpu"], out["host"])
+def extent(kernel: str, problem: Mapping[str, int], world_size: int) -> dict:
+    """The quantities of one rank's work whose measured range decides ``extrapolated``: the
+    per-rank GEMM ``m``, ``n``, ``k`` and the bytes a rank sends (``comm_bytes``); for flash
+    decode the query heads ``batch_heads``, the rank's KV bytes and the bytes it exchanges."""
+    w = world_size
+    if kernel == "flash_decode":
+        b, h, h_kv, d, s = problem["B"], problem["H"], problem["H_kv"], problem["D"], problem["S"]
+        return {"batch_heads": b * h, "kv_bytes": 2 * b * h_kv * math.ceil(s / w) * d * ELEMENT_BYTES,
+                "comm_bytes": (w - 1) * b * h * (d + 1) * FP32_BYTES}
+    m, n, k = problem["M"], problem["N"], problem["K"]
+    if kernel == "gemm_reduce_scatter":
+        return {"m": m, "n": n, "k": k // w, "comm_bytes": (w - 1) * (m // w) * n * ELEMENT_BYTES}
+    sent = (m // w) * k if kernel == "all_gather_gemm" else m * (n // w)
+    return {"m": m, "n": n // w, "k": k, "comm_bytes": (w - 1) * sent * ELEMENT_BYTES}
+
+
+def knobs(kernel: str, pattern: str | None, meta: Mapping) -> dict:
+    """The knobs of ``meta`` that ``pattern`` reads (``tile``: the GEMM's tile configuration as
+    hwspecs' ``matmul_tile_rates`` name it), whose measured values decide ``extrapolated``."""
+    out = {}
+    if kernel == "flash_decode":
+        out.update(SPLITS=meta.get("SPLITS"), BLOCK_N=meta.get("BLOCK_N"))
+    elif all(f in meta for f in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages")):
+        out["tile"] = (f"{meta['BLOCK_M']}x{meta['BLOCK_N']}x{meta['BLOCK_K']}:"
+                       f"{meta['num_warps']}:{meta['num_stages']}")
+    if (kernel, pattern) in _COMM_SMS_PATTERNS:
+        out["COMM_SMS"] = meta.get("COMM_SMS")
+    if pattern == "push_copy_engine":
+        out["CE_GROUPS"] = meta.get("CE_GROUPS")
+    return {k: v for k, v in out.items() if v is not None}
+
+
+_COMM_SMS_PATTERNS = {("gemm_all_scatter", "producer_consumer"), ("gemm_all_scatter", "workgroup_specialized"),
+                      ("all_gather_gemm", "push"), ("gemm_reduce_scatter", "producer_consumer")}
+
+
+def extrapolation(kernel: str, problem: Mapping[str, int], world_size: int, hw, params: dict | None = None,
+                  pattern: str | None = None, meta: Mapping | None = None) -> list:
+    """Why a prediction lies outside what was measured (an empty list: inside), against the
+    fit's ``_domain`` (the hardware fitted on, the world sizes, per kernel the range of each
+    ``extent`` and the values of each knob measured on it)."""
+    domain = (params or {}).get("_domain") or load_params().get("_domain") or {}
+    if not domain:
+        return ["the parameters carry no measured domain (refit: validate_overlap_model fit)"]
+    why = []
+    if hw.name != domain["hardware"]:
+        why.append(f"fitted on {domain['hardware']}, not measured on {hw.name}")
+    lo, hi = domain["world_size"]
+    if not lo <= world_size <= hi:
+        why.append(f"W = {world_size} is outside the measured {lo}-{hi}")
+    measured = domain["kernels"].get(kernel, {})
+    for name, value in extent(kernel, problem, world_size).items():
+        low, high = measured.get(name, (None, None))
+        if low is None or not low / 1.001 <= value <= high * 1.001:
+            unit = " bytes" if name.endswith("bytes") else ""
+            span = "none" if low is None else f"{low:g}-{high:g}{unit}"
+            why.append(f"{name} = {value:g}{unit} is outside the measured {span}")
+    for name, value in knobs(kernel, pattern, meta or {}).items():
+        seen = measured.get("knobs", {}).get(name)
+        if isinstance(value, str):
+            if value not in (seen or ()):
+                why.append(f"{name} {value} was not measured")
+        elif seen is None or not seen[0] <= value <= seen[1]:
+            why.append(f"{name} = {value} is outside the measured "
+                       f"{'none' if seen is None else f'{seen[0]}-{seen[1]}'}")
+    return why
+
+
+def _interval_q(p: dict, which: str) -> float:
+    """The interval's half-width on the log scale: the fit's cross-validated 90th percentile."""
+    interval = p.get("_interval") or load_params().get("_interval") or {}
+    return float(interval.get(which, 0.0))
+
+
+def _prediction(out: dict, hw, world_size: int, why: list, q: float) -> OverlapPrediction:
+    lower = max(out["floor"])
+    total = max(out["gpu"], out["host"], lower)
     compute, comm = out["compute"], out["comm"]
     exposed = max(0.0, out["gpu"] - compute)
     hidden = 0.0 if comm <= 0 else min(1.0, max(0.0, 1.0 - exposed / comm))
     parts = {name: value * 1e3 for name, value in out["parts"].items()}
     if out["host"]:
         parts["host"] = out["host"] * 1e3
+    notes = "bound" if lower > max(out["gpu"], out["host"]) else "host" if out["host"] > out["gpu"] else "gpu"
+    q = 2 * q if why else q
+    interval = [max(lower, total * math.exp(-q)) * 1e3, total * math.exp(q) * 1e3]
     return OverlapPrediction(time_ms=total * 1e3, compute_ms=compute * 1e3, comm_ms=comm * 1e3,
                              hidden_share=hidden, source=f"simulated:{hw.name}x{world_size}",
-                             breakdown=parts, notes="host" if out["host"] > out["gpu"] else "gpu")
+                             breakdown=parts, notes=notes, lower_bound_ms=lower * 1e3,
+                             interval_ms=interval, extrapolated=bool(why), extrapolated_why="; ".join(why))
 
 
 def _check(hw, dtype: str, world_size: int) -> None:
