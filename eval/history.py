@@ -1,14 +1,20 @@
 """Loading and plotting the reflection history of a run, for notebooks/reflection_history.ipynb and
-for scripts: the metric per iteration (measured and predicted, best so far), each candidate's
-verdict, reason, source and diff, the lessons, the simulator's error, tokens and cost."""
+for scripts: the objective per iteration (what the run ranked by: measured time, else a distributed
+run's predicted time, else the L2 hit rate), each candidate's verdict, reason, source and diff, the
+lessons, the simulator's error, tokens and cost.
+
+A run is read from the SQLite record when there is one (read only: nothing is created), else from
+its run folder (``report.json`` and ``transcript.jsonl``: the committed runs under eval/results/
+keep only those)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
 
-from swizzleperf.agent.record import RunRecord
+from swizzleperf.agent.record import DB_NAME, RunRecord
 
 
 def find_workdir(start: Path | None = None) -> Path:
@@ -20,40 +26,166 @@ def find_workdir(start: Path | None = None) -> Path:
     """
     start = (start or Path.cwd()).resolve()
     for folder in (start, *start.parents):
-        if (folder / ".swizzleperf" / "swizzleperf.db").exists():
+        if (folder / ".swizzleperf" / DB_NAME).exists():
             return folder / ".swizzleperf"
-    raise FileNotFoundError(f"no .swizzleperf/swizzleperf.db in {start} or above it: run swizzleperf "
-                            f"optimize first, or set SWIZZLEPERF_WORKDIR")
+    raise FileNotFoundError(f"no .swizzleperf/{DB_NAME} in {start} or above it: run swizzleperf "
+                            f"optimize first, or set SWIZZLEPERF_WORKDIR (a workdir, or a run folder)")
 
 
 def load_run(run_id: str | None = None, workdir: str | None = None) -> tuple:
-    """``(run row as dict, iterations DataFrame)`` of ``run_id``, the latest run by default, from
-    the record in ``workdir`` (by default: found by :func:`find_workdir`).
+    """``(run as dict, iterations DataFrame)`` of ``run_id`` (the latest run by default) from the
+    record in ``workdir`` (by default: found by :func:`find_workdir`); where ``workdir`` has no
+    record, from its ``runs/RUN_ID/`` folder; ``run_id`` (or ``workdir``) may also be a run folder
+    itself. The record is only read: no file is created beside it.
 
     Raises:
-        FileNotFoundError: no run record under ``workdir``.
-        UnknownRunError: no such run.
+        FileNotFoundError: no record and no run folder there.
+        UnknownRunError: no such run in the record.
     """
-    workdir = workdir or str(find_workdir())
-    record = RunRecord(Path(workdir))
-    run_id = run_id or record.latest_run_id()
-    if run_id is None:
-        raise FileNotFoundError(f"no run recorded under {workdir}: run swizzleperf optimize first")
-    iterations = record.iterations(run_id)
-    iterations["objective"] = _objective(iterations)
-    iterations["best_so_far"] = _best_so_far(iterations)
-    return record.run(run_id), iterations
+    folder = run_folder(run_id, workdir)
+    if folder is not None:
+        run, iterations = _from_folder(folder)
+    else:
+        record = RunRecord(Path(workdir or find_workdir()))
+        run_id = run_id or record.latest_run_id()
+        if run_id is None:
+            raise FileNotFoundError(f"no run recorded under {record.root}: run swizzleperf optimize first")
+        run, iterations = record.run(run_id), record.iterations(run_id)
+    iterations["objective"], run["objective"] = _objective(iterations)
+    iterations["best_so_far"] = _best_so_far(iterations, run["objective"])
+    return run, iterations
 
 
-def _objective(it: pd.DataFrame) -> pd.Series:
-    """Time (ms) where measured, else the L2 hit rate, per row (NaN for rejected candidates)."""
-    return it.time_ms.where(it.time_ms.notna(), it.l2_hit_rate)
+def run_folder(run_id: str | None, workdir: str | None) -> Path | None:
+    """The run folder to read where there is no record: ``run_id`` or ``workdir`` when it is one
+    (it holds ``report.json``), else ``workdir/runs/<run_id or the latest>``; None where
+    ``workdir`` (or the one found) has a record.
+
+    Raises:
+        FileNotFoundError: neither a record nor such a folder.
+    """
+    for candidate in (run_id, workdir):
+        if candidate and (Path(candidate) / "report.json").exists():
+            return Path(candidate)
+    if workdir is None or (Path(workdir) / DB_NAME).exists():
+        return None
+    runs = Path(workdir) / "runs"
+    found = [runs / run_id] if run_id else sorted(runs.glob("*/report.json"))
+    found = [f.parent if f.name == "report.json" else f for f in found]
+    if not found or not (found[-1] / "report.json").exists():
+        raise FileNotFoundError(f"no {DB_NAME} and no run folder {'runs/' + run_id if run_id else 'under runs/'} "
+                                f"with a report.json in {workdir}")
+    return found[-1]
 
 
-def _best_so_far(it: pd.DataFrame) -> pd.Series:
-    measured = it.time_ms.notna().any()
+def _from_folder(folder: Path) -> tuple:
+    """The run and its iterations from ``report.json`` (baseline, expert, attempts; the best's
+    source) and ``transcript.jsonl`` (each candidate's source, as the model wrote it, and its tokens)."""
+    report = json.loads((folder / "report.json").read_text())
+    requests = read_transcript(folder)
+    sources = accepted_sources(requests) if not requests.empty else {}
+    tokens = requests.groupby("iteration")[["prompt_tokens", "completion_tokens"]].sum() if not requests.empty else None
+    l2_source = (report.get("baseline") or {}).get("source")
+    rows = []
+    for kind in ("baseline", "expert"):
+        entry = report.get(kind)
+        if entry:
+            rows.append({**_row(entry, kind, l2_source), "iteration": entry.get("iteration", 0),
+                         "candidate_source": entry.get("swizzle_source", "")})
+    best = report.get("best") or {}
+    for attempt in report.get("attempts", []):
+        i = attempt["iteration"]
+        row = {**_row(attempt, "candidate", l2_source),
+               "candidate_source": sources.get(i) or (best.get("swizzle_source", "") if best.get("iteration") == i
+                                                      and best.get("name") == attempt["name"] else ""),
+               "is_best": int(best.get("iteration") == i and best.get("name") == attempt["name"])}
+        if tokens is not None and i in tokens.index:
+            row.update(prompt_tokens=int(tokens.loc[i, "prompt_tokens"]),
+                       completion_tokens=int(tokens.loc[i, "completion_tokens"]))
+        rows.append(row)
+    columns = ["kind", "iteration", "name", "verdict", "reason", "lesson", "l2_hit_rate", "l2_source", "time_ms",
+               "time_spread_ms", "time_source", "dram_bytes", "predicted_l2_hit_rate", "predicted_source",
+               "predicted_time_ms", "candidate_source", "diff", "prompt_tokens", "completion_tokens", "cost_usd",
+               "is_best", "metrics_json"]
+    frame = pd.DataFrame(rows).reindex(columns=columns)
+    frame[["prompt_tokens", "completion_tokens", "cost_usd", "is_best"]] = frame[
+        ["prompt_tokens", "completion_tokens", "cost_usd", "is_best"]].fillna(0)
+    frame["diff"] = frame["diff"].astype(object).fillna("")
+    run = {k: report.get(k) for k in ("run_id", "kernel", "hardware", "mode", "proposer", "status", "stop_reason")}
+    run.update(run_dir=str(folder), source=f"{folder}/report.json (no record)")
+    return run, frame
+
+
+def _row(entry: dict, kind: str, l2_source: str | None) -> dict:
+    """One iterations row from a report entry (``predicted_*`` of a simulated run are its figures)."""
+    row = {"kind": kind, **{k: entry.get(k) for k in (
+        "iteration", "name", "verdict", "reason", "lesson", "l2_hit_rate", "time_ms", "time_spread_ms",
+        "time_source", "dram_bytes", "predicted_l2_hit_rate", "predicted_source", "predicted_time_ms")}}
+    row["l2_source"] = entry.get("source") or (l2_source if entry.get("l2_hit_rate") is not None else None)
+    if row["predicted_l2_hit_rate"] is None and str(row["l2_source"] or "").startswith("simulated"):
+        row["predicted_l2_hit_rate"], row["predicted_source"] = row["l2_hit_rate"], row["l2_source"]
+    return row
+
+
+def read_transcript(folder: Path) -> pd.DataFrame:
+    """The requests of a run folder's ``transcript.jsonl`` (one row each; empty without one)."""
+    path = Path(folder) / "transcript.jsonl"
+    if not path.exists():
+        return pd.DataFrame()
+    return pd.DataFrame([json.loads(line) for line in path.read_text().splitlines() if line.strip()])
+
+
+def accepted_sources(requests: pd.DataFrame) -> dict:
+    """Iteration -> the source of the rewrite target in the reply the run took (the last request of
+    the iteration that was answered and not sent back), as the model wrote it ('' when none)."""
+    out = {}
+    for iteration, group in requests.groupby("iteration"):
+        taken = group[(group.outcome == "ok") & (group.rejected.fillna("") == "")]
+        if len(taken):
+            row = taken.iloc[-1]
+            out[int(iteration)] = function_source(row.reply, _target_name(row.messages))
+    return out
+
+
+def function_source(reply: str, target: str) -> str:
+    """The last fenced code block of ``reply`` that defines ``target`` (its text), else ''."""
+    blocks = re.findall(r"```[\w+-]*[^\n]*\n(.*?)^[ \t]*```", reply or "", re.S | re.M)
+    defining = [b for b in blocks if re.search(rf"\bdef\s+{re.escape(target)}\b", b)]
+    return defining[-1] if defining else ""
+
+
+def _target_name(messages) -> str:
+    """The rewrite target the system prompt names (``swizzle`` when it names none)."""
+    text = (messages or [{}])[0].get("content") or ""
+    found = re.search(r"the `@triton\.jit` function `(\w+)`", text)
+    return found.group(1) if found else "swizzle"
+
+
+def _objective(it: pd.DataFrame) -> tuple:
+    """``(values per row, what they are)``: what the run ranked its attempts by. Measured time (ms)
+    where a GPU measured it; a distributed run's predicted time (the overlap model's, from the
+    attempt's metrics) where nothing was measured; else the L2 hit rate. NaN for rejections."""
+    if it.time_ms.notna().any():
+        return it.time_ms, "time (ms, measured)"
+    predicted = _metric(it, "predicted_time_ms")
+    if predicted.notna().any():
+        return predicted, "time (ms, predicted)"
+    return it.l2_hit_rate, "L2 hit rate"
+
+
+def _metric(it: pd.DataFrame, name: str) -> pd.Series:
+    """A metric from its column, else from each row's ``metrics_json`` (NaN where absent)."""
+    if name in it and it[name].notna().any():
+        return pd.to_numeric(it[name], errors="coerce")
+    if "metrics_json" not in it:
+        return pd.Series(float("nan"), index=it.index)
+    return it.metrics_json.map(lambda text: (json.loads(text) if isinstance(text, str) and text else {}).get(name)
+                               ).astype(float)
+
+
+def _best_so_far(it: pd.DataFrame, objective: str) -> pd.Series:
     values = it.objective.where(it.verdict == "PASS")
-    return values.cummin() if measured else values.cummax()
+    return values.cummin() if objective.startswith("time") else values.cummax()
 
 
 def summary(it: pd.DataFrame) -> pd.DataFrame:
@@ -86,37 +218,42 @@ def spend(it: pd.DataFrame) -> pd.DataFrame:
 def transcript(run: dict, workdir: str | None = None) -> pd.DataFrame:
     """Every request the run made to its LLM, in order: iteration, request number, outcome,
     finish reason, seconds, tokens and their source (``server`` or how they were estimated), the
-    reply's first 200 characters and the prompt's size in characters. Empty for a run without an LLM."""
-    record = RunRecord(Path(workdir or str(find_workdir())))
-    frame = record.requests(run["run_id"])
-    if frame.empty:
-        return frame
-    frame["prompt_chars"] = frame.messages_json.map(lambda text: sum(len(m.get("content") or "")
-                                                                     for m in json.loads(text)))
+    reply's first 200 characters and the prompt's size in characters. Empty for a run without an
+    LLM. Read from the record, or from the run folder's ``transcript.jsonl`` for a run loaded
+    from its folder."""
+    if run.get("source", "").endswith("(no record)"):
+        frame = read_transcript(Path(run["run_dir"]))
+        if frame.empty:
+            return frame
+        frame["prompt_chars"] = frame.messages.map(lambda ms: sum(len(m.get("content") or "") for m in ms or []))
+    else:
+        frame = RunRecord(Path(workdir or str(find_workdir()))).requests(run["run_id"])
+        if frame.empty:
+            return frame
+        frame["prompt_chars"] = frame.messages_json.map(lambda text: sum(len(m.get("content") or "")
+                                                                         for m in json.loads(text)))
     frame["reply_start"] = frame.reply.str.slice(0, 200)
     return frame[["iteration", "n", "outcome", "finish_reason", "seconds", "prompt_tokens", "completion_tokens",
                   "tokens_source", "max_tokens", "prompt_chars", "reply_start"]]
 
 
-def plot_metric(it: pd.DataFrame, ax=None):
-    """The objective per iteration (measured and predicted L2 hit rate, or time), best so far."""
+def plot_metric(it: pd.DataFrame, objective: str | None = None, ax=None):
+    """The objective per iteration (``run["objective"]``: measured time, a distributed run's
+    predicted time, or the L2 hit rate), best so far, the baseline; the simulator's predicted L2
+    hit rate beside measured ones."""
     import matplotlib.pyplot as plt
+    objective = objective or _objective(it)[1]
     ax = ax or plt.subplots(figsize=(7, 3.5))[1]
     cand = it[it.kind == "candidate"]
-    if it.time_ms.notna().any():
-        ax.plot(cand.iteration, cand.time_ms, "o", label="time (measured)")
-        ax.plot(cand.iteration, cand.best_so_far, "-", label="best so far")
-        ax.set_ylabel("ms")
-    else:
-        ax.plot(cand.iteration, cand.l2_hit_rate * 100, "o", label="L2 hit rate")
-        ax.plot(cand.iteration, cand.best_so_far * 100, "-", label="best so far")
-        ax.set_ylabel("%")
-    if (cand.l2_source.fillna("") != cand.predicted_source.fillna("")).any():
+    scale = 1 if objective.startswith("time") else 100
+    ax.plot(cand.iteration, cand.objective * scale, "o", label=objective)
+    ax.plot(cand.iteration, cand.best_so_far * scale, "-", label="best so far")
+    ax.set_ylabel("ms" if scale == 1 else "%")
+    if scale == 100 and (cand.l2_source.fillna("") != cand.predicted_source.fillna("")).any():
         ax.plot(cand.iteration, cand.predicted_l2_hit_rate * 100, "x", label="predicted L2 hit rate (%)")
     base = it[it.kind == "baseline"]
-    if len(base):
-        ax.axhline(float(base.objective.iloc[0]) * (1 if it.time_ms.notna().any() else 100), ls=":",
-                   color="grey", label="baseline")
+    if len(base) and pd.notna(base.objective.iloc[0]):
+        ax.axhline(float(base.objective.iloc[0]) * scale, ls=":", color="grey", label="baseline")
     ax.set_xlabel("iteration")
     ax.legend()
     return ax
