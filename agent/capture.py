@@ -67,6 +67,7 @@ class Capture:
         if tuned:
             settings = {**tuned["kwargs"], "num_warps": tuned["num_warps"], "num_stages": tuned["num_stages"]}
             choice = ", autotuned config " + ", ".join(f"{k}={v}" for k, v in settings.items())
+            choice += f" ({tuned['choice']})" if tuned.get("choice") else ""
         grid = "x".join(map(str, self.launch["grid"]))
         return (f"captured {self.launch['kernel']} ({Path(self.launch['file']).name}:{self.launch['line']}): "
                 f"launch {self.launch['launch_index']} of {self.launch['launches_seen']}, grid {grid} "
@@ -160,10 +161,22 @@ def last_line(log: Path) -> str:
     return lines[-1][:300] if lines else "(no output)"
 
 
+def interpreter_variables() -> dict:
+    """``{"TRITON_INTERPRET": "1"}`` where no GPU is detected and the caller's environment does not
+    set ``TRITON_INTERPRET`` itself (then it is respected), else ``{}``: the user's app (and every
+    process it starts) runs its kernels through Triton's interpreter on a CPU-only machine, as the
+    README's CPU command promises, with nothing exported."""
+    if os.environ.get("TRITON_INTERPRET") is not None:
+        return {}
+    from swizzleperf.hwspecs import detect_device
+    return {} if detect_device() is not None else {"TRITON_INTERPRET": "1"}
+
+
 def _run_app(app: str, kernel: str, work: Path, timeout_s: float, cwd: Path | None) -> None:
     hook_dir = work / "hook"
     hook_dir.mkdir()
-    env = hook_environment(hook_dir, **{capture_hook.KERNEL_ENV: kernel, capture_hook.DIR_ENV: str(work)})
+    env = hook_environment(hook_dir, **{capture_hook.KERNEL_ENV: kernel, capture_hook.DIR_ENV: str(work)},
+                           **interpreter_variables())
     log = work / "app.log"
     try:
         code = run_with_hook(app, env, timeout_s, cwd, log)
@@ -173,7 +186,10 @@ def _run_app(app: str, kernel: str, work: Path, timeout_s: float, cwd: Path | No
     finally:
         shutil.rmtree(hook_dir, ignore_errors=True)
     if code != 0:
-        raise CaptureError(f"`{app}` failed (exit code {code}): {last_line(log)}")
+        last = last_line(log)
+        hint = ("; no GPU driver: on a CPU-only machine leave TRITON_INTERPRET unset (or set it to 1) and the "
+                "app's kernels run through Triton's interpreter" if "active drivers" in last else "")
+        raise CaptureError(f"`{app}` failed (exit code {code}): {last}{hint}")
 
 
 def _pick_launch(app: str, kernel: str, work: Path) -> dict:

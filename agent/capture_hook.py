@@ -9,11 +9,14 @@ Two jobs, each switched on by environment variables:
   (``TRITON_INTERPRET=1``, where the JIT's launch hooks do not fire), which every launch goes
   through, the autotuner's included (it calls ``self.fn.run(*args, **config.all_kwargs(), ...)``:
   the arguments seen there are the resolved ones). Launches the autotuner makes while it
-  benchmarks are not captured (``Autotuner._bench`` is wrapped to mark them). Of the kernel's
-  launches the one with the most programs (the first of equals) is snapshot: its tensor arguments
-  before the launch (storage spans, so that views, strides and aliasing survive) and the tensors
-  it changed after it; then two replays on copies tell write-only outputs (same result with the
-  output poisoned first) from read-modify-write ones, and whether the launch is deterministic.
+  benchmarks are not captured (``Autotuner._bench`` is wrapped to mark them); under the
+  interpreter an autotuner without a ``do_bench`` of the app's own benchmarks nothing (Triton's
+  needs a GPU driver) and takes its first config, and the snapshot says which config was taken and
+  why. Of the kernel's launches the one with the most programs (the first of equals) is snapshot:
+  its tensor arguments before the launch (storage spans, so that views, strides and aliasing
+  survive) and the tensors it changed after it; then two replays on copies tell write-only outputs
+  (same result with the output poisoned first) from read-modify-write ones, and whether the launch
+  is deterministic.
   Written to the folder: ``launch-<pid>.json`` and ``tensors-<pid>.pt`` (torch.save), and at exit
   ``seen-<pid>.json`` (every kernel launched, with counts).
 - ``SWIZZLEPERF_SUBSTITUTE`` (JSON ``{original path: patched path}``): a module whose file is an
@@ -119,12 +122,39 @@ def _patch_triton() -> None:
             _state.autotuners.pop()
 
     def autotuner_bench(self, *args, **kwargs):
+        self._swizzleperf_benched = getattr(self, "_swizzleperf_benched", 0) + 1
+        if _untimed(self):   # every config "takes" the same time: the autotuner keeps the first
+            self._swizzleperf_untimed = True
+            return [0.0, 0.0, 0.0]
         _state.benchmarking += 1
         try:
             return bench(self, *args, **kwargs)
         finally:
             _state.benchmarking -= 1
     autotuner.Autotuner.run, autotuner.Autotuner._bench = autotuner_run, autotuner_bench
+
+
+def _untimed(autotuner) -> bool:
+    """Under the interpreter (``TRITON_INTERPRET=1``) Triton's default benchmark needs a GPU driver
+    and fails ("0 active drivers"): an autotuner without a ``do_bench`` of the app's own then times
+    nothing and takes the first of its configs (after the app's own pruning)."""
+    return os.environ.get("TRITON_INTERPRET") == "1" and getattr(autotuner, "_do_bench", None) is None
+
+
+def _autotuner_choice(autotuner) -> str:
+    """Which of an autotuner's configs the captured launch ran, and why (one phrase)."""
+    total = len(getattr(autotuner, "configs", []) or [])
+    timed = getattr(autotuner, "_swizzleperf_benched", 0)
+    pruned = f", {timed} left by its pruning" if timed and timed < total else ""
+    if total <= 1:
+        return "its only config"
+    if getattr(autotuner, "_swizzleperf_untimed", False):
+        return (f"the first of its {total} configs{pruned}: Triton's benchmark needs a GPU, so under the "
+                f"interpreter no config was timed")
+    if timed == 0:
+        return f"one of its {total} configs that the app's pruning left alone (nothing to time)"
+    how = "the app's own do_bench" if getattr(autotuner, "_do_bench", None) is not None else "Triton's benchmark"
+    return f"the fastest of its {total} configs{pruned} by {how}, as the app ran it"
 
 
 def _wrap_run(original):
@@ -314,7 +344,8 @@ def _write(fn, values, options, sizes, storages, layout, outputs, roles) -> None
                     if _describe(v)["kind"] == "scalar" and k not in ("grid", "warmup")},
         "autotuned": None if config is None else {
             "kwargs": {k: _describe(v).get("value") for k, v in config.kwargs.items()},
-            "num_warps": config.num_warps, "num_stages": config.num_stages},
+            "num_warps": config.num_warps, "num_stages": config.num_stages,
+            "choice": _autotuner_choice(autotuner)},
         "globals": _scalar_globals(fn),
         "outputs": [{"name": k, **roles.get(k, {})} for k in outputs],
         "storage_bytes": [int(s.numel()) for s in storages],

@@ -25,10 +25,11 @@ from pathlib import Path
 
 from swizzleperf.agent import capture_hook
 from swizzleperf.agent.candidate import CandidateError, splice, unified_diff
-from swizzleperf.agent.capture import (APP_TIMEOUT_S, TRACE_FALLBACK, Capture, capture, hook_environment, last_line,
-                                      run_with_hook)
+from swizzleperf.agent.capture import (APP_TIMEOUT_S, TRACE_FALLBACK, Capture, capture, hook_environment,
+                                      interpreter_variables, last_line, run_with_hook)
 from swizzleperf.agent.lift import Lifted, LiftError, lift
 from swizzleperf.agent.spec import load_spec
+from swizzleperf.agent.write_back import digest, write_back
 
 # Accepted ||out - ref|| / ||ref|| per output dtype where programs add into the same output with
 # tl.atomic_add: their order, which the swizzle changes, reassociates the sums. A few ulps of the
@@ -189,9 +190,9 @@ def _apply(user_file: Path, original: str, patched: str, outcome, improved: bool
     if outcome.status != "finished" or not improved:
         why = "did not finish" if outcome.status != "finished" else "kept the kernel's own order"
         return f"not applied: the run {why}"
-    if user_file.read_text() != original:
-        return f"not applied: {user_file} changed since the capture (user.diff is against the captured text)"
-    user_file.write_text(patched)
+    written, why = write_back(user_file, digest(original), patched)
+    if not written:
+        return f"not applied: {why} at the capture (user.diff is against the captured text)"
     return f"applied to {user_file}"
 
 
@@ -200,7 +201,8 @@ def run_test(command: str, user_file: Path, patched: Path, run_dir: Path, timeou
     test imports it; ``{command, passed, exit_code, log, last_line}``."""
     log = run_dir / "user_test.log"
     with tempfile.TemporaryDirectory(prefix="swizzleperf-test-") as folder:
-        env = hook_environment(Path(folder), **{capture_hook.SUBSTITUTE_ENV: json.dumps({str(user_file): str(patched)})})
+        env = hook_environment(Path(folder), **{capture_hook.SUBSTITUTE_ENV: json.dumps({str(user_file): str(patched)})},
+                               **interpreter_variables())
         try:
             code = run_with_hook(command, env, timeout_s, None, log)
         except subprocess.TimeoutExpired:
