@@ -208,15 +208,16 @@ def _print_summary(outcome) -> None:
     if r.get("distributed"):
         return _print_distributed_summary(outcome)
     table = Table(title=f"{r['kernel']} on {r['hardware']} ({r['mode']})")
-    for column in ("order", "L2 hit rate", "source", "time (ms)", "time source"):
+    for column in ("order", "L2 hit rate", "source", "time", "time source"):
         table.add_column(column)
+    from swizzleperf.agent.report import order_notes, time_cells
     for label in ("baseline", "expert", "best"):
         f = r.get(label)
         if f and f.get("l2_hit_rate") is not None:
-            t = "n/a" if f["time_ms"] is None else f"{f['time_ms']:.3f} ± {f['time_spread_ms']:.3f}"
-            table.add_row(f"{label}: {f['name']}", f"{f['l2_hit_rate']:.1%}", f["source"], t,
-                          f.get("time_source") or "not measured")
+            table.add_row(f"{label}: {f['name']}", f"{f['l2_hit_rate']:.1%}", f["source"], *time_cells(f))
     console.print(table)
+    for note in order_notes(r):
+        console.print(note, markup=False)
     best = r.get("best") or {}
     if "speedup_vs_baseline" in best:
         noise = "" if best["beyond_noise_vs_baseline"] else " (within the measured spread)"

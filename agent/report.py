@@ -21,7 +21,7 @@ def figures(attempt: dict | None) -> dict | None:
             "time_source": m.get("time_source"), "dram_bytes": m.get("dram_bytes"),
             "dram_source": m.get("dram_source"), "predicted_l2_hit_rate": m.get("predicted_l2_hit_rate"),
             "predicted_source": m.get("predicted_source"), "tflops": m.get("tflops"),
-            "notes": m.get("notes", ""),
+            "notes": m.get("notes", ""), "cross_domain_bytes": m.get("predicted_cross_domain_bytes"),
             **{k: m[k] for k in _DISTRIBUTED_FIGURES if m.get(k) is not None}}
 
 
@@ -170,9 +170,76 @@ def _order_table(report: dict) -> list:
         f = report.get(label)
         if f:
             dram = "n/a" if f.get("dram_bytes") is None else f"{f['dram_bytes'] / 1e9:.2f} GB ({f['dram_source']})"
-            lines.append(f"| {label}: {f['name']} | {_pct(f['l2_hit_rate'])} | {f['source']} | {_ms(f)} | "
-                         f"{f.get('time_source') or 'n/a'} | {dram} |")
-    return lines
+            lines.append(f"| {label}: {f['name']} | {_pct(f['l2_hit_rate'])} | {f['source']} | "
+                         f"{' | '.join(time_cells(f))} | {dram} |")
+    return lines + [f"\n{note}" for note in order_notes(report)]
+
+
+def time_cells(f: dict) -> tuple:
+    """``(time, time source)`` of one order, in that order, for report.md and the console alike:
+    ``("3.355 ± 0.013 ms", "measured:events:NVIDIA H200")`` or ``("not measured", "n/a")``."""
+    if f.get("time_ms") is None:
+        return "not measured", "n/a"
+    return _ms(f), f.get("time_source") or "n/a"
+
+
+def order_notes(report: dict) -> list:
+    """Why a single-GPU run's order table reads as it does where a newcomer would ask: DRAM bytes
+    that stay put while the L2 hit rate moves (the simulated GPU's last-level cache or its other
+    L2 partition serves the misses), and an expert below the baseline on a GPU whose dispatch sends
+    neighbouring programs to different L2 domains. One sentence each, from the report's figures."""
+    if report.get("distributed") or not report.get("hardware"):
+        return []
+    from swizzleperf import hwspecs
+    try:
+        spec = hwspecs.load_spec(report["hardware"])
+    except hwspecs.UnknownHardwareError:
+        return []
+    return [note for note in (_same_dram_note(report, spec), _expert_domain_note(report, spec)) if note]
+
+
+def _verified(report: dict) -> list:
+    """The verified orders' figures: baseline, expert, best and every attempt."""
+    orders = [report.get(label) for label in ("baseline", "expert", "best")] + list(report.get("attempts") or [])
+    return [f for f in orders if f and f.get("verdict") == Verdict.PASS.value]
+
+
+def _same_dram_note(report: dict, spec) -> str:
+    orders = [f for f in _verified(report) if f.get("dram_bytes") is not None and f.get("l2_hit_rate") is not None]
+    source = (report.get("baseline") or {}).get("dram_source") or ""
+    rates = [f["l2_hit_rate"] for f in orders]
+    if len(orders) < 2 or not source.startswith("simulated") or len({f["dram_bytes"] for f in orders}) > 1 \
+            or max(rates) - min(rates) < 0.01:
+        return ""
+    head = (f"DRAM bytes are the same for every order ({_gb(orders[0]['dram_bytes'])}) while the L2 hit rate "
+            f"ranges {min(rates):.0%}-{max(rates):.0%}: ")
+    if spec.llc_bytes:
+        cache = f"{spec.llc_bytes / 2 ** 20:.0f} MiB last-level cache" + (" (Infinity Cache)" if spec.vendor == "amd" else "")
+        return (head + f"in the simulator every L2 miss here is served by the {spec.name}'s {cache} once its data "
+                f"was first read from DRAM, so the orders differ in the traffic between the L2s and that cache "
+                f"(and in L2 hit rate), not in DRAM bytes.")
+    if spec.l2_domains > 1 and spec.domain_miss_path == "peer_domains":
+        return (head + f"in the simulator a miss in one L2 partition of the {spec.name} is served by the other "
+                f"partition once its data was first read from DRAM, so the orders differ in the traffic between "
+                f"the partitions (and in L2 hit rate), not in DRAM bytes.")
+    return ""
+
+
+def _expert_domain_note(report: dict, spec) -> str:
+    expert, baseline = report.get("expert"), report.get("baseline")
+    if not expert or not baseline or expert.get("verdict") != Verdict.PASS.value \
+            or baseline.get("verdict") != Verdict.PASS.value or None in (expert.get("l2_hit_rate"), baseline.get("l2_hit_rate")) \
+            or expert["l2_hit_rate"] > baseline["l2_hit_rate"] - 0.01 \
+            or spec.dispatch != "round_robin_domains" or spec.l2_domains < 2:
+        return ""
+    domain = "XCD" if spec.vendor == "amd" else "L2 domain"
+    text = (f"The expert {expert['name']} scores below the baseline on the {spec.name}: its dispatch sends program "
+            f"p to {domain} p % {spec.l2_domains}, each {domain} with its own {spec.l2_bytes_per_domain / 2 ** 20:.0f} "
+            f"MiB L2, so programs that the order places side by side to share data run on different {domain}s")
+    if expert.get("cross_domain_bytes") is not None and baseline.get("cross_domain_bytes") is not None:
+        text += (f": {_gb(expert['cross_domain_bytes'])} of its L2 misses were at that moment in another {domain}'s "
+                 f"L2, against {_gb(baseline['cross_domain_bytes'])} for the baseline")
+    return text + f". Orders that keep the programs sharing data on one {domain} (the xcd-* orders) avoid this."
 
 
 def distributed_table(report: dict) -> list:
