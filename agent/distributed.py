@@ -14,15 +14,29 @@ with its allowed values); a knob left out keeps the kernel's default. ``swizzle`
 catalog name the spec allows, or the full source of a new ``@triton.jit`` rewrite target (checked
 statically, spliced into a copy of the module by AST, exactly as for single-GPU kernels).
 
-Verification (a worker, agent/dist_worker.py): the rewrite target a permutation of the per-rank
-tiles at the benchmark problem (with the candidate's tiles) and at the check problem; all ranks
-in one process through the Triton interpreter at W = 2 and 3 on the check problem, outputs
-poisoned, against the fp32 reference; a wait that never completes is a DEADLOCK naming the rank,
-the flag and the epoch. Measurement: the overlap model's prediction for the target GPU and W
-(``simulated:<spec>xW``), labelled, with no speedup claimed from it.
+Verification, always with the candidate's own knobs (tiles, COMM_SMS, CE_GROUPS, SPLITS,
+schedule): the rewrite target a permutation of the per-rank tiles at the benchmark problem and at a
+check problem sized for the candidate (agent/dist_problems.py), in an interpreted worker
+(agent/dist_worker.py); then the numerics, outputs poisoned, every rank against the fp32 reference:
+
+- simulated (fewer than W GPUs of the kind): all ranks in one process through the Triton
+  interpreter at W = 2 and 3 on that check problem; a wait that never completes is a DEADLOCK
+  naming the rank, the flag and the epoch;
+- measured (W GPUs visible): on the ranks of the pool the optimizer starts (agent/rank_pool.py),
+  at the check problem and at the benchmark problem; a rank that hangs or dies ends the candidate as
+  DEADLOCK / RUNTIME_ERROR naming the rank, and the next candidate gets fresh ranks.
+
+Measurement: measured, the candidate timed interleaved with torch + NCCL (the slowest rank's time,
+median and spread, and the paired gain over torch + NCCL), the overlap model recalibrated on each
+measurement (profiling/overlap_calibration.py); simulated, the model's prediction with its interval
+(``simulated:<spec>xW``), beside the measurements committed under eval/results/ for the same kernel,
+problem, W and GPU kind where they exist. The answer (agent/dist_measured.py) is decided by
+measurements only: the best configuration when it beats torch + NCCL beyond the paired spread,
+else "use torch + NCCL".
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -117,10 +131,16 @@ DEFAULT_SIMULATED_HW = "h200"   # the GPU the overlap model was fitted and valid
 DEFAULT_SIMULATED_WORLD_SIZE = 4
 
 
+#: GPUs of one NVLink node (HGX H100 / H200 boards: 8): a world size above it spans nodes, whose
+#: links the overlap model does not price.
+GPUS_PER_NODE = 8
+
+
 def resolve_target(hw: str | None, world_size: int | None) -> DistTarget:
     """The target of a distributed run: W = ``world_size``, else the visible GPUs (two or more),
-    else 4. Measured needs W GPUs of the spec's kind; the overlap model stands in otherwise
-    (``simulated:<spec>xW``), and the message says why.
+    else 4. Measured when W GPUs of the spec's kind are visible (NVIDIA: the rank pool runs NCCL
+    and symmetric memory); the overlap model stands in otherwise (``simulated:<spec>xW``), and the
+    message says why. A W above ``GPUS_PER_NODE`` carries a caveat.
 
     Raises:
         UnknownHardwareError: ``hw`` names no spec, or ``world_size`` is below 2 (one line).
@@ -131,13 +151,28 @@ def resolve_target(hw: str | None, world_size: int | None) -> DistTarget:
     device = hwspecs.detect_device()
     gpus = _visible_gpus() if device is not None else 0
     world_size = world_size or (gpus if gpus >= 2 else DEFAULT_SIMULATED_WORLD_SIZE)
-    spec = hwspecs.load_spec(hw) if hw else (hwspecs.match_spec(device)[0] if device else None)
+    detected = hwspecs.match_spec(device)[0] if device else None
+    spec = hwspecs.load_spec(hw) if hw else detected
     spec = spec or hwspecs.load_spec(DEFAULT_SIMULATED_HW)
-    why = (f"{gpus} GPU(s) visible, {world_size} needed" if gpus < world_size
-           else "the measured distributed path runs with `swizzleperf.kernels.distributed.bench`")
+    caveat = (f"; caveat: W = {world_size} spans more than one node (a node has {GPUS_PER_NODE} GPUs): "
+              f"the model prices NVLink between every pair of ranks, which no multi-node job has"
+              if world_size > GPUS_PER_NODE else "")
+    if (device is not None and device.vendor == "nvidia" and gpus >= world_size and detected is not None
+            and detected.name == spec.name):
+        return DistTarget(spec, world_size, "measured",
+                          f"measured: {world_size} x {device.name} (rank processes started by the "
+                          f"optimizer; every figure the slowest rank's, timed interleaved with torch + "
+                          f"NCCL){caveat}", device)
+    if gpus < world_size:
+        why = f"{gpus} GPU(s) visible, {world_size} needed"
+    elif detected is None or detected.name != spec.name:
+        why = f"the visible GPUs are not {spec.display_name}"
+    else:
+        why = "the rank pool needs NVIDIA GPUs"
     return DistTarget(spec, world_size, "simulated",
                       f"simulated: the overlap model for {spec.display_name} x {world_size} "
-                      f"(simulated:{spec.name}x{world_size}; {why}): predicted times, no speedup claimed")
+                      f"(simulated:{spec.name}x{world_size}; {why}): predicted times with their "
+                      f"intervals, no speedup claimed{caveat}")
 
 
 def _visible_gpus() -> int:
@@ -162,6 +197,12 @@ class DistEvaluator:
             "measured".
         candidates_dir: where each candidate's module copy, configuration and tile map go.
         timeout_s: limit per worker, seconds; ``dtype``: input dtype name.
+        problem_sizes: the benchmark problem's sizes where it is the user's own shape (then
+            ``problem_name`` is its ``K=V,...`` text); None for a named problem of the spec.
+        pool_device: ``"cuda"``; ``"cpu"`` runs the measured mode's rank pool through the
+            interpreter (the tests); ``max_spins``: the pool's spin-wait bound (None: default).
+        calibration: the overlap model recalibrated on this run's measurements (measured mode) or
+            on the committed measurements of this kernel, problem, W and GPU kind (simulated).
     """
 
     kernel_path: Path
@@ -173,8 +214,25 @@ class DistEvaluator:
     candidates_dir: Path
     timeout_s: float = 300.0
     dtype: str = "bfloat16"
+    problem_sizes: dict | None = None
+    pool_device: str = "cuda"
+    max_spins: int | None = None
+    calibration: object = None
     _baseline_prediction: dict = field(default_factory=dict)
     _ranking: list | None = field(default=None, repr=False)
+    _ranks: object = field(default=None, repr=False)
+    _committed: list | None = field(default=None, repr=False)
+    _confirmed_torch: dict | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        from swizzleperf.profiling.overlap_calibration import Calibration
+        if self.problem_sizes is not None and self.spec.problems.get(self.problem_name) != self.problem_sizes:
+            self.spec = dataclasses.replace(self.spec, problems={**self.spec.problems,
+                                                                 self.problem_name: dict(self.problem_sizes)})
+        if self.calibration is None:
+            self.calibration = Calibration()
+            if self.mode == "simulated":
+                self._calibrate_on_committed()
 
     @property
     def mode(self) -> str:
@@ -223,7 +281,8 @@ class DistEvaluator:
                       sizes=self.problem, world_size=self.world_size, hw=self.target.spec,
                       grid=grid, tiles=math.prod(grid) if grid else None, meta=meta,
                       baseline=(baseline.get("metrics") or {}), torch_nccl=self.baseline_prediction(),
-                      notes=self.spec.notes, interconnect=interconnect(self.target.spec))
+                      notes=self.spec.notes, interconnect=interconnect(self.target.spec),
+                      references=self.ranks.references() if self.mode == "measured" else None)
 
     def context_fields(self) -> dict:
         """The workload a proposer is told about: problem, default meta, and the first tile grid
@@ -239,9 +298,22 @@ class DistEvaluator:
         return tuple(grid), tuple(args)
 
     def report_extra(self) -> dict:
-        """report.json's ``distributed`` block: problem, sizes, W and torch + NCCL's figures."""
-        return {"distributed": {"problem": self.problem_name, "sizes": self.problem,
-                                "world_size": self.world_size, "torch_nccl": self.baseline_prediction()}}
+        """report.json's ``distributed`` block: problem, sizes, W, torch + NCCL predicted; measured:
+        the references (torch + NCCL, torch's fused op, the GEMM alone, the communication alone,
+        the perfect-overlap bound), the confirmation's torch + NCCL, the pool's restarts;
+        simulated: the committed measurements used; both: the model's calibration."""
+        block = {"problem": self.problem_name, "sizes": self.problem, "world_size": self.world_size,
+                 "torch_nccl": self.baseline_prediction(), "calibration": self.calibration.summary()}
+        if self.mode == "measured" and self._ranks is not None:
+            block["references"] = self._ranks.references() if self._ranks.pool.alive or self._ranks._references \
+                else {"error": "not measured in this session"}
+            block["pool"] = {"starts": self._ranks.pool.starts, "restarts": self._ranks.restarts,
+                             "device": self._ranks.pool.device_name}
+            block["confirmed_torch_nccl"] = self._confirmed_torch
+        else:
+            block["committed"] = self.committed_measurements()
+        block["check_world_sizes"] = list(self.check_world_sizes)
+        return {"distributed": block}
 
     def precheck(self, text: str, history: list, baseline: dict) -> str | None:
         """Why a configuration is not worth an iteration, or None: outside the space or the
@@ -312,29 +384,112 @@ class DistEvaluator:
         meta = {"NUM_SMS": self.target.spec.compute_units, **self.meta(candidate)}
         return check(self.problem, self.world_size, candidate.pattern, meta)
 
+    @property
+    def check_world_sizes(self) -> tuple:
+        """The world sizes of the numerics: W on the real ranks; 2 and 3 in the interpreter."""
+        return (self.world_size,) if self.mode == "measured" else CHECK_WORLD_SIZES
+
+    def check_sizes(self, candidate: DistCandidate) -> tuple:
+        """``(sizes, note)`` of the check problem for the candidate's own knobs (agent/dist_problems.py)."""
+        from swizzleperf.agent import dist_problems
+        return dist_problems.check_problem(self.spec, candidate.pattern, self.meta(candidate),
+                                           self.check_world_sizes, self.target.spec.compute_units)
+
     def verify(self, kernel_file: str, time_it: bool) -> dict:
-        """Permutation and all-rank numerics in a worker (see the module docstring)."""
+        """Permutation in an interpreted worker, then the numerics with the candidate's own knobs:
+        in the interpreter at W = 2 and 3 (simulated) or on the rank pool at the check and the
+        benchmark problem, timed against torch + NCCL with ``time_it`` (measured). See the module
+        docstring."""
         candidate = self._candidate_of(kernel_file)
         mapping = str(Path(kernel_file).with_suffix(".map.npy"))
-        request = {"kernel_path": kernel_file, "stages": ["dist_permutation", "dist_numerics"],
-                   "pattern": candidate.pattern, "meta": candidate.meta, "dtype": self.dtype,
-                   "problem": self.problem_name, "world_size": self.world_size,
-                   "num_sms": self.target.spec.compute_units,
-                   "check_world_sizes": list(CHECK_WORLD_SIZES), "mapping_path": mapping}
+        meta = self.meta(candidate)
+        check, note = self.check_sizes(candidate)
+        sms = self.target.spec.compute_units
+        stages = ["dist_permutation"] if self.mode == "measured" else ["dist_permutation", "dist_numerics"]
+        request = {"kernel_path": kernel_file, "stages": stages, "pattern": candidate.pattern,
+                   "meta": {**meta, "NUM_SMS": sms}, "dtype": self.dtype, "problem": self.problem_name,
+                   "problem_sizes": self.problem, "world_size": self.world_size, "num_sms": sms,
+                   "check_sizes": check, "check_world_sizes": list(self.check_world_sizes),
+                   "mapping_path": mapping}
         result = run_worker(request, self.timeout_s, interpret=True)
-        return {"verdict": result.verdict.value, "reason": result.reason, "details": result.details,
-                "mapping": mapping}
+        out = {"verdict": result.verdict.value, "reason": result.reason, "details": result.details,
+               "mapping": mapping}
+        if result.verdict is not Verdict.PASS:
+            return out
+        if self.mode != "measured":
+            out["details"]["verified_at"] = self._verified_text(candidate, check, note, None)
+            return out
+        answer = self.ranks.evaluate(kernel_file, candidate.pattern, meta, check, time_it)
+        if answer.get("verdict") != Verdict.PASS.value:
+            return {**out, "verdict": answer.get("verdict", Verdict.RUNTIME_ERROR.value),
+                    "reason": answer.get("reason", "") + (" (the ranks were replaced)" if answer.get("broken") else "")}
+        out["details"]["ranks"] = answer
+        out["details"]["verified_at"] = self._verified_text(candidate, check, note, self.ranks.pool.device_name)
+        return out
+
+    @property
+    def ranks(self):
+        """The rank pool's requests of this run (measured mode; started on first use)."""
+        if self._ranks is None:
+            from swizzleperf.agent.dist_measured import MAX_CONTENDERS, MeasuredRanks
+            heap = (MAX_CONTENDERS + 1) * self.spec.heap_bytes(self.problem, self.world_size, self.dtype) + (64 << 20)
+            self._ranks = MeasuredRanks(self.kernel_path, self.problem_name, self.problem, self.world_size,
+                                        self.dtype, heap, self.candidates_dir.parent / "ranks",
+                                        device=self.pool_device, max_spins=self.max_spins)
+        return self._ranks
+
+    def _verified_text(self, candidate: DistCandidate, check: dict | None, note: str, device: str | None) -> str:
+        """What ran, in one line: world sizes, problems, knobs."""
+        knobs = ", ".join(f"{k}={v}" for k, v in sorted(self.meta(candidate).items()))
+        sizes = lambda p: ",".join(f"{k}={v}" for k, v in p.items())
+        check_text = (f"{note} {sizes(check)}" if check is not None else
+                      f"no check problem ({note}): the benchmark problem only")
+        if device is not None:
+            return (f"numerics verified on every rank of {self.world_size} x {device} at {check_text} and the "
+                    f"benchmark problem {sizes(self.problem)}, pattern {candidate.pattern}, knobs {knobs}")
+        if check is None:
+            return f"numerics not verified in the interpreter: {note}; permutation verified at the benchmark problem"
+        return (f"numerics verified on every rank at W = {' and '.join(map(str, CHECK_WORLD_SIZES))} "
+                f"(the Triton interpreter) at {check_text}, pattern {candidate.pattern}, knobs {knobs}; "
+                f"tile order a permutation at the benchmark problem {sizes(self.problem)} on {self.world_size} ranks")
 
     def measure(self, kernel_file: str, mapping: str, details: dict) -> dict:
-        """The overlap model's figures for the candidate (``predicted_*``, and ``time_ms`` None:
-        nothing was timed), beside its prediction for torch + NCCL."""
+        """The candidate's figures: measured (the slowest rank, interleaved with torch + NCCL, the
+        paired gain), the overlap model's raw prediction with its interval and the calibrated one
+        made before this measurement (then the calibration learns from it); simulated: the
+        prediction beside any committed measurement of this configuration."""
+        from swizzleperf.agent import dist_measured
+        from swizzleperf.profiling.overlap_calibration import interval
         candidate = self._candidate_of(kernel_file)
-        prediction = self._predict(candidate.pattern, self.meta(candidate))
-        return {**{f"predicted_{k}": v for k, v in prediction.items() if k != "source"},
-                "predicted_source": prediction["source"], "time_ms": None, "time_spread_ms": None,
-                "time_source": None, "torch_nccl_predicted_ms": self.baseline_prediction()["time_ms"],
-                "config": json.loads(candidate.to_json()), "notes": "overlap model: not measured",
-                **self._compute_l2(mapping, self.meta(candidate))}
+        meta = self.meta(candidate)
+        prediction = self._predict(candidate.pattern, meta)
+        label = self.canonical(candidate).label()
+        low, high = interval(prediction)
+        out = {**{f"predicted_{k}": v for k, v in prediction.items() if k != "source"},
+               "predicted_source": prediction["source"], "predicted_interval_ms": [low, high],
+               "calibrated_predicted_ms": self.calibration.predict(prediction),
+               "time_ms": None, "time_spread_ms": None, "time_source": None,
+               "torch_nccl_predicted_ms": self.baseline_prediction()["time_ms"],
+               "config": json.loads(candidate.to_json()), "verified_at": details.get("verified_at", ""),
+               **self._compute_l2(mapping, meta)}
+        timing = (details.get("ranks") or {}).get("timing")
+        if timing:
+            figures = dist_measured.timing_figures(timing)
+            device = self.ranks.pool.device_name or "GPU"
+            out.update(figures, time_source=f"measured:events:{device} x{self.world_size} (slowest rank, "
+                                            f"interleaved with torch + NCCL, {figures['timed_rounds']} rounds)",
+                       notes="measured on the ranks")
+            observation = self.calibration.add(label, prediction, figures["time_ms"])
+            out["model_error_raw"] = abs(prediction["time_ms"] - figures["time_ms"]) / figures["time_ms"]
+            out["model_error_calibrated_before"] = abs(observation.before_ms - figures["time_ms"]) / figures["time_ms"]
+        else:
+            out["notes"] = "overlap model: not measured in this run"
+            known = self._committed_for(candidate)
+            if known:
+                out.update(committed_ms=known["time_ms"], committed_spread_ms=known.get("spread_ms"),
+                           committed_source=f"measured earlier on {known['device']} ({known['source']}"
+                                            + (f", {known['date']}" if known.get("date") else "") + ")")
+        return out
 
     def _compute_l2(self, mapping: str, meta: dict) -> dict:
         """The L2 simulator's hit rate of the per-rank GEMM under the candidate's tiles and tile
@@ -355,14 +510,34 @@ class DistEvaluator:
                 "dram_bytes": result.dram_read_bytes + result.dram_write_bytes, "dram_source": result.source}
 
     def compare(self, kernel_files: list) -> dict:
-        """Head-to-head timing needs W GPUs; not available in simulated mode."""
-        return {"verdict": Verdict.RUNTIME_ERROR.value,
-                "reason": f"no head-to-head timing without {self.world_size} GPUs"}
+        """Head-to-head timing of verified configurations with torch + NCCL on the rank pool
+        (measured mode; interleaved rounds); not available in simulated mode."""
+        if self.mode != "measured":
+            return {"verdict": Verdict.RUNTIME_ERROR.value,
+                    "reason": f"no head-to-head timing without {self.world_size} GPUs"}
+        items = []
+        for path in kernel_files:
+            candidate = self._candidate_of(path)
+            items.append({"kernel_path": str(path), "pattern": candidate.pattern, "meta": self.meta(candidate)})
+        answer = self.ranks.compare(items)
+        if answer.get("verdict") != Verdict.PASS.value:
+            return {"verdict": answer.get("verdict", Verdict.RUNTIME_ERROR.value), "reason": answer.get("reason", "")}
+        contenders = answer["timing"]["contenders"]
+        names = [f"c{i}" for i in range(len(items))]
+        torch_rounds = contenders["torch_nccl"]["rounds_ms"]
+        self._confirmed_torch = {"torch_nccl_ms": contenders["torch_nccl"]["median_ms"],
+                                 "torch_nccl_spread_ms": contenders["torch_nccl"]["iqr_ms"],
+                                 "rounds_ms": torch_rounds, "names": {}}
+        return {"verdict": Verdict.PASS.value, "reason": "", "rounds": answer["timing"]["rounds"],
+                "time_ms": [contenders[n]["median_ms"] for n in names],
+                "time_spread_ms": [contenders[n]["iqr_ms"] for n in names],
+                "round_medians_ms": [contenders[n]["rounds_ms"] for n in names]}
 
     def ranked_space(self) -> list:
         """Every configuration of the space with the overlap model's prediction, best first (ties:
         the order the space lists them in, the default first), computed once:
-        ``[{name, source, predicted: {predicted_time_ms, ...}, rank}]``."""
+        ``[{name, source, pattern, meta, predicted: {predicted_time_ms, ...}, rank}]``. The policy
+        re-orders it by the calibrated prediction (``rank_configurations``)."""
         if self._ranking is None:
             space = self.spec.space(self.problem_name, self.world_size, self.target.spec.compute_units)
             configs = [(c["pattern"], {k: v for k, v in c.items() if k != "pattern"}) for c in space]
@@ -374,12 +549,61 @@ class DistEvaluator:
             for _, _, pattern, knobs, prediction in ranked:
                 candidate = self.canonical(DistCandidate(pattern, knobs))
                 self._ranking.append({"name": candidate.label(), "source": candidate.to_json(),
+                                      "pattern": pattern, "meta": dict(knobs), "raw": prediction,
                                       "predicted": {f"predicted_{k}": v for k, v in prediction.items()},
                                       "rank": len(self._ranking) + 1})
         return self._ranking
 
+    def rank_configurations(self) -> list:
+        """The space ordered as the run knows it now: a committed measurement where one exists
+        (simulated mode), else the calibrated prediction; each entry with ``calibrated_ms`` and
+        ``key`` (the time it is ordered by) and ``committed_ms`` where known."""
+        entries = []
+        for entry in self.ranked_space():
+            calibrated = self.calibration.predict(entry["raw"])
+            known = self._committed_for(DistCandidate(entry["pattern"], entry["meta"])) if self.mode != "measured" else None
+            entries.append({**entry, "calibrated_ms": calibrated,
+                            "committed_ms": known["time_ms"] if known else None,
+                            "key": known["time_ms"] if known else calibrated})
+        return sorted(entries, key=lambda e: (e["key"], e["rank"]))
+
+    def committed_measurements(self) -> list:
+        """Measurements committed under eval/results/ for this kernel, problem, W and GPU kind
+        (agent/dist_measured.committed), read once."""
+        if self._committed is None:
+            from swizzleperf.agent.dist_measured import committed
+            self._committed = committed(self.spec.name, self.problem, self.world_size, self.target.spec)
+        return self._committed
+
+    def _committed_for(self, candidate: DistCandidate) -> dict | None:
+        """The committed measurement of exactly this configuration (pattern and launch knobs), or None."""
+        meta = self.meta(candidate)
+        for known in self.committed_measurements():
+            if known.get("pattern") != candidate.pattern:
+                continue
+            if known.get("meta") is None:   # recorded at the kernel's default knobs of its day
+                if not self.canonical(candidate).meta and candidate.swizzle is None:
+                    return known
+                continue
+            if all(meta.get(k) == v for k, v in known["meta"].items() if k in meta) and \
+                    all(known["meta"].get(k) == v for k, v in candidate.meta.items()):
+                return known
+        return None
+
+    def _calibrate_on_committed(self) -> None:
+        """Simulated mode: the calibration learns from the committed measurements of this kernel,
+        problem, W and GPU kind (configurations the model can price)."""
+        for known in self.committed_measurements():
+            if known.get("pattern") not in self.spec.patterns:
+                continue
+            knobs = {k: v for k, v in (known.get("meta") or {}).items() if k in self.spec.knobs}
+            prediction = self.predict_many([(known["pattern"], knobs)])[0]
+            if prediction:
+                self.calibration.add(f"{known['pattern']} ({known['source']})", prediction, known["time_ms"])
+
     def evidence(self, history: list | None = None, baseline: dict | None = None) -> list:
-        """The space ranked by the overlap model (best first): ``[{name, source, predicted_*,
+        """The space as the run ranks it now (best first: committed measurements, else the
+        calibrated prediction): ``[{name, source, predicted_*, calibrated_ms, committed_ms,
         tried}]``; ``tried`` names the baseline or attempt that evaluated that configuration."""
         tried = {}
         for label, attempt in [("the baseline", baseline)] + [
@@ -390,7 +614,8 @@ class DistEvaluator:
             except (CandidateError, ValueError):
                 continue
         return [{"name": e["name"], "source": e["source"], "tried": tried.get(self._key(e["source"]), ""),
-                 **e["predicted"]} for e in self.ranked_space()]
+                 **e["predicted"], "calibrated_ms": e["calibrated_ms"], "committed_ms": e["committed_ms"]}
+                for e in self.rank_configurations()]
 
     def simulate(self, text: str) -> dict:
         """The overlap model's figures for a proposed configuration (JSON text), or
@@ -446,26 +671,36 @@ class DistEvaluator:
         """Measured: the gain exceeds the larger spread; simulated: over ``PREDICTED_TIE``."""
         a, b = attempt.get("metrics") or {}, best.get("metrics") or {}
         if a.get("time_ms") is not None and b.get("time_ms") is not None:
-            return b["time_ms"] - a["time_ms"] > max(a.get("time_spread_ms") or 0, b.get("time_spread_ms") or 0)
+            from swizzleperf.agent import lessons
+            return lessons.beyond_noise(attempt, best, "measured")
         return _time(best) - _time(attempt) > PREDICTED_TIE * _time(best)
 
     def lesson(self, attempt: dict, best: dict, baseline: dict) -> str:
-        """One sentence for the history: why it was rejected, or its predicted (or measured) time,
-        breakdown and standing against the best and the kernel's default."""
+        """One sentence for the history: why it was rejected, or its time (measured, or predicted
+        with its interval), the model's error where measured, and its standing against the best,
+        torch + NCCL and the kernel's default."""
         name, verdict = attempt["name"], attempt["verdict"]
         if verdict != Verdict.PASS.value:
             return f"{name} was rejected ({verdict}): {_ADVICE.get(verdict, 'see the reason')}."
         m = attempt["metrics"]
         t, base, best_t = _time(attempt), _time(baseline), _time(best)
-        source = m.get("time_source") or m.get("predicted_source")
         standing = ("better than the best" if self.better(attempt, best) and self.beyond_noise(attempt, best)
-                    else "within the model's resolution of the best" if not self.beyond_noise(best, attempt)
+                    else "within the spread of the best" if not self.beyond_noise(best, attempt)
                     else "worse than the best")
-        return (f"{name}: {t:.3f} ms ({source}): compute {m.get('predicted_compute_ms', 0):.3f}, "
-                f"communication {m.get('predicted_comm_ms', 0):.3f}, "
-                f"{100 * (m.get('predicted_hidden_share') or 0):.0f} % of it hidden; {standing} "
-                f"({best_t:.3f} ms); {base / t:.2f}x the default's {base:.3f} ms"
-                + ("" if m.get("time_ms") is not None else ", predicted, not measured") + ".")
+        if m.get("time_ms") is not None:
+            return (f"{name}: {m['time_ms']:.3f} ± {m['time_spread_ms']:.3f} ms ({m['time_source']}); torch + NCCL "
+                    f"{m['torch_nccl_ms']:.3f} ms in the same rounds ({m['torch_nccl_ms'] / m['time_ms']:.2f}x, "
+                    f"paired gain {m['paired_gain_ms']:+.3f} ± {m['paired_spread_ms']:.3f} ms); the model predicted "
+                    f"{m['predicted_time_ms']:.3f} ms raw ({100 * m['model_error_raw']:.0f} % off), "
+                    f"{m['calibrated_predicted_ms']:.3f} calibrated ({100 * m['model_error_calibrated_before']:.0f} % off); "
+                    f"{standing} ({best_t:.3f} ms); {base / t:.2f}x the kernel's default.")
+        low, high = m.get("predicted_interval_ms") or (t, t)
+        known = (f"; measured earlier {m['committed_ms']:.3f} ms ({m['committed_source']})"
+                 if m.get("committed_ms") is not None else "")
+        return (f"{name}: predicted {m['predicted_time_ms']:.3f} ms ({low:.3f}-{high:.3f}; {m['predicted_source']}): "
+                f"compute {m.get('predicted_compute_ms', 0):.3f}, communication {m.get('predicted_comm_ms', 0):.3f}, "
+                f"{100 * (m.get('predicted_hidden_share') or 0):.0f} % of it hidden{known}; {standing} "
+                f"({best_t:.3f} ms); not measured in this run.")
 
     def target_reached(self, best: dict, baseline: dict, target_speedup, target_l2) -> str | None:
         m, base = best.get("metrics") or {}, baseline.get("metrics") or {}
@@ -475,8 +710,10 @@ class DistEvaluator:
         return None
 
     def contenders(self, state: dict) -> list:
-        return []
-
+        """Measured mode: the best, those within its spread, the expert and the kernel's default
+        (lessons.contenders), re-timed head to head with torch + NCCL at the end."""
+        from swizzleperf.agent import lessons
+        return lessons.contenders(state, self.mode)
 
 _ADVICE = {
     Verdict.OUTSIDE_SPACE.value: "use only the knobs and values the kernel declares, within its constraints",
@@ -507,9 +744,13 @@ def interconnect(hw) -> dict:
 
 
 def _time(attempt: dict) -> float:
+    """The time an attempt is ranked by: measured in this run, else measured earlier on the same
+    GPU kind (committed), else the calibrated prediction, else the raw prediction."""
     m = attempt.get("metrics") or {}
-    value = m.get("time_ms") if m.get("time_ms") is not None else m.get("predicted_time_ms")
-    return math.inf if value is None else float(value)
+    for key in ("time_ms", "committed_ms", "calibrated_predicted_ms", "predicted_time_ms"):
+        if m.get(key) is not None:
+            return float(m[key])
+    return math.inf
 
 
 def _rejected(verdict: Verdict, reason: str) -> dict:

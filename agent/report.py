@@ -27,12 +27,19 @@ def figures(attempt: dict | None) -> dict | None:
 
 #: The figures of each attempt in report.json's ``attempts``.
 _ATTEMPT_FIGURES = ("l2_hit_rate", "time_ms", "dram_bytes", "predicted_cross_domain_bytes",
-                    "predicted_time_ms")
+                    "predicted_time_ms", "time_spread_ms", "predicted_interval_ms", "calibrated_predicted_ms",
+                    "committed_ms", "torch_nccl_ms", "config")
 
-#: What a distributed candidate's metrics add (agent/distributed.py): the overlap model's figures.
+#: What a distributed candidate's metrics add (agent/distributed.py): the overlap model's figures
+#: (raw, with its interval, and calibrated), the measured ones against torch + NCCL in the same
+#: rounds, a committed measurement, and what the numerics ran with.
 _DISTRIBUTED_FIGURES = ("predicted_time_ms", "predicted_compute_ms", "predicted_comm_ms",
-                        "predicted_hidden_share", "predicted_breakdown", "torch_nccl_predicted_ms",
-                        "config")
+                        "predicted_hidden_share", "predicted_breakdown", "predicted_notes",
+                        "predicted_interval_ms", "predicted_lower_bound_ms", "predicted_extrapolated",
+                        "predicted_extrapolated_why", "calibrated_predicted_ms", "torch_nccl_predicted_ms",
+                        "torch_nccl_ms", "torch_nccl_spread_ms", "paired_gain_ms", "paired_spread_ms",
+                        "model_error_raw", "model_error_calibrated_before", "committed_ms",
+                        "committed_spread_ms", "committed_source", "verified_at", "config")
 
 
 def build_report(state: dict, run: dict, target_message: str, extra: dict | None = None) -> dict:
@@ -57,7 +64,29 @@ def build_report(state: dict, run: dict, target_message: str, extra: dict | None
         report["best"].update(permutation_verified=verified, numerics_verified=verified,
                               swizzle_source=best.get("source", ""), kind=best.get("kind"))
         report["best"].update(_comparisons(best, baseline, expert, run["mode"]))
+    if report.get("distributed"):
+        report["distributed"].update(_distributed_outcome(report, history))
     return report
+
+
+def _distributed_outcome(report: dict, history: list) -> dict:
+    """What a distributed run concludes: the hand bench's point (the best of the patterns at the
+    kernel's default knobs measured in this run), the answer (agent/dist_measured.answer: the best
+    configuration only when it beats torch + NCCL beyond the paired spread), and the fraction of
+    the way from torch + NCCL to the perfect-overlap bound that the best went."""
+    from swizzleperf.agent.dist_measured import answer
+    d, best = report["distributed"], report.get("best") or {}
+    defaults = [figures(h) for h in history if h.get("verdict") == Verdict.PASS.value
+                and set(((h.get("metrics") or {}).get("config") or {"x": 0})) == {"pattern"}
+                and (h.get("metrics") or {}).get("time_ms") is not None]
+    out = {"hand_bench": min(defaults, key=lambda f: f["time_ms"]) if defaults else None,
+           "answer": answer(best if best.get("verdict") == Verdict.PASS.value else None, report["mode"],
+                            d.get("references"))}
+    refs = d.get("references") or {}
+    torch_ms, bound = refs.get("torch_nccl_ms"), refs.get("overlap_bound_ms")
+    if best.get("time_ms") and torch_ms and bound and torch_ms > bound:
+        out["way_to_bound"] = (torch_ms - best["time_ms"]) / (torch_ms - bound)
+    return out
 
 
 def _comparisons(best: dict, baseline: dict | None, expert: dict | None, mode: str) -> dict:
@@ -82,10 +111,31 @@ def write_outputs(run_dir: Path, report: dict, best: dict | None, kernel_filenam
     run_dir.mkdir(parents=True, exist_ok=True)
     if best and best.get("kernel_file") and Path(best["kernel_file"]).exists():
         shutil.copyfile(best["kernel_file"], run_dir / kernel_filename)
-        (run_dir / "best.diff").write_text(best.get("diff", ""))
         report["best_kernel_file"] = str(run_dir / kernel_filename)
+        if report.get("distributed"):
+            _write_distributed_next(run_dir, report, best)
+        else:
+            (run_dir / "best.diff").write_text(best.get("diff", ""))
     (run_dir / "report.json").write_text(json.dumps(report, indent=2, default=str))
     (run_dir / "report.md").write_text(render_markdown(report))
+
+
+def _write_distributed_next(run_dir: Path, report: dict, best: dict) -> None:
+    """A distributed run's best as something to run: best.diff where its tile order changed the
+    source (else none: a configuration is launch knobs, not a diff), and ``best_command.sh``, the
+    command that verifies and times it against torch + NCCL on W GPUs (agent/rank_pool.py's
+    ``run``)."""
+    import shlex
+    if best.get("diff"):
+        (run_dir / "best.diff").write_text(best["diff"])
+    d = report["distributed"]
+    config = json.dumps((best.get("metrics") or {}).get("config") or json.loads(best.get("source") or "{}"))
+    command = ["python", "-m", "swizzleperf.agent.rank_pool", "run", "--kernel", report["best_kernel_file"],
+               "--config", config, "--problem", str(d["problem"]), "--world-size", str(d["world_size"])]
+    text = " ".join(shlex.quote(c) for c in command)
+    (run_dir / "best_command.sh").write_text("#!/bin/sh\n# verify and time the best configuration against "
+                                             "torch + NCCL on W GPUs\n" + text + "\n")
+    report["best_command"] = text
 
 
 def _pct(x) -> str:
@@ -107,7 +157,7 @@ def render_markdown(report: dict) -> str:
              f"cost ${report['cost_usd']:.4f}", "",
              *(distributed_table(report) if report.get("distributed") else _order_table(report))]
     best = report.get("best") or {}
-    for label in ("baseline", "expert"):
+    for label in (() if report.get("distributed") else ("baseline", "expert")):
         key = f"speedup_vs_{label}"
         if best.get(f"same_as_{label}"):
             lines.append(f"\nthe best is the {label}'s own order: no change")
@@ -123,8 +173,12 @@ def render_markdown(report: dict) -> str:
             f"{a.get('reason') or ''} ({(a.get('lesson') or '').split(': ', 1)[-1].rstrip('.')})"
         text = " ".join(text.split()).replace("|", "/")
         t = "" if a.get("time_ms") is None else f"{a['time_ms']:.3f}"
+        if t and a.get("time_spread_ms") is not None:
+            t += f" ± {a['time_spread_ms']:.3f}"
         if not t and a.get("predicted_time_ms") is not None:
-            t = f"{a['predicted_time_ms']:.3f} (predicted)"
+            t = f"{a['predicted_time_ms']:.3f} predicted" + _interval_text(a.get("predicted_interval_ms"))
+            if a.get("committed_ms") is not None:
+                t += f"; {a['committed_ms']:.3f} measured earlier"
         lines.append(f"| {a['iteration']} | {a['name']} | {a['verdict']} | {_pct(a.get('l2_hit_rate'))} | "
                      f"{_gb(a.get('dram_bytes'))} | {_gb(a.get('predicted_cross_domain_bytes'))} | {t} | {text} |")
     if best.get("swizzle_source"):
@@ -243,34 +297,137 @@ def _expert_domain_note(report: dict, spec) -> str:
 
 
 def distributed_table(report: dict) -> list:
-    """The configurations against each other and against torch + NCCL (a distributed run)."""
+    """A distributed run against what the user would run (torch + NCCL): the answer first, then
+    every configuration and reference with its source. Measured times carry their spread;
+    predictions carry their interval and are never called a speedup. The predicted columns add
+    up: time = compute + exposed when the GPU bounds the launch, = the host's enqueue time when
+    the host does."""
     d = report["distributed"]
-    torch_nccl = d["torch_nccl"]
-    lines = [f"- problem {d['problem']} ({', '.join(f'{k}={v}' for k, v in d['sizes'].items())}), "
-             f"{d['world_size']} ranks", "",
-             "| configuration | time (ms) | source | compute (ms) | communication (ms) | hidden | "
-             "per-rank GEMM L2 | vs torch + NCCL |", "|---|---|---|---|---|---|---|---|"]
-    for label in ("baseline", "expert", "best"):
-        f = report.get(label)
-        if not f or f.get("verdict") != Verdict.PASS.value:
-            continue
-        measured = f.get("time_ms") is not None
-        t = f["time_ms"] if measured else f.get("predicted_time_ms")
-        source = f.get("time_source") if measured else f.get("predicted_source")
-        ratio = torch_nccl["time_ms"] / t if t else None
-        claim = "n/a" if ratio is None else (f"{ratio:.2f}x" if measured else f"{ratio:.2f}x predicted, not measured")
-        l2 = "n/a" if f.get("l2_hit_rate") is None else f"{f['l2_hit_rate']:.1%} ({f['source']})"
-        lines.append(f"| {label}: {f['name']} | {_num(t)} | {source} | {_num(f.get('predicted_compute_ms'))} | "
-                     f"{_num(f.get('predicted_comm_ms'))} | {_pct(f.get('predicted_hidden_share'))} | {l2} | {claim} |")
-    lines.append(f"| torch + NCCL | {_num(torch_nccl['time_ms'])} | {torch_nccl['source']} | "
-                 f"{_num(torch_nccl['compute_ms'])} | {_num(torch_nccl['comm_ms'])} | 0.0% | n/a | 1.00x |")
+    torch_pred = d["torch_nccl"]
+    refs = d.get("references") or {}
+    sizes = ", ".join(f"{k}={v}" for k, v in d["sizes"].items())
+    lines = [f"- problem {d['problem']} ({sizes}), {d['world_size']} ranks",
+             f"- **answer**: {(d.get('answer') or {}).get('line', 'none')}"]
     best = report.get("best") or {}
-    t = best.get("time_ms") if best.get("time_ms") is not None else best.get("predicted_time_ms")
-    if best.get("verdict") == Verdict.PASS.value and t and t > torch_nccl["time_ms"]:
-        kind = "measured" if best.get("time_ms") is not None else "predicted"
-        lines += ["", f"The library wins: torch + NCCL is {t / torch_nccl['time_ms']:.2f}x faster than the "
-                      f"best configuration found ({kind})."]
+    if best.get("verified_at"):
+        lines.append(f"- best: {best['verified_at']}")
+    lines += ["", "| configuration | time (ms) | source | vs torch + NCCL | predicted (ms, interval) | "
+              "calibrated (ms) | compute (ms) | exposed (ms) | host (ms) | bound by |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    rows = [("best", best), ("kernel default", report.get("baseline")), ("expert", report.get("expert")),
+            ("hand bench (best pattern at default knobs)", d.get("hand_bench"))]
+    shown = set()
+    for label, f in rows:
+        if not f or f.get("verdict") != Verdict.PASS.value or (label != "best" and f.get("name") in shown):
+            continue
+        shown.add(f.get("name"))
+        lines.append(_config_row(f"{label}: {f['name']}", f, refs, torch_pred))
+    lines += _reference_rows(refs, torch_pred, report["mode"])
+    lines += _distributed_notes(report, refs)
     return lines
+
+
+def _config_row(label: str, f: dict, refs: dict, torch_pred: dict) -> str:
+    if f.get("time_ms") is not None:
+        t, source = f"{f['time_ms']:.3f} ± {f['time_spread_ms']:.3f}", f.get("time_source")
+        torch_ms = f.get("torch_nccl_ms") or refs.get("torch_nccl_ms")
+        ratio = (f"{torch_ms / f['time_ms']:.2f}x (paired gain {f['paired_gain_ms']:+.3f} ± "
+                 f"{f['paired_spread_ms']:.3f} ms)" if torch_ms and f.get("paired_gain_ms") is not None else "n/a")
+    elif f.get("committed_ms") is not None:
+        t, source = f"{f['committed_ms']:.3f}", f.get("committed_source")
+        ratio = "not measured in this run"
+    else:
+        t, source, ratio = "not measured", "n/a", _predicted_ratio(f, torch_pred)
+    predicted = "n/a" if f.get("predicted_time_ms") is None else (
+        f"{f['predicted_time_ms']:.3f}{_interval_text(f.get('predicted_interval_ms'))} ({f.get('predicted_source')})")
+    compute = f.get("predicted_compute_ms")
+    gpu_bound = f.get("predicted_notes") != "host"
+    exposed = (f["predicted_time_ms"] - compute if gpu_bound and compute is not None
+               else (1 - (f.get("predicted_hidden_share") or 0)) * (f.get("predicted_comm_ms") or 0))
+    host = (f.get("predicted_breakdown") or {}).get("host")
+    return (f"| {label} | {t} | {source} | {ratio} | {predicted} | {_num(f.get('calibrated_predicted_ms'))} | "
+            f"{_num(compute)} | {_num(exposed)} | {_num(host)} | {'host' if not gpu_bound else 'GPU'} |")
+
+
+def _predicted_ratio(f: dict, torch_pred: dict) -> str:
+    """torch + NCCL's predicted time over the configuration's, as an interval, labelled predicted."""
+    interval = f.get("predicted_interval_ms")
+    if not interval or not torch_pred.get("time_ms"):
+        return "n/a"
+    t_low, t_high = torch_pred.get("interval_ms") or (torch_pred["time_ms"], torch_pred["time_ms"])
+    return f"{t_low / interval[1]:.2f}-{t_high / interval[0]:.2f}x predicted, not measured"
+
+
+def _reference_rows(refs: dict, torch_pred: dict, mode: str) -> list:
+    """torch + NCCL (measured where the ranks ran, predicted otherwise), torch's fused op, the
+    per-rank cuBLAS GEMM alone, the communication alone, and the perfect-overlap bound."""
+    notes = refs.get("notes") or {}
+    rows = []
+    if refs.get("torch_nccl_ms") is not None:
+        rows.append(f"| torch + NCCL (what the user would run) | {refs['torch_nccl_ms']:.3f} ± "
+                    f"{refs['torch_nccl_spread_ms']:.3f} | measured, {refs['rounds']} interleaved rounds | 1.00x | "
+                    f"{_num(torch_pred['time_ms'])}{_interval_text(torch_pred.get('interval_ms'))} | | "
+                    f"{_num(refs.get('gemm_alone_ms'))} | {_num(refs.get('comm_alone_ms'))} | | GPU |")
+    else:
+        rows.append(f"| torch + NCCL (what the user would run) | not measured | n/a | 1.00x | "
+                    f"{_num(torch_pred['time_ms'])}{_interval_text(torch_pred.get('interval_ms'))} "
+                    f"({torch_pred['source']}) | | {_num(torch_pred['compute_ms'])} | {_num(torch_pred['comm_ms'])} | | GPU |")
+    if mode != "measured":
+        return rows
+    fused = refs.get("torch_fused_ms")
+    rows.append(f"| torch fused ({notes.get('torch_fused', 'none')}) | "
+                + (f"{fused:.3f} ± {refs['torch_fused_spread_ms']:.3f} | measured | {refs['torch_nccl_ms'] / fused:.2f}x"
+                   if fused else "none | | ") + " | | | | | | |")
+    for key, label in (("gemm_alone", "per-rank GEMM alone (cuBLAS, torch.matmul)"),
+                       ("comm_alone", "communication alone")):
+        value = refs.get(f"{key}_ms")
+        source = refs.get(f"{key}_source", "measured")
+        spread = refs.get(f"{key}_spread_ms")
+        rows.append(f"| {label} | {_num(value)}{'' if spread is None else f' ± {spread:.3f}'} | {source} | | | | | | | |")
+    bound = refs.get("overlap_bound_ms")
+    if bound:
+        rows.append(f"| perfect-overlap bound: max(GEMM alone, communication alone) | {bound:.3f} | measured parts | "
+                    f"{refs['torch_nccl_ms'] / bound:.2f}x | | | | | | |")
+    return rows
+
+
+def _distributed_notes(report: dict, refs: dict) -> list:
+    d = report["distributed"]
+    lines = []
+    if d.get("way_to_bound") is not None:
+        lines.append(f"\nThe best went {100 * d['way_to_bound']:.0f} % of the way from torch + NCCL to the "
+                     f"perfect-overlap bound (measured).")
+    calibration = d.get("calibration") or {}
+    if calibration.get("observations"):
+        what = "this run's measurements" if report["mode"] == "measured" else "measurements committed earlier"
+        lines.append(f"\nThe overlap model, recalibrated on {what} ({calibration['observations']}): median error "
+                     f"{_pct(calibration['raw_median_error'])} raw; "
+                     + (f"{_pct(calibration['before_median_error'])} calibrated, each prediction made before its "
+                        f"measurement ({calibration['before_cases']} cases); "
+                        if calibration.get("before_cases") else "")
+                     + f"{_pct(calibration['after_median_error'])} in-sample after the last fit.")
+    committed = d.get("committed") or []
+    if report["mode"] != "measured" and committed:
+        listed = "; ".join(f"{c.get('pattern') or 'best pattern'} {c['time_ms']:.3f} ms ({c['source']}, {c['device']})"
+                           for c in committed[:6])
+        lines.append(f"\nMeasured earlier for this kernel, problem, W and GPU kind (ranked by these where the "
+                     f"configuration matches): {listed}.")
+    pool = d.get("pool") or {}
+    if pool.get("restarts"):
+        lines.append(f"\nThe rank pool was replaced {len(pool['restarts'])} time(s): "
+                     + "; ".join(pool["restarts"][:3]))
+    if refs.get("error"):
+        lines.append(f"\nThe references were not measured: {refs['error']}")
+    if report.get("best_command"):
+        lines.append(f"\nWhat to run next: `{report['best_command']}` (verifies and times the best configuration "
+                     f"against torch + NCCL on {d['world_size']} GPUs).")
+    return lines
+
+
+def _interval_text(interval) -> str:
+    if not interval or len(interval) != 2:
+        return ""
+    return f" [{interval[0]:.3f}-{interval[1]:.3f}]"
 
 
 def _num(x) -> str:

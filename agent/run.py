@@ -145,17 +145,18 @@ def _build_dist_loop(options, spec, target, record, run_id, run_dir, on_event, p
                      kernel_path: Path | None = None) -> Loop:
     """The loop over overlap configurations of a distributed kernel (agent/distributed.py)."""
     kernel_path = kernel_path or Path(options.kernel)
-    problem = options.problem or spec.bench_problems[0]
-    if problem not in spec.problems or problem == "check":
-        raise RunError(f"--problem must be one of {', '.join(p for p in spec.problems if p != 'check')}, "
-                       f"got {problem}")
+    from swizzleperf.agent.dist_problems import ProblemError, resolve
+    try:
+        problem, sizes = resolve(spec, options.problem, target.world_size, target.spec.compute_units)
+    except ProblemError as exc:
+        raise RunError(str(exc)) from None
     dtype = options.dtype or spec.dtypes[0]
     if dtype not in spec.dtypes:
         raise RunError(f"--dtype must be one of {', '.join(spec.dtypes)}, got {dtype}")
     evaluator = distributed.DistEvaluator(
         kernel_path=kernel_path, module_source=kernel_path.read_text(), spec=spec,
         problem_name=problem, world_size=target.world_size, target=target,
-        candidates_dir=run_dir / "candidates", timeout_s=options.timeout_s, dtype=dtype)
+        candidates_dir=run_dir / "candidates", timeout_s=options.timeout_s, dtype=dtype, problem_sizes=sizes)
     budget = Budget(iterations=options.iterations, plateau=options.plateau,
                     target_speedup=options.target_speedup, target_l2=None)
     from swizzleperf.profiling.overlap_model import OverlapModelError

@@ -1,71 +1,153 @@
-"""The built-in policy of distributed runs: the kernel's declared space of overlap
-configurations, ranked by the overlap model, proposed best-predicted first.
+"""The built-in policy of distributed runs: the kernel's declared space of overlap configurations,
+ordered by what the run knows (the model ranks, measurements decide), proposed in a plan that
+spends iterations where they can change the answer.
 
-Not a model: every configuration of ``spec.space(problem, W)`` (patterns x tile configurations x
-the other knobs, those the kernel's constraints refuse left out) is priced by
-profiling/overlap_model.py for the target GPU and W; the loop then verifies each proposal on
-every rank and (with W GPUs) measures it. The tile order is not something the overlap model
-prices, so the policy varies it last: once the best-predicted configurations have been tried,
-the spec's allowed swizzles of the best one.
+Not a model. Every configuration of ``spec.space(problem, W)`` (patterns x tile configurations,
+schedules included, x the knobs each pattern reads; those the kernel's constraints refuse left out)
+is priced by profiling/overlap_model.py and ordered by the *calibrated* prediction
+(profiling/overlap_calibration.py: recalibrated after every measurement of this run, or on the
+measurements committed for this kernel, problem, W and GPU kind in a simulated run, which also
+rank first where they exist). The plan, each step skipping what was already evaluated:
+
+1. measured mode: every pattern at the kernel's default knobs (the points the hand bench,
+   kernels/distributed/bench.py, times), so the run finds at least what the bench finds;
+2. for the best pattern so far (measured, else predicted), its best-ordered configuration under
+   each tile configuration of the spec (``spec.tile_configs``, a schedule knob among them where the
+   kernel has one): tiles and schedules are always searched, whatever the model thinks of them;
+3. the spec's allowed tile orders of the best configuration so far (the model does not price tile
+   orders: only a measurement can rank them);
+4. the rest in order, one configuration per *price class*: configurations the model prices
+   identically (knobs it does not see, such as CE_GROUPS at one chunk per group) are not spent one
+   by one; in measured mode a configuration the calibrated model is sure loses (its prediction
+   less its margin above the best measured time) is pruned;
+5. the other members of the classes, last.
 """
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from swizzleperf.agent.distributed import DistCandidate, parse_candidate
 from swizzleperf.agent.proposers.base import Proposal, ProposalContext, ProposerExhausted
 
-#: Configurations proposed before the tile orders of the best one are tried.
-CONFIGS_BEFORE_ORDERS = 3
+#: Two predictions closer than this (relative) are the same price class.
+SAME_PRICE = 1e-6
 
 
 @dataclass
 class OverlapPolicy:
-    """Proposes the configurations of ``evaluator`` (a ``DistEvaluator``) in predicted order."""
+    """Proposes the configurations of ``evaluator`` (a ``DistEvaluator``) in the plan above."""
 
     evaluator: object
-    ranking: list = field(default_factory=list)
 
     def describe(self) -> str:
-        return "policy:overlap configurations ranked by the overlap model"
+        return "policy:overlap configurations, ranked by the calibrated overlap model, decided by measurement"
 
     def propose(self, context: ProposalContext) -> Proposal:
-        if not self.ranking:
-            self.ranking = self._rank()
         tried = {_key(h.get("source", ""), self.evaluator) for h in context.history}
         tried.add(_key(context.target_source, self.evaluator))
-        for entry in self._with_orders(context):
+        for step, entry in self.plan(context):
             if _key(entry["source"], self.evaluator) not in tried:
                 return Proposal(source=entry["source"], name=entry["name"],
-                                rationale=self._rationale(entry), predicted=entry["predicted"])
+                                rationale=self._rationale(step, entry), predicted=entry.get("predicted", {}))
         raise ProposerExhausted("the policy has tried every configuration of the space worth trying")
 
-    def _rank(self) -> list:
-        return self.evaluator.ranked_space()
+    def plan(self, context: ProposalContext) -> list:
+        """``[(step, entry)]`` in the order of the module docstring (entries may repeat; the first
+        untried one is proposed)."""
+        ev = self.evaluator
+        ranking = ev.rank_configurations()
+        measured = ev.mode == "measured"
+        best = self._best_pattern(context, ranking)
+        plan = []
+        if measured:
+            plan += [("a pattern at the kernel's default knobs", e) for e in self._pattern_defaults(ranking)]
+        plan += [("a tile configuration of the best pattern", e) for e in self._tile_configs(ranking, best)]
+        plan += [("a tile order of the best configuration", e) for e in self._orders(context, ranking)]
+        leaders, members = self._price_classes(ranking)
+        cutoff = self._cutoff(context) if measured else None
+        plan += [("the next price class", e) for e in leaders if cutoff is None or e["key"] <= cutoff]
+        plan += [("a configuration the model prices like one tried", e) for e in members
+                 if cutoff is None or e["key"] <= cutoff]
+        return plan
 
-    def _with_orders(self, context: ProposalContext) -> list:
-        """The ranking, with the spec's allowed tile orders of the best configuration so far
-        inserted after the first ``CONFIGS_BEFORE_ORDERS`` entries."""
-        best = parse_candidate((context.best or {}).get("source") or self.ranking[0]["source"],
-                               self.evaluator.spec)
-        orders = []
-        for name in self.evaluator.spec.knobs.get("swizzle", ()):
-            if self.evaluator.is_own_order(name):
+    # -- the steps ---------------------------------------------------------------------------------
+
+    def _pattern_defaults(self, ranking: list) -> list:
+        """Each pattern's configuration at the kernel's default knobs (those the pattern reads
+        included), in the order of the ranking."""
+        ev = self.evaluator
+        out = []
+        for pattern in ev.spec.patterns:
+            candidate = ev.canonical(DistCandidate(pattern, {}))
+            entry = next((e for e in ranking if e["pattern"] == pattern and not ev.canonical(
+                DistCandidate(pattern, e["meta"])).meta), None)
+            out.append(entry or {"name": candidate.label(), "source": candidate.to_json(), "predicted": {},
+                                 "key": float("inf"), "pattern": pattern, "meta": {}})
+        return sorted(out, key=lambda e: e["key"])
+
+    def _tile_configs(self, ranking: list, pattern: str) -> list:
+        """The best-ordered configuration of ``pattern`` under each of the spec's tile
+        configurations (one each)."""
+        out = []
+        for tiles in self.evaluator.spec.tile_configs:
+            entry = next((e for e in ranking if e["pattern"] == pattern and all(
+                self.evaluator.meta(DistCandidate(pattern, e["meta"])).get(k) == v for k, v in tiles.items())), None)
+            if entry is not None and entry not in out:
+                out.append(entry)
+        return sorted(out, key=lambda e: e["key"])
+
+    def _orders(self, context: ProposalContext, ranking: list) -> list:
+        """The best configuration so far with each allowed tile order other than the kernel's own."""
+        ev = self.evaluator
+        best = parse_candidate((context.best or {}).get("source") or ranking[0]["source"], ev.spec)
+        out = []
+        for name in ev.spec.knobs.get("swizzle", ()):
+            if ev.is_own_order(name):
                 continue
             candidate = DistCandidate(best.pattern, best.meta, name)
-            orders.append({"name": candidate.label(), "source": candidate.to_json(),
-                           "predicted": {}, "rank": None})
-        return self.ranking[:CONFIGS_BEFORE_ORDERS] + orders + self.ranking[CONFIGS_BEFORE_ORDERS:]
+            out.append({"name": candidate.label(), "source": candidate.to_json(), "predicted": {}, "key": None})
+        return out
 
-    def _rationale(self, entry: dict) -> str:
-        p = entry["predicted"]
+    def _price_classes(self, ranking: list) -> tuple:
+        """``(leaders, members)``: the first configuration of each class of identical raw
+        predictions (pattern and predicted time), in order; the others of each class, in order."""
+        leaders, members, seen = [], [], []
+        for entry in ranking:
+            price = (entry["pattern"], entry["raw"]["time_ms"])
+            if any(p == price[0] and abs(t - price[1]) <= SAME_PRICE * max(t, 1e-12) for p, t in seen):
+                members.append(entry)
+            else:
+                seen.append(price)
+                leaders.append(entry)
+        return leaders, members
+
+    def _best_pattern(self, context: ProposalContext, ranking: list) -> str:
+        source = (context.best or {}).get("source")
+        if source and (context.best.get("metrics") or {}).get("time_ms") is not None:
+            return parse_candidate(source, self.evaluator.spec).pattern
+        return ranking[0]["pattern"]
+
+    def _cutoff(self, context: ProposalContext) -> float | None:
+        """Measured mode: the calibrated time above which a configuration surely loses to the best
+        measured one (the best's time over one minus the calibration's margin); None before any
+        measurement."""
+        times = [(h.get("metrics") or {}).get("time_ms") for h in context.history]
+        best_metrics = (context.best or {}).get("metrics") or {}
+        times = [t for t in times + [best_metrics.get("time_ms")] if t is not None]
+        if not times:
+            return None
+        margin = self.evaluator.calibration.margin()
+        return min(times) / max(1e-6, 1.0 - margin)
+
+    def _rationale(self, step: str, entry: dict) -> str:
+        p = entry.get("predicted") or {}
         if not p:
-            return ("the best configuration so far with another tile order from the kernel's "
-                    "allowed list (the overlap model does not price tile orders: only a "
-                    "measurement can rank them)")
-        return (f"ranked {entry['rank']} of {len(self.ranking)} configurations by the overlap model "
-                f"({p['predicted_source']}): predicted {p['predicted_time_ms']:.3f} ms, compute "
+            return (f"{step}: the overlap model does not price it (a tile order, or a configuration outside "
+                    f"its space): only a measurement can rank it")
+        known = (f"; measured earlier {entry['committed_ms']:.3f} ms" if entry.get("committed_ms") is not None else "")
+        return (f"{step}: predicted {p['predicted_time_ms']:.3f} ms raw, {entry['calibrated_ms']:.3f} ms calibrated "
+                f"for this machine and problem ({p['predicted_source']}){known}; compute "
                 f"{p['predicted_compute_ms']:.3f} ms, communication {p['predicted_comm_ms']:.3f} ms, "
                 f"{100 * p['predicted_hidden_share']:.0f} % hidden.")
 

@@ -1,0 +1,143 @@
+"""The problems of a distributed run: the user's own shape (``--problem M=8192,N=29568,K=8192``),
+whether it splits over W ranks, and the check problem sized for a candidate's own knobs.
+
+A ``DistKernelSpec`` names its problems (global sizes; each rank's shard derives from W) and a
+small ``check`` problem for the Triton interpreter with its own small tiles. A candidate's numerics
+must run with *its* knobs (tiles, COMM_SMS, CE_GROUPS, SPLITS, schedule), so its check problem is
+the spec's ``check`` grown until the candidate's configuration is valid at every checked W: each
+size ``X`` with a tile knob ``BLOCK_X`` is scaled by the ratio of the candidate's tile to the
+check's (which keeps the check's ragged edges: a rank's rows are 1.5 tiles at W = 2), then sizes
+are doubled, fewest doublings first, until ``spec.constraints`` accepts the configuration at every
+W (flash decode's SPLITS x BLOCK_N keys per rank, for example).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+#: Doublings of the check problem's sizes tried at most (2^6 = 64x a size): beyond that the
+#: configuration is checked at the benchmark problem only, and the report says so.
+MAX_DOUBLINGS = 6
+
+
+class ProblemError(ValueError):
+    """A problem that cannot run: an unknown name, a malformed or incomplete shape, a shape that
+    does not split over W. One line: what was expected, what was found."""
+
+
+def resolve(spec, text: str | None, world_size: int, num_sms: int) -> tuple:
+    """``(name, sizes)`` of the problem a run is asked for: a named problem of the spec, or the
+    user's sizes ``K=V,...`` (every key of the spec's problems, positive integers; named
+    ``K=V,...`` in reports). None gives the spec's first benchmark problem.
+
+    Raises:
+        ProblemError: an unknown name or ``check``; a shape with missing, unknown, repeated or
+            non-positive sizes; a shape the kernel cannot run at W (it does not split over W: the
+            spec's constraints refuse its default configuration).
+    """
+    if text is None:
+        name = spec.bench_problems[0]
+        sizes = dict(spec.problems[name])
+    elif "=" in text:
+        sizes = parse_sizes(text, spec)
+        name = ",".join(f"{k}={v}" for k, v in sizes.items())
+    elif text in spec.problems and text != "check":
+        name, sizes = text, dict(spec.problems[text])
+    else:
+        named = ", ".join(p for p in spec.problems if p != "check")
+        keys = ",".join(f"{k}=..." for k in spec.problems["check"])
+        raise ProblemError(f"--problem must be one of {named}, or sizes {keys}; got {text}")
+    why = splits(spec, sizes, world_size, num_sms)
+    if why:
+        raise ProblemError(f"{spec.name} cannot run problem {name} on {world_size} ranks: {why}")
+    return name, sizes
+
+
+def parse_sizes(text: str, spec) -> dict:
+    """``{"M": 8192, ...}`` from ``"M=8192,N=29568,K=8192"``, in the spec's key order.
+
+    Raises:
+        ProblemError: a part without ``=``, an unknown or repeated key, a missing key, a value
+            that is not a positive integer.
+    """
+    keys = list(spec.problems["check"])
+    sizes = {}
+    for part in [p.strip() for p in text.split(",") if p.strip()]:
+        key, sep, value = part.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or key not in keys:
+            raise ProblemError(f"--problem sizes of {spec.name} are {', '.join(keys)} (K=V,...), got {part!r}")
+        if key in sizes:
+            raise ProblemError(f"--problem gives {key} twice")
+        try:
+            number = int(value)
+        except ValueError:
+            number = 0
+        if number <= 0 or str(number) != value.lstrip("+"):
+            raise ProblemError(f"--problem {key} must be a positive integer, got {value!r}")
+        sizes[key] = number
+    missing = [k for k in keys if k not in sizes]
+    if missing:
+        raise ProblemError(f"--problem must give {', '.join(keys)}; missing {', '.join(missing)}")
+    return {k: sizes[k] for k in keys}
+
+
+def splits(spec, sizes: dict, world_size: int, num_sms: int) -> str | None:
+    """Why the kernel's default configuration cannot run ``sizes`` on ``world_size`` ranks (the
+    spec's constraints, then its input maker, which refuses shapes that do not split), or None."""
+    meta = {**spec.meta, "NUM_SMS": num_sms}
+    if spec.constraints is not None:
+        why = spec.constraints(sizes, world_size, spec.patterns[0], meta)
+        if why:
+            return why
+    return _input_refusal(spec, sizes, world_size)
+
+
+def _input_refusal(spec, sizes: dict, world_size: int) -> str | None:
+    """The ValueError of the spec's input maker for ``sizes`` at W (shapes that do not split),
+    tried on PyTorch's meta device (no memory), or None."""
+    try:
+        spec.make_inputs(dict(sizes), 0, world_size, 0, "meta", spec.dtypes[0])
+    except ValueError as exc:
+        return str(exc)
+    except Exception:  # the input maker cannot run on the meta device: the constraints decided
+        return None
+    return None
+
+
+def check_problem(spec, pattern: str, meta: dict, world_sizes, num_sms: int) -> tuple:
+    """``(sizes, note)``: the smallest growth of the spec's ``check`` problem (module docstring) at
+    which the configuration ``pattern`` + ``meta`` (the candidate's full launch meta) is valid at
+    every W of ``world_sizes``; ``note`` says how it was sized. ``(None, why)`` where no growth
+    within ``MAX_DOUBLINGS`` is valid."""
+    base = dict(spec.problems["check"])
+    check_meta = spec.check_meta
+    for key in base:
+        tile = f"BLOCK_{key}"
+        if tile in meta and check_meta.get(tile):
+            base[key] *= math.ceil(meta[tile] / check_meta[tile])
+    full_meta = {**meta, "NUM_SMS": num_sms}
+    keys = list(base)
+    for total in range(MAX_DOUBLINGS + 1):
+        for counts in _compositions(total, len(keys)):
+            sizes = {k: base[k] << c for k, c in zip(keys, counts)}
+            if all(_valid(spec, sizes, w, pattern, full_meta) for w in world_sizes):
+                scaled = [k for k in keys if sizes[k] != spec.problems["check"][k]]
+                note = ("the check problem" if not scaled else
+                        f"the check problem grown for this configuration ({', '.join(scaled)})")
+                return sizes, note
+    return None, (f"no check problem up to {1 << MAX_DOUBLINGS}x the spec's is valid for this "
+                  f"configuration at W = {', '.join(map(str, world_sizes))}")
+
+
+def _valid(spec, sizes: dict, world_size: int, pattern: str, meta: dict) -> bool:
+    if spec.constraints is not None and spec.constraints(sizes, world_size, pattern, meta) is not None:
+        return False
+    return _input_refusal(spec, sizes, world_size) is None
+
+
+def _compositions(total: int, parts: int):
+    """Every tuple of ``parts`` non-negative integers summing to ``total``."""
+    for cuts in itertools.combinations(range(total + parts - 1), parts - 1):
+        bounds = (-1,) + cuts + (total + parts - 1,)
+        yield tuple(bounds[i + 1] - bounds[i] - 1 for i in range(parts))
