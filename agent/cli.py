@@ -89,10 +89,11 @@ def optimize(
     llm_retries: int = typer.Option(2, min=0, help="Retries of an LLM request after a connection error, HTTP 429 or 5xx."),
     price_in: float = typer.Option(0.0, help="USD per million prompt tokens (for the cost column)."),
     price_out: float = typer.Option(0.0, help="USD per million completion tokens."),
+    evidence: bool = typer.Option(True, "--evidence/--no-evidence", metavar="", help="Leave the simulator's ranking of known orders (and their sources) out of an LLM's prompt (--no-evidence): what the model proposes on its own."),
     dtype: Optional[str] = typer.Option(None, help="Input dtype (the kernel's first by default)."),
     timeout: float = typer.Option(300.0, help="Seconds allowed to each verification worker."),
-    no_ncu: bool = typer.Option(False, "--no-ncu", help="Do not profile with ncu."),
-    in_place: bool = typer.Option(False, "--in-place", help="Write the best kernel back into KERNEL."),
+    no_ncu: bool = typer.Option(False, "--no-ncu", metavar="", help="Do not profile with ncu."),
+    in_place: bool = typer.Option(False, "--in-place", metavar="", help="Write the best kernel back into KERNEL."),
     resume: Optional[str] = typer.Option(None, "--resume", help="Continue the run RUN_ID."),
     workdir: str = typer.Option(".swizzleperf", help="Where runs are recorded."),
     world_size: Optional[int] = typer.Option(None, "--world-size", min=2, help="Ranks of a distributed kernel; default: the visible GPUs, else 4 (simulated)."),
@@ -129,7 +130,7 @@ def optimize(
                                          target_speedup=target_speedup, target_l2=target_l2, model=model,
                                          base_url=base_url, llm_timeout_s=llm_timeout,
                                          temperature=temperature, context_tokens=context_tokens,
-                                         llm_retries=llm_retries,
+                                         llm_retries=llm_retries, evidence=evidence,
                                          price_in_per_mtok=price_in, price_out_per_mtok=price_out,
                                          dtype=dtype, timeout_s=timeout, use_ncu=not no_ncu,
                                          in_place=in_place and not prepared, workdir=workdir, world_size=world_size,
@@ -264,6 +265,9 @@ def eval_command(
     temperature: float = typer.Option(0.2, min=0.0, max=2.0, help="The LLM's sampling temperature."),
     context_tokens: Optional[int] = typer.Option(None, min=512, help="The LLM's context window in tokens (default: what the server says)."),
     llm_retries: int = typer.Option(2, min=0, help="Retries of an LLM request after a connection error, HTTP 429 or 5xx."),
+    price_in: float = typer.Option(0.0, help="USD per million prompt tokens (for the cost column)."),
+    price_out: float = typer.Option(0.0, help="USD per million completion tokens."),
+    evidence: bool = typer.Option(True, "--evidence/--no-evidence", metavar="", help="Leave the simulator's ranking of known orders (and their sources) out of an LLM's prompt (--no-evidence): what the model proposes on its own."),
     gpus: str = typer.Option("1", "--gpus", help="Worker processes, each pinned to one GPU (CUDA_VISIBLE_DEVICES), or auto: every visible GPU. Simulated evals run their workers on the CPU."),
     out: Optional[str] = typer.Option(None, help="Where the tables and plots are written (default: WORKDIR/results)."),
     resume: Optional[str] = typer.Option(None, "--resume", help="Continue the eval EVAL_ID."),
@@ -280,7 +284,8 @@ def eval_command(
         options = EvalOptions(kernels=resolve_kernels(kernels), hw=hw, iterations=iterations, model=model,
                               base_url=base_url, llm_timeout_s=llm_timeout, temperature=temperature,
                               context_tokens=context_tokens, llm_retries=llm_retries, workdir=workdir,
-                              out_dir=out)
+                              out_dir=out, price_in_per_mtok=price_in, price_out_per_mtok=price_out,
+                              evidence=evidence)
         with Progress(iterations) as progress:
             eval_id, table, files = run_eval(options, resume, _eval_events(progress), gpus=resolve_gpus(gpus))
     except (EvalError, KernelLoadError, UnknownHardwareError, UnknownRunError, RunError) as exc:
@@ -322,8 +327,8 @@ def simulate(
     swizzle: Optional[str] = typer.Option(None, help="Catalog order: row-major, column-major, grouped-m:G, grouped-n:G, xcd-contiguous[:D], xcd-grouped-m:G[:D]; default the kernel's own."),
     swizzle_file: Optional[str] = typer.Option(None, help="A file holding a rewrite-target source to simulate instead."),
     meta: Optional[str] = typer.Option(None, help="Meta-parameter overrides, e.g. BLOCK_M=128,BLOCK_N=256,BLOCK_K=64."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
-    traced: bool = typer.Option(False, "--traced", help="Use the generic tracer even where the kernel has an access model."),
+    as_json: bool = typer.Option(False, "--json", metavar="", help="Print one JSON object."),
+    traced: bool = typer.Option(False, "--traced", metavar="", help="Use the generic tracer even where the kernel has an access model."),
     probe: Optional[str] = typer.Option(None, help="A stored dispatch probe (swizzleperf hw --probe): place programs as it measured."),
 ) -> None:
     """Predict the L2 hit rate and DRAM traffic of KERNEL's default problem under one order."""
@@ -346,7 +351,7 @@ def analyze(
     hw: str = typer.Option("mi300x", "--hw", help="Hardware spec."),
     swizzle: Optional[str] = typer.Option(None, help="Catalog order to analyze; default the kernel's own."),
     meta: Optional[str] = typer.Option(None, help="Meta-parameter overrides, e.g. BLOCK_M=128."),
-    traced: bool = typer.Option(False, "--traced", help="Use the generic tracer even where the kernel has an access model."),
+    traced: bool = typer.Option(False, "--traced", metavar="", help="Use the generic tracer even where the kernel has an access model."),
     probe: Optional[str] = typer.Option(None, help="A stored dispatch probe (swizzleperf hw --probe): place programs as it measured."),
 ) -> None:
     """Print the memory-access analysis a proposer is shown."""
@@ -394,7 +399,7 @@ def profile_command(
 
 @app.command("hw")
 def hw_command(hw: Optional[str] = typer.Option(None, "--hw", help="The spec a run would use instead of the detected one."),
-               probe: bool = typer.Option(False, "--probe", help="Measure where program ids land on the live NVIDIA GPU."),
+               probe: bool = typer.Option(False, "--probe", metavar="", help="Measure where program ids land on the live NVIDIA GPU."),
                workdir: str = typer.Option(".swizzleperf", help="Where the probe is stored.")) -> None:
     """Print the detected GPU (or "no GPU") and the hardware spec a run will use."""
     from swizzleperf import hwspecs

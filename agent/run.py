@@ -48,6 +48,7 @@ class RunOptions:
     temperature: float = 0.2
     context_tokens: int | None = None
     llm_retries: int = 2
+    evidence: bool = True    # an LLM's prompt shows the simulator's ranking of known orders
     price_in_per_mtok: float = 0.0
     price_out_per_mtok: float = 0.0
     dtype: str | None = None
@@ -234,7 +235,7 @@ def _proposer(options: RunOptions, evaluator: Evaluator, measurer: Measurer, tar
     if options.model:
         from swizzleperf.agent.proposers.llm import LLMProposer
         try:
-            return LLMProposer(options.model, **chat_settings(options))
+            return LLMProposer(options.model, evidence=options.evidence, **chat_settings(options))
         except ValueError as exc:  # an option out of range (ChatSettings says which)
             raise RunError(str(exc)) from None
     wave, aspect = evaluator.catalog_shape()

@@ -50,6 +50,9 @@ class EvalOptions:
     temperature: float = 0.2
     context_tokens: int | None = None
     llm_retries: int = 2
+    evidence: bool = True            # an LLM's prompt shows the simulator's ranking of known orders
+    price_in_per_mtok: float = 0.0   # USD per million prompt tokens (the cost column)
+    price_out_per_mtok: float = 0.0
     workdir: str = ".swizzleperf"
     out_dir: str | None = None   # None: WORKDIR/results (the repository's eval/results/ only when asked)
 
@@ -224,7 +227,10 @@ def _run_kernel(options: EvalOptions, eval_id: str, kernel: str, on_event: Calla
                                                base_url=options.base_url, llm_timeout_s=options.llm_timeout_s,
                                                temperature=options.temperature,
                                                context_tokens=options.context_tokens,
-                                               llm_retries=options.llm_retries, workdir=options.workdir),
+                                               llm_retries=options.llm_retries, evidence=options.evidence,
+                                               price_in_per_mtok=options.price_in_per_mtok,
+                                               price_out_per_mtok=options.price_out_per_mtok,
+                                               workdir=options.workdir),
                                 on_event=forward)
     except (run.RunError, KernelLoadError, UnknownRunError) as exc:
         set_status(options.workdir, eval_id, kernel, "failed", reason=str(exc))
@@ -334,19 +340,33 @@ def _time_cell(row: dict, label: str) -> str:
 
 
 def _markdown(table: pd.DataFrame) -> str:
-    lines = ["| kernel | mode | baseline L2 | expert L2 | best (order) L2 | baseline ms | expert ms | best ms "
-             "| vs baseline | vs expert | iter. of best | rejected | verdict |", "|" + "---|" * 13]
+    """The table a reader sees: every column of the CSV that bears on the outcome (L2 hit rates,
+    times, DRAM bytes, speedups, the iteration of the best, rejections, tokens and cost, the
+    kernel's status; a kernel that did not finish has its reason in the verdict), one row per kernel."""
+    lines = ["| kernel | mode | status | baseline L2 | expert L2 | best (order) L2 | baseline ms | expert ms | best ms "
+             "| baseline DRAM GB | best DRAM GB | vs baseline | vs expert | iter. of best | rejected | tokens (cost) "
+             "| verdict |", "|" + "---|" * 17]
     for r in table.to_dict("records"):
-        lines.append(f"| {r['kernel']} | {_fmt(r['mode'], 'text')} | {_fmt(r['baseline_l2_hit_rate'], 'pct')} "
+        lines.append(f"| {r['kernel']} | {_fmt(r['mode'], 'text')} | {_fmt(r['status'], 'text')} "
+                     f"| {_fmt(r['baseline_l2_hit_rate'], 'pct')} "
                      f"| {_fmt(r['expert_l2_hit_rate'], 'pct')} "
                      f"| {_fmt(r['best_name'], 'text')}: {_fmt(r['best_l2_hit_rate'], 'pct')} "
                      f"| {_time_cell(r, 'baseline')} | {_time_cell(r, 'expert')} "
-                     f"| {_time_cell(r, 'best')} | {_fmt(r['speedup_vs_baseline'], 'x')} "
+                     f"| {_time_cell(r, 'best')} | {_fmt(r['baseline_dram_bytes'], 'gb')} "
+                     f"| {_fmt(r['best_dram_bytes'], 'gb')} | {_fmt(r['speedup_vs_baseline'], 'x')} "
                      f"| {_fmt(r['speedup_vs_expert'], 'x')} | {_fmt(r['iteration_of_best'], 'int')} "
                      f"| {_fmt(r['rejected'], 'text') if r['rejected'] else 'none'} "
-                     f"| {r['verdict']} |")
+                     f"| {_tokens_cell(r)} | {r['verdict']} |")
     sources = ", ".join(sorted({s for s in table.best_source.dropna()}))
-    return "\n".join(lines) + f"\n\nL2 figures: {sources}; a speedup within the measured spread is shown as 1.00x.\n"
+    return ("\n".join(lines) + f"\n\nL2 and DRAM figures: {sources}; a speedup within the measured spread is "
+            f"shown as 1.00x; tokens are prompt + completion over the run's LLM requests.\n")
+
+
+def _tokens_cell(row: dict) -> str:
+    tokens, cost = row.get("tokens"), row.get("cost_usd")
+    if tokens is None or pd.isna(tokens):
+        return "n/a"
+    return f"{tokens:.0f}" + (f" (${cost:.4f})" if cost else "")
 
 
 def _plots(table: pd.DataFrame, out_dir: Path, eval_id: str) -> list:

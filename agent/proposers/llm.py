@@ -207,7 +207,7 @@ def render(template: str, **variables: Any) -> str:
     return _environment().get_template(template).render(**variables)
 
 
-def render_messages(context: ProposalContext, detail: int = 0) -> list[dict]:
+def render_messages(context: ProposalContext, detail: int = 0, evidence: bool = True) -> list[dict]:
     """The system and user messages of a first attempt. ``detail`` 0 shows everything: the full
     analysis and profile, the simulator's ranking of known orders with the two best sources, and
     the full source of the best and the last attempt (one line for every other); each level above
@@ -225,7 +225,7 @@ def render_messages(context: ProposalContext, detail: int = 0) -> list[dict]:
         context=context, hw=context.hardware, signature=signature, detail=detail,
         swizzle_args=list(zip(arg_names[1:], context.swizzle_args)),
         num_programs=math.prod(context.tile_grid), full_sources=full,
-        evidence=context.evidence() if context.evidence else [],
+        evidence=context.evidence() if evidence and context.evidence else [],  # False: the ablation
     )
     return [{"role": "system", "content": render("system.j2", **variables)},
             {"role": "user", "content": render("propose.j2", **variables)}]
@@ -262,11 +262,13 @@ class LLMProposer:
         max_parse_retries: extra requests after replies that cannot be used (unparseable, failing
             the static check, repeating an earlier order), each with the reason.
         max_tool_calls: tool calls a proposal may make (0: no tools offered).
+        evidence: False leaves the simulator's ranking of known orders (and their sources) out of
+            the prompt: the ablation that measures what the model proposes on its own.
         **settings: the rest of ``chat.ChatSettings`` (base_url, api_key, deadline_s,
             temperature, context_tokens, max_reply_tokens, retries, prices).
     """
 
-    def __init__(self, model: str, max_parse_retries: int = 2, max_tool_calls: int = 3,
+    def __init__(self, model: str, max_parse_retries: int = 2, max_tool_calls: int = 3, evidence: bool = True,
                  **settings: Any) -> None:
         if max_parse_retries < 0:
             raise ValueError(f"max_parse_retries must be >= 0, got {max_parse_retries}")
@@ -274,16 +276,17 @@ class LLMProposer:
         self.model = model
         self.max_parse_retries = max_parse_retries
         self.max_tool_calls = max_tool_calls
+        self.evidence = evidence
         self.url = self.chat.url
 
     def describe(self) -> str:
-        return self.chat.describe()
+        return self.chat.describe() + ("" if self.evidence else " (ranking evidence off)")
 
     # -- what a subclass changes: the prompt and the reply format ---------------------------------
 
     def messages(self, context: ProposalContext, detail: int = 0) -> list[dict]:
         """The system and user messages of a first attempt at ``detail`` (0: everything)."""
-        return render_messages(context, detail)
+        return render_messages(context, detail, self.evidence)
 
     def parse(self, reply: str, context: ProposalContext) -> tuple[str, str, str]:
         """``(candidate text, rationale, name)``; raises ReplyParseError."""

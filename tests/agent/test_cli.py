@@ -106,3 +106,48 @@ def _wait_for_candidate_row(db: Path, timeout_s: float) -> str:
                 return row[0]
         time.sleep(0.2)
     raise AssertionError("no candidate row appeared")
+
+
+# ------------------------------------------------------------------------------ options and help
+def _commands():
+    import typer
+    from swizzleperf.agent.cli import app
+    return typer.main.get_command(app).commands
+
+
+def test_eval_takes_the_llm_options_optimize_takes():
+    """The README says eval takes the same LLM options: --price-in was 'No such option'."""
+    commands = _commands()
+    llm = {"model", "base_url", "llm_timeout", "temperature", "context_tokens", "llm_retries", "price_in",
+           "price_out", "evidence"}
+    for name in ("optimize", "eval"):
+        assert llm <= {p.name for p in commands[name].params}, name
+
+
+@pytest.mark.parametrize("command, flag", [("optimize", "--in-place"), ("optimize", "--no-ncu"),
+                                           ("optimize", "--no-evidence"), ("eval", "--no-evidence"),
+                                           ("simulate", "--json"), ("simulate", "--traced")])
+def test_a_flag_shows_no_value_in_help(command, flag):
+    from typer.testing import CliRunner
+    from swizzleperf.agent.cli import app
+    result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200", "NO_COLOR": "1"})
+    line = next(line for line in result.output.splitlines() if flag in line)
+    assert "<bool>" not in line and "BOOLEAN" not in line, line
+
+
+def test_no_evidence_leaves_the_ranking_out_of_the_prompt():
+    from swizzleperf import hwspecs
+    from swizzleperf.agent.proposers.base import ProposalContext
+    from swizzleperf.agent.proposers.llm import LLMProposer
+    source = "@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n):\n    return pid // num_pid_n, pid % num_pid_n\n"
+    ranked = [{"name": "grouped-n:32", "source": source.replace("row", "g"), "tried": "",
+               "predicted_l2_hit_rate": 0.84, "predicted_dram_bytes": 8e8, "predicted_source": "simulated:mi300x"}]
+    context = ProposalContext(kernel_name="gemm", kernel_source=source, target_name="swizzle", target_source=source,
+                              hardware=hwspecs.load_spec("mi300x"), mode="simulated", problem={"M": 1024},
+                              meta={}, tile_grid=(8, 4), swizzle_args=(8, 4), analysis="", profile={},
+                              evidence=lambda: ranked)
+    on, off = (LLMProposer("m", base_url="http://127.0.0.1:9/v1", evidence=e) for e in (True, False))
+    assert "grouped-n:32" in on.messages(context)[1]["content"]
+    assert "grouped-n:32" not in off.messages(context)[1]["content"]
+    assert "predicts for known orders" not in off.messages(context)[1]["content"]
+    assert off.describe().endswith("(ranking evidence off)") and "evidence" not in on.describe()

@@ -103,3 +103,42 @@ def test_a_distributed_row_is_predicted_and_labelled(tmp_path):
     assert row.status == "finished" and row["mode"] == "simulated" and row.best_source.startswith("simulated:h200")
     assert pd.isna(row.best_time_ms) and row.best_predicted_time_ms > 0 and row.torch_nccl_predicted_ms > 0
     assert "(predicted)" in files[1].read_text()
+
+
+def test_eval_passes_prices_and_evidence_to_each_run(tmp_path, monkeypatch):
+    from swizzleperf.agent import run
+    seen = []
+
+    def start(options, on_event=None):
+        seen.append(options)
+        raise run.RunError("stopped by the test")
+    monkeypatch.setattr(run, "start", start)
+    options = EvalOptions(kernels=["gemm"], hw="mi300x", iterations=1, workdir=str(tmp_path / ".sp"),
+                          out_dir=str(tmp_path / "out"), price_in_per_mtok=0.5, price_out_per_mtok=2.0,
+                          evidence=False)
+    _, table, _ = run_eval(options)
+    assert (seen[0].price_in_per_mtok, seen[0].price_out_per_mtok, seen[0].evidence) == (0.5, 2.0, False)
+    assert table.iloc[0].status == "failed"
+
+
+@pytest.mark.parametrize("row", [
+    {"kernel": "gemm", "mode": "simulated", "status": "finished", "reason": "", "baseline_dram_bytes": 805306368,
+     "best_dram_bytes": 805306368, "tokens": 18050, "cost_usd": 0.0123, "verdict": "higher predicted L2 hit rate"},
+    {"kernel": "black_scholes", "mode": None, "status": "failed", "reason": "boom", "baseline_dram_bytes": None,
+     "best_dram_bytes": None, "tokens": None, "cost_usd": None, "verdict": "failed: boom"},
+])
+def test_the_markdown_keeps_dram_tokens_and_status(row):
+    from swizzleperf.eval.suite import _markdown
+    base = {f"{label}_{k}": None for label in ("baseline", "expert", "best")
+            for k in ("name", "time_ms", "l2_hit_rate", "source", "predicted_time_ms")}
+    table = pd.DataFrame([{**base, "speedup_vs_baseline": None, "speedup_vs_expert": None, "iteration_of_best": 1,
+                           "rejected": "", **row}])
+    text = _markdown(table)
+    header, _, line = text.splitlines()[:3]
+    cells = dict(zip([c.strip() for c in header.split("|")], [c.strip() for c in line.split("|")]))
+    assert cells["status"] == row["status"] and cells["verdict"] == row["verdict"]
+    if row["tokens"]:
+        assert cells["baseline DRAM GB"] == "0.81" == cells["best DRAM GB"]
+        assert cells["tokens (cost)"] == "18050 ($0.0123)"
+    else:
+        assert cells["best DRAM GB"] == "n/a" and cells["tokens (cost)"] == "n/a"
