@@ -239,8 +239,9 @@ def _proposer(options: RunOptions, evaluator: Evaluator, measurer: Measurer, tar
         except ValueError as exc:  # an option out of range (ChatSettings says which)
             raise RunError(str(exc)) from None
     wave, aspect = evaluator.catalog_shape()
+    expert = evaluator.expert()   # evaluated before the loop: not proposed again
     return SearchPolicy(arg_names=evaluator.arg_names, wave=wave, aspect=aspect,
-                        score=evaluator.predict_many)
+                        score=evaluator.predict_many, known=[expert[1]] if expert else [])
 
 
 #: The status of a run that stopped because its proposer produced nothing several times in a row

@@ -14,8 +14,9 @@ what differs:
   ``create_dot(a, b, d, ...)``: the same in both.
 - ``create_masked_load`` / ``create_masked_store``: the trailing cache arguments differ. 3.6 passes
   ``(cache_modifier, eviction_policy, is_volatile)`` / ``(cache_modifier, eviction_policy)``, 3.9
-  ``(cache_policy, is_volatile)`` / ``(cache_policy,)``. The hooks take ``(ptrs, mask, other,
-  *rest)`` / ``(ptrs, value, mask, *rest)`` and pass ``rest`` on unread. Unmasked loads and stores
+  ``(cache_policy, is_volatile)`` / ``(cache_policy,)``, and 3.9's tensor-descriptor load passes them
+  as keywords (``cache_policy=..., is_volatile=False``). The hooks take ``(ptrs, mask, other,
+  *rest, **options)`` / ``(ptrs, value, mask, *rest, **options)`` and pass the rest on unread. Unmasked loads and stores
   and block pointers reach them as well (``create_load``, ``create_tensor_pointer_load`` call them in
   both).
 - ``tl.tensor.__index__`` (``range(tl.cdiv(K, BLOCK_K))`` calls it on a scalar argument, which the
@@ -75,13 +76,13 @@ def sampled_launches(pids: list, on_access: Callable) -> Iterator[None]:
         itemsize = max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
         on_access(real["launch"], builder.grid_idx[0], addrs.astype(np.int64), itemsize, is_store)
 
-    def masked_load(ptrs, mask, other, *rest):
+    def masked_load(ptrs, mask, other, *rest, **options):
         report(ptrs, mask, False)
-        return original[builder, "create_masked_load"](ptrs, mask, other, *rest)
+        return original[builder, "create_masked_load"](ptrs, mask, other, *rest, **options)
 
-    def masked_store(ptrs, value, mask, *rest):
+    def masked_store(ptrs, value, mask, *rest, **options):
         report(ptrs, mask, True)
-        return original[builder, "create_masked_store"](ptrs, value, mask, *rest)
+        return original[builder, "create_masked_store"](ptrs, value, mask, *rest, **options)
 
     hooks = {(executor, "__call__"): call, (interpreter, "_patch_lang"): patch_lang,
              (builder, "create_get_program_id"): program_id,

@@ -14,8 +14,8 @@ The hooks into the interpreter, the one part that differs between Triton version
 machines, 3.9 here), are in ``interpreter_hooks.py``.
 
 Recorded access: ``(site, tensor, start, end, nbytes, is_store, pitch, col_lo, col_hi,
-tensor_bytes)``: the call site (source line), the index of the input tensor it falls in, the byte
-range ``[start, end)`` within that tensor, the distinct bytes touched, whether it is a store, its
+tensor_bytes)`` and seven fields of a wrap-around (below): the call site (source line), the index
+of the input tensor it falls in, the byte range ``[start, end)`` within that tensor, the distinct bytes touched, whether it is a store, its
 row geometry, and the tensor's size in bytes. The geometry: ``pitch`` 0 for one contiguous run of
 bytes; otherwise the access lies in rows ``start // pitch .. (end - 1) // pitch`` of ``pitch``
 bytes, within byte columns ``[col_lo, col_hi)`` of each (a 2-D tile: ``pitch`` is the tensor's row
@@ -26,6 +26,19 @@ skipped rows) is described by its bounding rectangle. A fully masked access is r
 (tensor -1, ``end == start``) so that every program keeps the same sequence of call sites. A
 *step* ends where a call site repeats (one loop iteration). Six-element records (the format
 before the geometry) are read as contiguous ranges of a tensor of unknown size.
+
+Wrap-around. The Triton tutorial's GEMM loads its ragged last tiles with ``(pid_m * BLOCK_M +
+tl.arange(0, BLOCK_M)) % M``: the last tile row reads rows ``[a, M)`` and wraps to ``[0, b)``, whose
+bounding box is the whole tensor. Seven more fields record that, from the tensor's layout (a vector,
+or a matrix of unit inner stride; ``access_record``'s ``layout``): ``(axis, period, start, end,
+pitch, col_lo, col_hi)``, axis 1 for rows (period in rows), 2 for byte columns or a vector's bytes
+(period in bytes), then the access's *virtual* form with the wrapped part moved past the tensor's
+end (rows ``[a, M + b)``), as a rectangle of its own pitch; all zero where nothing wraps (ten-element
+records are read so). ``extend`` fits such an access in its virtual form first (the wrapped part
+past the end, then before the start: a periodic halo), unbounded on the wrapped axis, and folds the
+extension back into the tensor (the part inside, the part past the end from 0 on, the part before
+the start); the plain reading comes last. ``tl.max_contiguous`` / ``tl.multiple_of`` hints change no
+address, and masks on K narrow every tile's access of one step alike, which the per-step fit takes.
 
 Masked edges. Where a kernel masks its accesses at the domain's edges (a stencil's shifted loads,
 a ragged last tile), edge tiles touch less than the affine map predicts, so the fit is made away
@@ -83,6 +96,7 @@ import numpy as np
 from swizzleperf.profiling.trace import TileTrace
 
 _EXACT = "exactly on all sampled tiles"
+_NO_WRAP = (0, 0, 0, 0, 0, 0, 0)  # fields 11-17 of an access that wraps nowhere
 GRANULE_BYTES = 128  # the l2_line_bytes of every bundled spec (hwspecs/*.yaml)
 MERGE_GAP_BYTES = 32  # the smallest L2 sector of any bundled spec (NVIDIA: 32 B)
 
@@ -154,7 +168,7 @@ def extend(samples: dict, grid: tuple, programs_per_cu: int, source: str,
     coords = np.array(tiles, dtype=np.int64).reshape(len(tiles), len(grid))
     all_coords = np.stack(np.unravel_index(np.arange(math.prod(grid)), grid), axis=1)  # [tiles, ndim]
     parts = []  # (step, tensor, is_store, r0, r1, c0, c1) per rectangle; arrays over all tiles
-    inexact = 0
+    inexact = wrapped = 0
     for s, j in ((s, j) for s in range(len(shape)) for j in range(len(shape[s]))):
         rows = [shaped[t][s][j] for t in tiles]
         touched = [r for r in rows if r[3] > r[2]]
@@ -166,31 +180,118 @@ def extend(samples: dict, grid: tuple, programs_per_cu: int, source: str,
                              f"different tiles: data-dependent addressing")
         label = f"access {j} of step {s} (the {'store' if store else 'load'} at line {site} of the kernel)"
         p, size_t = pitch.get(tensor, 0), size.get(tensor, -1)
-        rects = [_as_rect(r, p) if r[3] > r[2] else () for r in rows] if p else [None]
-        if p and all(r is not None for r in rects):         # 2-D: rows x byte columns
-            obs = np.array([r if r else (np.nan,) * 4 for r in rects], dtype=np.float64)
-            nrows = -(-size_t // p) if size_t > 0 else np.inf
-            bounds, sides = [(0, nrows), (0, nrows), (0, p), (0, p)], "lhlh"
-        else:                                               # contiguous byte ranges
-            obs = np.array([(r[2], r[3]) if r[3] > r[2] else (np.nan, np.nan) for r in rows], dtype=np.float64)
-            bounds, sides = [(0, size_t if size_t > 0 else np.inf)] * 2, "lh"
-            inexact += sum(r[6] > 0 for r in touched)
-        values = _fit_access(obs, coords, all_coords, grid, sides, bounds, label)
-        for r0, r1, c0, c1 in _rectangles(values, p):
-            parts.append((s, tensor, bool(store), *_round_columns(r0, r1, c0, c1, p, size_t, granule_bytes)))
-    note = f"; {granule_bytes} B granules" + (f"; {inexact} sampled 2-D accesses counted by their "
-                                               f"bounding byte range" if inexact else "")
+        pieces, counted = _extend_access(rows, p, size_t, coords, all_coords, grid, label)
+        inexact += counted
+        wrapped += any(r[10] for r in touched) and len(pieces) > 1
+        for values in pieces:
+            for r0, r1, c0, c1 in _rectangles(values, p):
+                parts.append((s, tensor, bool(store), *_round_columns(r0, r1, c0, c1, p, size_t, granule_bytes)))
+    note = (f"; {granule_bytes} B granules" + (f"; {inexact} sampled 2-D accesses counted by their "
+                                                f"bounding byte range" if inexact else "")
+            + (f"; {wrapped} accesses wrap around their tensor's edge (% M)" if wrapped else ""))
     return _to_trace(parts, math.prod(grid), len(shape), programs_per_cu, source + note)
 
 
 def _normalise(access) -> tuple:
-    """A recorded access as the ten-element tuple (six-element records: contiguous, size unknown)."""
+    """A recorded access as the seventeen-element tuple (module docstring): six-element records
+    are contiguous of unknown size, ten-element ones wrap nowhere."""
     access = tuple(access)
     if len(access) == 6:
-        return (*access, 0, 0, 0, -1)
-    if len(access) != 10:
-        raise TraceError(f"a recorded access has {len(access)} fields, expected 6 or 10: {access}")
+        access = (*access, 0, 0, 0, -1)
+    if len(access) == 10:
+        return (*access, *_NO_WRAP)
+    if len(access) != 17:
+        raise TraceError(f"a recorded access has {len(access)} fields, expected 6, 10 or 17: {access}")
     return access
+
+
+def _extend_access(rows: list, pitch: int, size: int, coords, all_coords, grid: tuple, label: str) -> tuple:
+    """One access (its record in every sampled tile) extended to every tile: ``([values], inexact)``,
+    each values array as ``_fit_access`` returns them, more than one where the access wraps around
+    its tensor's edge (the parts of it on either side). Read as recorded first; where that fails
+    and some sampled tile wrapped, read with the wrapped part moved past the tensor's end, then
+    before its start (an access that continues past the edge on the far side, the tutorial GEMM's
+    ``(pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M``, or one that comes from before the start);
+    those readings are tried first where a sampled tile wrapped, the plain one last."""
+    failure = None
+    readings = [(rows, None)]
+    if any(r[10] for r in rows if r[3] > r[2]):   # the wrapped readings first: as recorded, a
+        # wrapped tile's bounding box spans the tensor, which a fit on few tiles may take as affine
+        readings = [(_unwrapped(rows, shift), shift) for shift in (0, -1)] + readings
+    for records, shift in readings:
+        obs, bounds, sides, inexact, axis = _observations(records, pitch, size, wrap=shift is not None)
+        if obs is None:
+            continue
+        try:
+            values = _fit_access(obs, coords, all_coords, grid, sides, bounds, label)
+        except TraceError as exc:
+            failure = failure or exc
+            continue
+        if shift is None:
+            return [values], inexact
+        wrapped = next(r for r in records if r[3] > r[2] and r[10])
+        period = wrapped[11] * (wrapped[14] if wrapped[10] == 1 and len(obs[0]) == 2 else 1)  # rows -> bytes
+        return _fold(values, axis, period), inexact
+    raise failure
+
+
+def _unwrapped(rows: list, shift: int) -> list:
+    """The records with each wrapped one read in its virtual form (fields 12-16), moved by
+    ``shift`` periods (0: the wrapped part past the tensor's end, -1: before its start)."""
+    out = []
+    for r in rows:
+        if r[3] <= r[2] or not r[10]:
+            out.append(r)
+            continue
+        axis, period, start, end, pitch, col_lo, col_hi = r[10:17]
+        if axis == 1:       # rows: the whole rectangle moves by period rows
+            start, end = start + shift * period * pitch, end + shift * period * pitch
+        elif pitch:         # byte columns of a 2-D access
+            start, end, col_lo, col_hi = (start + shift * period, end + shift * period,
+                                          col_lo + shift * period, col_hi + shift * period)
+        else:               # a contiguous range
+            start, end = start + shift * period, end + shift * period
+        out.append((r[0], r[1], start, end, r[4], r[5], pitch, col_lo, col_hi, r[9], *r[10:]))
+    return out
+
+
+def _observations(rows: list, pitch: int, size: int, wrap: bool) -> tuple:
+    """``(obs, bounds, sides, inexact, wrap quantity)`` of one access's records: rectangles (rows x
+    byte columns) where every touched record is one in the tensor's grid of ``pitch``-byte rows,
+    else byte ranges. With ``wrap``, the quantity pair on the wrapped axis (0 for rows or a byte
+    range, 2 for byte columns) is unbounded, and obs is None where the records' virtual forms
+    are no rectangles of the tensor's pitch."""
+    touched = [r for r in rows if r[3] > r[2]]
+    rects = [_as_rect(r, pitch) if r[3] > r[2] else () for r in rows] if pitch else [None]
+    axis = next((r[10] for r in touched if r[10]), 0)
+    if pitch and all(r is not None for r in rects):         # 2-D: rows x byte columns
+        obs = np.array([r if r else (np.nan,) * 4 for r in rects], dtype=np.float64)
+        nrows = -(-size // pitch) if size > 0 else np.inf
+        bounds, sides = [(0, nrows), (0, nrows), (0, pitch), (0, pitch)], "lhlh"
+        q = 0 if axis == 1 else 2
+    else:                                                   # contiguous byte ranges
+        if wrap and any(r[10] and r[14] and (r[15], r[16]) != (0, r[14]) for r in touched):
+            return None, None, None, 0, 0                   # a virtual rectangle of part rows
+        obs = np.array([(r[2], r[3]) if r[3] > r[2] else (np.nan, np.nan) for r in rows], dtype=np.float64)
+        bounds, sides = [(0, size if size > 0 else np.inf)] * 2, "lh"
+        q = 0
+    if wrap:
+        bounds[q] = bounds[q + 1] = (-np.inf, np.inf)
+    return obs, bounds, sides, sum(r[6] > 0 for r in touched) if len(sides) == 2 else 0, q
+
+
+def _fold(values: np.ndarray, q: int, period: int) -> list:
+    """An access extended in virtual coordinates, its quantity pair ``(q, q + 1)`` folded back into
+    ``[0, period)``: the part inside, the part past the end (from 0 on) and the part before the
+    start (up to the end); empty (lower == upper) where a tile has no such part."""
+    lo, hi = values[:, q], values[:, q + 1]
+    inside, after, before = values.copy(), values.copy(), values.copy()
+    inside[:, q], inside[:, q + 1] = np.maximum(lo, 0), np.minimum(hi, period)
+    past = hi > period
+    after[:, q], after[:, q + 1] = 0, np.where(past, hi - period, 0)
+    early = lo < 0
+    before[:, q], before[:, q + 1] = np.where(early, lo + period, period), period
+    return [inside, after, before]
 
 
 def _shape(steps: list) -> list:
@@ -202,8 +303,9 @@ def _tensor_pitches(records: list) -> dict:
     only accessed contiguously are absent."""
     counts = {}
     for r in records:
-        if r[6] > 0:
-            counts.setdefault(r[1], Counter())[r[6]] += 1
+        own = r[14] if r[10] else r[6]     # a wrapped access: the pitch of its virtual rectangle
+        if own > 0:
+            counts.setdefault(r[1], Counter())[own] += 1
     return {t: min(c, key=lambda p: (-c[p], p)) for t, c in counts.items()}
 
 
@@ -219,8 +321,8 @@ def _as_rect(access: tuple, pitch: int):
     a grid of rows of ``pitch`` bytes, or None where the access is no rectangle there (a
     contiguous run crossing rows partly, another pitch)."""
     start, end, own, col_lo, col_hi = access[2], access[3], access[6], access[7], access[8]
-    if own == pitch:
-        return (start // pitch, (end - 1) // pitch + 1, col_lo, col_hi)
+    if own == pitch:   # a virtual (unwrapped) one may reach past the row: its columns above pitch
+        return (start // pitch, (end - 1 - max(col_hi - pitch, 0)) // pitch + 1, col_lo, col_hi)
     if own == 0:
         r0, r1 = start // pitch, (end - 1) // pitch
         if r0 == r1:
@@ -429,6 +531,7 @@ def record_samples(spec, module, problem: dict, meta: dict, dtype: str, pids: li
     tensors = [t for t in inputs.values() if hasattr(t, "data_ptr")]
     ranges = np.array([(t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()) for t in tensors],
                       dtype=np.int64).reshape(-1, 2)
+    layouts = [(tuple(t.shape), tuple(t.stride())) if hasattr(t, "stride") else None for t in tensors]
     log, outside, stopped = [], [], []  # outside: sites outside every tensor; stopped: a second
     # launch began. Both are raised after the launch: the interpreter rewraps what a hook raises.
 
@@ -448,7 +551,7 @@ def record_samples(spec, module, problem: dict, meta: dict, dtype: str, pids: li
         tensor = int(inside[0])
         base = int(ranges[tensor, 0])
         log.append((launch, index, access_record(site, tensor, np.unique(addrs) - base, itemsize, is_store,
-                                                 int(ranges[tensor, 1] - base))))
+                                                 int(ranges[tensor, 1] - base), layouts[tensor])))
 
     try:
         with sampled_launches(pids, record):
@@ -468,16 +571,71 @@ def record_samples(spec, module, problem: dict, meta: dict, dtype: str, pids: li
 
 
 def access_record(site: int, tensor: int, offsets: np.ndarray, itemsize: int, is_store: bool,
-                  tensor_bytes: int) -> tuple:
+                  tensor_bytes: int, layout: tuple | None = None) -> tuple:
     """The recorded access (module docstring) of one load or store: the sorted distinct byte
     ``offsets`` of its elements (of ``itemsize`` bytes) within ``tensor`` (``tensor_bytes``
-    long); an empty ``offsets`` gives the empty access."""
+    long); an empty ``offsets`` gives the empty access. ``layout`` (the tensor's shape and strides
+    in elements) lets an access that wraps around the tensor's edge be recognised (fields 11-17)."""
     offsets = np.asarray(offsets, dtype=np.int64)
     if offsets.size == 0:
-        return (site, -1, 0, 0, 0, bool(is_store), 0, 0, 0, 0)
+        return (site, -1, 0, 0, 0, bool(is_store), 0, 0, 0, 0, *_NO_WRAP)
     pitch, col_lo, col_hi = _geometry(offsets, itemsize)
     return (site, tensor, int(offsets[0]), int(offsets[-1]) + itemsize, int(offsets.size) * itemsize,
-            bool(is_store), pitch, col_lo, col_hi, int(tensor_bytes))
+            bool(is_store), pitch, col_lo, col_hi, int(tensor_bytes), *_wrap(offsets, itemsize, layout))
+
+
+def _wrap(offsets: np.ndarray, itemsize: int, layout: tuple | None) -> tuple:
+    """Fields 11-17 of a record: ``(axis, period, start, end, pitch, col_lo, col_hi)`` where the
+    access wraps around an edge of its tensor (a vector, or a matrix of unit inner stride): along
+    one axis it touches indices ``[0, b)`` and ``[a, S)`` and nothing between, and is a whole
+    rectangle. Axis 1: rows (period S rows); axis 2: byte columns of the rows, or bytes of a
+    vector (period S x itemsize bytes). The rest is the access's virtual form, the part ``[0, b)``
+    moved past the end (``[a, S + b)``), in the record's own fields' meaning. ``_NO_WRAP``
+    elsewhere."""
+    if layout is None or np.any(offsets % itemsize):
+        return _NO_WRAP
+    dims = sorted(((int(n), int(st)) for n, st in zip(*layout) if n > 1), key=lambda d: -d[1])
+    if not dims or len(dims) > 2 or dims[-1][1] != 1:
+        return _NO_WRAP
+    index = offsets // itemsize
+    if len(dims) == 1:
+        runs = _two_runs(index, dims[0][0])
+        if runs is None:
+            return _NO_WRAP
+        a, b = runs
+        return (2, dims[0][0] * itemsize, a * itemsize, (dims[0][0] + b) * itemsize, 0, 0, 0)
+    (n_rows, row_stride), (n_cols, _) = dims
+    rows, cols = np.unique(index // row_stride), np.unique(index % row_stride)
+    if cols[-1] >= n_cols or rows.size * cols.size != index.size:
+        return _NO_WRAP                                   # not one whole rectangle
+    wrap_rows, wrap_cols = _two_runs(rows, n_rows), _two_runs(cols, n_cols)
+    if (wrap_rows is None) == (wrap_cols is None):
+        return _NO_WRAP                                   # no wrap, or a wrap on both axes
+    r0, r1 = (wrap_rows[0], n_rows + wrap_rows[1]) if wrap_rows else _run(rows)
+    c0, c1 = (wrap_cols[0], n_cols + wrap_cols[1]) if wrap_cols else _run(cols)
+    if r0 is None or c0 is None:
+        return _NO_WRAP
+    pitch = row_stride * itemsize
+    period = n_rows if wrap_rows else n_cols * itemsize
+    return (1 if wrap_rows else 2, period, r0 * pitch + c0 * itemsize, (r1 - 1) * pitch + c1 * itemsize,
+            pitch, c0 * itemsize, c1 * itemsize)
+
+
+def _two_runs(values: np.ndarray, size: int):
+    """``(a, b)`` where the sorted distinct ``values`` are exactly ``[0, b)`` and ``[a, size)``
+    with ``b < a``, else None."""
+    values = np.unique(values)
+    if values.size < 2 or values[0] != 0 or values[-1] != size - 1:
+        return None
+    gaps = np.flatnonzero(np.diff(values) != 1)
+    if gaps.size != 1:
+        return None
+    return int(values[gaps[0] + 1]), int(values[gaps[0]]) + 1
+
+
+def _run(values: np.ndarray) -> tuple:
+    """``(first, last + 1)`` of sorted distinct values that are one run, else ``(None, None)``."""
+    return (int(values[0]), int(values[-1]) + 1) if values[-1] - values[0] + 1 == values.size else (None, None)
 
 
 def _geometry(offsets: np.ndarray, itemsize: int) -> tuple:

@@ -1,0 +1,164 @@
+"""The tracer on the Triton tutorial GEMM's idioms (issue #24): ``% M`` / ``% N`` wrap-around
+offsets on ragged tiles, masks on K. A wrapped access is recognised when recorded (the tensor's
+layout at hand), fitted with its wrapped part moved past the tensor's edge, and folded back; the
+captured tutorial GEMM then traces sector for sector as a brute-force trace of all its programs,
+and the simulator ranks orders on it (no "every order predicts the same")."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from swizzleperf import hwspecs
+from swizzleperf.agent import user_kernel
+from swizzleperf.agent.capture import TRACE_FALLBACK
+from swizzleperf.agent.lift import target_order
+from swizzleperf.agent.simulate import trace_kernel
+from swizzleperf.agent.swizzles import catalog_source
+from swizzleperf.profiling import l2sim
+from swizzleperf.profiling.tracer import access_record, extend, sample_tiles
+
+APP = Path(__file__).resolve().parents[1] / "agent" / "apps" / "tutorial_gemm_ragged" / "app.py"
+
+
+def _offsets(rows, cols, pitch_elems: int, itemsize: int = 4) -> np.ndarray:
+    return np.unique((np.asarray(rows)[:, None] * pitch_elems + np.asarray(cols)[None, :]).ravel() * itemsize)
+
+
+@pytest.mark.parametrize("rows, cols, expected", [
+    # A [100, 64] fp32, the last tile of 32 rows: rows 96..99 and 0..27 (`% M`), K columns 0..31
+    (list(range(96, 100)) + list(range(28)), range(32), (1, 100, 96 * 256, 127 * 256 + 128, 256, 0, 128)),
+    # B [64, 80] fp32, the last tile of 32 columns: columns 64..79 and 0..15 (`% N`), rows 0..15
+    (range(16), list(range(64, 80)) + list(range(16)), (2, 320, 256, 15 * 320 + 384, 320, 256, 384)),
+    # no wrap: an interior tile, a masked edge tile, and two separate runs that do not touch both edges
+    (range(32, 64), range(32), (0,) * 7),
+    (range(96, 100), range(32), (0,) * 7),
+    (list(range(0, 4)) + list(range(50, 60)), range(32), (0,) * 7),
+])
+def test_a_wrap_around_access_is_recognised_with_its_virtual_form(rows, cols, expected):
+    shape = (100, 64) if expected[0] != 2 else (64, 80)
+    pitch = shape[1]
+    record = access_record(7, 0, _offsets(rows, cols, pitch), 4, False, shape[0] * shape[1] * 4,
+                           layout=(shape, (pitch, 1)))
+    assert record[10:] == expected
+    assert record[:2] == (7, 0) and record[4] == len(rows) * len(list(cols)) * 4
+
+
+def test_a_vector_wraps_as_a_byte_range():
+    record = access_record(3, 0, np.array([36, 37, 38, 39, 0, 1, 2]) * 2, 2, True, 80, layout=((40,), (1,)))
+    assert record[10:] == (2, 80, 72, 86, 0, 0, 0)
+
+
+def _wrapped_gemm(tile: tuple, m_rows: int = 100, k: int = 64, block: int = 32) -> list:
+    """The A load of tile (m, n) of a tutorial-style GEMM with `% M` rows ([m_rows, k] fp32, one K
+    step), and the store of C [m_rows, 96] masked at M."""
+    m, n = tile
+    rows = [(m * block + i) % m_rows for i in range(block)]
+    a = access_record(10, 0, _offsets(rows, range(k), k), 4, False, m_rows * k * 4, layout=((m_rows, k), (k, 1)))
+    stored = [r for r in range(m * block, m * block + block) if r < m_rows]
+    c = access_record(12, 1, _offsets(stored, range(n * block, n * block + block), 96), 4, True, m_rows * 96 * 4,
+                      layout=((m_rows, 96), (96, 1)))
+    return [a, c]
+
+
+def test_the_wrapped_part_is_folded_back_to_the_tensors_start():
+    grid = (4, 3)
+    trace = extend({t: _wrapped_gemm(t) for t in sample_tiles(grid)}, grid, 1, "test", granule_bytes=32)
+    assert "1 accesses wrap around their tensor's edge" in trace.source
+    reads = [set(trace.keys[t][~trace.writes()[t] & (trace.keys[t] >= 0)].tolist()) for t in range(12)]
+    # tile (3, n) reads rows 96..99 and wraps to rows 0..27, which tile (0, n) reads too: 28 rows of 256 B
+    assert trace.block_bytes[sorted(reads[9] & reads[0])].sum() == 28 * 256
+    assert trace.block_bytes[sorted(reads[9])].sum() == 32 * 256
+    assert not reads[9] & reads[3] and trace.block_bytes[sorted(reads[3])].sum() == 32 * 256
+
+
+@pytest.fixture(scope="module")
+def tutorial_gemm(tmp_path_factory):
+    """The tutorial GEMM captured at 200 x 200 x 80 (49 programs, ragged in M, N and K)."""
+    return user_kernel.prepare(f"TRITON_INTERPRET=1 {sys.executable} {APP}", "matmul_kernel",
+                               tmp_path_factory.mktemp("work"))
+
+
+# Every program of the captured launch under the interpreter: per program id, the (tensor, 32 B
+# sector) pairs its loads and its stores touch, sectors counted from each tensor's start.
+_BRUTE_FORCE = """
+import json, sys
+import numpy as np
+from swizzleperf.agent.spec import load_kernel
+from swizzleperf.profiling.interpreter_hooks import sampled_launches
+path, programs = json.loads(sys.argv[1])
+module, spec = load_kernel(path)
+inputs = spec.make_inputs(spec.problems["default"], 0, "cpu", spec.dtypes[0])
+tensors = [t for t in inputs.values() if hasattr(t, "data_ptr")]
+ranges = [(t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()) for t in tensors]
+seen = [[set(), set()] for _ in range(programs)]
+
+def on_access(launch, index, addrs, itemsize, is_store):
+    for k, (lo, hi) in enumerate(ranges):
+        inside = addrs[(addrs >= lo) & (addrs < hi)] - lo
+        for g in np.unique(np.concatenate([inside // 32, (inside + itemsize - 1) // 32])).tolist():
+            seen[index][int(is_store)].add((k, g))
+
+with sampled_launches(list(range(programs)), on_access):
+    spec.launch(inputs, **spec.meta_for("default"))
+print(json.dumps([[sorted(r), sorted(w)] for r, w in seen]))
+"""
+
+
+def test_the_tutorial_gemm_traces_sector_for_sector_as_all_its_programs(tutorial_gemm):
+    """Rows of 320 and 800 B are whole 32 B sectors, so the extension must equal the brute force
+    exactly: every tile's sectors read and written, and every two tiles' shared sectors (the `% M`
+    and `% N` wraps make the last tile row share with the first)."""
+    folder = tutorial_gemm.capture.folder
+    trace = trace_kernel(tutorial_gemm.module_path, granule_bytes=32)
+    assert "accesses wrap around their tensor's edge" in trace.source
+    programs = trace.num_tiles
+    done = subprocess.run([sys.executable, "-c", _BRUTE_FORCE, json.dumps([str(tutorial_gemm.module_path), programs])],
+                          capture_output=True, text=True, timeout=300, env=dict(os.environ, TRITON_INTERPRET="1"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    per_program = json.loads(done.stdout.strip().splitlines()[-1])
+    lift = json.loads((folder / "lift.json").read_text())
+    grid = tuple(lift["tile_grid"])
+    tiles = target_order(lift["target_source"] if "target_source" in lift else tutorial_gemm.lifted.target_source,
+                         tuple(lift["arg_values"]), programs)
+    truth = [None] * programs
+    for program, tile in enumerate(tiles):
+        truth[int(np.ravel_multi_index(tuple(tile), grid))] = [{tuple(x) for x in kind} for kind in per_program[program]]
+    writes = trace.writes()
+    mine = []
+    for t in range(programs):
+        keys = trace.keys[t]
+        reads, stored = set(keys[(keys >= 0) & ~writes[t]].tolist()), set(keys[writes[t]].tolist())
+        assert trace.block_bytes[sorted(reads)].sum() == len(truth[t][0]) * 32, t
+        assert trace.block_bytes[sorted(stored)].sum() == len(truth[t][1]) * 32, t
+        mine.append(reads | stored)
+    for t in range(programs):
+        for u in range(t + 1, programs):
+            shared = (truth[t][0] | truth[t][1]) & (truth[u][0] | truth[u][1])
+            assert trace.block_bytes[sorted(mine[t] & mine[u])].sum() == len(shared) * 32, (t, u)
+
+
+def test_the_tutorial_gemms_cpu_run_ranks_orders(tutorial_gemm):
+    """The captured launch's own trace (no fallback), and the simulator for the CPU run's default
+    target (MI300X: program p on XCD p % 8) tells catalog orders apart."""
+    spec = load_spec_of(tutorial_gemm)
+    trace = spec.trace(spec.problems["default"], spec.meta_for("default"))
+    assert not (tutorial_gemm.capture.folder / TRACE_FALLBACK).exists() and "traced from" in trace.source
+    hardware = hwspecs.load_spec("mi300x")
+    lifted = tutorial_gemm.lifted
+    rates = {}
+    for name in ("row-major", "column-major", "grouped-m:2", "grouped-m:4", "xcd-contiguous:8"):
+        order = target_order(catalog_source(name, lifted.arg_names), lifted.arg_values, trace.num_tiles)
+        rates[name] = l2sim.simulate(trace, l2sim.order_from_tiles(order, lifted.tile_grid), hardware).l2_hit_rate
+    assert len({round(r, 6) for r in rates.values()}) >= 3, rates
+    assert rates["grouped-m:4"] > rates["row-major"] and rates["xcd-contiguous:8"] > rates["row-major"], rates
+
+
+def load_spec_of(prepared):
+    from swizzleperf.agent.spec import load_spec
+    return load_spec(prepared.module_path)
