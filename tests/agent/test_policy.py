@@ -57,3 +57,38 @@ def test_policy_proposes_in_rank_order_without_repeats_or_equivalents():
     assert len(names) == len(set(names))
     assert "ranked 1 of" in SearchPolicy(arg_names=ARGS, wave=132, aspect=2.0,
                                          score=_fake_score).propose(_context(load_spec("h100"))).rationale
+
+
+@pytest.mark.parametrize("expert", ["column-major", "grouped-m:8"])
+def test_the_expert_evaluated_before_the_loop_is_never_proposed(expert):
+    """transpose's expert (column-major) came back as candidate 1: the orders the run already
+    evaluated are dropped by their tile map, whatever name a catalog member gives the same order."""
+    def by_source(members):
+        out = _fake_score(members)
+        for (name, source), p in zip(members, out):
+            if source == catalog_source(expert, ARGS):   # the expert's order under any name
+                p["order_sha1"] = expert
+        return out
+    policy = SearchPolicy(arg_names=ARGS, wave=132, aspect=2.0, score=by_source,
+                          known=[catalog_source(expert, ARGS)])
+    context = _context(load_spec("h100"))
+    names = []
+    with pytest.raises(ProposerExhausted):
+        for _ in range(100):
+            proposal = policy.propose(context)
+            names.append(proposal.name)
+            context.history.append({"source": proposal.source})
+    assert expert not in names and names
+
+
+def test_a_candidate_handed_back_re_printed_is_still_a_repeat():
+    """The loop records a candidate as re-printed from its tree (parentheses dropped, docstring
+    changed): the policy still knows it proposed it (transpose proposed grouped-m:8 twice)."""
+    import ast
+    policy = SearchPolicy(arg_names=ARGS, wave=132, aspect=2.0, score=_fake_score)
+    context = _context(load_spec("h100"))
+    first = policy.propose(context)
+    reprinted = ast.unparse(ast.parse(first.source)).replace('"""', '"""re-printed: ', 1)
+    assert reprinted != first.source
+    context.history.append({"source": reprinted})
+    assert policy.propose(context).name != first.name
