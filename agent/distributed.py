@@ -83,35 +83,23 @@ class DistCandidate:
 
 
 def parse_candidate(text: str, spec) -> DistCandidate:
-    """Parse and check a configuration against ``spec.knobs``.
+    """Parse and check a configuration against ``spec.knobs`` (agent/dist_config.py: its shape,
+    within bounds, then its place in the space with exact types).
 
     Raises:
-        CandidateError: not a JSON object, or ``pattern`` missing.
-        OutsideSpace: an unknown knob or a value outside the allowed ones (message: the knob, the
-            allowed values, the value found).
+        CandidateError: not a JSON object within bounds, ``pattern`` missing, or a field of the
+            wrong shape (a list for a pattern, a number for a swizzle); the message quotes the
+            first 200 characters received.
+        OutsideSpace: an unknown knob or a value outside the allowed ones, or of another type
+            (message: the knob, the allowed values, the value found).
     """
+    from swizzleperf.agent import dist_config
     try:
-        body = json.loads(text)
-    except (json.JSONDecodeError, TypeError) as exc:
-        raise CandidateError(f"the configuration is not JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise CandidateError(f"the configuration must be a JSON object, got {type(body).__name__}")
-    body = dict(body)
-    pattern = body.pop("pattern", None)
-    if pattern not in spec.patterns:
-        raise OutsideSpace(f"pattern must be one of {', '.join(spec.patterns)}, got {pattern!r}")
-    swizzle = body.pop("swizzle", None)
-    if swizzle is not None and not isinstance(swizzle, str):
-        raise OutsideSpace(f"swizzle must be a catalog name or a rewrite-target source, got {swizzle!r}")
-    meta = {}
-    for knob, value in body.items():
-        allowed = spec.knobs.get(knob)
-        if allowed is None or knob in ("pattern", "swizzle"):
-            known = ", ".join(k for k in spec.knobs if k not in ("pattern", "swizzle"))
-            raise OutsideSpace(f"unknown knob {knob!r}: the knobs of {spec.name} are {known}")
-        if value not in allowed:
-            raise OutsideSpace(f"{knob} must be one of {', '.join(map(str, allowed))}, got {value!r}")
-        meta[knob] = value
+        pattern, meta, swizzle = dist_config.parse(text, spec)
+    except dist_config.OutsideSpaceError as exc:
+        raise OutsideSpace(str(exc)) from None
+    except dist_config.ConfigError as exc:
+        raise CandidateError(str(exc)) from None
     return DistCandidate(pattern, meta, swizzle)
 
 

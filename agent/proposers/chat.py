@@ -19,10 +19,15 @@ a transient error). ``Conversation`` holds them:
   characters-per-token ratio measured on this server's earlier replies.
 - **The transcript**: each request's messages, raw reply, finish reason, time and tokens
   (``Exchange``), for the run folder, the record and the notebook.
+- **Nothing the server sends is used unchecked**: every body, streamed event, ``/props``,
+  ``/v1/models`` and ``/tokenize`` answer is read within byte bounds, loaded within depth and
+  integer bounds (agent/untrusted.py) and checked against its shape (wire.py); an answer that
+  fails is ``MALFORMED``: kept in the transcript, quoted (first 200 characters) in one line, not
+  retried. The endpoint is shown with its credentials redacted (agent/redact.py).
 """
 from __future__ import annotations
 
-import json
+import importlib
 import os
 import re
 import time
@@ -31,7 +36,18 @@ from dataclasses import asdict, dataclass, field
 import httpx
 import openai
 
+from swizzleperf.agent import untrusted
+from swizzleperf.agent.proposers import wire
 from swizzleperf.agent.proposers.base import ProposerError
+from swizzleperf.agent.redact import redact
+
+
+def _optional(name: str):
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
 
 #: Characters per token assumed before the server has answered once: code and tables tokenise at
 #: about 3-4 characters per token with the BPE vocabularies of current models; 3.0 errs on the side
@@ -50,11 +66,29 @@ REASK_TEMPERATURE_STEP = 0.3
 #: The reply budget while the window is unknown.
 REPLY_UNKNOWN_WINDOW = 1024
 _TRANSIENT = (429, 500, 502, 503, 504)
+#: The HTTP library under the openai SDK: httpx, or httpx2 in openai 3.x; a stream read through the
+#: SDK raises that library's own errors.
+_HTTP_LIBRARIES = [httpx] + [m for m in (_optional("httpx2"),) if m is not None]
+_TIMEOUTS = tuple(m.TimeoutException for m in _HTTP_LIBRARIES)
+_TRANSPORT_ERRORS = tuple(c for m in _HTTP_LIBRARIES for c in (m.TransportError, m.StreamError))
 #: The outcome of a stream that ended with nothing: llama-cpp-python 0.3 answers 200 and then fails
 #: inside the stream (an overlong prompt among other causes) without saying why.
 EMPTY_STREAM = "empty stream: the server ended the reply without content or a finish reason"
-_WINDOW_PATTERNS = (re.compile(r"context window of (\d+)"), re.compile(r"maximum context length is (\d+)"),
-                    re.compile(r"context size[^0-9]{0,40}(\d+)"), re.compile(r"n_ctx\D{0,5}(\d+)"))
+#: The outcome of an answer that is not a chat completion (bad JSON, a field of the wrong type or
+#: size: ``wire.py``); never retried, the proposal ends with it.
+MALFORMED = "not a chat completion"
+#: Bytes we read of one answer (a body, or a whole stream): a reply of ``wire.MAX_TEXT_CHARS``
+#: characters streamed a few characters an event is about 150 bytes an event, so 64 MiB; beyond,
+#: the connection is closed.
+MAX_ANSWER_BYTES = 64 * 2**20
+#: Bytes of one line of a stream (one event), and of a side answer (/props, /tokenize...).
+MAX_LINE_BYTES = 4 * 2**20
+MAX_SIDE_BYTES = 8 * 2**20
+#: What the transcript keeps of an answer that could not be used (the issue: keep what caused it).
+KEPT_RECEIVED_CHARS = 100_000
+_WINDOW_PATTERNS = (re.compile(r"context window of (\d{1,12})\b"),
+                    re.compile(r"maximum context length is (\d{1,12})\b"),
+                    re.compile(r"context size[^0-9]{0,40}(\d{1,12})\b"), re.compile(r"n_ctx\D{0,5}(\d{1,12})\b"))
 
 
 @dataclass
@@ -148,12 +182,14 @@ class ChatClient:
 
     def __init__(self, settings: ChatSettings) -> None:
         self.settings = settings
-        self._client = openai.OpenAI(
-            base_url=settings.base_url,
+        given = httpx.URL(settings.base_url) if settings.base_url else None
+        self._client = openai.OpenAI(  # a query (?api_key=...) goes on every request, not into the path
+            base_url=str(given.copy_with(query=None)) if given is not None else None,
+            default_query=dict(given.params) if given is not None and given.query else None,
             api_key=settings.api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
             max_retries=0)
-        self.url = str(self._client.base_url).rstrip("/")
-        self._root = re.sub(r"/v1$", "", self.url)
+        self._base = given if given is not None else httpx.URL(str(self._client.base_url))  # credentials kept
+        self.url = redact(str(self._base).rstrip("/"))  # what messages, reports and records show
         self._window: int | None = settings.context_tokens
         self.window_source = "--context-tokens" if settings.context_tokens else ""
         self._asked_window = settings.context_tokens is not None
@@ -176,7 +212,7 @@ class ChatClient:
         """The context window in tokens, or None while unknown (asked of the server once)."""
         if not self._asked_window:
             self._asked_window = True
-            self._window, self.window_source = _discover_window(self._root, self.url, self.model)
+            self._window, self.window_source = self._discover_window()
         return self._window
 
     def max_tokens(self) -> int:
@@ -227,9 +263,14 @@ class ChatClient:
                 temperature: float | None = None) -> Exchange:
         """Send ``messages`` once, streamed, and read the reply until it ends or ``deadline``
         (``time.monotonic()`` seconds) passes; ``tools`` are offered to the model (OpenAI's
-        ``tools``), dropped for good if the server refuses them. Never raises for the endpoint's faults: the
-        exchange's ``outcome`` says what happened. Raises ProposerError for a reply that is not a
-        chat completion at all (quoting what was received)."""
+        ``tools``), dropped for good if the server refuses them. Never raises for the endpoint's
+        faults: the exchange's ``outcome`` says what happened, any URL in it redacted; an answer
+        that is not a chat completion (JSON too deep, a count that is text or 10^23, a field of the
+        wrong type: ``wire.py``) is ``MALFORMED``, what was received kept in ``reply``.
+
+        Raises:
+            ContextOverflow: the server refused the prompt as longer than its window.
+        """
         exchange = Exchange(n=n, started_at=time.time(), messages=messages,
                             max_tokens=self.reply_budget(messages),
                             temperature=self.settings.temperature if temperature is None else temperature)
@@ -242,14 +283,19 @@ class ChatClient:
             self._stream(messages, exchange, deadline, remaining, tools)
         except openai.APITimeoutError:
             exchange.outcome = f"deadline: no answer within {remaining:.1f} s"
-        except httpx.TimeoutException:
+        except _TIMEOUTS:
             exchange.outcome = f"deadline: cancelled after {time.monotonic() - start:.1f} s"
         except openai.APIConnectionError as exc:
             exchange.outcome = f"unreachable: {_reason(exc)}"
-        except (httpx.TransportError, httpx.StreamError) as exc:
+        except _TRANSPORT_ERRORS as exc:
             exchange.outcome = f"connection lost: {_one_line(str(exc) or type(exc).__name__)}"
         except openai.APIStatusError as exc:
             exchange.outcome = f"HTTP {exc.status_code}: {_short_message(exc)}"
+        except _Malformed as exc:
+            exchange.outcome = f"{MALFORMED}: {exc}"
+            exchange.reply = exc.received[:KEPT_RECEIVED_CHARS]
+            exchange.finish_reason, exchange.tool_calls = None, []
+        exchange.outcome = redact(exchange.outcome)
         exchange.seconds = time.monotonic() - start
         if not exchange.tokens_source.startswith("server") and exchange.outcome != "ok" and not exchange.reply \
                 and not exchange.outcome.startswith("deadline: cancelled"):
@@ -257,6 +303,12 @@ class ChatClient:
         if not exchange.tokens_source.startswith("server"):
             self._estimate(exchange)
         return exchange
+
+    def _open(self, options: dict):
+        """``(manager, response)`` of one request; the caller closes the manager (which closes the
+        connection: a server then stops generating)."""
+        manager = self._client.chat.completions.with_streaming_response.create(**options)
+        return manager, manager.__enter__()
 
     def _stream(self, messages: list, exchange: Exchange, deadline: float, remaining: float,
                 tools: list | None = None) -> None:
@@ -268,8 +320,7 @@ class ChatClient:
         if tools and self.tools_supported:
             options["tools"] = tools
         try:
-            manager = self._client.chat.completions.with_streaming_response.create(**options)
-            response = manager.__enter__()
+            manager, response = self._open(options)
         except openai.BadRequestError as exc:
             if self._stream_options and "stream_options" in str(exc):
                 self._stream_options = False
@@ -277,14 +328,14 @@ class ChatClient:
             if "tools" in options and "tool" in str(exc).lower():
                 self.tools_supported = False
                 return self._stream(messages, exchange, deadline, remaining, tools)
-            self._overflow(exc)
+            self._overflow(str(exc), _short_message(exc))
             raise
         try:
             kind = response.headers.get("content-type", "")
             if "text/event-stream" in kind:
                 self._read_events(response, exchange, deadline)
             else:  # a server that ignored stream=True, or garbage
-                self._read_whole(response.read(), exchange)
+                self._read_whole(_body(response, deadline), exchange)
         finally:
             manager.__exit__(None, None, None)  # closes the connection: the server stops generating
         if exchange.outcome == EMPTY_STREAM:
@@ -299,64 +350,70 @@ class ChatClient:
             if remaining <= 1:
                 return
             try:
-                answer = self._client.chat.completions.create(
+                manager, response = self._open(dict(
                     model=self.model, messages=messages, max_tokens=1, temperature=self.settings.temperature,
-                    timeout=httpx.Timeout(remaining, connect=min(10.0, remaining)))
+                    timeout=httpx.Timeout(remaining, connect=min(10.0, remaining))))
                 break
             except openai.APIConnectionError:
                 time.sleep(0.5)
             except openai.BadRequestError as exc:
-                self._overflow(exc)
+                self._overflow(str(exc), _short_message(exc))
                 exchange.outcome = f"{EMPTY_STREAM}; asked again: HTTP 400: {_short_message(exc)}"
                 return
             except openai.OpenAIError:
                 return
         else:
             return
-        usage = getattr(answer, "usage", None)
+        try:
+            answer = self._completion(_body(response, deadline))
+        except (_Malformed, *_TRANSPORT_ERRORS, *_TIMEOUTS):
+            return
+        finally:
+            manager.__exit__(None, None, None)
+        usage = answer.usage
         if usage is not None and usage.prompt_tokens:  # the second request's prompt was processed
             exchange.prompt_tokens, exchange.completion_tokens = usage.prompt_tokens, usage.completion_tokens or 0
             exchange.tokens_source = "server (the one-token request that asked why the stream was empty)"
 
-    def _overflow(self, exc: openai.BadRequestError) -> None:
-        """Raise ContextOverflow (learning the window where the message names it) when an HTTP
-        400 is about the prompt's length; return otherwise."""
-        window = _window_in(str(exc))
-        if window or _is_overflow(str(exc)):
+    def _overflow(self, text: str, short: str) -> None:
+        """Raise ContextOverflow (learning the window where the message names it) when an error's
+        ``text`` is about the prompt's length; return otherwise. ``short``: its one-line form."""
+        window = _window_in(text)
+        if window or _is_overflow(text):
             if window:
                 self.learn_window(window, "the server's HTTP 400")
-            raise ContextOverflow(f"the prompt does not fit the model's context window: "
-                                  f"{_short_message(exc)}", window) from None
+            raise ContextOverflow(redact(f"the prompt does not fit the model's context window: {short}"),
+                                  window) from None
 
     def _read_events(self, response, exchange: Exchange, deadline: float) -> None:
-        parts, calls = [], {}
-        try:
-            for chunk in response.parse():
-                if getattr(chunk, "usage", None) is not None and chunk.usage.prompt_tokens is not None:
-                    exchange.prompt_tokens = chunk.usage.prompt_tokens or 0
-                    exchange.completion_tokens = chunk.usage.completion_tokens or 0
-                    exchange.tokens_source = "server"
-                for choice in chunk.choices or []:
-                    delta = getattr(choice, "delta", None)
-                    text = getattr(delta, "content", None) if delta is not None else None
-                    if isinstance(text, str):
-                        parts.append(text)
-                    for call in (getattr(delta, "tool_calls", None) or []) if delta is not None else []:
-                        entry = calls.setdefault(call.index if call.index is not None else len(calls),
-                                                 {"id": "", "name": "", "arguments": ""})
-                        entry["id"] = call.id or entry["id"]
-                        if call.function is not None:
-                            entry["name"] = call.function.name or entry["name"]
-                            entry["arguments"] += call.function.arguments or ""
-                    if choice.finish_reason:
-                        exchange.finish_reason = choice.finish_reason
-                if time.monotonic() > deadline and exchange.finish_reason is None:
-                    exchange.outcome = "deadline: cancelled while the reply was streaming"
-                    break
-        except (json.JSONDecodeError, ValueError, TypeError, AttributeError,
-                openai.APIResponseValidationError) as exc:
-            raise ProposerError(f"LLM endpoint {self.url} streamed something that is not a chat "
-                                f"completion ({type(exc).__name__}); received: {_preview(''.join(parts).encode())}") from None
+        """The server-sent events of a streamed reply, each checked (``wire.Completion``) before
+        use; stops at ``[DONE]``, the deadline, or ``wire.MAX_TEXT_CHARS`` of reply."""
+        parts, calls, size = [], {}, 0
+        for data in _events(response.iter_bytes(), deadline):
+            if data.strip() == "[DONE]":
+                break
+            event = self._checked(data, "a streamed event")
+            if isinstance(event, wire.StreamError):
+                self._stream_error(event, data)
+            if event.usage is not None and event.usage.prompt_tokens is not None:
+                exchange.prompt_tokens = event.usage.prompt_tokens
+                exchange.completion_tokens = event.usage.completion_tokens or 0
+                exchange.tokens_source = "server"
+            for choice in event.choices:
+                delta = choice.delta or choice.message
+                if delta is not None and delta.content:
+                    parts.append(delta.content)
+                    size += len(delta.content)
+                for call in (delta.tool_calls or []) if delta is not None else []:
+                    size += self._add_call(calls, call, data)
+                if choice.finish_reason:
+                    exchange.finish_reason = choice.finish_reason
+            if size > wire.MAX_TEXT_CHARS:
+                raise _Malformed(f"the reply is longer than {wire.MAX_TEXT_CHARS} characters (the stream "
+                                 f"was closed)", "".join(parts))
+            if time.monotonic() > deadline and exchange.finish_reason is None:
+                exchange.outcome = "deadline: cancelled while the reply was streaming"
+                break
         exchange.reply = "".join(parts)
         if not parts and not calls and exchange.finish_reason is None and exchange.outcome == "ok":
             exchange.outcome = EMPTY_STREAM
@@ -364,25 +421,63 @@ class ChatClient:
         if exchange.tokens_source == "server" and exchange.outcome == "ok":
             self._learn_ratio(exchange)
 
-    def _read_whole(self, body: bytes, exchange: Exchange) -> None:
+    def _add_call(self, calls: dict, call: wire.ToolCall, data: str) -> int:
+        """Merge one streamed tool-call delta into ``calls``; returns the characters it added."""
+        index = call.index if call.index is not None else len(calls)
+        if index not in calls and len(calls) >= wire.MAX_ITEMS:
+            raise _Malformed(f"more than {wire.MAX_ITEMS} tool calls in one reply", data)
+        entry = calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
+        entry["id"] = call.id or entry["id"]
+        function = call.function
+        if function is not None:
+            entry["name"] = function.name or entry["name"]
+            entry["arguments"] += function.arguments or ""
+        return len(function.arguments or "") if function is not None else 0
+
+    def _stream_error(self, event: wire.StreamError, data: str) -> None:
+        """An error event in a stream: an overlong prompt is a ContextOverflow, anything else
+        ends the request (``MALFORMED`` is not retried)."""
+        message = event.error if isinstance(event.error, str) else (event.error.message or "")
+        self._overflow(message, _one_line(message))
+        raise _Malformed(f"the server sent an error instead of a reply: {_one_line(message) or '(no message)'}; "
+                         f"received: {untrusted.preview(data)}", data)
+
+    def _checked(self, data: str, what: str) -> wire.Completion | wire.StreamError:
+        """One JSON event or body, loaded within bounds and checked against its shape."""
         try:
-            data = json.loads(body.decode("utf-8"))
-            choice = data["choices"][0]
-            content = choice["message"].get("content") or ""
-            if not isinstance(content, str):
-                raise TypeError(f"message content is {type(content).__name__}, not text")
-        except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
-            raise ProposerError(f"LLM endpoint {self.url} answered HTTP 200 with something that is not a "
-                                f"chat completion ({type(exc).__name__}); received: {_preview(body)}") from None
-        exchange.reply, exchange.finish_reason = content, choice.get("finish_reason")
-        exchange.tool_calls = [{"id": c.get("id") or f"call_{i}", "name": c["function"]["name"],
-                                "arguments": c["function"].get("arguments") or ""}
-                               for i, c in enumerate(choice["message"].get("tool_calls") or [])
-                               if isinstance(c, dict) and isinstance(c.get("function"), dict)]
-        usage = data.get("usage") or {}
-        if isinstance(usage, dict) and usage.get("prompt_tokens") is not None:
-            exchange.prompt_tokens = int(usage.get("prompt_tokens") or 0)
-            exchange.completion_tokens = int(usage.get("completion_tokens") or 0)
+            body = untrusted.loads(data, what)
+            if isinstance(body, dict) and "error" in body and not body.get("choices"):
+                return untrusted.validated(wire.StreamError, body, what, data)
+            return untrusted.validated(wire.Completion, body, what, data)
+        except untrusted.UntrustedInput as exc:
+            raise _Malformed(str(exc), data) from None
+
+    def _completion(self, body: bytes) -> wire.Completion:
+        text = body.decode("utf-8", errors="backslashreplace")
+        answer = self._checked(text, "the answer")
+        if isinstance(answer, wire.StreamError) or not answer.choices:
+            raise _Malformed(f"the answer has no choices; received: {untrusted.preview(text)}", text)
+        if answer.choices[0].message is None:
+            raise _Malformed(f"the answer's choice has no message; received: {untrusted.preview(text)}", text)
+        return answer
+
+    def _read_whole(self, body: bytes, exchange: Exchange) -> None:
+        """A whole (not streamed) chat completion, checked against ``wire.Completion``."""
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError:
+            raise _Malformed(f"the answer is not UTF-8; received: {untrusted.preview(body)}",
+                             body.decode("utf-8", errors="backslashreplace")) from None
+        answer = self._completion(body)
+        choice = answer.choices[0]
+        exchange.reply, exchange.finish_reason = choice.message.content or "", choice.finish_reason
+        exchange.tool_calls = [{"id": c.id or f"call_{i}", "name": c.function.name,
+                                "arguments": c.function.arguments or ""}
+                               for i, c in enumerate(choice.message.tool_calls or [])
+                               if c.function is not None and c.function.name]
+        if answer.usage is not None and answer.usage.prompt_tokens is not None:
+            exchange.prompt_tokens = answer.usage.prompt_tokens
+            exchange.completion_tokens = answer.usage.completion_tokens or 0
             exchange.tokens_source = "server"
             self._learn_ratio(exchange)
 
@@ -421,22 +516,59 @@ class ChatClient:
         if self._tokenizer == ():
             return None
         candidates = [self._tokenizer] if self._tokenizer else [
-            ("/tokenize", lambda t: {"content": t, "add_special": False}, lambda d: len(d["tokens"])),
-            ("/extras/tokenize", lambda t: {"input": t, "model": self.model}, lambda d: len(d["tokens"])),
-            ("/tokenize", lambda t: {"model": self.model, "prompt": t, "add_special_tokens": False},
-             lambda d: int(d["count"])),
+            ("/tokenize", lambda t: {"content": t, "add_special": False}),
+            ("/extras/tokenize", lambda t: {"input": t, "model": self.model}),
+            ("/tokenize", lambda t: {"model": self.model, "prompt": t, "add_special_tokens": False}),
         ]
-        for path, body, read in candidates:
-            try:
-                answer = httpx.post(self._root + path, json=body(text), timeout=10.0)
-                answer.raise_for_status()
-                count = read(answer.json())
-            except (httpx.HTTPError, ValueError, KeyError, TypeError):
+        for path, body in candidates:
+            answer = self._side("POST", self._at_root(path), wire.Tokens, f"the answer of {path}", json=body(text))
+            count = answer.number() if answer is not None else None
+            if count is None:
                 continue
-            self._tokenizer = (path, body, read)
+            self._tokenizer = (path, body)
             return count
         self._tokenizer = ()
         return None
+
+    # -- what the server says about itself ---------------------------------------------------------
+
+    def _at_root(self, path: str) -> httpx.URL:
+        """``path`` at the server's root (the base URL less its ``/v1``), credentials and query kept."""
+        base = self._base.path.rstrip("/")
+        return self._base.copy_with(path=(base[:-3] if base.endswith("/v1") else base) + path)
+
+    def _side(self, method: str, url: httpx.URL, model: type, what: str, **options):
+        """A side request (/props, /v1/models, /tokenize): its JSON checked against ``model``, or
+        None when the server does not answer it usably (any answer over ``MAX_SIDE_BYTES``, too deep,
+        of the wrong shape included)."""
+        try:
+            with httpx.stream(method, url, timeout=5.0 if method == "GET" else 10.0, **options) as answer:
+                answer.raise_for_status()
+                data = bytearray()
+                for chunk in answer.iter_bytes():
+                    data += chunk
+                    if len(data) > MAX_SIDE_BYTES:
+                        return None
+            return untrusted.validated(model, untrusted.loads(bytes(data), what), what, bytes(data))
+        except (httpx.HTTPError, untrusted.UntrustedInput):
+            return None
+
+    def _discover_window(self) -> tuple[int | None, str]:
+        """The window as the server states it: llama.cpp's ``/props``, vLLM's ``/v1/models``."""
+        props = self._side("GET", self._at_root("/props"), wire.Props, "the answer of /props")
+        if props is not None:
+            n_ctx = (props.default_generation_settings.n_ctx if props.default_generation_settings else None) \
+                or props.n_ctx
+            if n_ctx:
+                return n_ctx, "the server's /props"
+        models = self._side("GET", self._base.copy_with(path=self._base.path.rstrip("/") + "/models"),
+                            wire.Models, "the answer of /v1/models")
+        for entry in models.data if models is not None else []:
+            if entry.id == self.model or len(models.data) == 1:
+                length = entry.max_model_len or (entry.meta.n_ctx if entry.meta else None)
+                if length:
+                    return length, "the server's /v1/models"
+        return None, "unknown (the server does not say)"
 
 
 class Conversation:
@@ -467,7 +599,7 @@ class Conversation:
             except ProposerError as exc:
                 self.exchanges.append(Exchange(n=len(self.exchanges) + 1, started_at=time.time(),
                                                messages=messages, outcome=str(exc)))
-                raise self.error(str(exc), type(exc), getattr(exc, "window", None)) from None
+                raise self.error(str(exc), type(exc), getattr(exc, "window", None)) from None  # ContextOverflow
             self.exchanges.append(exchange)
             if exchange.outcome == "ok":
                 return exchange
@@ -485,7 +617,8 @@ class Conversation:
         raise self.error(_endpoint_message(self.client, exchange, len(self.exchanges)))
 
     def error(self, message: str, kind: type = ProposerError, window: int | None = None) -> ProposerError:
-        totals = self.totals()
+        """The error that ends a proposal, with what it spent and its requests; URLs redacted."""
+        message, totals = redact(message), self.totals()
         if kind is ContextOverflow:
             error = ContextOverflow(message, window)
             error.prompt_tokens, error.completion_tokens, error.cost_usd = (
@@ -515,37 +648,96 @@ def _endpoint_message(client: ChatClient, exchange: Exchange, count: int) -> str
         text = f"LLM endpoint {client.url} rejected the API key (set OPENAI_API_KEY): {outcome}"
     elif outcome.startswith("HTTP 404"):
         text = f"model '{client.model}' not found at {client.url}: {outcome}"
+    elif outcome.startswith(MALFORMED):
+        text = f"LLM endpoint {client.url} answered with something that is {outcome}"
     else:
         text = f"LLM endpoint {client.url} returned {outcome}"
     return text + (f" ({count} requests)" if count > 1 else "")
 
 
-def _discover_window(root: str, url: str, model: str) -> tuple[int | None, str]:
-    """The window as the server states it: llama.cpp's ``/props``, vLLM's ``/v1/models``."""
+class _Malformed(Exception):
+    """An answer that is not a chat completion; ``received``: what came (for the transcript)."""
+
+    def __init__(self, message: str, received: str):
+        super().__init__(message)
+        self.received = received
+
+
+def _body(response, deadline: float) -> bytes:
+    """A whole answer, read within the deadline and ``MAX_ANSWER_BYTES``.
+
+    Raises:
+        httpx.ReadTimeout: the deadline passed while reading.
+        _Malformed: the answer is longer than ``MAX_ANSWER_BYTES``.
+    """
+    data = bytearray()
+    for chunk in response.iter_bytes():
+        data += chunk
+        if len(data) > MAX_ANSWER_BYTES:
+            raise _Malformed(f"the answer is longer than {MAX_ANSWER_BYTES} bytes (the connection was "
+                             f"closed); received: {untrusted.preview(bytes(data[:4096]))}",
+                             bytes(data[:KEPT_RECEIVED_CHARS]).decode("utf-8", errors="backslashreplace"))
+        if time.monotonic() > deadline:
+            raise httpx.ReadTimeout("the deadline passed while the answer was being read")
+    return bytes(data)
+
+
+def _events(chunks, deadline: float):
+    """The ``data`` of each server-sent event in a byte stream (lines joined with newlines), one
+    linear pass; comments and other fields skipped.
+
+    Raises:
+        _Malformed: a line over ``MAX_LINE_BYTES``, a stream over ``MAX_ANSWER_BYTES``, or data
+            that is not UTF-8.
+    """
+    buffer, data, total, scanned = bytearray(), [], 0, 0
+    for chunk in chunks:
+        total += len(chunk)
+        if total > MAX_ANSWER_BYTES:
+            raise _Malformed(f"the stream is longer than {MAX_ANSWER_BYTES} bytes (it was closed)", "")
+        buffer += chunk
+        while True:
+            end = buffer.find(b"\n", scanned)
+            if end < 0:
+                scanned = len(buffer)
+                if scanned > MAX_LINE_BYTES:
+                    raise _Malformed(f"a streamed line is longer than {MAX_LINE_BYTES} bytes; received: "
+                                     f"{untrusted.preview(bytes(buffer[:4096]))}",
+                                     bytes(buffer[:KEPT_RECEIVED_CHARS]).decode("utf-8", errors="backslashreplace"))
+                break
+            line = bytes(buffer[:end]).rstrip(b"\r")
+            del buffer[:end + 1]
+            scanned = 0
+            if not line:
+                if data:
+                    yield _decoded(b"\n".join(data))
+                    data = []
+            elif not line.startswith(b":"):
+                field, _, value = line.partition(b":")
+                if field == b"data":
+                    data.append(value[1:] if value.startswith(b" ") else value)
+        if time.monotonic() > deadline:
+            break
+    if buffer.strip():
+        field, _, value = bytes(buffer).rstrip(b"\r").partition(b":")
+        if field == b"data":
+            data.append(value[1:] if value.startswith(b" ") else value)
+    if data:
+        yield _decoded(b"\n".join(data))
+
+
+def _decoded(data: bytes) -> str:
     try:
-        props = httpx.get(root + "/props", timeout=5.0).json()
-        settings = props.get("default_generation_settings") or {}
-        n_ctx = settings.get("n_ctx") or props.get("n_ctx")
-        if isinstance(n_ctx, int) and n_ctx > 0:
-            return n_ctx, "the server's /props"
-    except (httpx.HTTPError, ValueError, AttributeError):
-        pass
-    try:
-        models = httpx.get(url + "/models", timeout=5.0).json().get("data") or []
-        for entry in models:
-            if entry.get("id") == model or len(models) == 1:
-                length = entry.get("max_model_len") or (entry.get("meta") or {}).get("n_ctx")
-                if isinstance(length, int) and length > 0:
-                    return length, "the server's /v1/models"
-    except (httpx.HTTPError, ValueError, AttributeError):
-        pass
-    return None, "unknown (the server does not say)"
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _Malformed(f"a streamed event is not UTF-8; received: {untrusted.preview(data)}",
+                         data[:KEPT_RECEIVED_CHARS].decode("utf-8", errors="backslashreplace")) from None
 
 
 def _window_in(message: str) -> int | None:
     for pattern in _WINDOW_PATTERNS:
         found = pattern.search(message)
-        if found:
+        if found and 0 < int(found.group(1)) <= wire.MAX_WINDOW:
             return int(found.group(1))
     return None
 
@@ -553,12 +745,6 @@ def _window_in(message: str) -> int | None:
 def _is_overflow(message: str) -> bool:
     text = message.lower()
     return "context" in text and any(w in text for w in ("exceed", "too long", "maximum", "length"))
-
-
-def _preview(body: bytes, limit: int = 200) -> str:
-    """The first ``limit`` characters of a body, undecodable bytes shown as escapes."""
-    text = body[:limit * 4].decode("utf-8", errors="backslashreplace")
-    return repr(text[:limit]) + (" ..." if len(text) > limit else "")
 
 
 def _reason(exc: openai.APIConnectionError) -> str:
@@ -570,16 +756,16 @@ def _reason(exc: openai.APIConnectionError) -> str:
 
 
 def _short_message(exc: openai.APIStatusError) -> str:
-    """The error's own message from the body when it has one, else the SDK's text."""
+    """The error's own message from the body when it is text, else the SDK's text; one line."""
     body = exc.body
     if isinstance(body, dict):
         error = body.get("error", body)
         message = error.get("message") if isinstance(error, dict) else error
-        if message:
-            return _one_line(str(message))
-    return _one_line(exc.message)
+        if isinstance(message, str) and message:
+            return _one_line(message)
+    return _one_line(exc.message if isinstance(exc.message, str) else type(exc).__name__)
 
 
 def _one_line(text: str, limit: int = 200) -> str:
-    line = " ".join(text.split())
+    line = " ".join(text[:limit * 8].split())
     return line if len(line) <= limit else line[:limit - 3] + "..."

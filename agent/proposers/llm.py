@@ -24,12 +24,19 @@ from typing import Any
 
 import jinja2
 
+from swizzleperf.agent import untrusted
+from swizzleperf.agent.proposers import wire
 from swizzleperf.agent.proposers.base import Proposal, ProposalContext
 from swizzleperf.agent.proposers.chat import ChatClient, ChatSettings, ContextOverflow, Conversation
 
-# A fenced block: an opening fence with an optional language tag, the body, a closing fence.
-_FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+-]*)[^\n]*\n(.*?)^[ \t]*```[ \t]*$", re.M | re.S)
 _CODE_LANGUAGES = {"", "python", "py", "python3"}
+_LANGUAGE = re.compile(r"[ \t]*([\w+-]*)")
+#: Code fences a usable reply may hold: a few blocks (the function, perhaps a JSON configuration,
+#: an example); hundreds are a hostile or degenerate reply, refused before they are scanned.
+MAX_FENCES = 200
+#: Characters of an unusable reply shown back to the model when asking again (its end): a reply
+#: at the 2048-token budget is about 8 000 characters.
+MAX_REPLY_SHOWN = 8_000
 # Imports the model may add on top of the function; they are dropped, not spliced.
 _TOLERATED_IMPORTS = {"triton", "triton.language", "tl"}
 
@@ -41,6 +48,39 @@ class ReplyParseError(ValueError):
 # --------------------------------------------------------------------------------------------
 # Parsing a reply
 # --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Fence:
+    """A fenced block of a reply: its ``language`` tag (``python``, ``json``, ''), its ``body``,
+    and where it lies in the reply (``start``: the opening fence's line, ``end``: just after the
+    closing fence, its newline excluded)."""
+
+    language: str
+    body: str
+    start: int
+    end: int
+
+
+def code_blocks(text: str) -> list[Fence]:
+    """Every fenced block of ``text``, in order: an opening line of three backticks and an
+    optional language tag, the body, a closing line of three backticks alone. One linear pass
+    over the lines (a reply of unclosed fences costs the same as any other): a fence left open
+    ends the scan, since no closing line follows it.
+    """
+    blocks, opened, offset = [], None, 0
+    for line in text.split("\n"):
+        stripped = line.lstrip(" \t")
+        if opened is None:
+            if stripped.startswith("```") and offset + len(line) < len(text):  # a newline follows
+                language = _LANGUAGE.match(stripped, 3).group(1)
+                opened = (language, offset, offset + len(line) + 1)
+        elif stripped.rstrip(" \t\r") == "```":
+            language, start, body_start = opened
+            blocks.append(Fence(language, text[body_start:offset], start, offset + len(line)))
+            opened = None
+        offset += len(line) + 1
+    return blocks
+
 
 def parse_reply(text: str, target_name: str, arg_names: list[str]) -> tuple[str, str]:
     """Extract ``(source, rationale)`` from a model reply.
@@ -57,24 +97,50 @@ def parse_reply(text: str, target_name: str, arg_names: list[str]) -> tuple[str,
     if not text or not text.strip():
         raise ReplyParseError(f"the reply is empty: expected the function {expected} in one "
                               f"```python code block")
+    check_reply_size(text, f"the function {expected} in one ```python code block")
     block = _pick_block(text, target_name, expected)
-    code = textwrap.dedent(block.group(2))
-    try:
-        tree = ast.parse(code)
-    except SyntaxError as exc:
-        raise ReplyParseError(f"the code block does not parse: {exc.msg} "
-                              f"(line {exc.lineno})") from None
+    code = textwrap.dedent(block.body)
+    tree = parse_code(code)
     function = _the_function(tree, code, target_name, arg_names, expected)
     _check_decorator(function, target_name)
     source = "\n".join(code.splitlines()[function.decorator_list[0].lineno - 1:function.end_lineno])
-    outside = (text[:block.start()].strip(), text[block.end():].strip())
+    outside = (text[:block.start].strip(), text[block.end:].strip())
     rationale = "\n\n".join(part for part in outside if part)
     return source + "\n", rationale
 
 
-def _pick_block(text: str, target_name: str, expected: str) -> re.Match:
+def check_reply_size(text: str, expected: str) -> None:
+    """Refuse a reply over ``wire.MAX_TEXT_CHARS`` characters or ``MAX_FENCES`` fences (both
+    counted in C, before any scan); ``expected``: what the reply should hold, for the message.
+
+    Raises:
+        ReplyParseError: saying which limit, and what was expected.
+    """
+    if len(text) > wire.MAX_TEXT_CHARS:
+        raise ReplyParseError(f"the reply is {len(text)} characters long, more than {wire.MAX_TEXT_CHARS}: "
+                              f"expected {expected}")
+    fences = text.count("```")
+    if fences > MAX_FENCES:
+        raise ReplyParseError(f"the reply holds {fences} code fences, more than {MAX_FENCES}: expected {expected}")
+
+
+def parse_code(code: str) -> ast.Module:
+    """A code block parsed within ``untrusted``'s limits (size, nesting, literals).
+
+    Raises:
+        ReplyParseError: it does not parse (the message and line), or it exceeds a limit.
+    """
+    try:
+        return untrusted.parse_python(code)
+    except SyntaxError as exc:
+        raise ReplyParseError(f"the code block does not parse: {exc.msg} (line {exc.lineno})") from None
+    except untrusted.UntrustedInput as exc:
+        raise ReplyParseError(str(exc)) from None
+
+
+def _pick_block(text: str, target_name: str, expected: str) -> Fence:
     """The last code block defining the target, else the last code block."""
-    blocks = [m for m in _FENCE.finditer(text) if m.group(1).lower() in _CODE_LANGUAGES]
+    blocks = [b for b in code_blocks(text) if b.language.lower() in _CODE_LANGUAGES]
     if not blocks:
         if "```" in text:
             raise ReplyParseError(f"no ```python code block in the reply (a fence is not closed, "
@@ -82,7 +148,7 @@ def _pick_block(text: str, target_name: str, expected: str) -> re.Match:
                                   f"one ```python ... ``` block")
         raise ReplyParseError(f"no ```python code block in the reply: expected the function "
                               f"{expected} in one ```python ... ``` block")
-    defining = [m for m in blocks if re.search(rf"\bdef\s+{re.escape(target_name)}\b", m.group(2))]
+    defining = [b for b in blocks if re.search(rf"\bdef\s+{re.escape(target_name)}\b", b.body)]
     return (defining or blocks)[-1]
 
 
@@ -331,7 +397,7 @@ class LLMProposer:
                               f"complete ({reason}): answer with the code block first and keep the "
                               f"rationale to two sentences")
             else:
-                reason = context.precheck(text) if context.precheck else None
+                reason = _prechecked(context, text)
                 if not reason:  # the cheap checks passed: worth an iteration
                     return Proposal(source=text, rationale=rationale, name=name, **conversation.totals(),
                                     exchanges=conversation.transcript())
@@ -343,7 +409,8 @@ class LLMProposer:
                 continue
             reasks += 1  # costs a re-ask, not an iteration
             if reasks > self.max_parse_retries:
-                raise conversation.error(f"no usable reply after {reasks} attempts: {reason}") from None
+                raise conversation.error(f"no usable reply after {reasks} attempts: {reason}; the last reply "
+                                         f"began: {untrusted.preview(exchange.reply)}") from None
             messages = self._reask(context, detail, exchange, reason, conversation)
 
     def _fitted(self, context: ProposalContext, conversation: Conversation) -> tuple[int, list[dict]]:
@@ -366,7 +433,7 @@ class LLMProposer:
         reply = exchange.reply
         for level in [d for d in DETAIL_LEVELS if d >= detail]:
             base = self.messages(context, level)
-            for limit in (len(reply), 1500, 400):
+            for limit in (min(len(reply), MAX_REPLY_SHOWN), 1500, 400):
                 shown = reply if limit >= len(reply) else "..." + reply[-limit:]
                 messages = base + [{"role": "assistant", "content": shown}, fix]
                 if shown and self.chat.fits(messages):
@@ -393,13 +460,30 @@ class LLMProposer:
         if name != "simulate" or context.simulate is None:
             return json.dumps({"error": f"no tool {name!r}: the tools are simulate and analyze"})
         try:
-            source = json.loads(arguments or "{}")["source"]
+            source = untrusted.loads(arguments or "{}", "the arguments of simulate")["source"]
             if not isinstance(source, str):
                 raise TypeError("source must be text")
         except (ValueError, KeyError, TypeError) as exc:
             return json.dumps({"error": f"simulate takes {{\"source\": \"<the function>\"}}: {exc}"})
-        fence = _FENCE.search(source)
-        return json.dumps(context.simulate(textwrap.dedent(fence.group(2)) if fence else source), default=str)
+        blocks = code_blocks(source[:wire.MAX_TEXT_CHARS])
+        source = textwrap.dedent(blocks[0].body) if blocks else source
+        try:
+            parse_code(source)  # within the limits before any checker sees it
+        except ReplyParseError as exc:
+            return json.dumps({"error": str(exc)})
+        return json.dumps(context.simulate(source), default=str)
+
+
+def _prechecked(context: ProposalContext, text: str) -> str | None:
+    """``context.precheck(text)``: why the candidate is not worth an iteration, or None. A
+    candidate that exhausts the checker's recursion or memory is refused with that reason (parse
+    limits make it rare; a model's text must never end the run)."""
+    if context.precheck is None:
+        return None
+    try:
+        return context.precheck(text)
+    except (RecursionError, MemoryError) as exc:
+        return f"the candidate is too deeply nested or too large to check ({type(exc).__name__})"
 
 
 def _tool_call_as_text(reply: str) -> bool:

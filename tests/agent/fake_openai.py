@@ -11,6 +11,12 @@ events, a few characters a chunk (``chunk_delay_s`` apart), the usage in a last 
 ``stream_options.include_usage`` asks for it; a client that closes the stream early is counted in
 ``server.cancelled``. ``GET /props`` gives ``n_ctx`` when set (llama.cpp), ``POST /tokenize``
 counts a token per 4 characters when ``tokenizer`` is set.
+
+Hostile servers (#21): a queued reply may stream ``events`` as given (raw ``data:`` payloads, any
+text) or in ``chunk_chars``-character pieces; ``raw_routes`` maps a path (``/props``, ``/v1/models``,
+``/tokenize``) to a body sent as it is. Every request's path, query included, is kept in
+``server.paths``; routing ignores the query; an error names the path it was asked (as some servers
+echo it).
 """
 from __future__ import annotations
 
@@ -36,6 +42,8 @@ class CannedReply:
     tool_calls: list | None = None    # [{"name", "arguments"}]
     error_message: str | None = None  # the body's message of an error status
     empty_stream: bool = False        # 200 and an event stream with nothing in it (llama-cpp-python's failures)
+    events: list | None = None        # raw SSE data payloads, sent as they are (hostile streams)
+    chunk_chars: int = 8              # characters of content per streamed chunk
 
 
 class FakeOpenAIServer:
@@ -48,6 +56,8 @@ class FakeOpenAIServer:
         self.n_ctx: int | None = None     # served at GET /props when set
         self.tokenizer = False            # POST /tokenize answers when True
         self.tokenized = 0
+        self.raw_routes: dict[str, bytes] = {}  # path -> body sent as it is (hostile side answers)
+        self.paths: list[str] = []              # every request's path, query included
         self._stop = threading.Event()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
@@ -76,11 +86,11 @@ class FakeOpenAIServer:
         self._httpd.server_close()
         self._thread.join(timeout=5)
 
-    def next_answer(self, body: dict) -> tuple[int, dict, float]:
+    def next_answer(self, body: dict, path: str = "") -> tuple[int, dict, float]:
         """(status, JSON body, delay) for one request; an empty queue answers 500."""
         self.requests.append(body)
         if not self.replies:
-            return 500, {"error": {"message": "fake server: no canned reply queued"}}, 0.0
+            return 500, {"error": {"message": f"fake server: no canned reply queued for {path}"}}, 0.0
         canned = self.replies.popleft()
         if canned.raw is not None:
             return 200, canned, canned.delay_s
@@ -119,7 +129,8 @@ def _chunks(model: str, canned: CannedReply, include_usage: bool) -> list:
                 "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
     text = canned.content or ""
     events = [chunk({"role": "assistant", "content": ""})]
-    events += [chunk({"content": text[i:i + 8]}) for i in range(0, len(text), 8)]
+    size = canned.chunk_chars
+    events += [chunk({"content": text[i:i + size]}) for i in range(0, len(text), size)]
     for i, call in enumerate(canned.tool_calls or []):
         events.append(chunk({"tool_calls": [{"index": i, "id": f"call_{i}", "type": "function",
                                              "function": {"name": call["name"], "arguments": ""}}]}))
@@ -135,6 +146,10 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
         protocol_version = "HTTP/1.1"
 
         def do_GET(self) -> None:  # noqa: N802
+            server.paths.append(self.path)
+            self.path = self.path.split("?")[0]
+            if self.path in server.raw_routes:
+                return self._send(200, CannedReply("application/json", raw=server.raw_routes[self.path]))
             if self.path == "/props" and server.n_ctx:
                 return self._send(200, {"default_generation_settings": {"n_ctx": server.n_ctx}})
             if self.path.rstrip("/") == "/v1/models":
@@ -144,18 +159,24 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
             length = int(self.headers.get("Content-Length", 0))
             body = json.loads(self.rfile.read(length) or b"{}")
+            asked, self.path = self.path, self.path.split("?")[0]
+            server.paths.append(asked)
+            if self.path in server.raw_routes:
+                return self._send(200, CannedReply("application/json", raw=server.raw_routes[self.path]))
             if self.path == "/tokenize" and server.tokenizer:
                 server.tokenized += 1
                 return self._send(200, {"tokens": list(range(len(body.get("content", "")) // 4))})
             if self.path.rstrip("/") != "/v1/chat/completions":
                 return self._send(404, {"error": {"message": f"no route {self.path}"}})
-            status, answer, delay_s = server.next_answer(body)
+            status, answer, delay_s = server.next_answer(body, asked)
             if delay_s and server._stop.wait(delay_s):
                 return
             if isinstance(answer, CannedReply) and answer.raw is None:
                 include = bool((body.get("stream_options") or {}).get("include_usage"))
                 if answer.empty_stream:
                     return self._stream([], 0.0, done=False)
+                if answer.events is not None:
+                    return self._stream(answer.events, answer.chunk_delay_s)
                 return self._stream(_chunks(body.get("model", "fake"), answer, include), answer.chunk_delay_s)
             self._send(status, answer)
 
@@ -167,7 +188,8 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 self.send_header("Connection", "close")
                 self.end_headers()
                 for event in events:
-                    self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+                    data = event if isinstance(event, str) else json.dumps(event)
+                    self.wfile.write(f"data: {data}\n\n".encode())
                     self.wfile.flush()
                     if delay_s and server._stop.wait(delay_s):
                         return

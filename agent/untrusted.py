@@ -1,0 +1,198 @@
+"""Reading what a server or a model sent: bounded in size, depth and type before anything uses it.
+
+A reply or a server's answer is hostile until proven otherwise (a 100 000-deep JSON body, a
+3 600-digit literal, a 2 500-term sum, usage counts of 10^23). Each reader here refuses such input
+with ``UntrustedInput``, one line that says what was wrong and quotes the first 200 characters of
+what was received, instead of letting ``RecursionError``, ``MemoryError`` or Python's int-string
+conversion limit escape from deep inside ``json`` or ``ast``:
+
+- ``loads``: JSON, its nesting depth measured by a linear scan *before* ``json.loads``, integers of
+  at most ``MAX_INT_DIGITS`` digits, finite floats, no NaN/Infinity.
+- ``validated``: a pydantic model (the shape of each answer we read) applied to loaded JSON.
+- ``parse_python``: a model-written function, its size capped before ``ast.parse``, the tree's depth
+  and node count measured without recursion, integer literals within 64 bits.
+
+Nothing here imports the rest of the agent (only the standard library and pydantic).
+"""
+from __future__ import annotations
+
+import ast
+import json
+import re
+from typing import Any, TypeVar
+
+import pydantic
+
+#: Preview length of received text in messages (the issue's "first 200 characters").
+PREVIEW_CHARS = 200
+#: JSON nesting we accept: every shape we read (chat completions, SSE chunks, tool arguments,
+#: /props, /v1/models, /tokenize, a distributed configuration) nests 6 levels at most.
+MAX_JSON_DEPTH = 32
+#: Digits of a JSON integer: 18 keep every value inside a signed 64-bit integer (SQLite's INTEGER),
+#: far below Python's int-string conversion limit (4 300 digits).
+MAX_INT_DIGITS = 18
+#: Characters of a model-written function (a rewrite target is a few hundred; the longest catalog
+#: order, xcd-grouped-m, is under 1 000).
+MAX_SOURCE_CHARS = 20_000
+#: Syntax-tree nesting of a model-written function. ``ast.unparse``, ``compile`` and Triton's code
+#: generator recurse once or more per level; 64 levels stay far inside Python's default recursion
+#: limit of 1 000 (a 1 000-term sum already exceeds it). The catalog orders nest 9 levels at most.
+MAX_AST_DEPTH = 64
+#: Syntax-tree nodes of a model-written function (the catalog orders have at most ~250).
+MAX_AST_NODES = 5_000
+#: Magnitude of an integer literal: 64 bits (what Triton's int64 holds).
+MAX_LITERAL_BITS = 63
+#: Characters of a string literal (a docstring) in a model-written function.
+MAX_STRING_CHARS = 4_000
+
+_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]', re.S)
+Model = TypeVar("Model", bound=pydantic.BaseModel)
+
+
+class UntrustedInput(ValueError):
+    """Input from a server or a model that cannot be used; the message is one line, quoting what
+    was received."""
+
+
+def preview(data: str | bytes, limit: int = PREVIEW_CHARS) -> str:
+    """The first ``limit`` characters of ``data`` as a Python literal (undecodable bytes as
+    escapes), `` ...`` appended when there was more."""
+    if isinstance(data, (bytes, bytearray)):
+        text = bytes(data[:limit * 4]).decode("utf-8", errors="backslashreplace")
+        more = len(data) > limit * 4 or len(text) > limit
+    else:
+        text, more = data[:limit], len(data) > limit
+    return repr(text[:limit]) + (" ..." if more else "")
+
+
+def json_depth(text: str) -> int:
+    """The deepest nesting of ``[`` and ``{`` in JSON text, strings skipped; one linear pass."""
+    depth = deepest = 0
+    for token in _JSON_TOKENS.finditer(text):
+        char = token.group()[0]
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def loads(data: str | bytes, what: str, max_chars: int | None = None) -> Any:
+    """JSON ``data`` (``what`` names it in messages: "the chat completion", "a streamed event").
+
+    Raises:
+        UntrustedInput: not UTF-8, over ``max_chars``, nested deeper than ``MAX_JSON_DEPTH``, an
+            integer of more than ``MAX_INT_DIGITS`` digits, a float that is not finite, NaN or
+            Infinity, or not JSON at all; the message quotes the first 200 characters.
+    """
+    try:
+        text = data.decode("utf-8") if isinstance(data, (bytes, bytearray)) else data
+    except UnicodeDecodeError:
+        raise UntrustedInput(f"{what} is not UTF-8; received: {preview(data)}") from None
+    if max_chars is not None and len(text) > max_chars:
+        raise UntrustedInput(f"{what} is {len(text)} characters, more than the {max_chars} allowed; "
+                             f"received: {preview(text)}")
+    brackets = text.count("[") + text.count("{")  # an upper bound of the depth, counted in C
+    depth = json_depth(text) if brackets > MAX_JSON_DEPTH else brackets
+    if depth > MAX_JSON_DEPTH:
+        raise UntrustedInput(f"{what} nests {depth} levels deep, more than the {MAX_JSON_DEPTH} allowed; "
+                             f"received: {preview(text)}")
+    try:
+        return json.loads(text, parse_int=_bounded_int, parse_float=_finite_float,
+                          parse_constant=_no_constant)
+    except UntrustedInput as exc:
+        raise UntrustedInput(f"{what}: {exc}; received: {preview(text)}") from None
+    except (ValueError, RecursionError, MemoryError) as exc:
+        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
+        where = f" (line {exc.lineno}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
+        raise UntrustedInput(f"{what} is not JSON: {reason}{where}; received: {preview(text)}") from None
+
+
+def _bounded_int(digits: str) -> int:
+    if len(digits.lstrip("-")) > MAX_INT_DIGITS:
+        raise UntrustedInput(f"an integer of {len(digits.lstrip('-'))} digits (at most {MAX_INT_DIGITS})")
+    return int(digits)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text) if len(text) <= 64 else float("inf")
+    if value in (float("inf"), float("-inf")):
+        raise UntrustedInput(f"a number out of range ({text[:40]}{'...' if len(text) > 40 else ''})")
+    return value
+
+
+def _no_constant(name: str) -> float:
+    raise UntrustedInput(f"{name} is not a JSON number")
+
+
+def validated(model: type[Model], data: Any, what: str, received: str | bytes) -> Model:
+    """``data`` (loaded JSON) checked against the pydantic ``model``.
+
+    Raises:
+        UntrustedInput: the first field that does not fit, by its path, what it must be and the
+            value found (cut), and the first 200 characters of ``received``.
+    """
+    try:
+        return model.model_validate(data)
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        path = ".".join(str(p) for p in first["loc"]) or "the body"
+        found = preview(json.dumps(first.get("input"), default=str)[:400], 60) if "input" in first else ""
+        raise UntrustedInput(f"{what}: {path}: {first['msg']}" + (f", found {found}" if found else "")
+                             + f"; received: {preview(received)}") from None
+
+
+def parse_python(code: str, what: str = "the code block") -> ast.Module:
+    """``ast.parse`` of model-written ``code`` within the limits above.
+
+    Raises:
+        SyntaxError: the code does not parse (the caller says where).
+        UntrustedInput: over ``MAX_SOURCE_CHARS``, nested deeper than ``MAX_AST_DEPTH`` (``ast.parse``
+            itself giving up included), over ``MAX_AST_NODES``, an integer literal beyond 64 bits
+            or a string literal over ``MAX_STRING_CHARS``.
+    """
+    if len(code) > MAX_SOURCE_CHARS:
+        raise UntrustedInput(f"{what} is {len(code)} characters, more than the {MAX_SOURCE_CHARS} a "
+                             f"rewrite target may have")
+    try:
+        tree = ast.parse(code)
+    except (RecursionError, MemoryError):
+        raise UntrustedInput(f"{what} nests too deeply for Python's parser (at most {MAX_AST_DEPTH} "
+                             f"levels of expressions and statements)") from None
+    except ValueError as exc:  # a null byte, among others
+        raise UntrustedInput(f"{what} cannot be parsed: {exc}") from None
+    check_tree(tree, what)
+    return tree
+
+
+def check_tree(tree: ast.AST, what: str = "the code block") -> None:
+    """Depth, node count and literals of a syntax tree, walked with an explicit stack.
+
+    Raises:
+        UntrustedInput: see ``parse_python``.
+    """
+    stack, nodes = [(tree, 1)], 0
+    while stack:
+        node, depth = stack.pop()
+        nodes += 1
+        if depth > MAX_AST_DEPTH:
+            line = getattr(node, "lineno", None)
+            raise UntrustedInput(f"{what} nests expressions more than {MAX_AST_DEPTH} levels deep"
+                                 + (f" (line {line})" if line else "") + ": write the order in steps")
+        if nodes > MAX_AST_NODES:
+            raise UntrustedInput(f"{what} has more than {MAX_AST_NODES} syntax nodes: a rewrite target is "
+                                 f"a few arithmetic statements")
+        if isinstance(node, ast.Constant):
+            _check_literal(node, what)
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+
+
+def _check_literal(node: ast.Constant, what: str) -> None:
+    value = node.value
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > MAX_LITERAL_BITS:
+        raise UntrustedInput(f"{what} has an integer literal of {value.bit_length()} bits (line {node.lineno}): "
+                             f"literals must fit in 64 bits")
+    if isinstance(value, (str, bytes)) and len(value) > MAX_STRING_CHARS:
+        raise UntrustedInput(f"{what} has a string of {len(value)} characters (line {node.lineno}), more than "
+                             f"the {MAX_STRING_CHARS} allowed")
