@@ -69,7 +69,8 @@ def _attempt_line(a: dict) -> str:
 
 
 def _fail(message: str) -> None:
-    errors.print(f"[red]error:[/red] {message}", soft_wrap=True)
+    from swizzleperf.agent.redact import redact
+    errors.print(f"[red]error:[/red] {escape(redact(message))}", soft_wrap=True)
     raise typer.Exit(code=2)
 
 
@@ -82,7 +83,7 @@ def optimize(
     target_speedup: Optional[float] = typer.Option(None, help="Stop once the best is this much faster than the baseline."),
     target_l2: Optional[float] = typer.Option(None, help="Stop once the best L2 hit rate (0..1) reaches this."),
     model: Optional[str] = typer.Option(None, help="LLM model name; without it the built-in search policy proposes."),
-    base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp...); key from OPENAI_API_KEY."),
+    base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp...); key from OPENAI_API_KEY. Credentials in it (user:password@, ?key=) are never shown or stored: give it again with --resume."),
     llm_timeout: float = typer.Option(300.0, help="Seconds one proposal may take: every request, retry and re-ask (streamed, cancelled at the deadline)."),
     temperature: float = typer.Option(0.2, min=0.0, max=2.0, help="The LLM's sampling temperature."),
     context_tokens: Optional[int] = typer.Option(None, min=512, help="The LLM's context window in tokens (default: what the server says)."),
@@ -93,7 +94,7 @@ def optimize(
     dtype: Optional[str] = typer.Option(None, help="Input dtype (the kernel's first by default)."),
     timeout: float = typer.Option(300.0, help="Seconds allowed to each verification worker."),
     no_ncu: bool = typer.Option(False, "--no-ncu", metavar="", help="Do not profile with ncu."),
-    in_place: bool = typer.Option(False, "--in-place", metavar="", help="Write the best kernel back into KERNEL."),
+    in_place: bool = typer.Option(False, "--in-place", metavar="", help="Write the best kernel back into KERNEL, unless you edited it during the run (then best.diff is left in the run folder)."),
     resume: Optional[str] = typer.Option(None, "--resume", help="Continue the run RUN_ID."),
     workdir: str = typer.Option(".swizzleperf", help="Where runs are recorded."),
     world_size: Optional[int] = typer.Option(None, "--world-size", min=2, help="Ranks of a distributed kernel; default: the visible GPUs, else 4 (simulated)."),
@@ -106,7 +107,7 @@ def optimize(
     configuration), or of your own kernel with --app CMD --kernel NAME, or continue a run with
     --resume RUN_ID."""
     from swizzleperf.agent import run
-    from swizzleperf.agent.record import UnknownRunError
+    from swizzleperf.agent.record import RecordError, UnknownRunError
     from swizzleperf.agent.spec import KernelLoadError
     from swizzleperf.hwspecs import UnknownHardwareError
     if kernel is None and resume is None and app is None:
@@ -124,7 +125,7 @@ def optimize(
     try:
         with progress:
             if resume:
-                outcome = run.resume(resume, workdir=workdir, on_event=progress)
+                outcome = run.resume(resume, workdir=workdir, on_event=progress, base_url=base_url)
             else:
                 options = run.RunOptions(kernel=kernel, hw=hw, iterations=iterations, plateau=plateau,
                                          target_speedup=target_speedup, target_l2=target_l2, model=model,
@@ -136,7 +137,7 @@ def optimize(
                                          in_place=in_place and not prepared, workdir=workdir, world_size=world_size,
                                          problem=problem)
                 outcome = run.start(options, on_event=progress)
-    except (KernelLoadError, UnknownHardwareError, UnknownRunError, run.RunError) as exc:
+    except (KernelLoadError, UnknownHardwareError, UnknownRunError, run.RunError, RecordError) as exc:
         _fail(str(exc))
     except sqlite3.DatabaseError as exc:
         _fail(f"{Path(workdir) / 'swizzleperf.db'} is not a usable run record ({exc}): move it "
@@ -147,6 +148,8 @@ def optimize(
                      + (f" --workdir {workdir}" if workdir != ".swizzleperf" else ""))
         raise typer.Exit(code=130)
     _print_summary(outcome)
+    if outcome.report.get("in_place"):
+        console.print(f"--in-place: {outcome.report['in_place']}", markup=False)
     baseline = outcome.report.get("baseline") or {}
     if baseline.get("verdict") not in (None, "PASS"):
         _fail(outcome.report["stop_reason"])

@@ -21,15 +21,20 @@ from swizzleperf.agent.graph import Budget, Loop
 from swizzleperf.agent.measure import Measurer
 from swizzleperf.agent.proposers.overlap_policy import OverlapPolicy
 from swizzleperf.agent.proposers.policy import SearchPolicy
-from swizzleperf.agent.record import RunRecord
+from swizzleperf.agent.record import RunRecord, storage_fault
+from swizzleperf.agent.redact import MASK, redact
 from swizzleperf.agent.report import build_report, write_outputs
 from swizzleperf.agent.spec import load_spec
 from swizzleperf.agent.verify import VerifyConfig
+from swizzleperf.agent.write_back import digest, write_back
 from swizzleperf.kernels.distributed.spec import DistKernelSpec
 
 
 class RunError(Exception):
-    """A run could not start or resume; the message is one line for the user."""
+    """A run could not start, resume or go on; the message is one line for the user. ``storage``:
+    stopped by the record or the disk (locked, full), the run resumable."""
+
+    storage = False
 
 
 @dataclass
@@ -58,6 +63,7 @@ class RunOptions:
     workdir: str = ".swizzleperf"
     world_size: int | None = None
     problem: str | None = None
+    kernel_sha256: str | None = None   # of the kernel file's text when the run read it (--in-place)
 
 
 @dataclass
@@ -73,41 +79,54 @@ def new_run_id() -> str:
 
 
 def start(options: RunOptions, on_event: Callable = lambda k, d: None, proposer=None) -> RunOutcome:
-    """A new run of ``options.kernel``; ``proposer`` overrides the one the options select."""
+    """A new run of ``options.kernel``; ``proposer`` overrides the one the options select.
+
+    Raises:
+        RunError: a full disk or a record locked too long while starting (one line); also
+            KernelLoadError, UnknownHardwareError from loading the kernel and its target.
+    """
     run_id = new_run_id()
     kernel_path = Path(options.kernel).resolve()
-    options = dataclasses.replace(options, kernel=str(kernel_path))  # resumable from anywhere
     spec = load_spec(kernel_path)
+    source = kernel_path.read_bytes()  # before the builder reads the text it splices into
+    options = dataclasses.replace(options, kernel=str(kernel_path), kernel_sha256=digest(source))
     target = _resolve_target(options, spec)
     on_event("target", {"name": target.message})
     record = RunRecord(Path(options.workdir))
     run_dir = Path(options.workdir) / "runs" / run_id
-    run_dir.mkdir(parents=True, exist_ok=True)
     try:
-        shutil.copyfile(kernel_path, run_dir / f"original_{kernel_path.name}")
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / f"original_{kernel_path.name}").write_bytes(source)
         loop = _builder(spec)(options, spec, target, record, run_id, run_dir, on_event, proposer)
-    except BaseException:  # a start that fails leaves no run folder behind
+        record.create_run(run_id, {"kernel": spec.name, "kernel_path": str(kernel_path),
+                                   "hardware": target.spec.name, "mode": target.mode,
+                                   "proposer": loop.proposer.describe(),
+                                   "run_dir": str(run_dir.relative_to(options.workdir))},
+                          dataclasses.asdict(options))
+    except BaseException as exc:  # a start that fails leaves no run folder behind
         shutil.rmtree(run_dir, ignore_errors=True)
+        fault = storage_fault(exc, record.db_path) if isinstance(exc, Exception) else None
+        if fault is not None:
+            raise RunError(f"{fault}; nothing was started") from None
         raise
-    record.create_run(run_id, {"kernel": spec.name, "kernel_path": str(kernel_path),
-                               "hardware": target.spec.name, "mode": target.mode,
-                               "proposer": loop.proposer.describe(),
-                               "run_dir": str(run_dir.relative_to(options.workdir))},
-                      dataclasses.asdict(options))
     on_event("run", {"name": run_id})
     return _drive(loop, record, run_id, run_dir, target, {}, options, kernel_path)
 
 
 def resume(run_id: str, workdir: str = ".swizzleperf", on_event: Callable = lambda k, d: None,
-           proposer=None) -> RunOutcome:
+           proposer=None, base_url: str | None = None) -> RunOutcome:
     """Continue a killed run from its last checkpoint, with the configuration it started with.
+    The record keeps the LLM endpoint without its credentials (``redact``): a run that reached it
+    with some needs ``base_url`` again, the same URL once redacted.
 
     Raises:
         UnknownRunError: no such run in ``workdir``.
+        RunError: credentials needed and not given, or another endpoint given (one line).
     """
     record = RunRecord(Path(workdir))
     row = record.run(run_id)
     options = RunOptions(**{**row["config"], "workdir": workdir})
+    options = dataclasses.replace(options, base_url=_endpoint_again(run_id, options.base_url, base_url))
     run_dir = run_dir_of(Path(workdir), row["run_dir"])
     original = run_dir / f"original_{Path(options.kernel).name}"
     spec = load_spec(original)
@@ -119,6 +138,19 @@ def resume(run_id: str, workdir: str = ".swizzleperf", on_event: Callable = lamb
                           kernel_path=original)
     return _drive(loop, record, run_id, run_dir, target, None, options, Path(options.kernel),
                   reopen=row["status"] in (STALLED, NO_CANDIDATE))
+
+
+def _endpoint_again(run_id: str, stored: str | None, given: str | None) -> str | None:
+    """The base URL a resumed run uses: ``given`` (which must be the stored one once redacted),
+    else the stored one, unless credentials were taken out of it."""
+    if given is not None:
+        if redact(given) != stored:
+            raise RunError(f"--base-url {redact(given)} is not the endpoint run {run_id} used ({stored})")
+        return given
+    if stored and MASK in stored:
+        raise RunError(f"run {run_id} used the LLM endpoint {stored}, whose credentials are not kept in the "
+                       f"record: give the same --base-url again with --resume")
+    return stored
 
 
 def run_dir_of(workdir: Path, stored: str) -> Path:
@@ -274,36 +306,86 @@ def _write_transcript(record: RunRecord, run_id: str, run_dir: Path) -> None:
 def _drive(loop: Loop, record: RunRecord, run_id: str, run_dir: Path, target, initial,
            options: RunOptions, user_file: Path, reopen: bool = False) -> RunOutcome:
     """Run the graph to its end (or to an interruption); the report is written in every case.
-    ``reopen``: a stalled run, whose graph ended for want of candidates, proposes again."""
-    connection = sqlite3.connect(record.db_path, check_same_thread=False, timeout=30)
+    ``reopen``: a stalled run, whose graph ended for want of candidates, proposes again.
+
+    Raises:
+        RunError: a defect of ours (``internal error``, the traceback in error.log), or the record
+            locked too long or the disk full (the run saved up to its last finished step); one line.
+    """
     config = {"configurable": {"thread_id": run_id}, "recursion_limit": 10_000}
-    status = "interrupted"
-    graph = loop.build(SqliteSaver(connection))
+    status, failure, graph = "interrupted", None, None
+    connection = sqlite3.connect(record.db_path, check_same_thread=False, timeout=record.wait_s)
     try:
+        graph = loop.build(SqliteSaver(connection))
         if reopen:
             graph.update_state(config, {"stop_reason": "", "proposer_failures": 0}, as_node="reflect")
         graph.invoke(initial, config)
         status = "finished"
-    except Exception as exc:  # a defect of ours: keep the run, log the traceback, say it in one line
-        status = "failed"
-        (run_dir / "error.log").write_text(traceback.format_exc())
-        raise RunError(f"internal error: {type(exc).__name__}: {exc} (traceback in {run_dir / 'error.log'}; "
-                       f"the run is saved: --resume {run_id})") from None
+    except Exception as exc:
+        failure = _failure(exc, record, run_id, run_dir)
+        status = "interrupted" if failure.storage else "failed"
     finally:
-        state = graph.get_state(config).values
-        if status == "finished" and state.get("proposer_failures", 0) >= loop.budget.max_proposer_failures:
-            status = STALLED
-        elif status == "finished" and _no_candidate_at_all(state):
-            status = NO_CANDIDATE
-        row = record.run(run_id)
-        report = build_report(state, row, target.message, loop.evaluator.report_extra())
-        report.update(status=status, run_dir=str(run_dir))
-        write_outputs(run_dir, report, state.get("best"), Path(options.kernel).name)
-        _write_transcript(record, run_id, run_dir)
-        record.finish_run(run_id, status, state.get("stop_reason", "interrupted"))
-        connection.close()
-    best_kind = (report.get("best") or {}).get("kind")
-    if options.in_place and status == "finished" and best_kind == "candidate":
-        shutil.copyfile(report["best_kernel_file"], user_file)
-        report["in_place"] = str(user_file)
-    return RunOutcome(run_id, run_dir, report, status)
+        try:
+            report = _finish(loop, graph, config, record, run_id, run_dir, target, options, user_file, status)
+        except Exception as exc:  # only a storage fault is kept; anything else is re-raised
+            if storage_fault(exc, record.db_path) is None:
+                raise
+            failure = failure or _failure(exc, record, run_id, run_dir)
+        finally:
+            connection.close()
+    if failure is not None:
+        raise failure
+    return RunOutcome(run_id, run_dir, report, report["status"])
+
+
+def _failure(exc: Exception, record: RunRecord, run_id: str, run_dir: Path) -> RunError:
+    """The one line for what stopped a run: a storage fault (the run resumable), else a defect."""
+    fault = storage_fault(exc, record.db_path)
+    if fault is not None:
+        error = RunError(redact(f"{fault}; the run is saved up to its last finished step: continue it with "
+                                f"--resume {run_id}"))
+        error.storage = True
+        return error
+    log = run_dir / "error.log"
+    try:
+        log.write_text(redact(traceback.format_exc()))
+    except OSError:
+        log = "the traceback could not be written"
+    error = RunError(redact(f"internal error: {type(exc).__name__}: {exc} (traceback in {log}; the run is saved: "
+                            f"--resume {run_id})"))
+    error.storage = False
+    return error
+
+
+def _finish(loop: Loop, graph, config: dict, record: RunRecord, run_id: str, run_dir: Path, target,
+            options: RunOptions, user_file: Path, status: str) -> dict:
+    """The report (report.json, report.md, best kernel, transcript), ``--in-place`` where asked,
+    the run's row closed; returns the report."""
+    state = graph.get_state(config).values if graph is not None else {}
+    if status == "finished" and state.get("proposer_failures", 0) >= loop.budget.max_proposer_failures:
+        status = STALLED
+    elif status == "finished" and _no_candidate_at_all(state):
+        status = NO_CANDIDATE
+    row = record.run(run_id)
+    report = build_report(state, row, target.message, loop.evaluator.report_extra())
+    report.update(status=status, run_dir=str(run_dir))
+    best = state.get("best") or {}
+    if options.in_place and status == "finished" and best.get("kind") == "candidate":
+        report["in_place"] = _write_back(user_file, best, options, run_dir)
+    write_outputs(run_dir, report, state.get("best"), Path(options.kernel).name)
+    _write_transcript(record, run_id, run_dir)
+    record.finish_run(run_id, status, state.get("stop_reason", "interrupted"))
+    return report
+
+
+def _write_back(user_file: Path, best: dict, options: RunOptions, run_dir: Path) -> str:
+    """``--in-place``: the best kernel into the user's file, only if unchanged since the run read
+    it (the digest in the record; a run recorded before digests: its original copy). One line."""
+    expected = options.kernel_sha256
+    if expected is None:
+        expected = digest((run_dir / f"original_{user_file.name}").read_bytes())
+    written, why = write_back(user_file, expected, Path(best["kernel_file"]).read_text())
+    if written:
+        return f"wrote the best kernel ({best.get('name')}) into {user_file}"
+    return (f"not written: {why}; the best kernel is {run_dir / user_file.name} and its patch "
+            f"{run_dir / 'best.diff'}")

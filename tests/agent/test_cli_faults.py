@@ -110,3 +110,53 @@ def test_a_model_that_never_gives_a_candidate_exits_non_zero_saying_why(tmp_path
 def test_bad_llm_options_are_refused(tmp_path, gemm_path, args, expected):
     proc = swizzleperf("optimize", str(gemm_path), "--model", "m", *args, cwd=tmp_path)
     assert proc.returncode != 0 and expected in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_url_secrets_reach_no_output_and_hostile_replies_end_as_records(tmp_path, gemm_path):
+    """#21: ``--base-url http://user:password@host/v1?api_key=...``: the password and the key appear in
+    no file the run writes (report.md, report.json, the record, the transcript, error.log) nor in
+    what it prints, though the server echoes the key and every proposal fails; hostile replies
+    (an echo in an HTTP 400, an event nested 100 000 deep, a 2 500-term sum) are each a recorded
+    NO_CANDIDATE quoting what was received, never `internal error`; the query reaches the server."""
+    from fake_openai import FakeOpenAIServer
+    password, key = "pw-Zx81kq", "sk-test-7f3a9c2e"
+    sum_reply = ("```python\n@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n):\n    return "
+                 + " + ".join(["pid"] * 2500) + ", 0\n```\n")
+    kernel = _write(tmp_path / "gemm.py", gemm_path.read_text())
+    with FakeOpenAIServer() as server:
+        url = server.base_url.replace("http://", f"http://agent:{password}@") + f"?api_key={key}"
+        server.reply(None, status=400, error_message=f"no such key {key} for agent:{password} at {url}")
+        server.reply("", events=["[" * 100_000 + "]" * 100_000])
+        for _ in range(3):
+            server.reply(sum_reply, prompt_tokens=10, completion_tokens=10)
+        proc = swizzleperf("optimize", str(kernel), "--model", "m", "--base-url", url, "--iterations", "3",
+                           "--llm-retries", "0", cwd=tmp_path)
+        paths = list(server.paths)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 2 and "Traceback" not in output and "internal error" not in output, output
+    assert "the proposer produced no candidate 3 times in a row" in proc.stderr
+    assert password not in output and key not in output and "http://***@127.0.0.1" in output
+    leaks = [str(p) for p in tmp_path.rglob("*") if p.is_file()
+             and (password.encode() in p.read_bytes() or key.encode() in p.read_bytes())]
+    assert leaks == [], f"secrets written into {leaks}"
+    assert any(f"api_key={key}" in p for p in paths if p.startswith("/v1/chat/completions"))
+
+    workdir = tmp_path / ".swizzleperf"
+    with sqlite3.connect(workdir / "swizzleperf.db") as db:
+        run_id, config = db.execute("SELECT run_id, config_json FROM runs").fetchone()
+        reasons = [r for (r,) in db.execute("SELECT reason FROM iterations WHERE kind = 'candidate' ORDER BY iteration")]
+        replies = [r for (r,) in db.execute("SELECT reply FROM requests ORDER BY started_at")]
+    assert json.loads(config)["base_url"].startswith("http://***@127.0.0.1") and "api_key=***" in config
+    assert "HTTP 400: no such key *** for agent:***" in reasons[0]
+    assert "nests 100000 levels deep" in reasons[1] and "received: '[[[[" in reasons[1]
+    assert "more than 64 levels deep" in reasons[2] and "the last reply began: '```python" in reasons[2]
+    assert replies[1].startswith("[[[[") and replies[2] == sum_reply  # what was received is kept
+    report = json.loads((workdir / "runs" / run_id / "report.json").read_text())
+    assert [a["verdict"] for a in report["attempts"]] == ["NO_CANDIDATE"] * 3
+
+    # the record keeps no credentials: --resume asks for the URL again, and only the same one
+    _assert_one_line_error(swizzleperf("optimize", "--resume", run_id, cwd=tmp_path),
+                           "credentials are not kept in the record: give the same --base-url again")
+    other = url.replace(password, "other-password").replace("127.0.0.1", "localhost")
+    _assert_one_line_error(swizzleperf("optimize", "--resume", run_id, "--base-url", other, cwd=tmp_path),
+                           "is not the endpoint run")
