@@ -40,6 +40,7 @@ class MeasuredRanks:
         folder: the pool's files (in the run folder).
         device: ``"cuda"``, or ``"cpu"`` for the tests (the interpreter).
         max_spins: the spin-wait bound (None: the heap's default).
+        timeout_s: one request's deadline; rounds, sample_ms, warmup: its timing (rank_worker).
     """
 
     kernel_path: Path
@@ -52,6 +53,9 @@ class MeasuredRanks:
     device: str = "cuda"
     max_spins: int | None = None
     timeout_s: float = REQUEST_TIMEOUT_S
+    rounds: int = ROUNDS
+    sample_ms: float = SAMPLE_MS
+    warmup: int = 3
     _pool: RankPool | None = field(default=None, repr=False)
     _references: dict | None = field(default=None, repr=False)
     restarts: list = field(default_factory=list)
@@ -68,7 +72,8 @@ class MeasuredRanks:
         try:
             answer = self.pool.request({**body, "problems": {self.problem_name: self.sizes, **body.get("problems", {})},
                                         "bench": self.problem_name, "dtype": self.dtype,
-                                        "rounds": ROUNDS, "sample_ms": SAMPLE_MS}, self.timeout_s)
+                                        "rounds": self.rounds, "sample_ms": self.sample_ms,
+                                        "warmup": self.warmup}, self.timeout_s)
         except PoolError as exc:
             return {"verdict": "RUNTIME_ERROR", "reason": str(exc), "broken": True}
         if answer.get("broken"):

@@ -407,13 +407,18 @@ class DistEvaluator:
         if self.mode != "measured":
             out["details"]["verified_at"] = self._verified_text(candidate, check, note, None)
             return out
-        answer = self.ranks.evaluate(kernel_file, candidate.pattern, meta, check, time_it)
+        answer = self.ranks.evaluate(kernel_file, candidate.pattern, self._rank_meta(meta), check, time_it)
         if answer.get("verdict") != Verdict.PASS.value:
             return {**out, "verdict": answer.get("verdict", Verdict.RUNTIME_ERROR.value),
                     "reason": answer.get("reason", "") + (" (the ranks were replaced)" if answer.get("broken") else "")}
         out["details"]["ranks"] = answer
         out["details"]["verified_at"] = self._verified_text(candidate, check, note, self.ranks.pool.device_name)
         return out
+
+    def _rank_meta(self, meta: dict) -> dict:
+        """The launch meta the ranks get: on GPUs the device's own SM count decides; the CPU
+        ranks of the tests run the target GPU's (the interpreter has no SMs)."""
+        return meta if self.pool_device == "cuda" else {**meta, "NUM_SMS": self.target.spec.compute_units}
 
     @property
     def ranks(self):
@@ -506,7 +511,8 @@ class DistEvaluator:
         items = []
         for path in kernel_files:
             candidate = self._candidate_of(path)
-            items.append({"kernel_path": str(path), "pattern": candidate.pattern, "meta": self.meta(candidate)})
+            items.append({"kernel_path": str(path), "pattern": candidate.pattern,
+                          "meta": self._rank_meta(self.meta(candidate))})
         answer = self.ranks.compare(items)
         if answer.get("verdict") != Verdict.PASS.value:
             return {"verdict": answer.get("verdict", Verdict.RUNTIME_ERROR.value), "reason": answer.get("reason", "")}

@@ -273,7 +273,7 @@ def evaluate(ctx: RankContext, request: dict) -> dict:
             torch_nccl = spec.baseline(inputs, problem, ctx.group)
             fns = {"candidate": ctx.launcher(spec, state, pattern, meta), "torch_nccl": torch_nccl.run}
             out["timing"] = time_interleaved(ctx, fns, request.get("rounds", 15),
-                                             request.get("sample_ms", 20.0))
+                                             request.get("sample_ms", 20.0), request.get("warmup", WARMUP_LAUNCHES))
     return out
 
 
@@ -356,7 +356,8 @@ def references(ctx: RankContext, request: dict) -> dict:
         if key in checks and not all(a.get(key, False) for a in agreed):
             notes[key] = f"{key} differs from the reference on some rank: not timed"
             del fns[key]
-    timing = time_interleaved(ctx, fns, request.get("rounds", 15), request.get("sample_ms", 20.0))
+    timing = time_interleaved(ctx, fns, request.get("rounds", 15), request.get("sample_ms", 20.0),
+                              request.get("warmup", WARMUP_LAUNCHES))
     return {"timing": timing, "checks": checks, "notes": notes}
 
 
@@ -376,7 +377,8 @@ def compare(ctx: RankContext, request: dict) -> dict:
             fns[f"c{i}"] = ctx.launcher(spec, state, item["pattern"], item["meta"])
             if i == 0:
                 fns["torch_nccl"] = spec.baseline(inputs, problem, ctx.group).run
-        timing = time_interleaved(ctx, fns, request.get("rounds", 15), request.get("sample_ms", 20.0))
+        timing = time_interleaved(ctx, fns, request.get("rounds", 15), request.get("sample_ms", 20.0),
+                                  request.get("warmup", WARMUP_LAUNCHES))
     return {"timing": timing}
 
 
@@ -405,7 +407,8 @@ def fused_op(kernel: str, inputs: dict, ctx: RankContext) -> tuple:
 
 
 # --------------------------------------------------------------------------- timing
-def time_interleaved(ctx: RankContext, fns: dict, rounds: int, sample_ms: float) -> dict:
+def time_interleaved(ctx: RankContext, fns: dict, rounds: int, sample_ms: float,
+                     warmup: int = WARMUP_LAUNCHES) -> dict:
     """Interleaved timing of ``fns`` (name -> one launch): ``rounds`` rounds, each starting from a
     barrier of the ranks, each timing every contender for the same number of launches back to back
     (CUDA events; on the CPU the wall clock), in an order rotated by one each round. A sample's
@@ -416,7 +419,7 @@ def time_interleaved(ctx: RankContext, fns: dict, rounds: int, sample_ms: float)
     """
     names = list(fns)
     for fn in fns.values():
-        for _ in range(WARMUP_LAUNCHES):
+        for _ in range(warmup):
             fn()
     ctx.sync()
     ctx.heap.barrier()

@@ -39,7 +39,7 @@ _DISTRIBUTED_FIGURES = ("predicted_time_ms", "predicted_compute_ms", "predicted_
                         "predicted_extrapolated_why", "calibrated_predicted_ms", "torch_nccl_predicted_ms",
                         "torch_nccl_ms", "torch_nccl_spread_ms", "paired_gain_ms", "paired_spread_ms",
                         "model_error_raw", "model_error_calibrated_before", "committed_ms",
-                        "committed_spread_ms", "committed_source", "verified_at", "config")
+                        "committed_spread_ms", "committed_source", "verified_at", "config", "rounds_ms")
 
 
 def build_report(state: dict, run: dict, target_message: str, extra: dict | None = None) -> dict:
@@ -65,6 +65,7 @@ def build_report(state: dict, run: dict, target_message: str, extra: dict | None
                               swizzle_source=best.get("source", ""), kind=best.get("kind"))
         report["best"].update(_comparisons(best, baseline, expert, run["mode"]))
     if report.get("distributed"):
+        _with_confirmed_torch(report)
         report["distributed"].update(_distributed_outcome(report, history))
     return report
 
@@ -84,9 +85,29 @@ def _distributed_outcome(report: dict, history: list) -> dict:
                             d.get("references"))}
     refs = d.get("references") or {}
     torch_ms, bound = refs.get("torch_nccl_ms"), refs.get("overlap_bound_ms")
-    if best.get("time_ms") and torch_ms and bound and torch_ms > bound:
+    if best.get("time_ms") and torch_ms and bound and bound < best["time_ms"] < torch_ms:
         out["way_to_bound"] = (torch_ms - best["time_ms"]) / (torch_ms - bound)
     return out
+
+
+def _with_confirmed_torch(report: dict) -> None:
+    """After the head-to-head at the end of a measured run, the configurations' comparisons with
+    torch + NCCL come from its rounds too (torch + NCCL was timed in them): the paired gain is
+    recomputed round by round for every figure that carries the head-to-head's ``rounds_ms``."""
+    import statistics
+    confirmed = report["distributed"].get("confirmed_torch_nccl") or {}
+    torch_rounds = confirmed.get("rounds_ms")
+    if not torch_rounds:
+        return
+    for label in ("best", "baseline", "expert"):
+        f = report.get(label)
+        rounds = (f or {}).get("rounds_ms")
+        if not rounds or len(rounds) != len(torch_rounds):
+            continue
+        gains = [t - c for c, t in zip(rounds, torch_rounds)]
+        q = statistics.quantiles(gains, n=4) if len(gains) > 1 else [gains[0]] * 3
+        f.update(torch_nccl_ms=confirmed["torch_nccl_ms"], torch_nccl_spread_ms=confirmed["torch_nccl_spread_ms"],
+                 paired_gain_ms=statistics.median(gains), paired_spread_ms=q[2] - q[0])
 
 
 def _comparisons(best: dict, baseline: dict | None, expert: dict | None, mode: str) -> dict:
@@ -321,7 +342,8 @@ def distributed_table(report: dict) -> list:
         if not f or f.get("verdict") != Verdict.PASS.value or (label != "best" and f.get("name") in shown):
             continue
         shown.add(f.get("name"))
-        lines.append(_config_row(f"{label}: {f['name']}", f, refs, torch_pred))
+        name = f["name"] if f["name"] != "default" else (f.get("config") or {}).get("pattern", "default")
+        lines.append(_config_row(f"{label}: {name}", f, refs, torch_pred))
     lines += _reference_rows(refs, torch_pred, report["mode"])
     lines += _distributed_notes(report, refs)
     return lines
@@ -372,7 +394,7 @@ def _reference_rows(refs: dict, torch_pred: dict, mode: str) -> list:
         rows.append(f"| torch + NCCL (what the user would run) | not measured | n/a | 1.00x | "
                     f"{_num(torch_pred['time_ms'])}{_interval_text(torch_pred.get('interval_ms'))} "
                     f"({torch_pred['source']}) | | {_num(torch_pred['compute_ms'])} | {_num(torch_pred['comm_ms'])} | | GPU |")
-    if mode != "measured":
+    if mode != "measured" or refs.get("torch_nccl_ms") is None:
         return rows
     fused = refs.get("torch_fused_ms")
     rows.append(f"| torch fused ({notes.get('torch_fused', 'none')}) | "

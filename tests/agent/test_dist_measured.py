@@ -1,0 +1,172 @@
+"""The distributed optimize's measured mode and its answer (#22), on the CPU: the loop drives the
+rank pool through the interpreter (two CPU rank processes, gloo) as it drives two GPUs, so the
+whole path runs here: every candidate verified on both ranks with its own knobs at its check
+problem and the benchmark problem, timed interleaved with torch + the process group's collective,
+the model recalibrated on each measurement, and the answer decided by the paired measurements
+(interpreted Triton against torch: "use torch + NCCL"). Also the answer's rule, the recalibration,
+the user's own shape and its errors, and the world-size caveats, without ranks."""
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from swizzleperf.agent import dist_measured, dist_problems, distributed, run
+from swizzleperf.agent.record import RunRecord
+from swizzleperf.agent.spec import load_spec
+from swizzleperf.profiling.overlap_calibration import Calibration, interval
+
+ROOT = Path(__file__).resolve().parents[2]
+AGG = ROOT / "kernels" / "distributed" / "all_gather_gemm.py"
+
+
+def _measured_cpu_target(world_size: int = 2):
+    from swizzleperf import hwspecs
+    return distributed.DistTarget(hwspecs.load_spec("h100"), world_size, "measured",
+                                  f"measured: {world_size} CPU rank processes (the interpreter)")
+
+
+def test_a_measured_run_on_cpu_ranks_answers_use_torch_nccl(tmp_path):
+    """Two CPU ranks, the all-gather + GEMM at a tiny shape of the user's: verified on the ranks,
+    timed against torch, recalibrated, answered by the measurements."""
+    options = run.RunOptions(kernel=str(AGG), workdir=str(tmp_path / ".sp"), iterations=1, plateau=10,
+                             world_size=2, problem="M=48,N=48,K=40")
+    spec, target = load_spec(AGG), _measured_cpu_target()
+    record, run_id = RunRecord(Path(options.workdir)), "measured-cpu"
+    run_dir = Path(options.workdir) / "runs" / run_id
+    run_dir.mkdir(parents=True)
+    loop = run._build_dist_loop(options, spec, target, record, run_id, run_dir, lambda k, d: None, None)
+    ev = loop.evaluator
+    ev.pool_device, ev.max_spins = "cpu", 1 << 14
+    ev.ranks.rounds, ev.ranks.sample_ms, ev.ranks.warmup = 2, 1.0, 1
+    record.create_run(run_id, {"kernel": spec.name, "kernel_path": str(AGG), "hardware": "h100",
+                               "mode": "measured", "proposer": loop.proposer.describe(), "run_dir": run_id},
+                      dataclasses.asdict(options))
+    try:
+        outcome = run._drive(loop, record, run_id, run_dir, target, {}, options, AGG)
+    finally:
+        ev.ranks.close()
+    report = json.loads((outcome.run_dir / "report.json").read_text())
+    d = report["distributed"]
+    assert report["mode"] == "measured" and d["sizes"] == {"M": 48, "N": 48, "K": 40}
+    attempts = [a for a in report["attempts"] if a["verdict"] == "PASS"]
+    assert attempts, report["attempts"]
+    best = report["best"]
+    assert best["time_ms"] > 0 and best["torch_nccl_ms"] > 0 and best["paired_gain_ms"] < 0
+    assert "every rank of 2 x cpu" in best["verified_at"] and "benchmark problem M=48,N=48,K=40" in best["verified_at"]
+    assert d["answer"]["use"] == "torch + NCCL" and d["answer"]["line"].startswith("use torch + NCCL")
+    refs = d["references"]
+    assert refs["torch_nccl_ms"] > 0 and refs["overlap_bound_ms"] > 0 and "no fused" not in refs["notes"]["torch_fused"]
+    assert d["calibration"]["observations"] >= 2 and d["calibration"]["raw_median_error"] is not None
+    assert d["confirmed_torch_nccl"]["torch_nccl_ms"] == best["torch_nccl_ms"]   # the head-to-head's rounds
+    text = (outcome.run_dir / "report.md").read_text()
+    assert "**answer**: use torch + NCCL" in text and "perfect-overlap bound" in text
+    assert "recalibrated on this run's measurements" in text
+    assert (outcome.run_dir / "best_command.sh").exists() and not (outcome.run_dir / "best.diff").exists()
+
+
+# ------------------------------------------------------------------------------- the answer
+def _figures(gain: float, spread: float) -> dict:
+    return {"name": "push COMM_SMS=32", "time_ms": 1.0, "time_spread_ms": 0.01, "torch_nccl_ms": 1.0 + gain,
+            "torch_nccl_spread_ms": 0.01, "paired_gain_ms": gain, "paired_spread_ms": spread}
+
+
+@pytest.mark.parametrize("gain, spread, use", [
+    (0.10, 0.02, "configuration"),      # faster beyond the paired spread: recommended
+    (0.01, 0.02, "torch + NCCL"),       # faster, but within the spread: not a win
+    (-0.20, 0.02, "torch + NCCL"),      # slower
+])
+def test_the_answer_is_torch_nccl_unless_a_configuration_beats_it_beyond_the_spread(gain, spread, use):
+    result = dist_measured.answer(_figures(gain, spread), "measured", {})
+    assert result["use"] == use
+    assert f"{1.0 + gain:.3f}" in result["line"] and f"{spread:.3f}" in result["line"]
+
+
+def test_a_simulated_run_recommends_nothing():
+    result = dist_measured.answer(_figures(0.5, 0.01), "simulated", None)
+    assert result["use"] is None and "nothing is recommended" in result["line"]
+
+
+# ------------------------------------------------------------------------------- recalibration
+def test_the_recalibration_learns_two_scales_and_reports_errors_before_each_measurement():
+    truth = lambda compute, rest: 1.3 * compute + 0.6 * rest          # this "machine"
+    configs = [(2.0, 1.0), (1.0, 2.0), (3.0, 0.5), (1.5, 1.5)]
+    calibration = Calibration()
+    for i, (compute, rest) in enumerate(configs):
+        calibration.add(f"c{i}", {"time_ms": compute + rest, "compute_ms": compute}, truth(compute, rest))
+    assert calibration.scale_compute == pytest.approx(1.3, rel=1e-6)
+    assert calibration.scale_rest == pytest.approx(0.6, rel=1e-6)
+    summary = calibration.summary()
+    assert summary["observations"] == 4 and summary["before_cases"] == 3
+    assert summary["after_median_error"] == pytest.approx(0.0, abs=1e-9)
+    assert summary["raw_median_error"] > 0.05 and summary["before_median_error"] < summary["raw_median_error"]
+    # the first observation alone: one common scale
+    one = Calibration()
+    one.add("c", {"time_ms": 2.0, "compute_ms": 1.0}, 3.0)
+    assert one.scale_compute == one.scale_rest == pytest.approx(1.5)
+    with pytest.raises(ValueError, match="positive"):
+        one.add("bad", {"time_ms": 1.0}, float("nan"))
+
+
+def test_an_interval_comes_from_the_model_where_it_gives_one():
+    assert interval({"time_ms": 2.0, "interval_ms": [1.5, 3.0]}) == (1.5, 3.0)
+    low, high = interval({"time_ms": 2.0})
+    assert low < 2.0 < high
+
+
+# ------------------------------------------------------------------------------- problems
+@pytest.mark.parametrize("text, expected", [
+    ("M=8192,N=29568,K=8192", {"M": 8192, "N": 29568, "K": 8192}),      # a typical user shape
+    (" K=40 , M=48,N=48 ", {"M": 48, "N": 48, "K": 40}),                # any order, spaces
+])
+def test_the_users_own_shape_is_a_problem(text, expected):
+    spec = load_spec(AGG)
+    name, sizes = dist_problems.resolve(spec, text, 2, 132)
+    assert sizes == expected and name == ",".join(f"{k}={v}" for k, v in expected.items())
+
+
+@pytest.mark.parametrize("text, world_size, message", [
+    ("M=8192,N=29568", 2, "missing K"),
+    ("M=8192,N=29568,K=0", 2, "K must be a positive integer, got '0'"),
+    ("M=8192,N=29568,K=8.5", 2, "must be a positive integer"),
+    ("M=8192,N=29568,K=8192,M=1", 2, "gives M twice"),
+    ("M=8192,N=29568,K=8192,Q=1", 2, "sizes of all_gather_gemm are M, N, K"),
+    ("M=8192,N=29568,K=8192", 3, "cannot run problem M=8192,N=29568,K=8192 on 3 ranks: M and N must be multiples"),
+    ("llama70b-up-8k", 3, "on 3 ranks"),
+    ("check", 2, "--problem must be one of llama70b-up-8k"),
+])
+def test_a_problem_that_cannot_run_is_one_line(text, world_size, message):
+    with pytest.raises(dist_problems.ProblemError) as caught:
+        dist_problems.resolve(load_spec(AGG), text, world_size, 132)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_the_check_problem_grows_for_the_candidates_knobs():
+    spec = load_spec(AGG)
+    meta = spec.meta_for("x", {"BLOCK_M": 64, "BLOCK_N": 128})
+    sizes, note = dist_problems.check_problem(spec, "push", meta, (2, 3), 132)
+    check = spec.problems["check"]
+    assert sizes["M"] >= 3 * 64 and sizes["N"] >= 3 * 128 and "grown" in note
+    assert sizes["M"] // 2 % 64 and sizes != check        # a ragged row tile at W = 2
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--world-size", "3"], "cannot run problem llama70b-up-8k on 3 ranks"),
+    (["--problem", "M=101,N=64,K=64"], "cannot run problem M=101,N=64,K=64 on 2 ranks"),
+])
+def test_a_world_size_or_shape_that_does_not_split_is_one_line_and_leaves_nothing(tmp_path, argv, message):
+    from test_cli import _assert_one_line_error, swizzleperf
+    args = ["--world-size", "2", *argv] if "--world-size" not in argv else argv
+    proc = swizzleperf("optimize", str(AGG), "--hw", "h100", *args, "--workdir", str(tmp_path / ".sp"), cwd=tmp_path)
+    _assert_one_line_error(proc, message)
+    assert "--resume" not in proc.stderr + proc.stdout
+    runs = tmp_path / ".sp" / "runs"
+    assert not runs.exists() or not any(runs.iterdir())
+
+
+def test_a_world_size_beyond_a_node_carries_a_caveat():
+    target = distributed.resolve_target("h200", 16)
+    assert target.mode == "simulated" and "a node has 8 GPUs" in target.message
+    assert "a node has" not in distributed.resolve_target("h200", 8).message
