@@ -13,9 +13,9 @@ and GEMM + all-scatter give each rank ``M x N/W x K`` (B split by columns), GEMM
 reduce-scatter ``M x N x K/W`` (each rank's partial product over its K slice). Shapes that
 several problems share are tuned once.
 
-The GEMM is kernels/gemm.py's persistent schedule (kernels/persistent_gemm.py) with the catalog's
+The GEMM is kernels/gemm.py's persistent schedule (kernels/schedule/persistent_gemm.py) with the catalog's
 ``grouped-m:8`` tile order spliced in (the order the distributed kernels' optimizer starts from:
-their spec's ``expert``), on all SMs. Each shape is tuned by ``kernels/gemm_tuning.tune``:
+their spec's ``expert``), on all SMs. Each shape is tuned by ``kernels/schedule/gemm_tuning.tune``:
 every candidate configuration checked on fresh random inputs with C poisoned, screened, and the
 best three timed against ``torch.matmul`` (cuBLAS) interleaved launch by launch, L2 flushed
 before each launch, CUDA events, 25 rounds; medians and interquartile ranges.
@@ -73,7 +73,7 @@ def gemm_module():
 
 
 def _all_configs(programs: int) -> list:
-    from swizzleperf.kernels import gemm_tuning
+    from swizzleperf.kernels.schedule import gemm_tuning
     seen, out = set(), []
     for shape in shapes():
         for config in gemm_tuning.candidates(shape["M"], shape["N"], shape["K"], programs):
@@ -127,7 +127,7 @@ def check(out: str) -> int:
     aligned) and the epilogue in halves. Exit status 1 on any failure."""
     import torch
 
-    from swizzleperf.kernels import gemm_tuning
+    from swizzleperf.kernels.schedule import gemm_tuning
     spec = gemm_module()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     rows, failures = [], 0
@@ -165,7 +165,7 @@ def tune(part: str, out: str, rounds: int, cache: str | None) -> None:
     import torch
     import triton
 
-    from swizzleperf.kernels import gemm_tuning
+    from swizzleperf.kernels.schedule import gemm_tuning
     index, parts = (int(x) for x in part.split("/"))
     spec = gemm_module()
     mine = shapes()[index::parts]
@@ -192,7 +192,7 @@ def probe_warp_specialize(out: str) -> None:
     shapes, interleaved (does the installed Triton's warp specialization help on this GPU?)."""
     import torch
 
-    from swizzleperf.kernels import gemm_tuning
+    from swizzleperf.kernels.schedule import gemm_tuning
     spec = gemm_module()
     rows = []
     for shape in ({"M": 8192, "N": 8192, "K": 8192}, {"M": 4096, "N": 5120, "K": 8192}):
@@ -251,8 +251,8 @@ def report(inputs: list, out: str) -> None:
     command = "bash eval/gpu_rank_gemm.sh (eval/gpu_rank_gemm.py warm / check / tune / report)"
     Path(f"{out}.json").write_text(json.dumps({"command": command, "summary": summary, "rows": rows}, indent=1))
     lines = [f"# Per-rank GEMM against cuBLAS on Hopper (measured: CUDA events)", "",
-             f"`{command}`: kernels/gemm.py's persistent schedule (kernels/persistent_gemm.py, "
-             f"tile order {ORDER}, all SMs) tuned per shape by kernels/gemm_tuning.py; each row "
+             f"`{command}`: kernels/gemm.py's persistent schedule (kernels/schedule/persistent_gemm.py, "
+             f"tile order {ORDER}, all SMs) tuned per shape by kernels/schedule/gemm_tuning.py; each row "
              "timed against torch.matmul interleaved launch by launch, L2 flushed before each "
              "launch, median of the rounds (spread = interquartile range of ours). ratio = "
              "cublas_ms / ours_ms (> 1: ours faster).", ""]
@@ -262,7 +262,7 @@ def report(inputs: list, out: str) -> None:
                      f"{s['worst_shape']} at {s['worst_ratio']:.3f}.")
     lines += ["", "| device | kernel | source problem | W | M x N x K | schedule | config | ours ms | "
               "cuBLAS ms | spread ms | ratio |", "|---|---|---|---|---|---|---|---|---|---|---|"]
-    from swizzleperf.kernels.gemm_tuning import name
+    from swizzleperf.kernels.schedule.gemm_tuning import name
     for r in rows:
         lines.append(f"| {r['device']} | {r['kernel']} | {r['source_problem']} | {r['world_size']} | "
                      f"{r['M']} x {r['N']} x {r['K']} | {r['schedule']} | {name(r['config'])} | "

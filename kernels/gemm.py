@@ -42,10 +42,11 @@ import triton
 import triton.language as tl
 
 from swizzleperf.agent.spec import KernelSpec
-from swizzleperf.kernels.persistent_gemm import (dot_in_fp32, mainloop, num_sms, operands,
-                                                 split_tiles, store_tile, stream_k_buffers,
-                                                 stream_k_fixup, stream_k_range,
-                                                 stream_k_segment, tma_supported)
+from swizzleperf.kernels.schedule.persistent_gemm import (data_parallel_tiles, dot_in_fp32,
+                                                          mainloop, num_sms, operands, split_tiles,
+                                                          store_tile, stream_k_buffers,
+                                                          stream_k_fixup, stream_k_range,
+                                                          stream_k_segment, tma_supported)
 from swizzleperf.profiling.trace import TileTrace
 
 
@@ -66,25 +67,25 @@ def _store_c(c, accumulator, pid_m, pid_n, M, N, stride_cm, stride_cn,
                stride_cm, stride_cn, BLOCK_M, BLOCK_N, USE_TMA, SUBTILE)
 
 
-@triton.jit(do_not_specialize=["num_dp_tiles"])
+@triton.jit
 def matmul_kernel(
     a, b, c,  # A [M, K], B [K, N], C [M, N]: tensor descriptors with USE_TMA, else pointers
     workspace, flags,  # stream-K hand-over: fp32 [P, BLOCK_M * BLOCK_N], int32 [P] zeros
     M, N, K,
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-    num_dp_tiles,  # tiles 0 .. num_dp_tiles - 1 whole, in waves; the rest stream-K
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     STREAM_K: tl.constexpr, USE_TMA: tl.constexpr, FLATTEN: tl.constexpr,
     EPILOGUE_SUBTILE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, DOT_IN_FP32: tl.constexpr,
 ):
-    """Persistent: program ``pid`` of ``P`` computes tiles ``pid, pid + P, ...`` below
-    ``num_dp_tiles`` whole, then its share of the stream-K tiles' K steps
-    (kernels/persistent_gemm.py)."""
+    """Persistent: program ``pid`` of ``P`` computes tiles ``pid, pid + P, ...`` whole, up to the
+    last ``STREAM_K`` waves, then its share of those waves' K steps
+    (kernels/schedule/persistent_gemm.py)."""
     pid = tl.program_id(axis=0)
     num_programs = tl.num_programs(axis=0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     k_iters = tl.cdiv(K, BLOCK_K)
+    num_dp_tiles = data_parallel_tiles(num_pid_m * num_pid_n, num_programs, STREAM_K)
     for tile in tl.range(pid, num_dp_tiles, num_programs, flatten=FLATTEN,
                          warp_specialize=WARP_SPECIALIZE):
         pid_m, pid_n = swizzle(tile, num_pid_m, num_pid_n)
@@ -94,7 +95,7 @@ def matmul_kernel(
                                BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA, DOT_IN_FP32)
         _store_c(c, accumulator, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, USE_TMA,
                  EPILOGUE_SUBTILE)
-    if STREAM_K:
+    if STREAM_K > 0:
         units = (num_pid_m * num_pid_n - num_dp_tiles) * k_iters
         first, stop = stream_k_range(pid, num_programs, units)
         while stop > first:  # this program's pieces, last first
@@ -118,9 +119,10 @@ def launch(inputs: dict, BLOCK_M: int, BLOCK_N: int, BLOCK_K: int, num_warps: in
            TMA: bool | None = None) -> None:
     """Compute ``inputs["c"] = inputs["a"] @ inputs["b"]`` (A [M, K], B [K, N], C [M, N]).
 
-    ``NUM_SMS`` programs (default: the GPU's SM count; 4 under the interpreter), at most one
-    per tile; ``STREAM_K`` as kernels/persistent_gemm.py's ``split_tiles``. Tensor descriptors
-    where ``tma_supported`` says so (``TMA=False`` forces pointers), pointers elsewhere;
+    ``NUM_SMS`` programs (default: the GPU's SM count; one per tile under the interpreter), at
+    most one per tile; ``STREAM_K`` (0, 1, 2) as kernels/schedule/persistent_gemm.py's
+    ``split_tiles``. Tensor descriptors on a GPU where ``tma_supported`` says so (``TMA=True``
+    asks for them under the interpreter too, ``TMA=False`` forces pointers), else pointers;
     ``EPILOGUE_SUBTILE`` stores C in two halves (TMA only); ``FLATTEN`` and ``WARP_SPECIALIZE``
     are ``tl.range``'s options for the persistent loop.
     """
@@ -128,15 +130,21 @@ def launch(inputs: dict, BLOCK_M: int, BLOCK_N: int, BLOCK_K: int, num_warps: in
     M, K = a.shape
     N = b.shape[1]
     num_tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)
-    programs = max(1, min(NUM_SMS or num_sms(a.device), num_tiles))
-    num_dp_tiles = split_tiles(num_tiles, programs, STREAM_K)
-    use_tma = tma_supported(a, b, c) and TMA is not False
+    # Under the interpreter (CPU tensors) programs run one at a time, so a persistent grid gains
+    # nothing there: one program per tile unless NUM_SMS asks otherwise, which also keeps each
+    # program's accesses one tile's for the generic tracer (profiling/tracer.py, which samples
+    # programs and sees pointer loads); the persistent, stream-K and TMA paths run there when
+    # asked for (NUM_SMS, TMA=True), as tests/kernels/test_gemm.py does.
+    on_gpu = a.device.type == "cuda"
+    programs = max(1, min(NUM_SMS or (num_sms(a.device) if on_gpu else num_tiles), num_tiles))
+    split_tiles(num_tiles, programs, STREAM_K)   # STREAM_K checked here: one clear error
+    use_tma = (on_gpu if TMA is None else TMA) and tma_supported(a, b, c)
     workspace, flags = stream_k_buffers(a.device, programs, BLOCK_M, BLOCK_N)
     matmul_kernel[(programs,)](
         operands(a, [BLOCK_M, BLOCK_K], use_tma), operands(b, [BLOCK_K, BLOCK_N], use_tma),
         operands(c, [BLOCK_M, BLOCK_N // (2 if EPILOGUE_SUBTILE else 1)], use_tma), workspace, flags, M, N, K,
-        a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1), num_dp_tiles,
-        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, STREAM_K=num_dp_tiles < num_tiles,
+        a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, STREAM_K=STREAM_K,
         USE_TMA=use_tma, FLATTEN=FLATTEN, EPILOGUE_SUBTILE=int(EPILOGUE_SUBTILE),
         WARP_SPECIALIZE=WARP_SPECIALIZE, DOT_IN_FP32=dot_in_fp32(a.dtype),
         num_warps=num_warps, num_stages=num_stages,

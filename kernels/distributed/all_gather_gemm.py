@@ -79,8 +79,10 @@ import triton.language as tl
 from swizzleperf.kernels.distributed import device
 from swizzleperf.kernels.distributed.spec import BARRIER, Baseline, DistKernelSpec, Step
 from swizzleperf.kernels.distributed.tiles import (GEMM_CHECK_META, GEMM_META, GEMM_TILE_CONFIGS,
-                                                   GEMM_TILE_KNOBS, dot_in_fp32, gemm_constraints,
-                                                   gemm_tile, num_sms, tile_pointers)
+                                                   GEMM_TILE_KNOBS, c_block, gemm_constraints,
+                                                   gemm_launch, num_sms, operands, tma_supported)
+from swizzleperf.kernels.schedule.persistent_gemm import (data_parallel_tiles, mainloop, store_tile, stream_k_fixup,
+                                                 stream_k_range, stream_k_segment)
 
 PATTERNS = ("pull", "push", "push_copy_engine", "bulk_sync")
 _PULL, _WAIT, _GATHERED = 0, 1, 2  # where the GEMM finds remote rows of A (SOURCE)
@@ -94,47 +96,109 @@ def swizzle(pid, num_pid_m, num_pid_n):
     return pid_m, pid_n
 
 
+@triton.jit
+def _gemm_piece(a, b, flags, errors, flag_kind, heap_bases, rank, epoch, max_spins, tile, k_lo,
+                k_hi, tiles_per_rank, num_pid_m, num_pid_n, rows_per_rank, N_local, K,
+                stride_am, stride_ak, stride_bk, stride_bn,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                SOURCE: tl.constexpr, USE_TMA: tl.constexpr, DOT_IN_FP32: tl.constexpr):
+    """K steps ``k_lo .. k_hi`` of tile index ``tile``: ``(accumulator, src, chunk, pid_n)``.
+
+    ``swizzle`` maps the index to the rank-relative tile; its row tile is row tile ``chunk`` of
+    rank ``src``'s rows. Remote rows are read after their flag (SOURCE 1), from ``src``'s heap
+    (SOURCE 0: ``a`` is the gathered A's pointer, translated) or from the local gathered A
+    (SOURCE 1, 2; own rows always: this rank's shard lives there).
+    """
+    pid_m, pid_n = swizzle(tile, num_pid_m, num_pid_n)
+    pid_m = (pid_m + rank * tiles_per_rank) % num_pid_m  # rank-relative -> global row tile
+    src = pid_m // tiles_per_rank                         # the rank that owns these rows
+    chunk = pid_m - src * tiles_per_rank                  # row tile inside src's rows
+    if SOURCE == 1:
+        if src != rank:
+            device.wait(flags + src * tiles_per_rank + chunk, epoch, errors, flag_kind,
+                        src * tiles_per_rank + chunk, src, max_spins)
+    accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if USE_TMA:  # a: descriptor of the gathered A [M, K]; rows past src's are masked at the store
+        accumulator = mainloop(a, b, src * rows_per_rank + chunk * BLOCK_M, pid_n * BLOCK_N,
+                               k_lo, k_hi, rows_per_rank, N_local, K, stride_am, stride_ak,
+                               stride_bk, stride_bn, accumulator, BLOCK_M, BLOCK_N, BLOCK_K,
+                               USE_TMA, DOT_IN_FP32)
+    else:        # a: pointer to the gathered A; rows wrap inside src's rows
+        a_rows = a + src * rows_per_rank * stride_am
+        if SOURCE == 0:
+            a_rows = device.translate(a_rows, rank, src, heap_bases)   # src's own rows, remote
+        accumulator = mainloop(a_rows, b, chunk * BLOCK_M, pid_n * BLOCK_N, k_lo, k_hi,
+                               rows_per_rank, N_local, K, stride_am, stride_ak, stride_bk,
+                               stride_bn, accumulator, BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA,
+                               DOT_IN_FP32)
+    return accumulator, src, chunk, pid_n
+
+
+@triton.jit
+def _store_c(c, accumulator, src, chunk, pid_n, rows_per_rank, N_local, stride_cm, stride_cn,
+             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STORE_TMA: tl.constexpr,
+             SUBTILE: tl.constexpr):
+    """Row tile ``chunk`` of rank ``src``'s rows of C_r [M, N_local], column tile ``pid_n``:
+    through C's descriptor (STORE_TMA: row tiles divide every rank's rows) or masked to src's
+    rows through the pointer."""
+    if STORE_TMA:
+        store_tile(c, accumulator, src * rows_per_rank + chunk * BLOCK_M, pid_n * BLOCK_N,
+                   rows_per_rank, N_local, stride_cm, stride_cn, BLOCK_M, BLOCK_N, True, SUBTILE)
+    else:
+        store_tile(c + src * rows_per_rank * stride_cm, accumulator, chunk * BLOCK_M,
+                   pid_n * BLOCK_N, rows_per_rank, N_local, stride_cm, stride_cn, BLOCK_M,
+                   BLOCK_N, False)
+
+
 @triton.jit(do_not_specialize=["epoch"])
-def all_gather_gemm_gemm(a_ptr, gathered_ptr, b_ptr, c_ptr, flags, errors, flag_kind,
-                         heap_bases, rank, epoch, max_spins, rows_per_rank, N_local, K,
+def all_gather_gemm_gemm(a, b, c, flags, errors, flag_kind, heap_bases, workspace, sk_flags,
+                         rank, epoch, max_spins, rows_per_rank, N_local, K,
                          stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                         WORLD_SIZE: tl.constexpr, SOURCE: tl.constexpr,
-                         DOT_IN_FP32: tl.constexpr):
-    """Persistent GEMM ``C_r [M, N_local] = A [M, K] @ B_r [K, N_local]``, tiles
-    ``pid, pid + num_programs, ...`` in ``swizzle`` order, own rows first.
+                         WORLD_SIZE: tl.constexpr, SOURCE: tl.constexpr, STREAM_K: tl.constexpr,
+                         USE_TMA: tl.constexpr, STORE_TMA: tl.constexpr, SUBTILE: tl.constexpr,
+                         WARP_SPECIALIZE: tl.constexpr, DOT_IN_FP32: tl.constexpr):
+    """Persistent GEMM ``C_r [M, N_local] = A [M, K] @ B_r [K, N_local]`` (kernels/schedule/persistent_gemm.py):
+    tile indices ``pid, pid + P, ...`` whole up to the last ``STREAM_K`` waves, then the
+    program's share of those waves' K steps, each index through ``swizzle`` (own rows first).
 
     Row tiles never straddle two ranks' rows: each rank's rows_per_rank rows make
     cdiv(rows_per_rank, BLOCK_M) row tiles, the last one masked where BLOCK_M does not divide.
-    A's rows of rank ``src`` come from ``src``'s heap (SOURCE 0, ``a_ptr`` = the shard
-    A_r [rows_per_rank, K] in the heap), or from the local gathered A [M, K] after waiting for
-    ``flags[src, chunk]`` (SOURCE 1) or without waiting (SOURCE 2). Local rows always come from
-    ``a_ptr``. The shard and the gathered buffer share strides (both contiguous).
+    ``a`` is the gathered A [M, K] (descriptor with USE_TMA, else pointer; SOURCE 0 reads each
+    rank's rows from that rank's copy), ``b`` B_r [K, N_local], ``c`` C_r [M, N_local]
+    (descriptor with STORE_TMA, else pointer); A and C are contiguous.
     """
+    pid = tl.program_id(0)
+    num_programs = tl.num_programs(0)
     tiles_per_rank = tl.cdiv(rows_per_rank, BLOCK_M)
     num_pid_m = WORLD_SIZE * tiles_per_rank
     num_pid_n = tl.cdiv(N_local, BLOCK_N)
-    for tile in range(tl.program_id(0), num_pid_m * num_pid_n, tl.num_programs(0)):
-        pid_m, pid_n = swizzle(tile, num_pid_m, num_pid_n)
-        pid_m = (pid_m + rank * tiles_per_rank) % num_pid_m  # rank-relative -> global row tile
-        src = pid_m // tiles_per_rank                         # the rank that owns these rows
-        chunk = pid_m - src * tiles_per_rank                  # row tile inside src's shard
-        if SOURCE == 0:
-            a_rows = device.translate(a_ptr, rank, src, heap_bases)   # src's A_src, remote
-        else:
-            a_rows = a_ptr
-            if src != rank:
-                if SOURCE == 1:
-                    device.wait(flags + src * tiles_per_rank + chunk, epoch, errors, flag_kind,
-                                src * tiles_per_rank + chunk, src, max_spins)
-                a_rows = gathered_ptr + src * rows_per_rank * stride_am
-        accumulator = gemm_tile(a_rows, b_ptr, chunk, pid_n, rows_per_rank, N_local, K,
-                                stride_am, stride_ak, stride_bk, stride_bn,
-                                BLOCK_M, BLOCK_N, BLOCK_K, DOT_IN_FP32)
-        c_rows = c_ptr + src * rows_per_rank * stride_cm      # C_r's rows of rank src
-        c_ptrs, mask = tile_pointers(c_rows, chunk, pid_n, rows_per_rank, N_local, stride_cm,
-                                     stride_cn, BLOCK_M, BLOCK_N)
-        tl.store(c_ptrs, accumulator.to(c_ptr.dtype.element_ty), mask=mask)
+    k_iters = tl.cdiv(K, BLOCK_K)
+    num_dp_tiles = data_parallel_tiles(num_pid_m * num_pid_n, num_programs, STREAM_K)
+    for tile in tl.range(pid, num_dp_tiles, num_programs, warp_specialize=WARP_SPECIALIZE):
+        accumulator, src, chunk, pid_n = _gemm_piece(
+            a, b, flags, errors, flag_kind, heap_bases, rank, epoch, max_spins, tile, 0, k_iters,
+            tiles_per_rank, num_pid_m, num_pid_n, rows_per_rank, N_local, K, stride_am,
+            stride_ak, stride_bk, stride_bn, BLOCK_M, BLOCK_N, BLOCK_K, SOURCE, USE_TMA,
+            DOT_IN_FP32)
+        _store_c(c, accumulator, src, chunk, pid_n, rows_per_rank, N_local, stride_cm,
+                 stride_cn, BLOCK_M, BLOCK_N, STORE_TMA, SUBTILE)
+    if STREAM_K > 0:
+        units = (num_pid_m * num_pid_n - num_dp_tiles) * k_iters
+        first, stop = stream_k_range(pid, num_programs, units)
+        while stop > first:  # this program's pieces, last first
+            sk_tile, start, k_lo, k_hi = stream_k_segment(stop, first, k_iters)
+            accumulator, src, chunk, pid_n = _gemm_piece(
+                a, b, flags, errors, flag_kind, heap_bases, rank, epoch, max_spins,
+                num_dp_tiles + sk_tile, k_lo, k_hi, tiles_per_rank, num_pid_m, num_pid_n,
+                rows_per_rank, N_local, K, stride_am, stride_ak, stride_bk, stride_bn, BLOCK_M,
+                BLOCK_N, BLOCK_K, SOURCE, USE_TMA, DOT_IN_FP32)
+            accumulator = stream_k_fixup(accumulator, workspace, sk_flags, pid, num_programs,
+                                         units, sk_tile, start, k_hi, k_iters, BLOCK_M, BLOCK_N)
+            if k_hi == k_iters:
+                _store_c(c, accumulator, src, chunk, pid_n, rows_per_rank, N_local, stride_cm,
+                         stride_cn, BLOCK_M, BLOCK_N, STORE_TMA, SUBTILE)
+            stop = start
 
 
 @triton.jit(do_not_specialize=["epoch"])
@@ -218,22 +282,25 @@ def make_inputs(problem: dict, rank: int, world_size: int, seed: int, device: st
 
 
 def heap_bytes(problem: dict, world_size: int, dtype: str) -> int:
-    """The shard A_r [M/W, K], the gathered A [M, K], one flag per row tile (at most
-    W * cdiv(M/W, 16): BLOCK_M >= 16) and 1 MiB for the control block and alignment. B_r and
-    C_r stay outside the heap."""
+    """The gathered A [M, K] (this rank's shard is its rows r * M/W ..), one flag per row tile
+    (at most W * cdiv(M/W, 16): BLOCK_M >= 16) and 1 MiB for the control block and alignment.
+    B_r and C_r stay outside the heap."""
     M, K = problem["M"], problem["K"]
     itemsize = getattr(torch, dtype).itemsize
     flags = world_size * triton.cdiv(M // world_size, 16)
-    return (M // world_size + M) * K * itemsize + 4 * flags + (1 << 20)
+    return M * K * itemsize + 4 * flags + (1 << 20)
 
 
 def setup(heap, inputs: dict, problem: dict, meta: dict) -> dict:
-    """The shard A_r and the gathered A [M, K] in the heap, one flag per (source rank, row
-    tile), C_r [M, N/W] outside the heap (no peer touches it)."""
+    """The gathered A [M, K] in the heap with this rank's shard A_r copied into its rows
+    ``r * M/W ..`` (``a`` is that view: peers push into, and pull from, the same rows of every
+    heap), one flag per (source rank, row tile), C_r [M, N/W] outside the heap (no peer
+    touches it)."""
     rows, K = inputs["a"].shape
     M = rows * heap.world_size
-    a = heap.like(inputs["a"], name="a_shard")
-    gathered = heap.empty(M, K, dtype=a.dtype, name="a_gathered")
+    gathered = heap.empty(M, K, dtype=inputs["a"].dtype, name="a_gathered")
+    a = gathered[heap.rank * rows:(heap.rank + 1) * rows]
+    a.copy_(inputs["a"])
     flags, kind = heap.flags(heap.world_size * triton.cdiv(rows, meta["BLOCK_M"]),
                              "a_chunk_ready")
     c = torch.empty(M, inputs["b"].shape[1], dtype=a.dtype, device=a.device)
@@ -257,16 +324,22 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
     world, block_m = heap.world_size, meta["BLOCK_M"]
     num_tiles = world * triton.cdiv(rows, block_m) * triton.cdiv(n_local, meta["BLOCK_N"])
     chunks = (world - 1) * triton.cdiv(rows, block_m)
+    load_tma = tma_supported(gathered, b)
+    store_tma = load_tma and tma_supported(c) and rows % block_m == 0
 
     def gemm(programs: int, source: int) -> Step:
-        grid = (min(programs, num_tiles),)
-        return Step(lambda: all_gather_gemm_gemm[grid](
-            a, gathered, b, c, state["flags"], heap.errors, state["flag_kind"], heap.heap_bases,
-            heap.rank, epoch, heap.max_spins, rows, n_local, K, a.stride(0), a.stride(1),
-            b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-            BLOCK_M=block_m, BLOCK_N=meta["BLOCK_N"], BLOCK_K=meta["BLOCK_K"],
-            WORLD_SIZE=world, SOURCE=source, DOT_IN_FP32=dot_in_fp32(a.dtype),
-            num_warps=meta["num_warps"], num_stages=meta["num_stages"]), name="gemm")
+        use_tma = load_tma and source != _PULL        # peers' rows: pointers, translated
+        run = gemm_launch(num_tiles, programs, meta, c.device, use_tma, store_tma and use_tma,
+                          a.dtype)
+        a_arg = operands(gathered, [block_m, meta["BLOCK_K"]], use_tma)
+        b_arg = operands(b, [meta["BLOCK_K"], meta["BLOCK_N"]], use_tma)
+        c_arg = operands(c, c_block(meta, store_tma and use_tma), store_tma and use_tma)
+        return Step(lambda: all_gather_gemm_gemm[run.grid](
+            a_arg, b_arg, c_arg, state["flags"], heap.errors, state["flag_kind"], heap.heap_bases,
+            run.workspace, run.sk_flags, heap.rank, epoch, heap.max_spins, rows, n_local, K,
+            a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+            WORLD_SIZE=world, SOURCE=source,
+            STORE_TMA=store_tma and use_tma, **run.kwargs), name="gemm")
 
     def push(programs: int, signal: bool, stream: str) -> Step:
         grid = (max(1, min(programs, chunks)),)

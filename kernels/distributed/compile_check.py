@@ -22,6 +22,9 @@ _TYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32",
 
 
 def _type(value) -> str:
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    if isinstance(value, TensorDescriptor):   # a host-side tensor descriptor (TMA)
+        return f"tensordesc<{_TYPES[value.base.dtype]}[{','.join(map(str, value.block_shape))}]>"
     if isinstance(value, torch.Tensor):
         return "*" + _TYPES[value.dtype]
     if isinstance(value, bool):

@@ -51,8 +51,11 @@ import triton.language as tl
 from swizzleperf.kernels.distributed import device
 from swizzleperf.kernels.distributed.spec import BARRIER, Baseline, DistKernelSpec, Step
 from swizzleperf.kernels.distributed.tiles import (GEMM_CHECK_META, GEMM_META, GEMM_TILE_CONFIGS,
-                                                   GEMM_TILE_KNOBS, dot_in_fp32, gemm_constraints,
-                                                   gemm_tile, num_sms, tile_pointers)
+                                                   GEMM_TILE_KNOBS, c_block, gemm_constraints,
+                                                   gemm_launch, num_sms, operands, tile_pointers,
+                                                   tma_supported)
+from swizzleperf.kernels.schedule.persistent_gemm import (data_parallel_tiles, mainloop, store_tile, stream_k_fixup,
+                                                 stream_k_range, stream_k_segment)
 
 PATTERNS = ("bulk_sync", "producer_consumer", "fused_sequential", "workgroup_specialized")
 _LOCAL, _SIGNAL, _EVERY_RANK = 0, 1, 2  # what the GEMM worker does with a finished tile
@@ -67,28 +70,72 @@ def swizzle(pid, num_pid_m, num_pid_n):
 
 
 @triton.jit
-def _gemm_worker(a_ptr, b_ptr, c_ptr, flags, heap_bases, rank, epoch, worker, num_workers,
-                 M, N_local, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                 WORLD_SIZE: tl.constexpr, MODE: tl.constexpr, DOT_IN_FP32: tl.constexpr):
-    """Tiles ``worker, worker + num_workers, ...`` of the local block, in ``swizzle`` order."""
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N_local, BLOCK_N)
-    c_block = c_ptr + rank * N_local * stride_cn          # this rank's columns of C [M, N]
-    for tile in range(worker, num_pid_m * num_pid_n, num_workers):
-        pid_m, pid_n = swizzle(tile, num_pid_m, num_pid_n)
-        accumulator = gemm_tile(a_ptr, b_ptr, pid_m, pid_n, M, N_local, K, stride_am, stride_ak,
-                                stride_bk, stride_bn, BLOCK_M, BLOCK_N, BLOCK_K, DOT_IN_FP32)
-        c_ptrs, mask = tile_pointers(c_block, pid_m, pid_n, M, N_local, stride_cm, stride_cn,
-                                     BLOCK_M, BLOCK_N)
+def _finish_tile(accumulator, c, c_ptr, flags, heap_bases, rank, epoch, tile, pid_m, pid_n, M,
+                 N_local, stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                 WORLD_SIZE: tl.constexpr, MODE: tl.constexpr, STORE_TMA: tl.constexpr,
+                 SUBTILE: tl.constexpr):
+    """Write a finished tile of the local block: MODE 0 locally (through C's descriptor with
+    STORE_TMA), 1 locally then ``flags[tile] = epoch`` (release, GPU scope), 2 into every
+    rank's C, staggered (r, r + 1, ...)."""
+    if MODE == 0:
+        store_tile(c, accumulator, pid_m * BLOCK_M, pid_n * BLOCK_N, M, N_local, stride_cm,
+                   stride_cn, BLOCK_M, BLOCK_N, STORE_TMA, SUBTILE)
+    else:
+        c_ptrs, mask = tile_pointers(c_ptr + rank * N_local * stride_cn, pid_m, pid_n, M,
+                                     N_local, stride_cm, stride_cn, BLOCK_M, BLOCK_N)
         value = accumulator.to(c_ptr.dtype.element_ty)
-        if MODE == 2:                                       # fused: to every rank, staggered
+        if MODE == 2:
             for i in tl.static_range(WORLD_SIZE):
                 device.store(c_ptrs, value, rank, (rank + i) % WORLD_SIZE, heap_bases, mask=mask)
         else:
             tl.store(c_ptrs, value, mask=mask)
-            if MODE == 1:
-                device.signal(flags + tile, epoch, rank, rank, heap_bases, scope="gpu")
+            device.signal(flags + tile, epoch, rank, rank, heap_bases, scope="gpu")
+
+
+@triton.jit
+def _gemm_worker(a, b, c, c_ptr, flags, heap_bases, workspace, sk_flags, rank, epoch, worker,
+                 num_workers, M, N_local, K, stride_am, stride_ak, stride_bk, stride_bn,
+                 stride_cm, stride_cn,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                 WORLD_SIZE: tl.constexpr, MODE: tl.constexpr, STREAM_K: tl.constexpr,
+                 USE_TMA: tl.constexpr, STORE_TMA: tl.constexpr, SUBTILE: tl.constexpr,
+                 WARP_SPECIALIZE: tl.constexpr, DOT_IN_FP32: tl.constexpr):
+    """Worker ``worker`` of ``num_workers`` of the persistent GEMM of the local block
+    (kernels/schedule/persistent_gemm.py): tile indices ``worker, worker + num_workers, ...`` below
+    whole up to the last ``STREAM_K`` waves, then its share of those waves' K steps, in
+    ``swizzle`` order.
+    ``a``, ``b``: descriptors of A and B_r with USE_TMA, else pointers; ``c``: the local block
+    of C (descriptor with STORE_TMA, else pointer), ``c_ptr``: C [M, N] in the heap."""
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N_local, BLOCK_N)
+    k_iters = tl.cdiv(K, BLOCK_K)
+    num_dp_tiles = data_parallel_tiles(num_pid_m * num_pid_n, num_workers, STREAM_K)
+    for tile in tl.range(worker, num_dp_tiles, num_workers, warp_specialize=WARP_SPECIALIZE):
+        pid_m, pid_n = swizzle(tile, num_pid_m, num_pid_n)
+        accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        accumulator = mainloop(a, b, pid_m * BLOCK_M, pid_n * BLOCK_N, 0, k_iters, M, N_local, K,
+                               stride_am, stride_ak, stride_bk, stride_bn, accumulator, BLOCK_M,
+                               BLOCK_N, BLOCK_K, USE_TMA, DOT_IN_FP32)
+        _finish_tile(accumulator, c, c_ptr, flags, heap_bases, rank, epoch, tile, pid_m, pid_n,
+                     M, N_local, stride_cm, stride_cn, BLOCK_M, BLOCK_N, WORLD_SIZE, MODE,
+                     STORE_TMA, SUBTILE)
+    if STREAM_K > 0:
+        units = (num_pid_m * num_pid_n - num_dp_tiles) * k_iters
+        first, stop = stream_k_range(worker, num_workers, units)
+        while stop > first:  # this worker's pieces, last first
+            sk_tile, start, k_lo, k_hi = stream_k_segment(stop, first, k_iters)
+            pid_m, pid_n = swizzle(num_dp_tiles + sk_tile, num_pid_m, num_pid_n)
+            accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            accumulator = mainloop(a, b, pid_m * BLOCK_M, pid_n * BLOCK_N, k_lo, k_hi, M,
+                                   N_local, K, stride_am, stride_ak, stride_bk, stride_bn,
+                                   accumulator, BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA, DOT_IN_FP32)
+            accumulator = stream_k_fixup(accumulator, workspace, sk_flags, worker, num_workers,
+                                         units, sk_tile, start, k_hi, k_iters, BLOCK_M, BLOCK_N)
+            if k_hi == k_iters:
+                _finish_tile(accumulator, c, c_ptr, flags, heap_bases, rank, epoch,
+                             num_dp_tiles + sk_tile, pid_m, pid_n, M, N_local, stride_cm,
+                             stride_cn, BLOCK_M, BLOCK_N, WORLD_SIZE, MODE, STORE_TMA, SUBTILE)
+            stop = start
 
 
 @triton.jit
@@ -113,16 +160,19 @@ def _scatter_worker(c_ptr, flags, errors, flag_kind, heap_bases, rank, epoch, ma
 
 
 @triton.jit(do_not_specialize=["epoch"])
-def gemm_all_scatter_gemm(a_ptr, b_ptr, c_ptr, flags, heap_bases, rank, epoch,
+def gemm_all_scatter_gemm(a, b, c, c_ptr, flags, heap_bases, workspace, sk_flags, rank, epoch,
                           M, N_local, K, stride_am, stride_ak, stride_bk, stride_bn,
                           stride_cm, stride_cn,
                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                          WORLD_SIZE: tl.constexpr, MODE: tl.constexpr,
-                          DOT_IN_FP32: tl.constexpr):
+                          WORLD_SIZE: tl.constexpr, MODE: tl.constexpr, STREAM_K: tl.constexpr,
+                          USE_TMA: tl.constexpr, STORE_TMA: tl.constexpr, SUBTILE: tl.constexpr,
+                          WARP_SPECIALIZE: tl.constexpr, DOT_IN_FP32: tl.constexpr):
     """Persistent GEMM of the local block; MODE 0 local only, 1 local + flag, 2 every rank."""
-    _gemm_worker(a_ptr, b_ptr, c_ptr, flags, heap_bases, rank, epoch, tl.program_id(0),
-                 tl.num_programs(0), M, N_local, K, stride_am, stride_ak, stride_bk, stride_bn,
-                 stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, WORLD_SIZE, MODE, DOT_IN_FP32)
+    _gemm_worker(a, b, c, c_ptr, flags, heap_bases, workspace, sk_flags, rank, epoch,
+                 tl.program_id(0), tl.num_programs(0), M, N_local, K, stride_am, stride_ak,
+                 stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_M, BLOCK_N,
+                 BLOCK_K, WORLD_SIZE, MODE, STREAM_K, USE_TMA, STORE_TMA, SUBTILE,
+                 WARP_SPECIALIZE, DOT_IN_FP32)
 
 
 @triton.jit(do_not_specialize=["epoch"])
@@ -137,19 +187,21 @@ def gemm_all_scatter_scatter(c_ptr, flags, errors, flag_kind, heap_bases, rank, 
 
 
 @triton.jit(do_not_specialize=["epoch"])
-def gemm_all_scatter_specialized(a_ptr, b_ptr, c_ptr, flags, errors, flag_kind, heap_bases,
-                                 rank, epoch, max_spins, gemm_programs,
+def gemm_all_scatter_specialized(a, b, c_ptr, flags, errors, flag_kind, heap_bases, rank, epoch,
+                                 max_spins, workspace, sk_flags, gemm_programs,
                                  M, N_local, K, stride_am, stride_ak, stride_bk, stride_bn,
                                  stride_cm, stride_cn,
                                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                                  BLOCK_K: tl.constexpr, WORLD_SIZE: tl.constexpr,
-                                 DOT_IN_FP32: tl.constexpr):
+                                 STREAM_K: tl.constexpr, USE_TMA: tl.constexpr,
+                                 WARP_SPECIALIZE: tl.constexpr, DOT_IN_FP32: tl.constexpr):
     """Programs ``< gemm_programs`` compute and signal tiles; the rest wait and scatter them."""
     pid = tl.program_id(0)
     if pid < gemm_programs:
-        _gemm_worker(a_ptr, b_ptr, c_ptr, flags, heap_bases, rank, epoch, pid, gemm_programs,
-                     M, N_local, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm,
-                     stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, WORLD_SIZE, 1, DOT_IN_FP32)
+        _gemm_worker(a, b, c_ptr, c_ptr, flags, heap_bases, workspace, sk_flags, rank, epoch, pid,
+                     gemm_programs, M, N_local, K, stride_am, stride_ak, stride_bk, stride_bn,
+                     stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, WORLD_SIZE,
+                     1, STREAM_K, USE_TMA, False, 0, WARP_SPECIALIZE, DOT_IN_FP32)
     else:
         _scatter_worker(c_ptr, flags, errors, flag_kind, heap_bases, rank, epoch, max_spins,
                         pid - gemm_programs, tl.num_programs(0) - gemm_programs, M, N_local,
@@ -207,19 +259,23 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
     if not 0 < comm_sms < sms:
         raise ValueError(f"COMM_SMS must be in 1..{sms - 1} (the GPU has {sms} SMs), got {comm_sms}")
     tiles = dict(BLOCK_M=meta["BLOCK_M"], BLOCK_N=meta["BLOCK_N"])
-    launch = dict(num_warps=meta["num_warps"], num_stages=meta["num_stages"])
     shape = (M, n_local, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
              c.stride(0), c.stride(1))
-    common = dict(BLOCK_K=meta["BLOCK_K"], WORLD_SIZE=heap.world_size,
-                  DOT_IN_FP32=dot_in_fp32(a.dtype), **tiles, **launch)
     flag_args = (state["flags"], heap.errors, state["flag_kind"], heap.heap_bases, heap.rank,
                  epoch, heap.max_spins)
+    use_tma = tma_supported(a, b)
+    a_arg = operands(a, [meta["BLOCK_M"], meta["BLOCK_K"]], use_tma)
+    b_arg = operands(b, [meta["BLOCK_K"], meta["BLOCK_N"]], use_tma)
+    local = c[:, heap.rank * n_local:(heap.rank + 1) * n_local]     # this rank's block of C
 
     def gemm(programs: int, mode: int) -> Step:
-        grid = (min(programs, state["num_tiles"]),)
-        return Step(lambda: gemm_all_scatter_gemm[grid](
-            a, b, c, state["flags"], heap.heap_bases, heap.rank, epoch, *shape,
-            MODE=mode, **common), name=f"gemm mode {mode}")
+        store_tma = mode == _LOCAL and use_tma and tma_supported(local)  # no flag after a TMA store
+        run = gemm_launch(state["num_tiles"], programs, meta, c.device, use_tma, store_tma, a.dtype)
+        c_arg = operands(local, c_block(meta, store_tma), store_tma)
+        return Step(lambda: gemm_all_scatter_gemm[run.grid](
+            a_arg, b_arg, c_arg, c, state["flags"], heap.heap_bases, run.workspace, run.sk_flags,
+            heap.rank, epoch, *shape, WORLD_SIZE=heap.world_size, MODE=mode,
+            STORE_TMA=store_tma, **run.kwargs), name=f"gemm mode {mode}")
 
     def scatter(programs: int, wait: bool, stream: str) -> Step:
         grid = (min(programs, state["num_tiles"]),)
@@ -234,8 +290,11 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
     if pattern == "fused_sequential":
         return [gemm(sms, _EVERY_RANK), BARRIER]
     if pattern == "workgroup_specialized":
-        return [Step(lambda: gemm_all_scatter_specialized[(sms,)](
-            a, b, c, *flag_args, sms - comm_sms, *shape, **common),
+        run = gemm_launch(state["num_tiles"], sms - comm_sms, meta, c.device, use_tma, False, a.dtype)
+        kwargs = {k: v for k, v in run.kwargs.items() if k != "SUBTILE"}
+        return [Step(lambda: gemm_all_scatter_specialized[(sms,)](   # GEMM: the first run.grid
+            a_arg, b_arg, c, *flag_args, run.workspace, run.sk_flags, run.grid[0], *shape,
+            WORLD_SIZE=heap.world_size, **kwargs),
             name="specialized"), BARRIER]
     raise ValueError(f"pattern must be one of {PATTERNS}, got {pattern!r}")
 

@@ -86,8 +86,10 @@ import triton.language as tl
 from swizzleperf.kernels.distributed import device
 from swizzleperf.kernels.distributed.spec import BARRIER, Baseline, DistKernelSpec, Step
 from swizzleperf.kernels.distributed.tiles import (GEMM_CHECK_META, GEMM_META, GEMM_TILE_CONFIGS,
-                                                   GEMM_TILE_KNOBS, dot_in_fp32, gemm_constraints,
-                                                   gemm_tile, num_sms, tile_pointers)
+                                                   GEMM_TILE_KNOBS, gemm_constraints, gemm_launch,
+                                                   num_sms, operands, tile_pointers, tma_supported)
+from swizzleperf.kernels.schedule.persistent_gemm import (data_parallel_tiles, mainloop, stream_k_fixup, stream_k_range,
+                                                 stream_k_segment)
 
 PATTERNS = ("bulk_sync", "producer_consumer")
 
@@ -100,40 +102,98 @@ def swizzle(pid, num_pid_m, num_pid_n):
     return pid_m, pid_n
 
 
+@triton.jit
+def _gemm_piece(a, b, rank, tile, k_lo, k_hi, tiles_per_rank, num_pid_m, num_pid_n,
+                rows_per_rank, N, K_local, stride_am, stride_ak, stride_bk, stride_bn,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                WORLD_SIZE: tl.constexpr, USE_TMA: tl.constexpr, DOT_IN_FP32: tl.constexpr):
+    """K steps ``k_lo .. k_hi`` of tile index ``tile``: ``(accumulator, owner, local_m, pid_n)``;
+    ``swizzle``'s row p is row tile p // W of owner (p + r + 1) % W (module docstring)."""
+    pid_m, pid_n = swizzle(tile, num_pid_m, num_pid_n)
+    owner = (pid_m + rank + 1) % WORLD_SIZE             # rounds of W row tiles, one
+    local_m = pid_m // WORLD_SIZE                       # per owner, owner r + 1 first
+    accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if USE_TMA:  # a: descriptor of A_r [M, K_local]; rows past the owner's are masked at the store
+        accumulator = mainloop(a, b, owner * rows_per_rank + local_m * BLOCK_M, pid_n * BLOCK_N,
+                               k_lo, k_hi, rows_per_rank, N, K_local, stride_am, stride_ak,
+                               stride_bk, stride_bn, accumulator, BLOCK_M, BLOCK_N, BLOCK_K,
+                               USE_TMA, DOT_IN_FP32)
+    else:        # a: pointer to A_r; rows wrap inside the owner's rows
+        accumulator = mainloop(a + owner * rows_per_rank * stride_am, b, local_m * BLOCK_M,
+                               pid_n * BLOCK_N, k_lo, k_hi, rows_per_rank, N, K_local, stride_am,
+                               stride_ak, stride_bk, stride_bn, accumulator, BLOCK_M, BLOCK_N,
+                               BLOCK_K, USE_TMA, DOT_IN_FP32)
+    return accumulator, owner, local_m, pid_n
+
+
+@triton.jit
+def _hand_over(accumulator, staging_ptr, flags, heap_bases, rank, epoch, owner, local_m, pid_n,
+               num_pid_n, rows_per_rank, N, stride_sw, stride_sm, stride_sn,
+               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, WORLD_SIZE: tl.constexpr,
+               SIGNAL: tl.constexpr):
+    """Store the partial tile into slot [r] of the owner's staging (in the input dtype); with
+    SIGNAL, then ``flags[local tile, r] = epoch`` in the owner's heap (release after a CTA
+    barrier: all threads' stores before it are visible)."""
+    slot = staging_ptr + rank * stride_sw                    # this rank's slot, in every heap
+    s_ptrs, mask = tile_pointers(slot, local_m, pid_n, rows_per_rank, N, stride_sm, stride_sn,
+                                 BLOCK_M, BLOCK_N)
+    device.store(s_ptrs, accumulator.to(staging_ptr.dtype.element_ty), rank, owner, heap_bases,
+                 mask=mask)
+    if SIGNAL:
+        device.signal(flags + (local_m * num_pid_n + pid_n) * WORLD_SIZE + rank, epoch, rank,
+                      owner, heap_bases)
+
+
 @triton.jit(do_not_specialize=["epoch"])
-def gemm_reduce_scatter_gemm(a_ptr, b_ptr, staging_ptr, flags, heap_bases, rank, epoch,
-                             rows_per_rank, N, K_local, stride_am, stride_ak, stride_bk,
+def gemm_reduce_scatter_gemm(a, b, staging_ptr, flags, heap_bases, workspace, sk_flags, rank,
+                             epoch, rows_per_rank, N, K_local, stride_am, stride_ak, stride_bk,
                              stride_bn, stride_sw, stride_sm, stride_sn,
                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                              BLOCK_K: tl.constexpr, WORLD_SIZE: tl.constexpr,
-                             SIGNAL: tl.constexpr, DOT_IN_FP32: tl.constexpr):
-    """Persistent GEMM of the partial ``A_r [M, K_local] @ B_r [K_local, N]``: each tile goes
-    to slot [r] of its owner's staging [W, rows_per_rank, N]; with SIGNAL, then
+                             SIGNAL: tl.constexpr, STREAM_K: tl.constexpr, USE_TMA: tl.constexpr,
+                             SUBTILE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
+                             DOT_IN_FP32: tl.constexpr):
+    """Persistent GEMM of the partial ``A_r [M, K_local] @ B_r [K_local, N]``
+    (kernels/schedule/persistent_gemm.py: tile indices ``pid, pid + P, ...`` whole up to the last
+    ``STREAM_K`` waves, then this program's share of those waves' K steps): each finished tile goes to
+    slot [r] of its owner's staging [W, rows_per_rank, N]; with SIGNAL, then
     ``flags[local tile, r] = epoch`` in the owner's heap.
 
     Row tiles never straddle two owners: each owner's rows_per_rank rows make
-    cdiv(rows_per_rank, BLOCK_M) row tiles, the last one masked where BLOCK_M does not divide;
-    ``swizzle``'s row p is row tile p // W of owner (p + r + 1) % W (module docstring).
+    cdiv(rows_per_rank, BLOCK_M) row tiles, the last one masked where BLOCK_M does not divide.
+    ``a``, ``b``: descriptors of A_r and B_r with USE_TMA, else pointers.
     """
+    pid = tl.program_id(0)
+    num_programs = tl.num_programs(0)
     tiles_per_rank = tl.cdiv(rows_per_rank, BLOCK_M)
     num_pid_m = WORLD_SIZE * tiles_per_rank
     num_pid_n = tl.cdiv(N, BLOCK_N)
-    slot = staging_ptr + rank * stride_sw                    # this rank's slot, in every heap
-    for tile in range(tl.program_id(0), num_pid_m * num_pid_n, tl.num_programs(0)):
-        pid_m, pid_n = swizzle(tile, num_pid_m, num_pid_n)
-        owner = (pid_m + rank + 1) % WORLD_SIZE             # rounds of W row tiles, one
-        local_m = pid_m // WORLD_SIZE                       # per owner, owner r + 1 first
-        a_rows = a_ptr + owner * rows_per_rank * stride_am  # A_r's rows of the owner
-        accumulator = gemm_tile(a_rows, b_ptr, local_m, pid_n, rows_per_rank, N, K_local,
-                                stride_am, stride_ak, stride_bk, stride_bn,
-                                BLOCK_M, BLOCK_N, BLOCK_K, DOT_IN_FP32)
-        s_ptrs, mask = tile_pointers(slot, local_m, pid_n, rows_per_rank, N, stride_sm,
-                                     stride_sn, BLOCK_M, BLOCK_N)
-        device.store(s_ptrs, accumulator.to(staging_ptr.dtype.element_ty), rank, owner,
-                     heap_bases, mask=mask)
-        if SIGNAL:  # release after a CTA barrier: all threads' stores before it are visible
-            device.signal(flags + (local_m * num_pid_n + pid_n) * WORLD_SIZE + rank, epoch,
-                          rank, owner, heap_bases)
+    k_iters = tl.cdiv(K_local, BLOCK_K)
+    num_dp_tiles = data_parallel_tiles(num_pid_m * num_pid_n, num_programs, STREAM_K)
+    for tile in tl.range(pid, num_dp_tiles, num_programs, warp_specialize=WARP_SPECIALIZE):
+        accumulator, owner, local_m, pid_n = _gemm_piece(
+            a, b, rank, tile, 0, k_iters, tiles_per_rank, num_pid_m, num_pid_n, rows_per_rank,
+            N, K_local, stride_am, stride_ak, stride_bk, stride_bn, BLOCK_M, BLOCK_N, BLOCK_K,
+            WORLD_SIZE, USE_TMA, DOT_IN_FP32)
+        _hand_over(accumulator, staging_ptr, flags, heap_bases, rank, epoch, owner, local_m,
+                   pid_n, num_pid_n, rows_per_rank, N, stride_sw, stride_sm, stride_sn, BLOCK_M,
+                   BLOCK_N, WORLD_SIZE, SIGNAL)
+    if STREAM_K > 0:
+        units = (num_pid_m * num_pid_n - num_dp_tiles) * k_iters
+        first, stop = stream_k_range(pid, num_programs, units)
+        while stop > first:  # this program's pieces, last first
+            sk_tile, start, k_lo, k_hi = stream_k_segment(stop, first, k_iters)
+            accumulator, owner, local_m, pid_n = _gemm_piece(
+                a, b, rank, num_dp_tiles + sk_tile, k_lo, k_hi, tiles_per_rank, num_pid_m,
+                num_pid_n, rows_per_rank, N, K_local, stride_am, stride_ak, stride_bk, stride_bn,
+                BLOCK_M, BLOCK_N, BLOCK_K, WORLD_SIZE, USE_TMA, DOT_IN_FP32)
+            accumulator = stream_k_fixup(accumulator, workspace, sk_flags, pid, num_programs,
+                                         units, sk_tile, start, k_hi, k_iters, BLOCK_M, BLOCK_N)
+            if k_hi == k_iters:
+                _hand_over(accumulator, staging_ptr, flags, heap_bases, rank, epoch, owner,
+                           local_m, pid_n, num_pid_n, rows_per_rank, N, stride_sw, stride_sm,
+                           stride_sn, BLOCK_M, BLOCK_N, WORLD_SIZE, SIGNAL)
+            stop = start
 
 
 @triton.jit(do_not_specialize=["epoch"])
@@ -227,14 +287,17 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
     out_tiles = triton.cdiv(rows, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
     staging_strides = (staging.stride(0), staging.stride(1), staging.stride(2))
 
+    use_tma = tma_supported(a, b)
+    a_arg = operands(a, [meta["BLOCK_M"], meta["BLOCK_K"]], use_tma)
+    b_arg = operands(b, [meta["BLOCK_K"], meta["BLOCK_N"]], use_tma)
+
     def gemm(programs: int, signal: bool) -> Step:
-        grid = (min(programs, world * out_tiles),)
-        return Step(lambda: gemm_reduce_scatter_gemm[grid](
-            a, b, staging, state["flags"], heap.heap_bases, heap.rank, epoch, rows, N, K_local,
-            a.stride(0), a.stride(1), b.stride(0), b.stride(1), *staging_strides,
-            BLOCK_K=meta["BLOCK_K"], WORLD_SIZE=world, SIGNAL=signal,
-            DOT_IN_FP32=dot_in_fp32(a.dtype), num_warps=meta["num_warps"],
-            num_stages=meta["num_stages"], **tiles), name="gemm")
+        run = gemm_launch(world * out_tiles, programs, meta, out.device, use_tma, False, a.dtype)
+        return Step(lambda: gemm_reduce_scatter_gemm[run.grid](
+            a_arg, b_arg, staging, state["flags"], heap.heap_bases, run.workspace, run.sk_flags,
+            heap.rank, epoch, rows, N, K_local, a.stride(0), a.stride(1), b.stride(0),
+            b.stride(1), *staging_strides, WORLD_SIZE=world, SIGNAL=signal,
+            **run.kwargs), name="gemm")
 
     # 16 fp32 accumulator elements per thread and up to W loads of as many in flight: 128 x 256
     # tiles take 16 warps (98 registers in sm_90 code from triton 3.6; 4 warps spill).

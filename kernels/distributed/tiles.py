@@ -1,84 +1,107 @@
-"""Tile-level building blocks shared by the distributed kernels (one GEMM tile loop, one place).
+"""The per-rank GEMM of the distributed kernels: its configurations and the host side of one launch.
 
-Each distributed kernel module keeps its own ``swizzle`` (the rewrite target: which program
-computes which tile); what a program does with a tile once it is chosen lives here.
+Every GEMM of ``all_gather_gemm``, ``gemm_reduce_scatter`` and ``gemm_all_scatter`` is the
+Hopper schedule of kernels/schedule/persistent_gemm.py (tensor descriptors, a persistent loop over the
+SMs given to compute, stream-K for the last waves); each kernel module keeps its own ``swizzle``
+(the rewrite target: which tile index computes which tile) and its own prologue / epilogue
+(waits on flags, stores to peers, signals); what is common to the three lives here and there.
 """
 from __future__ import annotations
 
-import functools
-import os
+from dataclasses import dataclass
 
 import torch
 import triton
 import triton.language as tl
 
-#: The GEMM tiles of the distributed kernels: kernels/gemm.py's, measured at 98.6 % of
-#: torch.matmul at 8192^3 on an H200 (eval/results/gemm_bench_h200.md), and the small tiles
-#: that the CPU interpreter runs at the ``check`` problems.
-GEMM_META = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3}
-GEMM_CHECK_META = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "num_warps": 4, "num_stages": 1}
+from swizzleperf.kernels.schedule.persistent_gemm import (SM90_SHARED_BYTES, STREAM_K_VALUES, config_error,
+                                                 dot_in_fp32, num_sms, operands, split_tiles,
+                                                 stream_k_buffers, tma_supported)
 
-#: The per-rank GEMM tile configurations the built-in policy searches: the default above, and
-#: smaller tiles for the small per-rank shapes of 4 and 8 ranks, where 128 x 256 tiles leave the
-#: last wave mostly empty (160 tiles on 132 SMs at M = 4096, N = 1280; on an H200 128 x 128 x 64
-#: with 4 warps and 4 stages was the best of six data-parallel configurations there, 148.8 us
-#: against 168.3 for 128 x 256 x 64: shared/HARDWARE.md, 2026-11-23).
+__all__ = ["GEMM_META", "GEMM_CHECK_META", "GEMM_TILE_CONFIGS", "GEMM_TILE_KNOBS", "SM90_SHARED_BYTES",
+           "GemmLaunch", "dot_in_fp32", "gemm_constraints", "gemm_launch", "num_sms", "operands",
+           "tile_pointers", "tma_supported"]
+
+#: The default per-rank GEMM configuration: 128 x 256 x 64 tiles, 8 warps, 4 stages with C
+#: stored in two halves (the epilogue's shared memory halved so that 4 stages fit), data-parallel.
+#: It was the best configuration at 17 of 27 per-rank shapes of the benchmark problems (W = 2, 4,
+#: 8) on one H100 (triton 3.6, kernels/schedule/gemm_tuning.py against cuBLAS, 2026-11-25, a first run of
+#: eval/gpu_rank_gemm.sh; eval/results/rank_gemm_hopper.md has the final one).
+GEMM_META = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4,
+             "EPILOGUE_SUBTILE": 1, "STREAM_K": 0, "WARP_SPECIALIZE": 0}
+#: Small tiles for the CPU interpreter at the ``check`` problems; stream-K on, so that the
+#: interpreter runs the hand-over of partial tiles too where the tiles do not fill the grid.
+GEMM_CHECK_META = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "num_warps": 4, "num_stages": 1,
+                   "EPILOGUE_SUBTILE": 0, "STREAM_K": 1, "WARP_SPECIALIZE": 0}
+
+#: The per-rank GEMM configurations the built-in policy searches (``DistKernelSpec.tile_configs``):
+#: the winners of the first tuning run on one H100 (2026-11-25, 27 shapes): the default, the same
+#: tiles with stream-K for the last wave (won 8 shapes of under ~10 waves) and for the last two
+#: (won 4096 x 1280 x 8192, 160 tiles on 132 SMs), with warp specialization (faster by 2-3 % at
+#: two shapes there), 256 x 128 (won 8192 x 896 x 14336), 128 x 128 (won 4096 x 512 x 4096, one
+#: wave), and the old 128 x 256 x 64 / 3 stages with a whole C tile.
 GEMM_TILE_CONFIGS = (
     GEMM_META,
-    {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 4},
-    {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3},
-    {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 4},
-    {"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3},
+    {**GEMM_META, "STREAM_K": 1},
+    {**GEMM_META, "STREAM_K": 2},
+    {**GEMM_META, "WARP_SPECIALIZE": 1},
+    {**GEMM_META, "num_stages": 3, "EPILOGUE_SUBTILE": 0, "STREAM_K": 1},
+    {**GEMM_META, "BLOCK_M": 256, "BLOCK_N": 128, "num_stages": 3, "EPILOGUE_SUBTILE": 0, "STREAM_K": 1},
+    {**GEMM_META, "BLOCK_N": 128, "EPILOGUE_SUBTILE": 0},
+    {**GEMM_META, "BLOCK_N": 128, "num_warps": 4, "EPILOGUE_SUBTILE": 0, "STREAM_K": 1},
 )
-#: Values a candidate may give the GEMM tile knobs one by one.
+#: Values a candidate may give the GEMM knobs one by one (STREAM_K: kernels/schedule/persistent_gemm.py's
+#: ``split_tiles``; EPILOGUE_SUBTILE and WARP_SPECIALIZE 0 or 1).
 GEMM_TILE_KNOBS = {"BLOCK_M": (64, 128, 256), "BLOCK_N": (64, 128, 256), "BLOCK_K": (32, 64, 128),
-                   "num_warps": (4, 8), "num_stages": (2, 3, 4)}
-#: Shared memory one program may use on sm_90: 227 KB (CUDA C++ Programming Guide, compute
-#: capability 9.0, maximum shared memory per thread block).
-SM90_SHARED_BYTES = 227 * 1024
+                   "num_warps": (4, 8), "num_stages": (2, 3, 4), "STREAM_K": STREAM_K_VALUES,
+                   "EPILOGUE_SUBTILE": (0, 1), "WARP_SPECIALIZE": (0, 1)}
 
 
 def gemm_constraints(meta: dict, itemsize: int, comm_sms: bool) -> str | None:
-    """Why a GEMM configuration cannot run on sm_90, or None: its pipelined A and B tiles must fit
-    the shared memory of one program; with ``comm_sms``, COMM_SMS must leave SMs to the GEMM."""
-    shared = (meta["BLOCK_M"] * meta["BLOCK_K"] + meta["BLOCK_K"] * meta["BLOCK_N"]) * itemsize * meta["num_stages"]
-    if shared > SM90_SHARED_BYTES:
-        return (f"the tiles' shared memory must fit {SM90_SHARED_BYTES} B per program, got {shared} B "
-                f"(BLOCK_M={meta['BLOCK_M']}, BLOCK_N={meta['BLOCK_N']}, BLOCK_K={meta['BLOCK_K']}, "
-                f"num_stages={meta['num_stages']})")
+    """Why a GEMM configuration cannot run on sm_90, or None: kernels/schedule/persistent_gemm.py's
+    ``config_error`` (knobs, STREAM_K, shared memory of one program); with ``comm_sms``,
+    COMM_SMS must leave SMs to the GEMM."""
+    error = config_error({"STREAM_K": 0, **meta}, itemsize)
+    if error:
+        return error
     sms = meta.get("NUM_SMS") or num_sms()
     if comm_sms and not 0 < meta["COMM_SMS"] < sms:
         return f"COMM_SMS must be in 1..{sms - 1} (the GPU has {sms} SMs), got {meta['COMM_SMS']}"
     return None
 
 
-@triton.jit
-def gemm_tile(a_ptr, b_ptr, pid_m, pid_n, M, N, K,
-              stride_am, stride_ak, stride_bk, stride_bn,
-              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-              DOT_IN_FP32: tl.constexpr):
-    """The fp32 accumulator [BLOCK_M, BLOCK_N] of ``A[tile pid_m, :] @ B[:, tile pid_n]``.
+@dataclass(frozen=True)
+class GemmLaunch:
+    """The host side of one persistent GEMM launch: the grid, the stream-K buffers, and the
+    constexpr keywords the kernels take (``kwargs``: tiles, STREAM_K and the other schedule
+    switches, warps, stages)."""
 
-    A is [M, K] and B [K, N] (any strides, elements). Rows and columns past M / N wrap modulo
-    M / N so that edge tiles load in bounds; the caller masks them at the store
-    (``tile_pointers``).
-    """
-    offs_am = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
-    offs_bn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
-    offs_k = tl.arange(0, BLOCK_K)
-    a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
-    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
-    accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
-        a = tl.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_K, other=0.0)
-        b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_K, other=0.0)
-        if DOT_IN_FP32:
-            a = a.to(tl.float32)
-            b = b.to(tl.float32)
-        accumulator = tl.dot(a, b, accumulator)
-        a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += BLOCK_K * stride_bk
-    return accumulator
+    grid: tuple
+    workspace: torch.Tensor
+    sk_flags: torch.Tensor
+    kwargs: dict
+
+
+def gemm_launch(num_tiles: int, programs: int, meta: dict, device, use_tma: bool,
+                store_tma: bool, dtype: torch.dtype) -> GemmLaunch:
+    """``programs`` programs at most (one per tile at most), the last ``STREAM_K`` waves
+    stream-K (``split_tiles``); A and B through descriptors with ``use_tma``, C with
+    ``store_tma`` (EPILOGUE_SUBTILE applies only then)."""
+    grid = max(1, min(programs, num_tiles))
+    split_tiles(num_tiles, grid, meta.get("STREAM_K", 0))   # a bad STREAM_K: one clear error
+    workspace, sk_flags = stream_k_buffers(device, grid, meta["BLOCK_M"], meta["BLOCK_N"])
+    kwargs = dict(BLOCK_M=meta["BLOCK_M"], BLOCK_N=meta["BLOCK_N"], BLOCK_K=meta["BLOCK_K"],
+                  STREAM_K=meta.get("STREAM_K", 0), USE_TMA=use_tma,
+                  SUBTILE=int(bool(meta.get("EPILOGUE_SUBTILE", 0)) and store_tma),
+                  WARP_SPECIALIZE=bool(meta.get("WARP_SPECIALIZE", 0)),
+                  DOT_IN_FP32=dot_in_fp32(dtype), num_warps=meta["num_warps"],
+                  num_stages=meta["num_stages"])
+    return GemmLaunch((grid,), workspace, sk_flags, kwargs)
+
+
+def c_block(meta: dict, use_tma: bool) -> list:
+    """The block shape of C's descriptor: [BLOCK_M, BLOCK_N], or half as wide with EPILOGUE_SUBTILE."""
+    return [meta["BLOCK_M"], meta["BLOCK_N"] // (2 if meta.get("EPILOGUE_SUBTILE") and use_tma else 1)]
 
 
 @triton.jit
@@ -90,18 +113,3 @@ def tile_pointers(c_ptr, pid_m, pid_n, M, N, stride_cm, stride_cn,
     c_ptrs = c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn
     mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
     return c_ptrs, mask
-
-
-def dot_in_fp32(dtype: torch.dtype) -> bool:
-    """True under the Triton interpreter with bf16 inputs, where ``tl.dot`` of bf16 tiles returns
-    garbage (triton 3.9, CPU, seen 2026-11-22; kernels/gemm.py): the tiles are upcast first."""
-    return os.environ.get("TRITON_INTERPRET") == "1" and dtype == torch.bfloat16
-
-
-@functools.lru_cache(maxsize=None)
-def num_sms(device: torch.device | str | None = None) -> int:
-    """Streaming multiprocessors of the CUDA device (the driver's count); 4 on a CPU, where the
-    interpreter runs persistent grids of that many programs."""
-    if not torch.cuda.is_available():
-        return 4
-    return torch.cuda.get_device_properties(device or torch.cuda.current_device()).multi_processor_count

@@ -1,6 +1,6 @@
 """Choosing the GEMM schedule's configuration per shape by measurement, cached on disk.
 
-A *configuration* is the launch knobs of kernels/persistent_gemm.py's schedule: ``BLOCK_M``,
+A *configuration* is the launch knobs of kernels/schedule/persistent_gemm.py's schedule: ``BLOCK_M``,
 ``BLOCK_N``, ``BLOCK_K``, ``num_warps``, ``num_stages`` and ``STREAM_K``. ``tune`` checks every
 candidate on fresh random inputs with the output poisoned, screens them, then times the best few
 and ``torch.matmul`` (cuBLAS) **interleaved launch by launch** (CUDA events around each launch,
@@ -32,7 +32,7 @@ from typing import Callable
 import torch
 import triton
 
-from swizzleperf.kernels.persistent_gemm import (STREAM_K_VALUES, config_error, num_sms,
+from swizzleperf.kernels.schedule.persistent_gemm import (STREAM_K_VALUES, config_error, num_sms,
                                                  split_tiles)
 
 #: Tile shapes tried per shape (with every useful STREAM_K). 128 x 256 x 64, 8 warps, 3 stages

@@ -44,7 +44,7 @@ its own loop (each kernel keeps its own ``swizzle``, the optimizer's rewrite tar
    zero again after every launch.
 
 The configuration (tiles, warps, stages, ``STREAM_K``) is chosen per shape by measurement:
-``kernels/gemm_tuning.py``.
+``kernels/schedule/gemm_tuning.py``.
 
 Numbers this module builds on: an H100 runs 132 SMs; one program of 128 x 256 x 64 tiles with
 3 stages holds 3 * (128 * 64 + 64 * 256) * 2 B = 144 KiB of operands plus a 64 KiB epilogue
@@ -136,11 +136,28 @@ def store_tile(c, accumulator, row, col, M, N, stride_cm, stride_cn,
 
 
 @triton.jit
+def data_parallel_tiles(num_tiles, num_programs, STREAM_K: tl.constexpr):
+    """The tiles computed whole, in waves of ``num_programs`` (the first ones in tile order);
+    the rest are stream-K. The device twin of ``split_tiles`` (its docstring says how STREAM_K
+    splits)."""
+    num_dp_tiles = num_tiles
+    if STREAM_K > 0:
+        tail = num_tiles % num_programs
+        if tail > 0:
+            num_dp_tiles = num_tiles - tail
+            if STREAM_K == 2:
+                if num_dp_tiles >= num_programs:
+                    num_dp_tiles -= num_programs
+    return num_dp_tiles
+
+
+@triton.jit
 def stream_k_range(pid, num_programs, units):
     """``(first, stop)``: the stream-K K steps ``[first, stop)`` of program ``pid`` out of
     ``units`` (stream-K tiles x K steps per tile), cut into ``min(num_programs, units)`` equal
-    contiguous ranges (programs past that get none), each at least one step long."""
-    workers = tl.minimum(num_programs, units)
+    contiguous ranges (programs past that get none), each at least one step long; empty for
+    every program when ``units`` is 0."""
+    workers = tl.maximum(tl.minimum(num_programs, units), 1)
     first = tl.minimum(pid, workers) * units // workers
     stop = tl.minimum(pid + 1, workers) * units // workers
     return first, stop
@@ -177,7 +194,7 @@ def stream_k_fixup(accumulator, workspace, flags, pid, num_programs, units, tile
     else:
         tile_first = tile * k_iters
         if start > tile_first:
-            workers = tl.minimum(num_programs, units)
+            workers = tl.minimum(num_programs, units)  # > 0: this piece is one of the units
             owner = ((tile_first + 1) * workers - 1) // units  # the program holding step tile_first
             for p in range(owner, pid):
                 ready = tl.atomic_add(flags + p, 0, sem="acquire", scope="gpu")

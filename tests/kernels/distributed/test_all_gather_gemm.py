@@ -101,7 +101,8 @@ def test_wrong_use_says_what_was_expected():
 
 
 def test_bench_problems_fit_one_h200_at_world_size_8():
-    """Per rank at W = 8: the heap (shard + gathered A), B_r, C_r, the baseline's gathered A
+    """Per rank at W = 8: the heap (the gathered A, the shard its own rows), B_r, C_r, the
+    baseline's gathered A
     and C_r, and the verification's fp32 reference (all of A and C_r in fp32)."""
     from swizzleperf.kernels.distributed.all_gather_gemm import SPEC
 
@@ -111,7 +112,7 @@ def test_bench_problems_fit_one_h200_at_world_size_8():
         M, N, K, w = p["M"], p["N"], p["K"], 8
         assert M % (w * SPEC.meta["BLOCK_M"]) == 0 and (N // w) % SPEC.meta["BLOCK_N"] == 0
         heap = SPEC.heap_bytes(p, w, "bfloat16")
-        assert heap >= (M // w + M) * K * 2
+        assert heap >= M * K * 2
         total = heap + 2 * (K * N // w + M * N // w) + 2 * (M * K + M * N // w) \
             + 4 * (M * K + K * N // w + M * N // w)
         assert total < 20e9, (name, total)   # far below 141 GB
