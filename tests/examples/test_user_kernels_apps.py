@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 USER_KERNELS = ROOT / "examples" / "user_kernels"
 APPS = sorted(p.parent.name for p in USER_KERNELS.glob("*/app.py"))
 EXPECTED = {"tutorial_gemm", "transpose_2d", "stencil_2d", "row_norm", "persistent_streamk_gemm",
-            "grouped_gemm_2d", "softmax", "attention_fwd"}
+            "grouped_gemm_2d", "softmax", "attention_fwd", "cross_entropy", "csr_spmv", "batched_gemm_3d"}
 
 
 def _run_app(name: str, cwd: Path) -> subprocess.CompletedProcess:

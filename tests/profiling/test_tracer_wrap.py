@@ -1,5 +1,6 @@
 """The tracer on the Triton tutorial GEMM's idioms (issue #24): ``% M`` / ``% N`` wrap-around
-offsets on ragged tiles, masks on K. A wrapped access is recognised when recorded (the tensor's
+offsets on ragged tiles (and the persistent tutorial's ``tl.where(offs < M, offs, 0)``), the
+``tl.max_contiguous`` / ``tl.multiple_of`` hints and ``tl.assume`` of the example's kernel, masks on K. A wrapped access is recognised when recorded (the tensor's
 layout at hand), fitted with its wrapped part moved past the tensor's edge, and folded back; the
 captured tutorial GEMM then traces sector for sector as a brute-force trace of all its programs,
 and the simulator ranks orders on it (no "every order predicts the same")."""
@@ -54,11 +55,14 @@ def test_a_vector_wraps_as_a_byte_range():
     assert record[10:] == (2, 80, 72, 86, 0, 0, 0)
 
 
-def _wrapped_gemm(tile: tuple, m_rows: int = 100, k: int = 64, block: int = 32) -> list:
-    """The A load of tile (m, n) of a tutorial-style GEMM with `% M` rows ([m_rows, k] fp32, one K
-    step), and the store of C [m_rows, 96] masked at M."""
+def _wrapped_gemm(tile: tuple, wrap: str = "%", m_rows: int = 100, k: int = 64, block: int = 32) -> list:
+    """The A load of tile (m, n) of a tutorial-style GEMM ([m_rows, k] fp32, one K step) whose
+    rows past M wrap (``%``: ``offs % M``, the Triton tutorial 03's) or go to row 0 (``where``:
+    ``tl.where(offs < M, offs, 0)``, the persistent tutorial's), and the store of C [m_rows, 96]
+    masked at M."""
     m, n = tile
-    rows = [(m * block + i) % m_rows for i in range(block)]
+    rows = [(m * block + i) % m_rows if wrap == "%" else (m * block + i if m * block + i < m_rows else 0)
+            for i in range(block)]
     a = access_record(10, 0, _offsets(rows, range(k), k), 4, False, m_rows * k * 4, layout=((m_rows, k), (k, 1)))
     stored = [r for r in range(m * block, m * block + block) if r < m_rows]
     c = access_record(12, 1, _offsets(stored, range(n * block, n * block + block), 96), 4, True, m_rows * 96 * 4,
@@ -66,14 +70,16 @@ def _wrapped_gemm(tile: tuple, m_rows: int = 100, k: int = 64, block: int = 32) 
     return [a, c]
 
 
-def test_the_wrapped_part_is_folded_back_to_the_tensors_start():
+@pytest.mark.parametrize("wrap, wrapped_rows", [("%", 28), ("where", 1)])
+def test_the_wrapped_part_is_folded_back_to_the_tensors_start(wrap, wrapped_rows):
     grid = (4, 3)
-    trace = extend({t: _wrapped_gemm(t) for t in sample_tiles(grid)}, grid, 1, "test", granule_bytes=32)
+    trace = extend({t: _wrapped_gemm(t, wrap) for t in sample_tiles(grid)}, grid, 1, "test", granule_bytes=32)
     assert "1 accesses wrap around their tensor's edge" in trace.source
     reads = [set(trace.keys[t][~trace.writes()[t] & (trace.keys[t] >= 0)].tolist()) for t in range(12)]
-    # tile (3, n) reads rows 96..99 and wraps to rows 0..27, which tile (0, n) reads too: 28 rows of 256 B
-    assert trace.block_bytes[sorted(reads[9] & reads[0])].sum() == 28 * 256
-    assert trace.block_bytes[sorted(reads[9])].sum() == 32 * 256
+    # tile (3, n) reads rows 96..99 and wraps to rows 0..27 (%) or row 0 (where), which tile (0, n)
+    # reads too: rows of 256 B
+    assert trace.block_bytes[sorted(reads[9] & reads[0])].sum() == wrapped_rows * 256
+    assert trace.block_bytes[sorted(reads[9])].sum() == (4 + wrapped_rows) * 256
     assert not reads[9] & reads[3] and trace.block_bytes[sorted(reads[3])].sum() == 32 * 256
 
 
