@@ -26,10 +26,11 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from swizzleperf.agent import capture_hook
+from swizzleperf.agent import capture_hook, sandbox
 from swizzleperf.agent.lift import Launch
 
 APP_TIMEOUT_S = 900.0
@@ -109,7 +110,7 @@ def hook_environment(folder: Path, **variables: str) -> dict:
     ``PYTHONPATH``, the given variables set (names from agent/capture_hook.py)."""
     source = Path(capture_hook.__file__).read_text()
     (folder / "sitecustomize.py").write_text(source + _CHAIN)
-    env = dict(os.environ, **variables)
+    env = sandbox.app_env(**variables)   # no API key or other credential of the agent's
     env["PYTHONPATH"] = os.pathsep.join([str(folder)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     return env
 
@@ -135,8 +136,9 @@ _chain_sitecustomize()
 
 
 def run_with_hook(command: str, env: dict, timeout_s: float, cwd: Path | None, log: Path) -> int:
-    """Run a shell command in its own process group (killed whole on timeout); stdout and stderr
-    to ``log``. Returns the exit code.
+    """Run a shell command in its own process group, ended whole when the command exits (a daemon
+    it left behind in its group dies with it), on timeout or on interrupt; stdout and stderr to
+    ``log``. Returns the exit code.
 
     Raises:
         subprocess.TimeoutExpired: past ``timeout_s``.
@@ -145,15 +147,28 @@ def run_with_hook(command: str, env: dict, timeout_s: float, cwd: Path | None, l
         proc = subprocess.Popen(command, shell=True, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         try:
-            return proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+            _wait_unreaped(proc, timeout_s)
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
             proc.wait()
-            raise
-        except BaseException:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            raise
+        return proc.returncode
+
+
+def _wait_unreaped(proc: subprocess.Popen, timeout_s: float) -> None:
+    """Wait for ``proc`` to exit without reaping it: until the group is ended, its id (``proc``'s
+    pid) cannot go to another process.
+
+    Raises:
+        subprocess.TimeoutExpired: past ``timeout_s``.
+    """
+    deadline = time.monotonic() + timeout_s
+    while os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is None:
+        if time.monotonic() > deadline:
+            raise subprocess.TimeoutExpired(proc.args, timeout_s)
+        time.sleep(0.02)
 
 
 def last_line(log: Path) -> str:
@@ -189,6 +204,11 @@ def _run_app(app: str, kernel: str, work: Path, timeout_s: float, cwd: Path | No
         last = last_line(log)
         hint = ("; no GPU driver: on a CPU-only machine leave TRITON_INTERPRET unset (or set it to 1) and the "
                 "app's kernels run through Triton's interpreter" if "active drivers" in last else "")
+        withheld = [n for n in sandbox.withheld_from_app() if not n.startswith(sandbox.AGENT_ONLY_PREFIXES)]
+        if withheld and not hint:
+            hint = (f"; it ran without {', '.join(withheld[:4])}{' ...' if len(withheld) > 4 else ''} "
+                    f"(credential-like variables are withheld from the app: list the ones it needs in "
+                    f"{sandbox.APP_PASS_ENV}=NAME,NAME)")
         raise CaptureError(f"`{app}` failed (exit code {code}): {last}{hint}")
 
 
