@@ -174,12 +174,8 @@ def run(command: list, cwd: Path, env: dict, timeout_s: float, limits: Limits) -
     Raises:
         subprocess.TimeoutExpired: the command ran past ``timeout_s`` (it has been killed).
     """
-    processes = limits.isolate_processes and _processes_isolated()
-    options = {"pid": processes, "net": limits.isolate_network, "drop_admin": limits.drop_admin}
-    boxed = [sys.executable, "-m", "swizzleperf.agent.sandbox", json.dumps(options), "--", *command]
-    process = subprocess.Popen(boxed, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-                               start_new_session=True, preexec_fn=_preexec(limits))
+    process = start(command, cwd, env, limits, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                    stdin=subprocess.DEVNULL, text=True)
     try:
         stdout, stderr = process.communicate(timeout=timeout_s)
     except BaseException:
@@ -187,6 +183,18 @@ def run(command: list, cwd: Path, env: dict, timeout_s: float, limits: Limits) -
         raise
     _kill_group(process)  # what it left behind in its group (in a PID namespace: already gone)
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def start(command: list, cwd: Path, env: dict, limits: Limits, **popen: object) -> subprocess.Popen:
+    """``command`` started in the box (the init of this module around it, the limits, a session of
+    its own, death with this process), for a caller that talks to it over pipes (``popen``:
+    Popen's stdin / stdout / stderr / text); the caller ends it with its process group
+    (``os.killpg(process.pid, SIGKILL)``). Processes it starts share its PID namespace."""
+    processes = limits.isolate_processes and _processes_isolated()
+    options = {"pid": processes, "net": limits.isolate_network, "drop_admin": limits.drop_admin}
+    boxed = [sys.executable, "-m", "swizzleperf.agent.sandbox", json.dumps(options), "--", *command]
+    return subprocess.Popen(boxed, cwd=cwd, env=env, start_new_session=True, preexec_fn=_preexec(limits),
+                            **popen)
 
 
 def _kill_group(process: subprocess.Popen) -> None:
