@@ -70,10 +70,10 @@ class MeasuredRanks:
     def _request(self, body: dict) -> dict:
         """One request on a live pool; a pool that cannot start is a RUNTIME_ERROR answer."""
         try:
-            answer = self.pool.request({**body, "problems": {self.problem_name: self.sizes, **body.get("problems", {})},
-                                        "bench": self.problem_name, "dtype": self.dtype,
-                                        "rounds": self.rounds, "sample_ms": self.sample_ms,
-                                        "warmup": self.warmup}, self.timeout_s)
+            answer = self.pool.request({"bench": self.problem_name, "dtype": self.dtype, "rounds": self.rounds,
+                                        "sample_ms": self.sample_ms, "warmup": self.warmup, **body,
+                                        "problems": {self.problem_name: self.sizes, **body.get("problems", {})}},
+                                       self.timeout_s)
         except PoolError as exc:
             return {"verdict": "RUNTIME_ERROR", "reason": str(exc), "broken": True}
         if answer.get("broken"):

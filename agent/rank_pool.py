@@ -23,6 +23,7 @@ command-line launcher of one configuration (what a distributed run's report says
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import queue
@@ -71,6 +72,7 @@ class RankPool:
     isolate_network: bool = True
     starts: int = 0
     device_name: str = ""
+    note: str = ""
     _process: subprocess.Popen | None = field(default=None, repr=False)
     _lines: queue.Queue | None = field(default=None, repr=False)
 
@@ -79,11 +81,26 @@ class RankPool:
         return self._process is not None and self._process.poll() is None
 
     def start(self) -> dict:
-        """Start the supervisor and its ranks; returns the supervisor's ``ready`` message.
+        """Start the supervisor and its ranks; returns the supervisor's ``ready`` message. Where
+        the ranks cannot start inside the box's namespaces (NCCL or gloo find no interface, a
+        handle exchange is refused), they are started once more outside them (limits, environment
+        and process group kept), and ``note`` says so.
 
         Raises:
             PoolError: a rank failed to start or the pool did not come up in time.
         """
+        try:
+            return self._start()
+        except PoolError as first:
+            if not self.isolate_network:
+                raise
+            self.isolate_network = False
+            ready = self._start()
+            self.note = (f"the ranks run outside the box's namespaces (limits and environment kept): in "
+                         f"them they did not start ({first})")
+            return ready
+
+    def _start(self) -> dict:
         self.close()
         self.starts += 1
         folder = Path(self.folder) / f"pool{self.starts}"
@@ -98,6 +115,8 @@ class RankPool:
         if self.isolate_network:
             env.update(NCCL_SOCKET_IFNAME="lo", GLOO_SOCKET_IFNAME="lo")
         limits = sandbox.Limits(address_space_bytes=None, cpu_seconds=None, isolate_network=self.isolate_network)
+        if "drop_admin" in getattr(sandbox.Limits, "__dataclass_fields__", {}):   # as verification workers
+            limits = dataclasses.replace(limits, drop_admin=True)
         command = [sys.executable, "-m", "swizzleperf.agent.rank_pool", "serve", str(folder / "settings.json")]
         log = open(folder / "supervisor.log", "w")
         self._process = _start_boxed(command, folder, env, limits, log)
@@ -159,8 +178,14 @@ class RankPool:
 
 
 def _start_boxed(command: list, cwd: Path, env: dict, limits, stderr) -> subprocess.Popen:
-    """The supervisor in the sandbox's box, with pipes for the protocol (sandbox.run waits for its
-    command to end; the pool's supervisor lives for the run)."""
+    """The supervisor in the sandbox's box, with pipes for the protocol (``sandbox.run`` waits for
+    its command to end; the pool's supervisor lives for the run): the box's init around it where
+    the sandbox has one (PID, mount and network namespaces as permitted), the sandbox's limits and
+    process group either way."""
+    if hasattr(sandbox, "isolation") and limits.isolate_network:
+        isolated = limits.isolate_processes and sandbox._processes_isolated()
+        options = {"pid": isolated, "net": limits.isolate_network, "drop_admin": limits.drop_admin}
+        command = [sys.executable, "-m", "swizzleperf.agent.sandbox", json.dumps(options), "--", *command]
     return subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=stderr, text=True, start_new_session=True,
                             preexec_fn=sandbox._preexec(limits))
