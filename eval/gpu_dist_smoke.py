@@ -57,7 +57,7 @@ def main(out: Path, device: str = "cuda") -> int:
     hang.write_text(TOY.read_text().replace("HANG_RANK = None", "HANG_RANK = 1"))
     toy = {"problems": {"toy": {"N": 4096}}, "verify": ["toy"], "metas": {"toy": {"BLOCK": 32, "num_warps": 4}},
            "dtype": "float32"}
-    ranks.timeout_s = 25
+    ranks.timeout_s = 15
     step("hang", lambda: ranks._request({"op": "evaluate", "kernel_path": str(hang), "pattern": "push", **toy}))
     dead = out / "dead.py"
     dead.write_text(TOY.read_text().replace("EXIT_RANK = None", "EXIT_RANK = 1"))
