@@ -105,10 +105,12 @@ wait_for_port() {
 
 run() {
     local out=$HERE/eval/results/real_llm base=http://127.0.0.1:$LLM_PORT/v1
+    command -v swizzleperf >/dev/null || { echo "swizzleperf is not on PATH: activate the project's venv" >&2; exit 2; }
     mkdir -p "$out"
     cd "$HERE"
     wait_for_port
     serve qwen
+    set +e   # a run that ends non-zero (smol's) is a result, not the end of the script
     # The optimizer: 8 iterations of GEMM, simulated MI300X (no GPU here), at a 2048-token context
     # the client learns from the server. A proposal may take 15 min on 2 CPU cores.
     { time swizzleperf optimize kernels/gemm.py --model qwen --base-url "$base" --iterations 8 \
@@ -124,6 +126,7 @@ run() {
     serve smol
     { swizzleperf optimize kernels/gemm.py --model smol --base-url "$base" --iterations 4 --plateau 8 \
         --llm-timeout 600 --workdir "$out/work"; echo "exit code $?"; } > "$out/optimize_gemm_smol.txt" 2>&1
+    set -e
     stop
     finish
 }
@@ -132,16 +135,19 @@ run_no_evidence() {
     # What the model adds (#25): the committed gemm optimize (8 iterations) and one eval kernel
     # (stencil2d, 4 iterations) again, the simulator's ranking of known orders left out of the prompt.
     local out=$HERE/eval/results/real_llm base=http://127.0.0.1:$LLM_PORT/v1 work=$HERE/eval/results/real_llm/work_no_evidence
+    command -v swizzleperf >/dev/null || { echo "swizzleperf is not on PATH: activate the project's venv" >&2; exit 2; }
     mkdir -p "$work"
     cd "$HERE"
     wait_for_port
     serve qwen
+    set +e   # a run that ends non-zero is a result (its exit code is written), not the end of the script
     { time swizzleperf optimize kernels/gemm.py --model qwen --base-url "$base" --iterations 8 \
         --plateau 8 --llm-timeout 900 --no-evidence --workdir "$work"; echo "exit code $?"; } \
         > "$out/optimize_gemm_qwen_no_evidence.txt" 2>&1
     { time swizzleperf eval --kernels stencil2d --model qwen --base-url "$base" --iterations 4 \
         --llm-timeout 900 --no-evidence --workdir "$work" --out "$out/eval_qwen_no_evidence"; echo "exit code $?"; } \
         > "$out/eval_qwen_no_evidence.txt" 2>&1
+    set -e
     stop
     finish
 }
