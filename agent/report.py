@@ -171,9 +171,10 @@ def _ms(f: dict) -> str:
 
 def render_markdown(report: dict) -> str:
     """report.md: the headline table, the stop reason, every attempt, the best swizzle."""
-    lines = [f"# swizzleperf run {report['run_id']}: {report['kernel']} on {report['hardware']} "
-             f"({report['mode']})", "", f"- {report['target']}", f"- proposer: {report['proposer']}",
-             f"- iterations: {report['iterations']}; stopped: {report['stop_reason']}",
+    lines = [f"# swizzleperf run {md_text(report['run_id'])}: {md_text(report['kernel'])} on "
+             f"{md_text(report['hardware'])} ({md_text(report['mode'])})", "", f"- {md_text(report['target'])}",
+             f"- proposer: {md_text(report['proposer'])}",
+             f"- iterations: {report['iterations']}; stopped: {md_text(report['stop_reason'])}",
              f"- tokens: {report['prompt_tokens']} in, {report['completion_tokens']} out; "
              f"cost ${report['cost_usd']:.4f}", "",
              *(distributed_table(report) if report.get("distributed") else _order_table(report))]
@@ -192,7 +193,7 @@ def render_markdown(report: dict) -> str:
     for a in report["attempts"]:
         text = (a.get("lesson") or "") if a.get("verdict") == Verdict.PASS.value else \
             f"{a.get('reason') or ''} ({(a.get('lesson') or '').split(': ', 1)[-1].rstrip('.')})"
-        text = " ".join(text.split()).replace("|", "/")
+        text = md_text(text)
         t = "" if a.get("time_ms") is None else f"{a['time_ms']:.3f}"
         if t and a.get("time_spread_ms") is not None:
             t += f" ± {a['time_spread_ms']:.3f}"
@@ -200,14 +201,46 @@ def render_markdown(report: dict) -> str:
             t = f"{a['predicted_time_ms']:.3f} predicted" + _interval_text(a.get("predicted_interval_ms"))
             if a.get("committed_ms") is not None:
                 t += f"; {a['committed_ms']:.3f} measured earlier"
-        lines.append(f"| {a['iteration']} | {a['name']} | {a['verdict']} | {_pct(a.get('l2_hit_rate'))} | "
+        lines.append(f"| {a['iteration']} | {md_text(a['name'])} | {md_text(a['verdict'])} | {_pct(a.get('l2_hit_rate'))} | "
                      f"{_gb(a.get('dram_bytes'))} | {_gb(a.get('predicted_cross_domain_bytes'))} | {t} | {text} |")
     if best.get("swizzle_source"):
         title = "Best configuration" if report.get("distributed") else "Best swizzle"
         fence = "json" if report.get("distributed") else "python"
-        lines += ["", f"## {title} ({best['name']}, verified: permutation {best['permutation_verified']}, "
-                      f"numerics {best['numerics_verified']})", "", f"```{fence}", best["swizzle_source"].rstrip(), "```"]
+        lines += ["", f"## {title} ({md_text(best['name'])}, verified: permutation {best['permutation_verified']}, "
+                      f"numerics {best['numerics_verified']})", "", *fenced(str(best["swizzle_source"]), fence)]
     return "\n".join(lines) + "\n"
+
+
+#: Characters that start or end inline Markdown anywhere in a line (emphasis, code spans, links,
+#: images, raw HTML, entities, strikethrough, math, table cells, e-mail autolinks, headings'
+#: closing sequences); each is backslash-escaped (CommonMark escapes every ASCII punctuation).
+_MD_INLINE = frozenset("\\`*_[](){}<>!|~&@$#")
+
+
+def md_text(value) -> str:
+    """``value`` as Markdown text that renders as exactly these characters on one line: whitespace
+    collapsed, the characters of inline Markdown backslash-escaped, and so are a ``:`` that could
+    begin a URL (any not followed by a digit: ``grouped-n:32`` stays as it is) and the ``.`` of
+    ``www.``: no emphasis, link, autolink, HTML, code span or table cell can come out of a reply's
+    name or reason. For text placed mid-line (after a table bar, a list dash or a label)."""
+    text = " ".join(str(value).split())
+    out = []
+    for i, c in enumerate(text):
+        url_colon = c == ":" and not text[i + 1:i + 2].isdigit()
+        www_dot = c == "." and text[max(0, i - 3):i].lower() == "www"
+        out.append("\\" + c if c in _MD_INLINE or url_colon or www_dot else c)
+    return "".join(out)
+
+
+def fenced(text: str, info: str = "") -> list:
+    """A fenced code block of ``text`` that nothing inside can close: its fence is one backtick
+    longer than the longest run of backticks in the text (three at least). Lines of the block."""
+    longest, run = 0, 0
+    for c in text:
+        run = run + 1 if c == "`" else 0
+        longest = max(longest, run)
+    fence = "`" * max(3, longest + 1)
+    return [fence + info, text.rstrip("\n"), fence]
 
 
 def _gb(n) -> str:
@@ -245,7 +278,7 @@ def _order_table(report: dict) -> list:
         f = report.get(label)
         if f:
             dram = "n/a" if f.get("dram_bytes") is None else f"{f['dram_bytes'] / 1e9:.2f} GB ({f['dram_source']})"
-            lines.append(f"| {label}: {f['name']} | {_pct(f['l2_hit_rate'])} | {f['source']} | "
+            lines.append(f"| {label}: {md_text(f['name'])} | {_pct(f['l2_hit_rate'])} | {f['source']} | "
                          f"{' | '.join(time_cells(f))} | {dram} |")
     return lines + [f"\n{note}" for note in order_notes(report)]
 
@@ -343,7 +376,7 @@ def distributed_table(report: dict) -> list:
             continue
         shown.add(f.get("name"))
         name = f["name"] if f["name"] != "default" else (f.get("config") or {}).get("pattern", "default")
-        lines.append(_config_row(f"{label}: {name}", f, refs, torch_pred))
+        lines.append(_config_row(f"{label}: {md_text(name)}", f, refs, torch_pred))
     lines += _reference_rows(refs, torch_pred, report["mode"])
     lines += _distributed_notes(report, refs)
     return lines
