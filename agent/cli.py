@@ -58,10 +58,15 @@ def _attempt_line(a: dict) -> str:
         return f"[red]{where:>8} {name:<22} {a['verdict']}[/red]: {escape(a['reason'][:160])}"
     m = a["metrics"]
     star = " [green]new best[/green]" if a.get("improved") else ""
+    if m.get("predicted_time_ms") is not None and m.get("time_ms") is not None:  # distributed, measured
+        return (f"{where:>8} {name:<40} {m['time_ms']:.3f} ± {m['time_spread_ms']:.3f} ms measured, torch + NCCL "
+                f"{m['torch_nccl_ms']:.3f} in the same rounds (predicted {m['predicted_time_ms']:.3f}){star}")
     if m.get("predicted_time_ms") is not None:  # a distributed configuration: the overlap model's time
         l2 = f", GEMM L2 {m['l2_hit_rate']:.1%}" if m.get("l2_hit_rate") is not None else ""
-        return (f"{where:>8} {name:<40} {m['predicted_time_ms']:.3f} ms ({m['predicted_source']}), "
-                f"{100 * m['predicted_hidden_share']:.0f} % of the communication hidden{l2}{star}")
+        low, high = m.get("predicted_interval_ms") or (m["predicted_time_ms"], m["predicted_time_ms"])
+        return (f"{where:>8} {name:<40} {m['predicted_time_ms']:.3f} ms [{low:.3f}-{high:.3f}] predicted "
+                f"({m['predicted_source']}), {100 * m['predicted_hidden_share']:.0f} % of the communication "
+                f"hidden{l2}{star}")
     time_text = f"  {m['time_ms']:.3f} ± {m['time_spread_ms']:.3f} ms" if m.get("time_ms") is not None else ""
     predicted = ("" if m["l2_source"] == m["predicted_source"]
                  else f"  (simulator {m['predicted_l2_hit_rate']:.1%})")
@@ -98,7 +103,7 @@ def optimize(
     resume: Optional[str] = typer.Option(None, "--resume", help="Continue the run RUN_ID."),
     workdir: str = typer.Option(".swizzleperf", help="Where runs are recorded."),
     world_size: Optional[int] = typer.Option(None, "--world-size", min=2, help="Ranks of a distributed kernel; default: the visible GPUs, else 4 (simulated)."),
-    problem: Optional[str] = typer.Option(None, "--problem", help="A distributed kernel's benchmark problem (default: its first)."),
+    problem: Optional[str] = typer.Option(None, "--problem", help="A distributed kernel's benchmark problem: a name, or your own sizes (M=8192,N=29568,K=8192; flash decode B=,H=,H_kv=,D=,S=); default: its first."),
     app: Optional[str] = typer.Option(None, "--app", help="Your own command that launches --kernel (e.g. \"python app.py\"): one launch is captured and its tile mapping lifted, no KernelSpec needed."),
     kernel_name: Optional[str] = typer.Option(None, "--kernel", help="With --app: the @triton.jit kernel's function name."),
     test: Optional[str] = typer.Option(None, "--test", help="With --app: your test command, run at the end against the optimized kernel."),

@@ -164,11 +164,27 @@ def answer(best: dict | None, mode: str, references: dict | None) -> dict:
     figures = f"{best['time_ms']:.3f} ± {best['time_spread_ms']:.3f} ms against torch + NCCL's " \
               f"{best['torch_nccl_ms']:.3f} ± {best['torch_nccl_spread_ms']:.3f} ms in the same rounds " \
               f"(paired gain {best['paired_gain_ms']:+.3f} ± {best['paired_spread_ms']:.3f} ms)"
+    fused = _fused_note(references, best["time_ms"])
     if beats_torch(best):
         return {"use": "configuration", "line": f"use {best['name']}: {best['torch_nccl_ms'] / best['time_ms']:.2f}x "
-                                                 f"torch + NCCL, measured: {figures}"}
+                                                 f"torch + NCCL, measured: {figures}{fused}"}
     return {"use": "torch + NCCL", "line": f"use torch + NCCL: the best configuration found, {best['name']}, "
-                                            f"does not beat it beyond the spread: {figures}"}
+                                            f"does not beat it beyond the spread: {figures}{fused}"}
+
+
+def _fused_note(references: dict | None, best_ms: float) -> str:
+    """A sentence when torch's fused op beat torch + NCCL beyond both spreads (timed in the same
+    rounds) and is faster than the best configuration too: the user has a faster library call."""
+    refs = references or {}
+    fused, torch_ms = refs.get("torch_fused_ms"), refs.get("torch_nccl_ms")
+    if fused is None or torch_ms is None:
+        return ""
+    noise = max(refs.get("torch_fused_spread_ms") or 0.0, refs.get("torch_nccl_spread_ms") or 0.0)
+    if torch_ms - fused > noise and fused < best_ms:
+        return (f"; note: torch's fused op ({refs['notes'].get('torch_fused')}) measured {fused:.3f} ± "
+                f"{refs['torch_fused_spread_ms']:.3f} ms against torch + NCCL's {torch_ms:.3f} in the same rounds: "
+                f"faster still")
+    return ""
 
 
 # --------------------------------------------------------------------------- committed figures

@@ -460,7 +460,7 @@ class DistEvaluator:
         low, high = interval(prediction)
         out = {**{f"predicted_{k}": v for k, v in prediction.items() if k != "source"},
                "predicted_source": prediction["source"], "predicted_interval_ms": [low, high],
-               "calibrated_predicted_ms": self.calibration.predict(prediction),
+               "calibrated_predicted_ms": self.calibration.predict(prediction, candidate.pattern),
                "time_ms": None, "time_spread_ms": None, "time_source": None,
                "torch_nccl_predicted_ms": self.baseline_prediction()["time_ms"],
                "config": json.loads(candidate.to_json()), "verified_at": details.get("verified_at", ""),
@@ -472,7 +472,7 @@ class DistEvaluator:
             out.update(figures, time_source=f"measured:events:{device} x{self.world_size} (slowest rank, "
                                             f"interleaved with torch + NCCL, {figures['timed_rounds']} rounds)",
                        notes="measured on the ranks")
-            observation = self.calibration.add(label, prediction, figures["time_ms"])
+            observation = self.calibration.add(label, candidate.pattern, prediction, figures["time_ms"])
             out["model_error_raw"] = abs(prediction["time_ms"] - figures["time_ms"]) / figures["time_ms"]
             out["model_error_calibrated_before"] = abs(observation.before_ms - figures["time_ms"]) / figures["time_ms"]
         else:
@@ -554,7 +554,7 @@ class DistEvaluator:
         ``key`` (the time it is ordered by) and ``committed_ms`` where known."""
         entries = []
         for entry in self.ranked_space():
-            calibrated = self.calibration.predict(entry["raw"])
+            calibrated = self.calibration.predict(entry["raw"], entry["pattern"])
             known = self._committed_for(DistCandidate(entry["pattern"], entry["meta"])) if self.mode != "measured" else None
             entries.append({**entry, "calibrated_ms": calibrated,
                             "committed_ms": known["time_ms"] if known else None,
@@ -593,7 +593,8 @@ class DistEvaluator:
             knobs = {k: v for k, v in (known.get("meta") or {}).items() if k in self.spec.knobs}
             prediction = self.predict_many([(known["pattern"], knobs)])[0]
             if prediction:
-                self.calibration.add(f"{known['pattern']} ({known['source']})", prediction, known["time_ms"])
+                self.calibration.add(f"{known['pattern']} ({known['source']})", known["pattern"], prediction,
+                                     known["time_ms"])
 
     def evidence(self, history: list | None = None, baseline: dict | None = None) -> list:
         """The space as the run ranks it now (best first: committed measurements, else the

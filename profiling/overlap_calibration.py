@@ -2,22 +2,18 @@
 
 profiling/overlap_model.py prices a launch from the hardware spec and parameters fitted on other
 machines (eval/results/overlap_model_validation.md): on two H100s it priced the per-rank GEMM of
-all_gather_gemm at llama70b-up-8k 15 % fast (2.865 ms against 3.361 measured alone, issue #22).
-A run that measures configurations on the GPUs it has can correct that as it goes: each
-measurement is an observation of ``(prediction, measured time)``, and the calibrated prediction
-is
-
-    t' = s_compute * compute_ms + s_rest * (time_ms - compute_ms)
-
-with the two scales fitted by least squares to the observations so far (one observation, or
-observations that cannot tell the two parts apart: one common scale). ``compute_ms`` is the
-model's compute part as the configuration runs it and ``time_ms - compute_ms`` everything beyond
-(exposed communication, tails, barriers, the host's enqueue cost when it bounds the launch). The
-model still ranks; the calibration only rescales its two parts for this machine.
+all_gather_gemm at llama70b-up-8k 15 % fast (2.865 ms against 3.361 measured alone, issue #22),
+and on the same machine it priced a copy-engine pattern at a third of its measured time while it
+priced bulk_sync within 12 % (2026-11-25, the rank pool's smoke run). So one scale for the whole
+model does not hold: the calibration keeps one scale per *group* (a pattern: what shares a
+schedule in the model), the median of measured / predicted over that group's measurements, and
+for a group not measured yet the median of the groups' scales (one mispriced pattern does not
+drag the others). The model still ranks within a group; the calibration rescales it for this
+machine.
 
 Errors are reported honestly: ``error_before`` is each observation's error *before* it was seen
 (the raw model for the first, the calibration of the earlier observations after that), never an
-in-sample fit; ``error_after`` is the fit's in-sample error on every observation, labelled so.
+in-sample fit; ``error_after`` is the final calibration's in-sample error, labelled so.
 """
 from __future__ import annotations
 
@@ -30,20 +26,18 @@ from dataclasses import dataclass, field
 #: on (eval/results/overlap_model_validation.md, 29 cases). A prediction's own interval, where the
 #: model gives one (``interval_ms``), is used instead.
 FALLBACK_RELATIVE_INTERVAL = 0.15
-#: Scales are kept within this factor of 1: a fit outside it says the model's structure, not its
-#: constants, is wrong for this configuration, and one outlier must not make the others absurd.
-MAX_SCALE = 4.0
+#: The largest relative margin a calibrated prediction is given (pruning keeps what lies within).
+MAX_MARGIN = 0.5
 
 
 @dataclass(frozen=True)
 class Observation:
-    """One measured configuration: its name, the model's ``time_ms`` and ``compute_ms`` (raw,
-    uncalibrated) and the measured time (ms); ``before_ms`` the calibrated prediction made
-    before this measurement was seen."""
+    """One measured configuration: its name and group, the model's raw ``time_ms``, the measured
+    time (ms) and ``before_ms``, the calibrated prediction made before this measurement was seen."""
 
     name: str
+    group: str
     predicted_ms: float
-    compute_ms: float
     measured_ms: float
     before_ms: float
 
@@ -53,81 +47,70 @@ class Calibration:
     """The running recalibration of one run (see the module docstring).
 
     Attributes:
-        scale_compute, scale_rest: the fitted scales (1.0 before any observation).
         observations: every measurement added, in order.
     """
 
-    scale_compute: float = 1.0
-    scale_rest: float = 1.0
     observations: list = field(default_factory=list)
 
-    def predict(self, prediction: dict) -> float:
-        """The calibrated time (ms) of a raw prediction (``time_ms`` / ``predicted_time_ms`` and
-        ``compute_ms`` / ``predicted_compute_ms``)."""
-        total, compute = _parts(prediction)
-        return self.scale_compute * compute + self.scale_rest * max(0.0, total - compute)
+    def scales(self) -> dict:
+        """group -> the median of measured / predicted over its observations."""
+        ratios = {}
+        for o in self.observations:
+            ratios.setdefault(o.group, []).append(o.measured_ms / o.predicted_ms)
+        return {group: statistics.median(values) for group, values in ratios.items()}
 
-    def add(self, name: str, prediction: dict, measured_ms: float) -> Observation:
-        """Record a measurement and refit. Returns the observation (with the prediction made
-        before it, for the error report).
+    def scale(self, group: str) -> float:
+        """The scale of ``group``: its own, else the median of every measured group's, else 1."""
+        scales = self.scales()
+        if group in scales:
+            return scales[group]
+        return statistics.median(scales.values()) if scales else 1.0
+
+    def predict(self, prediction: dict, group: str) -> float:
+        """The calibrated time (ms) of a raw prediction (``time_ms`` or ``predicted_time_ms``) of a
+        configuration in ``group``."""
+        return self.scale(group) * _total(prediction)
+
+    def add(self, name: str, group: str, prediction: dict, measured_ms: float) -> Observation:
+        """Record a measurement of a configuration of ``group``. Returns the observation (with the
+        prediction made before it, for the error report).
 
         Raises:
-            ValueError: a measured time that is not a positive finite number.
+            ValueError: a measured time that is not a positive finite number, or a prediction
+                without a positive time.
         """
         if not (isinstance(measured_ms, (int, float)) and math.isfinite(measured_ms) and measured_ms > 0):
             raise ValueError(f"a measured time must be a positive number of ms, got {measured_ms!r}")
-        total, compute = _parts(prediction)
-        observation = Observation(name, total, compute, float(measured_ms), self.predict(prediction))
+        predicted = _total(prediction)
+        if not predicted > 0:
+            raise ValueError(f"a prediction must be a positive time, got {predicted!r}")
+        observation = Observation(name, group, predicted, float(measured_ms), self.predict(prediction, group))
         self.observations.append(observation)
-        self._fit()
         return observation
-
-    def _fit(self) -> None:
-        obs = self.observations
-        common = statistics.median(o.measured_ms / o.predicted_ms for o in obs if o.predicted_ms > 0)
-        # least squares of measured = a * compute + b * rest, in relative terms (each observation
-        # weighted by 1 / measured, so that a 3 ms and a 0.3 ms configuration count alike)
-        rows = [(o.compute_ms / o.measured_ms, max(0.0, o.predicted_ms - o.compute_ms) / o.measured_ms)
-                for o in obs]
-        sxx = sum(c * c for c, _ in rows)
-        syy = sum(r * r for _, r in rows)
-        sxy = sum(c * r for c, r in rows)
-        sx, sy = sum(c for c, _ in rows), sum(r for _, r in rows)
-        det = sxx * syy - sxy * sxy
-        if len(obs) < 2 or det <= 1e-9 * max(sxx * syy, 1e-30):
-            self.scale_compute = self.scale_rest = _clamp(common)
-            return
-        a = (sx * syy - sy * sxy) / det
-        b = (sy * sxx - sx * sxy) / det
-        if a <= 0 or b <= 0:  # the parts cannot be told apart with a positive sign: one scale
-            self.scale_compute = self.scale_rest = _clamp(common)
-            return
-        self.scale_compute, self.scale_rest = _clamp(a), _clamp(b)
 
     def summary(self) -> dict:
         """What the report says of the calibration: the scales, the number of observations, and
         the median absolute relative error of the raw model, of the calibrated prediction made
-        before each measurement (from the second on), and of the final fit (in-sample)."""
+        before each measurement (from the second on), and of the final calibration (in-sample)."""
         obs = self.observations
         raw = [abs(o.predicted_ms - o.measured_ms) / o.measured_ms for o in obs]
         before = [abs(o.before_ms - o.measured_ms) / o.measured_ms for o in obs[1:]]
-        after = [abs(self.predict({"time_ms": o.predicted_ms, "compute_ms": o.compute_ms}) - o.measured_ms)
-                 / o.measured_ms for o in obs]
-        return {"observations": len(obs), "scale_compute": self.scale_compute, "scale_rest": self.scale_rest,
+        after = [abs(self.scale(o.group) * o.predicted_ms - o.measured_ms) / o.measured_ms for o in obs]
+        return {"observations": len(obs), "scales": self.scales(),
                 "raw_median_error": _median(raw), "before_median_error": _median(before),
                 "before_cases": len(before), "after_median_error": _median(after),
-                "per_observation": [{"name": o.name, "predicted_ms": o.predicted_ms,
+                "per_observation": [{"name": o.name, "group": o.group, "predicted_ms": o.predicted_ms,
                                      "calibrated_before_ms": o.before_ms, "measured_ms": o.measured_ms}
                                     for o in obs]}
 
     def margin(self) -> float:
-        """The relative uncertainty of a calibrated prediction: the largest error the calibration
-        made before seeing a measurement, at least the fallback interval; with fewer than two
-        such errors, twice the fallback (nothing learnt yet about this machine)."""
+        """The relative uncertainty of a calibrated prediction: the median error the calibration
+        made before seeing a measurement, at least the fallback interval, at most ``MAX_MARGIN``;
+        with fewer than two such errors, twice the fallback (little learnt yet about this machine)."""
         before = [abs(o.before_ms - o.measured_ms) / o.measured_ms for o in self.observations[1:]]
         if len(before) < 2:
             return 2 * FALLBACK_RELATIVE_INTERVAL
-        return max(FALLBACK_RELATIVE_INTERVAL, max(before))
+        return min(MAX_MARGIN, max(FALLBACK_RELATIVE_INTERVAL, statistics.median(before)))
 
 
 def interval(prediction: dict) -> tuple:
@@ -136,29 +119,15 @@ def interval(prediction: dict) -> tuple:
     own = prediction.get("interval_ms") or prediction.get("predicted_interval_ms")
     if own and len(own) == 2 and all(isinstance(v, (int, float)) for v in own):
         return float(own[0]), float(own[1])
-    total, _ = _parts(prediction)
+    total = _total(prediction)
     return total * (1 - FALLBACK_RELATIVE_INTERVAL), total * (1 + FALLBACK_RELATIVE_INTERVAL)
 
 
-def interval_source(prediction: dict) -> str:
-    """Where ``interval`` took the interval from (one phrase for reports)."""
-    if prediction.get("interval_ms") or prediction.get("predicted_interval_ms"):
-        return "the overlap model's interval"
-    return (f"+-{FALLBACK_RELATIVE_INTERVAL:.0%}: twice the model's median error on unseen runs "
-            f"(eval/results/overlap_model_validation.md)")
-
-
-def _parts(prediction: dict) -> tuple:
+def _total(prediction: dict) -> float:
     total = prediction.get("time_ms", prediction.get("predicted_time_ms"))
-    compute = prediction.get("compute_ms", prediction.get("predicted_compute_ms"))
     if total is None:
         raise ValueError("a prediction needs time_ms (or predicted_time_ms)")
-    compute = total if compute is None else min(compute, total)
-    return float(total), float(compute)
-
-
-def _clamp(scale: float) -> float:
-    return min(MAX_SCALE, max(1.0 / MAX_SCALE, scale))
+    return float(total)
 
 
 def _median(values: list):
