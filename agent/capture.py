@@ -332,9 +332,11 @@ def spec_fields(kernel, folder: str | Path) -> dict:
     extents = lifted["extents"]
     module_path = Path(folder) / Path(launch["file"]).name
 
-    def trace(problem: dict, meta: dict):
-        """The generic tracer's trace of the captured launch (a worker); where it cannot extend the
-        samples, a trace without reuse, which says so in its source."""
+    def trace(problem: dict, meta: dict, granule_bytes: int | None = None):
+        """The generic tracer's trace of the captured launch (a worker), reuse counted per
+        ``granule_bytes`` (the target L2's sector: agent/simulate.py's kernel_trace passes it;
+        the tracer's 128 B line where None); where it cannot extend the samples, a trace without
+        reuse, which says so in its source."""
         from swizzleperf.agent.simulate import SimulateError, trace_kernel
         grid = tuple(problem[n] for n in extents)
         if folder in _TRACING:   # trace_kernel asks the spec for the occupancy: one program per SM / CU
@@ -343,7 +345,7 @@ def spec_fields(kernel, folder: str | Path) -> dict:
         marker = Path(folder) / TRACE_FALLBACK
         marker.unlink(missing_ok=True)
         try:
-            return trace_kernel(module_path)
+            return trace_kernel(module_path, granule_bytes=granule_bytes)
         except SimulateError as exc:
             why = (f"no access model: the tracer could not extend the captured launch's samples ({exc}); "
                    f"every order predicts the same here, only measured timing tells orders apart")

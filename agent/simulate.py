@@ -2,6 +2,7 @@
 kernel and one order, without a GPU and without a run."""
 from __future__ import annotations
 
+import inspect
 import tempfile
 import time
 from pathlib import Path
@@ -101,9 +102,12 @@ def kernel_trace(kernel_path: Path, spec, meta_overrides: dict, traced: bool, ha
     32 B on NVIDIA, 128 B on AMD); its reads marked as going through L1 or not by the launch's
     meta-parameters (``TileTrace.with_l1``)."""
     meta = {**spec.meta_for("default"), **meta_overrides}
+    granule = hardware.l2_sector_bytes if hardware is not None else None
     if traced or spec.trace is None:
-        granule = hardware.l2_sector_bytes if hardware is not None else None
         return trace_kernel(Path(kernel_path), meta_overrides, granule_bytes=granule).with_l1(meta)
+    if granule is not None and "granule_bytes" in inspect.signature(spec.trace).parameters:
+        # a spec whose trace is the generic tracer's (a captured user kernel): the same granule
+        return spec.trace(spec.problems["default"], meta, granule_bytes=granule).with_l1(meta)
     return spec.trace(spec.problems["default"], meta).with_l1(meta)
 
 
