@@ -4,7 +4,9 @@ Runs in the user's dtype: float32 on CPU (the interpreter's bf16 arithmetic is
 unreliable), bfloat16 on a GPU.
 
 Run:  TRITON_INTERPRET=1 python app.py     (CPU, interpreter; float32)
+      python app.py --large                (CUDA GPU: a problem several times the L2)
 """
+import argparse
 import os
 import sys
 
@@ -20,15 +22,24 @@ def reference(x, w, eps):
     return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * w.float()).to(x.dtype)
 
 
+def _large() -> bool:
+    """``--large``: the GPU-sized problem (data several times an H100's 50 MB L2)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--large", action="store_true", help="a GPU-sized problem instead of the tiny one")
+    return parser.parse_args().large
+
+
 def main() -> int:
+    large = _large()
     torch.manual_seed(0)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     eps = 1e-6
     # (3, 13) x 96 -> 39 rows, 4 rows per program: 10 programs, last one partial;
     # 96 columns in a 128-wide block, so the column mask is exercised too.
-    x = torch.randn((3, 13, 96), device=device, dtype=dtype)
-    w = torch.rand((96,), device=device, dtype=dtype) + 0.5
+    shape = (8, 2048, 4096) if large else (3, 13, 96)
+    x = torch.randn(shape, device=device, dtype=dtype)
+    w = torch.rand(shape[-1:], device=device, dtype=dtype) + 0.5
     y = rms_norm(x, w, eps)
     ref = reference(x, w, eps)
     tol = 2e-2 if dtype == torch.bfloat16 else 1e-5

@@ -2,7 +2,9 @@
 against the same update written with torch slicing.
 
 Run:  TRITON_INTERPRET=1 python app.py     (CPU, interpreter; float32)
+      python app.py --large                (CUDA GPU: a problem several times the L2)
 """
+import argparse
 import os
 import sys
 
@@ -22,12 +24,20 @@ def reference(u, steps):
     return u
 
 
+def _large() -> bool:
+    """``--large``: the GPU-sized problem (data several times an H100's 50 MB L2)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--large", action="store_true", help="a GPU-sized problem instead of the tiny one")
+    return parser.parse_args().large
+
+
 def main() -> int:
+    large = _large()
     torch.manual_seed(0)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     dtype = torch.float32
     # 50 x 70 field with 16 x 32 tiles: grid (3, 4) = 12 programs, ragged on both axes.
-    u = torch.randn((50, 70), device=device, dtype=dtype)
+    u = torch.randn((4096, 4096) if large else (50, 70), device=device, dtype=dtype)
     steps = 2
     out = jacobi(u, steps=steps)
     ref = reference(u, steps)

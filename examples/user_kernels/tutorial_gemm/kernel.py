@@ -25,15 +25,27 @@ def _wall_clock_bench(kernel_call, quantiles=None):
     return [ms, ms, ms] if quantiles else ms
 
 
+# Small tiles for the interpreter (each program is NumPy work there), the tutorial's kind for a GPU.
+_CPU_CONFIGS = [
+    triton.Config({'BLOCK_SIZE_M': 32, 'BLOCK_SIZE_N': 32, 'BLOCK_SIZE_K': 32, 'GROUP_SIZE_M': 8},
+                  num_stages=3, num_warps=4),
+    triton.Config({'BLOCK_SIZE_M': 32, 'BLOCK_SIZE_N': 32, 'BLOCK_SIZE_K': 16, 'GROUP_SIZE_M': 4},
+                  num_stages=4, num_warps=4),
+    triton.Config({'BLOCK_SIZE_M': 32, 'BLOCK_SIZE_N': 32, 'BLOCK_SIZE_K': 64, 'GROUP_SIZE_M': 8},
+                  num_stages=3, num_warps=8),
+]
+_GPU_CONFIGS = [
+    triton.Config({'BLOCK_SIZE_M': 128, 'BLOCK_SIZE_N': 256, 'BLOCK_SIZE_K': 64, 'GROUP_SIZE_M': 8},
+                  num_stages=3, num_warps=8),
+    triton.Config({'BLOCK_SIZE_M': 128, 'BLOCK_SIZE_N': 128, 'BLOCK_SIZE_K': 64, 'GROUP_SIZE_M': 8},
+                  num_stages=4, num_warps=4),
+    triton.Config({'BLOCK_SIZE_M': 64, 'BLOCK_SIZE_N': 128, 'BLOCK_SIZE_K': 32, 'GROUP_SIZE_M': 8},
+                  num_stages=4, num_warps=4),
+]
+
+
 @triton.autotune(
-    configs=[
-        triton.Config({'BLOCK_SIZE_M': 32, 'BLOCK_SIZE_N': 32, 'BLOCK_SIZE_K': 32, 'GROUP_SIZE_M': 8},
-                      num_stages=3, num_warps=4),
-        triton.Config({'BLOCK_SIZE_M': 32, 'BLOCK_SIZE_N': 32, 'BLOCK_SIZE_K': 16, 'GROUP_SIZE_M': 4},
-                      num_stages=4, num_warps=4),
-        triton.Config({'BLOCK_SIZE_M': 32, 'BLOCK_SIZE_N': 32, 'BLOCK_SIZE_K': 64, 'GROUP_SIZE_M': 8},
-                      num_stages=3, num_warps=8),
-    ],
+    configs=_CPU_CONFIGS if _INTERPRET else _GPU_CONFIGS,
     key=['M', 'N', 'K'],
     do_bench=_wall_clock_bench if _INTERPRET else None,
 )
