@@ -116,7 +116,7 @@ def test_a_run_waits_out_a_short_lock_stops_in_one_line_at_a_long_one_and_resume
     with pytest.raises(run.RunError) as info:
         run.start(options, proposer=proposer)
     message = str(info.value)
-    assert "is locked by another process" in message and "--resume" in message and "\n" not in message
+    assert "locked by another process" in message and "--resume" in message and "\n" not in message
     assert "internal error" not in message
     run_id = message.rsplit("--resume ", 1)[1].split()[0]
     for holder in holders:
