@@ -86,20 +86,20 @@ def _all_configs(programs: int) -> list:
 
 # ------------------------------------------------------------------------------------------ warm
 def _warm_one(args: tuple) -> str:
-    config, device, stream_k_on = args
+    config, device = args
     import torch
     torch.cuda.set_device(device)
     spec = gemm_module()
-    # 1024 x 1024 x 1024: sizes and strides divisible by 16 like every real shape (the same
-    # specialisation); STREAM_K on or off decides the variant compiled.
+    # 1024 x 1024 x 1024 on 5 programs: sizes and strides divisible by 16 like every real shape
+    # (the same specialisation), and a tail of tiles for STREAM_K to split.
     inputs = spec.make_inputs({"M": 1024, "N": 1024, "K": 1024}, 0, "cuda", "bfloat16")
     started = time.time()
     try:
-        spec.launch(inputs, **{**config, "STREAM_K": 1 if stream_k_on else 0}, NUM_SMS=5 if stream_k_on else 8)
+        spec.launch(inputs, **config, NUM_SMS=5)
         torch.cuda.synchronize()
-        return f"{json.dumps(config)} sk={stream_k_on} {time.time() - started:.1f}s"
+        return f"{json.dumps(config)} {time.time() - started:.1f}s"
     except Exception as exc:  # reported; the configuration is then rejected by the check
-        return f"{json.dumps(config)} sk={stream_k_on} FAILED {type(exc).__name__}: {str(exc)[:300]}"
+        return f"{json.dumps(config)} FAILED {type(exc).__name__}: {str(exc)[:300]}"
 
 
 def warm(jobs: int) -> None:
@@ -108,10 +108,9 @@ def warm(jobs: int) -> None:
 
     import torch
     devices = torch.cuda.device_count()
-    tiles = {json.dumps({k: v for k, v in c.items() if k != "STREAM_K"}, sort_keys=True)
-             for c in _all_configs(torch.cuda.get_device_properties(0).multi_processor_count)}
-    work = [(json.loads(t), i % devices, sk) for i, (t, sk) in
-            enumerate((t, sk) for t in sorted(tiles) for sk in (False, True))]
+    configs = _all_configs(torch.cuda.get_device_properties(0).multi_processor_count)
+    configs += [{**c, "FLATTEN": False} for c in _loop_variants()]
+    work = [(c, i % devices) for i, c in enumerate(configs)]
     started = time.time()
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
@@ -187,39 +186,48 @@ def tune(part: str, out: str, rounds: int, cache: str | None) -> None:
                                      "part": part, "rows": results}, indent=1))
 
 
-def probe_warp_specialize(out: str) -> None:
-    """``tl.range(..., warp_specialize=True)`` against the same configuration without, at two
-    shapes, interleaved (does the installed Triton's warp specialization help on this GPU?)."""
+def _loop_variants() -> list:
+    """The default configuration with the persistent loop flattened or not (``FLATTEN``) and
+    warp-specialized or not: what ``probe`` compares."""
+    from swizzleperf.kernels.schedule import gemm_tuning
+    return [{**gemm_tuning.DEFAULT_CONFIG, "FLATTEN": f, "WARP_SPECIALIZE": w}
+            for f in (True, False) for w in (0, 1)]
+
+
+def probe(out: str) -> None:
+    """The persistent loop's options, ``tl.range(..., flatten=, warp_specialize=)``, against
+    each other at three shapes, interleaved: what the installed Triton makes of them here."""
     import torch
 
     from swizzleperf.kernels.schedule import gemm_tuning
     spec = gemm_module()
     rows = []
-    for shape in ({"M": 8192, "N": 8192, "K": 8192}, {"M": 4096, "N": 5120, "K": 8192}):
+    for shape in ({"M": 8192, "N": 8192, "K": 8192}, {"M": 4096, "N": 5120, "K": 8192},
+                  {"M": 4096, "N": 2560, "K": 8192}):
         inputs = spec.make_inputs(shape, 5, "cuda", "bfloat16")
         expected = torch.matmul(inputs["a"].float(), inputs["b"].float())
         row = {**shape}
         launches = {}
-        for ws in (False, True):
-            config = {**gemm_tuning.DEFAULT_CONFIG, "WARP_SPECIALIZE": ws}
+        for config in _loop_variants():
+            label = f"flatten={config['FLATTEN']} ws={config['WARP_SPECIALIZE']}"
             inputs["c"].fill_(float("nan"))
             try:
                 spec.launch(inputs, **config)
                 torch.cuda.synchronize()
-                row[f"ws={ws} rel_error"] = gemm_tuning.relative_error(inputs["c"], expected)
-                launches[f"ws={ws}"] = lambda config=config: spec.launch(inputs, **config)
+                row[f"{label} rel_error"] = gemm_tuning.relative_error(inputs["c"], expected)
+                launches[label] = lambda config=config: spec.launch(inputs, **config)
             except Exception as exc:  # recorded: the installed Triton cannot build it here
-                row[f"ws={ws} error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+                row[f"{label} error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
         if launches:
             timed = gemm_tuning.interleaved(launches, 15)
-            row.update({f"{k} ms": v["median_ms"] for k, v in timed.items()})
+            row.update({f"{k} ms": round(v["median_ms"], 5) for k, v in timed.items()})
         rows.append(row)
-        print("warp_specialize", json.dumps(row), flush=True)
+        print("probe", json.dumps(row), flush=True)
     Path(out).write_text(json.dumps(rows, indent=1))
 
 
 # ---------------------------------------------------------------------------------------- report
-def report(inputs: list, out: str) -> None:
+def report(inputs: list, out: str, configs_out: str = "") -> None:
     """rank_gemm_hopper.{json,md}: one row per (source problem, world size), the geometric mean
     of cublas_ms / ours_ms per device over the distributed kernels' shapes, the worst shape,
     and the bundled GEMM's default problem."""
@@ -250,6 +258,15 @@ def report(inputs: list, out: str) -> None:
                            "worst_shape": "x".join(map(str, worst)), "worst_ratio": shapes_seen[worst]}
     command = "bash eval/gpu_rank_gemm.sh (eval/gpu_rank_gemm.py warm / check / tune / report)"
     Path(f"{out}.json").write_text(json.dumps({"command": command, "summary": summary, "rows": rows}, indent=1))
+    if configs_out:  # the winners in the cache's format: kernels/distributed/bench.py --gemm-configs
+        from swizzleperf.kernels.schedule.gemm_tuning import cache_key
+        entries = {}
+        for path in inputs:
+            for r in json.loads(Path(path).read_text())["rows"]:
+                key = cache_key(f"gemm/{ORDER}", r["device"], r["programs"], "bfloat16", r["M"], r["N"], r["K"])
+                entries[key] = {k: r[k] for k in ("config", "ours_ms", "cublas_ms", "spread_ms", "schedule",
+                                                  "device", "programs", "triton", "date")}
+        Path(configs_out).write_text(json.dumps(entries, indent=1, sort_keys=True))
     lines = [f"# Per-rank GEMM against cuBLAS on Hopper (measured: CUDA events)", "",
              f"`{command}`: kernels/gemm.py's persistent schedule (kernels/schedule/persistent_gemm.py, "
              f"tile order {ORDER}, all SMs) tuned per shape by kernels/schedule/gemm_tuning.py; each row "
@@ -284,10 +301,11 @@ def main(argv=None) -> int:
     t.add_argument("--out", required=True)
     t.add_argument("--rounds", type=int, default=25)
     t.add_argument("--cache", default=None, help="the configuration cache (default: gemm_tuning's)")
-    sub.add_parser("probe-ws").add_argument("--out", required=True)
+    sub.add_parser("probe").add_argument("--out", required=True)
     r = sub.add_parser("report")
     r.add_argument("inputs", nargs="+")
     r.add_argument("--out", required=True, help="path prefix of OUT.json / OUT.md")
+    r.add_argument("--configs-out", default="", help="the winning configurations as a gemm_tuning cache file")
     args = parser.parse_args(argv)
     if args.command == "warm":
         warm(args.jobs)
@@ -295,10 +313,10 @@ def main(argv=None) -> int:
         return check(args.out)
     elif args.command == "tune":
         tune(args.part, args.out, args.rounds, args.cache)
-    elif args.command == "probe-ws":
-        probe_warp_specialize(args.out)
+    elif args.command == "probe":
+        probe(args.out)
     else:
-        report(args.inputs, args.out)
+        report(args.inputs, args.out, args.configs_out)
     return 0
 
 

@@ -2,8 +2,13 @@
 # The per-rank GEMM against cuBLAS on a machine of one or more Hopper GPUs (eval/gpu_rank_gemm.py):
 # every configuration compiled in parallel, checked on ragged shapes with C poisoned, then every
 # per-rank shape tuned and timed against torch.matmul, the shapes dealt out over the GPUs (one
-# process each), warp specialization probed, and the report written. Everything lands in OUTDIR
-# (run.log, the JSON files, rank_gemm_hopper.{json,md}); the short table is printed last.
+# process each), the persistent loop's options probed, and the report written (with the winning
+# configurations as a cache file for kernels/distributed/bench.py --gemm-configs). With DIST=1 and
+# two GPUs or more, then the distributed kernels at W = 2: every pattern verified at the check
+# problem, and AG + GEMM and GEMM + RS verified and timed at their bench problems with the
+# grouped-m:8 order and the tuned configurations (kernels/distributed/bench.py).
+# Everything lands in OUTDIR (run.log, JSON files, rank_gemm_hopper.{json,md},
+# gemm_configs_hopper.json); the short tables are printed last.
 # Usage (repository root): bash eval/gpu_rank_gemm.sh OUTDIR
 set -uo pipefail
 OUTDIR=${1:?usage: gpu_rank_gemm.sh OUTDIR}
@@ -23,7 +28,7 @@ export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
 GPUS=$(python3 -c "import torch; print(torch.cuda.device_count())")
 timeout ${WARM_TIMEOUT:-150} python3 eval/gpu_rank_gemm.py warm --jobs ${JOBS:-16} >> "$LOG" 2>&1
 grep -E "FAILED|^warm:" "$LOG" | tail -5
-timeout ${CHECK_TIMEOUT:-120} python3 eval/gpu_rank_gemm.py check --out "$OUTDIR/check.json" 2>&1 | tee -a "$LOG" | tail -4
+timeout ${CHECK_TIMEOUT:-150} python3 eval/gpu_rank_gemm.py check --out "$OUTDIR/check.json" 2>&1 | tee -a "$LOG" | tail -4
 for ((i = 0; i < GPUS; i++)); do
   CUDA_VISIBLE_DEVICES=$i SWIZZLEPERF_GEMM_CACHE="$SITE/../gemm_configs_$i.json" \
     timeout ${TUNE_TIMEOUT:-240} python3 eval/gpu_rank_gemm.py tune --part "$i/$GPUS" \
@@ -31,7 +36,19 @@ for ((i = 0; i < GPUS; i++)); do
 done
 wait
 cat "$OUTDIR"/tune_*.log >> "$LOG"; rm -f "$OUTDIR"/tune_*.log
-if [ "${PROBE_WS:-1}" = 1 ]; then
-  timeout 90 python3 eval/gpu_rank_gemm.py probe-ws --out "$OUTDIR/warp_specialize.json" 2>&1 | tee -a "$LOG" | tail -2
+if [ "${PROBE:-1}" = 1 ]; then
+  timeout 90 python3 eval/gpu_rank_gemm.py probe --out "$OUTDIR/loop_options.json" 2>&1 | tee -a "$LOG" | tail -3
 fi
-python3 eval/gpu_rank_gemm.py report "$OUTDIR"/tune_*.json --out "$OUTDIR/rank_gemm_hopper" 2>&1 | tee -a "$LOG" | tail -40
+python3 eval/gpu_rank_gemm.py report "$OUTDIR"/tune_*.json --out "$OUTDIR/rank_gemm_hopper" \
+  --configs-out "$OUTDIR/gemm_configs_hopper.json" 2>&1 | tee -a "$LOG" | tail -34
+if [ "${DIST:-0}" = 1 ] && [ "$GPUS" -ge 2 ]; then
+  RUN="torchrun --nproc-per-node 2 -m swizzleperf.kernels.distributed.bench"
+  timeout 150 $RUN --verify-only --problems check --copy-mib 0 --kernels all_gather_gemm,gemm_reduce_scatter,gemm_all_scatter \
+    --out "$OUTDIR/dist_verify_check" > "$OUTDIR/dist.log" 2>&1; echo "dist verify (check problem): exit $?" | tee -a "$LOG"
+  grep -E "FAILED|verified|failed" "$OUTDIR/dist.log" | tail -12
+  timeout ${BENCH_TIMEOUT:-200} $RUN --kernels all_gather_gemm,gemm_reduce_scatter --patterns push,push_copy_engine,bulk_sync,producer_consumer \
+    --order grouped-m:8 --gemm-configs "$OUTDIR/gemm_configs_hopper.json" --copy-mib 0 --iterations 20 \
+    --out "$OUTDIR/dist_2gpu" >> "$OUTDIR/dist.log" 2>&1; echo "dist bench: exit $?" | tee -a "$LOG"
+  grep -E "FAILED|x  |failed" "$OUTDIR/dist.log" | tail -16
+  cat "$OUTDIR/dist.log" >> "$LOG"; rm -f "$OUTDIR/dist.log"
+fi

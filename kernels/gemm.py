@@ -145,8 +145,8 @@ def launch(inputs: dict, BLOCK_M: int, BLOCK_N: int, BLOCK_K: int, num_warps: in
         operands(c, [BLOCK_M, BLOCK_N // (2 if EPILOGUE_SUBTILE else 1)], use_tma), workspace, flags, M, N, K,
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
         BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, STREAM_K=STREAM_K,
-        USE_TMA=use_tma, FLATTEN=FLATTEN, EPILOGUE_SUBTILE=int(EPILOGUE_SUBTILE),
-        WARP_SPECIALIZE=WARP_SPECIALIZE, DOT_IN_FP32=dot_in_fp32(a.dtype),
+        USE_TMA=use_tma, FLATTEN=bool(FLATTEN), EPILOGUE_SUBTILE=int(EPILOGUE_SUBTILE),
+        WARP_SPECIALIZE=bool(WARP_SPECIALIZE), DOT_IN_FP32=dot_in_fp32(a.dtype),
         num_warps=num_warps, num_stages=num_stages,
     )
 

@@ -175,7 +175,8 @@ def all_gather_gemm_gemm(a, b, c, flags, errors, flag_kind, heap_bases, workspac
     num_pid_n = tl.cdiv(N_local, BLOCK_N)
     k_iters = tl.cdiv(K, BLOCK_K)
     num_dp_tiles = data_parallel_tiles(num_pid_m * num_pid_n, num_programs, STREAM_K)
-    for tile in tl.range(pid, num_dp_tiles, num_programs, warp_specialize=WARP_SPECIALIZE):
+    for tile in tl.range(pid, num_dp_tiles, num_programs, flatten=True,
+                         warp_specialize=WARP_SPECIALIZE):
         accumulator, src, chunk, pid_n = _gemm_piece(
             a, b, flags, errors, flag_kind, heap_bases, rank, epoch, max_spins, tile, 0, k_iters,
             tiles_per_rank, num_pid_m, num_pid_n, rows_per_rank, N_local, K, stride_am,

@@ -9,11 +9,18 @@ the same run (CUDA events, every launch started from a barrier, the slowest rank
 median and interquartile range), and the peer-copy bandwidth of a Triton kernel against the
 copy engine's. Rank 0 writes ``OUT.json`` and ``OUT.md``. A pattern that fails verification
 is not timed; the run goes on with the next one. Exit status 1 when anything failed.
+
+``--order grouped-m:8`` runs the kernels with that catalog tile order spliced in for their
+``swizzle`` (as the optimizer splices a candidate); ``--gemm-configs FILE`` takes each problem's
+per-rank GEMM configuration from a kernels/schedule/gemm_tuning.py cache file (the committed
+eval/results/gemm_configs_hopper.json: measured per shape on this GPU kind), ``--meta`` still
+overriding it.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import json
 import os
 import sys
@@ -27,11 +34,34 @@ from swizzleperf.kernels.distributed import runner
 KERNELS = ("gemm_all_scatter", "all_gather_gemm", "gemm_reduce_scatter", "flash_decode")
 
 
-def load_spec(name: str):
-    """The ``SPEC`` of ``kernels/distributed/NAME.py``. Raises ValueError for an unknown name."""
+def load_spec(name: str, order: str | None = None):
+    """The ``SPEC`` of ``kernels/distributed/NAME.py``, with the catalog tile order ``order``
+    spliced in for its rewrite target where given (a copy of the module in a temporary folder,
+    imported under a name of its own). Raises ValueError for an unknown name or order."""
     if name not in KERNELS:
         raise ValueError(f"unknown distributed kernel {name!r}: known {', '.join(KERNELS)}")
-    return importlib.import_module(f"swizzleperf.kernels.distributed.{name}").SPEC
+    module = importlib.import_module(f"swizzleperf.kernels.distributed.{name}")
+    if not order:
+        return module.SPEC
+    # the catalog and the splice belong to the agent (agent/swizzles.py, agent/candidate.py):
+    # the one place the bench reaches up, and only when asked for an order
+    import tempfile
+
+    from swizzleperf.agent.candidate import splice, target_args
+    from swizzleperf.agent.swizzles import UnknownSwizzleError, catalog_source
+    source = Path(module.__file__).read_text()
+    target = module.SPEC.rewrite_target
+    try:
+        text = splice(source, target, catalog_source(order, target_args(source, target)))
+    except UnknownSwizzleError as exc:
+        raise ValueError(f"--order {order!r}: {exc}") from None
+    path = Path(tempfile.mkdtemp(prefix="swizzleperf-bench-")) / f"{name}_{order.replace(':', '_').replace('-', '_')}.py"
+    path.write_text(text)
+    module_spec = importlib.util.spec_from_file_location(path.stem, path)
+    spliced = importlib.util.module_from_spec(module_spec)
+    sys.modules[path.stem] = spliced
+    module_spec.loader.exec_module(spliced)
+    return spliced.SPEC
 
 
 def _parse(argv) -> argparse.Namespace:
@@ -45,6 +75,10 @@ def _parse(argv) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--verify-only", action="store_true")
     parser.add_argument("--meta", default="", help="overrides, e.g. COMM_SMS=32,BLOCK_N=128")
+    parser.add_argument("--order", default="", help="a catalog tile order for every kernel's swizzle, "
+                        "e.g. grouped-m:8 (default: the kernels' own)")
+    parser.add_argument("--gemm-configs", default="", help="per-rank GEMM configurations measured "
+                        "per shape (a kernels/schedule/gemm_tuning.py cache file)")
     parser.add_argument("--copy-mib", type=int, default=1024, help="peer-copy size (0: skip)")
     parser.add_argument("--out", default="", help="path prefix of OUT.json / OUT.md (rank 0)")
     return parser.parse_args(argv)
@@ -53,6 +87,17 @@ def _parse(argv) -> argparse.Namespace:
 def _meta(text: str) -> dict:
     pairs = [item.split("=", 1) for item in text.split(",") if item]
     return {key: int(value) for key, value in pairs}
+
+
+def _tuned(spec, problem: dict, world_size: int, args) -> dict:
+    """The per-rank GEMM configuration measured for this problem's per-rank shape on this GPU
+    (``--gemm-configs``), or {} (the spec's default) where there is none."""
+    if not args.gemm_configs or spec.compute_shape is None:
+        return {}
+    from swizzleperf.kernels.schedule.gemm_tuning import best_config
+    shape = spec.compute_shape(problem, world_size)
+    return best_config(shape["M"], shape["N"], shape["K"], args.dtype, torch.cuda.get_device_name(),
+                       path=Path(args.gemm_configs)) or {}
 
 
 def _problems(spec, selection: str) -> list:
@@ -68,7 +113,8 @@ def bench_kernel(spec, heap, args, group=None) -> list:
         p for p in args.patterns.split(",") if p in spec.patterns]
     for problem_name in _problems(spec, args.problems):
         problem = spec.problems[problem_name]
-        meta = spec.meta_for(problem_name, _meta(args.meta))
+        meta = spec.meta_for(problem_name, {**_tuned(spec, problem, heap.world_size, args),
+                                            **_meta(args.meta)})
         torch_nccl = None
         for pattern in patterns:
             row = {"kernel": spec.name, "problem": problem_name, **problem, "pattern": pattern,
@@ -263,7 +309,7 @@ def main(argv=None) -> int:
     dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank))
     try:
         names = KERNELS if args.kernels == "all" else args.kernels.split(",")
-        specs = [load_spec(name) for name in names]
+        specs = [load_spec(name, args.order) for name in names]
         world = dist.get_world_size()
         size = max([s.heap_bytes(s.problems[p], world, args.dtype)
                     for s in specs for p in _problems(s, args.problems)] + [0])

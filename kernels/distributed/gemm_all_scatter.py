@@ -110,7 +110,8 @@ def _gemm_worker(a, b, c, c_ptr, flags, heap_bases, workspace, sk_flags, rank, e
     num_pid_n = tl.cdiv(N_local, BLOCK_N)
     k_iters = tl.cdiv(K, BLOCK_K)
     num_dp_tiles = data_parallel_tiles(num_pid_m * num_pid_n, num_workers, STREAM_K)
-    for tile in tl.range(worker, num_dp_tiles, num_workers, warp_specialize=WARP_SPECIALIZE):
+    for tile in tl.range(worker, num_dp_tiles, num_workers, flatten=True,
+                         warp_specialize=WARP_SPECIALIZE):
         pid_m, pid_n = swizzle(tile, num_pid_m, num_pid_n)
         accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         accumulator = mainloop(a, b, pid_m * BLOCK_M, pid_n * BLOCK_N, 0, k_iters, M, N_local, K,

@@ -170,7 +170,8 @@ def gemm_reduce_scatter_gemm(a, b, staging_ptr, flags, heap_bases, workspace, sk
     num_pid_n = tl.cdiv(N, BLOCK_N)
     k_iters = tl.cdiv(K_local, BLOCK_K)
     num_dp_tiles = data_parallel_tiles(num_pid_m * num_pid_n, num_programs, STREAM_K)
-    for tile in tl.range(pid, num_dp_tiles, num_programs, warp_specialize=WARP_SPECIALIZE):
+    for tile in tl.range(pid, num_dp_tiles, num_programs, flatten=True,
+                         warp_specialize=WARP_SPECIALIZE):
         accumulator, owner, local_m, pid_n = _gemm_piece(
             a, b, rank, tile, 0, k_iters, tiles_per_rank, num_pid_m, num_pid_n, rows_per_rank,
             N, K_local, stride_am, stride_ak, stride_bk, stride_bn, BLOCK_M, BLOCK_N, BLOCK_K,

@@ -35,18 +35,24 @@ import triton
 from swizzleperf.kernels.schedule.persistent_gemm import (STREAM_K_VALUES, config_error, num_sms,
                                                  split_tiles)
 
-#: Tile shapes tried per shape (with every useful STREAM_K). 128 x 256 x 64, 8 warps, 3 stages
-#: won every large per-rank shape in a first persistent TMA GEMM on one H100 (triton 3.6,
-#: shared/HARDWARE.md, 2026-11-25); the smaller tiles fill the last wave of small shapes.
+#: Tile shapes tried per shape (with every useful STREAM_K). In the first tuning run on one H100
+#: (triton 3.6, 2026-11-25, 27 per-rank shapes) 128 x 256 x 64 with 4 stages and C stored in two
+#: halves won 17 shapes, the same with 3 stages and a whole C tile 4, 256 x 128 and 128 x 128 one
+#: each; ``tl.range(..., warp_specialize=True)`` made the first 2-3 % faster at two shapes there,
+#: so it is tried on the two leaders. The smaller tiles fill the last wave of small shapes.
 TILE_CANDIDATES = (
+    {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4,
+     "EPILOGUE_SUBTILE": 1},
+    {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4,
+     "EPILOGUE_SUBTILE": 1, "WARP_SPECIALIZE": 1},
     {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3},
+    {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3,
+     "WARP_SPECIALIZE": 1},
     {"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3},
     {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4},
     {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 4},
     {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 8, "num_stages": 3},
     {"BLOCK_M": 64, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 4, "num_stages": 4},
-    {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4,
-     "EPILOGUE_SUBTILE": 1},
 )
 #: The configuration used where nothing was measured for a shape (the first tile candidate,
 #: data-parallel): a default, not a measurement.
@@ -74,9 +80,12 @@ def candidates(M: int, N: int, K: int, programs: int, itemsize: int = 2,
 
 
 def name(config: dict) -> str:
-    """``128x256x64 w8 s3 sk1``: a configuration in one short word."""
+    """``128x256x64 w8 s4 sub sk1 ws``: a configuration in one short word (``sub``: C stored in
+    two halves, ``ws``: warp-specialized loop)."""
+    extra = (" sub" if config.get("EPILOGUE_SUBTILE") else "") + f" sk{config.get('STREAM_K', 0)}" + \
+        (" ws" if config.get("WARP_SPECIALIZE") else "")
     return (f"{config['BLOCK_M']}x{config['BLOCK_N']}x{config['BLOCK_K']} w{config['num_warps']} "
-            f"s{config['num_stages']} sk{config['STREAM_K']}")
+            f"s{config['num_stages']}{extra}")
 
 
 # ---------------------------------------------------------------------------------------- cache
@@ -129,21 +138,47 @@ def lookup(kernel: str, device_name: str, programs: int, dtype: str, M: int, N: 
     return dict(entry["config"]) if entry else None
 
 
+def best_config(M: int, N: int, K: int, dtype: str, device_name: str, programs: int | None = None,
+                path: Path | None = None) -> dict | None:
+    """The cached configuration of a shape on a device, from any kernel that shares the schedule
+    (kernels/gemm.py's and the distributed kernels' per-rank GEMM are the same loop): the entry
+    measured with ``programs`` SMs where there is one, else the one with the most SMs, this
+    triton version preferred. None where the shape was never tuned on that device."""
+    found = []
+    for key, entry in load_cache(path).items():
+        parts = key.split("|")
+        if len(parts) != 6 or parts[1] != device_name or parts[4] != dtype or parts[5] != f"{M}x{N}x{K}":
+            continue
+        sms = int(parts[2].removeprefix("sms="))
+        same_triton = parts[3] == f"triton={triton.__version__}"
+        found.append(((sms == programs, same_triton, sms), entry))
+    if not found:
+        return None
+    return dict(max(found, key=lambda f: f[0])[1]["config"])
+
+
 # --------------------------------------------------------------------------------------- timing
-def interleaved(launches: dict, rounds: int, flush_bytes: int = 256 << 20) -> dict:
+def interleaved(launches: dict, rounds: int, flush_bytes: int = 256 << 20,
+                lead_us: float = 100.0) -> dict:
     """Time callables launch by launch, interleaved: each round launches every one once (L2
     flushed before each launch by zeroing ``flush_bytes``, more than any GPU's L2; CUDA events
     around the launch alone), in an order rotated by one each round, so that clock changes
-    hit all alike. Returns ``{name: {"median_ms", "q25_ms", "q75_ms", "spread_ms" (IQR),
-    "times_ms"}}``."""
+    hit all alike. Before each timed launch the GPU also spins for ``lead_us`` microseconds or
+    more (``torch.cuda._sleep``, 2000 cycles a microsecond), so that the host has queued the launch before the GPU reaches it:
+    what is timed is the kernel on the GPU, not the host's launch overhead (the Python launch of
+    a Triton kernel takes tens of microseconds, as long as the smallest GEMMs here; a first
+    run on an H100 timed our 0.1 ms GEMM at 0.24 ms in some rounds without the lead). Returns
+    ``{name: {"median_ms", "q25_ms", "q75_ms", "spread_ms" (IQR), "times_ms"}}``."""
     names = list(launches)
     flush = torch.empty(flush_bytes, dtype=torch.int8, device="cuda")
+    cycles = int(lead_us * 2000)   # at most 2 GHz SM clock on Hopper (1980 MHz max: nvidia-smi)
     times = {n: [] for n in names}
     for r in range(rounds):
         order = names[r % len(names):] + names[:r % len(names)]
         events = []
         for n in order:
             flush.zero_()
+            torch.cuda._sleep(cycles)
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             launches[n]()
@@ -238,6 +273,7 @@ def tune(launch: Callable, M: int, N: int, K: int, dtype: str = "bfloat16",
               "cublas_spread_ms": final["cublas"]["spread_ms"], "rel_error": passed[winner][1],
               "screened": {n: round(t["median_ms"], 5) for n, t in screened.items()},
               "final": {n: round(t["median_ms"], 5) for n, t in final.items()},
+              "final_times_ms": {n: [round(x, 5) for x in t["times_ms"]] for n, t in final.items()},
               "rejected": rejected, "device": torch.cuda.get_device_name(), "programs": programs,
               "triton": triton.__version__, "date": time.strftime("%Y-%m-%d"), "rounds": rounds}
     if cache:

@@ -1,0 +1,89 @@
+"""kernels/schedule/gemm_tuning.py on CPU: the candidate configurations of a shape, the JSON cache
+(keys, round trip, the nearest entry for another SM count, a broken file said in one line), and
+on a GPU one shape tuned end to end against cuBLAS."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import triton
+
+from swizzleperf.kernels.schedule import gemm_tuning
+from swizzleperf.kernels.schedule.persistent_gemm import config_error, split_tiles
+
+
+@pytest.mark.parametrize("shape, programs", [((4096, 1280, 8192), 132), ((4096, 512, 4096), 132),
+                                             ((1000, 33, 70), 7)], ids=["1.2 waves", "one wave", "weird"])
+def test_candidates_fit_and_split_differently(shape, programs):
+    """Every candidate fits sm_90's shared memory; per tile shape, the STREAM_K values kept split
+    the tiles differently (a value that gives another's split is not timed twice)."""
+    configs = gemm_tuning.candidates(*shape, programs)
+    assert configs and all(config_error(c) is None for c in configs)
+    by_tile = {}
+    for c in configs:
+        tiles = triton.cdiv(shape[0], c["BLOCK_M"]) * triton.cdiv(shape[1], c["BLOCK_N"])
+        split = split_tiles(tiles, min(programs, tiles), c["STREAM_K"])
+        key = json.dumps({k: v for k, v in c.items() if k != "STREAM_K"}, sort_keys=True)
+        assert split not in by_tile.setdefault(key, []), c
+        by_tile[key].append(split)
+    if shape == (4096, 1280, 8192):   # 160 tiles of 128 x 256: whole, 28 stream-K, all 160
+        leader = json.dumps(gemm_tuning.TILE_CANDIDATES[0], sort_keys=True)
+        assert sorted(by_tile[leader]) == [0, 132, 160]
+
+
+def test_name_says_every_knob():
+    config = {**gemm_tuning.TILE_CANDIDATES[1], "STREAM_K": 2}
+    assert gemm_tuning.name(config) == "128x256x64 w8 s4 sub sk2 ws"
+    assert gemm_tuning.name(gemm_tuning.DEFAULT_CONFIG) == "128x256x64 w8 s4 sub sk0"
+
+
+def test_cache_round_trip_and_nearest(tmp_path, monkeypatch):
+    path = tmp_path / "sub" / "gemm_configs.json"
+    monkeypatch.setenv("SWIZZLEPERF_GEMM_CACHE", str(path))
+    assert gemm_tuning.cache_path() == path and gemm_tuning.load_cache() == {}
+    config = {**gemm_tuning.TILE_CANDIDATES[2], "STREAM_K": 1}
+    key = gemm_tuning.cache_key("gemm/grouped-m:8", "NVIDIA H100 80GB HBM3", 132, "bfloat16", 4096, 1280, 8192)
+    assert key == f"gemm/grouped-m:8|NVIDIA H100 80GB HBM3|sms=132|triton={triton.__version__}|bfloat16|4096x1280x8192"
+    gemm_tuning.store(key, {"config": config, "ours_ms": 0.12})
+    other = gemm_tuning.cache_key("gemm/grouped-m:8", "NVIDIA H100 80GB HBM3", 116, "bfloat16", 4096, 1280, 8192)
+    gemm_tuning.store(other, {"config": gemm_tuning.DEFAULT_CONFIG, "ours_ms": 0.13})
+    assert gemm_tuning.lookup("gemm/grouped-m:8", "NVIDIA H100 80GB HBM3", 132, "bfloat16", 4096, 1280, 8192) == config
+    assert gemm_tuning.lookup("gemm/grouped-m:8", "NVIDIA H200", 132, "bfloat16", 4096, 1280, 8192) is None
+    # the distributed kernels' GEMM on 116 SMs takes the 116 entry, on 124 the one with most SMs
+    best = gemm_tuning.best_config
+    assert best(4096, 1280, 8192, "bfloat16", "NVIDIA H100 80GB HBM3", 116) == gemm_tuning.DEFAULT_CONFIG
+    assert best(4096, 1280, 8192, "bfloat16", "NVIDIA H100 80GB HBM3", 124) == config
+    assert best(4096, 1280, 8192, "float16", "NVIDIA H100 80GB HBM3", 132) is None
+    assert sorted(json.loads(path.read_text())) == sorted([key, other])
+    assert not list(path.parent.glob("*.tmp"))   # written through a renamed temporary file
+
+
+def test_a_broken_cache_is_one_line(tmp_path):
+    path = tmp_path / "gemm_configs.json"
+    path.write_text("{not json")
+    with pytest.raises(ValueError, match="is not JSON .* remove it to start a new one"):
+        gemm_tuning.load_cache(path)
+    path.write_text("[1, 2]")
+    with pytest.raises(ValueError, match="must be a JSON object, got list"):
+        gemm_tuning.store("k", {"config": {}}, path)
+
+
+def test_tuning_needs_a_gpu():
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    with pytest.raises(RuntimeError, match="tune needs a CUDA device"):
+        gemm_tuning.tune(lambda inputs, **meta: None, 128, 128, 128)
+
+
+@pytest.mark.gpu
+def test_one_shape_tuned_against_cublas(tmp_path, gemm_path):
+    """M = 1024, N = 1280, K = 2048 on the GPU: every candidate checked with C poisoned, the
+    winner timed against torch.matmul in the same rounds, and cached."""
+    from swizzleperf.agent.spec import load_kernel
+    spec = load_kernel(gemm_path)[1]
+    path = tmp_path / "cache.json"
+    record = gemm_tuning.tune(spec.launch, 1024, 1280, 2048, rounds=10, path=path, log=lambda line: None)
+    assert record["rel_error"] < 1e-2 and record["ours_ms"] > 0 and record["cublas_ms"] > 0
+    assert not record["rejected"], record["rejected"]
+    assert gemm_tuning.best_config(1024, 1280, 2048, "bfloat16", record["device"], path=path) == record["config"]

@@ -1,0 +1,191 @@
+"""kernels/schedule/persistent_gemm.py through kernels/gemm.py on CPU: every schedule (data-parallel,
+stream-K of the last wave, of the last two) on persistent grids of several sizes, with tensor
+descriptors and with pointers, at a typical and a ragged shape, through the Triton interpreter;
+the stream-K split and ranges counted by hand; a tile order that skips or repeats a tile is
+NOT_PERMUTATION through the optimizer's verification.
+
+Tensor descriptors: triton 3.9's interpreter runs them (host-side ``TensorDescriptor`` loads and
+stores, zero-filled out of bounds), so both paths run here. The ragged shape (M = 33, N = 17,
+K = 70) has rows of 140 and 34 bytes, not multiples of 16: no tensor map can describe them, so
+it runs on pointers whatever is asked (``tma_supported``), as on a GPU.
+
+Tolerance: ||C - ref|| / ||ref|| against the fp32 product, C rounded once to fp16 (2^-11 unit
+roundoff: ~2e-4 seen) or bf16 (the interpreter truncates: ~3.4e-3 seen); the spec's 2e-3 / 1e-2.
+A tile computed twice, missed, or a stream-K piece added twice or lost gives errors of order 1
+(or NaN: C is poisoned first).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from swizzleperf.agent.candidate import splice, target_args
+from swizzleperf.agent.verify import Verdict, VerifyConfig, verify
+from swizzleperf.kernels.schedule.persistent_gemm import config_error, shared_bytes, split_tiles
+
+
+def _interpret(code: str) -> object:
+    """``code`` under TRITON_INTERPRET=1 in a fresh process (``@triton.jit`` picks the
+    interpreter at import: never in the pytest process); the JSON of its last stdout line."""
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=300, env=dict(os.environ, TRITON_INTERPRET="1"))
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+_SCHEDULES = """
+import json, torch
+from swizzleperf.agent.spec import load_kernel
+from swizzleperf.kernels.schedule.persistent_gemm import split_tiles, tma_supported
+module, spec = load_kernel({path!r})
+shape, tiles, dtype = {shape!r}, {tiles!r}, {dtype!r}
+rows = []
+for seed, (tma, stream_k, programs, subtile) in enumerate({cases!r}):
+    inputs = spec.make_inputs(shape, 10 + seed, "cpu", dtype)
+    inputs["c"].fill_(float("nan"))
+    spec.launch(inputs, **tiles, num_warps=4, num_stages=1, STREAM_K=stream_k, NUM_SMS=programs,
+                TMA=tma, EPILOGUE_SUBTILE=subtile)
+    ref = spec.reference(inputs).double()
+    out = inputs["c"].double()
+    num_tiles = -(-shape["M"] // tiles["BLOCK_M"]) * -(-shape["N"] // tiles["BLOCK_N"])
+    rows.append(dict(tma=tma and tma_supported(inputs["a"], inputs["b"], inputs["c"]),
+                     stream_k=stream_k, programs=programs, nan=bool(torch.isnan(out).any()),
+                     error=float((out - ref).norm() / ref.norm()),
+                     stream_k_tiles=num_tiles - split_tiles(num_tiles, min(programs, num_tiles), stream_k)))
+print(json.dumps(rows))
+"""
+
+
+@pytest.mark.parametrize("shape, tiles, dtype, tma_expected", [
+    # 4 x 3 = 12 tiles of 32 x 32, K in 3 steps (the last 16 deep); rows of 160 / 144 / 144 bytes
+    ({"M": 100, "N": 72, "K": 80}, {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}, "float16", True),
+    # 3 x 2 = 6 tiles of 16 x 16, K in 5 steps (the last 6 deep), every edge ragged: pointers
+    ({"M": 33, "N": 17, "K": 70}, {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16}, "bfloat16", False),
+], ids=["typical", "ragged"])
+def test_every_schedule_through_the_interpreter(gemm_path, shape, tiles, dtype, tma_expected):
+    """12 tiles on 5 programs: stream-K 1 splits the last 2 tiles' 6 K steps over 5 programs
+    (one or two steps each), stream-K 2 the last 7 (21 steps, 4 or 5 a program: pieces cross
+    tile boundaries); on 4 programs the waves are full (no stream-K whatever is asked); on 7,
+    the last 5 tiles, or all 12. With C in two halves where descriptors run."""
+    cases = [(tma, sk, p, int(tma and p == 5)) for tma in (True, False) for sk in (0, 1, 2) for p in (4, 5, 7)]
+    rows = _interpret(_SCHEDULES.format(path=str(gemm_path), shape=shape, tiles=tiles, dtype=dtype,
+                                        cases=cases))
+    limit = {"float16": 2e-3, "bfloat16": 1e-2}[dtype]
+    for case, row in zip(cases, rows):
+        assert not row["nan"] and 0 < row["error"] < limit, (case, row)
+        assert row["tma"] == (case[0] and tma_expected), (case, row)
+    if shape["M"] == 100:   # stream-K tiles per case, counted by hand (the docstring)
+        assert [r["stream_k_tiles"] for r in rows[:9]] == [0, 0, 0, 0, 2, 5, 0, 7, 12]
+
+
+def test_split_tiles_counted_by_hand():
+    # 160 tiles of 128 x 256 on 132 SMs (M = 4096, N = 1280): a partial wave of 28
+    assert split_tiles(160, 132, 0) == 160
+    assert split_tiles(160, 132, 1) == 132            # the 28 of the last wave stream-K
+    assert split_tiles(160, 132, 2) == 0              # and the full wave before: all of them
+    assert split_tiles(264, 132, 1) == split_tiles(264, 132, 2) == 264   # full waves: none
+    assert split_tiles(300, 132, 2) == 300 - 36 - 132
+    assert split_tiles(100, 132, 1) == split_tiles(100, 132, 2) == 0     # under one wave
+    with pytest.raises(ValueError, match="STREAM_K must be one of"):
+        split_tiles(10, 4, 3)
+    with pytest.raises(ValueError, match="programs must be >= 1"):
+        split_tiles(10, 0, 1)
+
+
+_RANGES = """
+import json, torch, triton, triton.language as tl
+from swizzleperf.kernels.schedule.persistent_gemm import stream_k_range, stream_k_segment
+
+@triton.jit
+def pieces(out, num_programs, units, k_iters):
+    pid = tl.program_id(0)
+    first, stop = stream_k_range(pid, num_programs, units)
+    i = 0
+    while stop > first:
+        tile, start, k_lo, k_hi = stream_k_segment(stop, first, k_iters)
+        base = out + (pid * 16 + i) * 4
+        tl.store(base, tile)
+        tl.store(base + 1, k_lo)
+        tl.store(base + 2, k_hi)
+        tl.store(base + 3, start)
+        stop = start
+        i += 1
+
+rows = {{}}
+for programs, tiles, k_iters in {cases!r}:
+    out = torch.full((programs * 16 * 4,), -1, dtype=torch.int32)
+    pieces[(programs,)](out, programs, tiles * k_iters, k_iters)
+    rows[f"{{programs}},{{tiles}},{{k_iters}}"] = out.view(programs, 16, 4).tolist()
+print(json.dumps(rows))
+"""
+
+
+@pytest.mark.parametrize("programs, tiles, k_iters", [(5, 2, 3), (5, 12, 3), (7, 3, 2), (4, 9, 5)])
+def test_stream_k_pieces_cover_every_k_step_once(programs, tiles, k_iters):
+    """Each program's range walked backwards piece by piece: every (tile, K step) exactly once
+    over all programs, at most one piece per program ends inside a tile (the hand-over slot is
+    one per program), and a tile's finishing piece belongs to the highest program touching it
+    (waits go to lower programs only). (7, 3, 2): fewer steps than programs, one step each."""
+    out = _interpret(_RANGES.format(cases=[(programs, tiles, k_iters)]))
+    covered = {}
+    for pid, slots in enumerate(out[f"{programs},{tiles},{k_iters}"]):
+        handovers = 0
+        for tile, k_lo, k_hi, _ in (s for s in slots if s[0] >= 0):
+            assert 0 <= k_lo < k_hi <= k_iters
+            handovers += k_hi < k_iters
+            for k in range(k_lo, k_hi):
+                covered.setdefault((tile, k), []).append(pid)
+        assert handovers <= 1, (pid, slots)
+    assert sorted(covered) == [(t, k) for t in range(tiles) for k in range(k_iters)]
+    assert all(len(p) == 1 for p in covered.values())
+    for t in range(tiles):
+        owners = [covered[(t, k)][0] for k in range(k_iters)]
+        assert owners == sorted(owners) and covered[(t, k_iters - 1)][0] == max(owners)
+
+
+def test_shared_memory_of_a_configuration_counted_by_hand():
+    # 128 x 256 x 64, 4 stages: 4 * (128*64 + 64*256) * 2 B = 192 KiB of operands; C's tile
+    # 128 x 256 x 2 B = 64 KiB whole (256 KiB: over sm_90's 227 KB) or 32 KiB in halves (224 KiB)
+    meta = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "STREAM_K": 0}
+    assert shared_bytes(meta, 2) == 256 * 1024
+    assert "must fit 232448 B per program, got 262144 B" in config_error(meta)
+    assert shared_bytes({**meta, "EPILOGUE_SUBTILE": 1}, 2) == 224 * 1024
+    assert config_error({**meta, "EPILOGUE_SUBTILE": 1}) is None
+    assert "STREAM_K must be one of" in config_error({**meta, "STREAM_K": 5})
+    assert "missing ['num_stages']" in config_error({k: v for k, v in meta.items() if k != "num_stages"})
+
+
+_REPEATS = '''@triton.jit
+def swizzle(pid, num_pid_m, num_pid_n):
+    """Row-major, but tile index 5 computes tile 4's place again (tile 5's never)."""
+    pid = tl.where(pid == 5, 4, pid)
+    pid_m = pid // num_pid_n
+    pid_n = pid % num_pid_n
+    return pid_m, pid_n
+'''
+_SKIPS = '''@triton.jit
+def swizzle(pid, num_pid_m, num_pid_n):
+    """Row-major shifted by one: the last tile index lands outside the grid, tile 0 never."""
+    pid = pid + 1
+    pid_m = pid // num_pid_n
+    pid_n = pid % num_pid_n
+    return pid_m, pid_n
+'''
+
+
+@pytest.mark.parametrize("target, expected", [(_REPEATS, "computed more than once"),
+                                              (_SKIPS, "never computed")], ids=["repeats", "skips"])
+def test_a_tile_repeated_or_skipped_is_not_a_permutation(tmp_path, gemm_source, target, expected):
+    """The persistent loop computes ``swizzle(tile)`` for every tile index once, over all
+    programs' iterations and both loops (data-parallel and stream-K): the optimizer's
+    permutation stage, which probes the target on every index of the grid, is the whole check."""
+    path = tmp_path / "gemm_candidate.py"
+    path.write_text(splice(gemm_source, "swizzle", target))
+    result = verify(path, tmp_path / "m.npy", VerifyConfig(seeds=(3,)))
+    assert result.verdict is Verdict.NOT_PERMUTATION, result.reason
+    assert expected in result.reason and "default problem" in result.reason, result.reason
