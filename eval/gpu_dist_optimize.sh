@@ -8,8 +8,14 @@
 #   bash eval/gpu_dist_optimize.sh OUTDIR          # repository root, .whl/ carried, two GPUs
 #
 # Env: CASES ("kernel:problem ...", default the eight below), ITERATIONS (proposals per run,
-# default 6), RUN_TIMEOUT (seconds per optimize run, 75), BENCH_ITERATIONS (10), SMOKE=1 (first the
-# rank pool's smoke test, eval/gpu_dist_smoke.py).
+# default 5), RUN_TIMEOUT (seconds per optimize run, 70), BENCH_TIMEOUT (seconds per kernel's
+# bench, 90), BENCH_ITERATIONS (10), BUDGET_S (an optimize run starts only while at least 45 s of
+# it are left; default 520, so the whole takes at most about 9 minutes), SMOKE=1 (first the rank
+# pool's smoke test, eval/gpu_dist_smoke.py).
+#
+# Timing seen on two H100s (2026-11-25, eval/results/dist_pool_smoke_h100x2.md): setup 22 s, a pool
+# 12 s to start, a candidate about 4 s to verify (check and benchmark problem) and time (15 rounds),
+# one optimize run of 2 iterations 53 s; the bench of one problem's four patterns 23 s.
 set -uo pipefail
 OUTDIR=${1:?usage: gpu_dist_optimize.sh OUTDIR}
 mkdir -p "$OUTDIR"
@@ -28,7 +34,7 @@ BENCH_FILES=()
 for K in all_gather_gemm gemm_reduce_scatter gemm_all_scatter; do
   P=$(for c in $CASES; do [ "${c%%:*}" = "$K" ] && printf '%s,' "${c#*:}"; done)
   [ -z "$P" ] && continue
-  timeout ${BENCH_TIMEOUT:-150} torchrun --nproc-per-node 2 -m swizzleperf.kernels.distributed.bench \
+  timeout ${BENCH_TIMEOUT:-90} torchrun --nproc-per-node 2 -m swizzleperf.kernels.distributed.bench \
     --kernels "$K" --problems "${P%,}" --iterations "${BENCH_ITERATIONS:-10}" --copy-mib 0 \
     --out "$OUTDIR/bench_$K" > "$OUTDIR/bench_$K.log" 2>&1
   stamp "bench $K ${P%,}: exit $?"
@@ -36,12 +42,15 @@ for K in all_gather_gemm gemm_reduce_scatter gemm_all_scatter; do
 done
 for c in $CASES; do
   K=${c%%:*}; P=${c#*:}
-  timeout ${RUN_TIMEOUT:-75} python3 -m swizzleperf.agent.cli optimize "kernels/distributed/$K.py" \
-    --world-size 2 --problem "$P" -n "${ITERATIONS:-6}" --plateau 100 --no-ncu --workdir "$OUTDIR/ws" \
+  if [ $(( $(date +%s) - START )) -gt $(( ${BUDGET_S:-520} - 45 )) ]; then
+    stamp "optimize $K $P: skipped, the time budget (BUDGET_S=${BUDGET_S:-520}) is spent"; continue
+  fi
+  timeout ${RUN_TIMEOUT:-70} python3 -m swizzleperf.agent.cli optimize "kernels/distributed/$K.py" \
+    --world-size 2 --problem "$P" -n "${ITERATIONS:-5}" --plateau 100 --no-ncu --workdir "$OUTDIR/ws" \
     > "$OUTDIR/optimize_${K}_${P}.log" 2>&1
   stamp "optimize $K $P: exit $?"; grep -m1 "answer" "$OUTDIR/optimize_${K}_${P}.log"
 done
 python3 eval/dist_optimize_table.py --workdir "$OUTDIR/ws" --bench "${BENCH_FILES[@]}" \
   --out "$OUTDIR/dist_optimize_h100x2" \
-  --command "CASES='$CASES' ITERATIONS=${ITERATIONS:-6} bash eval/gpu_dist_optimize.sh OUTDIR"
+  --command "CASES='$CASES' ITERATIONS=${ITERATIONS:-5} bash eval/gpu_dist_optimize.sh OUTDIR"
 stamp "done"

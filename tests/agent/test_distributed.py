@@ -81,10 +81,17 @@ def test_a_verified_configuration_passes_on_every_rank_at_2_and_3(tmp_path):
     result = _verdict(ev, {"pattern": "producer_consumer", "COMM_SMS": 32, "BLOCK_N": 128,
                            "num_warps": 4, "num_stages": 4, "swizzle": COLUMN_MAJOR})
     assert result["verdict"] == "PASS", result["reason"]
-    assert set(result["details"]["dist_numerics"]["rel_errors"]) == {"2", "3"}
+    numerics = result["details"]["dist_numerics"]
+    assert set(numerics["rel_errors"]) == {"2", "3"}
+    # the candidate's own knobs ran, at a check problem grown for its tiles (N: 2 x 1.5 tiles of 128 at W = 2)
+    assert numerics["meta"]["COMM_SMS"] == 32 and numerics["meta"]["BLOCK_N"] == 128
+    assert numerics["check_sizes"]["N"] >= 3 * 128 and numerics["check_sizes"] != {"M": 40, "N": 96, "K": 32}
     metrics = ev.measure(result["kernel_file"], result["mapping"], result["details"])
     assert metrics["time_ms"] is None and metrics["predicted_source"] == "simulated:h200x4"
     assert metrics["predicted_time_ms"] > 0 and 0 <= metrics["predicted_hidden_share"] <= 1
+    low, high = metrics["predicted_interval_ms"]
+    assert low <= metrics["predicted_time_ms"] <= high
+    assert "W = 2 and 3" in metrics["verified_at"] and "COMM_SMS=32" in metrics["verified_at"]
 
 
 def test_a_wrong_result_on_one_rank_is_a_mismatch(tmp_path):
