@@ -58,13 +58,16 @@ class MeasuredRanks:
     warmup: int = 3
     _pool: RankPool | None = field(default=None, repr=False)
     _references: dict | None = field(default=None, repr=False)
+    _references_error: str = field(default="", repr=False)
     restarts: list = field(default_factory=list)
 
     @property
     def pool(self) -> RankPool:
         if self._pool is None:
+            import atexit
             self._pool = RankPool(self.world_size, self.device, self.heap_bytes, self.folder,
                                   max_spins=self.max_spins)
+            atexit.register(self._pool.close)   # the ranks also die with this process (PDEATHSIG)
         return self._pool
 
     def _request(self, body: dict) -> dict:
@@ -100,9 +103,17 @@ class MeasuredRanks:
         if self._references is None:
             answer = self._request({"op": "references", "kernel_path": str(self.kernel_path)})
             if answer.get("verdict") != "PASS":
-                return {"error": f"{answer.get('verdict')}: {answer.get('reason')}"}
+                self._references_error = f"{answer.get('verdict')}: {answer.get('reason')}"
+                return {"error": self._references_error}
             self._references = summarize_references(answer)
         return self._references
+
+    def measured_references(self) -> dict:
+        """The references measured so far in this session (no request: the report is written
+        in every case, an interrupted run's too), or why there are none."""
+        if self._references is not None:
+            return self._references
+        return {"error": self._references_error or "not measured in this session"}
 
     def compare(self, items: list) -> dict:
         """Several verified configurations (``[{kernel_path, pattern, meta}]``) and torch + NCCL

@@ -293,8 +293,7 @@ class DistEvaluator:
         block = {"problem": self.problem_name, "sizes": self.problem, "world_size": self.world_size,
                  "torch_nccl": self.baseline_prediction(), "calibration": self.calibration.summary()}
         if self.mode == "measured" and self._ranks is not None:
-            block["references"] = self._ranks.references() if self._ranks.pool.alive or self._ranks._references \
-                else {"error": "not measured in this session"}
+            block["references"] = self._ranks.measured_references()
             block["pool"] = {"starts": self._ranks.pool.starts, "restarts": self._ranks.restarts,
                              "device": self._ranks.pool.device_name}
             block["confirmed_torch_nccl"] = self._confirmed_torch
