@@ -39,6 +39,7 @@ class Evaluator:
     verify_config: VerifyConfig
     measurer: Measurer
     _ranking: list | None = field(default=None, init=False, repr=False)
+    _timed: dict = field(default_factory=dict, init=False, repr=False)   # kernel file -> ms
 
     @property
     def spec(self):
@@ -74,14 +75,33 @@ class Evaluator:
                 "swizzle_args": tuple(self.spec.swizzle_args(problem, meta))}
 
     def report_extra(self) -> dict:
-        """report.json's ``workload``: problem, dtype, meta, tile grid, programs per wave."""
+        """report.json's ``workload``: problem, dtype, meta, tile grid, programs per wave; in
+        measured mode, ``library``: the fastest order's launch configurations against the vendor
+        library (``tune_launch``), where the spec declares either."""
         fields, hw = self.context_fields(), self.measurer.target.spec
         occupancy = self.measurer.trace.programs_per_cu
-        return {"workload": {**{k: fields[k] for k in ("problem", "meta")}, "dtype": self.verify_config.dtype,
-                             "tile_grid": list(fields["tile_grid"]), "programs": math.prod(fields["tile_grid"]),
-                             "programs_per_wave": hw.compute_units * occupancy,
-                             "wave_note": f"{hw.compute_units} {hw.compute_unit_label}s x {occupancy} "
-                                          f"resident per {hw.compute_unit_label} ({hw.name})"}}
+        extra = {"workload": {**{k: fields[k] for k in ("problem", "meta")}, "dtype": self.verify_config.dtype,
+                              "tile_grid": list(fields["tile_grid"]), "programs": math.prod(fields["tile_grid"]),
+                              "programs_per_wave": hw.compute_units * occupancy,
+                              "wave_note": f"{hw.compute_units} {hw.compute_unit_label}s x {occupancy} "
+                                           f"resident per {hw.compute_unit_label} ({hw.name})"}}
+        library = self.tune_launch()
+        return {**extra, "library": library} if library else extra
+
+    def tune_launch(self) -> dict | None:
+        """Measured mode: the spec's launch configurations (``launch_configs``) of the order this
+        run timed fastest (the head-to-head's figures where it ran), each checked, timed
+        interleaved with the spec's ``library`` launch (agent/tune_worker.py). ``{kernel_file,
+        verdict, reason, ...the stage's figures}``, or None (simulated, nothing timed, or a spec
+        with neither)."""
+        if self.mode != "measured" or not self._timed or not (
+                self.spec.launch_configs or self.spec.library is not None):
+            return None
+        fastest = min(self._timed, key=self._timed.get)
+        request = {"kernel_path": fastest, "stages": ["tune_launch"], "dtype": self.verify_config.dtype}
+        result = run_worker(request, self.verify_config.timeout_s, interpret=False)
+        return {"kernel_file": fastest, "verdict": result.verdict.value, "reason": result.reason,
+                **result.details.get("tune_launch", {})}
 
     # -- judging (agent/lessons.py, in this run's mode) -----------------------------------------
 
@@ -208,7 +228,10 @@ class Evaluator:
                 "mapping": mapping}
 
     def measure(self, kernel_file: str, mapping: str, details: dict) -> dict:
-        return self.measurer.measure(Path(kernel_file), Path(mapping), details)
+        metrics = self.measurer.measure(Path(kernel_file), Path(mapping), details)
+        if metrics.get("time_ms") is not None:
+            self._timed[kernel_file] = metrics["time_ms"]
+        return metrics
 
     def compare(self, kernel_files: list) -> dict:
         """Head-to-head timing of verified kernel files (GPU): ``{verdict, reason, time_ms: [...],
@@ -216,6 +239,9 @@ class Evaluator:
         request = {"kernel_path": kernel_files[0], "compare_paths": list(kernel_files),
                    "stages": ["compare"], "dtype": self.verify_config.dtype}
         result = run_worker(request, self.verify_config.timeout_s, interpret=False)
+        times = result.details.get("compare", {}).get("time_ms")
+        if result.passed and times:   # the head-to-head's figures replace the first ones
+            self._timed.update(zip(kernel_files, times))
         return {"verdict": result.verdict.value, "reason": result.reason,
                 **result.details.get("compare", {})}
 

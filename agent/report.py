@@ -187,6 +187,7 @@ def render_markdown(report: dict) -> str:
             noise = "" if best[f"beyond_noise_vs_{label}"] else " (within the measured spread: no real change)"
             lines.append(f"\nspeedup vs {label}: {best[key]:.3f}x{noise}")
     lines += _expert_lines(report)
+    lines += _library_lines(report.get("library"))
     lines += _workload_lines(report.get("workload"))
     lines += ["", "## Attempts", "", "| # | name | verdict | L2 hit rate | DRAM | cross-domain | time (ms) | lesson / reason |",
               "|---|---|---|---|---|---|---|---|"]
@@ -259,6 +260,31 @@ def _expert_lines(report: dict) -> list:
     if expert.get("time_ms") is not None and baseline.get("time_ms") is not None:
         text += f", {_ms(expert)} against {_ms(baseline)}"
     return [text + "."]
+
+
+def _library_lines(library: dict | None) -> list:
+    """The fastest order's launch configurations against the vendor library (agent/evaluate.py's
+    ``tune_launch``, measured in one interleaved run): the row that says whether we beat it."""
+    if not library:
+        return []
+    if library.get("verdict") != Verdict.PASS.value:
+        return ["", f"launch tuning failed: {md_text(library.get('verdict'))}: {md_text(library.get('reason'))}"]
+    name = md_text(library.get("library_name") or "the library")
+    lines = ["", "## Against the library (measured, interleaved launch by launch)", "",
+             "| what | time ms (median ± IQR) | library / this |", "|---|---|---|"]
+    rows = [("the kernel's launch configuration", library.get("default_ms"), library.get("default_spread_ms")),
+            ("best launch configuration: " + ", ".join(f"{k}={v}" for k, v in library["best_meta"].items()),
+             library["best_ms"], library["best_spread_ms"])]
+    for label, ms, spread in rows:
+        if ms is None:
+            continue
+        ratio = f"{library['library_ms'] / ms:.3f}x" if library.get("library_ms") else ""
+        lines.append(f"| {md_text(label)} | {ms:.3f}{'' if spread is None else f' ± {spread:.3f}'} | {ratio} |")
+    if library.get("library_ms") is not None:
+        lines.append(f"| {name} | {library['library_ms']:.3f} ± {library['library_spread_ms']:.3f} | 1.000x |")
+    lines.append(f"\norder: {md_text(Path(library['kernel_file']).name)}; {len(library['configs'])} "
+                 f"configurations timed, {len(library.get('rejected') or {})} rejected, {library['rounds']} rounds")
+    return lines
 
 
 def _workload_lines(workload: dict | None) -> list:

@@ -63,6 +63,13 @@ class KernelSpec:
         permutation_only: names of problems at which the rewrite target is only probed, the
             kernel never launched (no inputs exist there: a captured launch, agent/capture.py).
             One whose grid is not a multiple of 8 programs stands in for ``check``'s.
+        launch_configs: other launch configurations (dicts of meta-parameters applied over
+            ``meta``: tiles, warps, stages, schedule) that the optimizer tunes in measured mode
+            for the best order it found, at the default problem (agent/tune_worker.py); every
+            one must compute the same output as ``meta``.
+        library: ``(inputs) -> None``: the vendor library doing what one launch does, into the
+            inputs' output buffer (kernels/gemm.py: ``torch.matmul``, cuBLAS), timed beside the
+            tuned kernel in measured mode; None where there is none. ``library_name`` names it.
     """
 
     name: str
@@ -85,6 +92,9 @@ class KernelSpec:
     expert: str | None = None
     output_tile: Callable[[Problem, Meta], tuple] | None = None
     permutation_only: tuple = ()
+    launch_configs: tuple = ()
+    library: Callable[[dict], None] | None = None
+    library_name: str = ""
     source_path: Path | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:

@@ -88,6 +88,9 @@ def run_request(request: dict) -> dict:
     stages = {"permutation": _stage_permutation, "numerics": _stage_numerics,
               "timing": _stage_timing, "run_once": _stage_run_once, "compare": _stage_compare,
               "trace": _stage_trace}
+    if "tune_launch" in request["stages"]:  # launch configurations against the library: agent/tune_worker.py
+        from swizzleperf.agent.tune_worker import stage_tune_launch
+        stages["tune_launch"] = stage_tune_launch
     if any(stage.startswith("dist_") for stage in request["stages"]):
         from swizzleperf.agent import dist_worker
         stages.update(dist_permutation=dist_worker.stage_permutation,
