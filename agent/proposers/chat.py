@@ -415,6 +415,8 @@ class ChatClient:
                 exchange.outcome = "deadline: cancelled while the reply was streaming"
                 break
         exchange.reply = "".join(parts)
+        if exchange.finish_reason is None and exchange.outcome == "ok" and time.monotonic() > deadline:
+            exchange.outcome = "deadline: cancelled while the reply was streaming"  # stopped between events
         if not parts and not calls and exchange.finish_reason is None and exchange.outcome == "ok":
             exchange.outcome = EMPTY_STREAM
         exchange.tool_calls = [{**c, "id": c["id"] or f"call_{i}"} for i, c in sorted(calls.items()) if c["name"]]
