@@ -29,18 +29,39 @@ GPUS=$(python3 -c "import torch; print(torch.cuda.device_count())")
 timeout ${WARM_TIMEOUT:-150} python3 eval/gpu_rank_gemm.py warm --jobs ${JOBS:-16} >> "$LOG" 2>&1
 grep -E "FAILED|^warm:" "$LOG" | tail -5
 timeout ${CHECK_TIMEOUT:-150} python3 eval/gpu_rank_gemm.py check --out "$OUTDIR/check.json" 2>&1 | tee -a "$LOG" | tail -4
-for ((i = 0; i < GPUS; i++)); do
+# With OPTIMIZE=1 (and .whl/ carried: eval/gather_wheels.sh) the last GPU runs
+# `swizzleperf optimize kernels/gemm.py` (measured, the built-in policy, no ncu) meanwhile, and
+# the shapes are tuned on the others.
+TUNERS=$GPUS
+if [ "${OPTIMIZE:-0}" = 1 ] && [ "$GPUS" -ge 2 ]; then
+  TUNERS=$((GPUS - 1))
+  timeout 120 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target "$SITE/../wheels" .whl/*.whl >> "$LOG" 2>&1
+  ( cd "$OUTDIR" && CUDA_VISIBLE_DEVICES=$TUNERS PYTHONPATH="$PYTHONPATH:$SITE/../wheels" \
+    timeout -k 20 ${OPTIMIZE_TIMEOUT:-240} python3 -m swizzleperf.agent.cli optimize "$OLDPWD/kernels/gemm.py" \
+    --iterations ${ITERATIONS:-3} --no-ncu --workdir "$OUTDIR/sp" > "$OUTDIR/optimize.log" 2>&1 ) &
+  OPTIMIZER=$!
+fi
+for ((i = 0; i < TUNERS; i++)); do
   CUDA_VISIBLE_DEVICES=$i SWIZZLEPERF_GEMM_CACHE="$SITE/../gemm_configs_$i.json" \
-    timeout ${TUNE_TIMEOUT:-240} python3 eval/gpu_rank_gemm.py tune --part "$i/$GPUS" \
+    timeout ${TUNE_TIMEOUT:-240} python3 eval/gpu_rank_gemm.py tune --part "$i/$TUNERS" \
     --out "$OUTDIR/tune_$i.json" > "$OUTDIR/tune_$i.log" 2>&1 &
+  TUNING="${TUNING:-} $!"
 done
-wait
+wait $TUNING
 cat "$OUTDIR"/tune_*.log >> "$LOG"; rm -f "$OUTDIR"/tune_*.log
 if [ "${PROBE:-1}" = 1 ]; then
   timeout 90 python3 eval/gpu_rank_gemm.py probe --out "$OUTDIR/loop_options.json" 2>&1 | tee -a "$LOG" | tail -3
 fi
 python3 eval/gpu_rank_gemm.py report "$OUTDIR"/tune_*.json --out "$OUTDIR/rank_gemm_hopper" \
   --configs-out "$OUTDIR/gemm_configs_hopper.json" 2>&1 | tee -a "$LOG" | tail -34
+if [ -n "${OPTIMIZER:-}" ]; then
+  wait "$OPTIMIZER"; echo "optimize: exit $?" | tee -a "$LOG"
+  cat "$OUTDIR/optimize.log" >> "$LOG"
+  report=$(ls -t "$OUTDIR"/sp/runs/*/report.md 2>/dev/null | head -1)
+  [ -n "$report" ] && cp "$report" "$OUTDIR/optimize_report.md" && grep -A8 "Against the library" "$report"
+  tail -3 "$OUTDIR/optimize.log"
+fi
 if [ "${DIST:-0}" = 1 ] && [ "$GPUS" -ge 2 ]; then
   RUN="torchrun --nproc-per-node 2 -m swizzleperf.kernels.distributed.bench"
   timeout 150 $RUN --verify-only --problems check --copy-mib 0 --kernels all_gather_gemm,gemm_reduce_scatter,gemm_all_scatter \
