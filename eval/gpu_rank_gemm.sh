@@ -64,10 +64,10 @@ if [ -n "${OPTIMIZER:-}" ]; then
 fi
 if [ "${DIST:-0}" = 1 ] && [ "$GPUS" -ge 2 ]; then
   RUN="torchrun --nproc-per-node 2 -m swizzleperf.kernels.distributed.bench"
-  timeout 150 $RUN --verify-only --problems check --copy-mib 0 --kernels all_gather_gemm,gemm_reduce_scatter,gemm_all_scatter \
+  timeout ${VERIFY_TIMEOUT:-150} $RUN --verify-only --problems check --copy-mib 0 --kernels all_gather_gemm,gemm_reduce_scatter,gemm_all_scatter \
     --out "$OUTDIR/dist_verify_check" > "$OUTDIR/dist.log" 2>&1; echo "dist verify (check problem): exit $?" | tee -a "$LOG"
   grep -E "FAILED|verified|failed" "$OUTDIR/dist.log" | tail -12
-  timeout ${BENCH_TIMEOUT:-200} $RUN --kernels all_gather_gemm,gemm_reduce_scatter --patterns push,push_copy_engine,bulk_sync,producer_consumer \
+  timeout ${BENCH_TIMEOUT:-200} $RUN --kernels all_gather_gemm,gemm_reduce_scatter --patterns ${BENCH_PATTERNS:-push,push_copy_engine,bulk_sync,producer_consumer} \
     --order grouped-m:8 --gemm-configs "$OUTDIR/gemm_configs_hopper.json" --copy-mib 0 --iterations 20 \
     --out "$OUTDIR/dist_2gpu" >> "$OUTDIR/dist.log" 2>&1; echo "dist bench: exit $?" | tee -a "$LOG"
   grep -E "FAILED|x  |failed" "$OUTDIR/dist.log" | tail -16
