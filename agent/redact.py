@@ -9,7 +9,9 @@ In a URL (anything after ``scheme://``) it replaces
 
 The secrets it has removed once (a password, a query value of 4 characters or more) are also
 removed wherever they appear later as plain text, in this process: a server that echoes the key in
-an error message outside a URL is caught too. One linear pass per text.
+an error message outside a URL is caught too. What UTF-8 cannot encode (a lone surrogate, which a
+JSON ``\\ud800`` escape in a server's message produces) becomes ``?``, so that SQLite, files and
+the terminal take every text. One linear pass per text.
 """
 from __future__ import annotations
 
@@ -27,10 +29,14 @@ _SEEN: set[str] = set()
 
 
 def redact(text: str) -> str:
-    """``text`` with the userinfo, query values and fragment of every URL in it masked, and every
-    secret seen before masked wherever it appears."""
+    """``text`` with the userinfo, query values and fragment of every URL in it masked, every
+    secret seen before masked wherever it appears, and unencodable characters as ``?``."""
     if not isinstance(text, str) or not text:
         return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "replace").decode("utf-8")
     out, position = [], 0
     while True:
         found = text.find("://", position)

@@ -129,6 +129,16 @@ def test_a_hostile_body_is_no_candidate_quoting_what_was_received(name):
     assert len(message) < 1200
 
 
+def test_a_server_message_with_a_lone_surrogate_is_stored_and_printed_as_text():
+    with FakeOpenAIServer() as server:
+        server.reply(None, status=400, error_message="bad \ud800 request")
+        with pytest.raises(ProposerError) as info:
+            LLMProposer("fake", base_url=server.base_url, retries=0).propose(_context())
+    assert "HTTP 400: bad ? request" in str(info.value)
+    str(info.value).encode("utf-8")  # SQLite, files and the terminal take it
+    assert info.value.exchanges[-1]["outcome"] == "HTTP 400: bad ? request"
+
+
 @pytest.mark.parametrize("route, body", [
     ("/props", DEEP.encode()),
     ("/props", b'{"default_generation_settings": {"n_ctx": 100000000000000000000000}}'),

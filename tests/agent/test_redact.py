@@ -44,3 +44,7 @@ def test_redaction_is_linear(text):
     start = time.perf_counter()
     redact(text)
     assert time.perf_counter() - start < 1.0
+
+
+def test_a_lone_surrogate_becomes_encodable():
+    assert redact("bad \ud800 text") == "bad ? text"
