@@ -64,8 +64,12 @@ def summarize(run_dir: Path) -> str:
              + ", ".join(f"`{p}`" for p in plan[:n]), "",
              "| # | the model's proposal | verdict | time (ms) | in the declared space | the policy would propose it | "
              "a tile-order source |", "|---|---|---|---|---|---|---|"]
-    novel = 0
+    novel = proposed = 0
     for a in attempts:
+        if a["verdict"] == "NO_CANDIDATE":
+            lines.append(f"| {a['iteration']} | none: {(a.get('reason') or '')[:160]} | NO_CANDIDATE | | | | |")
+            continue
+        proposed += 1
         source = _source_of(run_dir, a)
         try:
             k = key(source) if source else None
@@ -80,8 +84,8 @@ def summarize(run_dir: Path) -> str:
         t_text = "n/a" if t is None else f"{t:.3f}" + ("" if a.get("time_ms") is not None else " predicted")
         lines.append(f"| {a['iteration']} | `{(k or source or a['name'])[:160]}` | {a['verdict']} | {t_text} | "
                      f"{'yes' if k in space else 'no'} | {would} | {'yes' if swizzle else 'no'} |")
-    lines += ["", f"{novel} of {n} proposals are ones the policy would not have made within {n} iterations "
-                  f"(proposed later in its plan, or never)."]
+    lines += ["", f"{novel} of the model's {proposed} proposals are ones the policy would not have made within "
+                  f"{n} iterations (proposed later in its plan, or never)."]
     best = report.get("best") or {}
     lines += [f"The run's best: {best.get('name')} ({(d.get('answer') or {}).get('line', '')})."]
     return "\n".join(lines) + "\n"

@@ -7,13 +7,13 @@
 # the model proposed that the built-in policy would not have (eval/real_llm_dist.py).
 #
 #   bash eval/real_llm.sh setup        # once: the server's venv and the GGUF models
-#   bash eval/real_llm_dist.sh         # about 30-60 min on 2 CPU cores
+#   bash eval/real_llm_dist.sh         # about 30-60 min on 2 CPU cores (4096-token context)
 #
 # Its own port (LLM_DIST_PORT, 8090) and pid file: a server of eval/real_llm.sh is never touched.
 set -euo pipefail
 LLM_HOME=${LLM_HOME:-$HOME/.cache/swizzleperf-llm}
 PORT=${LLM_DIST_PORT:-8090}
-CTX=${LLM_CTX:-2048}
+CTX=${LLM_DIST_CTX:-4096}   # the distributed prompt's shortest form is ~1700 tokens: 2048 leaves no room
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 OUT=$HERE/eval/results/real_llm_dist
 MODEL=$LLM_HOME/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
