@@ -10,7 +10,7 @@
 # Env: CASES ("kernel:problem ...", default the eight below), ITERATIONS (proposals per run,
 # default 5), RUN_TIMEOUT (seconds per optimize run, 70), BENCH_TIMEOUT (seconds per kernel's
 # bench, 90), BENCH_ITERATIONS (10), BUDGET_S (an optimize run starts only while at least 45 s of
-# it are left; default 520, so the whole takes at most about 9 minutes), SMOKE=1 (first the rank
+# it are left; default 500, so the whole ends within about 9 minutes), SMOKE=1 (first the rank
 # pool's smoke test, eval/gpu_dist_smoke.py).
 #
 # Timing seen on two H100s (2026-11-25, eval/results/dist_pool_smoke_h100x2.md): setup 22 s, a pool
@@ -42,8 +42,8 @@ for K in all_gather_gemm gemm_reduce_scatter gemm_all_scatter; do
 done
 for c in $CASES; do
   K=${c%%:*}; P=${c#*:}
-  if [ $(( $(date +%s) - START )) -gt $(( ${BUDGET_S:-520} - 45 )) ]; then
-    stamp "optimize $K $P: skipped, the time budget (BUDGET_S=${BUDGET_S:-520}) is spent"; continue
+  if [ $(( $(date +%s) - START )) -gt $(( ${BUDGET_S:-500} - 45 )) ]; then
+    stamp "optimize $K $P: skipped, the time budget (BUDGET_S=${BUDGET_S:-500}) is spent"; continue
   fi
   timeout ${RUN_TIMEOUT:-70} python3 -m swizzleperf.agent.cli optimize "kernels/distributed/$K.py" \
     --world-size 2 --problem "$P" -n "${ITERATIONS:-5}" --plateau 100 --no-ncu --workdir "$OUTDIR/ws" \
