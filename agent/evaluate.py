@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from swizzleperf.agent import lessons
-from swizzleperf.agent.candidate import CandidateError, check_candidate, splice, target_source, unified_diff
+from swizzleperf.agent.candidate import (CandidateError, canonical_target, check_candidate, splice, target_source,
+                                          unified_diff)
 from swizzleperf.agent.measure import Measurer
 from swizzleperf.agent.swizzles import expert_source
 from swizzleperf.agent.verify import Verdict, VerifyConfig, run_worker, verify
@@ -206,24 +207,36 @@ class Evaluator:
 
     def prepare(self, label: str, source: str, folder: Path | None = None) -> dict:
         """Static check and splice into ``folder`` (the run's candidates folder by default).
-        Returns ``{verdict, reason, kernel_file, diff}``; the verdict is INVALID (with the reason)
-        when the source is not an acceptable rewrite target."""
+        Returns ``{verdict, reason, source, kernel_file, diff}``: ``source`` is the canonical text
+        (agent/candidate.py) that the kernel file, the diff, the report and ``--in-place`` carry
+        from here on, never the reply's; the verdict is INVALID (with the reason, and no
+        ``source``) when the source is not an acceptable rewrite target."""
         try:
-            check_candidate(source, self.target_name, self.arg_names)
-            module = splice(self.module_source, self.target_name, source)
+            canonical = canonical_target(source, self.target_name, self.arg_names)
+            module = splice(self.module_source, self.target_name, canonical)
         except CandidateError as exc:
             return {"verdict": Verdict.INVALID.value, "reason": str(exc), "kernel_file": "", "diff": ""}
         folder = folder or self.candidates_dir
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{_slug(label)}_{self.kernel_path.name}"
         path.write_text(module)
-        return {"verdict": "", "reason": "", "kernel_file": str(path),
+        return {"verdict": "", "reason": "", "source": canonical, "kernel_file": str(path),
                 "diff": unified_diff(self.module_source, module, self.kernel_path.name)}
+
+    def reference_file(self) -> Path:
+        """The kernel module as the run read it, in the candidates folder: the permutation check
+        counts a synthetic grid only where this module's own target is a permutation too."""
+        path = self.candidates_dir / f"reference_{self.kernel_path.name}"
+        if not path.exists():
+            self.candidates_dir.mkdir(parents=True, exist_ok=True)
+            path.write_text(self.module_source)
+        return path
 
     def verify(self, kernel_file: str, time_it: bool) -> dict:
         """Permutation and numerics in workers. Returns ``{verdict, reason, details, mapping}``."""
         mapping = str(Path(kernel_file).with_suffix(".map.npy"))
-        result = verify(Path(kernel_file), Path(mapping), self.verify_config, time_it=time_it)
+        result = verify(Path(kernel_file), Path(mapping), self.verify_config, time_it=time_it,
+                        reference_path=self.reference_file())
         return {"verdict": result.verdict.value, "reason": result.reason, "details": result.details,
                 "mapping": mapping}
 

@@ -75,7 +75,7 @@ def run_worker(request: dict, timeout_s: float, interpret: bool) -> WorkerResult
     return WorkerResult(Verdict(raw["verdict"]), raw["reason"], raw["details"])
 
 
-_PATH_KEYS = ("kernel_path", "mapping_path")
+_PATH_KEYS = ("kernel_path", "mapping_path", "reference_path")
 
 
 def absolute_paths(request: dict) -> dict:
@@ -112,25 +112,32 @@ class VerifyConfig:
     timeout_s: float = 300.0
 
 
-def verify(kernel_path: Path, mapping_path: Path, config: VerifyConfig, time_it: bool = False) -> WorkerResult:
-    """Permutation (default and check grids), then numerics, of the kernel module at ``kernel_path``.
+def verify(kernel_path: Path, mapping_path: Path, config: VerifyConfig, time_it: bool = False,
+           reference_path: Path | None = None) -> WorkerResult:
+    """Permutation (default and check grids, every small grid and a sample of larger ones), then
+    numerics, of the kernel module at ``kernel_path``.
 
-    Saves the default problem's program -> tile map to ``mapping_path``. On CPU both stages run in
-    one interpreted worker, numerics at ``check``. On a GPU the permutation runs interpreted and
-    numerics compiled in a second worker, at ``check`` (edge tiles) and at ``default``; with
-    ``time_it`` that worker then times the default problem (``details["timing"]``), which saves a
-    process start and a compilation per candidate.
+    Saves the default problem's program -> tile map to ``mapping_path``. ``reference_path``: the
+    kernel module as the user wrote it (agent/probe.py: a synthetic grid counts where its own
+    target is a permutation too; without it, grids are synthesised only for a target whose
+    arguments are all the grid's extents). On CPU both stages run in one interpreted worker,
+    numerics at ``check``. On a GPU the permutation runs interpreted, then again on the target as
+    Triton compiles it (``compiled_permutation``: what only the interpreter does cannot pass), and
+    numerics, in a second worker, at ``check`` (edge tiles) and at ``default``; with ``time_it``
+    that worker then times the default problem (``details["timing"]``), which saves a process
+    start and a compilation per candidate.
     """
     base = {"kernel_path": str(kernel_path), "dtype": config.dtype, "seeds": list(config.seeds),
             "problems": ["default", "check"], "mapping_path": str(mapping_path),
-            "device": config.device, "timing_problem": "default"}
+            "device": config.device, "timing_problem": "default",
+            "reference_path": str(reference_path) if reference_path else None}
     if config.device == "cpu":
-        return run_worker({**base, "stages": ["permutation", "numerics"],
+        return run_worker({**base, "stages": ["permutation", "all_grids", "numerics"],
                            "numerics_problems": ["check"]}, config.timeout_s, interpret=True)
-    result = run_worker({**base, "stages": ["permutation"]}, config.timeout_s, interpret=True)
+    result = run_worker({**base, "stages": ["permutation", "all_grids"]}, config.timeout_s, interpret=True)
     if not result.passed:
         return result
-    stages = ["numerics", "timing"] if time_it else ["numerics"]
+    stages = ["compiled_permutation", "numerics"] + (["timing"] if time_it else [])
     compiled = run_worker({**base, "stages": stages, "numerics_problems": ["check", "default"]},
                           config.timeout_s, interpret=False)
     return WorkerResult(compiled.verdict, compiled.reason, {**result.details, **compiled.details})

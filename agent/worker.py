@@ -9,6 +9,10 @@ fails:
 - ``permutation``: evaluate the rewrite target for every program id of each named problem's grid
   (vectorised, under the Triton interpreter) and check that every logical tile is computed exactly
   once; saves the program -> tile map of the first problem to ``mapping_path`` (.npy, int64).
+- ``all_grids``: the same on every small grid and a sample of larger ones (agent/probe.py),
+  counted where the kernel's own target at ``reference_path`` (when given) is a permutation too.
+- ``compiled_permutation`` (CUDA): the sites of both through the target as Triton *compiles* it,
+  each tile counted with an atomic add: what only the interpreter does cannot pass.
 - ``numerics``: for each of ``numerics_problems``, outputs poisoned with NaN, fresh random inputs
   per seed, compared with the spec's reference: ``||out - ref|| / ||ref||`` within the spec's tolerance and no element left unwritten.
 - ``timing`` (CUDA): median and spread of the launch time over rotating input sets, L2 flushed
@@ -22,40 +26,23 @@ fails:
   on the same inputs, interleaved launch by launch, so that clock steps hit all alike.
 
 The probe needs the interpreter and the GPU stages need compiled kernels, so the agent runs the
-``permutation`` stage in a worker with ``TRITON_INTERPRET=1`` and, on a GPU, the others in a second
-worker without it.
+``permutation`` stage in a worker with ``TRITON_INTERPRET=1`` and, on a GPU, the others (from
+``compiled_permutation`` on) in a second worker without it.
 """
 from __future__ import annotations
 
-import contextlib
+import inspect
 import itertools
 import json
 import math
 import sys
-import tempfile
 import traceback
 from pathlib import Path
 
 import numpy as np
 
-PROBE_BLOCK = 4096
-MAX_LISTED = 6
-
-_PROBE_TEMPLATE = '''\
-import sys
-import triton
-import triton.language as tl
-
-target = getattr(sys.modules[{module!r}], {target!r})
-
-
-@triton.jit
-def probe(out_ptr, G, {args}, BLOCK: tl.constexpr):
-    pids = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = pids < G
-    tiles = target(pids, {args})
-{stores}
-'''
+from swizzleperf.agent import probe
+from swizzleperf.agent.probe import Site, permutation_errors, probe_target  # noqa: F401 (dist_worker's)
 
 
 class StageFailure(Exception):
@@ -85,7 +72,9 @@ def run_request(request: dict) -> dict:
         module, spec = load_kernel(request["kernel_path"])
     except KernelLoadError as exc:
         return {"verdict": "COMPILE_ERROR", "reason": str(exc), "details": details}
-    stages = {"permutation": _stage_permutation, "numerics": _stage_numerics,
+    stages = {"permutation": _stage_permutation, "all_grids": _stage_all_grids,
+              "compiled_permutation": _stage_compiled_permutation,
+              "numerics": _stage_numerics,
               "timing": _stage_timing, "run_once": _stage_run_once, "compare": _stage_compare,
               "trace": _stage_trace}
     if "tune_launch" in request["stages"]:  # launch configurations against the library: agent/tune_worker.py
@@ -127,105 +116,97 @@ def _one_line(exc: Exception) -> str:
 
 def _stage_permutation(module, spec, request: dict) -> dict:
     """The requested problems, then the spec's permutation-only ones (probed, never launched)."""
-    summary = {}
-    extra = [p for p in getattr(spec, "permutation_only", ()) if p not in request["problems"]]
-    for i, name in enumerate(list(request["problems"]) + extra):
+    real = _real_sites(module, spec, request)
+    coords = _probe(module, spec, real, compiled=False)
+    _raise_unless_permutations(real, coords, compiled=False)
+    if request.get("mapping_path"):
+        np.save(request["mapping_path"], np.ravel_multi_index(tuple(coords[0].T), real[0].grid))
+    return {s.label.split()[0]: {"grid": list(s.grid), "programs": math.prod(s.grid)} for s in real}
+
+
+def _stage_all_grids(module, spec, request: dict) -> dict:
+    """The spec's other problems, every small grid and a sample of larger ones (agent/probe.py),
+    interpreted."""
+    real = _real_sites(module, spec, request, every=True)
+    probed = {s.label for s in _real_sites(module, spec, request)}
+    return _check_all_grids(module, spec, request, real, compiled=False,
+                            unprobed=[s for s in real if s.label not in probed])
+
+
+def _stage_compiled_permutation(module, spec, request: dict) -> dict:
+    """The real problems and all the grids of ``all_grids``, through the target as Triton
+    compiles it (CUDA)."""
+    real = _real_sites(module, spec, request, every=True)
+    _raise_unless_permutations(real, _probe(module, spec, real, compiled=True), compiled=True)
+    return {"problems": [s.label.split()[0] for s in real],
+            "all_grids": _check_all_grids(module, spec, request, real, compiled=True)}
+
+
+def _real_sites(module, spec, request: dict, every: bool = False) -> list:
+    """The sites of the requested problems and the permutation-only ones (``every``: of all the
+    spec's problems), once the target's text is known to be read alike by the interpreter and the
+    compiler."""
+    why = probe.one_definition(getattr(module, spec.rewrite_target))
+    if why:
+        raise StageFailure("INVALID", f"the rewrite target {spec.rewrite_target} cannot be verified: {why}")
+    others = spec.problems if every else getattr(spec, "permutation_only", ())
+    extra = [p for p in others if p not in request["problems"]]
+    real = []
+    for name in list(request["problems"]) + extra:
         problem, meta = spec.problems[name], _meta(spec, name, request)
         grid = tuple(int(g) for g in spec.tile_grid(problem, meta))
-        coords = probe_target(module, spec, tuple(int(a) for a in spec.swizzle_args(problem, meta)),
-                              math.prod(grid), len(grid))
-        problem_text = f"{name} problem ({'x'.join(map(str, grid))} tiles, {math.prod(grid)} programs)"
-        message = permutation_errors(coords, grid)
-        if message:
-            raise StageFailure("NOT_PERMUTATION", f"swizzle is not a permutation at the "
-                                                  f"{problem_text}: {message}")
-        if i == 0 and request.get("mapping_path"):
-            np.save(request["mapping_path"], np.ravel_multi_index(tuple(coords.T), grid))
-        summary[name] = {"grid": list(grid), "programs": math.prod(grid)}
-    return summary
+        args = tuple(int(a) for a in spec.swizzle_args(problem, meta))
+        real.append(Site(grid, args, f"{name} problem ({'x'.join(map(str, grid))} tiles, {math.prod(grid)} programs)"))
+    return real
 
 
-def probe_target(module, spec, args: tuple, num_programs: int, ndim: int) -> np.ndarray:
-    """Evaluate the rewrite target on program ids 0..num_programs-1 (interpreter, vectorised).
-
-    Returns int64 ``[num_programs, ndim]`` tile coordinates.
-    """
-    import torch
-    names = ", ".join(f"a{i}" for i in range(len(args)))
-    stores = "\n".join(f"    tl.store(out_ptr + pids * {ndim} + {d}, tiles{f'[{d}]' if ndim > 1 else ''}, "
-                       f"mask=mask)" for d in range(ndim))
-    text = _PROBE_TEMPLATE.format(module=module.__name__, target=spec.rewrite_target,
-                                  args=names, stores=stores)
-    with tempfile.TemporaryDirectory() as folder, _elementwise_min_max(getattr(module, spec.rewrite_target)):
-        path = Path(folder) / "swizzleperf_probe.py"
-        path.write_text(text)
-        from swizzleperf.agent.spec import _import_file
-        probe_module = _import_file(path)
-        out = torch.full((num_programs * ndim,), -1, dtype=torch.int64)
-        grid = (math.ceil(num_programs / PROBE_BLOCK),)
-        probe_module.probe[grid](out, num_programs, *args, BLOCK=PROBE_BLOCK)
-    return out.numpy().reshape(num_programs, ndim)
-
-
-@contextlib.contextmanager
-def _elementwise_min_max(target):
-    """Python's ``min`` / ``max`` inside the target as the compiler reads them while the probe
-    runs. Compiled, Triton's code generator turns the builtins into ``tl.minimum`` /
-    ``tl.maximum``, elementwise; the interpreter calls the builtins themselves, which on the
-    probe's vector of program ids compare whole vectors and return one argument (the Triton
-    tutorial's ``min(num_pid_m - first_pid_m, GROUP_SIZE_M)`` then looked like no permutation).
-    Only the target's own module globals change, and only for the probe."""
-    import functools
-
-    namespace = target.fn.__globals__
-    saved = {name: namespace[name] for name in ("min", "max") if name in namespace}
-
-    def elementwise(op_name: str):
-        def apply(*args):
-            values = list(args[0]) if len(args) == 1 else list(args)
-            # looked up at call time: the interpreter patches triton.language for each launch
-            return functools.reduce(getattr(sys.modules["triton.language"], op_name), values)
-        return apply
-    namespace.update(min=elementwise("minimum"), max=elementwise("maximum"))
+def _probe(module, spec, sites: list, compiled: bool) -> list:
     try:
-        yield
-    finally:
-        for name in ("min", "max"):
-            namespace.pop(name, None)
-        namespace.update(saved)
+        return probe.probe_sites(module, spec.rewrite_target, sites, compiled=compiled)
+    except probe.ProbeError as exc:
+        raise StageFailure("RUNTIME_ERROR", str(exc)) from None
 
 
-def permutation_errors(coords: np.ndarray, grid: tuple) -> str:
-    """'' when ``coords`` ([programs, ndim]) hits every tile of ``grid`` exactly once, else what
-    went wrong: tiles never computed, tiles computed several times, programs out of range."""
-    grid_arr = np.asarray(grid)
-    in_range = np.all((coords >= 0) & (coords < grid_arr), axis=1)
-    flat = np.ravel_multi_index(tuple(coords[in_range].T), grid)
-    counts = np.bincount(flat, minlength=math.prod(grid))
-    parts = []
-    missing = np.flatnonzero(counts == 0)
-    if missing.size:
-        parts.append(f"{_tiles(missing, grid)} never computed")
-    repeated = np.flatnonzero(counts > 1)
-    if repeated.size:
-        listed = ", ".join(f"{_coord(t, grid)} {counts[t]} times" for t in repeated[:MAX_LISTED])
-        more = f" and {repeated.size - MAX_LISTED} more" if repeated.size > MAX_LISTED else ""
-        parts.append(f"{repeated.size} tile(s) computed more than once: {listed}{more}")
-    bad = np.flatnonzero(~in_range)
-    if bad.size:
-        listed = ", ".join(f"program {p} -> {tuple(int(c) for c in coords[p])}" for p in bad[:MAX_LISTED])
-        parts.append(f"{bad.size} program(s) map outside the grid: {listed}")
-    return "; ".join(parts)
+def _raise_unless_permutations(sites: list, coords: list, compiled: bool) -> None:
+    how = "compiled by Triton (the interpreter's reading passed), " if compiled else ""
+    for site, c in zip(sites, coords):
+        message = permutation_errors(c, site.grid)
+        if not message:
+            continue
+        where = (f"the {site.label}" if site.real else
+                 f"{site.label} ({math.prod(site.grid)} programs), a grid the kernel may be launched with "
+                 f"(every small grid and a sample of larger ones are checked, not only the kernel's problems)")
+        raise StageFailure("NOT_PERMUTATION", f"swizzle {how}is not a permutation at {where}: {message}")
 
 
-def _coord(flat_index: int, grid: tuple) -> str:
-    return "(" + ",".join(str(int(c)) for c in np.unravel_index(flat_index, grid)) + ")"
-
-
-def _tiles(flat: np.ndarray, grid: tuple) -> str:
-    listed = ", ".join(_coord(t, grid) for t in flat[:MAX_LISTED])
-    more = f" and {flat.size - MAX_LISTED} more" if flat.size > MAX_LISTED else ""
-    return f"{flat.size} tile(s) {listed}{more}"
+def _check_all_grids(module, spec, request: dict, real: list, compiled: bool, unprobed: list = ()) -> dict:
+    """``unprobed`` real sites and the synthetic ones (agent/probe.py), kept where the reference
+    target is a permutation."""
+    from swizzleperf.agent.spec import KernelLoadError, load_kernel
+    names = list(inspect.signature(getattr(module, spec.rewrite_target).fn).parameters)[1:]
+    reference = request.get("reference_path")
+    synthetic, note = probe.synthetic_sites(real, names, guarded=bool(reference))
+    sites = list(unprobed) + synthetic
+    if sites and reference:
+        try:
+            ref_module, ref_spec = load_kernel(reference)
+            ref_coords = probe.probe_sites(ref_module, ref_spec.rewrite_target, sites, compiled=compiled)
+        except (KernelLoadError, probe.ProbeError) as exc:
+            return {"sites": 0, "tiles": 0, "note": f"only the real grids: the reference could not be probed ({exc})"}
+        kept = [s for s, c in zip(sites, ref_coords) if probe.is_permutation(c, s.grid)]
+        if len(kept) < len(sites):
+            note = (f"{len(sites) - len(kept)} of {len(sites)} grids skipped: the kernel's own target is no "
+                    f"permutation there either")
+        sites = kept
+    try:
+        coords = probe.probe_sites(module, spec.rewrite_target, sites, compiled=compiled, per_site=not compiled)
+    except probe.ProbeError as exc:
+        raise StageFailure("RUNTIME_ERROR", str(exc)) from None
+    except probe.VectorUnsupported:   # compiled, a constexpr argument: one compilation per grid is too many
+        return {"sites": 0, "tiles": 0, "note": "compiled: only the real grids (the target needs "
+                                                "compile-time arguments)"}
+    _raise_unless_permutations(sites, coords, compiled)
+    return {"sites": len(sites), "tiles": int(sum(math.prod(s.grid) for s in sites)), "note": note}
 
 
 # -- numerics ------------------------------------------------------------------------------------
@@ -296,7 +277,7 @@ def _unwritten_tiles(unwritten, spec, problem, meta) -> str:
     tile = tuple(spec.output_tile(problem, meta))
     idx = unwritten.nonzero().cpu().numpy() // np.asarray(tile)
     flat = np.unique(np.ravel_multi_index(tuple(idx.T), grid))
-    return f"{_tiles(flat, grid)} (tiles of {'x'.join(map(str, tile))} elements)"
+    return f"{probe.tiles_text(flat, grid)} (tiles of {'x'.join(map(str, tile))} elements)"
 
 
 # -- timing and profiling ---------------------------------------------------------------------

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from swizzleperf.agent.candidate import (CandidateError, check_candidate, splice, target_args,
-                                          target_source, unified_diff)
+from swizzleperf.agent.candidate import (MAX_DEPTH, CandidateError, canonical_target, check_candidate, splice,
+                                          target_args, target_source, unified_diff)
 from swizzleperf.agent.swizzles import catalog_source
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -126,7 +126,7 @@ def test_splice_changes_only_the_target(gemm_source):
     new = splice(gemm_source, "swizzle", GOOD)
     old_tree, new_tree = ast.parse(gemm_source), ast.parse(new)
     assert len(old_tree.body) == len(new_tree.body)
-    assert target_source(new, "swizzle").strip() == GOOD.strip()
+    assert target_source(new, "swizzle") == canonical_target(GOOD, "swizzle", ARGS)
     assert "Column-major" not in gemm_source and "Column-major" in new
     diff = unified_diff(gemm_source, new, "gemm.py")
     assert diff.startswith("--- a/gemm.py") and "+    pid_n = pid // num_pid_m" in diff
@@ -136,3 +136,124 @@ def test_splice_changes_only_the_target(gemm_source):
 def test_splice_refuses_a_module_without_the_target():
     with pytest.raises(CandidateError, match="no top-level function"):
         splice("x = 1\n", "swizzle", GOOD)
+
+
+def test_splice_of_the_modules_own_target_is_the_identity(gemm_source):
+    assert splice(gemm_source, "swizzle", target_source(gemm_source, "swizzle")) == gemm_source
+
+
+# -- one canonical source (issue #21): what is checked is what runs -------------------------------
+
+# A docstring that holds a second `def swizzle` line: Triton's interpreter starts at the last line
+# beginning with `def ` (the docstring's, whose code it runs), its compiler at the first (the real
+# body), and the real body closes the docstring's quotes in what the interpreter reads as a comment.
+DOCSTRING_DEF = '''@triton.jit
+def swizzle(pid, num_pid_m, num_pid_n):
+    """Row-major.
+def swizzle(pid, num_pid_m, num_pid_n):
+    open("/tmp/pwned", "w").write(str(__import__("os").environ))
+    return pid // num_pid_n, pid % num_pid_n
+    # """
+    return pid % num_pid_m, pid % num_pid_n
+'''
+
+
+def test_the_docstring_def_passes_the_check_but_never_reaches_the_canonical_source():
+    check_candidate(DOCSTRING_DEF, "swizzle", ARGS)   # the body is harmless: the check is right
+    text = canonical_target(DOCSTRING_DEF, "swizzle", ARGS)
+    assert "pwned" not in text and "environ" not in text and "open(" not in text
+    assert [line for line in text.splitlines() if line.strip().startswith("def ")] == [
+        "def swizzle(pid, num_pid_m, num_pid_n):"]
+    assert text.splitlines()[2].strip() == '"""Row-major."""'  # the summary line only
+    assert text.rstrip().endswith("return (pid % num_pid_m, pid % num_pid_n)")
+
+
+@pytest.mark.parametrize("doc", ["'x'", '"""a\n\n   b  """', '"""\\x0c\\u2028 \\" \\\\ q"""', '""""""', ""])
+def test_the_canonical_docstring_is_one_plain_line(doc, gemm_source):
+    source = f"@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n):\n    {doc}\n" + BODY
+    text = canonical_target(source, "swizzle", ARGS)
+    assert len(text.splitlines()) <= 4 and len(text.split("\n")) == len(text.splitlines()) + 1
+    again = ast.parse(text).body[0]
+    assert ast.dump(again.body[-1]) == ast.dump(ast.parse(BODY.strip()).body[0])
+    assert splice(gemm_source, "swizzle", source).count(text) == 1
+
+
+def test_splice_writes_the_canonical_text_not_the_replys(gemm_source):
+    reply = GOOD.replace("    pid_n = pid // num_pid_m\n", "    pid_n = pid // num_pid_m  # a comment\n\n\n")
+    new = splice(gemm_source, "swizzle", reply)
+    assert "a comment" not in new and canonical_target(reply, "swizzle", ARGS) in new
+
+
+def test_splice_checks_whatever_it_is_given(gemm_source):
+    # every caller (the loop, a distributed configuration's tile order, the user-kernel patch)
+    # gets the check and the canonical text from splice itself
+    with pytest.raises(CandidateError, match="@triton.jit"):
+        splice(gemm_source, "swizzle", "def swizzle(pid, num_pid_m, num_pid_n):\n    return pid, 0\n")
+    with pytest.raises(CandidateError, match="must keep its parameters"):
+        splice(gemm_source, "swizzle", "@triton.jit\ndef swizzle(pid):\n    return pid, 0\n")
+
+
+# -- only local names are bound ------------------------------------------------------------------
+
+@pytest.mark.parametrize("line", [
+    "    tl.where = tl.minimum\n",
+    "    tl.where += 1\n",
+    "    triton.cdiv: tl.constexpr = 1\n",
+    "    for tl.minimum in range(2):\n        pass\n",
+    "    for pid.x in range(2):\n        pass\n",
+    "    pid.to = 1\n",
+    "    (a, tl.where) = (1, 2)\n",
+    "    a, *tl.where = (1, 2)\n",
+    "    pid[0] = 1\n",
+    "    del pid\n",
+    "    del tl.where\n",
+    "    global g\n    g = 1\n",
+    "    with tl.where as w:\n        pass\n",
+    "    tl = 0\n",
+    "    min = 0\n",
+    "    for range in (1, 2):\n        pass\n",
+])
+def test_refuses_every_store_that_is_not_a_local_name(line):
+    with pytest.raises(CandidateError, match="local|not allowed"):
+        check_candidate("@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n):\n" + line + BODY,
+                        "swizzle", ARGS)
+
+
+def test_local_names_may_be_bound_every_allowed_way():
+    check_candidate("@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n):\n"
+                    "    a, b = pid, 1\n    a += b\n    c: tl.constexpr = 2\n"
+                    "    for i in range(2):\n        a = a + i * c\n" + BODY, "swizzle", ARGS)
+
+
+# -- sizes that once took the agent down ----------------------------------------------------------
+
+@pytest.mark.parametrize("expression, message", [
+    ("+".join(["1"] * 2500), "nest|parse"),                       # RecursionError before
+    ("(" * 300 + "pid" + ")" * 300, "parse|nest"),
+    ("9" * 3600, "characters|bits"),
+    (str(2 ** 64), "bits"),
+    ("pid + 1e400", "finite"),
+    ("(" * 60 + "pid" + " + 1)" * 60, "nests more than"),
+])
+def test_huge_and_deep_targets_are_one_clear_refusal(expression, message):
+    source = f"@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n):\n    x = {expression}\n" + BODY
+    with pytest.raises(CandidateError, match=message):
+        canonical_target(source, "swizzle", ARGS)
+
+
+def test_a_deep_decorator_is_one_clear_refusal():
+    source = "@" + "a." * 3000 + "b\ndef swizzle(pid, num_pid_m, num_pid_n):\n" + BODY
+    with pytest.raises(CandidateError):
+        check_candidate(source, "swizzle", ARGS)
+
+
+def test_the_catalog_and_the_bundled_targets_stay_within_the_depth_limit():
+    deepest = 0
+    for name in ("xcd-grouped-m:8:8", "grouped-n:3", "column-major"):
+        func = check_candidate(catalog_source(name, ARGS), "swizzle", ARGS)
+        stack = [(func, 1)]
+        while stack:
+            node, depth = stack.pop()
+            deepest = max(deepest, depth)
+            stack.extend((c, depth + 1) for c in ast.iter_child_nodes(node))
+    assert deepest <= MAX_DEPTH // 2

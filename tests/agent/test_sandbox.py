@@ -234,3 +234,26 @@ def test_a_daemon_the_app_leaves_behind_is_ended_with_its_process_group(tmp_path
     _wait_gone(token)
     assert not _with_token(token), "the app's daemon outlived it"
     assert _SECRET not in seen.read_text()
+
+
+# -- on a GPU: CUDA and ncu work inside the box -------------------------------------------------
+
+@pytest.mark.gpu
+def test_cuda_works_in_the_box_of_a_verification_worker(tmp_path):
+    code = ("import json, os, torch; x = torch.arange(10, device='cuda'); "
+            "print(json.dumps({'pid': os.getpid(), 'sum': int(x.sum()), 'gpus': torch.cuda.device_count()}))")
+    done = sandbox.run([sys.executable, "-c", code], tmp_path, sandbox.worker_env(), 300,
+                       sandbox.worker_limits(300, interpret=False))
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["sum"] == 45 and seen["gpus"] >= 1
+    assert seen["pid"] == 1 or not sandbox.isolation()[0]
+
+
+@pytest.mark.gpu
+def test_ncu_profiles_a_launch_from_inside_the_box(gemm_path):
+    from swizzleperf.profiling import ncu
+    if ncu.find_ncu() is None:
+        pytest.skip("no ncu on this machine")
+    raw = ncu.profile_launch(gemm_path, "matmul_kernel", "bfloat16", timeout_s=600)
+    assert any("lts__t_sector" in key for key in raw), sorted(raw)[:10]
