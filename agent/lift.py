@@ -281,7 +281,9 @@ def lift(source: str, kernel_name: str, launch: Launch, filename: str = "kernel.
         return lift_mapping(tree, func, source, launch)
     except LiftError as exc:
         why = str(exc).removeprefix(f"cannot lift {kernel_name}: ")
-        return remap(tree, func, source, launch, why)
+    except Exception as exc:  # noqa: BLE001 -- a construct the lift does not know: the remap takes any kernel
+        why = f"the lift stopped at a construct it does not know ({type(exc).__name__}: {exc})"
+    return remap(tree, func, source, launch, why)
 
 
 def lift_mapping(tree: ast.Module, func: ast.FunctionDef, source: str, launch: Launch) -> Lifted:
