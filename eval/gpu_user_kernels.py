@@ -3,7 +3,7 @@ ncu on each, and the measured speedup: one table.
 
 Run on a GPU machine by eval/gpu_user_kernels.sh (which installs the project first):
 
-    python3 eval/gpu_user_kernels.py OUTDIR [--iterations 2] [--budget-s 280] [--examples a,b,...]
+    python3 eval/gpu_user_kernels.py OUTDIR [--iterations 1] [--budget-s 280] [--examples a,b,...]
 
 Phase 1 (the GPUs): for each example of ``EXAMPLES``, in that order, ``swizzleperf optimize --app
 "python3 examples/user_kernels/<name>/app.py --large" --kernel <kernel> --iterations N`` in a
@@ -60,7 +60,7 @@ MIN_RUN_S = 40        # an example is not started with less than this left
 def main(argv: list | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("outdir", type=Path)
-    parser.add_argument("--iterations", type=int, default=2)
+    parser.add_argument("--iterations", type=int, default=1)
     parser.add_argument("--budget-s", type=float, default=280.0, help="seconds for both phases")
     parser.add_argument("--examples", default="", help="comma-separated folder names (default: all)")
     parser.add_argument("--small", action="store_true",
