@@ -361,7 +361,7 @@ def _evaluate_region(func, region: _Region, launch: Launch) -> dict:
         except Unsupported as exc:
             raise LiftError(f"cannot lift {func.name}: cannot evaluate {exc} (line {stmt.lineno}) of the "
                             f"mapping at the captured launch") from None
-        except (TypeError, ValueError, ZeroDivisionError, OverflowError) as exc:
+        except EVAL_ERRORS as exc:
             raise LiftError(f"cannot lift {func.name}: evaluating line {stmt.lineno} of the mapping at the "
                             f"captured launch failed: {type(exc).__name__}: {exc}") from None
     return evaluator.env
