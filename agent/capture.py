@@ -58,7 +58,7 @@ class Capture:
         params = self.launch["params"]
         return Launch(grid=tuple(self.launch["grid"]),
                       values={p["name"]: p["value"] for p in params if p["kind"] == "scalar"},
-                      pointers=frozenset(p["name"] for p in params if p["kind"] in ("tensor", "none")),
+                      pointers=frozenset(p["name"] for p in params if p["kind"] in ("tensor", "none", "tensor_descriptor")),
                       globals=dict(self.launch.get("globals", {})))
 
     def describe(self) -> str:
@@ -228,7 +228,7 @@ def _pick_launch(app: str, kernel: str, work: Path) -> dict:
     bad = [f"{p['name']} ({p['type']})" for p in launch["params"] if p["kind"] == "unsupported"]
     if bad:
         raise CaptureError(f"cannot replay {kernel}: argument {bad[0]} is of a type the snapshot cannot "
-                           f"hold (tensors, numbers, strings, None and tl dtypes can be)")
+                           f"hold (tensors, host tensor descriptors, numbers, strings, None and tl dtypes can be)")
     if not launch["outputs"]:
         raise CaptureError(f"the captured launch of {kernel} changed none of its tensor arguments: nothing "
                            f"to compare a reordered kernel against")
@@ -270,6 +270,16 @@ def _value(param: dict):
     return param["value"]
 
 
+def _argument(param: dict, inputs: dict):
+    """A captured launch's argument over the replay's tensors."""
+    if param["kind"] == "tensor":
+        return inputs[param["name"]]
+    if param["kind"] == "tensor_descriptor":
+        from swizzleperf.agent.capture_hook import rebuilt_descriptor
+        return rebuilt_descriptor(param["descriptor"], inputs[param["base"]])
+    return _value(param)
+
+
 def spec_fields(kernel, folder: str | Path) -> dict:
     """Every KernelSpec field but ``rewrite_target`` for the captured launch in ``folder`` (which
     also holds the lift's ``lift.json``); ``kernel`` is the module's kernel object (autotuned or not).
@@ -282,7 +292,7 @@ def spec_fields(kernel, folder: str | Path) -> dict:
     launch = json.loads((Path(folder) / "launch.json").read_text())
     lifted = json.loads((Path(folder) / "lift.json").read_text())
     params = launch["params"]
-    tensors = [p for p in params if p["kind"] == "tensor"]
+    tensors = [p for p in params if p["kind"] == "tensor"] + launch.get("descriptor_bases", [])
     roles = {o["name"]: o for o in launch["outputs"]}
     primary = next((o["name"] for o in launch["outputs"] if o.get("write_only")), None)
     output_name = primary or SYNTHETIC_OUTPUT
@@ -315,7 +325,7 @@ def spec_fields(kernel, folder: str | Path) -> dict:
 
     def launch_fn(inputs: dict, **run_meta) -> None:
         """The captured launch: its grid, arguments and options, the autotuner bypassed."""
-        values = [inputs[p["name"]] if p["kind"] == "tensor" else _value(p) for p in params]
+        values = [_argument(p, inputs) for p in params]
         _jit_function(kernel)[tuple(launch["grid"])](*values, **options, **run_meta)
         if primary is None:
             inputs[SYNTHETIC_OUTPUT].copy_(inputs[source_output])

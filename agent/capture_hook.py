@@ -26,6 +26,7 @@ Two jobs, each switched on by environment variables:
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -183,6 +184,8 @@ def _capture(original, jit_fn, args, grid, kwargs):
         return original(jit_fn, *args, grid=grid, warmup=False, **kwargs)
     import torch
     tensors = {k: v for k, v in values.items() if isinstance(v, torch.Tensor)}
+    tensors.update({base_name(k): v.base for k, v in values.items()
+                    if _is_descriptor(v) and isinstance(v.base, torch.Tensor)})
     storages, layout = _snapshot(tensors)
     result = original(jit_fn, *args, grid=grid, warmup=False, **kwargs)
     replay = _Replay(original, jit_fn, args, kwargs, grid, list(signature.parameters), storages, layout, tensors)
@@ -266,8 +269,13 @@ class _Replay:
         copies = {k: _view(self.storages, self.layout[k], t.device, buffers) for k, t in self.tensors.items()}
         for k in poisoned:
             _poison(copies[k])
-        args = [copies.get(self.names[i], a) if i < len(self.names) else a for i, a in enumerate(self.args)]
-        kwargs = {k: copies.get(k, v) for k, v in self.kwargs.items()}
+
+        def swapped(name, value):
+            if _is_descriptor(value) and base_name(name) in copies:
+                return rebuilt_descriptor(value, copies[base_name(name)])
+            return copies.get(name, value)
+        args = [swapped(self.names[i], a) if i < len(self.names) else a for i, a in enumerate(self.args)]
+        kwargs = {k: swapped(k, v) for k, v in self.kwargs.items()}
         self.original(self.jit_fn, *args, grid=self.grid, warmup=False, **kwargs)
         return copies
 
@@ -307,12 +315,40 @@ def _synchronizes(fn) -> bool:
     return "atomic_cas" in source or ("while" in source and "atomic_" in source)
 
 
+def _is_descriptor(value) -> bool:
+    """A host tensor descriptor (``triton.tools.tensor_descriptor.TensorDescriptor``: TMA on Hopper)."""
+    return type(value).__name__ == "TensorDescriptor" and dataclasses.is_dataclass(value) and hasattr(value, "base")
+
+
+def base_name(name: str) -> str:
+    """The snapshot's name for the tensor under descriptor argument ``name``."""
+    return f"{name}.base"
+
+
+def descriptor_fields(value) -> dict:
+    """A descriptor's fields but its base (shape, strides, block shape, padding...) as plain values."""
+    return {f.name: ([int(x) for x in getattr(value, f.name)] if f.name in ("shape", "strides", "block_shape")
+                     else getattr(value, f.name))
+            for f in dataclasses.fields(value) if f.name != "base"}
+
+
+def rebuilt_descriptor(value, base):
+    """``value`` (a descriptor, or its fields as a dict) over another base tensor."""
+    if isinstance(value, dict):
+        from triton.tools.tensor_descriptor import TensorDescriptor
+        known = {f.name for f in dataclasses.fields(TensorDescriptor)}
+        return TensorDescriptor(base, **{k: v for k, v in value.items() if k in known})
+    return dataclasses.replace(value, base=base)
+
+
 def _describe(value) -> dict:
     import torch
     if value is None:
         return {"kind": "none"}
     if isinstance(value, torch.Tensor):
         return {"kind": "tensor"}
+    if _is_descriptor(value) and isinstance(value.base, torch.Tensor):
+        return {"kind": "tensor_descriptor", "base": None, "descriptor": descriptor_fields(value)}
     if type(value).__name__ == "constexpr" and hasattr(value, "value"):
         value = value.value
     if isinstance(value, (bool, int, float, str)):
@@ -326,20 +362,21 @@ def _write(fn, values, options, sizes, storages, layout, outputs, roles) -> None
     import torch
     folder, pid = os.environ[DIR_ENV], os.getpid()
     annotations = {k: str(v) for k, v in getattr(fn, "__annotations__", {}).items()}
-    params = []
+    params, bases = [], []
     for name, value in values.items():
         entry = {"name": name, "constexpr": "constexpr" in annotations.get(name, ""), **_describe(value)}
         if entry["kind"] == "tensor":
-            index, offset, dtype, size, stride = layout[name]
-            entry.update(storage=index, byte_offset=offset, dtype=str(dtype).replace("torch.", ""),
-                         shape=list(size), stride=list(stride), device=str(value.device))
+            entry.update(_placed(name, layout, value))
+        elif entry["kind"] == "tensor_descriptor":
+            entry["base"] = base_name(name)
+            bases.append({"name": base_name(name), "kind": "tensor", **_placed(base_name(name), layout, value.base)})
         params.append(entry)
     autotuner = _state.autotuners[-1] if _state.autotuners else None
     config = getattr(autotuner, "best_config", None)
     launch = {
         "kernel": fn.__name__, "file": os.path.realpath(inspect.getsourcefile(fn)),
         "line": fn.__code__.co_firstlineno, "grid": list(sizes), "programs": math.prod(sizes),
-        "launch_index": _best["launches"], "params": params,
+        "launch_index": _best["launches"], "params": params, "descriptor_bases": bases,
         "options": {k: _describe(v).get("value") for k, v in options.items()
                     if _describe(v)["kind"] == "scalar" and k not in ("grid", "warmup")},
         "autotuned": None if config is None else {
@@ -355,6 +392,13 @@ def _write(fn, values, options, sizes, storages, layout, outputs, roles) -> None
     torch.save({"storages": storages, "outputs": outputs}, os.path.join(folder, f"tensors-{pid}.pt"))
     with open(os.path.join(folder, f"launch-{pid}.json"), "w") as f:
         json.dump(launch, f, indent=1)
+
+
+def _placed(name: str, layout: dict, tensor) -> dict:
+    """Where a snapshot tensor lies in its storage copy, and what it is."""
+    index, offset, dtype, size, stride = layout[name]
+    return dict(storage=index, byte_offset=offset, dtype=str(dtype).replace("torch.", ""),
+                shape=list(size), stride=list(stride), device=str(tensor.device))
 
 
 def _scalar_globals(fn) -> dict:

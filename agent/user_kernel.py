@@ -130,7 +130,8 @@ def _tolerance(source: str, kernel: str, captured: Capture) -> tuple[float, str]
     atomics = [n for n in ast.walk(func) if isinstance(n, ast.Call)
                and ast.unparse(n.func).split(".")[-1] == "atomic_add"]
     outputs = captured.launch["outputs"]
-    dtypes = {p["name"]: p["dtype"] for p in captured.launch["params"] if p["kind"] == "tensor"}
+    dtypes = {p["name"]: p["dtype"] for p in captured.launch["params"] + captured.launch.get("descriptor_bases", [])
+              if p["kind"] == "tensor"}
     floating = [o for o in outputs if dtypes[o["name"]] in ATOMIC_TOLERANCE]
     unstable = [o["name"] for o in outputs if not o.get("deterministic", True)]
     if not (atomics and floating) and not unstable:
