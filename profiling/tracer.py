@@ -40,6 +40,12 @@ extension back into the tensor (the part inside, the part past the end from 0 on
 the start); the plain reading comes last. ``tl.max_contiguous`` / ``tl.multiple_of`` hints change no
 address, and masks on K narrow every tile's access of one step alike, which the per-step fit takes.
 
+Small gathers. An access whose address depends on data but that reads a scalar in each tile
+(``SCALAR_GATHER_BYTES``, 16 B at most: one 128-bit load; within one granule), a row's label in a
+loss kernel, say, is not refused: each tile gets a block of its own for it (a tensor of its own, one
+row per tile), its traffic counted, no reuse assumed; the trace's source says how many. A larger
+data-dependent access (the gather of a CSR SpMV's x) still refuses the trace.
+
 Masked edges. Where a kernel masks its accesses at the domain's edges (a stencil's shifted loads,
 a ragged last tile), edge tiles touch less than the affine map predicts, so the fit is made away
 from the edges: sample_tiles takes tile (1, 1, ..) and its neighbours along each axis, the middle
@@ -97,6 +103,8 @@ from swizzleperf.profiling.trace import TileTrace
 
 _EXACT = "exactly on all sampled tiles"
 _NO_WRAP = (0, 0, 0, 0, 0, 0, 0)  # fields 11-17 of an access that wraps nowhere
+_GATHER_TENSORS = 1 << 40          # tensor ids of the private blocks of small data-dependent accesses
+SCALAR_GATHER_BYTES = 16  # a data-dependent access this small (one 128-bit load at most) gets a private block
 GRANULE_BYTES = 128  # the l2_line_bytes of every bundled spec (hwspecs/*.yaml)
 MERGE_GAP_BYTES = 32  # the smallest L2 sector of any bundled spec (NVIDIA: 32 B)
 
@@ -168,19 +176,33 @@ def extend(samples: dict, grid: tuple, programs_per_cu: int, source: str,
     coords = np.array(tiles, dtype=np.int64).reshape(len(tiles), len(grid))
     all_coords = np.stack(np.unravel_index(np.arange(math.prod(grid)), grid), axis=1)  # [tiles, ndim]
     parts = []  # (step, tensor, is_store, r0, r1, c0, c1) per rectangle; arrays over all tiles
-    inexact = wrapped = 0
+    inexact = wrapped = gathered = 0
     for s, j in ((s, j) for s in range(len(shape)) for j in range(len(shape[s]))):
         rows = [shaped[t][s][j] for t in tiles]
         touched = [r for r in rows if r[3] > r[2]]
         if not touched:
             continue                                        # masked off in every sampled tile
         tensor, site, store = touched[0][1], touched[0][0], touched[0][5]
-        if any(r[1] != tensor for r in touched):
-            raise TraceError(f"access {j} of step {s} (line {site}) falls in different tensors in "
-                             f"different tiles: data-dependent addressing")
+        small = all(r[4] <= SCALAR_GATHER_BYTES and r[2] // granule_bytes == (r[3] - 1) // granule_bytes
+                    for r in touched)
         label = f"access {j} of step {s} (the {'store' if store else 'load'} at line {site} of the kernel)"
-        p, size_t = pitch.get(tensor, 0), size.get(tensor, -1)
-        pieces, counted = _extend_access(rows, p, size_t, coords, all_coords, grid, label)
+        if any(r[1] != tensor for r in touched):
+            if not small:
+                raise TraceError(f"access {j} of step {s} (line {site}) falls in different tensors in "
+                                 f"different tiles: data-dependent addressing")
+            pieces = None
+        else:
+            p, size_t = pitch.get(tensor, 0), size.get(tensor, -1)
+            try:
+                pieces, counted = _extend_access(rows, p, size_t, coords, all_coords, grid, label)
+            except TraceError:
+                if not small:
+                    raise
+                pieces = None
+        if pieces is None:   # a scalar gather (a row's label): a block of each tile's own
+            gathered += 1
+            parts.append((s, _GATHER_TENSORS + len(parts), bool(store), *_private(math.prod(grid), granule_bytes)))
+            continue
         inexact += counted
         wrapped += any(r[10] for r in touched) and len(pieces) > 1
         for values in pieces:
@@ -188,8 +210,17 @@ def extend(samples: dict, grid: tuple, programs_per_cu: int, source: str,
                 parts.append((s, tensor, bool(store), *_round_columns(r0, r1, c0, c1, p, size_t, granule_bytes)))
     note = (f"; {granule_bytes} B granules" + (f"; {inexact} sampled 2-D accesses counted by their "
                                                 f"bounding byte range" if inexact else "")
-            + (f"; {wrapped} accesses wrap around their tensor's edge (% M)" if wrapped else ""))
+            + (f"; {wrapped} accesses wrap around their tensor's edge (% M)" if wrapped else "")
+            + (f"; {gathered} data-dependent scalar accesses counted as a block of each tile's own"
+               if gathered else ""))
     return _to_trace(parts, math.prod(grid), len(shape), programs_per_cu, source + note)
+
+
+def _private(tiles: int, granule: int) -> tuple:
+    """Rectangles ``(r0, r1, c0, c1)`` giving each tile one granule of its own (row t of a tensor of
+    its own): an access whose address depends on data, too small to matter for reuse."""
+    rows = np.arange(tiles, dtype=np.int64)
+    return rows, rows + 1, np.zeros(tiles, dtype=np.int64), np.full(tiles, granule, dtype=np.int64)
 
 
 def _normalise(access) -> tuple:

@@ -22,7 +22,7 @@ from swizzleperf.agent.lift import target_order
 from swizzleperf.agent.simulate import trace_kernel
 from swizzleperf.agent.swizzles import catalog_source
 from swizzleperf.profiling import l2sim
-from swizzleperf.profiling.tracer import access_record, extend, sample_tiles
+from swizzleperf.profiling.tracer import TraceError, access_record, extend, sample_tiles
 
 APP = Path(__file__).resolve().parents[1] / "agent" / "apps" / "tutorial_gemm_ragged" / "app.py"
 
@@ -168,3 +168,33 @@ def test_the_tutorial_gemms_cpu_run_ranks_orders(tutorial_gemm):
 def load_spec_of(prepared):
     from swizzleperf.agent.spec import load_spec
     return load_spec(prepared.module_path)
+
+
+def _with_label(tile: tuple, label_offset: int) -> list:
+    """A row-per-tile loss kernel's accesses: the row of a [12, 64] fp32 array (affine), then one
+    element of it at a data-dependent column (the label), then the row's loss."""
+    (row,) = tile
+    logits = access_record(20, 0, np.arange(64) * 4 + row * 256, 4, False, 12 * 256)
+    label = access_record(21, 0, np.array([row * 256 + label_offset * 4]), 4, False, 12 * 256)
+    loss = access_record(22, 1, np.array([row * 4]), 4, True, 48)
+    return [logits, label, loss]
+
+
+def test_a_scalar_gather_gets_a_block_of_each_tiles_own_and_a_wide_one_still_refuses():
+    grid = (12,)
+    labels = {t: (7 * t[0] * t[0] + 3) % 64 for t in sample_tiles(grid)}   # no affine map gives these
+    trace = extend({t: _with_label(t, labels[t]) for t in sample_tiles(grid)}, grid, 1, "test", granule_bytes=32)
+    assert "1 data-dependent scalar accesses counted as a block of each tile's own" in trace.source
+    # per 32 B sector: each row's 256 B, a label sector of each tile's own, the 48 B of loss in 2 sectors
+    assert trace.footprint_bytes() == 12 * 256 + 12 * 32 + 64
+    users = {}
+    for t in range(12):
+        for key in set(trace.keys[t].ravel().tolist()) - {-1}:
+            users.setdefault(key, set()).add(t)
+    own = [k for k, u in users.items() if len(u) == 1]
+    assert sorted(trace.block_bytes[own].tolist()) == [32] * 12 + [256] * 12   # a row and a label a tile
+    wide = {t: [a if a[0] != 21 else access_record(21, 0, np.arange(8) * 4 + t[0] * 256 + labels[t] * 4 % 128, 4,
+                                                    False, 12 * 256) for a in _with_label(t, 0)]
+            for t in sample_tiles(grid)}
+    with pytest.raises(TraceError, match="line 21"):   # 32 B a tile: no scalar, refused as before
+        extend(wide, grid, 1, "test", granule_bytes=32)
