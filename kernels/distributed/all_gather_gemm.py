@@ -26,8 +26,12 @@ with the GEMM is this kernel's overlap knob:
 - ``push_copy_engine``: the same protocol with the copies done by the GPU's copy engines
   (``Tensor.copy_`` into the peer's gathered A, mapped in this process) on the "comm"
   stream, ``CE_GROUPS`` copies per peer, each followed by a one-program kernel that signals
-  its chunks' flags; the GEMM keeps every SM (``push`` gives ``COMM_SMS`` of them to copies
-  that finish early in the GEMM and then idle);
+  its chunks' flags; the GEMM keeps every SM but one (``push`` gives ``COMM_SMS`` of them to
+  copies that finish early in the GEMM and then idle). The one is for the signal kernels: the
+  persistent GEMM's programs stay resident until the end, each holding nearly all of an SM's
+  shared memory, so with every SM theirs a signal kernel found no SM while the GEMM's programs
+  waited for its flags (two H100s, 2026-11-25: the second launch at llama70b-up-8k gave up
+  after 2^24 polls, and the others ran 2.5x slower than bulk_sync);
 - ``bulk_sync``: the same copy on all SMs, a barrier, then the GEMM without waits (no
   overlap: the reference point of the other two inside the same code).
 
@@ -157,7 +161,8 @@ def all_gather_gemm_gemm(a, b, c, flags, errors, flag_kind, heap_bases, workspac
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                          WORLD_SIZE: tl.constexpr, SOURCE: tl.constexpr, STREAM_K: tl.constexpr,
                          USE_TMA: tl.constexpr, STORE_TMA: tl.constexpr, SUBTILE: tl.constexpr,
-                         WARP_SPECIALIZE: tl.constexpr, DOT_IN_FP32: tl.constexpr):
+                         WARP_SPECIALIZE: tl.constexpr, FLATTEN: tl.constexpr,
+                         DOT_IN_FP32: tl.constexpr):
     """Persistent GEMM ``C_r [M, N_local] = A [M, K] @ B_r [K, N_local]`` (kernels/schedule/persistent_gemm.py):
     tile indices ``pid, pid + P, ...`` whole up to the last ``STREAM_K`` waves, then the
     program's share of those waves' K steps, each index through ``swizzle`` (own rows first).
@@ -175,7 +180,7 @@ def all_gather_gemm_gemm(a, b, c, flags, errors, flag_kind, heap_bases, workspac
     num_pid_n = tl.cdiv(N_local, BLOCK_N)
     k_iters = tl.cdiv(K, BLOCK_K)
     num_dp_tiles = data_parallel_tiles(num_pid_m * num_pid_n, num_programs, STREAM_K)
-    for tile in tl.range(pid, num_dp_tiles, num_programs, flatten=True,
+    for tile in tl.range(pid, num_dp_tiles, num_programs, flatten=FLATTEN,
                          warp_specialize=WARP_SPECIALIZE):
         accumulator, src, chunk, pid_n = _gemm_piece(
             a, b, flags, errors, flag_kind, heap_bases, rank, epoch, max_spins, tile, 0, k_iters,
@@ -331,7 +336,7 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
     def gemm(programs: int, source: int) -> Step:
         use_tma = load_tma and source != _PULL        # peers' rows: pointers, translated
         run = gemm_launch(num_tiles, programs, meta, c.device, use_tma, store_tma and use_tma,
-                          a.dtype)
+                          a.dtype, flags=source == _WAIT)
         a_arg = operands(gathered, [block_m, meta["BLOCK_K"]], use_tma)
         b_arg = operands(b, [meta["BLOCK_K"], meta["BLOCK_N"]], use_tma)
         c_arg = operands(c, c_block(meta, store_tma and use_tma), store_tma and use_tma)
@@ -353,8 +358,8 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
         return [gemm(sms, _PULL), BARRIER]
     if pattern == "push":   # the CPU runner runs the push of every rank before any GEMM
         return [push(comm_sms, True, "comm"), gemm(sms - comm_sms, _WAIT), BARRIER]
-    if pattern == "push_copy_engine":
-        return [_push_copy_engine(heap, state, epoch, meta), gemm(sms, _WAIT), BARRIER]
+    if pattern == "push_copy_engine":   # one SM left to the signal kernels (module docstring)
+        return [_push_copy_engine(heap, state, epoch, meta), gemm(sms - 1, _WAIT), BARRIER]
     if pattern == "bulk_sync":
         return [push(sms, False, "main"), BARRIER, gemm(sms, _GATHERED), BARRIER]
     raise ValueError(f"pattern must be one of {PATTERNS}, got {pattern!r}")

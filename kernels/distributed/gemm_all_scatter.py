@@ -99,7 +99,8 @@ def _gemm_worker(a, b, c, c_ptr, flags, heap_bases, workspace, sk_flags, rank, e
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                  WORLD_SIZE: tl.constexpr, MODE: tl.constexpr, STREAM_K: tl.constexpr,
                  USE_TMA: tl.constexpr, STORE_TMA: tl.constexpr, SUBTILE: tl.constexpr,
-                 WARP_SPECIALIZE: tl.constexpr, DOT_IN_FP32: tl.constexpr):
+                 WARP_SPECIALIZE: tl.constexpr, FLATTEN: tl.constexpr,
+                 DOT_IN_FP32: tl.constexpr):
     """Worker ``worker`` of ``num_workers`` of the persistent GEMM of the local block
     (kernels/schedule/persistent_gemm.py): tile indices ``worker, worker + num_workers, ...`` below
     whole up to the last ``STREAM_K`` waves, then its share of those waves' K steps, in
@@ -110,7 +111,7 @@ def _gemm_worker(a, b, c, c_ptr, flags, heap_bases, workspace, sk_flags, rank, e
     num_pid_n = tl.cdiv(N_local, BLOCK_N)
     k_iters = tl.cdiv(K, BLOCK_K)
     num_dp_tiles = data_parallel_tiles(num_pid_m * num_pid_n, num_workers, STREAM_K)
-    for tile in tl.range(worker, num_dp_tiles, num_workers, flatten=True,
+    for tile in tl.range(worker, num_dp_tiles, num_workers, flatten=FLATTEN,
                          warp_specialize=WARP_SPECIALIZE):
         pid_m, pid_n = swizzle(tile, num_pid_m, num_pid_n)
         accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -167,13 +168,14 @@ def gemm_all_scatter_gemm(a, b, c, c_ptr, flags, heap_bases, workspace, sk_flags
                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                           WORLD_SIZE: tl.constexpr, MODE: tl.constexpr, STREAM_K: tl.constexpr,
                           USE_TMA: tl.constexpr, STORE_TMA: tl.constexpr, SUBTILE: tl.constexpr,
-                          WARP_SPECIALIZE: tl.constexpr, DOT_IN_FP32: tl.constexpr):
+                          WARP_SPECIALIZE: tl.constexpr, FLATTEN: tl.constexpr,
+                          DOT_IN_FP32: tl.constexpr):
     """Persistent GEMM of the local block; MODE 0 local only, 1 local + flag, 2 every rank."""
     _gemm_worker(a, b, c, c_ptr, flags, heap_bases, workspace, sk_flags, rank, epoch,
                  tl.program_id(0), tl.num_programs(0), M, N_local, K, stride_am, stride_ak,
                  stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_M, BLOCK_N,
                  BLOCK_K, WORLD_SIZE, MODE, STREAM_K, USE_TMA, STORE_TMA, SUBTILE,
-                 WARP_SPECIALIZE, DOT_IN_FP32)
+                 WARP_SPECIALIZE, FLATTEN, DOT_IN_FP32)
 
 
 @triton.jit(do_not_specialize=["epoch"])
@@ -195,14 +197,15 @@ def gemm_all_scatter_specialized(a, b, c_ptr, flags, errors, flag_kind, heap_bas
                                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                                  BLOCK_K: tl.constexpr, WORLD_SIZE: tl.constexpr,
                                  STREAM_K: tl.constexpr, USE_TMA: tl.constexpr,
-                                 WARP_SPECIALIZE: tl.constexpr, DOT_IN_FP32: tl.constexpr):
+                                 WARP_SPECIALIZE: tl.constexpr, FLATTEN: tl.constexpr,
+                                 DOT_IN_FP32: tl.constexpr):
     """Programs ``< gemm_programs`` compute and signal tiles; the rest wait and scatter them."""
     pid = tl.program_id(0)
     if pid < gemm_programs:
         _gemm_worker(a, b, c_ptr, c_ptr, flags, heap_bases, workspace, sk_flags, rank, epoch, pid,
                      gemm_programs, M, N_local, K, stride_am, stride_ak, stride_bk, stride_bn,
                      stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, WORLD_SIZE,
-                     1, STREAM_K, USE_TMA, False, 0, WARP_SPECIALIZE, DOT_IN_FP32)
+                     1, STREAM_K, USE_TMA, False, 0, WARP_SPECIALIZE, FLATTEN, DOT_IN_FP32)
     else:
         _scatter_worker(c_ptr, flags, errors, flag_kind, heap_bases, rank, epoch, max_spins,
                         pid - gemm_programs, tl.num_programs(0) - gemm_programs, M, N_local,
@@ -271,7 +274,8 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
 
     def gemm(programs: int, mode: int) -> Step:
         store_tma = mode == _LOCAL and use_tma and tma_supported(local)  # no flag after a TMA store
-        run = gemm_launch(state["num_tiles"], programs, meta, c.device, use_tma, store_tma, a.dtype)
+        run = gemm_launch(state["num_tiles"], programs, meta, c.device, use_tma, store_tma, a.dtype,
+                          flags=mode == _SIGNAL)
         c_arg = operands(local, c_block(meta, store_tma), store_tma)
         return Step(lambda: gemm_all_scatter_gemm[run.grid](
             a_arg, b_arg, c_arg, c, state["flags"], heap.heap_bases, run.workspace, run.sk_flags,
@@ -291,7 +295,8 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
     if pattern == "fused_sequential":
         return [gemm(sms, _EVERY_RANK), BARRIER]
     if pattern == "workgroup_specialized":
-        run = gemm_launch(state["num_tiles"], sms - comm_sms, meta, c.device, use_tma, False, a.dtype)
+        run = gemm_launch(state["num_tiles"], sms - comm_sms, meta, c.device, use_tma, False, a.dtype,
+                          flags=True)
         kwargs = {k: v for k, v in run.kwargs.items() if k != "SUBTILE"}
         return [Step(lambda: gemm_all_scatter_specialized[(sms,)](   # GEMM: the first run.grid
             a_arg, b_arg, c, *flag_args, run.workspace, run.sk_flags, run.grid[0], *shape,

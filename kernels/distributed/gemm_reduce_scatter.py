@@ -152,6 +152,7 @@ def gemm_reduce_scatter_gemm(a, b, staging_ptr, flags, heap_bases, workspace, sk
                              BLOCK_K: tl.constexpr, WORLD_SIZE: tl.constexpr,
                              SIGNAL: tl.constexpr, STREAM_K: tl.constexpr, USE_TMA: tl.constexpr,
                              SUBTILE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
+                             FLATTEN: tl.constexpr,
                              DOT_IN_FP32: tl.constexpr):
     """Persistent GEMM of the partial ``A_r [M, K_local] @ B_r [K_local, N]``
     (kernels/schedule/persistent_gemm.py: tile indices ``pid, pid + P, ...`` whole up to the last
@@ -170,7 +171,7 @@ def gemm_reduce_scatter_gemm(a, b, staging_ptr, flags, heap_bases, workspace, sk
     num_pid_n = tl.cdiv(N, BLOCK_N)
     k_iters = tl.cdiv(K_local, BLOCK_K)
     num_dp_tiles = data_parallel_tiles(num_pid_m * num_pid_n, num_programs, STREAM_K)
-    for tile in tl.range(pid, num_dp_tiles, num_programs, flatten=True,
+    for tile in tl.range(pid, num_dp_tiles, num_programs, flatten=FLATTEN,
                          warp_specialize=WARP_SPECIALIZE):
         accumulator, owner, local_m, pid_n = _gemm_piece(
             a, b, rank, tile, 0, k_iters, tiles_per_rank, num_pid_m, num_pid_n, rows_per_rank,
@@ -293,7 +294,8 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
     b_arg = operands(b, [meta["BLOCK_K"], meta["BLOCK_N"]], use_tma)
 
     def gemm(programs: int, signal: bool) -> Step:
-        run = gemm_launch(world * out_tiles, programs, meta, out.device, use_tma, False, a.dtype)
+        run = gemm_launch(world * out_tiles, programs, meta, out.device, use_tma, False, a.dtype,
+                          flags=signal)
         return Step(lambda: gemm_reduce_scatter_gemm[run.grid](
             a_arg, b_arg, staging, state["flags"], heap.heap_bases, run.workspace, run.sk_flags,
             heap.rank, epoch, rows, N, K_local, a.stride(0), a.stride(1), b.stride(0),
