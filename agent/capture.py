@@ -340,6 +340,7 @@ def spec_fields(kernel, folder: str | Path) -> dict:
 
     total_bytes = float(sum(launch["storage_bytes"]))   # without loading the snapshot (the agent's process)
     extents = lifted["extents"]
+    splits = {int(k): int(v) for k, v in (lifted.get("coordinate_splits") or {}).items()}
     module_path = Path(folder) / Path(launch["file"]).name
 
     def trace(problem: dict, meta: dict, granule_bytes: int | None = None):
@@ -355,7 +356,7 @@ def spec_fields(kernel, folder: str | Path) -> dict:
         marker = Path(folder) / TRACE_FALLBACK
         marker.unlink(missing_ok=True)
         try:
-            return trace_kernel(module_path, granule_bytes=granule_bytes)
+            return trace_kernel(module_path, granule_bytes=granule_bytes, coordinate_splits=splits)
         except SimulateError as exc:
             why = (f"no access model: the tracer could not extend the captured launch's samples ({exc}); "
                    f"every order predicts the same here, only measured timing tells orders apart")

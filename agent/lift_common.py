@@ -51,6 +51,8 @@ class Lifted:
             target replaces the kernel's own order) or ``"remapped"`` (the program ids themselves
             go through the target, which is the identity at first: an order composes with the
             kernel's own).
+        coordinate_splits: ``{tile axis: d}`` where a tile coordinate is two launch axes merged
+            (``c = inner + d * outer``), for the tracer's fit (profiling/tracer.py ``extend``).
     """
 
     source: str
@@ -66,6 +68,7 @@ class Lifted:
     lines: tuple
     notes: list
     kind: str = "lifted"
+    coordinate_splits: dict = field(default_factory=dict)
 
 
 # -- AST helpers ---------------------------------------------------------------------------------

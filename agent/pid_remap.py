@@ -16,7 +16,8 @@ The target's tile grid, for the catalog's orders:
   ``swizzle(pid, num_pids) -> pid``, over all programs;
 - otherwise 2-D, ``swizzle(pid, num_pid_0, num_pid_1) -> (pid_0, pid_1)``: axis 0 by the others
   (axes 1 and 2 of a 3-D grid merged, axis 1 fastest), tiles numbered row-major, so the kernel's
-  own order (axis 0 fastest) is the column-major one.
+  own order (axis 0 fastest) is the column-major one. The merge is kept (``Lifted.
+  coordinate_splits``) so that the tracer fits a 3-D kernel's accesses in its three launch axes.
 
 Unlike a lift, the target composes with the kernel's own mapping: an inline grouped order stays in
 the kernel, applied after the remap.
@@ -82,7 +83,7 @@ def remap(tree: ast.Module, func: ast.FunctionDef, source: str, launch: Launch, 
     return Lifted(source=new_source, target_name=name, target_source=target, arg_names=arg_names,
                   extents=extents, arg_values=values, tile_grid=tuple(values), probe_values=probe_values,
                   probe_grid=probe_grid, outputs=outputs, lines=(body[0].lineno, body[0].lineno), notes=[note],
-                  kind="remapped")
+                  kind="remapped", coordinate_splits={1: grid[1]} if two_d and len(grid) == 3 else {})
 
 
 def _target(name: str, grid: tuple, two_d: bool) -> tuple:

@@ -68,11 +68,13 @@ def program_order(kernel_path: Path, swizzle: str | None, swizzle_file: Path | N
 
 
 def trace_kernel(kernel_path: Path, meta_overrides: dict | None = None, timeout_s: float = 600.0,
-                 problem: str = "default", sizes: dict | None = None, granule_bytes: int | None = None):
+                 problem: str = "default", sizes: dict | None = None, granule_bytes: int | None = None,
+                 coordinate_splits: dict | None = None):
     """A problem's TileTrace (``sizes`` override its sizes) from the generic tracer (no hand-written
     access model):
     sampled programs recorded under the interpreter in a worker, extended by an affine fit, with
-    reuse counted per ``granule_bytes`` (the target's L2 sector; the tracer's default line when None).
+    reuse counted per ``granule_bytes`` (the target's L2 sector; the tracer's default line when None);
+    ``coordinate_splits`` as profiling/tracer.py's ``extend`` takes them (merged launch axes).
 
     Raises:
         SimulateError: the kernel cannot be traced (the worker's reason, or the fit's)."""
@@ -91,7 +93,8 @@ def trace_kernel(kernel_path: Path, meta_overrides: dict | None = None, timeout_
     try:
         granule = {"granule_bytes": granule_bytes} if granule_bytes else {}
         return extend(samples, tuple(recorded["grid"]), occupancy, f"traced from {len(samples)} programs "
-                      f"of {kernel_path.name} under the interpreter", **granule)
+                      f"of {kernel_path.name} under the interpreter", coordinate_splits=coordinate_splits,
+                      **granule)
     except TraceError as exc:
         raise SimulateError(f"cannot extend the trace: {exc}") from None
 

@@ -74,7 +74,8 @@ def prepare(app: str, kernel: str, workdir: Path, timeout_s: float = APP_TIMEOUT
         "arg_values": list(lifted.arg_values), "tile_grid": list(lifted.tile_grid),
         "probe_values": list(lifted.probe_values) if lifted.probe_values else None,
         "probe_grid": list(lifted.probe_grid) if lifted.probe_grid else None, "outputs": lifted.outputs,
-        "lines": list(lifted.lines), "notes": lifted.notes, "kind": lifted.kind, "tolerance": tolerance,
+        "lines": list(lifted.lines), "notes": lifted.notes, "kind": lifted.kind,
+        "coordinate_splits": {str(k): v for k, v in lifted.coordinate_splits.items()}, "tolerance": tolerance,
         "tolerance_note": note,
         "user_file": str(user_file)}, indent=1))
     (folder / f"lifted_{user_file.name}").write_text(lifted.source)

@@ -143,7 +143,7 @@ def group_steps(accesses: list) -> list:
 
 
 def extend(samples: dict, grid: tuple, programs_per_cu: int, source: str,
-           granule_bytes: int = GRANULE_BYTES) -> TileTrace:
+           granule_bytes: int = GRANULE_BYTES, coordinate_splits: dict | None = None) -> TileTrace:
     """The TileTrace of every tile of ``grid`` from traced samples.
 
     Args:
@@ -155,6 +155,9 @@ def extend(samples: dict, grid: tuple, programs_per_cu: int, source: str,
         source: where the samples come from (the trace's ``source``, the granule appended).
         granule_bytes: the unit the L2 holds and counts: the target spec's ``l2_line_bytes``
             or ``l2_sector_bytes`` (default 128 B, every bundled spec's line); 1 counts bytes.
+        coordinate_splits: ``{axis: d}``: tile coordinate ``axis`` is two launch axes merged
+            (``c = inner + d * outer``, inner fastest: agent/pid_remap.py's tile grid of a 3-D
+            launch), so accesses are fitted as affine in ``(c % d, c // d)`` instead of ``c``.
 
     Raises:
         TraceError: the samples differ in shape (steps, sites), an access is not affine in the
@@ -175,6 +178,9 @@ def extend(samples: dict, grid: tuple, programs_per_cu: int, source: str,
     pitch, size = _tensor_pitches(records), _tensor_sizes(records)
     coords = np.array(tiles, dtype=np.int64).reshape(len(tiles), len(grid))
     all_coords = np.stack(np.unravel_index(np.arange(math.prod(grid)), grid), axis=1)  # [tiles, ndim]
+    fit_grid = grid
+    for axis, inner in sorted((coordinate_splits or {}).items(), reverse=True):
+        coords, all_coords, fit_grid = _split(coords, all_coords, fit_grid, int(axis), int(inner))
     parts = []  # (step, tensor, is_store, r0, r1, c0, c1) per rectangle; arrays over all tiles
     inexact = wrapped = gathered = 0
     for s, j in ((s, j) for s in range(len(shape)) for j in range(len(shape[s]))):
@@ -194,7 +200,7 @@ def extend(samples: dict, grid: tuple, programs_per_cu: int, source: str,
         else:
             p, size_t = pitch.get(tensor, 0), size.get(tensor, -1)
             try:
-                pieces, counted = _extend_access(rows, p, size_t, coords, all_coords, grid, label)
+                pieces, counted = _extend_access(rows, p, size_t, coords, all_coords, fit_grid, label)
             except TraceError:
                 if not small:
                     raise
@@ -214,6 +220,18 @@ def extend(samples: dict, grid: tuple, programs_per_cu: int, source: str,
             + (f"; {gathered} data-dependent scalar accesses counted as a block of each tile's own"
                if gathered else ""))
     return _to_trace(parts, math.prod(grid), len(shape), programs_per_cu, source + note)
+
+
+def _split(coords: np.ndarray, all_coords: np.ndarray, grid: tuple, axis: int, inner: int) -> tuple:
+    """Coordinate ``axis`` replaced by ``(c % inner, c // inner)`` in the sampled and all tiles'
+    coordinates and in the grid the fit sees."""
+    if inner < 1 or grid[axis] % inner:
+        raise TraceError(f"coordinate {axis} of the tile grid {grid} cannot be split by {inner}")
+
+    def split(c: np.ndarray) -> np.ndarray:
+        return np.concatenate([c[:, :axis], c[:, axis:axis + 1] % inner, c[:, axis:axis + 1] // inner,
+                               c[:, axis + 1:]], axis=1)
+    return split(coords), split(all_coords), grid[:axis] + (inner, grid[axis] // inner) + grid[axis + 1:]
 
 
 def _private(tiles: int, granule: int) -> tuple:

@@ -120,18 +120,35 @@ def test_the_tutorial_gemm_traces_sector_for_sector_as_all_its_programs(tutorial
     """Rows of 320 and 800 B are whole 32 B sectors, so the extension must equal the brute force
     exactly: every tile's sectors read and written, and every two tiles' shared sectors (the `% M`
     and `% N` wraps make the last tile row share with the first)."""
-    folder = tutorial_gemm.capture.folder
     trace = trace_kernel(tutorial_gemm.module_path, granule_bytes=32)
     assert "accesses wrap around their tensor's edge" in trace.source
+    _equals_brute_force(tutorial_gemm, trace)
+
+
+def test_a_3d_grid_whose_program_ids_are_remapped_traces_as_all_its_programs(tmp_path):
+    """The batched GEMM example (a 2 x 3 x 3 launch; its program ids remapped, axes 1 and 2 merged
+    into the second tile coordinate) is fitted in the launch's own three coordinates."""
+    app = Path(__file__).resolve().parents[2] / "examples" / "user_kernels" / "batched_gemm_3d" / "app.py"
+    prepared = user_kernel.prepare(f"TRITON_INTERPRET=1 {sys.executable} {app}", "bmm_kernel", tmp_path)
+    assert prepared.lifted.kind == "remapped" and prepared.lifted.coordinate_splits == {1: 3}
+    spec = load_spec_of(prepared)
+    trace = spec.trace(spec.problems["default"], spec.meta_for("default"), granule_bytes=32)
+    assert "traced from" in trace.source and not (prepared.capture.folder / TRACE_FALLBACK).exists()
+    _equals_brute_force(prepared, trace)
+
+
+def _equals_brute_force(prepared, trace) -> None:
+    """Every tile of ``trace`` (32 B sectors) reads, writes and shares exactly the sectors a
+    brute-force trace of all the captured launch's programs finds."""
+    folder = prepared.capture.folder
     programs = trace.num_tiles
-    done = subprocess.run([sys.executable, "-c", _BRUTE_FORCE, json.dumps([str(tutorial_gemm.module_path), programs])],
+    done = subprocess.run([sys.executable, "-c", _BRUTE_FORCE, json.dumps([str(prepared.module_path), programs])],
                           capture_output=True, text=True, timeout=300, env=dict(os.environ, TRITON_INTERPRET="1"))
     assert done.returncode == 0, done.stderr[-2000:]
     per_program = json.loads(done.stdout.strip().splitlines()[-1])
     lift = json.loads((folder / "lift.json").read_text())
     grid = tuple(lift["tile_grid"])
-    tiles = target_order(lift["target_source"] if "target_source" in lift else tutorial_gemm.lifted.target_source,
-                         tuple(lift["arg_values"]), programs)
+    tiles = target_order(prepared.lifted.target_source, tuple(lift["arg_values"]), programs)
     truth = [None] * programs
     for program, tile in enumerate(tiles):
         truth[int(np.ravel_multi_index(tuple(tile), grid))] = [{tuple(x) for x in kind} for kind in per_program[program]]
