@@ -91,9 +91,10 @@ def gemm_launch(num_tiles: int, programs: int, meta: dict, device, use_tma: bool
     ``flags``: the loop waits on or signals a flag per tile (a CTA barrier and a system-scope
     acquire or release in every iteration). Such a loop is neither flattened nor
     warp-specialized by default (WARP_SPECIALIZE is ignored there; ``FLATTEN`` in ``meta``
-    overrides the first): on two H100s (2026-11-25, triton 3.6) with every loop flattened,
-    GEMM + RS producer_consumer took 8.9 ms where bulk_sync took 2.9 ms (llama70b-down-8k,
-    W = 2), and AG + GEMM push_copy_engine 1.5 ms where bulk_sync took 0.61 ms (qkv-4k).
+    overrides the first). Measured on two H100s (triton 3.6, 2026-11-25,
+    eval/results/dist_gemm_h100x2*.json): GEMM + RS producer_consumer at llama70b-o-4k, W = 2,
+    took 1.474 ms with the loop flattened (FLATTEN=1) and 0.528 ms without, where bulk_sync
+    (no flags, flattened) took 0.466 ms.
     """
     grid = max(1, min(programs, num_tiles))
     split_tiles(num_tiles, grid, meta.get("STREAM_K", 0))   # a bad STREAM_K: one clear error
