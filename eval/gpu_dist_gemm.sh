@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The distributed GEMM kernels at W = 2 with the Hopper GEMM schedule (kernels/distributed/bench.py):
 # every pattern of all-gather + GEMM, GEMM + reduce-scatter and GEMM + all-scatter (KERNELS, PATTERNS)
-# verified and timed against torch + NCCL at their bench problems, with the grouped-m:8 tile order
+# verified and timed against torch + NCCL at their bench problems, with each kernel's expert tile
+# order (grouped-m:8 for these three; flash decode, where KERNELS names it, keeps its own)
 # and the per-rank GEMM configurations measured per shape on this GPU kind
 # (eval/results/gemm_configs_hopper.json; a shape not in it keeps the kernel's default).
 # Extra arguments go to the bench (e.g. --meta FLATTEN=1). Results: OUTDIR/dist_2gpu.{json,md}.
@@ -16,5 +17,5 @@ for folder in agent kernels profiling hwspecs prompts eval; do ln -s "$PWD/$fold
 export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
 timeout ${BENCH_TIMEOUT:-400} torchrun --nproc-per-node ${WORLD_SIZE:-2} -m swizzleperf.kernels.distributed.bench \
   --kernels "${KERNELS:-all_gather_gemm,gemm_reduce_scatter,gemm_all_scatter}" --patterns "${PATTERNS:-all}" \
-  --problems "${PROBLEMS:-bench}" --order grouped-m:8 --gemm-configs eval/results/gemm_configs_hopper.json \
+  --problems "${PROBLEMS:-bench}" --order expert --gemm-configs eval/results/gemm_configs_hopper.json \
   --copy-mib 0 --out "$OUTDIR/${NAME:-dist_2gpu}" "$@" 2>&1 | grep -vE "^(W|E)[0-9]{4} " | tail -40

@@ -11,7 +11,8 @@ copy engine's. Rank 0 writes ``OUT.json`` and ``OUT.md``. A pattern that fails v
 is not timed; the run goes on with the next one. Exit status 1 when anything failed.
 
 ``--order grouped-m:8`` runs the kernels with that catalog tile order spliced in for their
-``swizzle`` (as the optimizer splices a candidate); ``--gemm-configs FILE`` takes each problem's
+``swizzle`` (as the optimizer splices a candidate), ``--order expert`` each with its spec's
+``expert`` order (the GEMM kernels' grouped-m:8; flash decode keeps its own); ``--gemm-configs FILE`` takes each problem's
 per-rank GEMM configuration from a kernels/schedule/gemm_tuning.py cache file (the committed
 eval/results/gemm_configs_hopper.json: measured per shape on this GPU kind), ``--meta`` still
 overriding it.
@@ -37,10 +38,13 @@ KERNELS = ("gemm_all_scatter", "all_gather_gemm", "gemm_reduce_scatter", "flash_
 def load_spec(name: str, order: str | None = None):
     """The ``SPEC`` of ``kernels/distributed/NAME.py``, with the catalog tile order ``order``
     spliced in for its rewrite target where given (a copy of the module in a temporary folder,
-    imported under a name of its own). Raises ValueError for an unknown name or order."""
+    imported under a name of its own); ``"expert"``: the spec's own ``expert`` order, where it
+    has one. Raises ValueError for an unknown name or order."""
     if name not in KERNELS:
         raise ValueError(f"unknown distributed kernel {name!r}: known {', '.join(KERNELS)}")
     module = importlib.import_module(f"swizzleperf.kernels.distributed.{name}")
+    if order == "expert":   # each kernel's own hand-written order, where it has one
+        order = module.SPEC.expert
     if not order:
         return module.SPEC
     # the catalog and the splice belong to the agent (agent/swizzles.py, agent/candidate.py):
@@ -76,7 +80,7 @@ def _parse(argv) -> argparse.Namespace:
     parser.add_argument("--verify-only", action="store_true")
     parser.add_argument("--meta", default="", help="overrides, e.g. COMM_SMS=32,BLOCK_N=128")
     parser.add_argument("--order", default="", help="a catalog tile order for every kernel's swizzle, "
-                        "e.g. grouped-m:8 (default: the kernels' own)")
+                        "e.g. grouped-m:8, or expert: each kernel's spec.expert (default: the kernels' own)")
     parser.add_argument("--gemm-configs", default="", help="per-rank GEMM configurations measured "
                         "per shape (a kernels/schedule/gemm_tuning.py cache file)")
     parser.add_argument("--copy-mib", type=int, default=1024, help="peer-copy size (0: skip)")
