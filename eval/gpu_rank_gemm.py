@@ -4,7 +4,9 @@ of the distributed benchmark problems at W = 2, 4 and 8, and the bundled GEMM's 
     python3 eval/gpu_rank_gemm.py warm --jobs 16          # compile every configuration in parallel
     python3 eval/gpu_rank_gemm.py check --out $OUT/check.json
     python3 eval/gpu_rank_gemm.py tune --part 0/2 --out $OUT/tune0.json   # one GPU each part
-    python3 eval/gpu_rank_gemm.py report $OUT/tune*.json --out eval/results/rank_gemm_hopper
+    python3 eval/gpu_rank_gemm.py probe --out $OUT/loop_options.json     # flatten / warp-specialize
+    python3 eval/gpu_rank_gemm.py report $OUT/tune*.json --out eval/results/rank_gemm_hopper \
+        --configs-out eval/results/gemm_configs_hopper.json
 
 (eval/gpu_rank_gemm.sh runs them all on a machine of one or two GPUs.)
 
@@ -151,7 +153,8 @@ def check(out: str) -> int:
         rows.append({**shape, "config": config, "programs": programs, "rel_error": error,
                      "ok": ok, "message": message})
         if not ok:
-            print(f"check FAILED {shape} {gemm_tuning.name(config)} P={programs}: {error} {message}", flush=True)
+            print(f"check FAILED {shape} {gemm_tuning.name(config)} P={programs}: {error} {message}",
+                  flush=True)
     Path(out).write_text(json.dumps({"device": torch.cuda.get_device_name(), "rows": rows}, indent=1))
     print(f"check: {len(rows) - failures} of {len(rows)} cases within {spec.tolerance['bfloat16']} "
           f"(worst {max(r['rel_error'] for r in rows):.2e})", flush=True)
@@ -244,7 +247,8 @@ def report(inputs: list, out: str, configs_out: str = "") -> None:
                              "cublas_spread_ms": r["cublas_spread_ms"], "rel_error": r["rel_error"],
                              "programs": r["programs"], "triton": r["triton"], "date": r["date"],
                              "ratio": r["cublas_ms"] / r["ours_ms"]})
-    rows.sort(key=lambda r: (r["device"], r["kernel"] == "gemm", r["kernel"], r["source_problem"], r["world_size"]))
+    rows.sort(key=lambda r: (r["device"], r["kernel"] == "gemm", r["kernel"], r["source_problem"],
+                             r["world_size"]))
     summary = {}
     for device in sorted({r["device"] for r in rows}):
         shapes_seen = {}
@@ -263,7 +267,8 @@ def report(inputs: list, out: str, configs_out: str = "") -> None:
         entries = {}
         for path in inputs:
             for r in json.loads(Path(path).read_text())["rows"]:
-                key = cache_key(f"gemm/{ORDER}", r["device"], r["programs"], "bfloat16", r["M"], r["N"], r["K"])
+                key = cache_key(f"gemm/{ORDER}", r["device"], r["programs"], "bfloat16", r["M"], r["N"],
+                                r["K"], r["triton"])
                 entries[key] = {k: r[k] for k in ("config", "ours_ms", "cublas_ms", "spread_ms", "schedule",
                                                   "device", "programs", "triton", "date")}
         Path(configs_out).write_text(json.dumps(entries, indent=1, sort_keys=True))

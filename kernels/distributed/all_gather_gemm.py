@@ -85,8 +85,9 @@ from swizzleperf.kernels.distributed.spec import BARRIER, Baseline, DistKernelSp
 from swizzleperf.kernels.distributed.tiles import (GEMM_CHECK_META, GEMM_META, GEMM_TILE_CONFIGS,
                                                    GEMM_TILE_KNOBS, c_block, gemm_constraints,
                                                    gemm_launch, num_sms, operands, tma_supported)
-from swizzleperf.kernels.schedule.persistent_gemm import (data_parallel_tiles, mainloop, store_tile, stream_k_fixup,
-                                                 stream_k_range, stream_k_segment)
+from swizzleperf.kernels.schedule.persistent_gemm import (data_parallel_tiles, mainloop, store_tile,
+                                                          stream_k_fixup, stream_k_range,
+                                                          stream_k_segment)
 
 PATTERNS = ("pull", "push", "push_copy_engine", "bulk_sync")
 _PULL, _WAIT, _GATHERED = 0, 1, 2  # where the GEMM finds remote rows of A (SOURCE)

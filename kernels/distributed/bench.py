@@ -12,8 +12,8 @@ is not timed; the run goes on with the next one. Exit status 1 when anything fai
 
 ``--order grouped-m:8`` runs the kernels with that catalog tile order spliced in for their
 ``swizzle`` (as the optimizer splices a candidate), ``--order expert`` each with its spec's
-``expert`` order (the GEMM kernels' grouped-m:8; flash decode keeps its own); ``--gemm-configs FILE`` takes each problem's
-per-rank GEMM configuration from a kernels/schedule/gemm_tuning.py cache file (the committed
+``expert`` order (the GEMM kernels' grouped-m:8; flash decode keeps its own);
+``--gemm-configs FILE`` takes each problem's per-rank GEMM configuration from a kernels/schedule/gemm_tuning.py cache file (the committed
 eval/results/gemm_configs_hopper.json: measured per shape on this GPU kind), ``--meta`` still
 overriding it.
 """
@@ -59,7 +59,8 @@ def load_spec(name: str, order: str | None = None):
         text = splice(source, target, catalog_source(order, target_args(source, target)))
     except UnknownSwizzleError as exc:
         raise ValueError(f"--order {order!r}: {exc}") from None
-    path = Path(tempfile.mkdtemp(prefix="swizzleperf-bench-")) / f"{name}_{order.replace(':', '_').replace('-', '_')}.py"
+    stem = f"{name}_{order.replace(':', '_').replace('-', '_')}"
+    path = Path(tempfile.mkdtemp(prefix="swizzleperf-bench-")) / f"{stem}.py"
     path.write_text(text)
     module_spec = importlib.util.spec_from_file_location(path.stem, path)
     spliced = importlib.util.module_from_spec(module_spec)

@@ -88,8 +88,9 @@ from swizzleperf.kernels.distributed.spec import BARRIER, Baseline, DistKernelSp
 from swizzleperf.kernels.distributed.tiles import (GEMM_CHECK_META, GEMM_META, GEMM_TILE_CONFIGS,
                                                    GEMM_TILE_KNOBS, gemm_constraints, gemm_launch,
                                                    num_sms, operands, tile_pointers, tma_supported)
-from swizzleperf.kernels.schedule.persistent_gemm import (data_parallel_tiles, mainloop, stream_k_fixup, stream_k_range,
-                                                 stream_k_segment)
+from swizzleperf.kernels.schedule.persistent_gemm import (data_parallel_tiles, mainloop,
+                                                          stream_k_fixup, stream_k_range,
+                                                          stream_k_segment)
 
 PATTERNS = ("bulk_sync", "producer_consumer")
 

@@ -98,9 +98,10 @@ def cache_path() -> Path:
 
 
 def cache_key(kernel: str, device_name: str, programs: int, dtype: str, M: int, N: int,
-              K: int) -> str:
-    """``kernel|device|programs|triton version|dtype|MxNxK``."""
-    return f"{kernel}|{device_name}|sms={programs}|triton={triton.__version__}|{dtype}|{M}x{N}x{K}"
+              K: int, triton_version: str | None = None) -> str:
+    """``kernel|device|programs|triton version|dtype|MxNxK`` (this process's triton by default)."""
+    return (f"{kernel}|{device_name}|sms={programs}|triton={triton_version or triton.__version__}|"
+            f"{dtype}|{M}x{N}x{K}")
 
 
 def load_cache(path: Path | None = None) -> dict:
@@ -164,10 +165,11 @@ def interleaved(launches: dict, rounds: int, flush_bytes: int = 256 << 20,
     flushed before each launch by zeroing ``flush_bytes``, more than any GPU's L2; CUDA events
     around the launch alone), in an order rotated by one each round, so that clock changes
     hit all alike. Before each timed launch the GPU also spins for ``lead_us`` microseconds or
-    more (``torch.cuda._sleep``, 2000 cycles a microsecond), so that the host has queued the launch before the GPU reaches it:
-    what is timed is the kernel on the GPU, not the host's launch overhead (the Python launch of
-    a Triton kernel takes tens of microseconds, as long as the smallest GEMMs here; a first
-    run on an H100 timed our 0.1 ms GEMM at 0.24 ms in some rounds without the lead). Returns
+    more (``torch.cuda._sleep``, 2000 cycles a microsecond), so that the host has queued the
+    launch before the GPU reaches it: what is timed is the kernel on the GPU, not the host's
+    launch overhead (the Python launch of a Triton kernel takes tens of microseconds, as long as
+    the smallest GEMMs here; a first run on an H100 timed our 0.1 ms GEMM at 0.24 ms in some
+    rounds without the lead). Returns
     ``{name: {"median_ms", "q25_ms", "q75_ms", "spread_ms" (IQR), "times_ms"}}``."""
     names = list(launches)
     flush = torch.empty(flush_bytes, dtype=torch.int8, device="cuda")

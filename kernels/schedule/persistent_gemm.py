@@ -60,10 +60,10 @@ import torch
 import triton
 import triton.language as tl
 
-#: The schedule's launch knobs (kernels that use this module take them all); the optional
-#: ones and their defaults: EPILOGUE_SUBTILE (C stored in two halves, ``store_tile``).
+#: The schedule's launch knobs every configuration gives. Optional: EPILOGUE_SUBTILE (C stored
+#: in two halves, ``store_tile``) and WARP_SPECIALIZE (``tl.range``'s option for the persistent
+#: loop), 0 when absent; FLATTEN (``tl.range``'s other option), the kernel's default when absent.
 SCHEDULE_KNOBS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "STREAM_K")
-OPTIONAL_KNOBS = {"EPILOGUE_SUBTILE": 0}
 #: Values of STREAM_K: 0 data-parallel (every tile whole, in waves of P); 1 the partial last
 #: wave stream-K; 2 the partial wave and one full wave before it stream-K.
 STREAM_K_VALUES = (0, 1, 2)
