@@ -115,17 +115,20 @@ def test_a_wait_that_never_completes_is_a_deadlock_naming_rank_flag_and_epoch(tm
 
 
 def test_the_policy_runs_end_to_end_simulated(tmp_path):
-    options = run.RunOptions(kernel=str(GAS), workdir=str(tmp_path / ".sp"), iterations=3, plateau=10,
+    options = run.RunOptions(kernel=str(GAS), workdir=str(tmp_path / ".sp"), iterations=2, plateau=10,
                              world_size=4, problem="llama70b-up-1k")
     outcome = run.start(options)
     report = json.loads((outcome.run_dir / "report.json").read_text())
     assert outcome.status == "finished" and report["mode"] == "simulated"
     assert report["distributed"]["world_size"] == 4 and report["distributed"]["torch_nccl"]["time_ms"] > 0
-    assert [a["verdict"] for a in report["attempts"]] == ["PASS"] * 3
+    assert [a["verdict"] for a in report["attempts"]] == ["PASS"] * 2
     assert report["best"]["predicted_source"] == "simulated:h200x4" and report["best"]["time_ms"] is None
-    ranked = [a["predicted_time_ms"] for a in report["attempts"]]
-    assert ranked == sorted(ranked)  # best-predicted first
-    assert "predicted, not measured" in (outcome.run_dir / "report.md").read_text()
+    # the 4-H200 bench of this problem is committed: the model is calibrated on it, the report lists it
+    assert report["distributed"]["calibration"]["observations"] >= 1
+    text = (outcome.run_dir / "report.md").read_text()
+    assert "predicted, not measured" in text and "Measured earlier for this kernel" in text
+    assert report["distributed"]["answer"]["use"] is None          # a simulated run recommends nothing
+    assert (outcome.run_dir / "best_command.sh").exists()
     rows = RunRecord(Path(options.workdir)).iterations(outcome.run_id)
     assert list(rows.kind[:2]) == ["baseline", "expert"]
 
