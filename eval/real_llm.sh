@@ -85,7 +85,7 @@ stop() {
     if [ -f "$LLM_HOME/server.pid" ]; then
         local pid
         pid=$(cat "$LLM_HOME/server.pid")
-        if tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q "llama_cpp.server"; then
+        if [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' < "/proc/$pid/cmdline" | grep -q "llama_cpp.server"; then
             kill "$pid" 2>/dev/null || true
             sleep 1
         fi
@@ -141,12 +141,15 @@ run_no_evidence() {
     wait_for_port
     serve qwen
     set +e   # a run that ends non-zero is a result (its exit code is written), not the end of the script
+    # --context-tokens: the window said up front. On 2026-11-25 the server (llama-cpp-python 0.3.36)
+    # died of a segmentation fault after a streamed request longer than its window, where on
+    # 2026-11-24 it had answered HTTP 400 and the client learned the window from that.
     { time swizzleperf optimize kernels/gemm.py --model qwen --base-url "$base" --iterations 8 \
-        --plateau 8 --llm-timeout 900 --no-evidence --workdir "$work"; echo "exit code $?"; } \
-        > "$out/optimize_gemm_qwen_no_evidence.txt" 2>&1
+        --plateau 8 --llm-timeout 900 --context-tokens "$LLM_CTX" --no-evidence --workdir "$work"; \
+        echo "exit code $?"; } > "$out/optimize_gemm_qwen_no_evidence.txt" 2>&1
     { time swizzleperf eval --kernels stencil2d --model qwen --base-url "$base" --iterations 4 \
-        --llm-timeout 900 --no-evidence --workdir "$work" --out "$out/eval_qwen_no_evidence"; echo "exit code $?"; } \
-        > "$out/eval_qwen_no_evidence.txt" 2>&1
+        --llm-timeout 900 --context-tokens "$LLM_CTX" --no-evidence --workdir "$work" \
+        --out "$out/eval_qwen_no_evidence"; echo "exit code $?"; } > "$out/eval_qwen_no_evidence.txt" 2>&1
     set -e
     stop
     finish
