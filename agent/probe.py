@@ -82,10 +82,14 @@ class Site:
 
 def extent_positions(real: list) -> list | None:
     """For each grid dimension the argument position that equals it at every real site, or None
-    when some dimension has no such argument or the choice is ambiguous."""
+    when some dimension has no such argument or the choice is ambiguous. Arguments that begin with
+    the grid itself (``swizzle(pid, num_pid_m, num_pid_n)`` of a ``num_pid_m x num_pid_n`` grid,
+    the bundled kernels' convention) are taken as such even where every real grid is square."""
     if not real:
         return None
     ndim, nargs = len(real[0].grid), len(real[0].args)
+    if all(len(s.grid) == ndim and tuple(s.args[:ndim]) == tuple(s.grid) for s in real):
+        return list(range(ndim))
     positions = []
     for d in range(ndim):
         found = [i for i in range(nargs)

@@ -334,3 +334,15 @@ def test_on_a_gpu_a_good_order_passes_the_compiled_probe_on_every_grid(tmp_path,
     bad = verify(_module(tmp_path, gemm_source, BAD_AT_13, "bad.py"), tmp_path / "b.npy",
                  VerifyConfig(device="cuda", seeds=(1,)), reference_path=gemm_path)
     assert bad.verdict is Verdict.NOT_PERMUTATION and "at grid 13x" in bad.reason
+
+
+@pytest.mark.parametrize("sites, positions", [
+    ([((4, 3), (4, 3)), ((128, 64), (128, 64))], [0, 1]),        # the bundled kernels' convention
+    ([((4, 4), (4, 4)), ((64, 64), (64, 64))], [0, 1]),          # square grids only: still the convention
+    ([((4, 3), (3, 4, 8)), ((64, 32), (32, 64, 8))], [1, 0]),    # extents given the other way round
+    ([((4, 4), (9, 4, 4)), ((64, 64), (9, 64, 64))], None),      # square, not at the front: ambiguous
+    ([((5, 3), (5, 7))], None),                                  # no argument is the second extent
+], ids=["convention", "square", "swapped", "ambiguous", "missing"])
+def test_the_extents_among_the_targets_arguments(sites, positions):
+    from swizzleperf.agent.probe import Site, extent_positions
+    assert extent_positions([Site(g, a, "") for g, a in sites]) == positions
