@@ -114,6 +114,14 @@ def check_frozen() -> None:
                              f"expected {digest[:12]}... (add new measurements as a new file, not to these)")
 
 
+def _meta(row: dict) -> dict:
+    """A bench row's knobs as it ran them: the knobs the kernels gained later (the persistent GEMM's
+    STREAM_K, WARP_SPECIALIZE, EPILOGUE_SUBTILE...) did not exist then, so they are off, not the
+    kernel's default of today."""
+    defaults = overlap_model._default_meta(row["kernel"])
+    return {**{k: 0 for k in defaults if k not in overlap_model.MODEL_KNOBS}, **row["meta"]}
+
+
 def _problem(row: dict) -> dict:
     return {k: row[k] for k in ("M", "N", "K", "B", "H", "H_kv", "D", "S") if k in row}
 
@@ -189,7 +197,7 @@ def _observations(hw, exclude: frozenset = frozenset()) -> list:
     for row in rows(FIT_WORLD_SIZE):
         if not row["verified"] or _group(row) in exclude:
             continue
-        kernel, problem, pattern, meta = row["kernel"], _problem(row), row["pattern"], row["meta"]
+        kernel, problem, pattern, meta = row["kernel"], _problem(row), row["pattern"], _meta(row)
         obs.append((f"{kernel}/{row['problem']}/{pattern}", row["time_ms"] * 1e-3,
                     lambda p, k=kernel, pr=problem, pa=pattern, m=meta:
                     overlap_model.predict(k, pr, 2, pa, m, hw, params=p).time_ms * 1e-3,
@@ -282,7 +290,7 @@ def cross_validate(hw) -> dict:
         hw_g = with_gemm(hw, gemm_fit(exclude=held))
         params, _ = _fit_params(_observations(hw_g, exclude=held))
         for r in (r for r in data if _group(r) == group):
-            t = overlap_model.predict(r["kernel"], _problem(r), 2, r["pattern"], r["meta"], hw_g, params=params)
+            t = overlap_model.predict(r["kernel"], _problem(r), 2, r["pattern"], _meta(r), hw_g, params=params)
             out["kernel"].append(math.log(t.time_ms / r["time_ms"]))
         first = next(r for r in data if _group(r) == group)
         base = overlap_model.predict_baseline(first["kernel"], _problem(first), 2, hw_g, params=params)
@@ -302,7 +310,7 @@ def measured_domain() -> dict:
         for name, value in overlap_model.extent(r["kernel"], _problem(r), w).items():
             lo, hi = entry.get(name, (value, value))
             entry[name] = [min(lo, value), max(hi, value)]
-        for name, value in overlap_model.knobs(r["kernel"], r["pattern"], r["meta"]).items():
+        for name, value in overlap_model.knobs(r["kernel"], r["pattern"], _meta(r)).items():
             if name == "tile":
                 entry["knobs"]["tile"] = tiles
             else:
@@ -340,7 +348,7 @@ def _case(label: str, world_size: int, group: list, hw, sweep: bool = False) -> 
     """One (kernel, problem, W) of H200 bench rows: every pattern measured and predicted."""
     kernel, problem = group[0]["kernel"], group[0]["problem"]
     measured = [r["time_ms"] for r in group]
-    preds = [overlap_model.predict(kernel, _problem(r), world_size, r["pattern"], r["meta"], hw) for r in group]
+    preds = [overlap_model.predict(kernel, _problem(r), world_size, r["pattern"], _meta(r), hw) for r in group]
     predicted = [p.time_ms for p in preds]
     pick = int(np.argmin(predicted))
     base = overlap_model.predict_baseline(kernel, _problem(group[0]), world_size, hw)
@@ -377,16 +385,18 @@ def h200_cases(hw) -> list:
 
 def h100_cases() -> list:
     """The two-H100 bench (2026-11-25): per problem, the measured best pattern (its name not
-    recorded) against the model's best over the kernel's patterns at the default meta, and torch +
-    NCCL; pull where it was measured."""
+    recorded) against the model's best over the bench's patterns at the bench's knobs (those of
+    the same bench on H200s), and torch + NCCL; pull where it was measured."""
     check_frozen()
     data = json.loads(H100_2GPU.read_text())
     hw = hwspecs.load_spec(data["hwspec"])
     w = data["world_size"]
+    bench = rows(FIT_WORLD_SIZE)    # the same bench's patterns and default knobs, on H200s
+    metas = {_group(r): _meta(r) for r in bench}
     cases = []
     for r in data["rows"]:
-        patterns = _patterns(r["kernel"])
-        preds = {pa: overlap_model.predict(r["kernel"], _problem(r), w, pa, {}, hw) for pa in patterns}
+        patterns = list(dict.fromkeys(b["pattern"] for b in bench if _group(b) == _group(r)))
+        preds = {pa: overlap_model.predict(r["kernel"], _problem(r), w, pa, metas[_group(r)], hw) for pa in patterns}
         pick = min(preds, key=lambda pa: preds[pa].time_ms)
         best = preds[pick]
         base = overlap_model.predict_baseline(r["kernel"], _problem(r), w, hw)
@@ -401,17 +411,12 @@ def h100_cases() -> list:
                       "versus_torch": (r["best_pattern_ms"] < r["baseline_ms"]) == (best.time_ms < base.time_ms),
                       "extrapolated": best.extrapolated})
     for r in data["patterns"]:
-        p = overlap_model.predict(r["kernel"], _problem(r), w, r["pattern"], {}, hw)
+        p = overlap_model.predict(r["kernel"], _problem(r), w, r["pattern"], metas[_group(r)], hw)
         cases.append({"set": "2 H100s, one pattern", "kernel": r["kernel"], "problem": r["problem"], "W": w,
                       "pattern": r["pattern"], "measured": r["time_ms"], "predicted": p.time_ms,
                       "interval": p.interval_ms, "error": abs(p.time_ms / r["time_ms"] - 1),
                       "covered": p.interval_ms[0] <= r["time_ms"] <= p.interval_ms[1]})
     return cases
-
-
-def _patterns(kernel: str) -> list:
-    import importlib
-    return list(importlib.import_module(f"swizzleperf.kernels.distributed.{kernel}").SPEC.patterns)
 
 
 def validate() -> dict:

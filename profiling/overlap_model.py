@@ -45,7 +45,13 @@ Every prediction also says how far to trust it:
   when extrapolated (a rule, not calibrated), and ``lo`` never below the bound;
 - ``extrapolated`` / ``extrapolated_why``: the hardware is not the one fitted on, or W, the per-rank
   shape, the bytes exchanged or a knob lies outside what was measured there (the fit's
-  ``_domain``: the committed bench rows and per-rank GEMMs of that GPU).
+  ``_domain``: the committed bench rows and per-rank GEMMs of that GPU), or a knob is set that the
+  model does not price (``MODEL_KNOBS``: the persistent GEMM's STREAM_K, WARP_SPECIALIZE and
+  EPILOGUE_SUBTILE came after the fit).
+
+``predict(..., measured_gemm=True)`` scales the per-rank GEMM to a time measured alone on this
+device and shape where a rank-GEMM file has one (eval/results/rank_gemm_hopper.json: one H100,
+the tuned persistent kernel); the validated figures are without it.
 
 Times are in seconds inside, ms in the API.
 """
@@ -54,11 +60,15 @@ from __future__ import annotations
 import functools
 import json
 import math
+import dataclasses
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 PARAMS_PATH = Path(__file__).with_name("overlap_params.json")
+#: Per-rank GEMMs timed alone on every SM of one GPU, per device (eval/gpu_rank_gemm.py's tuned
+#: persistent kernel): what ``predict(..., measured_gemm=True)`` calibrates the GEMM to.
+RANK_GEMM_MEASURED = Path(__file__).resolve().parents[1] / "eval" / "results" / "rank_gemm_hopper.json"
 ELEMENT_BYTES = 2          # bf16 / fp16 inputs and outputs
 FP32_BYTES = 4             # flash decode's partials (o, lse)
 FD_PROGRAMS_PER_SM = 3     # flash decode's partial kernel: 38 KB of shared memory (its docstring)
@@ -105,6 +115,35 @@ class OverlapPrediction:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+@functools.lru_cache(maxsize=4)
+def measured_rank_gemm(path: str = str(RANK_GEMM_MEASURED)) -> dict:
+    """``{device name, lower case: {(M, N, K): seconds}}``: the per-rank GEMMs of a rank-GEMM file
+    (rows with ``device``, ``M``, ``N``, ``K`` and ``ours_ms``, timed alone on every SM); empty
+    where the file is absent."""
+    if not Path(path).exists():
+        return {}
+    out: dict = {}
+    for row in json.loads(Path(path).read_text()).get("rows", []):
+        if row.get("ours_ms") and row.get("device"):
+            out.setdefault(row["device"].lower(), {})[(row["M"], row["N"], row["K"])] = row["ours_ms"] * 1e-3
+    return out
+
+
+def _measured_gemm(kernel: str, problem: Mapping, world_size: int, meta: Mapping, hw, path: str):
+    """``(hw with its GEMM constants scaled to the measured per-rank GEMM, what was used)``, or
+    ``(hw, "")`` where this device has no measurement of the shape. The scale is measured /
+    modelled at every SM; the model's SM splits and waves keep their shape around it."""
+    m, n, k = (extent(kernel, problem, world_size)[x] for x in "mnk")
+    for device, table in measured_rank_gemm(path).items():
+        if any(name in device for name in hw.match_names) and (m, n, k) in table:
+            scale = table[(m, n, k)] / gemm_s(m, n, k, meta, hw.compute_units, hw)
+            rates = tuple(f"{r.split('=')[0]}={float(r.split('=')[1]) / scale:.6e}" for r in hw.matmul_tile_rates)
+            scaled = dataclasses.replace(hw, matmul_tile_rates=rates,
+                                         matmul_tile_fixed_s=(hw.matmul_tile_fixed_s or 0.0) * scale)
+            return scaled, f"per-rank GEMM {m}x{n}x{k} measured on {device} ({Path(path).name})"
+    return hw, ""
 
 
 @functools.lru_cache(maxsize=4)
@@ -384,7 +423,8 @@ def _baseline(kernel: str, prob: Mapping, w: int, p: dict) -> dict:
 # ------------------------------------------------------------------------------ the API
 def predict(kernel: str, problem: Mapping[str, int], world_size: int, pattern: str,
             meta: Mapping[str, Any], hw, dtype: str = "bfloat16",
-            params: dict | None = None) -> OverlapPrediction:
+            params: dict | None = None, measured_gemm: bool = False,
+            rank_gemm: str = str(RANK_GEMM_MEASURED)) -> OverlapPrediction:
     """The predicted time of one launch of ``kernel`` (a DistKernelSpec name) at ``problem``
     (global sizes, as in the module's ``SPEC.problems``) on ``world_size`` ranks of ``hw``
     (a HardwareSpec), with ``pattern`` and ``meta`` (BLOCK_M/N/K, num_warps, num_stages,
@@ -392,6 +432,9 @@ def predict(kernel: str, problem: Mapping[str, int], world_size: int, pattern: s
     bound, interval and extrapolation flag (the module's docstring).
 
     ``params`` replaces the fitted parameters (the fit passes its trial values); leave it None.
+    ``measured_gemm``: where ``rank_gemm`` (a file of per-rank GEMMs timed alone per device) has
+    this device and per-rank shape, the GEMM is scaled to that time (``source`` says so); the
+    validated figures (eval/results/overlap_model_validation.md) are without it.
 
     Raises:
         OverlapModelError: an unknown kernel or pattern, a spec without the interconnect
@@ -402,9 +445,13 @@ def predict(kernel: str, problem: Mapping[str, int], world_size: int, pattern: s
     _check(hw, dtype, world_size)
     p = params or load_params()
     meta = {**_default_meta(kernel), **meta}
+    used = ""
+    if measured_gemm and kernel != "flash_decode":
+        hw, used = _measured_gemm(kernel, problem, world_size, meta, hw, rank_gemm)
     out = _KERNELS[kernel](problem, world_size, pattern, meta, hw, p)
     why = extrapolation(kernel, problem, world_size, hw, p, pattern, meta)
-    return _prediction(out, hw, world_size, why, _interval_q(p, "kernel"))
+    prediction = _prediction(out, hw, world_size, why, _interval_q(p, "kernel"))
+    return dataclasses.replace(prediction, source=f"{prediction.source} ({used})") if used else prediction
 
 
 def predict_baseline(kernel: str, problem: Mapping[str, int], world_size: int, hw,
@@ -452,6 +499,10 @@ def knobs(kernel: str, pattern: str | None, meta: Mapping) -> dict:
     return {k: v for k, v in out.items() if v is not None}
 
 
+#: The knobs the model prices; any other knob set (the persistent GEMM's STREAM_K, WARP_SPECIALIZE,
+#: EPILOGUE_SUBTILE, added after the fit) makes a prediction extrapolated.
+MODEL_KNOBS = {"BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "COMM_SMS", "CE_GROUPS", "SPLITS"}
+
 _COMM_SMS_PATTERNS = {("gemm_all_scatter", "producer_consumer"), ("gemm_all_scatter", "workgroup_specialized"),
                       ("all_gather_gemm", "push"), ("gemm_reduce_scatter", "producer_consumer")}
 
@@ -477,6 +528,9 @@ def extrapolation(kernel: str, problem: Mapping[str, int], world_size: int, hw, 
             unit = " bytes" if name.endswith("bytes") else ""
             span = "none" if low is None else f"{low:g}-{high:g}{unit}"
             why.append(f"{name} = {value:g}{unit} is outside the measured {span}")
+    for name, value in sorted((meta or {}).items()):
+        if name not in MODEL_KNOBS and value not in (0, None, False):
+            why.append(f"{name} = {value} is not in the model (its GEMM was fitted without it)")
     for name, value in knobs(kernel, pattern, meta or {}).items():
         seen = measured.get("knobs", {}).get(name)
         if isinstance(value, str):

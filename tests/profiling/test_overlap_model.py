@@ -15,6 +15,8 @@ H200 = hwspecs.load_spec("h200")
 QKV = {"M": 4096, "N": 10240, "K": 8192}
 BIG = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3}
 SMALL = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 4}
+#: A configuration as measured for the fit: a measured tile, the later GEMM knobs off.
+MEASURED = {**BIG, "EPILOGUE_SUBTILE": 0, "STREAM_K": 0, "WARP_SPECIALIZE": 0}
 RESULTS = Path(__file__).resolve().parents[2] / "eval" / "results"
 
 
@@ -146,14 +148,22 @@ def test_torch_nccl_has_a_bound_and_an_interval_too(kernel, problem):
 
 
 def test_world_size_64_is_extrapolated_and_its_interval_wider():
-    inside = om.predict("gemm_all_scatter", QKV, 8, "bulk_sync", {}, H200)
-    far = om.predict("gemm_all_scatter", {"M": 4096, "N": 81920, "K": 8192}, 64, "bulk_sync", {}, H200)
+    inside = om.predict("gemm_all_scatter", QKV, 8, "bulk_sync", MEASURED, H200)
+    far = om.predict("gemm_all_scatter", {"M": 4096, "N": 81920, "K": 8192}, 64, "bulk_sync", MEASURED, H200)
     assert not inside.extrapolated and inside.extrapolated_why == ""
     assert far.extrapolated and "W = 64 is outside the measured 2-8" in far.extrapolated_why
     q = om.load_params()["_interval"]["kernel"]
     assert inside.interval_ms[1] / inside.time_ms == pytest.approx(math.exp(q))
     assert far.interval_ms[1] / far.time_ms == pytest.approx(math.exp(2 * q))
     assert om.predict_baseline("gemm_all_scatter", QKV, 64, H200).extrapolated
+
+
+@pytest.mark.parametrize("knob", [{"STREAM_K": 1}, {"WARP_SPECIALIZE": 1}, {"EPILOGUE_SUBTILE": 1}])
+def test_a_knob_the_model_does_not_price_makes_it_extrapolated(knob):
+    p = om.predict("gemm_all_scatter", QKV, 4, "bulk_sync", {**MEASURED, **knob}, H200)
+    name, value = next(iter(knob.items()))
+    assert p.extrapolated and f"{name} = {value} is not in the model" in p.extrapolated_why
+    assert not om.predict("gemm_all_scatter", QKV, 4, "bulk_sync", MEASURED, H200).extrapolated
 
 
 @pytest.mark.parametrize("problem, meta, spec, says", [
@@ -169,11 +179,11 @@ def test_a_shape_a_knob_or_a_gpu_outside_the_measurements_is_extrapolated(proble
 
 
 def test_a_knob_the_pattern_does_not_read_does_not_flag_it():
-    assert not om.predict("gemm_all_scatter", QKV, 4, "bulk_sync", {"COMM_SMS": 100}, H200).extrapolated
+    assert not om.predict("gemm_all_scatter", QKV, 4, "bulk_sync", {**MEASURED, "COMM_SMS": 100}, H200).extrapolated
 
 
 def test_the_prediction_dict_keeps_its_keys_and_adds_the_new_ones():
-    d = om.predict("all_gather_gemm", QKV, 4, "push", {}, H200).to_dict()
+    d = om.predict("all_gather_gemm", QKV, 4, "push", MEASURED, H200).to_dict()
     assert {"time_ms", "compute_ms", "comm_ms", "hidden_share", "source", "breakdown", "notes"} <= d.keys()
     assert isinstance(d["interval_ms"], list) and len(d["interval_ms"]) == 2
     assert isinstance(d["lower_bound_ms"], float) and d["extrapolated"] is False
@@ -242,3 +252,23 @@ def test_the_fitted_parameters_carry_their_interval_and_domain():
     assert "left out of the GEMM fit and the parameter fit" in p["_interval"]["source"]
     assert p["_domain"]["hardware"] == "h200" and p["_domain"]["world_size"] == [2, 8]
     assert set(p["_domain"]["kernels"]) == set(_PATTERNS)
+
+
+def test_a_per_rank_gemm_measured_on_the_device_calibrates_the_gemm(tmp_path):
+    """A rank-GEMM file (eval/results/rank_gemm_hopper.json's rows) with this device and shape: the
+    GEMM part becomes the measured time at every SM, the source says so; other devices, shapes and
+    the default (measured_gemm off) are the model's own."""
+    path = tmp_path / "rank_gemm.json"
+    path.write_text(json.dumps({"rows": [{"device": "NVIDIA H100 80GB HBM3", "M": 4096, "N": 5120, "K": 8192,
+                                          "ours_ms": 0.4472}]}))
+    h100 = hwspecs.load_spec("h100")
+    on = om.predict("all_gather_gemm", QKV, 2, "bulk_sync", {}, h100, measured_gemm=True, rank_gemm=str(path))
+    off = om.predict("all_gather_gemm", QKV, 2, "bulk_sync", {}, h100)
+    assert on.breakdown["gemm"] == pytest.approx(0.4472, rel=1e-6) and off.breakdown["gemm"] != pytest.approx(0.4472)
+    assert "measured on nvidia h100 80gb hbm3" in on.source and off.source == "simulated:h100x2"
+    fewer = om.predict("all_gather_gemm", QKV, 2, "push", {"COMM_SMS": 32}, h100, measured_gemm=True, rank_gemm=str(path))
+    assert fewer.compute_ms > on.compute_ms                    # fewer SMs still cost the model's share
+    same = om.predict("all_gather_gemm", QKV, 2, "bulk_sync", {}, H200, measured_gemm=True, rank_gemm=str(path))
+    assert same.source == "simulated:h200x2"
+    assert om.predict("all_gather_gemm", QKV, 4, "bulk_sync", {}, h100, measured_gemm=True,
+                      rank_gemm=str(path)).source == "simulated:h100x4"      # 4096x2560x8192: not measured
