@@ -483,8 +483,9 @@ def _markdown(cases: list, summary: dict, h100: list, h100_summary: dict) -> str
     gemm = gemm_fit()
     out = ["# The overlap model against measured runs (H200; two H100s)", "",
            "Commands (repository root, no GPU; the first was run once on a lent nvidia-h200):", "", "```",
-           "git show e87559a:eval/gpu_rank_gemm.py > rank_gemm_old.py   # the script as it was then (since",
-           "python3 rank_gemm_old.py --out rank_gemm_h200.json            # rewritten for the TMA GEMM): one H200, 2026-11-23",
+           "git worktree add /tmp/at-e87559a e87559a    # the kernels and script as they were (since rewritten)",
+           "cd /tmp/at-e87559a && pip install -e . && python3 eval/gpu_rank_gemm.py --out rank_gemm_h200.json",
+           "                                             # one H200, 2026-11-23; then, back in this checkout:",
            "python -m swizzleperf.eval.validate_overlap_model gemm       # tile rates -> hwspecs/h200.yaml",
            "python -m swizzleperf.eval.validate_overlap_model fit        # profiling/overlap_params.json",
            "python -m swizzleperf.eval.validate_overlap_model validate   # this page", "```", "",
