@@ -495,7 +495,12 @@ def _markdown(cases: list, summary: dict, h100: list, h100_summary: dict) -> str
            f"problems (5 tile configurations, 84-132 programs) fit waves x (fixed + FLOPs / per-SM rate) with "
            f"{gemm['median_error']:.1%} median error ({gemm['p90_error']:.1%} at the 90th percentile). The 4- "
            f"and 8-GPU per-rank shapes of the same file are not in this fit (until 2026-11-25 they were: the "
-           f"figures published before then are withdrawn).", "",
+           f"figures published before then are withdrawn). The distributed kernels' GEMM has since been "
+           f"replaced by a tuned persistent TMA kernel (new knobs STREAM_K, WARP_SPECIALIZE, EPILOGUE_SUBTILE; "
+           f"4 stages by default): the constants describe the kernel these rows measured, a prediction for "
+           f"a configuration of the new kernel says it is extrapolated, and `predict(..., measured_gemm=True)` "
+           f"scales the GEMM to eval/results/rank_gemm_hopper.json where that H100 measured the shape. Every "
+           f"figure on this page is for the kernels as they were measured (the later knobs off).", "",
            f"Interval: {params['_interval']['source']}: q = {params['_interval']['kernel']:.3f} for our "
            f"kernels (x {math.exp(params['_interval']['kernel']):.2f} either way), "
            f"{params['_interval']['baseline']:.3f} for torch + NCCL. Lower bound: the communication alone at "
