@@ -18,9 +18,10 @@ import sys
 from pathlib import Path
 
 
-def policy_plan(report: dict) -> list:
-    """The canonical texts of the policy's plan (first proposal first) for the run's kernel,
-    problem, W and GPU, from an empty history."""
+def policy_plan(report: dict) -> tuple:
+    """``(plan, space, key, predicted)``: the canonical texts of the policy's plan (first proposal
+    first) for the run's kernel, problem, W and GPU from an empty history; those of the declared
+    space; the function that makes a text canonical; the raw prediction (ms) of each planned one."""
     from swizzleperf import hwspecs
     from swizzleperf.agent.distributed import DistEvaluator, DistTarget
     from swizzleperf.agent.proposers.base import ProposalContext
@@ -37,26 +38,27 @@ def policy_plan(report: dict) -> list:
     context = ProposalContext(kernel_name=ev.spec.name, kernel_source="", target_name=ev.spec.rewrite_target,
                               target_source=baseline, hardware=target.spec, mode=target.mode, problem=ev.problem,
                               meta={}, tile_grid=(), swizzle_args=(), analysis="", profile={})
-    seen, plan = {_key(baseline, ev)}, []
+    seen, plan, predicted = {_key(baseline, ev)}, [], {}
     for _, entry in policy.plan(context):
         key = _key(entry["source"], ev)
         if key not in seen:
             seen.add(key)
             plan.append(key)
+            predicted[key] = (entry.get("predicted") or {}).get("predicted_time_ms")
     space = {_key(e["source"], ev) for e in ev.ranked_space()}
-    return plan, space, (lambda text: _key(text, ev))
+    return plan, space, (lambda text: _key(text, ev)), predicted
 
 
-def summarize(run_dir: Path) -> str:
+def summarize(run_dir: Path, command: str = "bash eval/real_llm_dist.sh") -> str:
     report = json.loads((run_dir / "report.json").read_text())
-    plan, space, key = policy_plan(report)
+    plan, space, key, predicted = policy_plan(report)
     requests = [json.loads(line) for line in (run_dir / "transcript.jsonl").read_text().splitlines() if line.strip()] \
         if (run_dir / "transcript.jsonl").exists() else []
     attempts = [a for a in report["attempts"]]
     n = len(attempts)
     d = report["distributed"]
     lines = [f"# A real model on the distributed optimize: {report['kernel']} at {d['problem']}, W = {d['world_size']}, "
-             f"{report['hardware']} ({report['mode']})", "",
+             f"{report['hardware']} ({report['mode']})", "", f"`{command}`", "",
              f"- proposer: {report['proposer']}; {report['iterations']} iterations; stopped: {report['stop_reason']}",
              f"- tokens: {report['prompt_tokens']} in, {report['completion_tokens']} out, {len(requests)} requests "
              f"(transcript.jsonl)",
@@ -87,6 +89,13 @@ def summarize(run_dir: Path) -> str:
     lines += ["", f"{novel} of the model's {proposed} proposals are ones the policy would not have made within "
                   f"{n} iterations (proposed later in its plan, or never)."]
     best = report.get("best") or {}
+    model_times = [a.get("predicted_time_ms") for a in attempts if a["verdict"] == "PASS" and a.get("predicted_time_ms")]
+    policy_times = [(predicted.get(p), p) for p in plan[:n] if predicted.get(p) is not None]
+    if model_times and policy_times:
+        fastest = min(policy_times)
+        lines.append(f"The model's best proposal is predicted at {min(model_times):.3f} ms; the policy's first {n} "
+                     f"proposals at best {fastest[0]:.3f} ms (`{fastest[1]}`): predictions of the same model, not "
+                     f"measurements.")
     lines += [f"The run's best: {best.get('name')} ({(d.get('answer') or {}).get('line', '')})."]
     return "\n".join(lines) + "\n"
 
@@ -103,8 +112,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir")
     parser.add_argument("--out", required=True)
+    parser.add_argument("--command", default="bash eval/real_llm_dist.sh")
     args = parser.parse_args(argv)
-    text = summarize(Path(args.run_dir))
+    text = summarize(Path(args.run_dir), args.command)
     Path(args.out).write_text(text)
     print(text)
     return 0

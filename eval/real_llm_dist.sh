@@ -40,3 +40,4 @@ python -m swizzleperf.eval.real_llm_dist "$RUN" --out "$OUT/summary.md"
 # keep the record as text: reports, transcript, configurations; drop the kernel copies and the SQLite
 for d in "$OUT"/work/runs/*/; do rm -f "$d"/*.py "$d"/candidates/*.py "$d"/candidates/*.npy; done
 rm -f "$OUT"/work/swizzleperf.db*
+tail -40 "$OUT/server.log" > "$OUT/server_tail.log" && rm -f "$OUT/server.log"
