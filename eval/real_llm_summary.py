@@ -177,23 +177,27 @@ def _tokens(source: str) -> list | None:
 
 def provenance_table(workdirs: list) -> tuple:
     """``(markdown lines, totals)`` over every LLM run folder of ``workdirs``."""
-    lines = ["| run | kernel | ranking evidence | verified | a copy of a source in its prompt | that source with "
-             "one constant changed | not in the prompt | the best |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| run | kernel | ranking evidence | candidates with code | verified | a copy of a source in its prompt | "
+             "that source with one constant changed | not in the prompt | the best |",
+             "|---|---|---|---|---|---|---|---|---|"]
     totals = {}
     for workdir in workdirs:
         for run_dir in sorted((Path(workdir) / "runs").glob("*/report.json")):
             report = json.loads(run_dir.read_text())
             if not str(report.get("proposer", "")).startswith("llm:"):
                 continue
-            rows = [r for r in provenance(run_dir.parent) if r["verdict"] == "PASS"]
+            every = [r for r in provenance(run_dir.parent) if r["kind"] != "no code"]
+            rows = [r for r in every if r["verdict"] == "PASS"]
+            own = sum(r["kind"] == "not in the prompt" for r in every)
             evidence = "off" if "ranking evidence off" in report["proposer"] else "on"
             kinds = {k: [r for r in rows if r["kind"] == k] for k in ("copy", "one constant", "not in the prompt")}
             for k, found in kinds.items():
                 totals.setdefault(evidence, {}).setdefault(k, 0)
                 totals[evidence][k] += len(found)
-            totals.setdefault(evidence, {}).setdefault("verified", 0)
-            totals[evidence]["verified"] += len(rows)
-            lines.append(f"| {report['run_id']} | {report['kernel']} | {evidence} | {len(rows)} | "
+            for key, n in (("verified", len(rows)), ("proposed", len(every)), ("own", own)):
+                totals[evidence][key] = totals[evidence].get(key, 0) + n
+            lines.append(f"| {report['run_id']} | {report['kernel']} | {evidence} | {len(every)} ({own} not in the "
+                         f"prompt) | {len(rows)} | "
                          f"{_listed(kinds['copy'])} | {_listed(kinds['one constant'])} | "
                          f"{len(kinds['not in the prompt'])} | {_best(report, rows)} |")
     return lines, totals
@@ -231,8 +235,10 @@ def page(workdirs: list) -> str:
            "every request is in each run folder's transcript.jsonl.", ""]
     for workdir in workdirs:
         table = Path(workdir) / "runs.md"
+        notes = Path(workdir) / "NOTES.md"
         out += [f"## {Path(workdir).name}/", "", table.read_text().rstrip() if table.exists() else
                 "(no runs.md: the table is written before the record is pruned)", ""]
+        out += [notes.read_text().rstrip(), ""] if notes.exists() else []
     lines, totals = provenance_table(workdirs)
     out += ["## Where the model's verified candidates come from", "",
             "Each candidate the run took, against the sources printed in the prompt that asked for it "
@@ -240,9 +246,9 @@ def page(workdirs: list) -> str:
             "evidence), the baseline, the attempts it shows. \"One constant changed\": the same code but one "
             "number.", "", *lines, ""]
     for evidence, t in sorted(totals.items(), reverse=True):
-        out.append(f"- ranking evidence {evidence}: {t['verified']} verified candidates: {t['copy']} copies of a "
-                   f"source in the prompt, {t['one constant']} with one constant changed, {t['not in the prompt']} "
-                   f"not in the prompt.")
+        out.append(f"- ranking evidence {evidence}: {t['proposed']} candidates with code, {t['own']} of them not in "
+                   f"their prompt; {t['verified']} verified: {t['copy']} copies of a source in the prompt, "
+                   f"{t['one constant']} with one constant changed, {t['not in the prompt']} not in the prompt.")
     return "\n".join(out) + "\n"
 
 

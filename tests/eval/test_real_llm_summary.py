@@ -66,5 +66,6 @@ def test_the_committed_gemm_run_is_catalog_orders_only(tmp_path):
     rows = [r for r in summary.provenance(tmp_path / "runs" / "20261124-012842-ba04") if r["verdict"] == "PASS"]
     assert [r["kind"] for r in rows] == ["copy", "copy", "one constant", "one constant", "copy"]
     lines, totals = summary.provenance_table([tmp_path])
-    assert totals["on"] == {"copy": 3, "one constant": 2, "not in the prompt": 0, "verified": 5}
+    assert totals["on"] == {"copy": 3, "one constant": 2, "not in the prompt": 0, "verified": 5, "proposed": 7,
+                            "own": 2}     # iterations 6 and 8: NOT_PERMUTATION, code of its own
     assert "#1 84.0%: a copy of grouped-n:32; the prompt's top-ranked untried order: grouped-n:32" in lines[-1]
