@@ -28,8 +28,11 @@ setup() {
     mkdir -p "$LLM_HOME/wheels"
     if [ ! -x "$PY" ]; then python3 -m venv "$LLM_HOME/venv"; fi
     if ! "$PY" -c "import llama_cpp.server" 2>/dev/null; then
-        # Built from source: no prebuilt CPU wheel for this platform on the index.
-        CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) "$PY" -m pip install -q \
+        # Built from source: no prebuilt CPU wheel for this platform on the index. Portable x86-64
+        # flags (AVX2, no AVX-512, not -march=native): the native build segfaulted in libggml-cpu's
+        # first batched decode on this workplace's AVX-512 machines (2026-11-25), the AVX2 one ran.
+        CMAKE_ARGS=${LLAMA_CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF} \
+        CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) "$PY" -m pip install -q --no-cache-dir \
             "llama-cpp-python[server]==$LLAMA_CPP_VERSION"
     fi
     if [ ! -s "$LLM_HOME/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf" ]; then
