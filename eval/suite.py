@@ -6,6 +6,7 @@ kernel that fails is recorded as failed with its reason, and the others go on.""
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import sqlite3
 import time
@@ -17,6 +18,7 @@ import pandas as pd
 
 from swizzleperf.agent import run
 from swizzleperf.agent.record import RunRecord
+from swizzleperf.agent.redact import MASK, redact, redact_all
 
 KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels"
 KERNELS = ("gemm", "elementwise", "layernorm", "softmax", "spmv", "transpose", "stencil2d",
@@ -31,6 +33,11 @@ DISTRIBUTED = tuple(f"{k}@{w}" for k in DIST_KERNELS for w in DIST_WORLD_SIZES)
 _SCHEMA = """CREATE TABLE IF NOT EXISTS evals (
     eval_id TEXT, kernel TEXT, run_id TEXT, status TEXT, options_json TEXT, started_at REAL,
     reason TEXT, PRIMARY KEY (eval_id, kernel))"""
+
+
+#: The environment variable through which an eval hands its LLM endpoint, credentials included, to
+#: its worker processes (the record keeps it redacted).
+BASE_URL_VARIABLE = "SWIZZLEPERF_EVAL_BASE_URL"
 
 
 class EvalError(Exception):
@@ -116,7 +123,7 @@ def run_eval(options: EvalOptions, eval_id: str | None = None,
         UnknownHardwareError: ``options.hw`` names no spec.
     """
     if eval_id is not None:
-        options = stored_options(options.workdir, eval_id)
+        options = stored_options(options.workdir, eval_id, base_url=options.base_url)
     _check_gpus(options.hw, gpus)
     eval_id = eval_id or time.strftime("eval-%Y%m%d-%H%M%S-") + secrets.token_hex(2)
     _register(options, eval_id)
@@ -124,7 +131,8 @@ def run_eval(options: EvalOptions, eval_id: str | None = None,
     try:
         if gpus > 1:
             from swizzleperf.eval.workers import run_workers
-            run_workers(options.workdir, eval_id, _unfinished(options, eval_id, on_event), gpus, on_event)
+            run_workers(options.workdir, eval_id, _unfinished(options, eval_id, on_event), gpus, on_event,
+                        base_url=options.base_url)
         else:
             for kernel in options.kernels:
                 _run_kernel(options, eval_id, kernel, on_event)
@@ -151,19 +159,35 @@ def _check_gpus(hw: str | None, gpus: int) -> None:
 def _register(options: EvalOptions, eval_id: str) -> None:
     """One pending row per kernel, in the eval's order (the table's order); rows already there stay."""
     from dataclasses import asdict
+    stored = json.dumps(redact_all(asdict(options)))  # the endpoint's credentials are never stored
     with _connect(options.workdir) as db:
         db.executemany("INSERT OR IGNORE INTO evals (eval_id, kernel, status, options_json, started_at, reason) "
                        "VALUES (?, ?, 'pending', ?, ?, '')",
-                       [(eval_id, k, json.dumps(asdict(options)), time.time()) for k in options.kernels])
+                       [(eval_id, k, stored, time.time()) for k in options.kernels])
 
 
-def stored_options(workdir: str, eval_id: str) -> EvalOptions:
-    """The options an eval started with. Raises EvalError where there is no such eval."""
+def stored_options(workdir: str, eval_id: str, base_url: str | None = None) -> EvalOptions:
+    """The options an eval started with; the record keeps the LLM endpoint without its credentials
+    (``redact``), so an endpoint that had some is ``base_url`` again (the same URL once redacted), or
+    ``$SWIZZLEPERF_EVAL_BASE_URL`` in a worker process of the eval.
+
+    Raises:
+        EvalError: no such eval, or ``base_url`` is another endpoint than the eval's.
+    """
     with _connect(workdir) as db:
         found = db.execute("SELECT options_json FROM evals WHERE eval_id = ? LIMIT 1", (eval_id,)).fetchone()
     if found is None:
         raise EvalError(f"no eval {eval_id!r} in {workdir}")
-    return EvalOptions(**json.loads(found[0]))
+    options = EvalOptions(**json.loads(found[0]))
+    given = base_url or os.environ.get(BASE_URL_VARIABLE) or None
+    if given is not None:
+        if redact(given) != options.base_url:
+            raise EvalError(f"--base-url {redact(given)} is not the endpoint eval {eval_id} used ({options.base_url})")
+        options.base_url = given
+    elif options.base_url and MASK in options.base_url:
+        raise EvalError(f"eval {eval_id} used the LLM endpoint {options.base_url}, whose credentials are not kept "
+                        f"in the record: give the same --base-url again with --resume")
+    return options
 
 
 def _row(workdir: str, eval_id: str, kernel: str) -> tuple | None:
@@ -220,7 +244,8 @@ def _run_kernel(options: EvalOptions, eval_id: str, kernel: str, on_event: Calla
 
     try:
         if row and row[0]:
-            outcome = run.resume(row[0], workdir=options.workdir, on_event=forward)
+            given = options.base_url if options.base_url and MASK not in options.base_url else None
+            outcome = run.resume(row[0], workdir=options.workdir, on_event=forward, base_url=given)
         else:
             outcome = run.start(run.RunOptions(**kernel_options(kernel), hw=options.hw,
                                                iterations=options.iterations, model=options.model,

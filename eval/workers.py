@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from swizzleperf.eval.suite import kernel_status, set_status
+from swizzleperf.eval.suite import BASE_URL_VARIABLE, kernel_status, set_status
 
 # Expected share of an eval's time per kernel, to start the longest first (others: 1). gemm
 # compiles and times the largest problem (155 s alone on an H200, README); every timing of
@@ -56,10 +56,13 @@ def worker_command(workdir: str, eval_id: str, kernel: str) -> list[str]:
 
 
 def run_workers(workdir: str, eval_id: str, kernels: list, slots: int,
-                on_event: Callable = lambda kind, data: None, devices: list | None = None) -> None:
+                on_event: Callable = lambda kind, data: None, devices: list | None = None,
+                base_url: str | None = None) -> None:
     """Run ``kernels`` of the registered eval in at most ``slots`` workers at once, longest first,
     worker ``i`` on ``devices[i]`` (default: the visible GPUs; none: no pinning); returns when every
-    worker has exited. Interrupted (KeyboardInterrupt), it stops the workers, then re-raises."""
+    worker has exited. ``base_url``, the LLM endpoint with its credentials (the record keeps it
+    redacted), reaches the workers in their environment. Interrupted (KeyboardInterrupt), it stops
+    the workers, then re-raises."""
     devices = visible_devices() if devices is None else devices
     queue = sorted(kernels, key=lambda k: -EXPECTED_COST.get(k, 1))
     folder = Path(workdir) / "evals" / eval_id
@@ -69,7 +72,7 @@ def run_workers(workdir: str, eval_id: str, kernels: list, slots: int,
         while queue or running:
             for slot in range(slots):
                 if slot not in running and queue:
-                    running[slot] = _start(workdir, eval_id, queue.pop(0), slot, devices, folder)
+                    running[slot] = _start(workdir, eval_id, queue.pop(0), slot, devices, folder, base_url)
                     _event(on_event, f"{running[slot].kernel}: started on {running[slot].where} "
                                      f"(log {running[slot].log})", running)
             for slot, worker in list(running.items()):
@@ -82,8 +85,11 @@ def run_workers(workdir: str, eval_id: str, kernels: list, slots: int,
         raise
 
 
-def _start(workdir: str, eval_id: str, kernel: str, slot: int, devices: list, folder: Path) -> Worker:
+def _start(workdir: str, eval_id: str, kernel: str, slot: int, devices: list, folder: Path,
+           base_url: str | None = None) -> Worker:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
+    if base_url:
+        env[BASE_URL_VARIABLE] = base_url
     where = f"worker {slot} (CPU)"
     if devices:
         where = f"GPU {devices[slot % len(devices)]}"

@@ -142,3 +142,39 @@ def test_the_markdown_keeps_dram_tokens_and_status(row):
         assert cells["tokens (cost)"] == "18050 ($0.0123)"
     else:
         assert cells["best DRAM GB"] == "n/a" and cells["tokens (cost)"] == "n/a"
+
+
+def test_an_eval_keeps_no_credentials_and_asks_for_them_again(tmp_path, monkeypatch):
+    """The record of an eval holds its LLM endpoint redacted (#21.3): a resume must give the same URL
+    again (another endpoint is one line), and the worker processes get it in their environment."""
+    import sqlite3
+
+    from swizzleperf.eval import suite, workers
+
+    secret_url = "http://agent:hunter2@127.0.0.1:9/v1?api_key=sk-abc123"
+    options = EvalOptions(kernels=["gemm", "transpose"], model="m", base_url=secret_url,
+                          workdir=str(tmp_path / ".swizzleperf"))
+    (tmp_path / ".swizzleperf").mkdir()
+    suite._register(options, "eval-x")
+    with sqlite3.connect(tmp_path / ".swizzleperf" / "swizzleperf.db") as db:
+        stored = " ".join(row[0] for row in db.execute("SELECT options_json FROM evals"))
+    assert "hunter2" not in stored and "sk-abc123" not in stored and "127.0.0.1:9" in stored
+    monkeypatch.delenv(suite.BASE_URL_VARIABLE, raising=False)
+    with pytest.raises(EvalError, match="give the same --base-url again"):
+        suite.stored_options(options.workdir, "eval-x")
+    with pytest.raises(EvalError, match="is not the endpoint"):
+        suite.stored_options(options.workdir, "eval-x", base_url="http://agent:pw@127.0.0.1:10/v1")
+    assert suite.stored_options(options.workdir, "eval-x", base_url=secret_url).base_url == secret_url
+    monkeypatch.setenv(suite.BASE_URL_VARIABLE, secret_url)  # what a worker process of the eval sees
+    assert suite.stored_options(options.workdir, "eval-x").base_url == secret_url
+
+    started = {}
+
+    def fake_popen(command, **kwargs):
+        started.update(kwargs["env"])
+        raise OSError("not started in this test")
+
+    monkeypatch.setattr(workers.subprocess, "Popen", fake_popen)
+    with pytest.raises(OSError):
+        workers._start(options.workdir, "eval-x", "gemm", 0, [], tmp_path, base_url=secret_url)
+    assert started[suite.BASE_URL_VARIABLE] == secret_url
