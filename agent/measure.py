@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from swizzleperf.profiling import l2sim, ncu, profiler
+from swizzleperf.profiling import backends, l2sim, ncu, profiler
 from swizzleperf.profiling.ncu import NcuError, find_ncu, profile_launch
 
 
@@ -103,7 +103,7 @@ class Measurer:
     def _amd(self, kernel_path: Path) -> dict:
         """rocprofv3 (or rocprof-compute) on the AMD device; its raw output is kept beside the
         candidate's module (``<module>.rocprofv3/``, in the run's folder)."""
-        tool = profiler.profiler_for(self.target.spec)
+        tool = backends.profiler_for(self.target.spec)
         fallback = ": L2 hit rate and DRAM bytes are the simulator's"
         if not self.use_ncu:
             return {"notes": f"profiling switched off{fallback}"}

@@ -155,20 +155,3 @@ class Profiler(Protocol):
         Raises:
             ProfilerError: the tool is missing or failed, or its output holds no usable dispatch.
         """
-
-
-def profiler_for(spec) -> Profiler:
-    """The profiler of a hardware spec's vendor (``"nvidia"``: ncu; ``"amd"``: rocprofv3, or
-    rocprof-compute where only that is installed), set up for the spec's L2 domains.
-
-    Raises:
-        ProfilerError: a vendor with no profiler backend.
-    """
-    if spec.vendor == "nvidia":
-        from swizzleperf.profiling.ncu import NcuProfiler
-        return NcuProfiler()
-    if spec.vendor == "amd":
-        from swizzleperf.profiling.rocprof import RocprofCompute, RocprofV3
-        v3, compute = RocprofV3(l2_domains=spec.l2_domains), RocprofCompute(l2_domains=spec.l2_domains)
-        return compute if not v3.available() and compute.available() else v3
-    raise ProfilerError(f"no profiler for vendor {spec.vendor!r}: expected 'nvidia' or 'amd'")

@@ -15,7 +15,7 @@ from swizzleperf.agent.measure import Measurer
 from swizzleperf.agent.proposers.base import ProposalContext
 from swizzleperf.agent.proposers.llm import render_messages
 from swizzleperf.agent.spec import load_spec
-from swizzleperf.profiling import ncu, profiler
+from swizzleperf.profiling import backends, ncu, profiler
 
 from test_ncu import LOG
 from test_rocprof import expected_figures, fake_rocprofv3  # noqa: F401 -- the stand-in's fixture
@@ -58,10 +58,10 @@ def test_the_same_filter_over_ncu():
 
 
 def test_the_profiler_follows_the_vendor():
-    assert profiler.profiler_for(hwspecs.load_spec("h200")).name == "ncu"
-    assert profiler.profiler_for(hwspecs.load_spec("mi300x")).name in ("rocprofv3", "rocprof-compute")
+    assert backends.profiler_for(hwspecs.load_spec("h200")).name == "ncu"
+    assert backends.profiler_for(hwspecs.load_spec("mi300x")).name in ("rocprofv3", "rocprof-compute")
     with pytest.raises(profiler.ProfilerError, match="no profiler for vendor 'intel'"):
-        profiler.profiler_for(SimpleNamespace(vendor="intel"))
+        backends.profiler_for(SimpleNamespace(vendor="intel"))
 
 
 # ----------------------------------------------------------------------------- a run's profile step
