@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,8 @@ import pandas as pd
 from swizzleperf.agent import run
 from swizzleperf.agent.record import RunRecord
 from swizzleperf.agent.redact import MASK, redact, redact_all
+from swizzleperf.eval import evals_table, workers
+from swizzleperf.eval.evals_table import kernel_status, set_status
 
 KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels"
 KERNELS = ("gemm", "elementwise", "layernorm", "softmax", "spmv", "transpose", "stencil2d",
@@ -27,18 +28,6 @@ KERNELS = ("gemm", "elementwise", "layernorm", "softmax", "spmv", "transpose", "
 DIST_KERNELS = ("gemm_all_scatter", "all_gather_gemm", "gemm_reduce_scatter", "flash_decode")
 DIST_WORLD_SIZES = (2, 4, 8)
 DISTRIBUTED = tuple(f"{k}@{w}" for k in DIST_KERNELS for w in DIST_WORLD_SIZES)
-
-# status: pending, running, finished, failed (reason says why) or interrupted. One row per kernel,
-# written in the eval's kernel order when the eval starts; a worker updates only its kernel's row.
-_SCHEMA = """CREATE TABLE IF NOT EXISTS evals (
-    eval_id TEXT, kernel TEXT, run_id TEXT, status TEXT, options_json TEXT, started_at REAL,
-    reason TEXT, PRIMARY KEY (eval_id, kernel))"""
-
-
-#: The environment variable through which an eval hands its LLM endpoint, credentials included, to
-#: its worker processes (the record keeps it redacted).
-BASE_URL_VARIABLE = "SWIZZLEPERF_EVAL_BASE_URL"
-
 
 class EvalError(Exception):
     """Bad eval options or an unknown eval id; one line for the user."""
@@ -93,23 +82,10 @@ def kernel_options(name: str) -> dict:
 def resolve_gpus(text: str) -> int:
     """``--gpus``: a positive integer, or ``auto`` (every visible CUDA device, at least 1). Raises EvalError."""
     if text.strip().lower() == "auto":
-        from swizzleperf.eval.workers import visible_devices
-        return max(1, len(visible_devices()))
+        return max(1, len(workers.visible_devices()))
     if not text.strip().isdigit() or int(text) < 1:
         raise EvalError(f"--gpus must be a positive integer or auto, got {text!r}")
     return int(text)
-
-
-def _connect(workdir: str) -> sqlite3.Connection:
-    connection = RunRecord(Path(workdir)).connect()
-    connection.execute(_SCHEMA)
-    if "reason" not in {column[1] for column in connection.execute("PRAGMA table_info(evals)")}:
-        try:  # a record written before the reason column
-            connection.execute("ALTER TABLE evals ADD COLUMN reason TEXT")
-        except sqlite3.OperationalError as exc:  # another process added it meanwhile
-            if "duplicate column" not in str(exc):
-                raise
-    return connection
 
 
 def run_eval(options: EvalOptions, eval_id: str | None = None,
@@ -130,14 +106,13 @@ def run_eval(options: EvalOptions, eval_id: str | None = None,
     on_event("eval", {"name": eval_id})
     try:
         if gpus > 1:
-            from swizzleperf.eval.workers import run_workers
-            run_workers(options.workdir, eval_id, _unfinished(options, eval_id, on_event), gpus, on_event,
+            workers.run_workers(options.workdir, eval_id, _unfinished(options, eval_id, on_event), gpus, on_event,
                         base_url=options.base_url)
         else:
             for kernel in options.kernels:
                 _run_kernel(options, eval_id, kernel, on_event)
     except KeyboardInterrupt:
-        with _connect(options.workdir) as db:  # no worker is left running: run_workers waited for them
+        with evals_table.connect(options.workdir) as db:  # no worker is left running: run_workers waited for them
             db.execute("UPDATE evals SET status = 'interrupted' WHERE eval_id = ? AND status = 'running'", (eval_id,))
         write_tables(summarize(options.workdir, eval_id), options.results_dir, eval_id)
         raise
@@ -150,8 +125,7 @@ def _check_gpus(hw: str | None, gpus: int) -> None:
     from swizzleperf import hwspecs
     target = hwspecs.resolve_target(hw)
     if gpus > 1 and target.mode == "measured":
-        from swizzleperf.eval.workers import visible_devices
-        visible = len(visible_devices())
+        visible = len(workers.visible_devices())
         if gpus > visible:
             raise EvalError(f"--gpus must be at most the {visible} visible GPU(s) for a measured eval, got {gpus}")
 
@@ -160,7 +134,7 @@ def _register(options: EvalOptions, eval_id: str) -> None:
     """One pending row per kernel, in the eval's order (the table's order); rows already there stay."""
     from dataclasses import asdict
     stored = json.dumps(redact_all(asdict(options)))  # the endpoint's credentials are never stored
-    with _connect(options.workdir) as db:
+    with evals_table.connect(options.workdir) as db:
         db.executemany("INSERT OR IGNORE INTO evals (eval_id, kernel, status, options_json, started_at, reason) "
                        "VALUES (?, ?, 'pending', ?, ?, '')",
                        [(eval_id, k, stored, time.time()) for k in options.kernels])
@@ -174,12 +148,12 @@ def stored_options(workdir: str, eval_id: str, base_url: str | None = None) -> E
     Raises:
         EvalError: no such eval, or ``base_url`` is another endpoint than the eval's.
     """
-    with _connect(workdir) as db:
+    with evals_table.connect(workdir) as db:
         found = db.execute("SELECT options_json FROM evals WHERE eval_id = ? LIMIT 1", (eval_id,)).fetchone()
     if found is None:
         raise EvalError(f"no eval {eval_id!r} in {workdir}")
     options = EvalOptions(**json.loads(found[0]))
-    given = base_url or os.environ.get(BASE_URL_VARIABLE) or None
+    given = base_url or os.environ.get(workers.BASE_URL_VARIABLE) or None
     if given is not None:
         if redact(given) != options.base_url:
             raise EvalError(f"--base-url {redact(given)} is not the endpoint eval {eval_id} used ({options.base_url})")
@@ -190,24 +164,11 @@ def stored_options(workdir: str, eval_id: str, base_url: str | None = None) -> E
     return options
 
 
-def _row(workdir: str, eval_id: str, kernel: str) -> tuple | None:
-    """``(run_id, status, reason)`` of one kernel of an eval, or None."""
-    with _connect(workdir) as db:
-        return db.execute("SELECT run_id, status, reason FROM evals WHERE eval_id = ? AND kernel = ?",
-                          (eval_id, kernel)).fetchone()
-
-
-def kernel_status(workdir: str, eval_id: str, kernel: str) -> tuple:
-    """``(status, reason)`` of one kernel of an eval."""
-    row = _row(workdir, eval_id, kernel)
-    return (row[1], row[2] or "") if row else ("pending", "")
-
-
 def _unfinished(options: EvalOptions, eval_id: str, on_event: Callable) -> list:
     """The eval's kernels still to run; a ``skip`` event for each finished one."""
     todo = []
     for kernel in options.kernels:
-        row = _row(options.workdir, eval_id, kernel)
+        row = evals_table.row(options.workdir, eval_id, kernel)
         if row and row[1] == "finished":
             on_event("skip", {"name": kernel})
         else:
@@ -231,7 +192,7 @@ def _run_kernel(options: EvalOptions, eval_id: str, kernel: str, on_event: Calla
     fails is recorded as failed with its one-line reason, not raised."""
     from swizzleperf.agent.record import UnknownRunError
     from swizzleperf.agent.spec import KernelLoadError
-    row = _row(options.workdir, eval_id, kernel)
+    row = evals_table.row(options.workdir, eval_id, kernel)
     if row and row[1] == "finished":
         on_event("skip", {"name": kernel})
         return
@@ -264,21 +225,13 @@ def _run_kernel(options: EvalOptions, eval_id: str, kernel: str, on_event: Calla
     set_status(options.workdir, eval_id, kernel, outcome.status, run_id=outcome.run_id)
 
 
-def set_status(workdir: str, eval_id: str, kernel: str, status: str, run_id: str | None = None,
-               reason: str = "") -> None:
-    """Update one kernel's row (its run id only when given); the row keeps its place in the table."""
-    with _connect(workdir) as db:
-        db.execute("UPDATE evals SET run_id = COALESCE(?, run_id), status = ?, reason = ? "
-                   "WHERE eval_id = ? AND kernel = ?", (run_id, status, reason[:300], eval_id, kernel))
-
-
 def summarize(workdir: str, eval_id: str) -> pd.DataFrame:
     """One row per kernel of the eval: baseline, expert and best with their sources, speedups
     (none where within the measured spread), iterations and time to the best, rejections by
     reason, tokens and cost; a kernel that did not finish says so in ``status``, ``reason`` and
     its verdict, with the figures its run reached, if any."""
     record = RunRecord(Path(workdir))
-    with _connect(workdir) as db:
+    with evals_table.connect(workdir) as db:
         rows = db.execute("SELECT kernel, run_id, status, reason FROM evals WHERE eval_id = ? ORDER BY rowid",
                           (eval_id,)).fetchall()
     return pd.DataFrame([_kernel_row(record, *row) for row in rows])

@@ -19,13 +19,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from swizzleperf.eval.suite import BASE_URL_VARIABLE, kernel_status, set_status
+from swizzleperf.eval.evals_table import kernel_status, set_status
 
 # Expected share of an eval's time per kernel, to start the longest first (others: 1). gemm
 # compiles and times the largest problem (155 s alone on an H200, README); every timing of
 # smith_waterman is 383 launches; the 2-D kernels have the most candidate orders; a 1-D kernel on
 # an H200 (hashed dispatch: no XCD remap to try) has little more than its baseline to measure.
 EXPECTED_COST = {"gemm": 6, "smith_waterman": 5, "stencil2d": 4, "fdtd2d": 4, "transpose": 4, "spmv": 2}
+#: The environment variable through which an eval hands its LLM endpoint, credentials included, to
+#: its worker processes (the record keeps it redacted).
+BASE_URL_VARIABLE = "SWIZZLEPERF_EVAL_BASE_URL"
 STOP_GRACE_S = 30.0
 POLL_S = 0.2
 

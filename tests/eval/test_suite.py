@@ -159,13 +159,13 @@ def test_an_eval_keeps_no_credentials_and_asks_for_them_again(tmp_path, monkeypa
     with sqlite3.connect(tmp_path / ".swizzleperf" / "swizzleperf.db") as db:
         stored = " ".join(row[0] for row in db.execute("SELECT options_json FROM evals"))
     assert "hunter2" not in stored and "sk-abc123" not in stored and "127.0.0.1:9" in stored
-    monkeypatch.delenv(suite.BASE_URL_VARIABLE, raising=False)
+    monkeypatch.delenv(workers.BASE_URL_VARIABLE, raising=False)
     with pytest.raises(EvalError, match="give the same --base-url again"):
         suite.stored_options(options.workdir, "eval-x")
     with pytest.raises(EvalError, match="is not the endpoint"):
         suite.stored_options(options.workdir, "eval-x", base_url="http://agent:pw@127.0.0.1:10/v1")
     assert suite.stored_options(options.workdir, "eval-x", base_url=secret_url).base_url == secret_url
-    monkeypatch.setenv(suite.BASE_URL_VARIABLE, secret_url)  # what a worker process of the eval sees
+    monkeypatch.setenv(workers.BASE_URL_VARIABLE, secret_url)  # what a worker process of the eval sees
     assert suite.stored_options(options.workdir, "eval-x").base_url == secret_url
 
     started = {}
@@ -177,4 +177,4 @@ def test_an_eval_keeps_no_credentials_and_asks_for_them_again(tmp_path, monkeypa
     monkeypatch.setattr(workers.subprocess, "Popen", fake_popen)
     with pytest.raises(OSError):
         workers._start(options.workdir, "eval-x", "gemm", 0, [], tmp_path, base_url=secret_url)
-    assert started[suite.BASE_URL_VARIABLE] == secret_url
+    assert started[workers.BASE_URL_VARIABLE] == secret_url

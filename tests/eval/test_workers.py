@@ -13,7 +13,7 @@ import time
 import pandas as pd
 import pytest
 
-from swizzleperf.eval import suite, workers
+from swizzleperf.eval import evals_table, suite, workers
 from swizzleperf.eval.suite import EvalError, EvalOptions, resolve_gpus, run_eval
 
 CRASH = "import sys; sys.exit('boom: the worker crashed')"
@@ -154,7 +154,7 @@ from typing import TypedDict
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, StateGraph
 from swizzleperf.agent.record import RunRecord
-from swizzleperf.eval.suite import set_status
+from swizzleperf.eval.evals_table import set_status
 
 workdir, eval_id, n, writers = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 record = RunRecord(workdir)
@@ -194,7 +194,7 @@ def test_several_processes_write_one_record(tmp_path):
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for n in range(3)]
     outputs = [p.communicate(timeout=120)[0] for p in procs]
     assert [p.returncode for p in procs] == [0] * 3, outputs
-    with suite._connect(workdir) as db:
+    with evals_table.connect(workdir) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert db.execute("SELECT COUNT(*) FROM iterations").fetchone()[0] == 3 * 40
         assert db.execute("SELECT COUNT(DISTINCT thread_id) FROM checkpoints").fetchone()[0] == 3
