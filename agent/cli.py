@@ -68,8 +68,10 @@ def _attempt_line(a: dict) -> str:
                 f"({m['predicted_source']}), {100 * m['predicted_hidden_share']:.0f} % of the communication "
                 f"hidden{l2}{star}")
     time_text = f"  {m['time_ms']:.3f} ± {m['time_spread_ms']:.3f} ms" if m.get("time_ms") is not None else ""
-    predicted = ("" if m["l2_source"] == m["predicted_source"]
-                 else f"  (simulator {m['predicted_l2_hit_rate']:.1%})")
+    predicted = ("" if m["l2_source"] == m["predicted_source"] else
+                 f"  (simulator {m['predicted_l2_hit_rate']:.1%} of reads; ncu's read lookups "
+                 f"{m['l2_read_hit_rate']:.1%})" if m.get("l2_read_hit_rate") is not None else
+                 f"  (simulator {m['predicted_l2_hit_rate']:.1%})")
     return f"{where:>8} {name:<22} L2 {m['l2_hit_rate']:6.1%} ({m['l2_source']}){time_text}{predicted}{star}"
 
 
@@ -85,6 +87,7 @@ def optimize(
     hw: Optional[str] = typer.Option(None, "--hw", help="Hardware spec (h100, h200, mi300x...); default: the detected GPU, else mi300x simulated."),
     iterations: int = typer.Option(8, "--iterations", "-n", min=1, help="Proposals to evaluate at most."),
     plateau: int = typer.Option(4, help="Stop after this many proposals without a gain beyond noise."),
+    time_budget: Optional[float] = typer.Option(None, "--time-budget", help="Seconds the run may take: no proposal is made that would not end in time (time kept for the final head-to-head); the report says where it stopped."),
     target_speedup: Optional[float] = typer.Option(None, help="Stop once the best is this much faster than the baseline."),
     target_l2: Optional[float] = typer.Option(None, help="Stop once the best L2 hit rate (0..1) reaches this."),
     model: Optional[str] = typer.Option(None, help="LLM model name; without it the built-in search policy proposes."),
@@ -123,6 +126,8 @@ def optimize(
         _fail(f"--timeout must be > 0 seconds, got {timeout}")
     if target_speedup is not None and target_speedup <= 0:
         _fail(f"--target-speedup must be > 0, got {target_speedup}")
+    if time_budget is not None and not time_budget > 0:
+        _fail(f"--time-budget must be > 0 seconds, got {time_budget}")
     _interruptible()
     prepared = _capture_app(app, kernel_name, test, kernel, resume, workdir) if (app or kernel_name or test) else None
     kernel = str(prepared.module_path) if prepared else kernel
@@ -140,7 +145,7 @@ def optimize(
                                          price_in_per_mtok=price_in, price_out_per_mtok=price_out,
                                          dtype=dtype, timeout_s=timeout, use_ncu=not no_ncu,
                                          in_place=in_place and not prepared, workdir=workdir, world_size=world_size,
-                                         problem=problem)
+                                         problem=problem, time_budget_s=time_budget)
                 outcome = run.start(options, on_event=progress)
     except (KernelLoadError, UnknownHardwareError, UnknownRunError, run.RunError, RecordError) as exc:
         _fail(str(exc))
@@ -239,7 +244,7 @@ def _interruptible() -> None:
     """Ctrl-C and SIGTERM (``timeout``, or ``eval`` stopping its workers) both raise KeyboardInterrupt,
     whose handlers save the run; SIGINT too where the process was started with it ignored."""
     def interrupt(signum, frame):
-        raise KeyboardInterrupt
+        raise KeyboardInterrupt(signal.Signals(signum).name)   # the run's report names it
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, interrupt)
 

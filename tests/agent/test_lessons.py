@@ -44,3 +44,15 @@ def test_lessons_say_why_and_how_far_off_the_prediction_was():
     baseline = {"metrics": {"time_ms": 3.90, "l2_hit_rate": 0.45}}
     text = lessons.lesson(attempt, best, baseline, "measured")
     assert "+15.0 points" in text and "within noise" in text and "1.16x the baseline" in text
+
+
+def test_the_prediction_is_compared_with_ncus_read_lookups_where_given():
+    """The simulator counts reads only; ncu's all-sector rate counts stores as hits (a transpose:
+    50 % all sectors, 0 % read lookups on an H100), so the lesson compares like with like."""
+    attempt = {"name": "t", "verdict": "PASS",
+               "metrics": {"l2_hit_rate": 0.50, "l2_read_hit_rate": 0.02, "l2_source": "measured:ncu",
+                           "predicted_l2_hit_rate": 0.0}}
+    text = lessons.lesson(attempt, {}, {"metrics": {"l2_hit_rate": 0.5}}, "measured")
+    assert "-2.0 points against ncu's read lookups 2.0%" in text
+    del attempt["metrics"]["l2_read_hit_rate"]
+    assert "-50.0 points against measured:ncu 50.0%" in lessons.lesson(attempt, {}, {}, "measured")
