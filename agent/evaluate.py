@@ -121,6 +121,11 @@ class Evaluator:
     def contenders(self, state: dict) -> list:
         return lessons.contenders(state, self.mode)
 
+    def may_be_best(self, attempt: dict) -> bool:
+        """The kernel's own order and the proposals may be the run's best; the expert order is a
+        reference the best is compared with (``speedup_vs_expert``), not an answer."""
+        return attempt.get("kind") != "expert"
+
     def precheck(self, source: str, history: list, baseline: dict) -> str | None:
         """Why ``source`` is not worth an iteration, or None: it fails the static check, or it is
         the baseline's order or an earlier attempt's: written the same (statement for statement),

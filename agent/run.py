@@ -64,6 +64,7 @@ class RunOptions:
     world_size: int | None = None
     problem: str | None = None
     kernel_sha256: str | None = None   # of the kernel file's text when the run read it (--in-place)
+    time_budget_s: float | None = None   # seconds for the loop in this process (graph.Budget.time_s)
 
 
 @dataclass
@@ -191,7 +192,7 @@ def _build_dist_loop(options, spec, target, record, run_id, run_dir, on_event, p
         problem_name=problem, world_size=target.world_size, target=target,
         candidates_dir=run_dir / "candidates", timeout_s=options.timeout_s, dtype=dtype, problem_sizes=sizes)
     budget = Budget(iterations=options.iterations, plateau=options.plateau,
-                    target_speedup=options.target_speedup, target_l2=None)
+                    target_speedup=options.target_speedup, target_l2=None, time_s=options.time_budget_s)
     from swizzleperf.profiling.overlap_model import OverlapModelError
     try:
         evaluator.baseline_prediction()  # a spec the overlap model cannot price fails here
@@ -235,7 +236,8 @@ def _build_loop(options, spec, target, record, run_id, run_dir, on_event, propos
                           verify_config=VerifyConfig(device=device, dtype=dtype, timeout_s=options.timeout_s),
                           measurer=measurer)
     budget = Budget(iterations=options.iterations, plateau=options.plateau,
-                    target_speedup=options.target_speedup, target_l2=options.target_l2)
+                    target_speedup=options.target_speedup, target_l2=options.target_l2,
+                    time_s=options.time_budget_s)
     try:
         measurer.trace  # built now: a kernel that cannot be traced fails before the run starts
     except Exception as exc:
@@ -313,7 +315,7 @@ def _drive(loop: Loop, record: RunRecord, run_id: str, run_dir: Path, target, in
             locked too long or the disk full (the run saved up to its last finished step); one line.
     """
     config = {"configurable": {"thread_id": run_id}, "recursion_limit": 10_000}
-    status, failure, graph = "interrupted", None, None
+    status, failure, graph, signal_name = "interrupted", None, None, None
     connection = sqlite3.connect(record.db_path, check_same_thread=False, timeout=record.wait_s)
     try:
         graph = loop.build(SqliteSaver(connection))
@@ -321,12 +323,16 @@ def _drive(loop: Loop, record: RunRecord, run_id: str, run_dir: Path, target, in
             graph.update_state(config, {"stop_reason": "", "proposer_failures": 0}, as_node="reflect")
         graph.invoke(initial, config)
         status = "finished"
+    except KeyboardInterrupt as exc:   # Ctrl-C, or SIGTERM (a time limit): the report says so
+        signal_name = str(exc) or "SIGINT"
+        raise
     except Exception as exc:
         failure = _failure(exc, record, run_id, run_dir)
         status = "interrupted" if failure.storage else "failed"
     finally:
         try:
-            report = _finish(loop, graph, config, record, run_id, run_dir, target, options, user_file, status)
+            report = _finish(loop, graph, config, record, run_id, run_dir, target, options, user_file, status,
+                             signal_name)
         except Exception as exc:  # only a storage fault is kept; anything else is re-raised
             if storage_fault(exc, record.db_path) is None:
                 raise
@@ -358,9 +364,10 @@ def _failure(exc: Exception, record: RunRecord, run_id: str, run_dir: Path) -> R
 
 
 def _finish(loop: Loop, graph, config: dict, record: RunRecord, run_id: str, run_dir: Path, target,
-            options: RunOptions, user_file: Path, status: str) -> dict:
+            options: RunOptions, user_file: Path, status: str, signal_name: str | None = None) -> dict:
     """The report (report.json, report.md, best kernel, transcript), ``--in-place`` where asked,
-    the run's row closed; returns the report."""
+    the run's row closed; returns the report. A run cut short by ``signal_name`` says so in its
+    stop reason, with what it had done: its figures and answer are those measured before."""
     state = graph.get_state(config).values if graph is not None else {}
     if status == "finished" and state.get("proposer_failures", 0) >= loop.budget.max_proposer_failures:
         status = STALLED
@@ -369,12 +376,17 @@ def _finish(loop: Loop, graph, config: dict, record: RunRecord, run_id: str, run
     row = record.run(run_id)
     report = build_report(state, row, target.message, loop.evaluator.report_extra())
     report.update(status=status, run_dir=str(run_dir))
+    if signal_name and not state.get("stop_reason"):
+        report["stop_reason"] = (f"cut short by {signal_name} (a time limit such as `timeout`, or Ctrl-C) after "
+                                 f"{state.get('iteration', 0)} of {loop.budget.iterations} iterations, the final "
+                                 f"head-to-head not run: the figures and the answer are from what was measured "
+                                 f"before; continue it with --resume {run_id}")
     best = state.get("best") or {}
     if options.in_place and status == "finished" and best.get("kind") == "candidate":
         report["in_place"] = _write_back(user_file, best, options, run_dir)
     write_outputs(run_dir, report, state.get("best"), Path(options.kernel).name)
     _write_transcript(record, run_id, run_dir)
-    record.finish_run(run_id, status, state.get("stop_reason", "interrupted"))
+    record.finish_run(run_id, status, state.get("stop_reason") or report["stop_reason"] or "interrupted")
     return report
 
 
