@@ -24,9 +24,15 @@ MAX_CONTENDERS = 5
 REQUEST_TIMEOUT_S = 240.0
 #: Where committed measurements live (the repository's eval/results).
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "eval" / "results"
-#: Timing of one request: rounds, and the launches per sample (enough for ~``SAMPLE_MS``).
+#: Timing of one request: rounds at most, and the launches per sample (enough for ~``SAMPLE_MS``).
 ROUNDS = 15
 SAMPLE_MS = 20.0
+#: Timing ends after ``MIN_ROUNDS`` rounds or later (agent/rank_worker.py's ``SETTLE_EVERY``) once
+#: every contender's interquartile range is within ``SETTLE`` of its median. 3 %: a third of the
+#: smallest gain over torch + NCCL measured beyond its spread on two H100s (2.878 against 3.145 ms,
+#: 8.5 %, eval/results/dist_optimize_h100x2/); the paired comparison uses every round timed.
+MIN_ROUNDS = 6
+SETTLE = 0.03
 
 
 @dataclass
@@ -40,7 +46,8 @@ class MeasuredRanks:
         folder: the pool's files (in the run folder).
         device: ``"cuda"``, or ``"cpu"`` for the tests (the interpreter).
         max_spins: the spin-wait bound (None: the heap's default).
-        timeout_s: one request's deadline; rounds, sample_ms, warmup: its timing (rank_worker).
+        timeout_s: one request's deadline; rounds, sample_ms, warmup: its timing (rank_worker);
+            min_rounds, settle: when it may end early (``MIN_ROUNDS``, ``SETTLE``; settle 0: never).
     """
 
     kernel_path: Path
@@ -56,6 +63,8 @@ class MeasuredRanks:
     rounds: int = ROUNDS
     sample_ms: float = SAMPLE_MS
     warmup: int = 3
+    min_rounds: int = MIN_ROUNDS
+    settle: float = SETTLE
     _pool: RankPool | None = field(default=None, repr=False)
     _references: dict | None = field(default=None, repr=False)
     _references_error: str = field(default="", repr=False)
@@ -70,11 +79,19 @@ class MeasuredRanks:
             atexit.register(self._pool.close)   # the ranks also die with this process (PDEATHSIG)
         return self._pool
 
+    def start_soon(self) -> None:
+        """Start the ranks now without waiting for them (they come up while the agent runs the
+        interpreted permutation check); the next request waits for them. Nothing where they run."""
+        pool = self.pool
+        if not pool.alive:
+            pool.begin()
+
     def _request(self, body: dict) -> dict:
         """One request on a live pool; a pool that cannot start is a RUNTIME_ERROR answer."""
         try:
             answer = self.pool.request({"bench": self.problem_name, "dtype": self.dtype, "rounds": self.rounds,
-                                        "sample_ms": self.sample_ms, "warmup": self.warmup, **body,
+                                        "sample_ms": self.sample_ms, "warmup": self.warmup,
+                                        "min_rounds": self.min_rounds, "settle": self.settle, **body,
                                         "problems": {self.problem_name: self.sizes, **body.get("problems", {})}},
                                        self.timeout_s)
         except PoolError as exc:
@@ -84,9 +101,11 @@ class MeasuredRanks:
         return answer
 
     def evaluate(self, kernel_file: str, pattern: str, meta: dict, check_sizes: dict | None,
-                 time_it: bool) -> dict:
+                 time_it: bool, probe_sites: list | None = None) -> dict:
         """Verify a candidate at its check problem (when given) and the benchmark problem, every
-        rank, with its own knobs; time it against torch + NCCL with ``time_it``."""
+        rank, with its own knobs; time it against torch + NCCL with ``time_it``. ``probe_sites``
+        (``[grid, args, label, real]``, the interpreted permutation check's): the tile order
+        checked there first through the target as Triton compiles it (GPUs)."""
         problems, verify, metas = {}, [], {}
         if check_sizes is not None:
             problems["check@candidate"] = check_sizes
@@ -95,7 +114,8 @@ class MeasuredRanks:
         verify.append(self.problem_name)
         metas[self.problem_name] = meta
         return self._request({"op": "evaluate", "kernel_path": str(kernel_file), "pattern": pattern,
-                              "problems": problems, "verify": verify, "metas": metas, "time": time_it})
+                              "problems": problems, "verify": verify, "metas": metas, "time": time_it,
+                              "probe_sites": probe_sites or []})
 
     def references(self) -> dict:
         """torch + NCCL, torch's fused op, the GEMM alone, the communication alone (computed once

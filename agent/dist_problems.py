@@ -9,11 +9,22 @@ size ``X`` with a tile knob ``BLOCK_X`` is scaled by the ratio of the candidate'
 check's (which keeps the check's ragged edges: a rank's rows are 1.5 tiles at W = 2), then sizes
 are doubled, fewest doublings first, until ``spec.constraints`` accepts the configuration at every
 W (flash decode's SPLITS x BLOCK_N keys per rank, for example).
+
+The per-rank GEMM's configuration at a problem is the one measured for its shape on the run's GPU
+where one was measured (``tuned_gemm``: kernels/schedule/gemm_tuning.py's cache, then the committed
+eval/results/gemm_configs_hopper.json), else the spec's default.
 """
 from __future__ import annotations
 
 import itertools
 import math
+from pathlib import Path
+
+#: The per-rank GEMM configurations measured per shape and committed (one H100, triton 3.6,
+#: 2026-11-25; eval/results/rank_gemm_hopper.md): looked up after the user's own cache.
+COMMITTED_GEMM_CONFIGS = Path(__file__).resolve().parents[1] / "eval" / "results" / "gemm_configs_hopper.json"
+#: The GEMM switches a cache entry leaves out when they are off (kernels/gemm.py's launch defaults).
+_GEMM_SWITCHES = ("STREAM_K", "EPILOGUE_SUBTILE", "WARP_SPECIALIZE")
 
 #: Doublings of the check problem's sizes tried at most (2^6 = 64x a size): beyond that the
 #: configuration is checked at the benchmark problem only, and the report says so.
@@ -141,3 +152,39 @@ def _compositions(total: int, parts: int):
     for cuts in itertools.combinations(range(total + parts - 1), parts - 1):
         bounds = (-1,) + cuts + (total + parts - 1,)
         yield tuple(bounds[i + 1] - bounds[i] - 1 for i in range(parts))
+
+
+def tuned_gemm(spec, sizes: dict, world_size: int, dtype: str, device_name: str | None, num_sms: int,
+               caches: tuple | None = None) -> tuple:
+    """``(knobs, source)``: the per-rank GEMM configuration measured for this problem's per-rank
+    shape (``spec.compute_shape``) on the GPU named ``device_name``, as knobs of the spec, from
+    the first cache of ``caches`` that has one (default: kernels/schedule/gemm_tuning.py's cache,
+    then ``COMMITTED_GEMM_CONFIGS``); ``source`` names the file and the shape. ``({}, why)`` where
+    none applies: no device (a simulated run), no GEMM, nothing measured for the shape there, a
+    cache file that cannot be read, or a configuration outside the spec's knobs or constraints.
+    Switches an entry leaves out (``STREAM_K``, ``EPILOGUE_SUBTILE``, ``WARP_SPECIALIZE``) are
+    off, as in the tuning run."""
+    if not device_name or spec.compute_shape is None:
+        return {}, "no tuned GEMM configuration: " + ("no GPU (simulated)" if not device_name
+                                                      else "the kernel declares no per-rank GEMM")
+    from swizzleperf.kernels.schedule import gemm_tuning
+    shape = spec.compute_shape(sizes, world_size)
+    text = f"{shape['M']}x{shape['N']}x{shape['K']}"
+    unreadable = []
+    for path in caches if caches is not None else (gemm_tuning.cache_path(), COMMITTED_GEMM_CONFIGS):
+        try:
+            found = gemm_tuning.best_config(shape["M"], shape["N"], shape["K"], dtype, device_name, path=Path(path))
+        except ValueError as exc:   # a cache that is not JSON: said, and the next one tried
+            found = unreadable.append(str(exc))
+        if found is None:
+            continue
+        knobs = {**{k: 0 for k in _GEMM_SWITCHES if k in spec.knobs}, **found}
+        outside = [f"{k}={v}" for k, v in knobs.items() if k not in spec.knobs or v not in spec.knobs[k]]
+        meta = {**spec.meta, **knobs, "NUM_SMS": num_sms}
+        why = ", ".join(outside) or (spec.constraints(sizes, world_size, spec.patterns[0], meta)
+                                     if spec.constraints is not None else None)
+        if why:
+            return {}, f"the GEMM configuration measured for {text} on {device_name} ({path}) does not fit: {why}"
+        return knobs, f"measured for the per-rank GEMM {text} on {device_name} ({path})"
+    return {}, (f"no GEMM configuration measured for {text} on {device_name}: the kernel's defaults"
+                + "".join(f"; {u}" for u in unreadable))

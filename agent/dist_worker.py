@@ -5,12 +5,18 @@ its own knobs and tiles, with ``NUM_SMS`` of the target GPU), ``problem`` (the b
 name) and ``problem_sizes`` (its sizes: the user's own shape is no problem of the module's spec),
 ``world_size``, ``check_sizes`` (the check problem sized for the candidate's knobs by
 agent/dist_problems.py, or None where none is valid), ``check_world_sizes``, ``dtype``,
-``mapping_path``.
+``mapping_path``, ``reference_path`` (the kernel module as the user wrote it, for the probe's
+synthetic grids).
 
 - ``dist_permutation``: the rewrite target evaluated for every tile index of one rank at the
   benchmark problem (W ranks) and at the check problem for each checked W, with the candidate's
   tiles: every tile of the rank exactly once. The tile order is the same on every rank (the
-  target takes no rank), so one rank's check is every rank's. Saves the benchmark problem's order.
+  target takes no rank), so one rank's check is every rank's. Then the same on every small grid
+  and a sample of larger ones, as agent/worker.py's ``all_grids`` stage does (agent/probe.py's
+  ``synthetic_sites`` and ``probe_sites``, a grid counted where the reference's own target is a
+  permutation too). Saves the benchmark problem's order, and returns every site it checked
+  (``sites``: ``[grid, args, label, real]``) for the compiled probe on the ranks' GPUs
+  (agent/rank_worker.py).
 - ``dist_numerics``: every rank of the kernel in this process through the Triton interpreter
   (kernels/distributed/runner.run_group) at the check problem with the candidate's own knobs
   (COMM_SMS, CE_GROUPS, SPLITS, tiles, schedule), for each checked W: two launches
@@ -24,6 +30,7 @@ import math
 
 import numpy as np
 
+from swizzleperf.agent import probe
 from swizzleperf.agent.worker import StageFailure, permutation_errors, probe_target
 
 _BENCH, _CHECK = "bench@candidate", "check@candidate"
@@ -34,7 +41,7 @@ def stage_permutation(module, spec, request: dict) -> dict:
     checks = [(_BENCH, request["world_size"], request["meta"])]
     if request.get("check_sizes") is not None:
         checks += [(_CHECK, w, request["meta"]) for w in request["check_world_sizes"]]
-    summary = {}
+    summary, real = {}, []
     for i, (name, world_size, meta) in enumerate(checks):
         for site, (grid, args) in enumerate(spec.tile_orders(spec.problems[name], world_size, meta)):
             grid, args = tuple(int(g) for g in grid), tuple(int(a) for a in args)
@@ -48,7 +55,50 @@ def stage_permutation(module, spec, request: dict) -> dict:
             if i == 0 and site == 0 and request.get("mapping_path"):
                 np.save(request["mapping_path"], np.ravel_multi_index(tuple(coords.T), grid))
             summary[f"{_label(name, request)}@{world_size}#{site}"] = {"grid": list(grid), "tiles": math.prod(grid)}
+            if (grid, args) not in {(r.grid, r.args) for r in real}:
+                real.append(probe.Site(grid, args, f"{where}"))
+    sites, summary["all_grids"] = _all_grids(module, spec, request, real)
+    summary["sites"] = [[list(s.grid), list(s.args), s.label, s.real] for s in real + sites]
     return summary
+
+
+def _all_grids(module, spec, request: dict, real: list) -> tuple:
+    """``(sites, summary)``: every small grid and a sample of larger ones for the real sites
+    (agent/probe.py's ``synthetic_sites``), kept where the reference's own target (the module at
+    ``reference_path``) is a permutation too, each checked through the target under the
+    interpreter: what agent/worker.py's ``all_grids`` stage does for a single-GPU kernel.
+
+    Raises:
+        StageFailure: NOT_PERMUTATION at a grid (named, with its tiles), RUNTIME_ERROR where the
+            target raised there.
+    """
+    import inspect
+    from swizzleperf.agent.spec import KernelLoadError, load_kernel
+    names = list(inspect.signature(getattr(module, spec.rewrite_target).fn).parameters)[1:]
+    reference = request.get("reference_path")
+    sites, note = probe.synthetic_sites(real, names, guarded=bool(reference))
+    if sites and reference:
+        try:
+            ref_module, ref_spec = load_kernel(reference)
+            ref_coords = probe.probe_sites(ref_module, ref_spec.rewrite_target, sites)
+        except (KernelLoadError, probe.ProbeError) as exc:
+            return [], {"sites": 0, "tiles": 0, "note": f"only the real grids: the reference could not be probed ({exc})"}
+        kept = [s for s, c in zip(sites, ref_coords) if probe.is_permutation(c, s.grid)]
+        if len(kept) < len(sites):
+            note = f"{len(sites) - len(kept)} of {len(sites)} grids skipped: the kernel's own target is no permutation there either"
+        sites = kept
+    try:
+        coords = probe.probe_sites(module, spec.rewrite_target, sites)
+    except probe.ProbeError as exc:
+        raise StageFailure("RUNTIME_ERROR", str(exc)) from None
+    for site, c in zip(sites, coords):
+        message = permutation_errors(c, site.grid)
+        if message:
+            raise StageFailure("NOT_PERMUTATION", f"the tile order is not a permutation at {site.label} "
+                                                  f"({math.prod(site.grid)} tiles), a grid the kernel may be "
+                                                  f"launched with (every small grid and a sample of larger ones "
+                                                  f"are checked, not only the run's problems): {message}")
+    return sites, {"sites": len(sites), "tiles": int(sum(math.prod(s.grid) for s in sites)), "note": note}
 
 
 def stage_numerics(module, spec, request: dict) -> dict:

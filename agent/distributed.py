@@ -40,10 +40,13 @@ import dataclasses
 import json
 import math
 import re
+import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from swizzleperf.agent.candidate import CandidateError, check_candidate, splice, target_args, unified_diff
+from swizzleperf.agent.candidate import (CandidateError, canonical_target, check_candidate, splice, target_args,
+                                          unified_diff)
 from swizzleperf.agent.swizzles import UnknownSwizzleError, catalog_source
 from swizzleperf.agent.verify import Verdict, run_worker
 
@@ -191,6 +194,9 @@ class DistEvaluator:
             interpreter (the tests); ``max_spins``: the pool's spin-wait bound (None: default).
         calibration: the overlap model recalibrated on this run's measurements (measured mode) or
             on the committed measurements of this kernel, problem, W and GPU kind (simulated).
+        gemm_config: measured mode: the per-rank GEMM configuration measured for this problem's
+            shape on this GPU (agent/dist_problems.tuned_gemm), which becomes the kernel's default
+            here: ``{"knobs", "source"}`` (``knobs`` empty where none was measured).
     """
 
     kernel_path: Path
@@ -206,21 +212,44 @@ class DistEvaluator:
     pool_device: str = "cuda"
     max_spins: int | None = None
     calibration: object = None
+    gemm_config: dict = field(default_factory=dict)
     _baseline_prediction: dict = field(default_factory=dict)
     _ranking: list | None = field(default=None, repr=False)
     _ranks: object = field(default=None, repr=False)
     _committed: list | None = field(default=None, repr=False)
     _confirmed_torch: dict | None = field(default=None, repr=False)
+    _orders: dict = field(default_factory=dict, repr=False)   # verified tile orders (measured mode)
+    time_account: list = field(default_factory=list)          # seconds per candidate (measured mode)
 
     def __post_init__(self) -> None:
         from swizzleperf.profiling.overlap_calibration import Calibration
         if self.problem_sizes is not None and self.spec.problems.get(self.problem_name) != self.problem_sizes:
             self.spec = dataclasses.replace(self.spec, problems={**self.spec.problems,
                                                                  self.problem_name: dict(self.problem_sizes)})
+        if self.mode == "measured" and not self.gemm_config:
+            self._use_tuned_gemm()
         if self.calibration is None:
             self.calibration = Calibration()
             if self.mode == "simulated":
                 self._calibrate_on_committed()
+
+    def _use_tuned_gemm(self) -> None:
+        """Measured mode: the per-rank GEMM configuration measured for this problem's shape on this
+        GPU becomes the kernel's default (its ``meta``) and the first of its tile configurations,
+        so that the baseline, the pattern sweep and every knob a candidate leaves out start from
+        the best configuration known for the shape."""
+        from swizzleperf.agent.dist_problems import tuned_gemm
+        device = getattr(self.target.device, "name", None)
+        knobs, source = tuned_gemm(self.spec, self.problem, self.world_size, self.dtype, device,
+                                   self.target.spec.compute_units)
+        self.gemm_config = {"knobs": knobs, "source": source}
+        if not knobs:
+            return
+        meta = {**self.spec.meta, **knobs}
+        keys = {k for t in self.spec.tile_configs for k in t} | set(knobs)
+        tuned = {k: meta[k] for k in keys if k in meta}
+        others = tuple(t for t in self.spec.tile_configs if {k: t.get(k) for k in tuned} != tuned)
+        self.spec = dataclasses.replace(self.spec, meta=meta, tile_configs=(tuned,) + others)
 
     @property
     def mode(self) -> str:
@@ -245,19 +274,36 @@ class DistEvaluator:
         return "default", default_candidate(self.spec).to_json()
 
     def expert(self) -> tuple | None:
-        """``(name, text)`` of the default configuration with the spec's expert tile order."""
-        if not self.spec.expert:
+        """``(name, text)`` of the default configuration with the spec's expert tile order; None
+        where the spec has none or the kernel's own order is that order (nothing to measure twice)."""
+        if not self.spec.expert or self.is_own_order(self.spec.expert):
             return None
         return f"default swizzle={self.spec.expert}", DistCandidate(self.spec.patterns[0], {},
                                                                     self.spec.expert).to_json()
 
     def canonical(self, candidate: DistCandidate) -> DistCandidate:
-        """The candidate without the knobs that equal the kernel's default at this problem (so
-        that the same configuration has one text)."""
+        """The candidate without the knobs that equal the kernel's default at this problem and
+        without a tile order that is the kernel's own (so that the same configuration has one
+        text); a tile-order source as agent/candidate.canonical_target writes it (what is spliced,
+        verified and reported, never the proposer's text).
+
+        Raises:
+            CandidateError: a tile-order source that fails the static check.
+        """
         default = self.spec.meta_for(self.problem_name)
+        swizzle = candidate.swizzle
+        if swizzle is not None and "def " in swizzle:
+            swizzle = canonical_target(swizzle, self.spec.rewrite_target, self.arg_names)
+        if swizzle is not None and self.is_own_order(swizzle):
+            swizzle = None
         return DistCandidate(candidate.pattern,
-                             {k: v for k, v in candidate.meta.items() if default.get(k) != v},
-                             candidate.swizzle)
+                             {k: v for k, v in candidate.meta.items() if default.get(k) != v}, swizzle)
+
+    def may_be_best(self, attempt: dict) -> bool:
+        """Every configuration measured in the run may be its best and its answer: the kernel's
+        default, the expert order and every iteration (the loop's baseline node and head-to-head
+        ask; a single-GPU run keeps its expert order as a reference only)."""
+        return True
 
     def analysis(self, baseline: dict) -> str:
         """What a proposer is told about the workload: per-rank GEMM shape and tiles against the
@@ -288,15 +334,21 @@ class DistEvaluator:
     def report_extra(self) -> dict:
         """report.json's ``distributed`` block: problem, sizes, W, torch + NCCL predicted; measured:
         the references (torch + NCCL, torch's fused op, the GEMM alone, the communication alone,
-        the perfect-overlap bound), the confirmation's torch + NCCL, the pool's restarts;
+        the perfect-overlap bound), the confirmation's torch + NCCL, the pool's starts (seconds each)
+        and restarts, the GEMM configuration the run started from, where each candidate's time
+        went (``time_account``: seconds of the permutation check and of the ranks' request);
         simulated: the committed measurements used; both: the model's calibration."""
         block = {"problem": self.problem_name, "sizes": self.problem, "world_size": self.world_size,
                  "torch_nccl": self.baseline_prediction(), "calibration": self.calibration.summary()}
+        if self.mode == "measured":
+            block["gemm_config"] = self.gemm_config
         if self.mode == "measured" and self._ranks is not None:
             block["references"] = self._ranks.measured_references()
             block["pool"] = {"starts": self._ranks.pool.starts, "restarts": self._ranks.restarts,
-                             "device": self._ranks.pool.device_name}
+                             "device": self._ranks.pool.device_name,
+                             "start_seconds": self._ranks.pool.start_seconds, "note": self._ranks.pool.note}
             block["confirmed_torch_nccl"] = self._confirmed_torch
+            block["time_account"] = self.time_account
         else:
             block["committed"] = self.committed_measurements()
         block["check_world_sizes"] = list(self.check_world_sizes)
@@ -339,7 +391,7 @@ class DistEvaluator:
         path.write_text(module)
         path.with_suffix(".config.json").write_text(candidate.to_json())
         diff = unified_diff(self.module_source, module, self.kernel_path.name) if module != self.module_source else ""
-        return {"verdict": "", "reason": "", "kernel_file": str(path), "diff": diff,
+        return {"verdict": "", "reason": "", "kernel_file": str(path), "diff": diff, "source": candidate.to_json(),
                 "config": json.loads(candidate.to_json())}
 
     def is_own_order(self, swizzle: str) -> bool:
@@ -391,28 +443,82 @@ class DistEvaluator:
         mapping = str(Path(kernel_file).with_suffix(".map.npy"))
         meta = self.meta(candidate)
         check, note = self.check_sizes(candidate)
+        if self.mode == "measured":
+            self.ranks.start_soon()    # the ranks start while the permutation worker runs
+        started = time.monotonic()
+        out, cached = self._permutation(kernel_file, candidate, meta, check, mapping)
+        seconds = {"permutation": time.monotonic() - started, "permutation_cached": cached}
+        out["details"]["seconds"] = seconds
+        if out["verdict"] != Verdict.PASS.value:
+            return out
+        if self.mode != "measured":
+            out["details"]["verified_at"] = self._verified_text(candidate, check, note, None)
+            return out
+        sites = None if cached else out["details"].get("dist_permutation", {}).get("sites")
+        started = time.monotonic()
+        answer = self.ranks.evaluate(kernel_file, candidate.pattern, self._rank_meta(meta), check, time_it,
+                                     probe_sites=sites)
+        seconds.update(ranks=time.monotonic() - started, ranks_inside=answer.get("seconds"))
+        self.time_account.append({"name": candidate.label(), **seconds})
+        if answer.get("verdict") != Verdict.PASS.value:
+            return {**out, "verdict": answer.get("verdict", Verdict.RUNTIME_ERROR.value),
+                    "reason": answer.get("reason", "") + (" (the ranks were replaced)" if answer.get("broken") else "")}
+        known = self._orders.get(self._order_key(kernel_file, meta, check)) if sites is not None else None
+        if known is not None:
+            known["ranks_checked"] = True
+        out["details"]["ranks"] = answer
+        out["details"]["verified_at"] = self._verified_text(candidate, check, note, self.ranks.pool.device_name)
+        return out
+
+    def _permutation(self, kernel_file: str, candidate: DistCandidate, meta: dict, check: dict | None,
+                     mapping: str) -> tuple:
+        """``(result, cached)``: the interpreted worker's permutation check of the candidate's tile
+        order (every rank's tiles at the benchmark and check problems, then every small grid and a
+        sample of larger ones), and in simulated mode its numerics at W = 2 and 3. In measured mode
+        an order already verified on the same tile grids, here and on the ranks (compiled, on GPUs:
+        agent/rank_worker.py), is not checked again: its result and tile map are reused
+        (``cached``); most candidates change a pattern or a knob only, not the order or the tiles."""
+        key = self._order_key(kernel_file, meta, check) if self.mode == "measured" else None
+        known = self._orders.get(key) if key is not None else None
+        if known is not None and known.get("ranks_checked"):
+            shutil.copyfile(known["mapping"], mapping)
+            return {"verdict": Verdict.PASS.value, "reason": "", "mapping": mapping,
+                    "details": {"dist_permutation": {**known["details"], "cached_from": known["name"]}}}, True
         sms = self.target.spec.compute_units
         stages = ["dist_permutation"] if self.mode == "measured" else ["dist_permutation", "dist_numerics"]
         request = {"kernel_path": kernel_file, "stages": stages, "pattern": candidate.pattern,
                    "meta": {**meta, "NUM_SMS": sms}, "dtype": self.dtype, "problem": self.problem_name,
                    "problem_sizes": self.problem, "world_size": self.world_size, "num_sms": sms,
                    "check_sizes": check, "check_world_sizes": list(self.check_world_sizes),
-                   "mapping_path": mapping}
+                   "mapping_path": mapping, "reference_path": str(self.reference_file())}
         result = run_worker(request, self.timeout_s, interpret=True)
         out = {"verdict": result.verdict.value, "reason": result.reason, "details": result.details,
                "mapping": mapping}
-        if result.verdict is not Verdict.PASS:
-            return out
-        if self.mode != "measured":
-            out["details"]["verified_at"] = self._verified_text(candidate, check, note, None)
-            return out
-        answer = self.ranks.evaluate(kernel_file, candidate.pattern, self._rank_meta(meta), check, time_it)
-        if answer.get("verdict") != Verdict.PASS.value:
-            return {**out, "verdict": answer.get("verdict", Verdict.RUNTIME_ERROR.value),
-                    "reason": answer.get("reason", "") + (" (the ranks were replaced)" if answer.get("broken") else "")}
-        out["details"]["ranks"] = answer
-        out["details"]["verified_at"] = self._verified_text(candidate, check, note, self.ranks.pool.device_name)
-        return out
+        if key is not None and result.verdict is Verdict.PASS and Path(mapping).exists():
+            details = {k: v for k, v in result.details.get("dist_permutation", {}).items() if k != "sites"}
+            self._orders[key] = {"details": details, "mapping": mapping, "name": candidate.label()}
+        return out, False
+
+    def _order_key(self, kernel_file: str, meta: dict, check: dict | None) -> str | None:
+        """The candidate's tile order and the tile grids it walks (benchmark and check problems),
+        as one text; None where the spec declares no tile grids."""
+        if self.spec.tile_orders is None:
+            return None
+        from swizzleperf.agent.candidate import target_source
+        source = target_source(Path(kernel_file).read_text(), self.spec.rewrite_target)
+        problems = [(self.problem, self.world_size)] + ([(check, w) for w in self.check_world_sizes] if check else [])
+        grids = [[[int(x) for x in grid], [int(a) for a in args]]
+                 for sizes, w in problems for grid, args in self.spec.tile_orders(sizes, w, meta)]
+        return json.dumps([_normalised(source), grids])
+
+    def reference_file(self) -> Path:
+        """The kernel module as the run read it, in the candidates folder: the permutation check
+        counts a synthetic grid only where this module's own target is a permutation too."""
+        path = self.candidates_dir / f"reference_{self.kernel_path.name}"
+        if not path.exists():
+            self.candidates_dir.mkdir(parents=True, exist_ok=True)
+            path.write_text(self.module_source)
+        return path
 
     def _rank_meta(self, meta: dict) -> dict:
         """The launch meta the ranks get: on GPUs the device's own SM count decides; the CPU
@@ -463,6 +569,7 @@ class DistEvaluator:
                "time_ms": None, "time_spread_ms": None, "time_source": None,
                "torch_nccl_predicted_ms": self.baseline_prediction()["time_ms"],
                "config": json.loads(candidate.to_json()), "verified_at": details.get("verified_at", ""),
+               "seconds": details.get("seconds"),
                **self._compute_l2(mapping, meta)}
         timing = (details.get("ranks") or {}).get("timing")
         if timing:

@@ -23,14 +23,12 @@ command-line launcher of one configuration (what a distributed run's report says
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import queue
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -73,34 +71,30 @@ class RankPool:
     starts: int = 0
     device_name: str = ""
     note: str = ""
+    start_seconds: list = field(default_factory=list)   # from ``begin`` to ready, per start
     _process: subprocess.Popen | None = field(default=None, repr=False)
     _lines: queue.Queue | None = field(default=None, repr=False)
+    _starting: tuple | None = field(default=None, repr=False)   # (folder, monotonic time) until ready
 
     @property
     def alive(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
     def start(self) -> dict:
-        """Start the supervisor and its ranks; returns the supervisor's ``ready`` message. Where
-        the ranks cannot start inside the box's namespaces (NCCL or gloo find no interface, a
-        handle exchange is refused), they are started once more outside them (limits, environment
-        and process group kept), and ``note`` says so.
+        """Start the supervisor and its ranks and wait for them (``begin``, then ``ready``);
+        returns the supervisor's ``ready`` message.
 
         Raises:
             PoolError: a rank failed to start or the pool did not come up in time.
         """
-        try:
-            return self._start()
-        except PoolError as first:
-            if not self.isolate_network:
-                raise
-            self.isolate_network = False
-            ready = self._start()
-            self.note = (f"the ranks run outside the box's namespaces (limits and environment kept): in "
-                         f"them they did not start ({first})")
-            return ready
+        self.begin()
+        return self.ready()
 
-    def _start(self) -> dict:
+    def begin(self) -> None:
+        """Start the supervisor and its ranks without waiting for them: they import torch and
+        Triton and set up their process group while the caller does other work; ``ready`` (or the
+        next ``request``) waits. Started from the caller's thread: the ranks die with it
+        (``PR_SET_PDEATHSIG`` follows the thread that started a process)."""
         self.close()
         self.starts += 1
         folder = Path(self.folder) / f"pool{self.starts}"
@@ -114,21 +108,52 @@ class RankPool:
                                  NVSHMEM_DISABLE_NVLS="1")
         if self.isolate_network:
             env.update(NCCL_SOCKET_IFNAME="lo", GLOO_SOCKET_IFNAME="lo")
-        limits = sandbox.Limits(address_space_bytes=None, cpu_seconds=None, isolate_network=self.isolate_network)
-        if "drop_admin" in getattr(sandbox.Limits, "__dataclass_fields__", {}):   # as verification workers
-            limits = dataclasses.replace(limits, drop_admin=True)
+        # as verification workers, without their memory and CPU-time limits (CUDA reserves far more
+        # address space than it uses; the pool lives for the run); outside the namespaces on retry
+        limits = sandbox.Limits(address_space_bytes=None, cpu_seconds=None, isolate_network=self.isolate_network,
+                                isolate_processes=self.isolate_network, drop_admin=True)
         command = [sys.executable, "-m", "swizzleperf.agent.rank_pool", "serve", str(folder / "settings.json")]
-        log = open(folder / "supervisor.log", "w")
-        self._process = _start_boxed(command, folder, env, limits, log)
-        log.close()
+        with open(folder / "supervisor.log", "w") as log:
+            self._process = sandbox.start(command, folder, env, limits, stdin=subprocess.PIPE,
+                                          stdout=subprocess.PIPE, stderr=log, text=True)
         self._lines = queue.Queue()
         threading.Thread(target=_read_lines, args=(self._process.stdout, self._lines), daemon=True).start()
+        self._starting = (folder, time.monotonic())
+
+    def ready(self) -> dict:
+        """Wait for the ranks started by ``begin``; returns the supervisor's ``ready`` message
+        (``{}`` where they were ready already). Where the ranks cannot start inside the box's
+        namespaces (NCCL or gloo find no interface, a handle exchange is refused), they are
+        started once more outside them (limits, environment and process group kept), and
+        ``note`` says so.
+
+        Raises:
+            PoolError: a rank failed to start or the pool did not come up in time.
+        """
+        if self._starting is None:
+            return {}
+        try:
+            return self._await_ready()
+        except PoolError as first:
+            if not self.isolate_network:
+                raise
+            self.isolate_network = False
+            self.begin()
+            ready = self._await_ready()
+            self.note = (f"the ranks run outside the box's namespaces (limits and environment kept): in "
+                         f"them they did not start ({first})")
+            return ready
+
+    def _await_ready(self) -> dict:
+        folder, began = self._starting
+        self._starting = None
         ready = self._receive(START_TIMEOUT_S + GRACE_S)
         if ready is None or ready.get("event") != "ready":
             reason = (ready or {}).get("reason") or f"no answer within {START_TIMEOUT_S:.0f} s"
             self.close()
             raise PoolError(f"the {self.world_size} rank processes ({self.device}) did not start: {reason} "
                             f"(logs in {folder})")
+        self.start_seconds.append(time.monotonic() - began)
         self.device_name = ready.get("device", "")
         return ready
 
@@ -136,7 +161,9 @@ class RankPool:
         """Send ``body`` to every rank; the combined answer (module docstring). A broken pool is
         closed here (the next request starts a fresh one). Never raises for the candidate's
         faults; raises PoolError only when a fresh pool cannot start."""
-        if not self.alive:
+        if self._starting is not None:
+            self.ready()
+        elif not self.alive:
             self.start()
         self._process.stdin.write(json.dumps({**body, "deadline_s": timeout_s}) + "\n")
         self._process.stdin.flush()
@@ -150,6 +177,7 @@ class RankPool:
 
     def close(self) -> None:
         """Stop the supervisor and every rank (their whole process group)."""
+        self._starting = None
         if self._process is None:
             return
         process, self._process = self._process, None
@@ -175,20 +203,6 @@ class RankPool:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _start_boxed(command: list, cwd: Path, env: dict, limits, stderr) -> subprocess.Popen:
-    """The supervisor in the sandbox's box, with pipes for the protocol (``sandbox.run`` waits for
-    its command to end; the pool's supervisor lives for the run): the box's init around it where
-    the sandbox has one (PID, mount and network namespaces as permitted), the sandbox's limits and
-    process group either way."""
-    if hasattr(sandbox, "isolation") and limits.isolate_network:
-        isolated = limits.isolate_processes and sandbox._processes_isolated()
-        options = {"pid": isolated, "net": limits.isolate_network, "drop_admin": limits.drop_admin}
-        command = [sys.executable, "-m", "swizzleperf.agent.sandbox", json.dumps(options), "--", *command]
-    return subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=stderr, text=True, start_new_session=True,
-                            preexec_fn=sandbox._preexec(limits))
 
 
 def _read_lines(stream, lines: queue.Queue) -> None:

@@ -11,8 +11,11 @@ from a ``FileStore`` in the pool's folder (no network needed for the store).
 
 Requests (dicts from the supervisor; every rank gets the same one and answers one dict):
 
-- ``evaluate``: load the candidate's module copy (``kernel_path``), verify ``pattern`` with the
-  candidate's own ``metas`` at each problem of ``verify`` (outputs poisoned before each of two
+- ``evaluate``: load the candidate's module copy (``kernel_path``); on GPUs, with ``probe_sites``
+  (the sites the interpreted permutation check covered), its tile order through the target as
+  Triton compiles it, each tile counted with an atomic add (agent/probe.py; what only the
+  interpreter does cannot pass); verify ``pattern`` with the candidate's own ``metas`` at each
+  problem of ``verify`` (outputs poisoned before each of two
   launches, fresh random inputs, every rank against the fp32 reference of the inputs gathered over
   the process group; the ranks agree on the verdict), then with ``time`` time it interleaved,
   launch by launch, against torch + NCCL at the benchmark problem.
@@ -49,6 +52,12 @@ VERIFY_LAUNCHES = 2
 WARMUP_LAUNCHES = 3
 #: Launches per timed sample at most; fewer where one launch already fills ``sample_ms``.
 MAX_PER_SAMPLE = 20
+#: Timing stops early (after ``min_rounds``, checked every ``SETTLE_EVERY`` rounds) once every
+#: contender's interquartile range is within ``settle`` of its median: more rounds would not move
+#: a figure by more than that. On two H100s (2026-11-25, eval/results/dist_optimize_h100x2/
+#: optimize_*.log) the candidates' spreads after 15 rounds were 1.6-47 % of their medians, 7 of 24
+#: under 3 %: those rounds past the first few bought nothing.
+SETTLE_EVERY = 3
 
 
 class RankFailure(Exception):
@@ -260,6 +269,9 @@ def evaluate(ctx: RankContext, request: dict) -> dict:
     spec = _with_problems(spec, request["problems"])
     pattern, dtype = request["pattern"], request["dtype"]
     checks = {}
+    if request.get("probe_sites") and ctx.device == "cuda":
+        ctx.phase("the tile order through the compiled target")
+        checks["compiled_permutation"] = compiled_permutation(ctx, module, spec, request["probe_sites"])
     for name in request["verify"]:
         checks[name] = verify(ctx, spec, name, pattern, request["metas"][name],
                               request.get("seed", 1), dtype)
@@ -273,8 +285,41 @@ def evaluate(ctx: RankContext, request: dict) -> dict:
             torch_nccl = spec.baseline(inputs, problem, ctx.group)
             fns = {"candidate": ctx.launcher(spec, state, pattern, meta), "torch_nccl": torch_nccl.run}
             out["timing"] = time_interleaved(ctx, fns, request.get("rounds", 15),
-                                             request.get("sample_ms", 20.0), request.get("warmup", WARMUP_LAUNCHES))
+                                             request.get("sample_ms", 20.0), request.get("warmup", WARMUP_LAUNCHES),
+                                             **_settling(request))
     return out
+
+
+def compiled_permutation(ctx: RankContext, module, spec, sites: list) -> dict:
+    """The tile order at ``sites`` (``[grid, args, label, real]``) through the rewrite target as
+    Triton compiles it on this rank's GPU, as agent/worker.py's ``compiled_permutation`` stage
+    does: the real grids, and the synthetic ones where the target takes vector arguments (one
+    compilation for all of them). Every rank computes the same (no collective).
+
+    Raises: RankFailure (NOT_PERMUTATION, RUNTIME_ERROR; not fatal: every rank raises alike).
+    """
+    from swizzleperf.agent import probe
+    every = [probe.Site(tuple(int(g) for g in grid), tuple(int(a) for a in args), label, bool(real))
+             for grid, args, label, real in sites]
+    real = [s for s in every if s.real]
+    try:
+        coords = probe.probe_sites(module, spec.rewrite_target, real, compiled=True)
+        probed = list(real)
+        others = [s for s in every if not s.real]
+        try:
+            coords += probe.probe_sites(module, spec.rewrite_target, others, compiled=True, per_site=False)
+            probed += others
+        except probe.VectorUnsupported:   # a constexpr argument: one compilation per grid is too many
+            pass
+    except probe.ProbeError as exc:
+        raise RankFailure("RUNTIME_ERROR", f"rank {ctx.rank}: the compiled tile order: {exc}", fatal=False) from None
+    for site, c in zip(probed, coords):
+        message = probe.permutation_errors(c, site.grid)
+        if message:
+            raise RankFailure("NOT_PERMUTATION", f"the tile order compiled by Triton (the interpreter's reading "
+                                                 f"passed) is not a permutation at the {site.label}: {message}",
+                              fatal=False)
+    return {"sites": len(probed), "of": len(every), "tiles": int(sum(math.prod(s.grid) for s in probed))}
 
 
 def verify(ctx: RankContext, spec, name: str, pattern: str, meta: dict, seed: int, dtype: str) -> dict:
@@ -357,7 +402,7 @@ def references(ctx: RankContext, request: dict) -> dict:
             notes[key] = f"{key} differs from the reference on some rank: not timed"
             del fns[key]
     timing = time_interleaved(ctx, fns, request.get("rounds", 15), request.get("sample_ms", 20.0),
-                              request.get("warmup", WARMUP_LAUNCHES))
+                              request.get("warmup", WARMUP_LAUNCHES), **_settling(request))
     return {"timing": timing, "checks": checks, "notes": notes}
 
 
@@ -378,7 +423,7 @@ def compare(ctx: RankContext, request: dict) -> dict:
             if i == 0:
                 fns["torch_nccl"] = spec.baseline(inputs, problem, ctx.group).run
         timing = time_interleaved(ctx, fns, request.get("rounds", 15), request.get("sample_ms", 20.0),
-                                  request.get("warmup", WARMUP_LAUNCHES))
+                                  request.get("warmup", WARMUP_LAUNCHES), **_settling(request))
     return {"timing": timing}
 
 
@@ -408,14 +453,18 @@ def fused_op(kernel: str, inputs: dict, ctx: RankContext) -> tuple:
 
 # --------------------------------------------------------------------------- timing
 def time_interleaved(ctx: RankContext, fns: dict, rounds: int, sample_ms: float,
-                     warmup: int = WARMUP_LAUNCHES) -> dict:
-    """Interleaved timing of ``fns`` (name -> one launch): ``rounds`` rounds, each starting from a
-    barrier of the ranks, each timing every contender for the same number of launches back to back
-    (CUDA events; on the CPU the wall clock), in an order rotated by one each round. A sample's
-    time is the slowest rank's.
+                     warmup: int = WARMUP_LAUNCHES, min_rounds: int | None = None,
+                     settle: float = 0.0) -> dict:
+    """Interleaved timing of ``fns`` (name -> one launch): ``rounds`` rounds at most, each starting
+    from a barrier of the ranks, each timing every contender for the same number of launches back
+    to back (CUDA events; on the CPU the wall clock), in an order rotated by one each round. A
+    sample's time is the slowest rank's. With ``min_rounds`` (< ``rounds``) and ``settle`` > 0,
+    the timing ends after ``min_rounds`` or a later multiple of ``SETTLE_EVERY`` rounds once every
+    contender's interquartile range is at most ``settle`` times its median (every rank decides
+    alike, on the same gathered figures).
 
-    Returns ``{"rounds", "per_sample", "contenders": {name: {"median_ms", "iqr_ms", "rounds_ms"}}}``
-    (per launch).
+    Returns ``{"rounds" (those timed), "per_sample", "contenders": {name: {"median_ms", "iqr_ms",
+    "rounds_ms"}}}`` (per launch).
     """
     names = list(fns)
     for fn in fns.values():
@@ -428,7 +477,12 @@ def time_interleaved(ctx: RankContext, fns: dict, rounds: int, sample_ms: float,
     per_sample = max(1, min(MAX_PER_SAMPLE, int(sample_ms / max(slowest_probe, 1e-3))))
     per_sample = max(ctx.all_gather(per_sample))
     times = [[0.0] * len(names) for _ in range(rounds)]
+    done = rounds
     for r in range(rounds):
+        if min_rounds and settle > 0 and min_rounds <= r < rounds and (r - min_rounds) % SETTLE_EVERY == 0 \
+                and _settled(_slowest(ctx.all_gather(times[:r]), r, len(names)), settle):
+            done = r
+            break
         ctx.heap.barrier()
         order = [(r + j) % len(names) for j in range(len(names))]
         if ctx.device == "cuda":
@@ -448,14 +502,32 @@ def time_interleaved(ctx: RankContext, fns: dict, rounds: int, sample_ms: float,
             for i in order:
                 times[r][i] = _time_block(ctx, fns[names[i]], per_sample) / per_sample
     ctx.heap.barrier()
-    everyone = ctx.all_gather(times)
-    slowest = [[max(rank_times[r][i] for rank_times in everyone) for i in range(len(names))]
-               for r in range(rounds)]
+    slowest = _slowest(ctx.all_gather(times[:done]), done, len(names))
     out = {}
     for i, name in enumerate(names):
         column = [row[i] for row in slowest]
         out[name] = {"median_ms": statistics.median(column), "iqr_ms": _iqr(column), "rounds_ms": column}
-    return {"rounds": rounds, "per_sample": per_sample, "contenders": out}
+    return {"rounds": done, "per_sample": per_sample, "contenders": out}
+
+
+def _slowest(everyone: list, rounds: int, contenders: int) -> list:
+    """Per round and contender, the slowest rank's time (``everyone``: every rank's times)."""
+    return [[max(rank_times[r][i] for rank_times in everyone) for i in range(contenders)] for r in range(rounds)]
+
+
+def _settled(slowest: list, settle: float) -> bool:
+    """Every contender's interquartile range within ``settle`` of its median."""
+    for i in range(len(slowest[0])):
+        column = [row[i] for row in slowest]
+        median = statistics.median(column)
+        if not median > 0 or _iqr(column) > settle * median:
+            return False
+    return True
+
+
+def _settling(request: dict) -> dict:
+    """The early-stop settings of a request (``min_rounds``, ``settle``; none: every round)."""
+    return {"min_rounds": request.get("min_rounds"), "settle": float(request.get("settle") or 0.0)}
 
 
 def _time_block(ctx: RankContext, fn, launches: int) -> float:

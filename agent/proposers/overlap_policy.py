@@ -7,9 +7,10 @@ schedules included, x the knobs each pattern reads; those the kernel's constrain
 is priced by profiling/overlap_model.py and ordered by the *calibrated* prediction
 (profiling/overlap_calibration.py: recalibrated after every measurement of this run, or on the
 measurements committed for this kernel, problem, W and GPU kind in a simulated run, which also
-rank first where they exist). The plan, each step skipping what was already evaluated:
+rank first where they exist). The plan, each step skipping what was already evaluated (the
+kernel's default, the expert order and every attempt):
 
-1. measured mode: every pattern at the kernel's default knobs (the points the hand bench,
+1. measured mode: every pattern at the kernel's default pattern knobs (the points the hand bench,
    kernels/distributed/bench.py, times), so the run finds at least what the bench finds;
 2. for the best pattern so far (measured, else predicted), its best-ordered configuration under
    each tile configuration of the spec (``spec.tile_configs``, a schedule knob among them where the
@@ -21,6 +22,12 @@ rank first where they exist). The plan, each step skipping what was already eval
    by one; in measured mode a configuration the calibrated model is sure loses (its prediction
    less its margin above the best measured time) is pruned;
 5. the other members of the classes, last.
+
+What was measured carries into what is proposed next: the best configuration so far (the kernel's
+default, the expert order or an attempt, measured, else predicted) lends its tile order to every
+later proposal but those of step 3, and its GEMM configuration (the knobs of ``spec.tile_configs``)
+to the pattern sweep of step 1. Once the expert order has measured faster than the kernel's own,
+the patterns are swept in the expert order, with the GEMM the best measurement ran.
 """
 from __future__ import annotations
 
@@ -46,6 +53,10 @@ class OverlapPolicy:
     def propose(self, context: ProposalContext) -> Proposal:
         tried = {_key(h.get("source", ""), self.evaluator) for h in context.history}
         tried.add(_key(context.target_source, self.evaluator))
+        expert = self.evaluator.expert()     # evaluated before the loop, as the kernel's default
+        for source in ((context.best or {}).get("source"), expert[1] if expert else None):
+            if source:
+                tried.add(_key(source, self.evaluator))
         for step, entry in self.plan(context):
             if _key(entry["source"], self.evaluator) not in tried:
                 return Proposal(source=entry["source"], name=entry["name"],
@@ -59,31 +70,59 @@ class OverlapPolicy:
         ranking = ev.rank_configurations()
         measured = ev.mode == "measured"
         best = self._best_pattern(context, ranking)
+        order, gemm = self._learned(context)
         plan = []
         if measured:
-            plan += [("a pattern at the kernel's default knobs", e) for e in self._pattern_defaults(ranking)]
-        plan += [("a tile configuration of the best pattern", e) for e in self._tile_configs(ranking, best)]
+            plan += [("a pattern at the kernel's default knobs", self._carry(e, order))
+                     for e in self._pattern_defaults(ranking, gemm)]
+        plan += [("a tile configuration of the best pattern", self._carry(e, order))
+                 for e in self._tile_configs(ranking, best)]
         plan += [("a tile order of the best configuration", e) for e in self._orders(context, ranking)]
         leaders, members = self._price_classes(ranking)
         cutoff = self._cutoff(context) if measured else None
-        plan += [("the next price class", e) for e in leaders if cutoff is None or e["key"] <= cutoff]
-        plan += [("a configuration the model prices like one tried", e) for e in members
+        plan += [("the next price class", self._carry(e, order)) for e in leaders if cutoff is None or e["key"] <= cutoff]
+        plan += [("a configuration the model prices like one tried", self._carry(e, order)) for e in members
                  if cutoff is None or e["key"] <= cutoff]
         return plan
 
+    # -- what the measurements so far teach ------------------------------------------------------
+
+    def _learned(self, context: ProposalContext) -> tuple:
+        """``(order, gemm)`` of the best configuration so far: its tile order (None: the kernel's
+        own) and its GEMM knobs (those of ``spec.tile_configs`` it sets; {}: the kernel's
+        default). Both empty before anything was evaluated."""
+        source = (context.best or {}).get("source")
+        if not source:
+            return None, {}
+        try:
+            best = self.evaluator.canonical(parse_candidate(source, self.evaluator.spec))
+        except ValueError:
+            return None, {}
+        tile_keys = {k for t in self.evaluator.spec.tile_configs for k in t}
+        return best.swizzle, {k: v for k, v in best.meta.items() if k in tile_keys}
+
+    def _carry(self, entry: dict, order: str | None) -> dict:
+        """``entry`` with the tile order ``order`` (its source and name rewritten); as it is for
+        the kernel's own order."""
+        if order is None:
+            return entry
+        ev = self.evaluator
+        candidate = ev.canonical(DistCandidate(entry["pattern"], entry["meta"], order))
+        return {**entry, "name": candidate.label(), "source": candidate.to_json(), "order": order}
+
     # -- the steps ---------------------------------------------------------------------------------
 
-    def _pattern_defaults(self, ranking: list) -> list:
-        """Each pattern's configuration at the kernel's default knobs (those the pattern reads
-        included), in the order of the ranking."""
+    def _pattern_defaults(self, ranking: list, gemm: dict) -> list:
+        """Each pattern at the kernel's default pattern knobs and the GEMM knobs ``gemm`` (the
+        best measurement's; {}: the kernel's default), in the order of the ranking."""
         ev = self.evaluator
         out = []
         for pattern in ev.spec.patterns:
-            candidate = ev.canonical(DistCandidate(pattern, {}))
-            entry = next((e for e in ranking if e["pattern"] == pattern and not ev.canonical(
-                DistCandidate(pattern, e["meta"])).meta), None)
+            candidate = ev.canonical(DistCandidate(pattern, dict(gemm)))
+            entry = next((e for e in ranking if e["pattern"] == pattern and ev.canonical(
+                DistCandidate(pattern, e["meta"])).meta == candidate.meta), None)
             out.append(entry or {"name": candidate.label(), "source": candidate.to_json(), "predicted": {},
-                                 "key": float("inf"), "pattern": pattern, "meta": {}})
+                                 "key": float("inf"), "pattern": pattern, "meta": dict(candidate.meta)})
         return sorted(out, key=lambda e: e["key"])
 
     def _tile_configs(self, ranking: list, pattern: str) -> list:
@@ -98,15 +137,17 @@ class OverlapPolicy:
         return sorted(out, key=lambda e: e["key"])
 
     def _orders(self, context: ProposalContext, ranking: list) -> list:
-        """The best configuration so far with each allowed tile order other than the kernel's own."""
+        """The best configuration so far with each allowed tile order other than its own (the
+        kernel's own order among them where the best runs another)."""
         ev = self.evaluator
-        best = parse_candidate((context.best or {}).get("source") or ranking[0]["source"], ev.spec)
+        best = ev.canonical(parse_candidate((context.best or {}).get("source") or ranking[0]["source"], ev.spec))
         out = []
         for name in ev.spec.knobs.get("swizzle", ()):
-            if ev.is_own_order(name):
+            candidate = ev.canonical(DistCandidate(best.pattern, best.meta, name))
+            if candidate.swizzle == best.swizzle:
                 continue
-            candidate = DistCandidate(best.pattern, best.meta, name)
-            out.append({"name": candidate.label(), "source": candidate.to_json(), "predicted": {}, "key": None})
+            out.append({"name": candidate.label(), "source": candidate.to_json(), "predicted": {}, "key": None,
+                        "pattern": best.pattern, "meta": dict(best.meta)})
         return out
 
     def _price_classes(self, ranking: list) -> tuple:
@@ -142,6 +183,8 @@ class OverlapPolicy:
 
     def _rationale(self, step: str, entry: dict) -> str:
         p = entry.get("predicted") or {}
+        if entry.get("order"):
+            step += f", in the best configuration's tile order ({_order_name(entry['order'])}: measured fastest so far)"
         if not p:
             return (f"{step}: the overlap model does not price it (a tile order, or a configuration outside "
                     f"its space): only a measurement can rank it")
@@ -150,6 +193,10 @@ class OverlapPolicy:
                 f"for this machine and problem ({p['predicted_source']}){known}; compute "
                 f"{p['predicted_compute_ms']:.3f} ms, communication {p['predicted_comm_ms']:.3f} ms, "
                 f"{100 * p['predicted_hidden_share']:.0f} % hidden.")
+
+
+def _order_name(order: str) -> str:
+    return "a tile-order source" if "def " in order else order
 
 
 def _key(text: str, evaluator) -> str:

@@ -89,15 +89,31 @@ from swizzleperf.kernels.schedule.persistent_gemm import (data_parallel_tiles, m
                                                           stream_k_fixup, stream_k_range,
                                                           stream_k_segment)
 
-PATTERNS = ("pull", "push", "push_copy_engine", "bulk_sync")
+#: The patterns, the default first: ``push`` (``pull`` until 2026-11-25, which measured 4x slower
+#: than every other pattern: 13.3 ms at llama70b-up-8k on two H100s where the others took 4.2-4.4,
+#: eval/results/dist_optimize_h100x2/). With the grouped-m:8 order and the tuned GEMM configurations
+#: push was within 5 % of the best pattern at the three bench problems there and never lost to
+#: torch + NCCL (1.02-1.08x, eval/results/dist_gemm_h100x2.md), where push_copy_engine, best at two
+#: of them, took 0.66x at llama8b-up-4k.
+PATTERNS = ("push", "push_copy_engine", "bulk_sync", "pull")
 _PULL, _WAIT, _GATHERED = 0, 1, 2  # where the GEMM finds remote rows of A (SOURCE)
 
 
 @triton.jit
 def swizzle(pid, num_pid_m, num_pid_n):
-    """Map tile index ``pid`` to the tile ``(pid_m, pid_n)`` of the rank-relative grid (row-major)."""
-    pid_m = pid // num_pid_n
-    pid_n = pid % num_pid_n
+    """Map tile index ``pid`` to the tile ``(pid_m, pid_n)`` of the rank-relative grid: groups of 8 tile
+    rows, column by column inside a group (the catalog's ``grouped-m:8``, Triton's GROUP_SIZE_M
+    order). The default since 2026-11-25 (row-major before): on two H100s it timed at most
+    row-major's at the five problems where the optimize measured both (2.878 against 3.438 ms
+    at GEMM + RS llama70b-down-8k, eval/results/dist_optimize_h100x2/), and the per-rank GEMM
+    configurations were tuned with it (eval/results/gemm_configs_hopper.json)."""
+    GROUP_SIZE_M: tl.constexpr = 8
+    num_pid_in_group = GROUP_SIZE_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_SIZE_M
+    group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_SIZE_M)
+    pid_m = first_pid_m + (pid % num_pid_in_group) % group_size_m
+    pid_n = (pid % num_pid_in_group) // group_size_m
     return pid_m, pid_n
 
 

@@ -10,11 +10,13 @@ import pytest
 from fake_openai import FakeOpenAIServer
 
 from swizzleperf.agent import run
-from swizzleperf.agent.distributed import DistEvaluator, resolve_target
+from swizzleperf.agent.candidate import canonical_target, splice
+from swizzleperf.agent.distributed import DistCandidate, DistEvaluator, resolve_target
 from swizzleperf.agent.proposers.overlap_reply import parse_overlap_reply
 from swizzleperf.agent.proposers.llm import ReplyParseError
 from swizzleperf.agent.record import RunRecord
 from swizzleperf.agent.spec import load_spec
+from swizzleperf.agent.swizzles import catalog_source
 
 ROOT = Path(__file__).resolve().parents[2]
 GAS = ROOT / "kernels" / "distributed" / "gemm_all_scatter.py"
@@ -130,7 +132,9 @@ def test_the_policy_runs_end_to_end_simulated(tmp_path):
     assert report["distributed"]["answer"]["use"] is None          # a simulated run recommends nothing
     assert (outcome.run_dir / "best_command.sh").exists()
     rows = RunRecord(Path(options.workdir)).iterations(outcome.run_id)
-    assert list(rows.kind[:2]) == ["baseline", "expert"]
+    # the kernel's own order is the expert one (grouped-m:8) since 2026-11-25: it is not evaluated
+    # twice, so no expert row; the two proposals follow the baseline
+    assert list(rows.kind) == ["baseline", "candidate", "candidate"] and report["expert"] is None
 
 
 def test_an_llm_proposes_configurations_through_a_loopback_server(tmp_path):
@@ -180,3 +184,50 @@ def test_a_spec_the_overlap_model_cannot_price_is_one_line(tmp_path):
     _assert_one_line_error(proc, "cannot simulate gemm_all_scatter on mi300x")
     proc = swizzleperf("optimize", str(GAS), "--problem", "nope", cwd=tmp_path)
     _assert_one_line_error(proc, "--problem must be one of iris-4096")
+
+
+# A permutation at every grid the run names, not where the grid has 13 tile rows: only the probe's
+# small grids (agent/probe.py) can catch it.
+NOT_AT_13_ROWS = '''@triton.jit
+def swizzle(pid, num_pid_m, num_pid_n):
+    pid_m = pid // num_pid_n
+    pid_n = pid % num_pid_n
+    pid_m = tl.where(num_pid_m == 13, 0, pid_m)
+    return pid_m, pid_n
+'''
+
+
+def test_a_tile_order_is_checked_on_every_small_grid_not_only_the_runs_problems(tmp_path):
+    ev = _evaluator(tmp_path)
+    grids = [g for g, _ in ev.spec.tile_orders(ev.problem, 4, ev.meta(DistCandidate("bulk_sync", {})))]
+    assert all(g[0] != 13 for g in grids)          # the benchmark problem's grid has no 13 rows
+    result = _verdict(ev, {"pattern": "bulk_sync", "swizzle": NOT_AT_13_ROWS})
+    assert result["verdict"] == "NOT_PERMUTATION", result["reason"]
+    assert "grid 13x" in result["reason"] and "a grid the kernel may be launched with" in result["reason"]
+    passed = _verdict(ev, {"pattern": "bulk_sync", "swizzle": COLUMN_MAJOR})
+    summary = passed["details"]["dist_permutation"]
+    assert summary["all_grids"]["sites"] > 100 and len(summary["sites"]) > summary["all_grids"]["sites"]
+
+
+def test_a_configuration_has_one_text_the_canonical_one(tmp_path):
+    """A tile-order source is stored as agent/candidate.canonical_target writes it (the report
+    never shows the proposer's text), and an order that is the kernel's own (grouped-m:8 since
+    2026-11-25, by name or by source) is no order at all: the same configuration as the default."""
+    ev = _evaluator(tmp_path)
+    dressed = COLUMN_MAJOR.replace("    pid_m = pid % num_pid_m\n",
+                                   "    # a comment the report must not carry\n    pid_m = pid % num_pid_m\n")
+    prepared = ev.prepare("c", json.dumps({"pattern": "bulk_sync", "swizzle": dressed}))
+    stored = json.loads(prepared["source"])["swizzle"]
+    assert "comment" not in stored and stored == canonical_target(dressed, "swizzle", ["pid", "num_pid_m", "num_pid_n"])
+    assert json.loads(Path(prepared["kernel_file"]).with_suffix(".config.json").read_text())["swizzle"] == stored
+    own = catalog_source("grouped-m:8", ["pid", "num_pid_m", "num_pid_n"])
+    for config in ({"pattern": "bulk_sync", "swizzle": "grouped-m:8"}, {"pattern": "bulk_sync", "swizzle": own}):
+        assert ev.prepare("o", json.dumps(config))["source"] == json.dumps({"pattern": "bulk_sync"})
+    assert ev.expert() is None                      # the expert order is the kernel's own: not measured twice
+    row_major = tmp_path / "row_major" / GAS.name
+    row_major.parent.mkdir()
+    row_major.write_text(splice(GAS.read_text(), "swizzle", catalog_source("row-major", ["pid", "num_pid_m", "num_pid_n"])))
+    older = DistEvaluator(kernel_path=row_major, module_source=row_major.read_text(), spec=load_spec(row_major),
+                          problem_name="llama70b-qkv-4k", world_size=4, target=resolve_target("h200", 4),
+                          candidates_dir=tmp_path / "c2")
+    assert json.loads(older.expert()[1]) == {"pattern": "bulk_sync", "swizzle": "grouped-m:8"}

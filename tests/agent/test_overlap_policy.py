@@ -104,3 +104,33 @@ def test_a_simulated_run_ranks_by_committed_measurements_and_shows_them(tmp_path
                  if e["pattern"] == "pull" and not ev.canonical(DistCandidate("pull", e["meta"])).meta)
     assert entry["committed_ms"] == pull[0]["time_ms"] and entry["key"] == pull[0]["time_ms"]
     assert ev.calibration.summary()["observations"] >= 1
+
+
+def test_what_was_measured_carries_into_the_next_proposals(tmp_path):
+    """The run of 2026-11-25 swept the patterns in the kernel's row-major order after the expert
+    order (grouped-m:8) had measured faster: now the best so far lends its tile order to every later
+    proposal but the tile-order step (which offers the kernel's own again), and its GEMM knobs to the
+    pattern sweep; the expert itself is never proposed again."""
+    from swizzleperf.agent.candidate import splice
+    from swizzleperf.agent.swizzles import catalog_source
+    kernel = tmp_path / AGG.name        # the kernel as it was that day: row-major
+    kernel.write_text(splice(AGG.read_text(), "swizzle", catalog_source("row-major", ["pid", "num_pid_m", "num_pid_n"])))
+    target = DistTarget(hwspecs.load_spec("h100"), 2, "measured", "measured (test)")
+    ev = DistEvaluator(kernel_path=kernel, module_source=kernel.read_text(), spec=load_spec(kernel),
+                       problem_name="llama70b-qkv-4k", world_size=2, target=target, candidates_dir=tmp_path / "c")
+    policy = OverlapPolicy(ev)
+    expert = ev.expert()[1]
+    best = {"source": json.dumps({"pattern": "push", "STREAM_K": 1, "swizzle": "grouped-m:8"}),
+            "metrics": {"time_ms": 1.0}, "kind": "candidate"}
+    plan = policy.plan(_context(policy, history=[best], best=best))
+    sweep = [json.loads(e["source"]) for step, e in plan if step.startswith("a pattern")]
+    assert sweep and all(c["swizzle"] == "grouped-m:8" and c["STREAM_K"] == 1 for c in sweep)
+    classes = [json.loads(e["source"]) for step, e in plan if step == "the next price class"]
+    assert classes and all(c.get("swizzle") == "grouped-m:8" for c in classes)
+    orders = [json.loads(e["source"]) for step, e in plan if step.startswith("a tile order")]
+    assert {"pattern": "push", "STREAM_K": 1} in orders and all(c.get("swizzle") != "grouped-m:8" for c in orders)
+    # the expert measured faster than the default (the best), nothing else yet: the sweep in its order
+    expert_best = {"source": expert, "metrics": {"time_ms": 1.0}, "kind": "expert"}
+    proposal = policy.propose(_context(policy, best=expert_best))
+    assert json.loads(proposal.source).get("swizzle") == "grouped-m:8" and "measured fastest so far" in proposal.rationale
+    assert json.loads(proposal.source) not in (json.loads(expert), json.loads(ev.baseline()[1]))

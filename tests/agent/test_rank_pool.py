@@ -86,3 +86,29 @@ def test_a_rank_that_fails_ends_the_candidate_and_the_next_runs_on_fresh_ranks(p
     again = pool.request(_request(TOY), timeout_s=120)
     assert again["verdict"] == "PASS", again
     assert pool.starts == starts + 1
+
+
+class _OneRank:
+    """A rank of one, on the CPU: what ``time_interleaved`` needs of a RankContext."""
+
+    device, world_size = "cpu", 1
+    heap = type("Heap", (), {"barrier": lambda self: None})()
+
+    def sync(self) -> None:
+        pass
+
+    def all_gather(self, value) -> list:
+        return [value]
+
+
+@pytest.mark.parametrize("settle, rounds", [(10.0, 4), (0.0, 12)])
+def test_timing_ends_early_once_every_spread_is_small(settle, rounds):
+    """With ``settle``, the rounds stop at ``min_rounds`` (or a later multiple of SETTLE_EVERY) once
+    every contender's interquartile range is within ``settle`` of its median (10.0: at once); with
+    0, every round runs. Each contender keeps one time per round timed, paired with the others."""
+    import time
+    from swizzleperf.agent.rank_worker import time_interleaved
+    fns = {"candidate": lambda: time.sleep(0.001), "torch_nccl": lambda: time.sleep(0.002)}
+    timing = time_interleaved(_OneRank(), fns, rounds=12, sample_ms=1.0, warmup=0, min_rounds=4, settle=settle)
+    assert timing["rounds"] == rounds
+    assert all(len(c["rounds_ms"]) == rounds and c["median_ms"] > 0 for c in timing["contenders"].values())
