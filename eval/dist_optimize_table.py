@@ -66,7 +66,9 @@ def _row(path: Path, report: dict, hand: dict | None) -> dict:
            "overlap_bound_ms": refs.get("overlap_bound_ms"), "way_to_bound": d.get("way_to_bound"),
            "recommendation": "torch + NCCL" if answer.get("use") != "configuration" else best.get("config"),
            "answer": answer.get("line"), "verified_at": best.get("verified_at"),
-           "source": "measured" if measured else report["mode"], "report": str(path)}
+           "source": "measured" if measured else report["mode"], "report": str(path),
+           "status": report.get("status"), "iterations": report.get("iterations"),
+           "stop_reason": report.get("stop_reason")}
     if measured and row["hand_best_ms"] is not None:
         row["finds_hand_best"] = row["best_ms"] <= row["hand_best_ms"] + spread
     if measured and row["torch_nccl_ms"] is not None:
@@ -91,6 +93,9 @@ def markdown(rows: list, command: str) -> str:
                      f"{_ms(r['torch_fused_ms'])} | {_ms(r['gemm_alone_ms'])} | {_ms(r['comm_alone_ms'])} | "
                      f"{_ms(r['overlap_bound_ms'])} | {_ms(r['hand_best_ms'])} ({r['hand_best_pattern'] or 'n/a'}) | "
                      f"{_yes(r.get('finds_hand_best'))} | {_yes(r.get('never_slower'))} |")
+    lines += ["", "Where each run stopped: " + "; ".join(
+        f"{r['kernel']} {r['problem']}: {r.get('status') or 'n/a'} after {r.get('iterations')} iterations "
+        f"({r.get('stop_reason') or 'no reason recorded'})" for r in rows) + "."]
     losses = [r for r in rows if r["recommendation"] == "torch + NCCL" and r["best_ms"]]
     if losses:
         lines += ["", f"Where we lose ({len(losses)} of {len(rows)} problems): torch + NCCL is the answer; "

@@ -8,14 +8,23 @@
 #   bash eval/gpu_dist_optimize.sh OUTDIR          # repository root, .whl/ carried, two GPUs
 #
 # Env: CASES ("kernel:problem ...", default the eight below), ITERATIONS (proposals per run,
-# default 5), RUN_TIMEOUT (seconds per optimize run, 70), BENCH_TIMEOUT (seconds per kernel's
-# bench, 90), BENCH_ITERATIONS (10), BUDGET_S (an optimize run starts only while at least 45 s of
-# it are left; default 500, so the whole ends within about 9 minutes), SMOKE=1 (first the rank
-# pool's smoke test, eval/gpu_dist_smoke.py).
+# default 5), BENCH_TIMEOUT (seconds per kernel's bench, 90), BENCH_ITERATIONS (10), BUDGET_S (the
+# whole script's seconds, default 500, so that it ends within about 9 minutes), SMOKE=1 (first the
+# rank pool's smoke test, eval/gpu_dist_smoke.py).
 #
-# Timing seen on two H100s (2026-11-25, eval/results/dist_pool_smoke_h100x2.md): setup 22 s, a pool
-# 12 s to start, a candidate about 4 s to verify (check and benchmark problem) and time (15 rounds),
-# one optimize run of 2 iterations 53 s; the bench of one problem's four patterns 23 s.
+# Each optimize run gets an equal share of what is left of BUDGET_S (less a reserve for the table)
+# over the runs left, capped at RUN_MAX (150 s): `--time-budget` that share less START_S (20 s:
+# the process, its imports, the GEMM configuration lookup), so that the run stops proposing in time
+# and ends finished, with its head-to-head and its answer from what it measured; `timeout` at the
+# share plus 25 s is only the backstop (then the report says it was cut short, and by what). A run
+# whose share is under RUN_MIN (40 s) is skipped and said so.
+#
+# Timing seen on two H100s (2026-11-25, eval/results/dist_pool_smoke_h100x2.md and
+# eval/results/dist_optimize_h100x2/): setup 22-24 s, a pool 12 s to start, a candidate about 4 s
+# to verify and time at llama70b-qkv-4k (more where it compiles a new configuration), the bench of
+# one kernel's problems 28-36 s; every optimize run of the first full run (70 s each, no time
+# budget) was killed after 2-4 of 5 iterations (report.json's time_account now says where the
+# seconds of each candidate went).
 set -uo pipefail
 OUTDIR=${1:?usage: gpu_dist_optimize.sh OUTDIR}
 mkdir -p "$OUTDIR"
@@ -40,15 +49,21 @@ for K in all_gather_gemm gemm_reduce_scatter gemm_all_scatter; do
   stamp "bench $K ${P%,}: exit $?"
   BENCH_FILES+=("$OUTDIR/bench_$K.json")
 done
+set -- $CASES
+RUNS_LEFT=$#
 for c in $CASES; do
   K=${c%%:*}; P=${c#*:}
-  if [ $(( $(date +%s) - START )) -gt $(( ${BUDGET_S:-500} - 45 )) ]; then
-    stamp "optimize $K $P: skipped, the time budget (BUDGET_S=${BUDGET_S:-500}) is spent"; continue
+  LEFT=$(( ${BUDGET_S:-500} - 15 - ($(date +%s) - START) ))   # 15 s kept for the table
+  SHARE=$(( LEFT / RUNS_LEFT )); RUNS_LEFT=$(( RUNS_LEFT - 1 ))
+  [ "$SHARE" -gt "${RUN_MAX:-150}" ] && SHARE=${RUN_MAX:-150}
+  if [ "$SHARE" -lt "${RUN_MIN:-40}" ]; then
+    stamp "optimize $K $P: skipped, $LEFT s of BUDGET_S=${BUDGET_S:-500} left for $(( RUNS_LEFT + 1 )) runs"; continue
   fi
-  timeout ${RUN_TIMEOUT:-70} python3 -m swizzleperf.agent.cli optimize "kernels/distributed/$K.py" \
+  timeout -k 15 $(( SHARE + 25 )) python3 -m swizzleperf.agent.cli optimize "kernels/distributed/$K.py" \
     --world-size 2 --problem "$P" -n "${ITERATIONS:-5}" --plateau 100 --no-ncu --workdir "$OUTDIR/ws" \
-    > "$OUTDIR/optimize_${K}_${P}.log" 2>&1
-  stamp "optimize $K $P: exit $?"; grep -m1 "answer" "$OUTDIR/optimize_${K}_${P}.log"
+    --time-budget $(( SHARE - ${START_S:-20} )) > "$OUTDIR/optimize_${K}_${P}.log" 2>&1
+  stamp "optimize $K $P (time budget $(( SHARE - ${START_S:-20} )) s): exit $?"
+  grep -m1 -E "answer|stopped" "$OUTDIR/optimize_${K}_${P}.log"
 done
 python3 eval/dist_optimize_table.py --workdir "$OUTDIR/ws" --bench "${BENCH_FILES[@]}" \
   --out "$OUTDIR/dist_optimize_h100x2" \
