@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The distributed optimize on two GPUs (issue #22), all in one session: for the AG + GEMM, GEMM + RS
 # and GEMM + all-scatter benchmark problems at W = 2, the hand bench (kernels/distributed/bench.py:
-# every pattern at the default knobs, verified and timed against torch + NCCL), then
+# every pattern at the default knobs, the kernels' own tile order and the per-rank GEMM configuration
+# tuned for the shape where eval/results/gemm_configs_hopper.json has one for this GPU, as the
+# optimizer starts from; verified and timed against torch + NCCL), then
 # `swizzleperf optimize` (the optimizer starts its own two rank processes), then the table
 # OUTDIR/dist_optimize_h100x2.{json,md} (eval/dist_optimize_table.py) from both.
 #
@@ -45,7 +47,7 @@ for K in all_gather_gemm gemm_reduce_scatter gemm_all_scatter; do
   [ -z "$P" ] && continue
   timeout ${BENCH_TIMEOUT:-90} torchrun --nproc-per-node 2 -m swizzleperf.kernels.distributed.bench \
     --kernels "$K" --problems "${P%,}" --iterations "${BENCH_ITERATIONS:-10}" --copy-mib 0 \
-    --out "$OUTDIR/bench_$K" > "$OUTDIR/bench_$K.log" 2>&1
+    --gemm-configs eval/results/gemm_configs_hopper.json --out "$OUTDIR/bench_$K" > "$OUTDIR/bench_$K.log" 2>&1
   stamp "bench $K ${P%,}: exit $?"
   BENCH_FILES+=("$OUTDIR/bench_$K.json")
 done
