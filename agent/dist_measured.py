@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -69,6 +70,7 @@ class MeasuredRanks:
     _references: dict | None = field(default=None, repr=False)
     _references_error: str = field(default="", repr=False)
     restarts: list = field(default_factory=list)
+    waited_s: float = 0.0     # seconds the last request waited for ranks begun by ``start_soon``
 
     @property
     def pool(self) -> RankPool:
@@ -89,6 +91,9 @@ class MeasuredRanks:
     def _request(self, body: dict) -> dict:
         """One request on a live pool; a pool that cannot start is a RUNTIME_ERROR answer."""
         try:
+            began = time.monotonic()
+            self.pool.ready()         # ranks begun by start_soon: up first (the seconds kept apart)
+            self.waited_s = time.monotonic() - began
             answer = self.pool.request({"bench": self.problem_name, "dtype": self.dtype, "rounds": self.rounds,
                                         "sample_ms": self.sample_ms, "warmup": self.warmup,
                                         "min_rounds": self.min_rounds, "settle": self.settle, **body,

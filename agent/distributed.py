@@ -458,7 +458,8 @@ class DistEvaluator:
         started = time.monotonic()
         answer = self.ranks.evaluate(kernel_file, candidate.pattern, self._rank_meta(meta), check, time_it,
                                      probe_sites=sites)
-        seconds.update(ranks=time.monotonic() - started, ranks_inside=answer.get("seconds"))
+        seconds.update(ranks=time.monotonic() - started, ranks_inside=answer.get("seconds"),
+                       pool_start=self.ranks.waited_s)
         self.time_account.append({"name": candidate.label(), **seconds})
         if answer.get("verdict") != Verdict.PASS.value:
             return {**out, "verdict": answer.get("verdict", Verdict.RUNTIME_ERROR.value),
@@ -569,7 +570,7 @@ class DistEvaluator:
                "time_ms": None, "time_spread_ms": None, "time_source": None,
                "torch_nccl_predicted_ms": self.baseline_prediction()["time_ms"],
                "config": json.loads(candidate.to_json()), "verified_at": details.get("verified_at", ""),
-               "seconds": details.get("seconds"),
+               "seconds": details.get("seconds"), "setup_s": (details.get("seconds") or {}).get("pool_start"),
                **self._compute_l2(mapping, meta)}
         timing = (details.get("ranks") or {}).get("timing")
         if timing:

@@ -50,7 +50,8 @@ class Budget:
     ``max_proposer_failures`` proposals in a row that produced no candidate; ``time_s`` seconds
     from the start of the loop in this process: no proposal is made that would not end in time,
     with time left for the final head-to-head (each estimated as long as a candidate took so
-    far, or the baseline before the first)."""
+    far, or the baseline before the first, less the one-time setup its metrics report as
+    ``setup_s``: a distributed run's ranks starting)."""
 
     iterations: int = 8
     plateau: int = 4
@@ -103,7 +104,8 @@ class Loop:
                                                      f"{base['verdict']}: {base['reason']}"}
         expert_candidate = self.evaluator.expert()
         expert = self._evaluate("expert", 0, *expert_candidate) if expert_candidate else None
-        self._clock["first"] = (time.monotonic() - started) / (2 if expert_candidate else 1)
+        setup = sum(((a or {}).get("metrics") or {}).get("setup_s") or 0.0 for a in (base, expert))
+        self._clock["first"] = max(0.0, time.monotonic() - started - setup) / (2 if expert_candidate else 1)
         best = base
         if expert and expert["verdict"] == Verdict.PASS.value and self.evaluator.may_be_best(expert) \
                 and self.evaluator.better(expert, base):

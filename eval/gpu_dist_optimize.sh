@@ -15,11 +15,14 @@
 # rank pool's smoke test, eval/gpu_dist_smoke.py).
 #
 # Each optimize run gets an equal share of what is left of BUDGET_S (less a reserve for the table)
-# over the runs left, capped at RUN_MAX (150 s): `--time-budget` that share less START_S (20 s:
-# the process, its imports, the GEMM configuration lookup), so that the run stops proposing in time
+# over the runs left, capped at RUN_MAX (150 s): `--time-budget` that share less START_S (10 s:
+# the process and its imports before the loop starts), so that the run stops proposing in time
 # and ends finished, with its head-to-head and its answer from what it measured; `timeout` at the
 # share plus 25 s is only the backstop (then the report says it was cut short, and by what). A run
-# whose share is under RUN_MIN (40 s) is skipped and said so.
+# whose share is under RUN_MIN (40 s) is skipped and said so. With the default BUDGET_S and all
+# eight problems a share is about 45 s: the ranks' start (~12 s), the default, the references and
+# one or two candidates. For the five iterations of ITERATIONS=5, split CASES over two or three
+# calls (each its own BUDGET_S) and merge their ws/ folders for the table.
 #
 # Timing seen on two H100s (2026-11-25, eval/results/dist_pool_smoke_h100x2.md and
 # eval/results/dist_optimize_h100x2/): setup 22-24 s, a pool 12 s to start, a candidate about 4 s
@@ -63,8 +66,8 @@ for c in $CASES; do
   fi
   timeout -k 15 $(( SHARE + 25 )) python3 -m swizzleperf.agent.cli optimize "kernels/distributed/$K.py" \
     --world-size 2 --problem "$P" -n "${ITERATIONS:-5}" --plateau 100 --no-ncu --workdir "$OUTDIR/ws" \
-    --time-budget $(( SHARE - ${START_S:-20} )) > "$OUTDIR/optimize_${K}_${P}.log" 2>&1
-  stamp "optimize $K $P (time budget $(( SHARE - ${START_S:-20} )) s): exit $?"
+    --time-budget $(( SHARE - ${START_S:-10} )) > "$OUTDIR/optimize_${K}_${P}.log" 2>&1
+  stamp "optimize $K $P (time budget $(( SHARE - ${START_S:-10} )) s): exit $?"
   grep -m1 -E "answer|stopped" "$OUTDIR/optimize_${K}_${P}.log"
 done
 python3 eval/dist_optimize_table.py --workdir "$OUTDIR/ws" --bench "${BENCH_FILES[@]}" \

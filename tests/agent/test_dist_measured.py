@@ -196,6 +196,7 @@ class ScriptedRanks:
     the same way. Keeps what the loop asked of it (``calls``)."""
 
     FACTORS = (0.99, 1.0, 1.01, 0.995, 1.005, 1.0, 1.002)
+    waited_s = 0.0            # no ranks to wait for
 
     def __init__(self, times: dict, other: tuple):
         self.times, self.other, self.calls, self.restarts = times, other, [], []
