@@ -23,8 +23,6 @@ from pathlib import Path
 #: The per-rank GEMM configurations measured per shape and committed (one H100, triton 3.6,
 #: 2026-11-25; eval/results/rank_gemm_hopper.md): looked up after the user's own cache.
 COMMITTED_GEMM_CONFIGS = Path(__file__).resolve().parents[1] / "eval" / "results" / "gemm_configs_hopper.json"
-#: The GEMM switches a cache entry leaves out when they are off (kernels/gemm.py's launch defaults).
-_GEMM_SWITCHES = ("STREAM_K", "EPILOGUE_SUBTILE", "WARP_SPECIALIZE")
 
 #: Doublings of the check problem's sizes tried at most (2^6 = 64x a size): beyond that the
 #: configuration is checked at the benchmark problem only, and the report says so.
@@ -162,8 +160,7 @@ def tuned_gemm(spec, sizes: dict, world_size: int, dtype: str, device_name: str 
     then ``COMMITTED_GEMM_CONFIGS``); ``source`` names the file and the shape. ``({}, why)`` where
     none applies: no device (a simulated run), no GEMM, nothing measured for the shape there, a
     cache file that cannot be read, or a configuration outside the spec's knobs or constraints.
-    Switches an entry leaves out (``STREAM_K``, ``EPILOGUE_SUBTILE``, ``WARP_SPECIALIZE``) are
-    off, as in the tuning run."""
+    Switches an entry leaves out are off, as in the tuning run (``gemm_tuning.best_config``)."""
     if not device_name or spec.compute_shape is None:
         return {}, "no tuned GEMM configuration: " + ("no GPU (simulated)" if not device_name
                                                       else "the kernel declares no per-rank GEMM")
@@ -178,7 +175,7 @@ def tuned_gemm(spec, sizes: dict, world_size: int, dtype: str, device_name: str 
             found = unreadable.append(str(exc))
         if found is None:
             continue
-        knobs = {**{k: 0 for k in _GEMM_SWITCHES if k in spec.knobs}, **found}
+        knobs = {k: v for k, v in found.items() if k in spec.knobs or k not in gemm_tuning.SWITCHES}
         outside = [f"{k}={v}" for k, v in knobs.items() if k not in spec.knobs or v not in spec.knobs[k]]
         meta = {**spec.meta, **knobs, "NUM_SMS": num_sms}
         why = ", ".join(outside) or (spec.constraints(sizes, world_size, spec.patterns[0], meta)

@@ -54,6 +54,11 @@ TILE_CANDIDATES = (
     {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 8, "num_stages": 3},
     {"BLOCK_M": 64, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 4, "num_stages": 4},
 )
+#: The on/off switches of the schedule: a cached configuration that leaves one out was tuned with it
+#: off (kernels/gemm.py's launch defaults), and :func:`best_config` says so explicitly, so that no
+#: caller's own default (a spec's EPILOGUE_SUBTILE=1, say) slips in.
+SWITCHES = ("STREAM_K", "EPILOGUE_SUBTILE", "WARP_SPECIALIZE")
+
 #: The configuration used where nothing was measured for a shape (the first tile candidate,
 #: data-parallel): a default, not a measurement.
 DEFAULT_CONFIG = {**TILE_CANDIDATES[0], "STREAM_K": 0}
@@ -144,7 +149,8 @@ def best_config(M: int, N: int, K: int, dtype: str, device_name: str, programs: 
     """The cached configuration of a shape on a device, from any kernel that shares the schedule
     (kernels/gemm.py's and the distributed kernels' per-rank GEMM are the same loop): the entry
     measured with ``programs`` SMs where there is one, else the one with the most SMs, this
-    triton version preferred. None where the shape was never tuned on that device."""
+    triton version preferred, every switch it leaves out set to 0 (``SWITCHES``). None where the
+    shape was never tuned on that device."""
     found = []
     for key, entry in load_cache(path).items():
         parts = key.split("|")
@@ -155,7 +161,7 @@ def best_config(M: int, N: int, K: int, dtype: str, device_name: str, programs: 
         found.append(((sms == programs, same_triton, sms), entry))
     if not found:
         return None
-    return dict(max(found, key=lambda f: f[0])[1]["config"])
+    return {**{switch: 0 for switch in SWITCHES}, **max(found, key=lambda f: f[0])[1]["config"]}
 
 
 # --------------------------------------------------------------------------------------- timing

@@ -51,8 +51,9 @@ def test_cache_round_trip_and_nearest(tmp_path, monkeypatch):
     assert gemm_tuning.lookup("gemm/grouped-m:8", "NVIDIA H200", 132, "bfloat16", 4096, 1280, 8192) is None
     # the distributed kernels' GEMM on 116 SMs takes the 116 entry, on 124 the one with most SMs
     best = gemm_tuning.best_config
-    assert best(4096, 1280, 8192, "bfloat16", "NVIDIA H100 80GB HBM3", 116) == gemm_tuning.DEFAULT_CONFIG
-    assert best(4096, 1280, 8192, "bfloat16", "NVIDIA H100 80GB HBM3", 124) == config
+    off = {switch: 0 for switch in gemm_tuning.SWITCHES}   # a switch an entry leaves out is off
+    assert best(4096, 1280, 8192, "bfloat16", "NVIDIA H100 80GB HBM3", 116) == {**off, **gemm_tuning.DEFAULT_CONFIG}
+    assert best(4096, 1280, 8192, "bfloat16", "NVIDIA H100 80GB HBM3", 124) == {**off, **config}
     assert best(4096, 1280, 8192, "float16", "NVIDIA H100 80GB HBM3", 132) is None
     assert sorted(json.loads(path.read_text())) == sorted([key, other])
     assert not list(path.parent.glob("*.tmp"))   # written through a renamed temporary file
@@ -86,4 +87,5 @@ def test_one_shape_tuned_against_cublas(tmp_path, gemm_path):
     record = gemm_tuning.tune(spec.launch, 1024, 1280, 2048, rounds=10, path=path, log=lambda line: None)
     assert record["rel_error"] < 1e-2 and record["ours_ms"] > 0 and record["cublas_ms"] > 0
     assert not record["rejected"], record["rejected"]
-    assert gemm_tuning.best_config(1024, 1280, 2048, "bfloat16", record["device"], path=path) == record["config"]
+    assert gemm_tuning.best_config(1024, 1280, 2048, "bfloat16", record["device"], path=path) == {
+        **{switch: 0 for switch in gemm_tuning.SWITCHES}, **record["config"]}
