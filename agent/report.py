@@ -78,8 +78,10 @@ def _distributed_outcome(report: dict, history: list) -> dict:
     from swizzleperf.agent.dist_measured import answer
     d, best = report["distributed"], report.get("best") or {}
     defaults = [figures(h) for h in history if h.get("verdict") == Verdict.PASS.value
-                and set(((h.get("metrics") or {}).get("config") or {"x": 0})) == {"pattern"}
+                and _at_default_knobs((h.get("metrics") or {}).get("config"), d.get("gemm_config") or {})
                 and (h.get("metrics") or {}).get("time_ms") is not None]
+    if (report.get("baseline") or {}).get("time_ms") is not None:
+        defaults.append(report["baseline"])     # the kernel's default pattern at its default knobs
     out = {"hand_bench": min(defaults, key=lambda f: f["time_ms"]) if defaults else None,
            "answer": answer(best if best.get("verdict") == Verdict.PASS.value else None, report["mode"],
                             d.get("references"))}
@@ -88,6 +90,15 @@ def _distributed_outcome(report: dict, history: list) -> dict:
     if best.get("time_ms") and torch_ms and bound and bound < best["time_ms"] < torch_ms:
         out["way_to_bound"] = (torch_ms - best["time_ms"]) / (torch_ms - bound)
     return out
+
+
+def _at_default_knobs(config: dict | None, run_defaults: dict) -> bool:
+    """Whether a configuration is a pattern at the knobs the run started from (what the hand bench
+    times): nothing but the pattern, a tile order (the pattern sweep carries the best one) and the
+    GEMM configuration tuned for the shape, at its values."""
+    if not config or "pattern" not in config:
+        return False
+    return all(k in ("pattern", "swizzle") or run_defaults.get(k) == v for k, v in config.items())
 
 
 def _with_confirmed_torch(report: dict) -> None:

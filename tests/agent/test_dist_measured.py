@@ -348,3 +348,22 @@ def test_the_gemm_configuration_measured_for_the_shape_on_the_gpu_is_the_default
     assert {k: meta[k] for k in expected} == expected and ev.gemm_config["knobs"] == knobs
     assert {k: ev.spec.tile_configs[0][k] for k in expected} == expected
     assert json.loads(ev.baseline()[1]) == {"pattern": "push"}        # the default at this shape and GPU
+
+
+def test_the_hand_bench_point_counts_the_pattern_sweep_at_the_runs_starting_knobs():
+    """The report's hand-bench point (the best pattern at the knobs the run started from) counts
+    the baseline and the pattern sweep, whose entries carry the best tile order and the tuned GEMM
+    configuration, and leaves out configurations that changed another knob."""
+    from swizzleperf.agent.report import _distributed_outcome
+
+    def attempt(name, config, ms):
+        return {"name": name, "verdict": "PASS", "metrics": {"config": config, "time_ms": ms}}
+
+    tuned = {"BLOCK_N": 256, "STREAM_K": 1}
+    history = [attempt("sweep", {"pattern": "bulk_sync", "swizzle": "grouped-m:8", **tuned}, 0.50),
+               attempt("tiles", {"pattern": "bulk_sync", "BLOCK_N": 128, "STREAM_K": 1}, 0.40)]
+    report = {"mode": "measured", "baseline": {"name": "default", "time_ms": 0.55},
+              "distributed": {"gemm_config": tuned, "references": {}}}
+    assert _distributed_outcome(report, history)["hand_bench"]["time_ms"] == 0.50
+    report["baseline"]["time_ms"] = 0.45
+    assert _distributed_outcome(report, history)["hand_bench"]["name"] == "default"
