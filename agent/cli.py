@@ -76,7 +76,7 @@ def _attempt_line(a: dict) -> str:
 
 
 def _fail(message: str) -> None:
-    from swizzleperf.agent.redact import redact
+    from swizzleperf.sandbox.redact import redact
     errors.print(f"[red]error:[/red] {escape(redact(message))}", soft_wrap=True)
     raise typer.Exit(code=2)
 
@@ -114,9 +114,9 @@ def optimize(
     """Optimize the block swizzle of KERNEL (or, for a distributed kernel, its overlap
     configuration), or of your own kernel with --app CMD --kernel NAME, or continue a run with
     --resume RUN_ID."""
-    from swizzleperf.agent import run
-    from swizzleperf.agent.record import RecordError, UnknownRunError
-    from swizzleperf.agent.spec import KernelLoadError
+    from swizzleperf.agent.loop import run
+    from swizzleperf.agent.loop.record import RecordError, UnknownRunError
+    from swizzleperf.kernels.spec import KernelLoadError
     from swizzleperf.hwspecs import UnknownHardwareError
     if kernel is None and resume is None and app is None:
         _fail("give a kernel module (e.g. kernels/gemm.py), --app CMD --kernel NAME, or --resume RUN_ID")
@@ -176,11 +176,12 @@ def optimize(
 
 
 def _capture_app(app, kernel_name, test, kernel, resume, workdir):
-    """``--app CMD --kernel NAME``: capture, lift and generate the kernel module (agent/user_kernel.py)."""
-    from swizzleperf.agent import user_kernel
-    from swizzleperf.agent.capture import CaptureError
-    from swizzleperf.agent.lift import LiftError
-    from swizzleperf.agent.spec import KernelLoadError
+    """``--app CMD --kernel NAME``: capture, lift and generate the kernel module
+    (agent/capture/user_kernel.py)."""
+    from swizzleperf.agent.capture import user_kernel
+    from swizzleperf.agent.capture.capture import CaptureError
+    from swizzleperf.agent.capture.lift import LiftError
+    from swizzleperf.kernels.spec import KernelLoadError
     if app is None or kernel_name is None:
         _fail("--app and --kernel go together (and --test needs them): --app \"python app.py\" --kernel matmul_kernel")
     if kernel is not None or resume is not None:
@@ -199,8 +200,8 @@ def _capture_app(app, kernel_name, test, kernel, resume, workdir):
 
 
 def _finish_app(outcome, prepared, in_place: bool, test) -> None:
-    """``user.diff`` of your file, ``--in-place``, ``--test`` (agent/user_kernel.py)."""
-    from swizzleperf.agent import user_kernel
+    """``user.diff`` of your file, ``--in-place``, ``--test`` (agent/capture/user_kernel.py)."""
+    from swizzleperf.agent.capture import user_kernel
     with console.status(f"running the test `{test}`" if test else "writing user.diff"):
         summary = user_kernel.finish(outcome, prepared, in_place, test)
     for note in summary["lift_notes"]:
@@ -224,7 +225,7 @@ def _print_summary(outcome) -> None:
     table = Table(title=f"{r['kernel']} on {r['hardware']} ({r['mode']})")
     for column in ("order", "L2 hit rate", "source", "time", "time source"):
         table.add_column(column)
-    from swizzleperf.agent.report import order_notes, time_cells
+    from swizzleperf.agent.loop.report import order_notes, time_cells
     for label in ("baseline", "expert", "best"):
         f = r.get(label)
         if f and f.get("l2_hit_rate") is not None:
@@ -287,9 +288,9 @@ def eval_command(
     workdir: str = typer.Option(".swizzleperf", help="Where runs are recorded."),
 ) -> None:
     """Run the optimizer over the bundled kernels and write one table (CSV, markdown) and plots."""
-    from swizzleperf.agent.record import UnknownRunError
-    from swizzleperf.agent.run import RunError
-    from swizzleperf.agent.spec import KernelLoadError
+    from swizzleperf.agent.loop.record import UnknownRunError
+    from swizzleperf.agent.loop.run import RunError
+    from swizzleperf.kernels.spec import KernelLoadError
     from swizzleperf.eval.suite import EvalError, EvalOptions, resolve_gpus, resolve_kernels, run_eval
     from swizzleperf.hwspecs import UnknownHardwareError
     _interruptible()
@@ -346,7 +347,7 @@ def simulate(
 ) -> None:
     """Predict the L2 hit rate and DRAM traffic of KERNEL's default problem under one order."""
     import json
-    from swizzleperf.agent.simulate import simulate_kernel
+    from swizzleperf.agent.verification.simulate import simulate_kernel
     result = _guarded(lambda: simulate_kernel(Path(kernel), hw, swizzle, Path(swizzle_file) if swizzle_file else None,
                                               meta, traced, Path(probe) if probe else None))
     if as_json:
@@ -368,14 +369,14 @@ def analyze(
     probe: Optional[str] = typer.Option(None, help="A stored dispatch probe (swizzleperf hw --probe): place programs as it measured."),
 ) -> None:
     """Print the memory-access analysis a proposer is shown."""
-    from swizzleperf.agent.simulate import analyze_kernel
+    from swizzleperf.agent.verification.simulate import analyze_kernel
     print(_guarded(lambda: analyze_kernel(Path(kernel), hw, swizzle, meta, traced, Path(probe) if probe else None)))
 
 
 def _guarded(action):
     """Run ``action``; the errors a user can cause become one line."""
-    from swizzleperf.agent.simulate import SimulateError
-    from swizzleperf.agent.spec import KernelLoadError
+    from swizzleperf.agent.verification.simulate import SimulateError
+    from swizzleperf.kernels.spec import KernelLoadError
     from swizzleperf.hwspecs import UnknownHardwareError
     try:
         return action()
@@ -393,7 +394,7 @@ def profile_command(
 ) -> None:
     """Print the filtered profile a proposer is shown: the few figures that bear on the order, each
     with value, unit, source and meaning (ncu / rocprofv3 on a matching GPU, else the simulator)."""
-    from swizzleperf.agent.measure import profile_kernel
+    from swizzleperf.agent.verification.measure import profile_kernel
     result = _guarded(lambda: profile_kernel(Path(kernel), hw, swizzle, dtype, Path(workdir)))
     console.print(f"{result['kernel']} on {result['hardware']} ({result['mode']}): {result['message']}", markup=False)
     for order in result["orders"]:
@@ -436,7 +437,7 @@ def hw_command(hw: Optional[str] = typer.Option(None, "--hw", help="The spec a r
 
 def _print_distributed_summary(outcome) -> None:
     """The configurations against torch + NCCL, from report.md's table (one source of the text)."""
-    from swizzleperf.agent.report import distributed_table
+    from swizzleperf.agent.loop.report import distributed_table
     r = outcome.report
     console.print(f"{r['kernel']} on {r['hardware']} x {r['distributed']['world_size']} ({r['mode']})")
     for line in distributed_table(r):

@@ -17,9 +17,9 @@ import numpy as np
 import torch
 import triton
 
-from swizzleperf.agent.candidate import splice, target_args
-from swizzleperf.agent.spec import load_kernel
-from swizzleperf.agent.swizzles import catalog_source
+from swizzleperf.agent.verification.candidate import splice, target_args
+from swizzleperf.agent.verification.load import load_kernel
+from swizzleperf.agent.verification.swizzles import catalog_source
 
 KERNEL = Path(__file__).resolve().parent.parent / "kernels" / "gemm.py"
 

@@ -19,10 +19,10 @@ import numpy as np
 import torch
 import triton
 
-from swizzleperf.agent.candidate import splice, target_args
-from swizzleperf.agent.swizzles import expert_source
-from swizzleperf.agent.spec import load_kernel
-from swizzleperf.agent.worker import compare_output, poison
+from swizzleperf.agent.verification.candidate import splice, target_args
+from swizzleperf.agent.verification.load import load_kernel
+from swizzleperf.agent.verification.stages import compare_output, poison
+from swizzleperf.agent.verification.swizzles import expert_source
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ["gemm", "elementwise", "layernorm", "softmax", "spmv", "transpose", "stencil2d",

@@ -80,7 +80,7 @@ def _row(path: Path, report: dict, hand: dict | None) -> dict:
 def markdown(rows: list, command: str) -> str:
     lines = ["# The distributed optimize on two GPUs (issue #22)", "", f"`{command}`", "",
              "Every time measured in one session: CUDA events, the slowest rank's, median of interleaved rounds; "
-             "± the larger interquartile range of the pair. `hand best`: kernels/distributed/bench.py's fastest "
+             "± the larger interquartile range of the pair. `hand best`: eval/dist_bench.py's fastest "
              "pattern at the default knobs, same session. `bound`: max(cuBLAS GEMM alone, communication alone).", "",
              "| kernel | problem | W | device | answer | best found (ms) | torch + NCCL | torch fused | GEMM alone | "
              "comm alone | bound | hand best | finds hand best | never slower |",

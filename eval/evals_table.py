@@ -7,7 +7,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from swizzleperf.agent.record import RunRecord
+from swizzleperf.agent.loop.record import RunRecord
 
 # status: pending, running, finished, failed (reason says why) or interrupted. One row per kernel,
 # written in the eval's kernel order when the eval starts; a worker updates only its kernel's row.
@@ -18,7 +18,7 @@ SCHEMA = """CREATE TABLE IF NOT EXISTS evals (
 
 def connect(workdir: str) -> sqlite3.Connection:
     """The record of ``workdir`` with the evals table (created, or given its reason column).
-    Raises RecordError (agent/record.py) where the record cannot be opened."""
+    Raises RecordError (agent/loop/record.py) where the record cannot be opened."""
     connection = RunRecord(Path(workdir)).connect()
     connection.execute(SCHEMA)
     if "reason" not in {column[1] for column in connection.execute("PRAGMA table_info(evals)")}:

@@ -29,9 +29,9 @@ EDITS = [("a_ptr, b_ptr, c_ptr,", "a_ptr, b_ptr, c_ptr, smid_ptr,"),
 
 def instrumented(order: str) -> str:
     """gemm.py's source with ``order`` spliced in and the ``%smid`` store added."""
-    from swizzleperf.agent.candidate import splice, target_args
-    from swizzleperf.agent.spec import load_kernel
-    from swizzleperf.agent.swizzles import catalog_source
+    from swizzleperf.agent.verification.candidate import splice, target_args
+    from swizzleperf.agent.verification.load import load_kernel
+    from swizzleperf.agent.verification.swizzles import catalog_source
     path = ROOT / "kernels" / "gemm.py"
     source, (_, spec) = path.read_text(), load_kernel(path)
     text = splice(source, spec.rewrite_target, catalog_source(order, target_args(source, spec.rewrite_target)))

@@ -12,6 +12,6 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   timeout 300 python3 -m pytest -q -m multigpu tests/kernels/distributed 2>&1 | tail -15 | tee "$OUTDIR/multigpu_tests.txt"
 fi
 for W in ${WORLD_SIZES:-$GPUS}; do
-  timeout ${BENCH_TIMEOUT:-400} torchrun --nproc-per-node "$W" -m swizzleperf.kernels.distributed.bench \
+  timeout ${BENCH_TIMEOUT:-400} torchrun --nproc-per-node "$W" -m swizzleperf.eval.dist_bench \
     --kernels "${KERNELS:-all}" --out "$OUTDIR/dist_${W}gpu" ${BENCH_ARGS:-} 2>&1 | tail -60 | tee "$OUTDIR/bench_${W}gpu.log"
 done

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The distributed optimize on two GPUs (issue #22), all in one session: for the AG + GEMM, GEMM + RS
-# and GEMM + all-scatter benchmark problems at W = 2, the hand bench (kernels/distributed/bench.py:
+# and GEMM + all-scatter benchmark problems at W = 2, the hand bench (eval/dist_bench.py:
 # every pattern at the default knobs, the kernels' own tile order and the per-rank GEMM configuration
 # tuned for the shape where eval/results/gemm_configs_hopper.json has one for this GPU, as the
 # optimizer starts from; verified and timed against torch + NCCL), then
@@ -48,7 +48,7 @@ BENCH_FILES=()
 for K in all_gather_gemm gemm_reduce_scatter gemm_all_scatter; do
   P=$(for c in $CASES; do [ "${c%%:*}" = "$K" ] && printf '%s,' "${c#*:}"; done)
   [ -z "$P" ] && continue
-  timeout ${BENCH_TIMEOUT:-90} torchrun --nproc-per-node 2 -m swizzleperf.kernels.distributed.bench \
+  timeout ${BENCH_TIMEOUT:-90} torchrun --nproc-per-node 2 -m swizzleperf.eval.dist_bench \
     --kernels "$K" --problems "${P%,}" --iterations "${BENCH_ITERATIONS:-10}" --copy-mib 0 \
     --gemm-configs eval/results/gemm_configs_hopper.json --out "$OUTDIR/bench_$K" > "$OUTDIR/bench_$K.log" 2>&1
   stamp "bench $K ${P%,}: exit $?"

@@ -10,9 +10,10 @@ import sys
 import time
 from pathlib import Path
 
-from swizzleperf.agent import dist_problems
-from swizzleperf.agent.dist_measured import MAX_CONTENDERS, MeasuredRanks, summarize_references, timing_figures
-from swizzleperf.agent.spec import load_spec
+from swizzleperf.agent.distributed import problems as dist_problems
+from swizzleperf.agent.distributed.measured import (MAX_CONTENDERS, MeasuredRanks, summarize_references,
+                                                    timing_figures)
+from swizzleperf.agent.verification.load import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 AGG = ROOT / "kernels" / "distributed" / "all_gather_gemm.py"

@@ -48,8 +48,8 @@ fi
 orders_for() {
   local dims
   dims=$(timeout 60 python3 -c "import sys; from pathlib import Path
-from swizzleperf.agent.candidate import target_args
-from swizzleperf.agent.spec import load_kernel
+from swizzleperf.agent.verification.candidate import target_args
+from swizzleperf.agent.verification.load import load_kernel
 p = Path(sys.argv[1]); print(len(target_args(p.read_text(), load_kernel(p)[1].rewrite_target)))" "kernels/$1.py")
   if [ "$dims" = 2 ]; then echo "row-major,xcd-contiguous:2,xcd-contiguous:8"
   else echo "row-major,column-major,grouped-m:8"; fi

@@ -61,9 +61,9 @@ def shapes() -> list:
 def gemm_module():
     """kernels/gemm.py with the ``grouped-m:8`` order, written beside the Triton cache so every
     process loads the same source (one compilation per configuration)."""
-    from swizzleperf.agent.candidate import splice, target_args
-    from swizzleperf.agent.spec import load_kernel
-    from swizzleperf.agent.swizzles import catalog_source
+    from swizzleperf.agent.verification.candidate import splice, target_args
+    from swizzleperf.agent.verification.load import load_kernel
+    from swizzleperf.agent.verification.swizzles import catalog_source
     source = (ROOT / "kernels" / "gemm.py").read_text()
     folder = Path(os.environ.get("TMPDIR", "/tmp")) / "swizzleperf_rank_gemm"
     folder.mkdir(parents=True, exist_ok=True)
@@ -262,7 +262,7 @@ def report(inputs: list, out: str, configs_out: str = "") -> None:
                            "worst_shape": "x".join(map(str, worst)), "worst_ratio": shapes_seen[worst]}
     command = "bash eval/gpu_rank_gemm.sh (eval/gpu_rank_gemm.py warm / check / tune / report)"
     Path(f"{out}.json").write_text(json.dumps({"command": command, "summary": summary, "rows": rows}, indent=1))
-    if configs_out:  # the winners in the cache's format: kernels/distributed/bench.py --gemm-configs
+    if configs_out:  # the winners in the cache's format: eval/dist_bench.py --gemm-configs
         from swizzleperf.kernels.schedule.gemm_tuning import cache_key
         entries = {}
         for path in inputs:

@@ -3,10 +3,10 @@
 # every configuration compiled in parallel, checked on ragged shapes with C poisoned, then every
 # per-rank shape tuned and timed against torch.matmul, the shapes dealt out over the GPUs (one
 # process each), the persistent loop's options probed, and the report written (with the winning
-# configurations as a cache file for kernels/distributed/bench.py --gemm-configs). With DIST=1 and
+# configurations as a cache file for eval/dist_bench.py --gemm-configs). With DIST=1 and
 # two GPUs or more, then the distributed kernels at W = 2: every pattern verified at the check
 # problem, and AG + GEMM and GEMM + RS verified and timed at their bench problems with the
-# grouped-m:8 order and the tuned configurations (kernels/distributed/bench.py).
+# grouped-m:8 order and the tuned configurations (eval/dist_bench.py).
 # Everything lands in OUTDIR (run.log, JSON files, rank_gemm_hopper.{json,md},
 # gemm_configs_hopper.json); the short tables are printed last.
 # Usage (repository root): bash eval/gpu_rank_gemm.sh OUTDIR
@@ -19,7 +19,7 @@ export TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVL
 # (pyproject's package-dir), through links in a folder of its own.
 SITE=$(mktemp -d)/site
 mkdir -p "$SITE/swizzleperf"
-for folder in agent kernels profiling hwspecs prompts eval; do ln -s "$PWD/$folder" "$SITE/swizzleperf/$folder"; done
+for folder in agent kernels sandbox profiling hwspecs prompts eval; do ln -s "$PWD/$folder" "$SITE/swizzleperf/$folder"; done
 export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
 {
   nvidia-smi --query-gpu=index,name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv
@@ -63,7 +63,7 @@ if [ -n "${OPTIMIZER:-}" ]; then
   tail -3 "$OUTDIR/optimize.log"
 fi
 if [ "${DIST:-0}" = 1 ] && [ "$GPUS" -ge 2 ]; then
-  RUN="torchrun --nproc-per-node 2 -m swizzleperf.kernels.distributed.bench"
+  RUN="torchrun --nproc-per-node 2 -m swizzleperf.eval.dist_bench"
   timeout ${VERIFY_TIMEOUT:-150} $RUN --verify-only --problems check --copy-mib 0 --kernels all_gather_gemm,gemm_reduce_scatter,gemm_all_scatter \
     --out "$OUTDIR/dist_verify_check" > "$OUTDIR/dist.log" 2>&1; echo "dist verify (check problem): exit $?" | tee -a "$LOG"
   grep -E "FAILED|verified|failed" "$OUTDIR/dist.log" | tail -12

@@ -22,9 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from swizzleperf.agent.candidate import splice
-from swizzleperf.agent.swizzles import catalog_source
-from swizzleperf.agent.verify import run_worker
+from swizzleperf.agent.verification.candidate import splice
+from swizzleperf.agent.verification.swizzles import catalog_source
+from swizzleperf.agent.verification.verify import run_worker
 
 ROOT = Path(__file__).resolve().parents[1]
 GEMM = ROOT / "kernels" / "gemm.py"

@@ -216,9 +216,9 @@ def _simulate(row: dict, deadline: float) -> dict:
     import numpy as np
 
     from swizzleperf import hwspecs
-    from swizzleperf.agent.lift import target_order
-    from swizzleperf.agent.simulate import kernel_trace
-    from swizzleperf.agent.spec import load_spec
+    from swizzleperf.agent.capture.lift import target_order
+    from swizzleperf.agent.verification.simulate import kernel_trace
+    from swizzleperf.agent.verification.load import load_spec
     from swizzleperf.profiling import l2sim
     if time.monotonic() > deadline:
         return {"error": "no time left"}
@@ -229,7 +229,7 @@ def _simulate(row: dict, deadline: float) -> dict:
     trace = kernel_trace(Path(spec.source_path), spec, {}, traced=False, hardware=hardware)
     programs, grid = trace.num_tiles, tuple(lift["tile_grid"])
     original = (module / f"lifted_{Path(lift['user_file']).name}").read_text()
-    from swizzleperf.agent.candidate import target_source
+    from swizzleperf.agent.verification.candidate import target_source
     orders = {"baseline": target_source(original, lift["target_name"])}
     best = row["report"]["best"]
     if best.get("kind") == "candidate" and best.get("swizzle_source"):

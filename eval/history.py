@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from swizzleperf.agent.record import DB_NAME, RunRecord
+from swizzleperf.agent.loop.record import DB_NAME, RunRecord
 
 
 def find_workdir(start: Path | None = None) -> Path:

@@ -23,10 +23,10 @@ def policy_plan(report: dict) -> tuple:
     first) for the run's kernel, problem, W and GPU from an empty history; those of the declared
     space; the function that makes a text canonical; the raw prediction (ms) of each planned one."""
     from swizzleperf import hwspecs
-    from swizzleperf.agent.distributed import DistEvaluator, DistTarget
+    from swizzleperf.agent.distributed.evaluator import DistEvaluator, DistTarget
     from swizzleperf.agent.proposers.base import ProposalContext
     from swizzleperf.agent.proposers.overlap_policy import OverlapPolicy, _key
-    from swizzleperf.agent.spec import load_spec
+    from swizzleperf.agent.verification.load import load_spec
     kernel = Path(report["kernel_path"])
     d = report["distributed"]
     target = DistTarget(hwspecs.load_spec(report["hardware"]), d["world_size"], report["mode"], report["target"])

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from swizzleperf.agent.record import RunRecord
+from swizzleperf.agent.loop.record import RunRecord
 from swizzleperf.eval import history
 
 

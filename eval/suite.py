@@ -15,11 +15,11 @@ from typing import Callable
 
 import pandas as pd
 
-from swizzleperf.agent import run
-from swizzleperf.agent.record import RunRecord
-from swizzleperf.agent.redact import MASK, redact, redact_all
+from swizzleperf.agent.loop import run
+from swizzleperf.agent.loop.record import RunRecord
 from swizzleperf.eval import evals_table, workers
 from swizzleperf.eval.evals_table import kernel_status, set_status
+from swizzleperf.sandbox.redact import MASK, redact, redact_all
 
 KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels"
 KERNELS = ("gemm", "elementwise", "layernorm", "softmax", "spmv", "transpose", "stencil2d",
@@ -190,8 +190,8 @@ def run_kernel(workdir: str, eval_id: str, kernel: str, on_event: Callable = lam
 def _run_kernel(options: EvalOptions, eval_id: str, kernel: str, on_event: Callable) -> None:
     """Run (or resume) one kernel's optimization and record its status; a run that cannot start or
     fails is recorded as failed with its one-line reason, not raised."""
-    from swizzleperf.agent.record import UnknownRunError
-    from swizzleperf.agent.spec import KernelLoadError
+    from swizzleperf.agent.loop.record import UnknownRunError
+    from swizzleperf.kernels.spec import KernelLoadError
     row = evals_table.row(options.workdir, eval_id, kernel)
     if row and row[1] == "finished":
         on_event("skip", {"name": kernel})
@@ -238,7 +238,7 @@ def summarize(workdir: str, eval_id: str) -> pd.DataFrame:
 
 
 def _kernel_row(record: RunRecord, kernel: str, run_id: str | None, status: str, reason: str | None) -> dict:
-    from swizzleperf.agent.run import run_dir_of
+    from swizzleperf.agent.loop.run import run_dir_of
     report_path = run_dir_of(record.root, record.run(run_id)["run_dir"]) / "report.json" if run_id else None
     report = json.loads(report_path.read_text()) if report_path and report_path.exists() else {}
     out = {"kernel": kernel, "hardware": report.get("hardware"), "mode": report.get("mode"), "run_id": run_id}

@@ -28,8 +28,8 @@ def measure(kernel: Path, orders: list, out: Path, whole_run: bool = False) -> N
     see :func:`_order_source`). ``out`` is rewritten after every order, so that a run cut short
     keeps the orders it measured."""
     import torch
-    from swizzleperf.agent.candidate import splice
-    from swizzleperf.agent.spec import load_kernel
+    from swizzleperf.agent.verification.candidate import splice
+    from swizzleperf.agent.verification.load import load_kernel
     from swizzleperf.profiling.ncu import profile_launch, profile_run
     kernel = kernel.resolve()
     source, (module, spec) = kernel.read_text(), load_kernel(kernel)
@@ -54,8 +54,8 @@ def _order_source(order: str, source: str, module, spec) -> str:
     """The rewrite-target source of an order: a catalog name, ``own`` (the kernel's own target),
     or ``source:NAME`` (an order of the kernel module's ``order_sources()``, e.g. smith_waterman's
     ``bottom-up``)."""
-    from swizzleperf.agent.candidate import target_args, target_source
-    from swizzleperf.agent.swizzles import catalog_source
+    from swizzleperf.agent.verification.candidate import target_args, target_source
+    from swizzleperf.agent.verification.swizzles import catalog_source
     if order == "own":
         return target_source(source, spec.rewrite_target)
     if order.startswith("source:"):
@@ -69,8 +69,8 @@ def compare(measured_path: Path, hw: str, out: Path | None, probe: Path | None =
     with ``probe`` (a stored dispatch probe) the simulator places programs as it measured; with
     ``placements`` as well (eval/gemm_placement.py's output) each order's programs go where the
     kernel's own programs landed under that order, on the probe's partition map."""
-    from swizzleperf.agent.simulate import kernel_trace, program_order
-    from swizzleperf.agent.spec import load_kernel
+    from swizzleperf.agent.verification.simulate import kernel_trace, program_order
+    from swizzleperf.agent.verification.load import load_kernel
     from swizzleperf.hwspecs import load_spec
     from swizzleperf.profiling import dispatch_probe, l2sim
     data = json.loads(measured_path.read_text())

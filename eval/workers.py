@@ -5,7 +5,7 @@ the longest kernels first. On a machine with GPUs each worker is pinned to one o
 CUDA_VISIBLE_DEVICES, so its timings and ncu see exactly one device; without CUDA (a simulated
 eval) the workers share the CPU. The workers share the eval's one record, ``WORKDIR/swizzleperf.db``:
 each writes its own run, its own iterations and its kernel's row of the ``evals`` table, in short
-transactions that SQLite serialises (WAL journal, 30 s busy timeout: ``agent/record.py``). A worker
+transactions that SQLite serialises (WAL journal, 30 s busy timeout: ``agent/loop/record.py``). A worker
 that dies leaves its kernel failed (or interrupted) with a one-line reason, and the others go on.
 """
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Hardware specs (one YAML file per GPU in this folder), their loader and live-device detection."""
+"""Hardware specs (one YAML file per GPU in this folder), their loader and live-device detection.
+The bottom layer: imports nothing of the package but itself."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

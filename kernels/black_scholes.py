@@ -53,8 +53,8 @@ import torch
 import triton
 import triton.language as tl
 
-from swizzleperf.agent.spec import KernelSpec
-from swizzleperf.profiling.trace import TileTrace
+from swizzleperf.kernels.spec import KernelSpec
+from swizzleperf.kernels.trace import TileTrace
 
 INPUTS = ("S", "K", "T", "r", "sigma")  # the five float32 input arrays, in trace block order
 

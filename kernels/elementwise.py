@@ -60,8 +60,8 @@ import torch
 import triton
 import triton.language as tl
 
-from swizzleperf.agent.spec import KernelSpec
-from swizzleperf.profiling.trace import TileTrace
+from swizzleperf.kernels.spec import KernelSpec
+from swizzleperf.kernels.trace import TileTrace
 
 
 @triton.jit

@@ -73,9 +73,9 @@ import torch
 import triton
 import triton.language as tl
 
-from swizzleperf.agent.spec import KernelSpec
+from swizzleperf.kernels.spec import KernelSpec
 from swizzleperf.kernels.stencil2d import halo_ids, tile_parts  # the same 5-point halo model
-from swizzleperf.profiling.trace import TileTrace
+from swizzleperf.kernels.trace import TileTrace
 
 
 @triton.jit

@@ -41,13 +41,13 @@ import torch
 import triton
 import triton.language as tl
 
-from swizzleperf.agent.spec import KernelSpec
 from swizzleperf.kernels.schedule.persistent_gemm import (data_parallel_tiles, dot_in_fp32,
                                                           mainloop, num_sms, operands, split_tiles,
                                                           store_tile, stream_k_buffers,
                                                           stream_k_fixup, stream_k_range,
                                                           stream_k_segment, tma_supported)
-from swizzleperf.profiling.trace import TileTrace
+from swizzleperf.kernels.spec import KernelSpec
+from swizzleperf.kernels.trace import TileTrace
 
 
 @triton.jit
@@ -236,7 +236,7 @@ SPEC = KernelSpec(
     rewrite_target="swizzle",
     expert="grouped-m:8",
     output_tile=lambda p, meta: (meta["BLOCK_M"], meta["BLOCK_N"]),
-    # Tuned in measured mode for the best order (agent/tune_worker.py): the leaders of the first
+    # Tuned in measured mode for the best order (agent/verification/tune_worker.py): the leaders of the first
     # tuning run at the per-rank shapes (kernels/schedule/gemm_tuning.py), warp-specialized or not,
     # stream-K for the last wave, and the other tile shapes that won a shape there.
     launch_configs=(

@@ -55,8 +55,8 @@ import torch
 import triton
 import triton.language as tl
 
-from swizzleperf.agent.spec import KernelSpec
-from swizzleperf.profiling.trace import TileTrace
+from swizzleperf.kernels.spec import KernelSpec
+from swizzleperf.kernels.trace import TileTrace
 
 EPS = 1e-5  # the usual LayerNorm epsilon (torch.nn.LayerNorm's default)
 

@@ -101,8 +101,8 @@ import torch
 import triton
 import triton.language as tl
 
-from swizzleperf.agent.spec import KernelSpec
-from swizzleperf.profiling.trace import TileTrace
+from swizzleperf.kernels.spec import KernelSpec
+from swizzleperf.kernels.trace import TileTrace
 
 MATCH, MISMATCH, GAP = 3, -3, 2  # s(x, y) = MATCH if x == y else MISMATCH; linear gap penalty
 ALPHABET = 4

@@ -95,8 +95,8 @@ import torch
 import triton
 import triton.language as tl
 
-from swizzleperf.agent.spec import KernelSpec
-from swizzleperf.profiling.trace import TileTrace
+from swizzleperf.kernels.spec import KernelSpec
+from swizzleperf.kernels.trace import TileTrace
 
 X_BLOCK = 256  # columns of x per block of the access model (1 KiB of fp32)
 _ROW_CHUNK = 1 << 16  # rows generated at a time (bounds memory; part of the pattern's definition)

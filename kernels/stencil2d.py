@@ -74,8 +74,8 @@ import torch
 import triton
 import triton.language as tl
 
-from swizzleperf.agent.spec import KernelSpec
-from swizzleperf.profiling.trace import TileTrace
+from swizzleperf.kernels.spec import KernelSpec
+from swizzleperf.kernels.trace import TileTrace
 
 C0, C1 = 0.5, 0.125  # out = C0 * x + C1 * (sum of the 4 neighbours)
 SECTOR_BYTES = 32  # one L2 sector (NVIDIA): what a one-element-wide halo column costs per row

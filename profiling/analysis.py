@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import math
 
-import jinja2
 import numpy as np
 
+from swizzleperf import prompts
+from swizzleperf.kernels.trace import TileTrace
 from swizzleperf.profiling.l2sim import placement
-from swizzleperf.profiling.trace import TileTrace
 
 
 def analyze(trace: TileTrace, order: np.ndarray, grid: tuple, hw, probe: dict | None = None) -> dict:
@@ -93,8 +93,4 @@ def _domains_per_block(trace: TileTrace, wave_tiles: np.ndarray, dom: np.ndarray
 
 def render(figures: dict, hw, target_name: str = "swizzle") -> str:
     """The analysis as text for the prompt and ``swizzleperf analyze`` (prompts/analysis.j2)."""
-    env = jinja2.Environment(loader=jinja2.PackageLoader("swizzleperf.prompts", ""),
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters["mib"] = lambda b: f"{b / 2**20:.1f} MiB" if b >= 2**20 else f"{b / 2**10:.1f} KiB"
-    return env.get_template("analysis.j2").render(f=figures, hw=hw, target_name=target_name,
-                                                  math=math).strip()
+    return prompts.render("analysis.j2", f=figures, hw=hw, target_name=target_name, math=math).strip()

@@ -45,8 +45,8 @@ import numpy as np
 
 from swizzleperf.hwspecs import HardwareSpec
 from swizzleperf.hwspecs.loader import DISPATCH_POLICIES
+from swizzleperf.kernels.trace import TileTrace
 from swizzleperf.profiling.dispatch_probe import program_partitions
-from swizzleperf.profiling.trace import TileTrace
 
 
 def program_domains(num_programs: int, domains: int, dispatch: str) -> np.ndarray:

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from swizzleperf.agent import sandbox
-from swizzleperf.agent.verify import absolute_paths
-from swizzleperf.profiling.profiler import Profile, ProfilerError
+from swizzleperf import sandbox
+from swizzleperf.profiling.profiler import WORKER, Profile, ProfilerError
+from swizzleperf.sandbox.paths import absolute_paths
 
 # shared/HARDWARE.md, "NVIDIA metrics to collect with ncu".
 METRICS = (
@@ -95,7 +95,7 @@ def _run_ncu(kernel_path: Path, dtype: str, options: list, request: dict, timeou
         log = folder / "ncu.log"
         command = [ncu, "--clock-control", "none", *options,
                    "--metrics", ",".join(METRICS), "--csv", "--page", "raw", "--print-units", "base",
-                   "--log-file", str(log), sys.executable, "-m", "swizzleperf.agent.worker",
+                   "--log-file", str(log), sys.executable, "-m", WORKER,
                    str(folder / "request.json"), str(folder / "result.json")]
         # the worker runs the candidate: the sandbox's environment and process group; ncu talks
         # to its target over a loopback port, so the network stays

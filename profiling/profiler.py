@@ -16,6 +16,11 @@ from pathlib import Path
 from typing import Protocol
 
 
+#: The worker whose ``run_once`` stage every profiler runs under its tool, as ``python -m`` starts
+#: it (agent/verification/worker.py; a command line, not an import).
+WORKER = "swizzleperf.agent.verification.worker"
+
+
 class ProfilerError(RuntimeError):
     """A profiler is missing, failed, or its output could not be read; the message is one line
     that says what failed, what was expected and what was found."""
@@ -141,7 +146,8 @@ class Profile:
 
 
 class Profiler(Protocol):
-    """A vendor's profiler behind one interface (``agent/measure.py`` picks one by the device)."""
+    """A vendor's profiler behind one interface (agent/verification/measure.py picks one by the
+    device)."""
 
     name: str  # the tool, as it appears in sources: "ncu", "rocprofv3", "rocprof-compute"
 

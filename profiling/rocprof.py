@@ -4,7 +4,7 @@ rocprofv3 runs the worker's ``run_once`` stage (``WARMUP_DISPATCHES`` warm-up di
 ``PROFILED_DISPATCHES`` profiled ones) once per counter pass::
 
     rocprofv3 --pmc TCC_HIT_sum TCC_MISS_sum TCC_REQ_sum --kernel-include-regex '^matmul_kernel$'
-              --kernel-trace --output-format csv -d RUN/pass_1 -o run -- python -m swizzleperf.agent.worker ...
+              --kernel-trace --output-format csv -d RUN/pass_1 -o run -- python -m swizzleperf.agent.verification.worker ...
 
 and writes ``RUN/pass_N/run_counter_collection.csv`` (one row per dispatch and counter) and
 ``run_kernel_trace.csv`` (one row per dispatch, start and end in ns); since ROCm 7 its default
@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from swizzleperf.profiling.profiler import Profile, ProfilerError
+from swizzleperf.profiling.profiler import WORKER, Profile, ProfilerError
 
 WARMUP_DISPATCHES = 2
 PROFILED_DISPATCHES = 3
@@ -490,22 +490,22 @@ class RocprofCompute:
 def _worker_command(folder: Path, kernel_path: Path, dtype: str) -> list:
     """The worker's command line (its request written into ``folder``): the ``run_once`` stage at
     the default problem, warm-up and profiled dispatches."""
-    from swizzleperf.agent.verify import absolute_paths
+    from swizzleperf.sandbox.paths import absolute_paths
     request = {"kernel_path": str(kernel_path), "stages": ["run_once"], "dtype": dtype,
                "timing_problem": "default", "warmup": WARMUP_DISPATCHES, "launches": PROFILED_DISPATCHES}
     (folder / "request.json").write_text(json.dumps(absolute_paths(request)))
-    return [sys.executable, "-m", "swizzleperf.agent.worker", str(folder / "request.json"),
+    return [sys.executable, "-m", WORKER, str(folder / "request.json"),
             str(folder / "result.json")]
 
 
 def _run(command: list, cwd: Path, output: Path, timeout_s: float, tool: str) -> None:
-    """Run a profiler in the worker's box (agent/sandbox.py); its own stdout and stderr are kept
+    """Run a profiler in the worker's box (sandbox/__init__.py); its own stdout and stderr are kept
     as ``<output>.log``.
 
     Raises:
         ProfilerError: timed out, or exited non-zero having written nothing into ``output``.
     """
-    from swizzleperf.agent import sandbox
+    from swizzleperf import sandbox
     env = sandbox.worker_env(TRITON_INTERPRET="0", TMPDIR=str(cwd))
     try:
         proc = sandbox.run(command, cwd, env, timeout_s, sandbox.Limits(isolate_network=False))

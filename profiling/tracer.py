@@ -99,7 +99,7 @@ from collections import Counter
 
 import numpy as np
 
-from swizzleperf.profiling.trace import TileTrace
+from swizzleperf.kernels.trace import TileTrace
 
 _EXACT = "exactly on all sampled tiles"
 _NO_WRAP = (0, 0, 0, 0, 0, 0, 0)  # fields 11-17 of an access that wraps nowhere
@@ -156,7 +156,7 @@ def extend(samples: dict, grid: tuple, programs_per_cu: int, source: str,
         granule_bytes: the unit the L2 holds and counts: the target spec's ``l2_line_bytes``
             or ``l2_sector_bytes`` (default 128 B, every bundled spec's line); 1 counts bytes.
         coordinate_splits: ``{axis: d}``: tile coordinate ``axis`` is two launch axes merged
-            (``c = inner + d * outer``, inner fastest: agent/pid_remap.py's tile grid of a 3-D
+            (``c = inner + d * outer``, inner fastest: agent/capture/pid_remap.py's tile grid of a 3-D
             launch), so accesses are fitted as affine in ``(c % d, c // d)`` instead of ``c``.
 
     Raises:

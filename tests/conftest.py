@@ -2,12 +2,18 @@
 unless it is marked ``gpu``; those are skipped where torch sees no CUDA device."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 GEMM = ROOT / "kernels" / "gemm.py"
+#: Helpers every test folder shares (the loopback OpenAI server, the command line, the toy apps of
+#: tests/helpers/apps/), importable by name from any test file.
+HELPERS = Path(__file__).resolve().parent / "helpers"
+if str(HELPERS) not in sys.path:
+    sys.path.insert(0, str(HELPERS))
 
 
 def _cuda_available() -> bool:
@@ -45,7 +51,7 @@ def gemm_path() -> Path:
 
 _LAUNCH_INTERPRETED = """
 import json, sys, torch
-from swizzleperf.agent.spec import load_kernel
+from swizzleperf.agent.verification.load import load_kernel
 path, problem, dtype, meta, seed = json.loads(sys.argv[1])
 module, spec = load_kernel(path)
 inputs = spec.make_inputs(problem, seed, 'cpu', dtype)

@@ -21,9 +21,9 @@ a transient error). ``Conversation`` holds them:
   (``Exchange``), for the run folder, the record and the notebook.
 - **Nothing the server sends is used unchecked**: every body, streamed event, ``/props``,
   ``/v1/models`` and ``/tokenize`` answer is read within byte bounds, loaded within depth and
-  integer bounds (agent/untrusted.py) and checked against its shape (wire.py); an answer that
+  integer bounds (sandbox/untrusted.py) and checked against its shape (wire.py); an answer that
   fails is ``MALFORMED``: kept in the transcript, quoted (first 200 characters) in one line, not
-  retried. The endpoint is shown with its credentials redacted (agent/redact.py).
+  retried. The endpoint is shown with its credentials redacted (sandbox/redact.py).
 """
 from __future__ import annotations
 
@@ -36,10 +36,10 @@ from dataclasses import asdict, dataclass, field
 import httpx
 import openai
 
-from swizzleperf.agent import untrusted
 from swizzleperf.agent.proposers import wire
 from swizzleperf.agent.proposers.base import ProposerError
-from swizzleperf.agent.redact import redact
+from swizzleperf.sandbox import untrusted
+from swizzleperf.sandbox.redact import redact
 
 
 def _optional(name: str):

@@ -13,21 +13,18 @@ Everything that goes wrong becomes a one-line ``ProposerError`` carrying what wa
 from __future__ import annotations
 
 import ast
-import functools
 import json
 import math
 import re
 import textwrap
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
-import jinja2
-
-from swizzleperf.agent import untrusted
 from swizzleperf.agent.proposers import wire
 from swizzleperf.agent.proposers.base import Proposal, ProposalContext
 from swizzleperf.agent.proposers.chat import ChatClient, ChatSettings, ContextOverflow, Conversation
+from swizzleperf.prompts import render
+from swizzleperf.sandbox import untrusted
 
 _CODE_LANGUAGES = {"", "python", "py", "python3"}
 _LANGUAGE = re.compile(r"[ \t]*([\w+-]*)")
@@ -220,58 +217,6 @@ def target_arg_names(target_source: str, target_name: str) -> list[str]:
 # --------------------------------------------------------------------------------------------
 # Rendering the prompts
 # --------------------------------------------------------------------------------------------
-
-@functools.lru_cache(maxsize=1)
-def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.PackageLoader("swizzleperf.prompts", ""),
-                             undefined=jinja2.StrictUndefined, trim_blocks=True,
-                             lstrip_blocks=True, keep_trailing_newline=True)
-    env.filters.update(bytes=_format_bytes, num=_format_number, label=_label, figures=figures,
-                       first_lines=lambda text, n: "\n".join(text.splitlines()[:n]))
-    return env
-
-
-#: Where each figure's source is kept in a metrics dict (the loop's names), besides ``<name>_source``.
-_SOURCE_KEYS = {"l2_hit_rate": "l2_source", "time_ms": "time_source", "time_spread_ms": "time_source",
-                "dram_bytes": "dram_source", "predicted_l2_hit_rate": "predicted_source",
-                "predicted_dram_bytes": "predicted_source", "predicted_time_ms": "predicted_source"}
-
-
-def figures(metrics: dict) -> list:
-    """``[(name, value, source)]`` of a metrics dict: the numbers, each with its source (measured
-    or simulated, '' where none is recorded); source keys and the ranked profile left out."""
-    out = []
-    for key, value in (metrics or {}).items():
-        if key.endswith("_source") or key in ("source", "profile") or not isinstance(value, (int, float)):
-            continue
-        source = metrics.get(f"{key}_source") or metrics.get(_SOURCE_KEYS.get(key, "")) or metrics.get("source") or ""
-        out.append((key, value, source))
-    return out
-
-
-def _format_bytes(value: float) -> str:
-    """``52428800`` -> ``"50 MiB"``; the unit that keeps the number readable."""
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if value >= size:
-            return f"{value / size:.4g} {unit}"
-    return f"{value:g} B"
-
-
-def _format_number(value: Any) -> str:
-    if isinstance(value, float) and math.isfinite(value):
-        return f"{value:.4g}"
-    return str(value)
-
-
-def _label(value: Any) -> str:
-    """An enum by its name (``PASS``), anything else as text."""
-    return value.name if isinstance(value, Enum) else str(value)
-
-
-def render(template: str, **variables: Any) -> str:
-    """Render one template of ``prompts/`` by name."""
-    return _environment().get_template(template).render(**variables)
-
 
 def render_messages(context: ProposalContext, detail: int = 0, evidence: bool = True) -> list[dict]:
     """The system and user messages of a first attempt. ``detail`` 0 shows everything: the full

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 
-from swizzleperf.agent.distributed import DistCandidate
+from swizzleperf.agent.distributed.evaluator import DistCandidate
 from swizzleperf.agent.proposers.base import ProposalContext
-from swizzleperf.agent.proposers.llm import LLMProposer, render
+from swizzleperf.agent.proposers.llm import LLMProposer
 from swizzleperf.agent.proposers.overlap_reply import parse_overlap_reply
+from swizzleperf.prompts import render
 
 #: History entries shown with their full text (the rest one line each).
 FULL_HISTORY = 3

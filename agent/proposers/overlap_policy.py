@@ -11,7 +11,7 @@ rank first where they exist). The plan, each step skipping what was already eval
 kernel's default, the expert order and every attempt):
 
 1. measured mode: every pattern at the kernel's default pattern knobs (the points the hand bench,
-   kernels/distributed/bench.py, times), so the run finds at least what the bench finds;
+   eval/dist_bench.py, times), so the run finds at least what the bench finds;
 2. for the best pattern so far (measured, else predicted), its best-ordered configuration under
    each tile configuration of the spec (``spec.tile_configs``, a schedule knob among them where the
    kernel has one): tiles and schedules are always searched, whatever the model thinks of them;
@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from swizzleperf.agent.distributed import DistCandidate, parse_candidate
+from swizzleperf.agent.distributed.evaluator import DistCandidate, parse_candidate
 from swizzleperf.agent.proposers.base import Proposal, ProposalContext, ProposerExhausted
 
 #: Two predictions closer than this (relative) are the same price class.

@@ -3,7 +3,7 @@
 The reply holds one ```json block with the configuration object and, optionally, one
 ```python block with a new ``@triton.jit`` tile-order function; the function's source goes into
 the configuration as ``"swizzle"``. The configuration's *shape* is checked here
-(agent/dist_config.py ``load``: JSON within bounds, ``pattern`` text, scalar knobs), so a reply of
+(agent/distributed/config.py ``load``: JSON within bounds, ``pattern`` text, scalar knobs), so a reply of
 another shape is told to the model; what the kernel allows (knobs, values, their types,
 constraints) is the evaluator's to check, so that a value outside the space is a recorded
 OUTSIDE_SPACE verdict with the allowed values named, not a parse error. Every step is linear in
@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 
-from swizzleperf.agent import dist_config
+from swizzleperf.agent.distributed import config as dist_config
 from swizzleperf.agent.proposers.llm import ReplyParseError, check_reply_size, code_blocks, parse_reply
 
 _BRACES = re.compile(r"[{}]")

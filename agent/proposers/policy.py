@@ -1,6 +1,6 @@
 """The built-in search policy, the proposer when no LLM is configured.
 
-Not a model: a hardware-aware search over the catalog of swizzle families (agent/swizzles.py).
+Not a model: a hardware-aware search over the catalog of swizzle families (agent/verification/swizzles.py).
 Group sizes come from the concurrent wave of the target GPU; every member is ranked by the L2
 simulator on the real problem before anything is proposed; members are then proposed best-ranked
 first, and the loop's measurements (on a GPU) decide which one is kept.
@@ -12,8 +12,8 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Callable
 
-from swizzleperf.agent import swizzles
 from swizzleperf.agent.proposers.base import Proposal, ProposalContext, ProposerExhausted
+from swizzleperf.agent.verification.swizzles import rank_catalog
 
 
 @dataclass
@@ -79,29 +79,3 @@ def _normalise(source: str) -> str:
                 and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
             node.body = body[1:] or [ast.Pass()]
     return ast.dump(tree, annotate_fields=False)
-
-
-def rank_catalog(score: Callable[[list], list], arg_names: list, wave: int, aspect: float,
-                 tile_grid: tuple, hardware, current_source: str, known_sources: list | tuple = ()) -> list:
-    """The catalog members worth trying for this wave, grid and hardware, best first by ``score``
-    (the L2 simulator: predicted hit rate, then DRAM bytes): ``[{name, source, predicted}]``.
-    Members that are the same order as the kernel's current one, as one of ``known_sources`` (the
-    expert, evaluated before the loop) or as a better-ranked member, under any name (grouped-n:64
-    on 64 columns is row-major) are dropped, and so are members that fail the permutation check
-    (``score`` gives None)."""
-    names = swizzles.family_members(wave, tile_grid, hardware.l2_domains, aspect, hardware.dispatch)
-    members = [(n, swizzles.catalog_source(n, arg_names)) for n in names]
-    known = [("current", current_source)] + [(f"known {i}", s) for i, s in enumerate(known_sources)]
-    predictions = score(members + known)
-    seen = {p["order_sha1"] for p in predictions[len(members):] if p}
-    predictions = predictions[:len(members)]
-    scored = sorted(({"name": n, "source": s, "predicted": p}
-                     for (n, s), p in zip(members, predictions) if p is not None),
-                    key=lambda e: (-e["predicted"]["predicted_l2_hit_rate"],
-                                   e["predicted"]["predicted_dram_bytes"]))
-    ranking = []
-    for entry in scored:
-        if entry["predicted"]["order_sha1"] not in seen:
-            seen.add(entry["predicted"]["order_sha1"])
-            ranking.append(entry)
-    return ranking

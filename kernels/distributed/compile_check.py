@@ -67,7 +67,7 @@ def check(name: str, arch: int = 90, space: bool = False) -> list:
     W = 2, 4, 8); returns the failures. Launches that compile alike are compiled once."""
     from triton.runtime.jit import JITFunction
 
-    from swizzleperf.kernels.distributed.bench import load_spec
+    from swizzleperf.kernels.distributed import load_spec
 
     spec = load_spec(name)
     failures, compiled = [], set()

@@ -7,24 +7,11 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-
-CLI = [sys.executable, "-m", "swizzleperf.agent.cli"]
-
-
-def swizzleperf(*args, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(CLI + list(args), cwd=cwd, capture_output=True, text=True, timeout=timeout)
-
-
-def _assert_one_line_error(proc: subprocess.CompletedProcess, expected: str) -> None:
-    assert proc.returncode != 0
-    assert "Traceback" not in proc.stdout + proc.stderr
-    assert expected in proc.stderr, proc.stderr
-    assert len([line for line in proc.stderr.splitlines() if line.strip()]) == 1
+from run_cli import CLI, assert_one_line_error, swizzleperf
 
 
 @pytest.mark.parametrize("make, expected", [
@@ -36,7 +23,7 @@ def _assert_one_line_error(proc: subprocess.CompletedProcess, expected: str) -> 
     (lambda d: _write(d / "deps.py", "import no_such_package_xyz\n"), "failed to import: ModuleNotFoundError"),
 ])
 def test_bad_kernel_paths(tmp_path, make, expected):
-    _assert_one_line_error(swizzleperf("optimize", str(make(tmp_path)), cwd=tmp_path), expected)
+    assert_one_line_error(swizzleperf("optimize", str(make(tmp_path)), cwd=tmp_path), expected)
 
 
 def _write(path: Path, text: str) -> Path:
@@ -45,16 +32,16 @@ def _write(path: Path, text: str) -> Path:
 
 
 def test_unknown_hardware_and_unknown_run(tmp_path, gemm_path):
-    _assert_one_line_error(swizzleperf("optimize", str(gemm_path), "--hw", "tpu9", cwd=tmp_path),
+    assert_one_line_error(swizzleperf("optimize", str(gemm_path), "--hw", "tpu9", cwd=tmp_path),
                            "unknown hardware 'tpu9'")
-    _assert_one_line_error(swizzleperf("optimize", "--resume", "nope", cwd=tmp_path), "no run 'nope'")
+    assert_one_line_error(swizzleperf("optimize", "--resume", "nope", cwd=tmp_path), "no run 'nope'")
 
 
 def test_a_kernel_that_does_not_compile(tmp_path, gemm_path):
     bad = _write(tmp_path / "gemm_bad.py", gemm_path.read_text().replace(
         "accumulator = tl.dot(a, b, accumulator)", "accumulator = tl.dot(a, b, accumulator, bogus=1)"))
     proc = swizzleperf("optimize", str(bad), cwd=tmp_path)
-    _assert_one_line_error(proc, "the unmodified kernel fails verification")
+    assert_one_line_error(proc, "the unmodified kernel fails verification")
     report = json.loads(next((tmp_path / ".swizzleperf" / "runs").glob("*/report.json")).read_text())
     assert report["baseline"]["verdict"] in ("COMPILE_ERROR", "RUNTIME_ERROR")
 

@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from test_cli import CLI, _assert_one_line_error, _candidate_iterations, _wait_for_candidate_row, _write, swizzleperf
+from run_cli import CLI, assert_one_line_error, swizzleperf
+from test_cli import _candidate_iterations, _wait_for_candidate_row, _write
 
 
 @pytest.mark.parametrize("args, expected", [
@@ -21,7 +22,7 @@ from test_cli import CLI, _assert_one_line_error, _candidate_iterations, _wait_f
     (["--target-speedup", "-1"], "--target-speedup must be > 0"),
 ])
 def test_bad_options_are_one_line(tmp_path, gemm_path, args, expected):
-    _assert_one_line_error(swizzleperf("optimize", str(gemm_path), *args, cwd=tmp_path), expected)
+    assert_one_line_error(swizzleperf("optimize", str(gemm_path), *args, cwd=tmp_path), expected)
 
 
 @pytest.mark.parametrize("edit, expected", [
@@ -36,7 +37,7 @@ def test_bad_specs_are_refused_at_load_naming_the_field(tmp_path, gemm_path, edi
     source = gemm_path.read_text()
     assert edit(source) != source, "the edit no longer applies to kernels/gemm.py"
     kernel = _write(tmp_path / "gemm.py", edit(source))
-    _assert_one_line_error(swizzleperf("optimize", str(kernel), cwd=tmp_path), expected)
+    assert_one_line_error(swizzleperf("optimize", str(kernel), cwd=tmp_path), expected)
     runs = tmp_path / ".swizzleperf" / "runs"
     assert not runs.exists() or not any(runs.iterdir()), "a failed start left a run folder"
 
@@ -44,7 +45,7 @@ def test_bad_specs_are_refused_at_load_naming_the_field(tmp_path, gemm_path, edi
 def test_a_corrupt_record_is_one_line_naming_the_file(tmp_path, gemm_path):
     (tmp_path / ".swizzleperf").mkdir()
     (tmp_path / ".swizzleperf" / "swizzleperf.db").write_bytes(b"this is not sqlite" * 100)
-    _assert_one_line_error(swizzleperf("optimize", str(gemm_path), cwd=tmp_path),
+    assert_one_line_error(swizzleperf("optimize", str(gemm_path), cwd=tmp_path),
                            "swizzleperf.db is not a usable run record")
 
 
@@ -81,7 +82,7 @@ def _workers_running() -> bool:
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
             try:
-                if b"swizzleperf.agent.worker" in (proc / "cmdline").read_bytes():
+                if b"swizzleperf.agent.verification.worker" in (proc / "cmdline").read_bytes():
                     return True
             except OSError:
                 continue
@@ -155,8 +156,8 @@ def test_url_secrets_reach_no_output_and_hostile_replies_end_as_records(tmp_path
     assert [a["verdict"] for a in report["attempts"]] == ["NO_CANDIDATE"] * 3
 
     # the record keeps no credentials: --resume asks for the URL again, and only the same one
-    _assert_one_line_error(swizzleperf("optimize", "--resume", run_id, cwd=tmp_path),
+    assert_one_line_error(swizzleperf("optimize", "--resume", run_id, cwd=tmp_path),
                            "credentials are not kept in the record: give the same --base-url again")
     other = url.replace(password, "other-password").replace("127.0.0.1", "localhost")
-    _assert_one_line_error(swizzleperf("optimize", "--resume", run_id, "--base-url", other, cwd=tmp_path),
+    assert_one_line_error(swizzleperf("optimize", "--resume", run_id, "--base-url", other, cwd=tmp_path),
                            "is not the endpoint run")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from swizzleperf.agent.record import RunRecord
+from swizzleperf.agent.loop.record import RunRecord
 from swizzleperf.eval import history
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -106,7 +106,7 @@ def test_a_distributed_row_is_predicted_and_labelled(tmp_path):
 
 
 def test_eval_passes_prices_and_evidence_to_each_run(tmp_path, monkeypatch):
-    from swizzleperf.agent import run
+    from swizzleperf.agent.loop import run
     seen = []
 
     def start(options, on_event=None):

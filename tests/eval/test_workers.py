@@ -153,7 +153,7 @@ from pathlib import Path
 from typing import TypedDict
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, StateGraph
-from swizzleperf.agent.record import RunRecord
+from swizzleperf.agent.loop.record import RunRecord
 from swizzleperf.eval.evals_table import set_status
 
 workdir, eval_id, n, writers = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])

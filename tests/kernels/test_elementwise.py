@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from swizzleperf.agent.candidate import splice, target_args
-from swizzleperf.agent.spec import load_kernel
-from swizzleperf.agent.swizzles import catalog_source
-from swizzleperf.agent.verify import Verdict, VerifyConfig, verify
+from swizzleperf.agent.verification.candidate import splice, target_args
+from swizzleperf.agent.verification.load import load_kernel
+from swizzleperf.agent.verification.swizzles import catalog_source
+from swizzleperf.agent.verification.verify import Verdict, VerifyConfig, verify
 from swizzleperf.hwspecs import load_spec
 from swizzleperf.profiling import l2sim
 

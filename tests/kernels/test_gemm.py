@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from swizzleperf.agent.spec import load_kernel
-from swizzleperf.agent.verify import Verdict, VerifyConfig, verify
+from swizzleperf.agent.verification.load import load_kernel
+from swizzleperf.agent.verification.verify import Verdict, VerifyConfig, verify
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from swizzleperf.agent.candidate import splice, target_args
-from swizzleperf.agent.spec import load_kernel
-from swizzleperf.agent.swizzles import catalog_source
-from swizzleperf.agent.verify import Verdict, VerifyConfig, verify
+from swizzleperf.agent.verification.candidate import splice, target_args
+from swizzleperf.agent.verification.load import load_kernel
+from swizzleperf.agent.verification.swizzles import catalog_source
+from swizzleperf.agent.verification.verify import Verdict, VerifyConfig, verify
 
 LAYERNORM = Path(__file__).resolve().parents[2] / "kernels" / "layernorm.py"
 TOLERANCE = {"bfloat16": 1e-2, "float16": 2e-3}

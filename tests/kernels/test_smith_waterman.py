@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from swizzleperf.agent.candidate import check_candidate, splice
-from swizzleperf.agent.spec import load_kernel
-from swizzleperf.agent.swizzles import catalog_source
-from swizzleperf.agent.verify import Verdict, VerifyConfig, verify
+from swizzleperf.agent.verification.candidate import check_candidate, splice
+from swizzleperf.agent.verification.load import load_kernel
+from swizzleperf.agent.verification.swizzles import catalog_source
+from swizzleperf.agent.verification.verify import Verdict, VerifyConfig, verify
 
 SW = Path(__file__).resolve().parents[2] / "kernels" / "smith_waterman.py"
 ARGS = ["pid", "num_pid_m", "num_pid_n"]
@@ -79,7 +79,7 @@ def test_an_order_that_breaks_the_wavefront_fails_numerics(tmp_path, order):
 def test_a_weird_shape_through_the_interpreter(spec):
     """M = 9, N = 70 with 8 x 16 tiles: a one-row tile row and a 6-wide last column; in a worker."""
     code = ("import json, torch\n"
-            "from swizzleperf.agent.spec import load_kernel\n"
+            "from swizzleperf.agent.verification.load import load_kernel\n"
             f"m, spec = load_kernel({str(SW)!r})\n"
             "x = spec.make_inputs({'M': 9, 'N': 70}, 5, 'cpu', 'int32'); x['h'].fill_(-2**31)\n"
             "spec.launch(x, **spec.check_meta)\n"

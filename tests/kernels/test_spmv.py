@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 import torch
 
-from swizzleperf.agent.candidate import check_candidate, splice, target_args
-from swizzleperf.agent.spec import load_kernel
-from swizzleperf.agent.verify import Verdict, VerifyConfig, verify
+from swizzleperf.agent.verification.candidate import check_candidate, splice, target_args
+from swizzleperf.agent.verification.load import load_kernel
+from swizzleperf.agent.verification.verify import Verdict, VerifyConfig, verify
 
 SPMV = Path(__file__).resolve().parents[2] / "kernels" / "spmv.py"
 # 16 x 16 x 4 grid: 1024 rows, 8 row blocks of 128 (half a plane each), 4 x blocks of 256
@@ -105,8 +105,8 @@ def test_the_expert_at_ragged_sizes(tmp_path, spec):
     path = tmp_path / "spmv.py"
     path.write_text(splice(SPMV.read_text(), "swizzle", spec.expert))
     code = ("import json, numpy as np\n"
-            "from swizzleperf.agent.spec import load_kernel\n"
-            "from swizzleperf.agent.worker import probe_target\n"
+            "from swizzleperf.agent.verification.load import load_kernel\n"
+            "from swizzleperf.agent.verification.probe import probe_target\n"
             f"m, spec = load_kernel({str(path)!r})\n"
             "ok = [bool((np.sort(probe_target(m, spec, (n,), n, 1)[:, 0]) == np.arange(n)).all())\n"
             "      for n in (1, 127, 128, 1000, 16461)]\n"

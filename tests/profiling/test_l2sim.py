@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from swizzleperf.hwspecs import HardwareSpec
+from swizzleperf.kernels.trace import TileTrace
 from swizzleperf.profiling.dispatch_probe import ProbeError
 from swizzleperf.profiling.l2sim import SimResult, _access_stream, order_from_tiles, simulate
-from swizzleperf.profiling.trace import TileTrace
 
 B = 100  # bytes of one ordinary block
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from swizzleperf.profiling import ncu
 
-# Stand-in for ncu: finds the worker's request after `-m swizzleperf.agent.worker`, and "profiles"
+# Stand-in for ncu: finds the worker's request after `-m swizzleperf.agent.verification.worker`, and "profiles"
 # one launch when the kernel file the request names can be found from where it runs, as the real
 # worker must find it; otherwise it prints what ncu prints when the application launched nothing.
 FAKE_NCU = '''#!{python}
@@ -15,7 +15,7 @@ import json, sys
 from pathlib import Path
 args = sys.argv[1:]
 log = Path(args[args.index("--log-file") + 1])
-request = json.loads(Path(args[args.index("swizzleperf.agent.worker") + 1]).read_text())
+request = json.loads(Path(args[args.index("swizzleperf.agent.verification.worker") + 1]).read_text())
 if not Path(request["kernel_path"]).exists():
     log.write_text("==WARNING== No kernels were profiled.\\n")
     sys.exit(0)

@@ -10,11 +10,11 @@ import pytest
 from typer.testing import CliRunner
 
 from swizzleperf import hwspecs
-from swizzleperf.agent.graph import PROMPT_METRICS
-from swizzleperf.agent.measure import Measurer
+from swizzleperf.agent.loop.graph import PROMPT_METRICS
 from swizzleperf.agent.proposers.base import ProposalContext
 from swizzleperf.agent.proposers.llm import render_messages
-from swizzleperf.agent.spec import load_spec
+from swizzleperf.agent.verification.load import load_spec
+from swizzleperf.agent.verification.measure import Measurer
 from swizzleperf.profiling import backends, ncu, profiler
 
 from test_ncu import LOG
@@ -124,7 +124,7 @@ def test_a_failed_profile_leaves_the_simulators_figures_labelled(fake_rocprofv3,
 
 def _prompt(measurer, metrics: dict, best) -> str:
     """propose.j2 as the loop renders it, the baseline's profile holding the filtered profile."""
-    keys = PROMPT_METRICS  # what agent/graph.py passes to the prompt: the filtered profile among them
+    keys = PROMPT_METRICS  # what agent/loop/graph.py passes to the prompt: the filtered profile among them
     assert "profile" in keys
     context = ProposalContext(
         kernel_name="gemm", kernel_source="", target_name="swizzle",

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from swizzleperf.agent.simulate import trace_kernel
-from swizzleperf.agent.spec import load_kernel
+from swizzleperf.agent.verification.load import load_kernel
+from swizzleperf.agent.verification.simulate import trace_kernel
 from swizzleperf.hwspecs import load_spec
 from swizzleperf.profiling import l2sim
 from swizzleperf.profiling.tracer import TraceError, extend, group_steps, sample_tiles
@@ -117,7 +117,7 @@ TRITON36 = next((Path(p) for p in (os.environ.get("SWIZZLEPERF_TRITON36"), "/tmp
 _TRACE_SCRIPT = """
 import json, sys, triton
 from pathlib import Path
-from swizzleperf.agent.simulate import trace_kernel
+from swizzleperf.agent.verification.simulate import trace_kernel
 out = {"version": triton.__version__}
 for kernel, meta, sizes in json.loads(sys.argv[1]):
     trace = trace_kernel(Path(kernel), meta_overrides=meta, sizes=sizes)

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from swizzleperf.agent.simulate import SimulateError, trace_kernel
-from swizzleperf.agent.spec import load_kernel
-from swizzleperf.agent.verify import run_worker
+from swizzleperf.agent.verification.load import load_kernel
+from swizzleperf.agent.verification.simulate import SimulateError, trace_kernel
+from swizzleperf.agent.verification.verify import run_worker
 from swizzleperf.hwspecs import HardwareSpec
 from swizzleperf.profiling import l2sim
 from swizzleperf.profiling.tracer import TraceError, access_record, extend, sample_tiles
@@ -38,7 +38,7 @@ def _recorded(path: Path, meta: dict, sizes: dict) -> tuple:
 _BRUTE_FORCE = """
 import json, sys
 import numpy as np
-from swizzleperf.agent.spec import load_kernel
+from swizzleperf.agent.verification.load import load_kernel
 from swizzleperf.profiling.interpreter_hooks import sampled_launches
 path, sizes, meta = json.loads(sys.argv[1])
 module, spec = load_kernel(path)
@@ -138,7 +138,7 @@ import torch
 import triton
 import triton.language as tl
 
-from swizzleperf.agent.spec import KernelSpec
+from swizzleperf.kernels.spec import KernelSpec
 
 
 @triton.jit

@@ -16,15 +16,15 @@ import numpy as np
 import pytest
 
 from swizzleperf import hwspecs
-from swizzleperf.agent import user_kernel
-from swizzleperf.agent.capture import TRACE_FALLBACK
-from swizzleperf.agent.lift import target_order
-from swizzleperf.agent.simulate import trace_kernel
-from swizzleperf.agent.swizzles import catalog_source
+from swizzleperf.agent.capture import user_kernel
+from swizzleperf.agent.capture.capture import TRACE_FALLBACK
+from swizzleperf.agent.capture.lift import target_order
+from swizzleperf.agent.verification.simulate import trace_kernel
+from swizzleperf.agent.verification.swizzles import catalog_source
 from swizzleperf.profiling import l2sim
 from swizzleperf.profiling.tracer import TraceError, access_record, extend, sample_tiles
 
-APP = Path(__file__).resolve().parents[1] / "agent" / "apps" / "tutorial_gemm_ragged" / "app.py"
+APP = Path(__file__).resolve().parents[1] / "helpers" / "apps" / "tutorial_gemm_ragged" / "app.py"
 
 
 def _offsets(rows, cols, pitch_elems: int, itemsize: int = 4) -> np.ndarray:
@@ -95,7 +95,7 @@ def tutorial_gemm(tmp_path_factory):
 _BRUTE_FORCE = """
 import json, sys
 import numpy as np
-from swizzleperf.agent.spec import load_kernel
+from swizzleperf.agent.verification.load import load_kernel
 from swizzleperf.profiling.interpreter_hooks import sampled_launches
 path, programs = json.loads(sys.argv[1])
 module, spec = load_kernel(path)
@@ -183,7 +183,7 @@ def test_the_tutorial_gemms_cpu_run_ranks_orders(tutorial_gemm):
 
 
 def load_spec_of(prepared):
-    from swizzleperf.agent.spec import load_spec
+    from swizzleperf.agent.verification.load import load_spec
     return load_spec(prepared.module_path)
 
 

@@ -41,7 +41,7 @@ def interpret_kernel(kernel: str, body: str) -> object:
 def spliced_copy(kernel_file: str, target: str, path: Path) -> str:
     """Write the kernel module at ``kernel_file`` with its ``swizzle`` replaced by ``target`` (as
     the optimizer splices a candidate) to ``path``; return code that imports it as ``module``."""
-    from swizzleperf.agent.candidate import splice
+    from swizzleperf.agent.verification.candidate import splice
     path.write_text(splice(Path(kernel_file).read_text(), "swizzle", target))
     return ("import importlib.util\n"
             f"module_spec = importlib.util.spec_from_file_location({path.stem!r}, {str(path)!r})\n"

@@ -16,8 +16,8 @@ import pytest
 from _interpreted import compile_for_sm90, interpret, spliced_copy
 import torch
 
-from swizzleperf.agent.candidate import target_args
-from swizzleperf.agent.swizzles import catalog_source
+from swizzleperf.agent.verification.candidate import target_args
+from swizzleperf.agent.verification.swizzles import catalog_source
 from swizzleperf.kernels.distributed import flash_decode
 from swizzleperf.kernels.distributed.flash_decode import SPEC
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from _interpreted import interpret_kernel, spliced_copy
 
-from swizzleperf.agent.swizzles import catalog_source
+from swizzleperf.agent.verification.swizzles import catalog_source
 from swizzleperf.kernels.distributed import gemm_all_scatter as kernel
 
 

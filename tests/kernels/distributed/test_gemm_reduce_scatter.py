@@ -18,8 +18,8 @@ from __future__ import annotations
 import pytest
 from _interpreted import compile_for_sm90, interpret_kernel, spliced_copy
 
-from swizzleperf.agent.candidate import target_args
-from swizzleperf.agent.swizzles import catalog_source
+from swizzleperf.agent.verification.candidate import target_args
+from swizzleperf.agent.verification.swizzles import catalog_source
 from swizzleperf.kernels.distributed import gemm_reduce_scatter as kernel
 
 KERNEL = "swizzleperf.kernels.distributed.gemm_reduce_scatter"

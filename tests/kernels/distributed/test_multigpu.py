@@ -33,7 +33,7 @@ def _torchrun(world_size: int, *args: str, timeout: int = 600) -> subprocess.Com
 @pytest.mark.parametrize("world_size", _world_sizes())
 def test_every_kernel_and_pattern_verifies(world_size, tmp_path):
     out = tmp_path / "verify"
-    done = _torchrun(world_size, "-m", "swizzleperf.kernels.distributed.bench", "--verify-only",
+    done = _torchrun(world_size, "-m", "swizzleperf.eval.dist_bench", "--verify-only",
                      "--problems", "check", "--copy-mib", "64", "--out", str(out))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     result = json.loads(out.with_suffix(".json").read_text())

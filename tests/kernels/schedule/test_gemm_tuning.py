@@ -81,7 +81,7 @@ def test_tuning_needs_a_gpu():
 def test_one_shape_tuned_against_cublas(tmp_path, gemm_path):
     """M = 1024, N = 1280, K = 2048 on the GPU: every candidate checked with C poisoned, the
     winner timed against torch.matmul in the same rounds, and cached."""
-    from swizzleperf.agent.spec import load_kernel
+    from swizzleperf.agent.verification.load import load_kernel
     spec = load_kernel(gemm_path)[1]
     path = tmp_path / "cache.json"
     record = gemm_tuning.tune(spec.launch, 1024, 1280, 2048, rounds=10, path=path, log=lambda line: None)

@@ -24,8 +24,8 @@ import textwrap
 
 import pytest
 
-from swizzleperf.agent.candidate import splice, target_args
-from swizzleperf.agent.verify import Verdict, VerifyConfig, verify
+from swizzleperf.agent.verification.candidate import splice, target_args
+from swizzleperf.agent.verification.verify import Verdict, VerifyConfig, verify
 from swizzleperf.kernels.schedule.persistent_gemm import config_error, shared_bytes, split_tiles
 
 
@@ -40,7 +40,7 @@ def _interpret(code: str) -> object:
 
 _SCHEDULES = """
 import json, torch
-from swizzleperf.agent.spec import load_kernel
+from swizzleperf.agent.verification.load import load_kernel
 from swizzleperf.kernels.schedule.persistent_gemm import split_tiles, tma_supported
 module, spec = load_kernel({path!r})
 shape, tiles, dtype = {shape!r}, {tiles!r}, {dtype!r}

@@ -1,0 +1,410 @@
+"""Capture one launch of a user's kernel from a run of the user's own command (issue #15), and
+replay it: the ``KernelSpec`` of a generated module (agent/capture/user_kernel.py) is built from it.
+
+How: the command runs once in a subprocess whose ``PYTHONPATH`` starts with a temporary folder
+holding ``sitecustomize.py``, a copy of agent/capture/capture_hook.py (which says what it patches and
+records); environment variables name the kernel and the folder the snapshot goes to. The hook
+snapshots the launch with the most programs: its grid, every argument by parameter name, the
+launch options and the autotuner's choice, the tensors before the launch (the inputs: data-
+dependent kernels need the real index arrays) and the tensors it changed after it (the outputs,
+the reference). ``swizzleperf`` itself need not be importable by the app's interpreter.
+
+A capture folder holds ``launch.json``, ``tensors.pt`` (torch.save), ``app.log`` and, once lifted,
+``lift.json``. ``spec_fields`` turns it into the fields of a KernelSpec: inputs are the captured
+ones whatever the seed (fresh random inputs cannot be made for arbitrary arguments), the outputs
+are poisoned before each launch as usual, the launch calls the kernel's JITFunction with the
+captured grid, arguments and options (bypassing the autotuner), the reference is the captured
+outputs.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from swizzleperf import sandbox
+from swizzleperf.agent.capture import capture_hook
+from swizzleperf.agent.capture.lift import Launch
+
+APP_TIMEOUT_S = 900.0
+SYNTHETIC_OUTPUT = "swizzleperf_output"   # where a read-modify-write output is copied for the verifier
+TRACE_FALLBACK = "trace_fallback.txt"     # written where the run's simulator had no access model
+
+
+class CaptureError(Exception):
+    """The app could not be captured; the message is one line for the user."""
+
+
+@dataclass(frozen=True)
+class Capture:
+    """One captured launch: its folder and ``launch.json``."""
+
+    folder: Path
+    launch: dict
+
+    @property
+    def kernel_file(self) -> Path:
+        return Path(self.launch["file"])
+
+    def lift_launch(self) -> Launch:
+        """What agent/capture/lift.py needs: grid, scalar values, pointer names, globals."""
+        params = self.launch["params"]
+        return Launch(grid=tuple(self.launch["grid"]),
+                      values={p["name"]: p["value"] for p in params if p["kind"] == "scalar"},
+                      pointers=frozenset(p["name"] for p in params if p["kind"] in ("tensor", "none", "tensor_descriptor")),
+                      globals=dict(self.launch.get("globals", {})))
+
+    def describe(self) -> str:
+        """One line: which launch, its grid, the autotuner's choice."""
+        tuned = self.launch.get("autotuned")
+        choice = ""
+        if tuned:
+            settings = {**tuned["kwargs"], "num_warps": tuned["num_warps"], "num_stages": tuned["num_stages"]}
+            choice = ", autotuned config " + ", ".join(f"{k}={v}" for k, v in settings.items())
+            choice += f" ({tuned['choice']})" if tuned.get("choice") else ""
+        grid = "x".join(map(str, self.launch["grid"]))
+        return (f"captured {self.launch['kernel']} ({Path(self.launch['file']).name}:{self.launch['line']}): "
+                f"launch {self.launch['launch_index']} of {self.launch['launches_seen']}, grid {grid} "
+                f"({self.launch['programs']} programs), outputs "
+                f"{', '.join(o['name'] for o in self.launch['outputs'])}{choice}")
+
+
+def capture(app: str, kernel: str, captures_dir: Path, timeout_s: float = APP_TIMEOUT_S,
+            cwd: Path | None = None) -> Capture:
+    """Run ``app`` (a shell command) once with the hook and keep the snapshot of ``kernel``'s
+    largest launch in ``captures_dir/<kernel>-<hash>/``.
+
+    Raises:
+        CaptureError: the command failed or timed out, never launched the kernel, or the launch
+            cannot be replayed (an argument of a type the snapshot cannot hold, no output).
+    """
+    captures_dir = Path(captures_dir).resolve()
+    captures_dir.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".capture-", dir=captures_dir))
+    try:
+        _run_app(app, kernel, work, timeout_s, cwd)
+        launch = _pick_launch(app, kernel, work)
+        folder = captures_dir / f"{kernel}-{_digest(launch, work)}"
+        shutil.rmtree(folder, ignore_errors=True)
+        (work / f"launch-{launch['pid']}.json").rename(work / "launch.json")
+        (work / f"tensors-{launch['pid']}.pt").rename(work / "tensors.pt")
+        launch["app"], launch["cwd"] = app, str((cwd or Path.cwd()).resolve())
+        (work / "launch.json").write_text(json.dumps(launch, indent=1))
+        for stale in [*work.glob("launch-*.json"), *work.glob("tensors-*.pt"), *work.glob("seen-*.json")]:
+            stale.unlink()
+        work.rename(folder)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return Capture(folder, launch)
+
+
+def hook_environment(folder: Path, **variables: str) -> dict:
+    """The environment of a command run with the hook: ``sitecustomize.py`` in ``folder`` first on
+    ``PYTHONPATH``, the given variables set (names from agent/capture/capture_hook.py)."""
+    source = Path(capture_hook.__file__).read_text()
+    (folder / "sitecustomize.py").write_text(source + _CHAIN)
+    env = sandbox.app_env(**variables)   # no API key or other credential of the agent's
+    env["PYTHONPATH"] = os.pathsep.join([str(folder)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    return env
+
+
+# The hook replaces any sitecustomize the app's interpreter has: run that one too.
+_CHAIN = '''
+
+install()
+
+
+def _chain_sitecustomize():
+    here = os.path.dirname(os.path.abspath(__file__))
+    for entry in sys.path[1:]:
+        path = os.path.join(entry or ".", "sitecustomize.py")
+        if os.path.abspath(entry or ".") != here and os.path.isfile(path):
+            with open(path) as f:
+                exec(compile(f.read(), path, "exec"), {"__name__": "sitecustomize", "__file__": path})
+            return
+
+
+_chain_sitecustomize()
+'''
+
+
+def run_with_hook(command: str, env: dict, timeout_s: float, cwd: Path | None, log: Path) -> int:
+    """Run a shell command in its own process group, ended whole when the command exits (a daemon
+    it left behind in its group dies with it), on timeout or on interrupt; stdout and stderr to
+    ``log``. Returns the exit code.
+
+    Raises:
+        subprocess.TimeoutExpired: past ``timeout_s``.
+    """
+    with open(log, "w") as out:
+        proc = subprocess.Popen(command, shell=True, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            _wait_unreaped(proc, timeout_s)
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            proc.wait()
+        return proc.returncode
+
+
+def _wait_unreaped(proc: subprocess.Popen, timeout_s: float) -> None:
+    """Wait for ``proc`` to exit without reaping it: until the group is ended, its id (``proc``'s
+    pid) cannot go to another process.
+
+    Raises:
+        subprocess.TimeoutExpired: past ``timeout_s``.
+    """
+    deadline = time.monotonic() + timeout_s
+    while os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is None:
+        if time.monotonic() > deadline:
+            raise subprocess.TimeoutExpired(proc.args, timeout_s)
+        time.sleep(0.02)
+
+
+def last_line(log: Path) -> str:
+    lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "(no output)"
+
+
+def interpreter_variables() -> dict:
+    """``{"TRITON_INTERPRET": "1"}`` where no GPU is detected and the caller's environment does not
+    set ``TRITON_INTERPRET`` itself (then it is respected), else ``{}``: the user's app (and every
+    process it starts) runs its kernels through Triton's interpreter on a CPU-only machine, as the
+    README's CPU command promises, with nothing exported."""
+    if os.environ.get("TRITON_INTERPRET") is not None:
+        return {}
+    from swizzleperf.hwspecs import detect_device
+    return {} if detect_device() is not None else {"TRITON_INTERPRET": "1"}
+
+
+def _run_app(app: str, kernel: str, work: Path, timeout_s: float, cwd: Path | None) -> None:
+    hook_dir = work / "hook"
+    hook_dir.mkdir()
+    env = hook_environment(hook_dir, **{capture_hook.KERNEL_ENV: kernel, capture_hook.DIR_ENV: str(work)},
+                           **interpreter_variables())
+    log = work / "app.log"
+    try:
+        code = run_with_hook(app, env, timeout_s, cwd, log)
+    except subprocess.TimeoutExpired:
+        raise CaptureError(f"`{app}` did not finish within {timeout_s:.0f} s; it was stopped "
+                           f"(its output: {log})") from None
+    finally:
+        shutil.rmtree(hook_dir, ignore_errors=True)
+    if code != 0:
+        last = last_line(log)
+        hint = ("; no GPU driver: on a CPU-only machine leave TRITON_INTERPRET unset (or set it to 1) and the "
+                "app's kernels run through Triton's interpreter" if "active drivers" in last else "")
+        withheld = [n for n in sandbox.withheld_from_app() if not n.startswith(sandbox.AGENT_ONLY_PREFIXES)]
+        if withheld and not hint:
+            hint = (f"; it ran without {', '.join(withheld[:4])}{' ...' if len(withheld) > 4 else ''} "
+                    f"(credential-like variables are withheld from the app: list the ones it needs in "
+                    f"{sandbox.APP_PASS_ENV}=NAME,NAME)")
+        raise CaptureError(f"`{app}` failed (exit code {code}): {last}{hint}")
+
+
+def _pick_launch(app: str, kernel: str, work: Path) -> dict:
+    """The captured launch with the most programs over the app's processes; refusals as one line."""
+    launches = [json.loads(p.read_text()) for p in work.glob("launch-*.json")]
+    seen: dict = {}
+    for path in work.glob("seen-*.json"):
+        for name, count in json.loads(path.read_text()).items():
+            seen[name] = seen.get(name, 0) + count
+    if not launches:
+        others = ", ".join(f"{n} ({c}x)" for n, c in sorted(seen.items()) if n != kernel)
+        raise CaptureError(f"`{app}` never launched a Triton kernel named {kernel!r}"
+                           + (f"; it launched {others}" if others else "; it launched no Triton kernel"))
+    launch = max(launches, key=lambda l: l["programs"])
+    launch["launches_seen"] = seen.get(kernel, launch["launch_index"])
+    bad = [f"{p['name']} ({p['type']})" for p in launch["params"] if p["kind"] == "unsupported"]
+    if bad:
+        raise CaptureError(f"cannot replay {kernel}: argument {bad[0]} is of a type the snapshot cannot "
+                           f"hold (tensors, host tensor descriptors, numbers, strings, None and tl dtypes can be)")
+    if not launch["outputs"]:
+        raise CaptureError(f"the captured launch of {kernel} changed none of its tensor arguments: nothing "
+                           f"to compare a reordered kernel against")
+    return launch
+
+
+def _digest(launch: dict, work: Path) -> str:
+    text = json.dumps({k: v for k, v in launch.items() if k not in ("pid", "launch_index")}, sort_keys=True)
+    source = Path(launch["file"]).read_bytes() if Path(launch["file"]).exists() else b""
+    return hashlib.sha1(text.encode() + source).hexdigest()[:8]
+
+
+def load(folder: Path) -> Capture:
+    """A capture folder written by :func:`capture`."""
+    return Capture(Path(folder), json.loads((Path(folder) / "launch.json").read_text()))
+
+
+# -- replay: the KernelSpec fields of a generated module (runs in worker processes) ---------------
+
+@functools.lru_cache(maxsize=4)
+def _tensors(folder: str) -> dict:
+    import torch
+    return torch.load(Path(folder) / "tensors.pt", map_location="cpu", weights_only=True)
+
+
+def _jit_function(kernel):
+    """The JITFunction (or InterpretedFunction) under ``@triton.autotune`` / ``@triton.heuristics``."""
+    while type(kernel).__name__ in ("Autotuner", "Heuristics"):
+        kernel = kernel.fn
+    return kernel
+
+
+def _value(param: dict):
+    if param["kind"] == "none":
+        return None
+    if param["kind"] == "tl_dtype":
+        import triton.language as tl
+        return tl.dtype(param["value"])
+    return param["value"]
+
+
+def _argument(param: dict, inputs: dict):
+    """A captured launch's argument over the replay's tensors."""
+    if param["kind"] == "tensor":
+        return inputs[param["name"]]
+    if param["kind"] == "tensor_descriptor":
+        from swizzleperf.agent.capture.capture_hook import rebuilt_descriptor
+        return rebuilt_descriptor(param["descriptor"], inputs[param["base"]])
+    return _value(param)
+
+
+def spec_fields(kernel, folder: str | Path) -> dict:
+    """Every KernelSpec field but ``rewrite_target`` for the captured launch in ``folder`` (which
+    also holds the lift's ``lift.json``); ``kernel`` is the module's kernel object (autotuned or not).
+
+    Problems: ``default`` and ``check`` are the captured launch (numerics run there: the only
+    inputs there are), ``probe`` (when the lift found one) is permutation-only: the target is
+    probed there, the kernel never launched.
+    """
+    folder = str(Path(folder).resolve())
+    launch = json.loads((Path(folder) / "launch.json").read_text())
+    lifted = json.loads((Path(folder) / "lift.json").read_text())
+    params = launch["params"]
+    tensors = [p for p in params if p["kind"] == "tensor"] + launch.get("descriptor_bases", [])
+    roles = {o["name"]: o for o in launch["outputs"]}
+    primary = next((o["name"] for o in launch["outputs"] if o.get("write_only")), None)
+    output_name = primary or SYNTHETIC_OUTPUT
+    source_output = primary or launch["outputs"][0]["name"]
+    poisoned = [n for n, o in roles.items() if o.get("write_only") and n != primary]
+    secondary = [n for n in roles if n != source_output]
+    args = lifted["arg_names"][1:]
+    problems = {"default": dict(zip(args, lifted["arg_values"])), "check": dict(zip(args, lifted["arg_values"]))}
+    if lifted.get("probe_values"):
+        problems["probe"] = dict(zip(args, lifted["probe_values"]))
+    options = dict(launch.get("options", {}))
+    meta = {k: options.pop(k) for k in ("num_warps", "num_stages") if k in options}
+    dtype = next(p["dtype"] for p in tensors if p["name"] == source_output)
+
+    def make_inputs(problem: dict, seed: int = 0, device: str = "cpu", dtype_name: str = "") -> dict:
+        """The captured tensors (whatever the seed), on ``device``; write-only outputs poisoned."""
+        import torch
+        from swizzleperf.agent.capture.capture_hook import _poison, _view
+        stored = _tensors(folder)
+        buffers: dict = {}
+        inputs = {}
+        for p in tensors:
+            place = (p["storage"], p["byte_offset"], getattr(torch, p["dtype"]), tuple(p["shape"]), tuple(p["stride"]))
+            inputs[p["name"]] = _view(stored["storages"], place, device, buffers)
+        for name in poisoned:
+            _poison(inputs[name])
+        if primary is None:
+            inputs[SYNTHETIC_OUTPUT] = torch.empty_like(inputs[source_output])
+        return inputs
+
+    def launch_fn(inputs: dict, **run_meta) -> None:
+        """The captured launch: its grid, arguments and options, the autotuner bypassed."""
+        values = [_argument(p, inputs) for p in params]
+        _jit_function(kernel)[tuple(launch["grid"])](*values, **options, **run_meta)
+        if primary is None:
+            inputs[SYNTHETIC_OUTPUT].copy_(inputs[source_output])
+
+    def reference(inputs: dict):
+        """The captured output; the launch's other outputs are checked here against theirs."""
+        stored = _tensors(folder)["outputs"]
+        device = inputs[output_name].device
+        for name in secondary:
+            _check_secondary(name, inputs[name], stored[name].to(device), lifted["tolerance"])
+        return stored[source_output].to(device)
+
+    total_bytes = float(sum(launch["storage_bytes"]))   # without loading the snapshot (the agent's process)
+    extents = lifted["extents"]
+    splits = {int(k): int(v) for k, v in (lifted.get("coordinate_splits") or {}).items()}
+    module_path = Path(folder) / Path(launch["file"]).name
+
+    def trace(problem: dict, meta: dict, granule_bytes: int | None = None):
+        """The generic tracer's trace of the captured launch (a worker), reuse counted per
+        ``granule_bytes`` (the target L2's sector: agent/verification/simulate.py's kernel_trace passes it;
+        the tracer's 128 B line where None); where it cannot extend the samples, a trace without
+        reuse, which says so in its source."""
+        from swizzleperf.agent.verification.simulate import SimulateError, trace_kernel
+        grid = tuple(problem[n] for n in extents)
+        if folder in _TRACING:   # trace_kernel asks the spec for the occupancy: one program per SM / CU
+            return no_reuse_trace(grid, total_bytes, "occupancy only")
+        _TRACING.add(folder)
+        marker = Path(folder) / TRACE_FALLBACK
+        marker.unlink(missing_ok=True)
+        try:
+            return trace_kernel(module_path, granule_bytes=granule_bytes, coordinate_splits=splits)
+        except SimulateError as exc:
+            why = (f"no access model: the tracer could not extend the captured launch's samples ({exc}); "
+                   f"every order predicts the same here, only measured timing tells orders apart")
+            marker.write_text(why)
+            return no_reuse_trace(grid, total_bytes, why)
+        finally:
+            _TRACING.discard(folder)
+    return dict(
+        name=launch["kernel"], kernel_name=launch["kernel"], problems=problems, meta=meta, check_meta=meta,
+        make_inputs=make_inputs, launch=launch_fn, reference=reference, output_name=output_name,
+        tolerance={dtype: lifted["tolerance"]}, dtypes=(dtype,),
+        tile_grid=lambda p, m: tuple(p[n] for n in extents),
+        swizzle_args=lambda p, m: tuple(p[n] for n in args),
+        flops=lambda p: 0.0,                        # unknown for an arbitrary kernel
+        min_bytes=lambda p, d: total_bytes,         # the captured tensors' footprint, read or written once
+        permutation_only=("probe",) if "probe" in problems else (), trace=trace,
+    )
+
+
+_TRACING: set = set()
+
+
+def no_reuse_trace(grid: tuple, total_bytes: float, source: str):
+    """A TileTrace in which every tile reads a block of its own (``total_bytes`` shared out): no
+    order is better than another for the simulator."""
+    import numpy as np
+    from swizzleperf.kernels.trace import TileTrace
+    tiles = int(np.prod(grid))
+    return TileTrace(keys=np.arange(tiles, dtype=np.int64).reshape(tiles, 1, 1),
+                     block_bytes=np.full(tiles, max(1, int(total_bytes) // tiles), dtype=np.int64),
+                     block_is_write=np.zeros(tiles, dtype=bool), programs_per_cu=1, source=source)
+
+
+def _check_secondary(name: str, out, expected, tolerance: float) -> None:
+    """A further output of the launch against the captured one (MISMATCH when it differs)."""
+    import torch
+    from swizzleperf.agent.verification.stages import StageFailure
+    if out.shape != expected.shape:
+        raise StageFailure("MISMATCH", f"output {name} has shape {tuple(out.shape)}, captured {tuple(expected.shape)}")
+    if tolerance == 0:
+        same = bool((out.contiguous().reshape(-1).view(torch.uint8)
+                     == expected.contiguous().reshape(-1).view(torch.uint8)).all())
+        if not same:
+            raise StageFailure("MISMATCH", f"output {name} differs from the captured launch's (bitwise)")
+        return
+    diff = torch.linalg.vector_norm((out.double() - expected.double()).flatten())
+    rel = float(diff / torch.linalg.vector_norm(expected.double().flatten()).clamp_min(1e-30))
+    if not rel <= tolerance:
+        raise StageFailure("MISMATCH", f"output {name} differs from the captured launch's: relative error "
+                                       f"{rel:.3e} > tolerance {tolerance:.1e}")

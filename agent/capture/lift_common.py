@@ -1,0 +1,249 @@
+"""What the two ways of making a user's kernel reorderable share (agent/capture/lift.py lifts the tile
+mapping; agent/capture/pid_remap.py remaps the program ids): the result types, the error, and small
+helpers over the kernel's AST and text. Imports nothing of the project above the standard library.
+"""
+from __future__ import annotations
+
+import ast
+import textwrap
+from dataclasses import dataclass, field
+
+
+class LiftError(Exception):
+    """The kernel cannot be made reorderable; the message is one line naming the construct and line."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What lift needs of one captured launch.
+
+    Attributes:
+        grid: the launch grid, 1 to 3 sizes.
+        values: scalar arguments and constexprs by parameter name (ints, floats, bools, strings).
+        pointers: names of the tensor (pointer) parameters.
+        globals: module-level scalars the kernel reads, by name.
+    """
+
+    grid: tuple
+    values: dict
+    pointers: frozenset = frozenset()
+    globals: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Lifted:
+    """The rewritten kernel module and its rewrite target.
+
+    Attributes:
+        source: the user's module with the call site in the kernel and the target before it.
+        target_name / target_source: the generated ``@triton.jit`` rewrite target.
+        arg_names: its parameters (``pid`` first); ``extents``: those that are the tile-grid sizes.
+        arg_values: the values of ``arg_names[1:]`` at the captured launch.
+        tile_grid: the tile grid at the captured launch (one program per tile).
+        probe_values / probe_grid: a permutation-only problem (values of ``arg_names[1:]``, tile
+            grid whose program count is not a multiple of 8), or None where none was found.
+        outputs: the tile coordinates, in the order the target returns them.
+        lines: first and last line of the mapping in the user's file (for a remap: the kernel's
+            first body line, twice).
+        notes: what the rewrite did that a reader should know (hints dropped, synthesized extents,
+            why the program ids were remapped instead of the mapping lifted).
+        kind: ``"lifted"`` (the kernel's program-id -> tile mapping moved into the target: the
+            target replaces the kernel's own order) or ``"remapped"`` (the program ids themselves
+            go through the target, which is the identity at first: an order composes with the
+            kernel's own).
+        coordinate_splits: ``{tile axis: d}`` where a tile coordinate is two launch axes merged
+            (``c = inner + d * outer``), for the tracer's fit (profiling/tracer.py ``extend``).
+    """
+
+    source: str
+    target_name: str
+    target_source: str
+    arg_names: list
+    extents: list
+    arg_values: tuple
+    tile_grid: tuple
+    probe_values: tuple | None
+    probe_grid: tuple | None
+    outputs: list
+    lines: tuple
+    notes: list
+    kind: str = "lifted"
+    coordinate_splits: dict = field(default_factory=dict)
+
+
+# -- AST helpers ---------------------------------------------------------------------------------
+
+def kernel_function(tree: ast.Module, name: str, filename: str) -> ast.FunctionDef:
+    """The module-level function ``name``; raises LiftError where there is none."""
+    func = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+    if func is None:
+        raise LiftError(f"{filename}: no top-level function {name!r} (the kernel must be a "
+                        f"module-level @triton.jit function)")
+    return func
+
+
+def call_name(node: ast.AST) -> str | None:
+    """A call's callee as written, ``triton.language.`` shortened to ``tl.``; None for non-calls."""
+    if not isinstance(node, ast.Call):
+        return None
+    name = ast.unparse(node.func)
+    return "tl." + name[len("triton.language."):] if name.startswith("triton.language.") else name
+
+
+def reads(node: ast.AST) -> set:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def assigned(stmt: ast.stmt) -> list:
+    """Names a statement assigns, in order (tuple targets flattened; nested statements included)."""
+    out = []
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id not in out:
+            out.append(node.id)
+    return out
+
+
+def axis_of(call: ast.Call) -> int:
+    """The constant axis of ``tl.program_id`` / ``tl.num_programs``; LiftError where it is not one."""
+    arg = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "axis"), None)
+    if not isinstance(arg, ast.Constant) or not isinstance(arg.value, int):
+        raise LiftError(f"line {call.lineno}: {ast.unparse(call)} with an axis that is not a constant")
+    return arg.value
+
+
+def has_program_id(node: ast.AST) -> bool:
+    return any(call_name(n) == "tl.program_id" for n in ast.walk(node))
+
+
+def has_load(node: ast.AST) -> bool:
+    """Whether an expression reads memory (``tl.load``, atomics)."""
+    return any((call_name(n) or "").startswith(("tl.load", "tl.atomic_")) for n in ast.walk(node))
+
+
+def text(node: ast.AST) -> str:
+    return " ".join(ast.unparse(node).split())
+
+
+def statement_text(stmt: ast.stmt) -> str:
+    """A statement in one line; a compound one by its head (``for x in range(...)``)."""
+    if isinstance(stmt, ast.For):
+        return f"for {text(stmt.target)} in {text(stmt.iter)}"
+    if isinstance(stmt, (ast.If, ast.While)):
+        return f"{'if' if isinstance(stmt, ast.If) else 'while'} {text(stmt.test)}"
+    return text(stmt)
+
+
+def params(func: ast.FunctionDef) -> list:
+    return [a.arg for a in func.args.args]
+
+
+def derived(func: ast.FunctionDef, seeds, loop_targets: bool, through_loads: bool = True) -> set:
+    """Names whose value derives from an expression ``seeds(expr)`` accepts, or from such names:
+    a fixed point over assignments (and ``for`` targets, with ``loop_targets``). Without
+    ``through_loads``, a value read from memory (``tl.load(p + pid)``) does not carry the taint."""
+    found: set = set()
+    changed = True
+
+    def tainted(expr) -> bool:
+        return (seeds(expr) or bool(reads(expr) & found)) and (through_loads or not has_load(expr))
+    while changed:
+        changed = False
+        for node in ast.walk(func):
+            if (isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value is not None
+                    and tainted(node.value)):
+                new = set(assigned(node)) - found
+            elif loop_targets and isinstance(node, ast.For) and tainted(node.iter):
+                new = set(assigned(node.target)) - found
+            else:
+                continue
+            if new:
+                found |= new
+                changed = True
+    return found
+
+
+def fresh(name: str, in_use: set) -> str:
+    """``name``, or ``name_2``, ``name_3``... the first not in ``in_use`` (which it joins)."""
+    candidate, k = name, 1
+    while candidate in in_use:
+        k += 1
+        candidate = f"{name}_{k}"
+    in_use.add(candidate)
+    return candidate
+
+
+def names_in_use(tree: ast.Module, func: ast.FunctionDef) -> set:
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | set(params(func))
+
+
+def top_level_names(tree: ast.Module) -> set:
+    """Names the module binds at its top level (functions, classes, assignments, imports)."""
+    return ({n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+            | {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+            | {(a.asname or a.name).split(".")[0] for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
+               for a in n.names})
+
+
+# -- text edits ----------------------------------------------------------------------------------
+
+def segment(stmt: ast.AST, replacements: dict, lines: list) -> str:
+    """The node's own text (trailing comment excluded, continuation lines dedented) with the
+    sub-expressions of ``replacements`` (node -> text) replaced; a replaced right-hand side loses
+    its outer parentheses."""
+    rows = [line.encode() for line in lines[stmt.lineno - 1:stmt.end_lineno]]
+    rows[-1] = rows[-1][:stmt.end_col_offset]
+    inside = set(map(id, ast.walk(stmt)))
+    edits = []
+    for node, new in replacements.items():
+        if id(node) not in inside:
+            continue
+        if getattr(stmt, "value", None) is node and new.startswith("(") and new.endswith(")"):
+            new = new[1:-1]
+        edits.append((node.lineno - stmt.lineno, node.col_offset, node.end_lineno - stmt.lineno,
+                      node.end_col_offset, new))
+    edits = [e for e in edits if not any(o is not e and _inside(e, o) for o in edits)]
+    for row, col, end_row, end_col, new in sorted(edits, reverse=True):
+        rows[row:end_row + 1] = [rows[row][:col] + new.encode() + rows[end_row][end_col:]]
+    joined = b"".join(rows).decode()
+    return textwrap.dedent(" " * stmt.col_offset + joined[stmt.col_offset:]).rstrip()
+
+
+def _inside(inner: tuple, outer: tuple) -> bool:
+    return inner[:2] >= outer[:2] and inner[2:4] <= outer[2:4] and inner[:4] != outer[:4]
+
+
+def replace_in_lines(lines: list, replacements: list) -> list:
+    """``lines`` (with line ends) with each ``(node, text)`` replaced in place (positions from the
+    AST; nodes must not overlap); the other text is untouched."""
+    rows = [line.encode() for line in lines]
+    for node, new in sorted(replacements, key=lambda r: (r[0].lineno, r[0].col_offset), reverse=True):
+        first, last = node.lineno - 1, node.end_lineno - 1
+        rows[first:last + 1] = [rows[first][:node.col_offset] + new.encode() + rows[last][node.end_col_offset:]]
+        rows[first + 1:first + 1] = [b""] * (last - first)   # keep the line numbering of the rest
+    return [r.decode() for r in rows]
+
+
+def missing_imports(tree: ast.Module, target_source: str) -> str:
+    """``import triton`` / ``import triton.language as tl`` where the module does not bind the names
+    the target is written with (a module written ``from triton import jit``, say)."""
+    bound = {a.asname or a.name.split(".")[0] for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
+             for a in n.names}
+    out = [] if "triton" in bound else ["import triton\n"]
+    if "tl" not in bound and "tl." in target_source:
+        out.append("import triton.language as tl\n")
+    return "".join(out) + ("\n\n" if out else "")
+
+
+def linear_pid(ndim: int) -> str:
+    """The program's linear id as the hardware issues programs: axis 0 fastest."""
+    if ndim == 1:
+        return "tl.program_id(axis=0)"
+    terms = ["tl.program_id(0)"]
+    for axis in range(1, ndim):
+        terms.append(f"tl.program_id({axis}) * " + " * ".join(f"tl.num_programs({a})" for a in range(axis)))
+    return " + ".join(terms)
+
+
+def first_line(func: ast.FunctionDef) -> int:
+    """The first line of a function with its decorators."""
+    return min([func.lineno] + [d.lineno for d in func.decorator_list])

@@ -1,0 +1,236 @@
+"""A user's own kernel with zero glue: ``swizzleperf optimize --app CMD --kernel NAME [--test CMD]``.
+
+``prepare``: capture one launch from the user's command (agent/capture/capture.py), lift the kernel's
+program-id -> tile mapping into a rewrite target (agent/capture/lift.py), and generate a kernel module
+under ``<workdir>/captures/<kernel>-<hash>/``: a copy of the user's file with the lift applied, the
+user's folder put on ``sys.path`` (sibling imports keep working), and a ``KernelSpec`` of the
+captured launch appended. That module then runs through the normal ``optimize`` path, loaded by
+``load_spec`` like any other.
+
+``finish``: after the run, ``user.diff`` in the run folder is the diff of the *user's own file*
+(the call site and the target with the best order), applied to it only with ``--in-place``;
+``--test CMD`` runs the user's test command against that patched file, substituted for the user's
+module where the test imports it (the capture hook's ``SWIZZLEPERF_SUBSTITUTE``: the test runs in
+the user's folder as written, only the kernel module's code is the patched copy); pass or fail
+goes into the report.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from swizzleperf.agent.capture import capture_hook
+from swizzleperf.agent.capture.capture import (APP_TIMEOUT_S, TRACE_FALLBACK, Capture, capture, hook_environment,
+                                               interpreter_variables, last_line, run_with_hook)
+from swizzleperf.agent.capture.lift import Lifted, LiftError, lift
+from swizzleperf.agent.verification.candidate import CandidateError, splice, unified_diff
+from swizzleperf.agent.verification.load import load_spec
+from swizzleperf.sandbox.write_back import digest, write_back
+
+# Accepted ||out - ref|| / ||ref|| per output dtype where programs add into the same output with
+# tl.atomic_add: their order, which the swizzle changes, reassociates the sums. A few ulps of the
+# dtype over sums of a few terms; exactness is the rule everywhere else (a pure swizzle changes no
+# arithmetic inside a tile).
+ATOMIC_TOLERANCE = {"float64": 1e-12, "float32": 1e-5, "float16": 2e-3, "bfloat16": 1e-2}
+TEST_TIMEOUT_S = 1800.0
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What ``prepare`` made: the capture, the lift, the generated module and the user's file."""
+
+    capture: Capture
+    lifted: Lifted
+    module_path: Path
+    user_file: Path
+    tolerance_note: str
+
+
+def prepare(app: str, kernel: str, workdir: Path, timeout_s: float = APP_TIMEOUT_S) -> Prepared:
+    """Capture, lift, generate (see the module docstring).
+
+    Raises:
+        CaptureError, LiftError: one line each (the app failed, the kernel was never launched, the
+            mapping cannot be lifted...).
+    """
+    captured = capture(app, kernel, Path(workdir) / "captures", timeout_s)
+    user_file = captured.kernel_file
+    source = user_file.read_text()
+    lifted = lift(source, kernel, captured.lift_launch(), filename=str(user_file))
+    if captured.launch["programs"] % 8 == 0 and lifted.probe_values is None:
+        raise LiftError(f"cannot optimize {kernel}: the captured launch has {captured.launch['programs']} "
+                        f"programs (a multiple of 8) and no other grid was found at which its mapping is one "
+                        f"tile per program, so remaps that are permutations only on multiples of 8 could not "
+                        f"be caught; capture a launch whose grid is not a multiple of 8")
+    tolerance, note = _tolerance(source, kernel, captured)
+    folder = captured.folder
+    (folder / f"original_{user_file.name}").write_text(source)
+    (folder / "lift.json").write_text(json.dumps({
+        "target_name": lifted.target_name, "arg_names": lifted.arg_names, "extents": lifted.extents,
+        "arg_values": list(lifted.arg_values), "tile_grid": list(lifted.tile_grid),
+        "probe_values": list(lifted.probe_values) if lifted.probe_values else None,
+        "probe_grid": list(lifted.probe_grid) if lifted.probe_grid else None, "outputs": lifted.outputs,
+        "lines": list(lifted.lines), "notes": lifted.notes, "kind": lifted.kind,
+        "coordinate_splits": {str(k): v for k, v in lifted.coordinate_splits.items()}, "tolerance": tolerance,
+        "tolerance_note": note,
+        "user_file": str(user_file)}, indent=1))
+    (folder / f"lifted_{user_file.name}").write_text(lifted.source)
+    module_path = folder / user_file.name
+    module_path.write_text(generated_module(lifted, captured, folder))
+    load_spec(module_path)   # the stand-in path the run takes: a module that does not load fails here
+    return Prepared(captured, lifted, module_path, user_file, note)
+
+
+def generated_module(lifted: Lifted, captured: Capture, folder: Path) -> str:
+    """The lifted user file, the user's folder on sys.path first, a KernelSpec appended."""
+    tree = ast.parse(lifted.source)
+    body = tree.body
+    start = 0
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        start = 1
+    while start < len(body) and isinstance(body[start], ast.ImportFrom) and body[start].module == "__future__":
+        start += 1
+    lines = lifted.source.splitlines(keepends=True)
+    at = body[start].lineno - 1 if start < len(body) else len(lines)
+    if start < len(body) and getattr(body[start], "decorator_list", None):
+        at = min(d.lineno for d in body[start].decorator_list) - 1
+    user_folder = str(captured.kernel_file.parent)
+    header = (f"import sys as _swizzleperf_sys  # swizzleperf: the user's folder first, for sibling imports\n"
+              f"if {user_folder!r} not in _swizzleperf_sys.path:\n"
+              f"    _swizzleperf_sys.path.insert(0, {user_folder!r})\n")
+    kernel = captured.launch["kernel"]
+    footer = (f"\n\n# -- swizzleperf: the KernelSpec of the launch of {kernel} captured from `{_one_line(captured.launch['app'])}`\n"
+              f"# (agent/capture/user_kernel.py; the capture: {folder}/launch.json, the lift: lift.json)\n"
+              f"from swizzleperf.agent.capture.capture import spec_fields as _swizzleperf_spec_fields  # noqa: E402\n"
+              f"from swizzleperf.kernels.spec import KernelSpec as _SwizzleperfKernelSpec  # noqa: E402\n\n"
+              f"SWIZZLEPERF_SPEC = _SwizzleperfKernelSpec(**_swizzleperf_spec_fields({kernel}, {str(folder)!r}),\n"
+              f"                                          rewrite_target={lifted.target_name!r})\n")
+    text = "".join(lines[:at]) + header + "".join(lines[at:])
+    return text.rstrip("\n") + "\n" + footer
+
+
+def describe_rewrite(kind: str, file_name: str, lines) -> str:
+    """How the kernel was made reorderable, in a few words (the CLI and report.md)."""
+    if kind == "remapped":
+        return f"program ids remapped from {file_name} line {lines[0]} on (the mapping could not be lifted: see the note)"
+    return f"mapping lifted from {file_name} lines {lines[0]}-{lines[1]}"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split()).replace("\n", " ")
+
+
+def _tolerance(source: str, kernel: str, captured: Capture) -> tuple[float, str]:
+    """0 (bitwise) unless the kernel adds with tl.atomic_add into a floating-point output, or a
+    replay of the launch did not give the same bits: then the dtype's ATOMIC_TOLERANCE, with why."""
+    func = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == kernel)
+    atomics = [n for n in ast.walk(func) if isinstance(n, ast.Call)
+               and ast.unparse(n.func).split(".")[-1] == "atomic_add"]
+    outputs = captured.launch["outputs"]
+    dtypes = {p["name"]: p["dtype"] for p in captured.launch["params"] + captured.launch.get("descriptor_bases", [])
+              if p["kind"] == "tensor"}
+    floating = [o for o in outputs if dtypes[o["name"]] in ATOMIC_TOLERANCE]
+    unstable = [o["name"] for o in outputs if not o.get("deterministic", True)]
+    if not (atomics and floating) and not unstable:
+        return 0.0, "bitwise: a swizzle changes which program computes a tile, not the arithmetic inside it"
+    dtype = dtypes[(floating or outputs)[0]["name"]]
+    tolerance = ATOMIC_TOLERANCE.get(dtype, 1e-5)
+    why = (f"the kernel adds with tl.atomic_add (line {atomics[0].lineno}): the order programs add in changes "
+           f"with the swizzle" if atomics else f"a replay of the launch changed {', '.join(unstable)}")
+    return tolerance, f"relative {tolerance:g} ({dtype}): {why}, so sums are reassociated"
+
+
+def finish(outcome, prepared: Prepared, in_place: bool, test: str | None,
+           test_timeout_s: float = TEST_TIMEOUT_S) -> dict:
+    """``user.diff`` (and ``user_<file>``, the patched file) in the run folder, ``--in-place``,
+    ``--test``; the summary is added to report.json and report.md and returned."""
+    run_dir = Path(outcome.run_dir)
+    best = outcome.report.get("best") or {}
+    order = best.get("swizzle_source") or prepared.lifted.target_source
+    try:
+        patched = splice(prepared.lifted.source, prepared.lifted.target_name, order)
+    except CandidateError:   # the best was verified as this very target: a defect of ours if it happens
+        patched = prepared.lifted.source
+    original = (prepared.capture.folder / f"original_{prepared.user_file.name}").read_text()
+    patched_path = run_dir / f"user_{prepared.user_file.name}"
+    patched_path.write_text(patched)
+    (run_dir / "user.diff").write_text(unified_diff(original, patched, _display(prepared.user_file)))
+    summary = {"app": prepared.capture.launch["app"], "kernel": prepared.capture.launch["kernel"],
+               "user_file": str(prepared.user_file), "capture": str(prepared.capture.folder),
+               "captured": prepared.capture.describe(), "mapping_lines": list(prepared.lifted.lines),
+               "rewrite": prepared.lifted.kind,
+               "lift_notes": prepared.lifted.notes + _trace_note(prepared.capture.folder),
+               "tolerance": prepared.tolerance_note,
+               "user_diff": str(run_dir / "user.diff"), "patched_file": str(patched_path),
+               "best_is_candidate": best.get("kind") == "candidate", "in_place": None, "test": None}
+    if in_place:
+        summary["in_place"] = _apply(prepared.user_file, original, patched, outcome,
+                                     best.get("kind") == "candidate")
+    if test:
+        summary["test"] = run_test(test, prepared.user_file, patched_path, run_dir, test_timeout_s)
+    _record(run_dir, summary)
+    return summary
+
+
+def _trace_note(folder: Path) -> list:
+    marker = folder / TRACE_FALLBACK
+    return [marker.read_text()] if marker.exists() else []
+
+
+def _display(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return path.name
+
+
+def _apply(user_file: Path, original: str, patched: str, outcome, improved: bool) -> str:
+    if outcome.status != "finished" or not improved:
+        why = "did not finish" if outcome.status != "finished" else "kept the kernel's own order"
+        return f"not applied: the run {why}"
+    written, why = write_back(user_file, digest(original), patched)
+    if not written:
+        return f"not applied: {why} at the capture (user.diff is against the captured text)"
+    return f"applied to {user_file}"
+
+
+def run_test(command: str, user_file: Path, patched: Path, run_dir: Path, timeout_s: float) -> dict:
+    """The user's test command with the patched file executed in place of ``user_file`` wherever the
+    test imports it; ``{command, passed, exit_code, log, last_line}``."""
+    log = run_dir / "user_test.log"
+    with tempfile.TemporaryDirectory(prefix="swizzleperf-test-") as folder:
+        env = hook_environment(Path(folder), **{capture_hook.SUBSTITUTE_ENV: json.dumps({str(user_file): str(patched)})},
+                               **interpreter_variables())
+        try:
+            code = run_with_hook(command, env, timeout_s, None, log)
+        except subprocess.TimeoutExpired:
+            return {"command": command, "passed": False, "exit_code": None, "log": str(log),
+                    "last_line": f"did not finish within {timeout_s:.0f} s; stopped"}
+    return {"command": command, "passed": code == 0, "exit_code": code, "log": str(log), "last_line": last_line(log)}
+
+
+def _record(run_dir: Path, summary: dict) -> None:
+    """The summary into report.json (``user_kernel``) and a section of report.md."""
+    path = run_dir / "report.json"
+    report = json.loads(path.read_text())
+    report["user_kernel"] = summary
+    path.write_text(json.dumps(report, indent=2, default=str))
+    lines = ["", "## Your kernel", "", f"- {summary['captured']}",
+             f"- {describe_rewrite(summary['rewrite'], Path(summary['user_file']).name, summary['mapping_lines'])}; "
+             f"numerics: {summary['tolerance']}",
+             f"- the patch to your file: {summary['user_diff']}"
+             + ("" if summary["best_is_candidate"] else " (the kernel's own order, lifted: no better order found)")]
+    lines += [f"- note: {n}" for n in summary["lift_notes"]]
+    if summary["in_place"]:
+        lines.append(f"- --in-place: {summary['in_place']}")
+    if summary["test"]:
+        t = summary["test"]
+        lines.append(f"- test `{t['command']}`: {'passed' if t['passed'] else 'FAILED'} "
+                     f"(exit {t['exit_code']}; {t['log']})")
+    with open(run_dir / "report.md", "a") as f:
+        f.write("\n".join(lines) + "\n")
+

@@ -1,0 +1,222 @@
+"""The run record: one SQLite file under ``.swizzleperf/`` holding the LangGraph checkpoints (for
+resume), a ``runs`` table (one row per run, with the configuration that resume reuses) and an
+``iterations`` table (one row per evaluated candidate) and a ``requests`` table (one row per request
+to an LLM: the transcript) that ``pandas.read_sql`` loads.
+
+Several processes may write one record (``eval --gpus N``, a second ``optimize``, a notebook): a
+write waits for another's lock with a bounded retry (``RECORD_WAIT_S``), then raises
+``RecordLocked``; a full disk raises ``RecordFull``; both one line. Every text stored goes through
+``redact`` (no URL credentials or query secrets in the record).
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Callable, TypeVar
+
+import pandas as pd
+
+from swizzleperf.sandbox.redact import redact, redact_all
+
+DB_NAME = "swizzleperf.db"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY, kernel TEXT, kernel_path TEXT, hardware TEXT, mode TEXT,
+    proposer TEXT, config_json TEXT, run_dir TEXT, started_at REAL, finished_at REAL,
+    status TEXT, stop_reason TEXT
+);
+CREATE TABLE IF NOT EXISTS iterations (
+    run_id TEXT, kind TEXT, iteration INTEGER, name TEXT, proposer TEXT, verdict TEXT,
+    reason TEXT, rationale TEXT, candidate_source TEXT, diff TEXT,
+    l2_hit_rate REAL, l2_source TEXT, time_ms REAL, time_spread_ms REAL, time_source TEXT,
+    dram_bytes REAL, dram_source TEXT, predicted_l2_hit_rate REAL, predicted_dram_bytes REAL,
+    predicted_source TEXT, metrics_json TEXT, lesson TEXT, prompt_tokens INTEGER,
+    completion_tokens INTEGER, cost_usd REAL, is_best INTEGER, created_at REAL,
+    PRIMARY KEY (run_id, kind, iteration)
+);
+CREATE TABLE IF NOT EXISTS requests (
+    run_id TEXT, iteration INTEGER, n INTEGER, started_at REAL, seconds REAL, outcome TEXT,
+    finish_reason TEXT, max_tokens INTEGER, temperature REAL, prompt_tokens INTEGER,
+    completion_tokens INTEGER, tokens_source TEXT, messages_json TEXT, reply TEXT, tool_calls_json TEXT,
+    rejected TEXT
+);
+"""
+#: Seconds a write waits for another process's lock on the record before giving up: an ``eval``
+#: worker's transaction lasts milliseconds; a notebook or a second run holding it over a minute is
+#: the case this bounds (then one line, the run saved up to its last step).
+RECORD_WAIT_S = 120.0
+#: Seconds SQLite's own busy handler waits within one try (the retry loop makes up the rest).
+_TRY_WAIT_S = 5.0
+T = TypeVar("T")
+
+_METRIC_COLUMNS = ("l2_hit_rate", "l2_source", "time_ms", "time_spread_ms", "time_source",
+                   "dram_bytes", "dram_source", "predicted_l2_hit_rate", "predicted_dram_bytes",
+                   "predicted_source")
+
+
+class UnknownRunError(KeyError):
+    """No run with that id in the record."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class RecordError(Exception):
+    """The record cannot be written now (locked, disk full); the message is one line."""
+
+
+class RecordLocked(RecordError):
+    """Another process held the record's write lock longer than the wait allowed."""
+
+
+class RecordFull(RecordError):
+    """The disk (or the file system's quota) holding the record is full."""
+
+
+def storage_fault(exc: BaseException, path: Path | str) -> RecordError | None:
+    """``exc`` as a RecordLocked / RecordFull naming ``path`` when it is a lock held too long or a
+    full disk (SQLite's or the OS's), else None."""
+    import errno
+    if isinstance(exc, RecordError):
+        return exc
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    text = str(exc)
+    if isinstance(exc, sqlite3.OperationalError) and (name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED"))
+                                                      or "locked" in text):
+        return RecordLocked(f"the run record {path} is locked by another process ({text})")
+    if (isinstance(exc, sqlite3.Error) and (name.startswith("SQLITE_FULL") or "disk is full" in text)) or \
+            (isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)):
+        where = getattr(exc, "filename", None) or path
+        return RecordFull(f"no space left on the disk holding {where} ({' '.join(text.split())[:160]}): free "
+                          f"space and continue")
+    return None
+
+
+class RunRecord:
+    """The SQLite run record under ``root`` (created on first use, not at import); ``wait_s``:
+    how long a write waits for another process's lock (default ``RECORD_WAIT_S``)."""
+
+    def __init__(self, root: Path, wait_s: float | None = None):
+        self.root = Path(root)
+        self.db_path = self.root / DB_NAME
+        self.wait_s = RECORD_WAIT_S if wait_s is None else wait_s
+
+    def connect(self, timeout_s: float | None = None) -> sqlite3.Connection:
+        """A connection with the tables created; the caller closes it. The journal is WAL
+        (readers never wait for the writer); a writer waits up to ``timeout_s`` (default
+        ``wait_s``) for another's transaction to end, then SQLite raises "database is locked"."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        connection = sqlite3.connect(self.db_path, check_same_thread=False,
+                                     timeout=self.wait_s if timeout_s is None else timeout_s)
+        try:
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.executescript(_SCHEMA)
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    def _do(self, action: Callable[[sqlite3.Connection], T]) -> T:
+        """``action(db)`` in one transaction, retried while another process holds the lock, for
+        ``wait_s`` in all.
+
+        Raises:
+            RecordLocked: still locked after ``wait_s``; RecordFull: the disk is full (one line each).
+        """
+        deadline, pause = time.monotonic() + self.wait_s, 0.1
+        while True:
+            try:
+                db = self.connect(min(_TRY_WAIT_S, self.wait_s))
+                try:
+                    with db:
+                        return action(db)
+                finally:
+                    db.close()
+            except (sqlite3.OperationalError, OSError) as exc:
+                fault = storage_fault(exc, self.db_path)
+                if fault is None:
+                    raise
+                if isinstance(fault, RecordFull) or time.monotonic() + pause > deadline:
+                    if isinstance(fault, RecordLocked):
+                        fault = RecordLocked(f"the run record {self.db_path} stayed locked by another process "
+                                             f"for {self.wait_s:g} s: let it finish (or stop it) and continue")
+                    raise fault from None
+                time.sleep(pause)
+                pause = min(2.0, pause * 2)
+
+    def create_run(self, run_id: str, row: dict, config: dict) -> None:
+        row, config = redact_all(row), redact_all(config)
+        self._do(lambda db: db.execute(
+            "INSERT INTO runs (run_id, kernel, kernel_path, hardware, mode, proposer, "
+            "config_json, run_dir, started_at, status) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (run_id, row["kernel"], row["kernel_path"], row["hardware"], row["mode"],
+             row["proposer"], json.dumps(config), row["run_dir"], time.time(), "running")))
+
+    def run(self, run_id: str) -> dict:
+        """The ``runs`` row of ``run_id`` with its config decoded. Raises UnknownRunError."""
+        def read(db):
+            db.row_factory = sqlite3.Row
+            return db.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        found = self._do(read)
+        if found is None:
+            raise UnknownRunError(f"no run {run_id!r} in {self.db_path}")
+        row = dict(found)
+        row["config"] = json.loads(row.pop("config_json"))
+        return row
+
+    def finish_run(self, run_id: str, status: str, stop_reason: str) -> None:
+        self._do(lambda db: db.execute(
+            "UPDATE runs SET finished_at = ?, status = ?, stop_reason = ? WHERE run_id = ?",
+            (time.time(), status, redact(stop_reason), run_id)))
+
+    def save_attempt(self, run_id: str, attempt: dict, proposer: str, is_best: bool) -> None:
+        """Insert or replace the row of one attempt (idempotent: a resumed node may write again)."""
+        metrics = attempt.get("metrics") or {}
+        values = {"run_id": run_id, "kind": attempt["kind"], "iteration": attempt["iteration"],
+                  "name": attempt["name"], "proposer": proposer, "verdict": attempt["verdict"],
+                  "reason": attempt.get("reason", ""), "rationale": attempt.get("rationale", ""),
+                  "candidate_source": attempt.get("source", ""), "diff": attempt.get("diff", ""),
+                  **{c: metrics.get(c) for c in _METRIC_COLUMNS},
+                  "metrics_json": json.dumps(metrics, default=str), "lesson": attempt.get("lesson", ""),
+                  "prompt_tokens": attempt.get("prompt_tokens", 0),
+                  "completion_tokens": attempt.get("completion_tokens", 0),
+                  "cost_usd": attempt.get("cost_usd", 0.0), "is_best": int(is_best),
+                  "created_at": time.time()}
+        values = redact_all(values)
+        self._do(lambda db: db.execute(f"INSERT OR REPLACE INTO iterations ({', '.join(values)}) "
+                                       f"VALUES ({', '.join('?' * len(values))})", tuple(values.values())))
+
+    def save_requests(self, run_id: str, iteration: int, exchanges: list) -> None:
+        """Append the requests one proposal made (``chat.Exchange.to_dict()`` each); a proposal
+        re-run after a resume appends its own, since both were really sent."""
+        rows = [tuple(redact_all([
+                    run_id, iteration, e["n"], e["started_at"], e["seconds"], e["outcome"], e["finish_reason"],
+                    e["max_tokens"], e.get("temperature"), e["prompt_tokens"], e["completion_tokens"],
+                    e["tokens_source"], json.dumps(e["messages"]), e["reply"], json.dumps(e.get("tool_calls") or []),
+                    e.get("rejected", "")])) for e in exchanges]
+        if rows:
+            self._do(lambda db: db.executemany("INSERT INTO requests VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows))
+
+    def requests(self, run_id: str) -> pd.DataFrame:
+        """The transcript of a run: every request to the LLM, in the order sent."""
+        return self._do(lambda db: pd.read_sql("SELECT * FROM requests WHERE run_id = ? ORDER BY started_at, n",
+                                               db, params=(run_id,)))
+
+    def mark_best(self, run_id: str, kind: str, iteration: int) -> None:
+        self._do(lambda db: db.execute("UPDATE iterations SET is_best = (kind = ? AND iteration = ?) WHERE run_id = ?",
+                                       (kind, iteration, run_id)))
+
+    def iterations(self, run_id: str) -> pd.DataFrame:
+        """The iterations of a run, in order (baseline and expert first)."""
+        return self._do(lambda db: pd.read_sql(
+            "SELECT * FROM iterations WHERE run_id = ? ORDER BY "
+            "CASE kind WHEN 'baseline' THEN 0 WHEN 'expert' THEN 1 ELSE 2 END, iteration", db, params=(run_id,)))
+
+    def latest_run_id(self) -> str | None:
+        if not self.db_path.exists():
+            return None
+        found = self._do(lambda db: db.execute("SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1").fetchone())
+        return found[0] if found else None

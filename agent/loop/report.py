@@ -1,0 +1,526 @@
+"""The run's outputs in its folder: the best kernel file, its diff, report.json and report.md."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from swizzleperf.agent.verification import lessons
+from swizzleperf.agent.verification.verify import Verdict
+
+
+def figures(attempt: dict | None) -> dict | None:
+    """The headline figures of an attempt for the report (None for a missing attempt)."""
+    if not attempt:
+        return None
+    m = attempt.get("metrics") or {}
+    return {"name": attempt.get("name"), "iteration": attempt.get("iteration"),
+            "verdict": attempt.get("verdict"), "reason": attempt.get("reason", ""),
+            "l2_hit_rate": m.get("l2_hit_rate"), "source": m.get("l2_source"),
+            "time_ms": m.get("time_ms"), "time_spread_ms": m.get("time_spread_ms"),
+            "time_source": m.get("time_source"), "dram_bytes": m.get("dram_bytes"),
+            "dram_source": m.get("dram_source"), "predicted_l2_hit_rate": m.get("predicted_l2_hit_rate"),
+            "predicted_source": m.get("predicted_source"), "tflops": m.get("tflops"),
+            "notes": m.get("notes", ""), "cross_domain_bytes": m.get("predicted_cross_domain_bytes"),
+            **{k: m[k] for k in _DISTRIBUTED_FIGURES if m.get(k) is not None}}
+
+
+#: The figures of each attempt in report.json's ``attempts``.
+_ATTEMPT_FIGURES = ("l2_hit_rate", "time_ms", "dram_bytes", "predicted_cross_domain_bytes",
+                    "predicted_time_ms", "time_spread_ms", "predicted_interval_ms", "calibrated_predicted_ms",
+                    "committed_ms", "torch_nccl_ms", "config")
+
+#: What a distributed candidate's metrics add (agent/distributed/evaluator.py): the overlap model's figures
+#: (raw, with its interval, and calibrated), the measured ones against torch + NCCL in the same
+#: rounds, a committed measurement, and what the numerics ran with.
+_DISTRIBUTED_FIGURES = ("predicted_time_ms", "predicted_compute_ms", "predicted_comm_ms",
+                        "predicted_hidden_share", "predicted_breakdown", "predicted_notes",
+                        "predicted_interval_ms", "predicted_lower_bound_ms", "predicted_extrapolated",
+                        "predicted_extrapolated_why", "calibrated_predicted_ms", "torch_nccl_predicted_ms",
+                        "torch_nccl_ms", "torch_nccl_spread_ms", "paired_gain_ms", "paired_spread_ms",
+                        "model_error_raw", "model_error_calibrated_before", "committed_ms",
+                        "committed_spread_ms", "committed_source", "verified_at", "config", "rounds_ms")
+
+
+def build_report(state: dict, run: dict, target_message: str, extra: dict | None = None) -> dict:
+    """report.json's content from the loop's final state and the run's row; ``extra`` is what the
+    run's evaluator adds (a distributed run: world size, problem, torch + NCCL's figures)."""
+    best, baseline, expert = state.get("best"), state.get("baseline"), state.get("expert")
+    history = state.get("history", [])
+    report = {"kernel": run["kernel"], "kernel_path": run["kernel_path"], "hardware": run["hardware"],
+              "mode": run["mode"], "target": target_message, "run_id": run["run_id"],
+              "run_dir": run["run_dir"], "proposer": run["proposer"],
+              "iterations": int(state.get("iteration", 0)), "stop_reason": state.get("stop_reason", ""),
+              "baseline": figures(baseline), "expert": figures(expert), "best": figures(best),
+              "attempts": [{k: h.get(k) for k in ("iteration", "name", "verdict", "reason", "lesson")}
+                           | {k: (h.get("metrics") or {}).get(k) for k in _ATTEMPT_FIGURES}
+                           for h in history],
+              "confirmation": state.get("confirmation"),
+              "prompt_tokens": sum(h.get("prompt_tokens") or 0 for h in history),
+              "completion_tokens": sum(h.get("completion_tokens") or 0 for h in history),
+              "cost_usd": sum(h.get("cost_usd") or 0.0 for h in history), **(extra or {})}
+    if best:
+        verified = best.get("verdict") == Verdict.PASS.value
+        report["best"].update(permutation_verified=verified, numerics_verified=verified,
+                              swizzle_source=best.get("source", ""), kind=best.get("kind"))
+        report["best"].update(_comparisons(best, baseline, expert, run["mode"]))
+    if report.get("distributed"):
+        _with_confirmed_torch(report)
+        report["distributed"].update(_distributed_outcome(report, history))
+    return report
+
+
+def _distributed_outcome(report: dict, history: list) -> dict:
+    """What a distributed run concludes: the hand bench's point (the best of the patterns at the
+    kernel's default knobs measured in this run), the answer (agent/distributed/measured.answer: the best
+    configuration only when it beats torch + NCCL beyond the paired spread), and the fraction of
+    the way from torch + NCCL to the perfect-overlap bound that the best went."""
+    from swizzleperf.agent.distributed.measured import answer
+    d, best = report["distributed"], report.get("best") or {}
+    defaults = [figures(h) for h in history if h.get("verdict") == Verdict.PASS.value
+                and _at_default_knobs((h.get("metrics") or {}).get("config"), d.get("gemm_config") or {})
+                and (h.get("metrics") or {}).get("time_ms") is not None]
+    if (report.get("baseline") or {}).get("time_ms") is not None:
+        defaults.append(report["baseline"])     # the kernel's default pattern at its default knobs
+    out = {"hand_bench": min(defaults, key=lambda f: f["time_ms"]) if defaults else None,
+           "answer": answer(best if best.get("verdict") == Verdict.PASS.value else None, report["mode"],
+                            d.get("references"))}
+    refs = d.get("references") or {}
+    torch_ms, bound = refs.get("torch_nccl_ms"), refs.get("overlap_bound_ms")
+    if best.get("time_ms") and torch_ms and bound and bound < best["time_ms"] < torch_ms:
+        out["way_to_bound"] = (torch_ms - best["time_ms"]) / (torch_ms - bound)
+    return out
+
+
+def _at_default_knobs(config: dict | None, run_defaults: dict) -> bool:
+    """Whether a configuration is a pattern at the knobs the run started from (what the hand bench
+    times): nothing but the pattern, a tile order (the pattern sweep carries the best one) and the
+    GEMM configuration tuned for the shape, at its values."""
+    if not config or "pattern" not in config:
+        return False
+    return all(k in ("pattern", "swizzle") or run_defaults.get(k) == v for k, v in config.items())
+
+
+def _with_confirmed_torch(report: dict) -> None:
+    """After the head-to-head at the end of a measured run, the configurations' comparisons with
+    torch + NCCL come from its rounds too (torch + NCCL was timed in them): the paired gain is
+    recomputed round by round for every figure that carries the head-to-head's ``rounds_ms``."""
+    import statistics
+    confirmed = report["distributed"].get("confirmed_torch_nccl") or {}
+    torch_rounds = confirmed.get("rounds_ms")
+    if not torch_rounds:
+        return
+    for label in ("best", "baseline", "expert"):
+        f = report.get(label)
+        rounds = (f or {}).get("rounds_ms")
+        if not rounds or len(rounds) != len(torch_rounds):
+            continue
+        gains = [t - c for c, t in zip(rounds, torch_rounds)]
+        q = statistics.quantiles(gains, n=4) if len(gains) > 1 else [gains[0]] * 3
+        f.update(torch_nccl_ms=confirmed["torch_nccl_ms"], torch_nccl_spread_ms=confirmed["torch_nccl_spread_ms"],
+                 paired_gain_ms=statistics.median(gains), paired_spread_ms=q[2] - q[0])
+
+
+def _comparisons(best: dict, baseline: dict | None, expert: dict | None, mode: str) -> dict:
+    out = {}
+    for label, other in (("baseline", baseline), ("expert", expert)):
+        bm, om = best.get("metrics") or {}, (other or {}).get("metrics") or {}
+        if other is not None and (other is best or other.get("source") == best.get("source")):
+            # the same order twice: no change, whatever two samples say
+            out[f"same_as_{label}"] = True
+            if bm.get("time_ms") and om.get("time_ms"):
+                out[f"speedup_vs_{label}"], out[f"beyond_noise_vs_{label}"] = 1.0, False
+        elif bm.get("time_ms") and om.get("time_ms"):
+            out[f"speedup_vs_{label}"] = om["time_ms"] / bm["time_ms"]
+            out[f"beyond_noise_vs_{label}"] = lessons.beyond_noise(best, other, mode)
+        if bm.get("l2_hit_rate") is not None and om.get("l2_hit_rate") is not None:
+            out[f"l2_gain_vs_{label}"] = bm["l2_hit_rate"] - om["l2_hit_rate"]
+    return out
+
+
+def write_outputs(run_dir: Path, report: dict, best: dict | None, kernel_filename: str) -> None:
+    """Write report.json, report.md and, when there is a verified best, the best kernel and diff."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if best and best.get("kernel_file") and Path(best["kernel_file"]).exists():
+        shutil.copyfile(best["kernel_file"], run_dir / kernel_filename)
+        report["best_kernel_file"] = str(run_dir / kernel_filename)
+        if report.get("distributed"):
+            _write_distributed_next(run_dir, report, best)
+        else:
+            (run_dir / "best.diff").write_text(best.get("diff", ""))
+    (run_dir / "report.json").write_text(json.dumps(report, indent=2, default=str))
+    (run_dir / "report.md").write_text(render_markdown(report))
+
+
+def _write_distributed_next(run_dir: Path, report: dict, best: dict) -> None:
+    """A distributed run's best as something to run: best.diff where its tile order changed the
+    source (else none: a configuration is launch knobs, not a diff), and ``best_command.sh``, the
+    command that verifies and times it against torch + NCCL on W GPUs (agent/distributed/__main__.py's
+    ``run``)."""
+    import shlex
+    if best.get("diff"):
+        (run_dir / "best.diff").write_text(best["diff"])
+    d = report["distributed"]
+    config = json.dumps((best.get("metrics") or {}).get("config") or json.loads(best.get("source") or "{}"))
+    command = ["python", "-m", "swizzleperf.agent.distributed", "run", "--kernel", report["best_kernel_file"],
+               "--config", config, "--problem", str(d["problem"]), "--world-size", str(d["world_size"])]
+    text = " ".join(shlex.quote(c) for c in command)
+    (run_dir / "best_command.sh").write_text("#!/bin/sh\n# verify and time the best configuration against "
+                                             "torch + NCCL on W GPUs\n" + text + "\n")
+    report["best_command"] = text
+
+
+def _pct(x) -> str:
+    return "n/a" if x is None else f"{x:.1%}"
+
+
+def _ms(f: dict) -> str:
+    if f.get("time_ms") is None:
+        return "not measured"
+    return f"{f['time_ms']:.3f} ± {f['time_spread_ms']:.3f} ms"
+
+
+def render_markdown(report: dict) -> str:
+    """report.md: the headline table, the stop reason, every attempt, the best swizzle."""
+    lines = [f"# swizzleperf run {md_text(report['run_id'])}: {md_text(report['kernel'])} on "
+             f"{md_text(report['hardware'])} ({md_text(report['mode'])})", "", f"- {md_text(report['target'])}",
+             f"- proposer: {md_text(report['proposer'])}",
+             f"- iterations: {report['iterations']}; stopped: {md_text(report['stop_reason'])}",
+             f"- tokens: {report['prompt_tokens']} in, {report['completion_tokens']} out; "
+             f"cost ${report['cost_usd']:.4f}", "",
+             *(distributed_table(report) if report.get("distributed") else _order_table(report))]
+    best = report.get("best") or {}
+    for label in (() if report.get("distributed") else ("baseline", "expert")):
+        key = f"speedup_vs_{label}"
+        if best.get(f"same_as_{label}"):
+            lines.append(f"\nthe best is the {label}'s own order: no change")
+        elif key in best:
+            noise = "" if best[f"beyond_noise_vs_{label}"] else " (within the measured spread: no real change)"
+            lines.append(f"\nspeedup vs {label}: {best[key]:.3f}x{noise}")
+    lines += _expert_lines(report)
+    lines += _library_lines(report.get("library"))
+    lines += _workload_lines(report.get("workload"))
+    lines += ["", "## Attempts", "", "| # | name | verdict | L2 hit rate | DRAM | cross-domain | time (ms) | lesson / reason |",
+              "|---|---|---|---|---|---|---|---|"]
+    for a in report["attempts"]:
+        text = (a.get("lesson") or "") if a.get("verdict") == Verdict.PASS.value else \
+            f"{a.get('reason') or ''} ({(a.get('lesson') or '').split(': ', 1)[-1].rstrip('.')})"
+        text = md_text(text)
+        t = "" if a.get("time_ms") is None else f"{a['time_ms']:.3f}"
+        if t and a.get("time_spread_ms") is not None:
+            t += f" ± {a['time_spread_ms']:.3f}"
+        if not t and a.get("predicted_time_ms") is not None:
+            t = f"{a['predicted_time_ms']:.3f} predicted" + _interval_text(a.get("predicted_interval_ms"))
+            if a.get("committed_ms") is not None:
+                t += f"; {a['committed_ms']:.3f} measured earlier"
+        lines.append(f"| {a['iteration']} | {md_text(a['name'])} | {md_text(a['verdict'])} | {_pct(a.get('l2_hit_rate'))} | "
+                     f"{_gb(a.get('dram_bytes'))} | {_gb(a.get('predicted_cross_domain_bytes'))} | {t} | {text} |")
+    if best.get("swizzle_source"):
+        title = "Best configuration" if report.get("distributed") else "Best swizzle"
+        fence = "json" if report.get("distributed") else "python"
+        lines += ["", f"## {title} ({md_text(best['name'])}, verified: permutation {best['permutation_verified']}, "
+                      f"numerics {best['numerics_verified']})", "", *fenced(str(best["swizzle_source"]), fence)]
+    return "\n".join(lines) + "\n"
+
+
+#: Characters that start or end inline Markdown anywhere in a line (emphasis, code spans, links,
+#: images, raw HTML, entities, strikethrough, math, table cells, e-mail autolinks, headings'
+#: closing sequences); each is backslash-escaped (CommonMark escapes every ASCII punctuation).
+_MD_INLINE = frozenset("\\`*_[](){}<>!|~&@$#")
+
+
+def md_text(value) -> str:
+    """``value`` as Markdown text that renders as exactly these characters on one line: whitespace
+    collapsed, the characters of inline Markdown backslash-escaped, and so are a ``:`` that could
+    begin a URL (any not followed by a digit: ``grouped-n:32`` stays as it is) and the ``.`` of
+    ``www.``: no emphasis, link, autolink, HTML, code span or table cell can come out of a reply's
+    name or reason. For text placed mid-line (after a table bar, a list dash or a label)."""
+    text = " ".join(str(value).split())
+    out = []
+    for i, c in enumerate(text):
+        url_colon = c == ":" and not text[i + 1:i + 2].isdigit()
+        www_dot = c == "." and text[max(0, i - 3):i].lower() == "www"
+        out.append("\\" + c if c in _MD_INLINE or url_colon or www_dot else c)
+    return "".join(out)
+
+
+def fenced(text: str, info: str = "") -> list:
+    """A fenced code block of ``text`` that nothing inside can close: its fence is one backtick
+    longer than the longest run of backticks in the text (three at least). Lines of the block."""
+    longest, run = 0, 0
+    for c in text:
+        run = run + 1 if c == "`" else 0
+        longest = max(longest, run)
+    fence = "`" * max(3, longest + 1)
+    return [fence + info, text.rstrip("\n"), fence]
+
+
+def _gb(n) -> str:
+    return "" if n is None else f"{n / 1e9:.2f} GB"
+
+
+def _expert_lines(report: dict) -> list:
+    """Why the expert scored what it did: its figures against the baseline's."""
+    expert, baseline = report.get("expert"), report.get("baseline")
+    if not expert or not baseline or expert.get("verdict") != Verdict.PASS.value or expert.get("l2_hit_rate") is None:
+        return []
+    text = (f"\nexpert {expert['name']}: L2 hit rate {_pct(expert['l2_hit_rate'])} against the baseline's "
+            f"{_pct(baseline.get('l2_hit_rate'))} ({expert['source']})")
+    if expert.get("dram_bytes") is not None and baseline.get("dram_bytes") is not None:
+        text += f", DRAM {_gb(expert['dram_bytes'])} against {_gb(baseline['dram_bytes'])} ({expert['dram_source']})"
+    if expert.get("time_ms") is not None and baseline.get("time_ms") is not None:
+        text += f", {_ms(expert)} against {_ms(baseline)}"
+    return [text + "."]
+
+
+def _library_lines(library: dict | None) -> list:
+    """The fastest order's launch configurations against the vendor library (agent/verification/evaluate.py's
+    ``tune_launch``, measured in one interleaved run): the row that says whether we beat it."""
+    if not library:
+        return []
+    if library.get("verdict") != Verdict.PASS.value:
+        return ["", f"launch tuning failed: {md_text(library.get('verdict'))}: {md_text(library.get('reason'))}"]
+    name = md_text(library.get("library_name") or "the library")
+    lines = ["", "## Against the library (measured, interleaved launch by launch)", "",
+             "| what | time ms (median ± IQR) | library / this |", "|---|---|---|"]
+    rows = [("the kernel's launch configuration", library.get("default_ms"), library.get("default_spread_ms")),
+            ("best launch configuration: " + ", ".join(f"{k}={v}" for k, v in library["best_meta"].items()),
+             library["best_ms"], library["best_spread_ms"])]
+    for label, ms, spread in rows:
+        if ms is None:
+            continue
+        ratio = f"{library['library_ms'] / ms:.3f}x" if library.get("library_ms") else ""
+        lines.append(f"| {md_text(label)} | {ms:.3f}{'' if spread is None else f' ± {spread:.3f}'} | {ratio} |")
+    if library.get("library_ms") is not None:
+        lines.append(f"| {name} | {library['library_ms']:.3f} ± {library['library_spread_ms']:.3f} | 1.000x |")
+    lines.append(f"\norder: {md_text(Path(library['kernel_file']).name)}; {len(library['configs'])} "
+                 f"configurations timed, {len(library.get('rejected') or {})} rejected, {library['rounds']} rounds")
+    return lines
+
+
+def _workload_lines(workload: dict | None) -> list:
+    if not workload:
+        return []
+    sizes = ", ".join(f"{k}={v}" for k, v in workload["problem"].items())
+    meta = ", ".join(f"{k}={v}" for k, v in workload["meta"].items())
+    return ["", "## Workload", "", f"- problem: {sizes}; dtype {workload['dtype']}",
+            f"- meta-parameters: {meta or 'none'}",
+            f"- tile grid {' x '.join(map(str, workload['tile_grid']))} = {workload['programs']} programs; "
+            f"{workload['programs_per_wave']} programs per wave ({workload['wave_note']})"]
+
+
+def _order_table(report: dict) -> list:
+    lines = ["| order | L2 hit rate | source | time | time source | DRAM bytes |", "|---|---|---|---|---|---|"]
+    for label in ("baseline", "expert", "best"):
+        f = report.get(label)
+        if f:
+            dram = "n/a" if f.get("dram_bytes") is None else f"{f['dram_bytes'] / 1e9:.2f} GB ({f['dram_source']})"
+            lines.append(f"| {label}: {md_text(f['name'])} | {_pct(f['l2_hit_rate'])} | {f['source']} | "
+                         f"{' | '.join(time_cells(f))} | {dram} |")
+    return lines + [f"\n{note}" for note in order_notes(report)]
+
+
+def time_cells(f: dict) -> tuple:
+    """``(time, time source)`` of one order, in that order, for report.md and the console alike:
+    ``("3.355 ± 0.013 ms", "measured:events:NVIDIA H200")`` or ``("not measured", "n/a")``."""
+    if f.get("time_ms") is None:
+        return "not measured", "n/a"
+    return _ms(f), f.get("time_source") or "n/a"
+
+
+def order_notes(report: dict) -> list:
+    """Why a single-GPU run's order table reads as it does where a newcomer would ask: DRAM bytes
+    that stay put while the L2 hit rate moves (the simulated GPU's last-level cache or its other
+    L2 partition serves the misses), and an expert below the baseline on a GPU whose dispatch sends
+    neighbouring programs to different L2 domains. One sentence each, from the report's figures."""
+    if report.get("distributed") or not report.get("hardware"):
+        return []
+    from swizzleperf import hwspecs
+    try:
+        spec = hwspecs.load_spec(report["hardware"])
+    except hwspecs.UnknownHardwareError:
+        return []
+    return [note for note in (_same_dram_note(report, spec), _expert_domain_note(report, spec)) if note]
+
+
+def _verified(report: dict) -> list:
+    """The verified orders' figures: baseline, expert, best and every attempt."""
+    orders = [report.get(label) for label in ("baseline", "expert", "best")] + list(report.get("attempts") or [])
+    return [f for f in orders if f and f.get("verdict") == Verdict.PASS.value]
+
+
+def _same_dram_note(report: dict, spec) -> str:
+    orders = [f for f in _verified(report) if f.get("dram_bytes") is not None and f.get("l2_hit_rate") is not None]
+    source = (report.get("baseline") or {}).get("dram_source") or ""
+    rates = [f["l2_hit_rate"] for f in orders]
+    if len(orders) < 2 or not source.startswith("simulated") or len({f["dram_bytes"] for f in orders}) > 1 \
+            or max(rates) - min(rates) < 0.01:
+        return ""
+    head = (f"DRAM bytes are the same for every order ({_gb(orders[0]['dram_bytes'])}) while the L2 hit rate "
+            f"ranges {min(rates):.0%}-{max(rates):.0%}: ")
+    if spec.llc_bytes:
+        cache = f"{spec.llc_bytes / 2 ** 20:.0f} MiB last-level cache" + (" (Infinity Cache)" if spec.vendor == "amd" else "")
+        return (head + f"in the simulator every L2 miss here is served by the {spec.name}'s {cache} once its data "
+                f"was first read from DRAM, so the orders differ in the traffic between the L2s and that cache "
+                f"(and in L2 hit rate), not in DRAM bytes.")
+    if spec.l2_domains > 1 and spec.domain_miss_path == "peer_domains":
+        return (head + f"in the simulator a miss in one L2 partition of the {spec.name} is served by the other "
+                f"partition once its data was first read from DRAM, so the orders differ in the traffic between "
+                f"the partitions (and in L2 hit rate), not in DRAM bytes.")
+    return ""
+
+
+def _expert_domain_note(report: dict, spec) -> str:
+    expert, baseline = report.get("expert"), report.get("baseline")
+    if not expert or not baseline or expert.get("verdict") != Verdict.PASS.value \
+            or baseline.get("verdict") != Verdict.PASS.value or None in (expert.get("l2_hit_rate"), baseline.get("l2_hit_rate")) \
+            or expert["l2_hit_rate"] > baseline["l2_hit_rate"] - 0.01 \
+            or spec.dispatch != "round_robin_domains" or spec.l2_domains < 2:
+        return ""
+    domain = "XCD" if spec.vendor == "amd" else "L2 domain"
+    text = (f"The expert {expert['name']} scores below the baseline on the {spec.name}: its dispatch sends program "
+            f"p to {domain} p % {spec.l2_domains}, each {domain} with its own {spec.l2_bytes_per_domain / 2 ** 20:.0f} "
+            f"MiB L2, so programs that the order places side by side to share data run on different {domain}s")
+    if expert.get("cross_domain_bytes") is not None and baseline.get("cross_domain_bytes") is not None:
+        text += (f": {_gb(expert['cross_domain_bytes'])} of its L2 misses were at that moment in another {domain}'s "
+                 f"L2, against {_gb(baseline['cross_domain_bytes'])} for the baseline")
+    return text + f". Orders that keep the programs sharing data on one {domain} (the xcd-* orders) avoid this."
+
+
+def distributed_table(report: dict) -> list:
+    """A distributed run against what the user would run (torch + NCCL): the answer first, then
+    every configuration and reference with its source. Measured times carry their spread;
+    predictions carry their interval and are never called a speedup. The predicted columns add
+    up: time = compute + exposed when the GPU bounds the launch, = the host's enqueue time when
+    the host does."""
+    d = report["distributed"]
+    torch_pred = d["torch_nccl"]
+    refs = d.get("references") or {}
+    sizes = ", ".join(f"{k}={v}" for k, v in d["sizes"].items())
+    lines = [f"- problem {d['problem']} ({sizes}), {d['world_size']} ranks",
+             f"- **answer**: {(d.get('answer') or {}).get('line', 'none')}"]
+    best = report.get("best") or {}
+    if best.get("verified_at"):
+        lines.append(f"- best: {best['verified_at']}")
+    lines += ["", "| configuration | time (ms) | source | vs torch + NCCL | predicted (ms, interval) | "
+              "calibrated (ms) | compute (ms) | exposed (ms) | host (ms) | bound by |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    rows = [("best", best), ("kernel default", report.get("baseline")), ("expert", report.get("expert")),
+            ("hand bench (best pattern at default knobs)", d.get("hand_bench"))]
+    shown = set()
+    for label, f in rows:
+        if not f or f.get("verdict") != Verdict.PASS.value or (label != "best" and f.get("name") in shown):
+            continue
+        shown.add(f.get("name"))
+        name = f["name"] if f["name"] != "default" else (f.get("config") or {}).get("pattern", "default")
+        lines.append(_config_row(f"{label}: {md_text(name)}", f, refs, torch_pred))
+    lines += _reference_rows(refs, torch_pred, report["mode"])
+    lines += _distributed_notes(report, refs)
+    return lines
+
+
+def _config_row(label: str, f: dict, refs: dict, torch_pred: dict) -> str:
+    if f.get("time_ms") is not None:
+        t, source = f"{f['time_ms']:.3f} ± {f['time_spread_ms']:.3f}", f.get("time_source")
+        torch_ms = f.get("torch_nccl_ms") or refs.get("torch_nccl_ms")
+        ratio = (f"{torch_ms / f['time_ms']:.2f}x (paired gain {f['paired_gain_ms']:+.3f} ± "
+                 f"{f['paired_spread_ms']:.3f} ms)" if torch_ms and f.get("paired_gain_ms") is not None else "n/a")
+    elif f.get("committed_ms") is not None:
+        t, source = f"{f['committed_ms']:.3f}", f.get("committed_source")
+        ratio = "not measured in this run"
+    else:
+        t, source, ratio = "not measured", "n/a", _predicted_ratio(f, torch_pred)
+    predicted = "n/a" if f.get("predicted_time_ms") is None else (
+        f"{f['predicted_time_ms']:.3f}{_interval_text(f.get('predicted_interval_ms'))} ({f.get('predicted_source')})")
+    compute = f.get("predicted_compute_ms")
+    gpu_bound = f.get("predicted_notes") != "host"
+    exposed = (f["predicted_time_ms"] - compute if gpu_bound and compute is not None
+               else (1 - (f.get("predicted_hidden_share") or 0)) * (f.get("predicted_comm_ms") or 0))
+    host = (f.get("predicted_breakdown") or {}).get("host")
+    return (f"| {label} | {t} | {source} | {ratio} | {predicted} | {_num(f.get('calibrated_predicted_ms'))} | "
+            f"{_num(compute)} | {_num(exposed)} | {_num(host)} | {'host' if not gpu_bound else 'GPU'} |")
+
+
+def _predicted_ratio(f: dict, torch_pred: dict) -> str:
+    """torch + NCCL's predicted time over the configuration's, as an interval, labelled predicted."""
+    interval = f.get("predicted_interval_ms")
+    if not interval or not torch_pred.get("time_ms"):
+        return "n/a"
+    t_low, t_high = torch_pred.get("interval_ms") or (torch_pred["time_ms"], torch_pred["time_ms"])
+    return f"{t_low / interval[1]:.2f}-{t_high / interval[0]:.2f}x predicted, not measured"
+
+
+def _reference_rows(refs: dict, torch_pred: dict, mode: str) -> list:
+    """torch + NCCL (measured where the ranks ran, predicted otherwise), torch's fused op, the
+    per-rank cuBLAS GEMM alone, the communication alone, and the perfect-overlap bound."""
+    notes = refs.get("notes") or {}
+    rows = []
+    if refs.get("torch_nccl_ms") is not None:
+        rows.append(f"| torch + NCCL (what the user would run) | {refs['torch_nccl_ms']:.3f} ± "
+                    f"{refs['torch_nccl_spread_ms']:.3f} | measured, {refs['rounds']} interleaved rounds | 1.00x | "
+                    f"{_num(torch_pred['time_ms'])}{_interval_text(torch_pred.get('interval_ms'))} | | "
+                    f"{_num(refs.get('gemm_alone_ms'))} | {_num(refs.get('comm_alone_ms'))} | | GPU |")
+    else:
+        rows.append(f"| torch + NCCL (what the user would run) | not measured | n/a | 1.00x | "
+                    f"{_num(torch_pred['time_ms'])}{_interval_text(torch_pred.get('interval_ms'))} "
+                    f"({torch_pred['source']}) | | {_num(torch_pred['compute_ms'])} | {_num(torch_pred['comm_ms'])} | | GPU |")
+    if mode != "measured" or refs.get("torch_nccl_ms") is None:
+        return rows
+    fused = refs.get("torch_fused_ms")
+    rows.append(f"| torch fused ({notes.get('torch_fused', 'none')}) | "
+                + (f"{fused:.3f} ± {refs['torch_fused_spread_ms']:.3f} | measured | {refs['torch_nccl_ms'] / fused:.2f}x"
+                   if fused else "none | | ") + " | | | | | | |")
+    for key, label in (("gemm_alone", "per-rank GEMM alone (cuBLAS, torch.matmul)"),
+                       ("comm_alone", "communication alone")):
+        value = refs.get(f"{key}_ms")
+        source = refs.get(f"{key}_source", "measured")
+        spread = refs.get(f"{key}_spread_ms")
+        rows.append(f"| {label} | {_num(value)}{'' if spread is None else f' ± {spread:.3f}'} | {source} | | | | | | | |")
+    bound = refs.get("overlap_bound_ms")
+    if bound:
+        rows.append(f"| perfect-overlap bound: max(GEMM alone, communication alone) | {bound:.3f} | measured parts | "
+                    f"{refs['torch_nccl_ms'] / bound:.2f}x | | | | | | |")
+    return rows
+
+
+def _distributed_notes(report: dict, refs: dict) -> list:
+    d = report["distributed"]
+    lines = []
+    if d.get("way_to_bound") is not None:
+        lines.append(f"\nThe best went {100 * d['way_to_bound']:.0f} % of the way from torch + NCCL to the "
+                     f"perfect-overlap bound (measured).")
+    calibration = d.get("calibration") or {}
+    if calibration.get("observations"):
+        what = "this run's measurements" if report["mode"] == "measured" else "measurements committed earlier"
+        lines.append(f"\nThe overlap model, recalibrated on {what} ({calibration['observations']}): median error "
+                     f"{_pct(calibration['raw_median_error'])} raw; "
+                     + (f"{_pct(calibration['before_median_error'])} calibrated, each prediction made before its "
+                        f"measurement ({calibration['before_cases']} cases); "
+                        if calibration.get("before_cases") else "")
+                     + f"{_pct(calibration['after_median_error'])} in-sample after the last fit.")
+    committed = d.get("committed") or []
+    if report["mode"] != "measured" and committed:
+        listed = "; ".join(f"{c.get('pattern') or 'best pattern'} {c['time_ms']:.3f} ms ({c['source']}, {c['device']})"
+                           for c in committed[:6])
+        lines.append(f"\nMeasured earlier for this kernel, problem, W and GPU kind (ranked by these where the "
+                     f"configuration matches): {listed}.")
+    pool = d.get("pool") or {}
+    if pool.get("restarts"):
+        lines.append(f"\nThe rank pool was replaced {len(pool['restarts'])} time(s): "
+                     + "; ".join(pool["restarts"][:3]))
+    if refs.get("error"):
+        lines.append(f"\nThe references were not measured: {refs['error']}")
+    if report.get("best_command"):
+        lines.append(f"\nWhat to run next: `{report['best_command']}` (verifies and times the best configuration "
+                     f"against torch + NCCL on {d['world_size']} GPUs).")
+    return lines
+
+
+def _interval_text(interval) -> str:
+    if not interval or len(interval) != 2:
+        return ""
+    return f" [{interval[0]:.3f}-{interval[1]:.3f}]"
+
+
+def _num(x) -> str:
+    return "n/a" if x is None else f"{x:.3f}"

@@ -1,0 +1,363 @@
+"""Candidates: the static check of a rewrite target's new source, and its splice into a copy of the
+kernel module by AST (the user's file is never edited here).
+
+Only the rewrite target may change. A candidate is the complete ``@triton.jit def <target>(...)``
+with the same parameters, written with integer arithmetic and a short list of ``tl`` functions:
+nothing that loads, stores, imports, loops without bound or calls arbitrary code.
+
+What is checked is what runs: the text spliced into a kernel module (and so verified, compiled,
+measured, reported and written back) is never the reply's text but the *canonical source*
+generated from the checked syntax tree (:func:`canonical_target`). The reply's comments, layout
+and any multi-line docstring are gone, so nothing hidden in them can be read by a tool that re-reads
+the function's text: Triton's interpreter starts at the last line beginning with ``def `` of the
+function's source, its compiler at the first, and a docstring holding a second ``def`` line once
+made the two run different functions, neither of them the one checked (issue #21).
+"""
+from __future__ import annotations
+
+import ast
+import copy
+import difflib
+import math
+import textwrap
+
+from swizzleperf.agent.verification.load import find_function
+
+MAX_SOURCE_CHARS = 6000
+#: Deepest nesting of the target's syntax tree (function node = 1). The bundled kernels' targets
+#: and the catalog's members reach 9; a 2 500-term sum reaches 2 500 and took the agent down with
+#: a RecursionError (issue #21).
+MAX_DEPTH = 48
+#: Largest magnitude of an integer constant: Triton's widest integer is 64 bits.
+MAX_INT = 2 ** 63
+#: Longest docstring kept in the canonical source (characters of its summary line, on one line).
+MAX_DOC_CHARS = 200
+
+ALLOWED_TL = frozenset({
+    "minimum", "maximum", "where", "cdiv", "abs", "static_range", "constexpr",
+    "int1", "int8", "int16", "int32", "int64", "uint32", "uint64", "umulhi",
+})
+ALLOWED_TRITON = frozenset({"cdiv"})
+CALLABLE_BUILTINS = frozenset({"range", "min", "max", "abs"})
+ALLOWED_BUILTINS = CALLABLE_BUILTINS | {"True", "False", "None"}
+#: Names a local may not take: they would shadow what the checked calls and attributes mean.
+RESERVED_NAMES = ALLOWED_BUILTINS | {"tl", "triton"}
+ALLOWED_ANNOTATIONS = frozenset({"tl.constexpr", "triton.language.constexpr"})
+ALLOWED_NODES = (
+    ast.Expr, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Return, ast.For, ast.Pass,
+    ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare,
+    ast.Call, ast.Attribute, ast.Tuple, ast.Load, ast.Store, ast.keyword,
+    ast.operator, ast.unaryop, ast.boolop, ast.cmpop, ast.expr_context,
+)
+
+
+class CandidateError(ValueError):
+    """The candidate's source is not an acceptable rewrite target; the message says why."""
+
+
+def target_source(module_source: str, name: str) -> str:
+    """The exact text of top-level function ``name`` in ``module_source``, decorators included.
+
+    Raises:
+        CandidateError: no such top-level function.
+    """
+    tree = ast.parse(module_source)
+    node = find_function(tree, name)
+    if node is None:
+        raise CandidateError(f"no top-level function {name!r} in the kernel module")
+    lines = module_source.splitlines(keepends=True)
+    return "".join(lines[_first_line(node) - 1:node.end_lineno])
+
+
+def _first_line(node: ast.FunctionDef) -> int:
+    return min([node.lineno] + [d.lineno for d in node.decorator_list])
+
+
+def check_candidate(source: str, name: str, arg_names: list[str]) -> ast.FunctionDef:
+    """Static check of a candidate rewrite target; returns its parsed definition.
+
+    The whole function node is checked, not only its body: everything Python evaluates when a
+    ``def`` statement runs (decorators, parameter defaults, annotations, type parameters) could
+    otherwise run the model's code at import. So: the reply is exactly one function and nothing
+    else; its decorator is exactly ``@triton.jit``; its parameters are ``arg_names``, plain
+    positional ones, each without a default or with a number, annotated at most with
+    ``tl.constexpr``; no return annotation, no type parameters; the body holds only the allowed
+    names and operations (a docstring first is allowed, no other string), binds only local names
+    (no store into an attribute or an item of anything, no ``del``, no local that shadows ``tl``,
+    ``triton`` or an allowed builtin), nests at most ``MAX_DEPTH`` deep, and its integers are
+    below ``MAX_INT`` in magnitude.
+
+    The text that may run is :func:`canonical_target`'s, generated from the node returned here.
+
+    Raises:
+        CandidateError: the source does not parse, is not exactly one ``@triton.jit`` function
+            ``name`` with parameters ``arg_names``, or uses a name or construct outside the
+            allowed set (message: line, construct, what is allowed).
+    """
+    if not isinstance(source, str):
+        raise CandidateError(f"candidate must be source text, got {type(source).__name__}")
+    if len(source) > MAX_SOURCE_CHARS:
+        raise CandidateError(f"candidate is {len(source)} characters, the limit is {MAX_SOURCE_CHARS}")
+    tree = _parse(textwrap.dedent(source))
+    funcs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+    if len(tree.body) != 1 or len(funcs) != 1 or funcs[0].name != name:
+        found = ", ".join(type(n).__name__ if not isinstance(n, ast.FunctionDef) else n.name
+                          for n in tree.body) or "nothing"
+        raise CandidateError(f"candidate must be exactly one function {name!r}, found: {found[:200]}")
+    func = funcs[0]
+    _check_depth(func)
+    if [ast.unparse(d) for d in func.decorator_list] != ["triton.jit"]:
+        raise CandidateError(f"{name} must be decorated with exactly @triton.jit, found "
+                             f"{', '.join('@' + ast.unparse(d) for d in func.decorator_list)[:200] or 'none'}")
+    _check_signature(func, name, list(arg_names))
+    _check_body(func, {a.arg for a in func.args.args})
+    return func
+
+
+def _parse(source: str) -> ast.Module:
+    """``ast.parse``, every way it can fail turned into one CandidateError line."""
+    try:
+        return ast.parse(source)
+    except SyntaxError as exc:
+        raise CandidateError(f"candidate does not parse: {exc.msg} (line {exc.lineno})") from None
+    except (RecursionError, MemoryError):
+        raise CandidateError("candidate does not parse: nested too deeply for Python's parser") from None
+    except ValueError as exc:  # e.g. a NUL byte
+        raise CandidateError(f"candidate does not parse: {exc}") from None
+
+
+def _check_depth(func: ast.FunctionDef) -> None:
+    """Refuse a tree deeper than ``MAX_DEPTH`` (iteratively: a recursive walk is what would fail)."""
+    stack = [(func, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise CandidateError(f"line {getattr(node, 'lineno', '?')}: the target nests more than {MAX_DEPTH} "
+                                 f"levels deep (a very long sum or a deep expression); write it in "
+                                 f"several assignments")
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+
+
+def canonical_target(source: str, name: str, arg_names: list[str]) -> str:
+    """The text of a candidate that is spliced, verified, compiled, reported and written back:
+    :func:`check_candidate`, then :func:`canonical_source` of the checked node.
+
+    Raises:
+        CandidateError: as :func:`check_candidate`.
+    """
+    return canonical_source(check_candidate(source, name, arg_names))
+
+
+def canonical_source(func: ast.FunctionDef) -> str:
+    """``ast.unparse`` of a checked rewrite target, its docstring (if any) cut to its summary line
+    and re-emitted as one plain line of printable characters (at most ``MAX_DOC_CHARS``; none when
+    empty): no comment, no layout and no other line of the reply's docstring survives. The result holds exactly one line that begins with
+    ``def`` and one decorator line, so every tool that re-reads the function's text (Triton's
+    interpreter and compiler, ``inspect``) reads this very function.
+
+    Raises:
+        CandidateError: the generated text does not read back as the same function (a defect of
+            ours; refused rather than run).
+    """
+    node = copy.deepcopy(func)
+    doc = ast.get_docstring(node, clean=True)
+    body = node.body[1:] if doc is not None else list(node.body)
+    summary = next((line for line in (doc or "").splitlines() if line.strip()), "")
+    line = "".join(c for c in " ".join(summary.split()) if c.isprintable())[:MAX_DOC_CHARS].strip()
+    if line:
+        body.insert(0, ast.Expr(ast.Constant(line)))
+    node.body = body or [ast.Pass()]
+    text = ast.unparse(ast.fix_missing_locations(node)) + "\n"
+    _assert_reads_back(text, node)
+    return text
+
+
+def _assert_reads_back(text: str, node: ast.FunctionDef) -> None:
+    """The canonical text parses to ``node`` again, and no second line of it can be taken for a
+    ``def`` or a decorator."""
+    again = ast.parse(text).body
+    lines = [line.strip() for line in text.splitlines()]
+    defs = [line for line in lines if line.startswith("def ") or line.startswith("async def")]
+    decorators = [line for line in lines if line.startswith("@")]
+    if (len(again) != 1 or ast.dump(again[0]) != ast.dump(node) or len(defs) != 1
+            or len(decorators) != 1 or len(text.rstrip("\n").split("\n")) != len(text.splitlines())):
+        raise CandidateError(f"the canonical source of {node.name} does not read back as the checked "
+                             f"function; refused")
+
+
+def _check_signature(func: ast.FunctionDef, name: str, arg_names: list[str]) -> None:
+    """Parameters exactly ``arg_names``; only numbers as defaults, only ``tl.constexpr`` as
+    annotation; no return annotation, no type parameters (all evaluated when ``def`` runs)."""
+    args = func.args
+    params = [a.arg for a in args.args]
+    if (params != arg_names or args.posonlyargs or args.vararg or args.kwarg or args.kwonlyargs):
+        found = ast.unparse(args)
+        raise CandidateError(f"{name} must keep its parameters ({', '.join(arg_names)}), "
+                             f"found ({found})")
+    for default in args.defaults:
+        if not _is_number(default):
+            raise CandidateError(f"line {default.lineno}: default {ast.unparse(default)!r} is not "
+                                 f"allowed (a parameter default may only be a number)")
+    for arg in args.args:
+        if arg.annotation is not None and ast.unparse(arg.annotation) not in ALLOWED_ANNOTATIONS:
+            raise CandidateError(f"line {arg.lineno}: annotation {ast.unparse(arg.annotation)!r} of "
+                                 f"{arg.arg!r} is not allowed (only tl.constexpr)")
+    if func.returns is not None:
+        raise CandidateError(f"line {func.lineno}: return annotation {ast.unparse(func.returns)!r} "
+                             f"is not allowed")
+    if getattr(func, "type_params", None):
+        raise CandidateError(f"line {func.lineno}: type parameters are not allowed")
+
+
+def _is_number(node: ast.AST) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    return (isinstance(node, ast.Constant) and isinstance(node.value, (int, float))
+            and not isinstance(node.value, bool))
+
+
+def _check_body(func: ast.FunctionDef, params: set[str]) -> None:
+    """Walk the body: allowed node types, names and calls only (a leading docstring aside)."""
+    local_names = params | {n.id for stmt in func.body for n in ast.walk(stmt)
+                            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    body = func.body
+    if ast.get_docstring(func, clean=False) is not None:
+        body = body[1:]
+    for stmt in body:
+        for node in ast.walk(stmt):
+            _check_node(node, local_names)
+
+
+def _check_node(node: ast.AST, local_names: set[str]) -> None:
+    where = f"line {getattr(node, 'lineno', '?')}"
+    if isinstance(node, (ast.If, ast.IfExp)):
+        raise CandidateError(f"{where}: `if` is not allowed: the target is verified on a vector of "
+                             f"program ids, where a branch on pid has no single truth value; "
+                             f"select with tl.where(condition, a, b)")
+    _check_binding(node, where)
+    if not isinstance(node, ALLOWED_NODES):
+        raise CandidateError(f"{where}: {type(node).__name__} is not allowed in the rewrite target "
+                             f"(integer arithmetic, assignments, tl.where/minimum/maximum, "
+                             f"bounded for-loops and return only)")
+    if isinstance(node, ast.Constant):
+        _check_constant(node, where)
+    if isinstance(node, ast.Name):
+        if node.id.startswith("__"):
+            raise CandidateError(f"{where}: name {node.id[:60]!r} is not allowed (no dunder names)")
+        if node.id not in local_names | ALLOWED_BUILTINS | {"tl", "triton"}:
+            raise CandidateError(f"{where}: name {node.id[:60]!r} is not defined in the rewrite target "
+                                 f"(only its parameters, its locals, tl and triton)")
+    if isinstance(node, ast.Attribute):
+        _check_attribute(node, where)
+    if isinstance(node, ast.Call):
+        _check_call(node, where)
+
+
+def _check_binding(node: ast.AST, where: str) -> None:
+    """Only local names are bound: a store or a ``del`` of anything else (an attribute of ``tl``
+    or of a value, an item, a starred target) could change a module the worker shares with the
+    reference and the kernel; and a local may not shadow ``tl``, ``triton`` or an allowed builtin.
+    Assignment, augmented and annotated assignment, for-loop targets, ``with ... as``, walrus and
+    comprehension targets all store through an expression context, so one rule covers them."""
+    ctx = getattr(node, "ctx", None)
+    if isinstance(ctx, ast.Del) or isinstance(node, ast.Delete):
+        raise CandidateError(f"{where}: `del` is not allowed (only local names are bound)")
+    if isinstance(node, (ast.Global, ast.Nonlocal)):
+        raise CandidateError(f"{where}: {type(node).__name__.lower()} is not allowed (only local names "
+                             f"are bound)")
+    if not isinstance(ctx, ast.Store):
+        return
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return  # unpacking: each element is checked as a node of its own
+    if not isinstance(node, ast.Name):
+        raise CandidateError(f"{where}: storing into {ast.unparse(node)[:80]!r} is not allowed (only "
+                             f"local names are bound; no attribute or item of anything is assigned)")
+    if node.id in RESERVED_NAMES:
+        raise CandidateError(f"{where}: a local may not be named {node.id!r} (it would shadow "
+                             f"{'the module' if node.id in ('tl', 'triton') else 'the builtin'})")
+
+
+def _check_constant(node: ast.Constant, where: str) -> None:
+    """Numbers (integers below ``MAX_INT``, finite floats), booleans and None only."""
+    value = node.value
+    if isinstance(value, (bool, type(None))):
+        return
+    if not _is_number(node):
+        raise CandidateError(f"{where}: constant {repr(value)[:60]} is not allowed (numbers only)")
+    if isinstance(value, int) and abs(value) >= MAX_INT:
+        raise CandidateError(f"{where}: integer constant of {value.bit_length()} bits is not allowed "
+                             f"(at most 63 bits: Triton's integers are 64-bit at most)")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise CandidateError(f"{where}: constant {value!r} is not allowed (finite numbers only)")
+
+
+def _check_call(node: ast.Call, where: str) -> None:
+    """Calls go to an allowed builtin or an allowed attribute (checked on its own), nothing else:
+    not to a local, not to the result of another call."""
+    func = node.func
+    if isinstance(func, ast.Name) and func.id in CALLABLE_BUILTINS:
+        return
+    if isinstance(func, ast.Attribute):
+        return
+    raise CandidateError(f"{where}: calling {ast.unparse(func)!r} is not allowed (only "
+                         f"{', '.join(sorted(CALLABLE_BUILTINS))}, tl.* functions and x.to(...))")
+
+
+def _check_attribute(node: ast.Attribute, where: str) -> None:
+    base = node.value.id if isinstance(node.value, ast.Name) else None
+    if base == "tl" and node.attr in ALLOWED_TL:
+        return
+    if base == "triton" and node.attr in ALLOWED_TRITON:
+        return
+    if node.attr == "to" and base not in ("tl", "triton"):
+        return  # x.to(tl.int64): a cast
+    raise CandidateError(f"{where}: {ast.unparse(node)} is not allowed (allowed: "
+                         f"{', '.join('tl.' + a for a in sorted(ALLOWED_TL))}, triton.cdiv, x.to(...))")
+
+
+def splice(module_source: str, name: str, new_target: str) -> str:
+    """A copy of ``module_source`` whose top-level function ``name`` is replaced by the canonical
+    source of ``new_target`` (:func:`canonical_target`, checked against the module's own
+    parameters), whatever the caller: a loop candidate, a distributed configuration's tile order,
+    a catalog member or a lifted target. ``new_target`` equal to the module's own target text
+    returns the module unchanged (nothing new to check: the user's own code).
+
+    Raises:
+        CandidateError: the module has no such function, ``new_target`` fails the static check, or
+            anything besides the target would change (compared on the AST).
+    """
+    tree = ast.parse(module_source)
+    node = find_function(tree, name)
+    if node is None:
+        raise CandidateError(f"no top-level function {name!r} in the kernel module")
+    lines = module_source.splitlines(keepends=True)
+    own = "".join(lines[_first_line(node) - 1:node.end_lineno])
+    if isinstance(new_target, str) and textwrap.dedent(new_target).strip() == textwrap.dedent(own).strip():
+        return module_source
+    replacement = canonical_target(new_target, name, [a.arg for a in node.args.args])
+    new_source = "".join(lines[:_first_line(node) - 1]) + replacement + "".join(lines[node.end_lineno:])
+    _assert_only_target_changed(tree, ast.parse(new_source), name)
+    return new_source
+
+
+def _assert_only_target_changed(old: ast.Module, new: ast.Module, name: str) -> None:
+    def others(tree: ast.Module) -> list[str]:
+        return [ast.dump(n) for n in tree.body
+                if not (isinstance(n, ast.FunctionDef) and n.name == name)]
+    if others(old) != others(new) or find_function(new, name) is None:
+        raise CandidateError(f"the splice changed more than {name!r}; rejected")
+
+
+def unified_diff(old_source: str, new_source: str, filename: str) -> str:
+    """``diff -u`` of two versions of a module, as text."""
+    return "".join(difflib.unified_diff(old_source.splitlines(keepends=True),
+                                        new_source.splitlines(keepends=True),
+                                        fromfile=f"a/{filename}", tofile=f"b/{filename}"))
+
+
+def target_args(module_source: str, name: str) -> list[str]:
+    """Parameter names of the rewrite target in the original module."""
+    node = find_function(ast.parse(module_source), name)
+    if node is None:
+        raise CandidateError(f"no top-level function {name!r} in the kernel module")
+    return [a.arg for a in node.args.args]

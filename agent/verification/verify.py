@@ -1,0 +1,135 @@
+"""Verification of a candidate: static check here, then permutation and numerics in a worker
+subprocess with a timeout (model-written code never runs in the agent's process)."""
+from __future__ import annotations
+
+import enum
+import json
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from swizzleperf import sandbox
+from swizzleperf.profiling.profiler import WORKER
+from swizzleperf.sandbox.paths import absolute_paths
+
+
+class Verdict(str, enum.Enum):
+    """What became of a candidate; the reason beside it says why in one line."""
+
+    PASS = "PASS"
+    INVALID = "INVALID"                  # static check: not an acceptable rewrite target
+    NOT_PERMUTATION = "NOT_PERMUTATION"  # some tile missing, repeated or out of range
+    MISMATCH = "MISMATCH"                # output differs from the reference, or left unwritten
+    COMPILE_ERROR = "COMPILE_ERROR"
+    RUNTIME_ERROR = "RUNTIME_ERROR"
+    TIMEOUT = "TIMEOUT"
+    CRASH = "CRASH"                      # the worker died without a result
+    NO_CANDIDATE = "NO_CANDIDATE"        # the proposer produced nothing (endpoint down, garbage)
+    OUTSIDE_SPACE = "OUTSIDE_SPACE"      # a distributed configuration outside the kernel's declared space
+    DEADLOCK = "DEADLOCK"                # a rank waited on a flag that was never set
+
+
+@dataclass
+class WorkerResult:
+    """A worker's answer: verdict, one-line reason, per-stage details."""
+
+    verdict: Verdict
+    reason: str
+    details: dict = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict is Verdict.PASS
+
+
+def run_worker(request: dict, timeout_s: float, interpret: bool, worker: str = WORKER) -> WorkerResult:
+    """Run the worker module ``worker`` on ``request`` in a subprocess, in the box of
+    sandbox/__init__.py: minimal environment (no keys, no proxies), an empty working directory of
+    its own (removed afterwards), resource limits, no network where the OS allows, its own process
+    group (killed on timeout or interrupt, and when the agent dies).
+
+    Args:
+        request: the worker request (see agent/verification/worker.py); its paths are made
+            absolute here.
+        timeout_s: wall-clock limit in seconds; past it the worker is killed (verdict TIMEOUT).
+        interpret: run Triton through its interpreter (``TRITON_INTERPRET=1``, CPU tensors).
+        worker: the module run as ``python -m WORKER REQUEST OUT``: agent/verification/worker.py
+            (the single-GPU stages) by default; a distributed kernel's evaluator passes
+            agent/distributed/worker.py.
+    """
+    with tempfile.TemporaryDirectory(prefix="swizzleperf-") as folder:
+        folder = Path(folder)
+        request_path, out_path, cwd = folder / "request.json", folder / "result.json", folder / "cwd"
+        cwd.mkdir()
+        request_path.write_text(json.dumps(absolute_paths(request)))
+        command = [sys.executable, "-m", worker, str(request_path), str(out_path)]
+        env = sandbox.worker_env(TRITON_INTERPRET="1" if interpret else "0", PYTHONUNBUFFERED="1",
+                                 PYTHONDONTWRITEBYTECODE="1",
+                                 TMPDIR=str(cwd))
+        try:
+            proc = sandbox.run(command, cwd, env, timeout_s, sandbox.worker_limits(timeout_s, interpret))
+        except subprocess.TimeoutExpired:
+            stages = "+".join(request["stages"])
+            return WorkerResult(Verdict.TIMEOUT, f"{stages} did not finish within {timeout_s:.0f} s "
+                                                 f"(a hang, or a loop without bound?)")
+        if not out_path.exists():
+            return WorkerResult(Verdict.CRASH, f"worker exited with code {proc.returncode} and no "
+                                               f"result: {_last_line(proc.stderr)}")
+        raw = json.loads(out_path.read_text())
+    return WorkerResult(Verdict(raw["verdict"]), raw["reason"], raw["details"])
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:400] if lines else "(nothing on stderr)"
+
+
+@dataclass
+class VerifyConfig:
+    """How candidates are verified.
+
+    Attributes:
+        device: ``"cpu"`` (numerics through the interpreter at the ``check`` problem) or
+            ``"cuda"`` (numerics compiled at ``check`` and ``default``).
+        dtype: input dtype name.
+        seeds: fresh input sets per numerics check.
+        timeout_s: limit per worker, seconds.
+    """
+
+    device: str = "cpu"
+    dtype: str = "bfloat16"
+    seeds: tuple = (1, 2)
+    timeout_s: float = 300.0
+
+
+def verify(kernel_path: Path, mapping_path: Path, config: VerifyConfig, time_it: bool = False,
+           reference_path: Path | None = None) -> WorkerResult:
+    """Permutation (default and check grids, every small grid and a sample of larger ones), then
+    numerics, of the kernel module at ``kernel_path``.
+
+    Saves the default problem's program -> tile map to ``mapping_path``. ``reference_path``: the
+    kernel module as the user wrote it (agent/verification/probe.py: a synthetic grid counts where its own
+    target is a permutation too; without it, grids are synthesised only for a target whose
+    arguments are all the grid's extents). On CPU both stages run in one interpreted worker,
+    numerics at ``check``. On a GPU the permutation runs interpreted, then again on the target as
+    Triton compiles it (``compiled_permutation``: what only the interpreter does cannot pass), and
+    numerics, in a second worker, at ``check`` (edge tiles) and at ``default``; with ``time_it``
+    that worker then times the default problem (``details["timing"]``), which saves a process
+    start and a compilation per candidate.
+    """
+    base = {"kernel_path": str(kernel_path), "dtype": config.dtype, "seeds": list(config.seeds),
+            "problems": ["default", "check"], "mapping_path": str(mapping_path),
+            "device": config.device, "timing_problem": "default",
+            "reference_path": str(reference_path) if reference_path else None}
+    if config.device == "cpu":
+        return run_worker({**base, "stages": ["permutation", "all_grids", "numerics"],
+                           "numerics_problems": ["check"]}, config.timeout_s, interpret=True)
+    result = run_worker({**base, "stages": ["permutation", "all_grids"]}, config.timeout_s, interpret=True)
+    if not result.passed:
+        return result
+    stages = ["compiled_permutation", "numerics"] + (["timing"] if time_it else [])
+    compiled = run_worker({**base, "stages": stages, "numerics_problems": ["check", "default"]},
+                          config.timeout_s, interpret=False)
+    return WorkerResult(compiled.verdict, compiled.reason, {**result.details, **compiled.details})

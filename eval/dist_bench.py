@@ -1,0 +1,354 @@
+"""Verify and benchmark the distributed kernels, one process per GPU.
+
+    torchrun --nproc-per-node 2 -m swizzleperf.eval.dist_bench --out eval/results/dist_h200
+
+For every kernel, problem and overlap pattern: verification first (two launches, the output
+poisoned before each, against the torch reference of the inputs gathered over NCCL; the
+torch + NCCL baseline checked the same way), then timing of the kernel and of the baseline in
+the same run (CUDA events, every launch started from a barrier, the slowest rank's time;
+median and interquartile range), and the peer-copy bandwidth of a Triton kernel against the
+copy engine's. Rank 0 writes ``OUT.json`` and ``OUT.md``. A pattern that fails verification
+is not timed; the run goes on with the next one. Exit status 1 when anything failed.
+
+``--order grouped-m:8`` runs the kernels with that catalog tile order spliced in for their
+``swizzle`` (as the optimizer splices a candidate), ``--order expert`` each with its spec's
+``expert`` order (the GEMM kernels' grouped-m:8; flash decode keeps its own);
+``--gemm-configs FILE`` takes each problem's per-rank GEMM configuration from a kernels/schedule/gemm_tuning.py cache file (the committed
+eval/results/gemm_configs_hopper.json: measured per shape on this GPU kind), ``--meta`` still
+overriding it.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from swizzleperf.agent.verification.candidate import splice, target_args
+from swizzleperf.agent.verification.swizzles import UnknownSwizzleError, catalog_source
+from swizzleperf.kernels import distributed
+from swizzleperf.kernels.distributed import KERNELS, runner
+
+
+def load_spec(name: str, order: str | None = None):
+    """The ``SPEC`` of ``kernels/distributed/NAME.py``, with the catalog tile order ``order``
+    spliced in for its rewrite target where given (a copy of the module in a temporary folder,
+    imported under a name of its own; the catalog and the splice are the agent's,
+    agent/verification/swizzles.py and candidate.py); ``"expert"``: the spec's own ``expert``
+    order, where it has one. Raises ValueError for an unknown name or order."""
+    spec = distributed.load_spec(name)
+    if order == "expert":   # each kernel's own hand-written order, where it has one
+        order = spec.expert
+    if not order:
+        return spec
+    import tempfile
+
+    source = Path(importlib.import_module(f"{distributed.__name__}.{name}").__file__).read_text()
+    target = spec.rewrite_target
+    try:
+        text = splice(source, target, catalog_source(order, target_args(source, target)))
+    except UnknownSwizzleError as exc:
+        raise ValueError(f"--order {order!r}: {exc}") from None
+    stem = f"{name}_{order.replace(':', '_').replace('-', '_')}"
+    path = Path(tempfile.mkdtemp(prefix="swizzleperf-bench-")) / f"{stem}.py"
+    path.write_text(text)
+    module_spec = importlib.util.spec_from_file_location(path.stem, path)
+    spliced = importlib.util.module_from_spec(module_spec)
+    sys.modules[path.stem] = spliced
+    module_spec.loader.exec_module(spliced)
+    return spliced.SPEC
+
+
+def _parse(argv) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kernels", default="all", help="all or a comma-separated list")
+    parser.add_argument("--patterns", default="all", help="all or a comma-separated list")
+    parser.add_argument("--problems", default="bench",
+                        help="bench (each kernel's bench problems), or comma-separated names")
+    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--verify-only", action="store_true")
+    parser.add_argument("--meta", default="", help="overrides, e.g. COMM_SMS=32,BLOCK_N=128")
+    parser.add_argument("--order", default="", help="a catalog tile order for every kernel's swizzle, "
+                        "e.g. grouped-m:8, or expert: each kernel's spec.expert (default: the kernels' own)")
+    parser.add_argument("--gemm-configs", default="", help="per-rank GEMM configurations measured "
+                        "per shape (a kernels/schedule/gemm_tuning.py cache file)")
+    parser.add_argument("--copy-mib", type=int, default=1024, help="peer-copy size (0: skip)")
+    parser.add_argument("--out", default="", help="path prefix of OUT.json / OUT.md (rank 0)")
+    return parser.parse_args(argv)
+
+
+def _meta(text: str) -> dict:
+    pairs = [item.split("=", 1) for item in text.split(",") if item]
+    return {key: int(value) for key, value in pairs}
+
+
+def _tuned(spec, problem: dict, world_size: int, args) -> dict:
+    """The per-rank GEMM configuration measured for this problem's per-rank shape on this GPU
+    (``--gemm-configs``), or {} (the spec's default) where there is none."""
+    if not args.gemm_configs or spec.compute_shape is None:
+        return {}
+    from swizzleperf.kernels.schedule.gemm_tuning import best_config
+    shape = spec.compute_shape(problem, world_size)
+    return best_config(shape["M"], shape["N"], shape["K"], args.dtype, torch.cuda.get_device_name(),
+                       path=Path(args.gemm_configs)) or {}
+
+
+def _problems(spec, selection: str) -> list:
+    if selection == "bench":
+        return list(spec.bench_problems)
+    return [p for p in selection.split(",") if p in spec.problems]
+
+
+def bench_kernel(spec, heap, args, group=None) -> list:
+    """Rows of one kernel: every selected problem x pattern, verified then timed."""
+    rows = []
+    patterns = spec.patterns if args.patterns == "all" else [
+        p for p in args.patterns.split(",") if p in spec.patterns]
+    for problem_name in _problems(spec, args.problems):
+        problem = spec.problems[problem_name]
+        meta = spec.meta_for(problem_name, {**_tuned(spec, problem, heap.world_size, args),
+                                            **_meta(args.meta)})
+        torch_nccl = None
+        for pattern in patterns:
+            row = {"kernel": spec.name, "problem": problem_name, **problem, "pattern": pattern,
+                   "world_size": heap.world_size, "dtype": args.dtype, "meta": meta}
+            check, base_check = runner.verify_rank(spec, heap, problem_name, pattern, meta,
+                                                   seed=len(rows) + 1, dtype=args.dtype,
+                                                   group=group)
+            row.update(verified=_all_ranks(check.ok, group), error=check.error,
+                       message=check.message, baseline_verified=_all_ranks(base_check.ok, group),
+                       baseline_error=base_check.error)
+            if row["verified"] and not args.verify_only:
+                row.update(_time_pattern(spec, heap, problem, meta, pattern, args, group))
+                if torch_nccl is None:
+                    torch_nccl = _time_baseline(spec, heap, problem, args, group)
+                    torch_nccl.update(_breakdown(spec, heap, problem, meta, args, group))
+                row.update(torch_nccl)
+                row["speedup"] = row["baseline_ms"] / row["time_ms"]
+                row["tflops"] = spec.flops(problem, heap.world_size) / row["time_ms"] * 1e-9
+                if spec.min_bytes is not None:
+                    row["gbps"] = spec.min_bytes(problem, heap.world_size, args.dtype) / row["time_ms"] * 1e-6
+            rows.append(row)
+            if heap.rank == 0:
+                print(_line(row), flush=True)
+    return rows
+
+
+def _bench_or_record(spec, heap, args) -> list:
+    """``bench_kernel``, or one failed row naming the error when the kernel does not build or
+    run (every rank fails alike: a compile error, a bad shape), so the other kernels still run."""
+    mark = len(heap.allocations)
+    try:
+        return bench_kernel(spec, heap, args)
+    except Exception as exc:  # recorded as the kernel's failure; the bench goes on
+        message = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        print(f"bench: {spec.name} failed: {message}", file=sys.stderr, flush=True)
+        heap.reset(mark)
+        return [{"kernel": spec.name, "problem": "-", "pattern": "-", "world_size":
+                 heap.world_size, "verified": False, "error": float("nan"), "message": message,
+                 "baseline_verified": False}]
+
+
+def _all_ranks(ok: bool, group) -> bool:
+    import torch.distributed as dist
+    flag = torch.tensor([0 if ok else 1], device="cuda")
+    dist.all_reduce(flag, group=group)
+    return int(flag.item()) == 0
+
+
+def _time_pattern(spec, heap, problem, meta, pattern, args, group) -> dict:
+    with runner.rank_state(spec, heap, problem, meta, 0, args.dtype) as (_, state):
+        timing = runner.time_rank(runner.launcher(spec, heap, state, pattern, meta), heap,
+                                  args.iterations, args.warmup, group)
+    return {"time_ms": timing["median_ms"], "iqr_ms": timing["iqr_ms"]}
+
+
+def _time_baseline(spec, heap, problem, args, group) -> dict:
+    inputs = spec.make_inputs(problem, heap.rank, heap.world_size, 0, heap.buffer.device,
+                              args.dtype)
+    torch_nccl = spec.baseline(inputs, problem, group)
+    timing = runner.time_rank(torch_nccl.run, heap, args.iterations, args.warmup, group)
+    row = {"baseline_ms": timing["median_ms"], "baseline_iqr_ms": timing["iqr_ms"]}
+    if torch_nccl.compute is not None:
+        compute = runner.time_rank(torch_nccl.compute, heap, args.iterations, args.warmup, group)
+        row["baseline_compute_ms"] = compute["median_ms"]
+    return row
+
+
+def _breakdown(spec, heap, problem, meta, args, group) -> dict:
+    """Each step of the ``bulk_sync`` pattern timed alone (its steps wait on no flag): the
+    compute and communication parts that the overlapped patterns try to hide behind each other.
+    """
+    if "bulk_sync" not in spec.patterns:
+        return {}
+    parts = {}
+    with runner.rank_state(spec, heap, problem, meta, 0, args.dtype) as (_, state):
+        for index, step in enumerate(spec.steps(heap, state, "bulk_sync", 1, meta)):
+            if step.barrier:
+                continue
+            timing = runner.time_rank(runner.launcher(spec, heap, state, "bulk_sync", meta, index),
+                                      heap, args.iterations, args.warmup, group)
+            parts[f"{index}:{step.name}"] = timing["median_ms"]
+    return {"bulk_sync_steps_ms": parts}
+
+
+def bench_peer_copy(heap, mib: int, args, group=None) -> dict:
+    """Triton put to the next rank vs the copy engine, all ranks at once, GB/s per rank."""
+    from swizzleperf.kernels.distributed.peer_copy import peer_copy
+    from swizzleperf.kernels.distributed.tiles import num_sms
+
+    n = mib * (1 << 20) // 2
+    mark = len(heap.allocations)
+    src = heap.empty(n, dtype=torch.bfloat16, name="copy_src").normal_()
+    dst = heap.zeros(n, dtype=torch.bfloat16, name="copy_dst")
+    heap.check_symmetric()
+    peer = (heap.rank + 1) % heap.world_size
+    peer_dst = heap.peer_view(dst, peer)
+    results = {"kernel": "peer_copy", "bytes": 2 * n, "world_size": heap.world_size}
+    heap.barrier()                               # every dst zeroed before anyone writes
+    peer_copy(heap, src, dst, peer, num_sms())
+    heap.barrier()
+    incoming = heap.peer_view(src, (heap.rank - 1) % heap.world_size)
+    results["verified"] = _all_ranks(torch.equal(dst, incoming), group)
+    results["copy_engine"] = runner.time_rank(lambda: peer_dst.copy_(src), heap,
+                                              args.iterations, args.warmup, group)
+    best = None
+    for programs in (num_sms() // 4, num_sms() // 2, num_sms()):
+        timing = runner.time_rank(lambda: peer_copy(heap, src, dst, peer, programs), heap,
+                                  args.iterations, args.warmup, group)
+        results[f"triton_{programs}"] = timing
+        if best is None or timing["median_ms"] < best[1]["median_ms"]:
+            best = (programs, timing)
+    results["copy_engine_gbps"] = 2 * n / results["copy_engine"]["median_ms"] * 1e-6
+    results["triton_gbps"] = 2 * n / best[1]["median_ms"] * 1e-6
+    results["triton_programs"] = best[0]
+    results["share_of_peak"] = results["triton_gbps"] / results["copy_engine_gbps"]
+    heap.reset(mark)
+    return results
+
+
+def _line(row: dict) -> str:
+    if not row.get("verified"):
+        return (f"{row['kernel']:<20} {row['problem']:<22} {row['pattern']:<22} FAILED "
+                f"error {row['error']:.3g} {row['message']}")
+    if "time_ms" not in row:
+        return f"{row['kernel']:<20} {row['problem']:<22} {row['pattern']:<22} verified " \
+               f"(error {row['error']:.2e}; baseline {row['baseline_error']:.2e})"
+    return (f"{row['kernel']:<20} {row['problem']:<22} {row['pattern']:<22} "
+            f"{row['time_ms']:.3f} ± {row['iqr_ms']:.3f} ms  torch+NCCL {row['baseline_ms']:.3f} ± "
+            f"{row['baseline_iqr_ms']:.3f} ms  {row['speedup']:.2f}x  {_rate(row)}")
+
+
+def _rate(row: dict) -> str:
+    """TFLOP/s per GPU, or HBM GB/s per GPU for a kernel with a byte floor (memory-bound)."""
+    if "gbps" in row:
+        return f"{row['gbps']:.0f} GB/s"
+    return f"{row['tflops']:.0f} TFLOP/s"
+
+
+def markdown(rows: list, copy: dict | None, command: str, device_name: str) -> str:
+    """The results as a markdown table (times measured with CUDA events on ``device_name``)."""
+    world = rows[0]["world_size"] if rows else copy["world_size"]
+    lines = [f"### {world} x {device_name} (measured: CUDA events)", "", f"`{command}`", "",
+             "| kernel | problem (M,N,K / shape) | pattern | time ms (median ± IQR) | "
+             "torch + NCCL ms | speedup | rate per GPU | verified (rel. error) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        shape = ",".join(str(v) for k, v in row.items()
+                         if k in ("M", "N", "K", "B", "H", "H_kv", "S", "D"))
+        if "time_ms" in row:
+            timing = (f"{row['time_ms']:.3f} ± {row['iqr_ms']:.3f} | {row['baseline_ms']:.3f} ± "
+                      f"{row['baseline_iqr_ms']:.3f} | {row['speedup']:.2f}x | {_rate(row)}")
+        else:
+            timing = "not timed | | |"
+        verdict = f"yes ({row['error']:.1e})" if row["verified"] else f"NO: {row['message'] or row['error']}"
+        lines.append(f"| {row['kernel']} | {row['problem']} ({shape}) | {row['pattern']} | "
+                     f"{timing} | {verdict} |")
+    parts = list({(r["kernel"], r["problem"]): r for r in rows
+                  if r.get("bulk_sync_steps_ms")}.values())
+    if parts:
+        lines += ["", "Time breakdown, each part timed alone (ms): the torch + NCCL baseline's "
+                  "compute, and the steps of this kernel's bulk_sync pattern.", "",
+                  "| kernel | problem | torch compute | torch collective (rest) | bulk_sync steps |",
+                  "|---|---|---|---|---|"]
+        for row in parts:
+            compute = row.get("baseline_compute_ms")
+            rest = f"{row['baseline_ms'] - compute:.3f}" if compute is not None else ""
+            steps = ", ".join(f"{k.split(':', 1)[1]} {v:.3f}" for k, v in row["bulk_sync_steps_ms"].items())
+            lines.append(f"| {row['kernel']} | {row['problem']} | "
+                         f"{'' if compute is None else f'{compute:.3f}'} | {rest} | {steps} |")
+    if copy:
+        lines += ["", f"Peer copy, every rank to the next at once, {copy['bytes'] / 2**20:.0f} MiB: "
+                  f"copy engine {copy['copy_engine_gbps']:.0f} GB/s per rank, Triton put "
+                  f"({copy['triton_programs']} programs) {copy['triton_gbps']:.0f} GB/s = "
+                  f"{100 * copy['share_of_peak']:.0f} % of it (verified: {copy['verified']})."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    """Entry point under torchrun; returns the exit status."""
+    args = _parse(argv)
+    import torch.distributed as dist
+    from swizzleperf.kernels.distributed.heap import NO_MULTICAST_ENV, Heap, HeapError
+
+    for key, value in NO_MULTICAST_ENV.items():
+        os.environ.setdefault(key, value)
+    if not torch.cuda.is_available() or "LOCAL_RANK" not in os.environ:
+        print("bench: needs CUDA GPUs and torchrun (torchrun --nproc-per-node N -m "
+              "swizzleperf.eval.dist_bench)", file=sys.stderr)
+        return 2
+    local_rank = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local_rank)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank))
+    try:
+        names = KERNELS if args.kernels == "all" else args.kernels.split(",")
+        specs = [load_spec(name, args.order) for name in names]
+        world = dist.get_world_size()
+        size = max([s.heap_bytes(s.problems[p], world, args.dtype)
+                    for s in specs for p in _problems(s, args.problems)] + [0])
+        size = max(size, 2 * args.copy_mib * (1 << 20)) + (64 << 20)
+        heap = Heap.create(size)
+        started = time.time()
+        rows = []
+        for spec in specs:
+            rows += _bench_or_record(spec, heap, args)
+        copy = bench_peer_copy(heap, args.copy_mib, args) if args.copy_mib else None
+        if heap.rank == 0:
+            _write(rows, copy, args, time.time() - started)
+        failed = any(not r["verified"] or not r["baseline_verified"] for r in rows) or (
+            copy is not None and not copy["verified"])
+        return 1 if failed else 0
+    except (ValueError, HeapError) as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        dist.destroy_process_group()
+
+
+def _write(rows, copy, args, seconds) -> None:
+    command = "torchrun --nproc-per-node {} -m swizzleperf.eval.dist_bench {}".format(
+        rows[0]["world_size"] if rows else copy["world_size"], " ".join(sys.argv[1:]))
+    name = torch.cuda.get_device_name()
+    text = markdown(rows, copy, command, name)
+    print(text)
+    if copy:
+        print(json.dumps({k: v for k, v in copy.items() if k.startswith("triton_") or
+                          k == "copy_engine"}, default=str))
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(f"{args.out}.md").write_text(text)
+        Path(f"{args.out}.json").write_text(json.dumps(
+            {"command": command, "device": name, "seconds": seconds, "rows": rows,
+             "peer_copy": copy}, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+"""The launch-configuration tuning of a measured run (agent/verification/tune_worker.py,
+agent/verification/evaluate.py's ``tune_launch``) and its report row against the vendor library; the
+GPU test runs the stage on kernels/gemm.py at its default problem."""
+from __future__ import annotations
+
+import pytest
+
+from swizzleperf.agent.loop import report
+from swizzleperf.agent.verification.load import load_spec
+
+
+def test_gemm_declares_its_launch_configurations_and_library(gemm_path):
+    spec = load_spec(gemm_path)
+    assert spec.library is not None and "cuBLAS" in spec.library_name
+    assert spec.launch_configs and all(set(c) <= {"BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages",
+                                                  "STREAM_K", "EPILOGUE_SUBTILE", "WARP_SPECIALIZE"}
+                                       for c in spec.launch_configs)
+    from swizzleperf.kernels.schedule.persistent_gemm import config_error
+    assert all(config_error({"STREAM_K": 0, **spec.meta, **c}) is None for c in spec.launch_configs)
+
+
+def test_the_report_says_the_library_row():
+    library = {"kernel_file": "/run/candidates/candidate003-grouped_gemm.py", "verdict": "PASS", "reason": "",
+               "configs": [{}, {}], "rejected": {"x": "y"}, "rounds": 30, "default_ms": 3.10,
+               "default_spread_ms": 0.02,
+               "best_meta": {"BLOCK_M": 128, "WARP_SPECIALIZE": 1}, "best_ms": 3.00, "best_spread_ms": 0.01,
+               "library_name": "torch.matmul (cuBLAS)", "library_ms": 3.12, "library_spread_ms": 0.02}
+    text = "\n".join(report._library_lines(library))
+    assert "| best launch configuration\\: BLOCK\\_M=128, WARP\\_SPECIALIZE=1 | 3.000 ± 0.010 | 1.040x |" in text
+    assert "| the kernel's launch configuration | 3.100 ± 0.020 | 1.006x |" in text
+    assert "| torch.matmul \\(cuBLAS\\) | 3.120 ± 0.020 | 1.000x |" in text
+    assert "2 configurations timed, 1 rejected, 30 rounds" in text
+    failed = report._library_lines({"verdict": "TIMEOUT", "reason": "tune_launch did not finish"})
+    assert failed[-1].startswith("launch tuning failed: TIMEOUT")
+    assert report._library_lines(None) == []
+
+
+@pytest.mark.gpu
+def test_the_stage_on_the_gemm(gemm_path):
+    """Every launch configuration of kernels/gemm.py checked at the default problem and timed
+    interleaved with torch.matmul."""
+    from swizzleperf.agent.verification.verify import run_worker
+    result = run_worker({"kernel_path": str(gemm_path), "stages": ["tune_launch"], "dtype": "bfloat16",
+                         "rounds": 5}, 900, interpret=False)
+    assert result.passed, result.reason
+    figures = result.details["tune_launch"]
+    assert not figures["rejected"], figures["rejected"]
+    assert figures["library_ms"] > 0 and figures["best_ms"] <= figures["default_ms"]

@@ -1,0 +1,43 @@
+"""eval/dist_bench.py's choices on CPU: a catalog tile order spliced into a kernel
+(``--order``, ``expert``), a bad order in one line, and the per-rank GEMM configuration taken
+from a measured cache file (``--gemm-configs``) for the problem's per-rank shape."""
+from __future__ import annotations
+
+import inspect
+import types
+from pathlib import Path
+
+import pytest
+
+from swizzleperf.eval import dist_bench as bench
+from swizzleperf.kernels.schedule import gemm_tuning
+
+
+def test_an_order_is_spliced_into_a_copy():
+    spec = bench.load_spec("gemm_reduce_scatter", "grouped-m:4")
+    copy = Path(inspect.getsourcefile(spec.steps))
+    assert copy.name == "gemm_reduce_scatter_grouped_m_4.py" and copy.parent.name.startswith("swizzleperf-bench-")
+    assert "groups of 4 tile rows" in copy.read_text()
+    own = bench.load_spec("gemm_reduce_scatter")
+    assert Path(inspect.getsourcefile(own.steps)).name == "gemm_reduce_scatter.py"
+    # expert: the GEMM kernels' grouped-m:8; flash decode has none and keeps its own order
+    assert "groups of 8" in Path(inspect.getsourcefile(bench.load_spec("all_gather_gemm", "expert").steps)).read_text()
+    assert Path(inspect.getsourcefile(bench.load_spec("flash_decode", "expert").steps)).name == "flash_decode.py"
+    with pytest.raises(ValueError, match="--order 'zigzag:3': unknown swizzle"):
+        bench.load_spec("gemm_all_scatter", "zigzag:3")
+
+
+def test_the_gemm_configuration_of_a_problem_comes_from_the_cache(tmp_path, monkeypatch):
+    """llama70b-o-4k at W = 2 is a 4096 x 8192 x 4096 partial product per rank (K split)."""
+    import torch
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H100 80GB HBM3")
+    spec = bench.load_spec("gemm_reduce_scatter")
+    path = tmp_path / "configs.json"
+    config = {**gemm_tuning.TILE_CANDIDATES[1], "STREAM_K": 1}
+    gemm_tuning.store(gemm_tuning.cache_key("gemm/grouped-m:8", "NVIDIA H100 80GB HBM3", 132, "bfloat16",
+                                            4096, 8192, 4096), {"config": config}, path)
+    args = types.SimpleNamespace(gemm_configs=str(path), dtype="bfloat16")
+    assert bench._tuned(spec, spec.problems["llama70b-o-4k"], 2, args) == config
+    assert bench._tuned(spec, spec.problems["llama70b-o-4k"], 4, args) == {}   # not measured: default
+    assert bench._tuned(spec, spec.problems["llama70b-o-4k"], 2,
+                        types.SimpleNamespace(gemm_configs="", dtype="bfloat16")) == {}

@@ -1,0 +1,86 @@
+"""``--in-place`` never overwrites the user's own edits (#21): the result is written back only if the
+file is unchanged since the run read it, the digest kept in the record across a kill and
+``--resume``; otherwise best.diff stays in the run folder and one line says so."""
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from swizzleperf.agent.loop import run
+from swizzleperf.agent.proposers.scripted import ScriptedProposer
+from swizzleperf.agent.verification.swizzles import catalog_source
+from swizzleperf.sandbox.write_back import digest, file_digest, write_back
+
+ARGS = ["pid", "num_pid_m", "num_pid_n"]
+
+
+@pytest.mark.parametrize("text", ["x = 1\n", "x = 1\r\ny = 2\r\n", "é = 'ü'\n" * 3])
+def test_an_unchanged_file_is_replaced_keeping_its_mode_and_a_changed_one_is_not(tmp_path, text):
+    path = tmp_path / "k.py"
+    path.write_bytes(text.encode())
+    path.chmod(0o640)
+    expected = digest(path.read_text())  # the text as read agrees with the bytes' digest
+    assert expected == file_digest(path)
+    assert write_back(path, expected, "y = 2\n") == (True, "written")
+    assert path.read_text() == "y = 2\n" and (path.stat().st_mode & 0o777) == 0o640
+    assert write_back(path, expected, "z = 3\n") == (False, f"{path.resolve()} changed since the run read it")
+    assert path.read_text() == "y = 2\n" and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_a_symlinked_file_is_written_through_the_link(tmp_path):
+    target = tmp_path / "real.py"
+    target.write_text("a = 1\n")
+    link = tmp_path / "link.py"
+    link.symlink_to(target)
+    assert write_back(link, digest("a = 1\n"), "a = 2\n")[0]
+    assert link.is_symlink() and target.read_text() == "a = 2\n"
+
+
+def test_a_missing_file_is_not_written(tmp_path):
+    written, why = write_back(tmp_path / "gone.py", digest(""), "x")
+    assert not written and "cannot be read" in why and not (tmp_path / "gone.py").exists()
+
+
+class KilledAt(ScriptedProposer):
+    """Proposes the script, and stops the run (as a kill would) when asked for proposal ``at``."""
+
+    def __init__(self, script, at: int):
+        super().__init__(script)
+        self.at = at
+
+    def propose(self, context):
+        if len(self.contexts) == self.at:
+            raise KeyboardInterrupt
+        return super().propose(context)
+
+
+@pytest.mark.parametrize("edited", [True, False])
+def test_in_place_after_a_kill_and_resume_writes_only_an_unedited_file(tmp_path, gemm_path, edited, monkeypatch):
+    kernel = tmp_path / "gemm.py"
+    kernel.write_text(gemm_path.read_text())
+    options = run.RunOptions(kernel=str(kernel), hw="mi300x", workdir=str(tmp_path / ".sp"), plateau=10,
+                             iterations=2, in_place=True)
+    with pytest.raises(KeyboardInterrupt):
+        run.start(options, proposer=KilledAt([("col", catalog_source("column-major", ARGS))], at=1))
+    with sqlite3.connect(Path(options.workdir) / "swizzleperf.db") as db:
+        run_id, config = db.execute("SELECT run_id, config_json FROM runs").fetchone()
+    assert json.loads(config)["kernel_sha256"] == digest(gemm_path.read_text())  # kept in the record
+    if edited:  # the user's edit while the run was down
+        kernel.write_text(gemm_path.read_text() + "\n# my own edit\n")
+    monkeypatch.chdir(tmp_path)  # resume from anywhere
+    outcome = run.resume(run_id, workdir=options.workdir,
+                         proposer=ScriptedProposer([("xcd", catalog_source("xcd-grouped-m:8:8", ARGS))]))
+    assert outcome.status == "finished" and outcome.report["best"]["kind"] == "candidate"
+    report = json.loads((outcome.run_dir / "report.json").read_text())
+    if edited:
+        assert kernel.read_text().endswith("# my own edit\n") and "NUM_XCDS" not in kernel.read_text()
+        assert report["in_place"] == (f"not written: {kernel.resolve()} changed since the run read it; the best "
+                                      f"kernel is {outcome.run_dir / 'gemm.py'} and its patch "
+                                      f"{outcome.run_dir / 'best.diff'}")
+        assert "NUM_XCDS" in (outcome.run_dir / "best.diff").read_text()
+    else:
+        assert "NUM_XCDS" in kernel.read_text()
+        assert report["in_place"] == f"wrote the best kernel (xcd) into {kernel}"
