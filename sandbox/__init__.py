@@ -10,7 +10,7 @@ core, cannot open the network, cannot read another process's ``/proc`` entries (
 its whole process group when the agent stops or its time is up.
 
 How (Linux): the command runs under a small init (``python -m swizzleperf.sandbox``) that
-``unshare``\ s a PID, a mount and a network namespace (as root; else inside a user namespace of
+unshares a PID, a mount and a network namespace (as root; else inside a user namespace of
 its own where unprivileged ones are permitted), forks the command as PID 1 of the new PID
 namespace with a fresh ``/proc`` (every process of it dies with it), drops what reads other
 processes (``CAP_SYS_PTRACE``, ``CAP_PERFMON``, ``CAP_CHECKPOINT_RESTORE``) and, for verification

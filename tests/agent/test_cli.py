@@ -38,8 +38,11 @@ def test_unknown_hardware_and_unknown_run(tmp_path, gemm_path):
 
 
 def test_a_kernel_that_does_not_compile(tmp_path, gemm_path):
-    bad = _write(tmp_path / "gemm_bad.py", gemm_path.read_text().replace(
-        "accumulator = tl.dot(a, b, accumulator)", "accumulator = tl.dot(a, b, accumulator, bogus=1)"))
+    source = gemm_path.read_text()
+    broken = source.replace("accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+                            "accumulator = tl.no_such_function((BLOCK_M, BLOCK_N), dtype=tl.float32)")
+    assert broken != source  # the bundled kernel still holds the line this test breaks
+    bad = _write(tmp_path / "gemm_bad.py", broken)
     proc = swizzleperf("optimize", str(bad), cwd=tmp_path)
     assert_one_line_error(proc, "the unmodified kernel fails verification")
     report = json.loads(next((tmp_path / ".swizzleperf" / "runs").glob("*/report.json")).read_text())
