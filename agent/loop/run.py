@@ -1,6 +1,7 @@
 """Starting, resuming and finishing one optimization run (what ``swizzleperf optimize`` does)."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import secrets
 import shutil
@@ -95,6 +96,7 @@ def start(options: RunOptions, on_event: Callable = lambda k, d: None, proposer=
     on_event("target", {"name": target.message})
     record = RunRecord(Path(options.workdir))
     run_dir = Path(options.workdir) / "runs" / run_id
+    created = [p for p in (run_dir.parent, run_dir.parent.parent) if not p.exists()]
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / f"original_{kernel_path.name}").write_bytes(source)
@@ -106,6 +108,9 @@ def start(options: RunOptions, on_event: Callable = lambda k, d: None, proposer=
                           dataclasses.asdict(options))
     except BaseException as exc:  # a start that fails leaves no run folder behind
         shutil.rmtree(run_dir, ignore_errors=True)
+        for folder in created:     # nor the work folder it made for it, if nothing else is there
+            with contextlib.suppress(OSError):
+                folder.rmdir()
         fault = storage_fault(exc, record.db_path) if isinstance(exc, Exception) else None
         if fault is not None:
             raise RunError(f"{fault}; nothing was started") from None
