@@ -54,9 +54,18 @@ def test_sigterm_saves_the_run_and_it_resumes_from_another_directory(tmp_path, g
     project.mkdir()
     kernel = _write(project / "gemm.py", gemm_path.read_text())
     workdir = project / ".swizzleperf"
+    # The run's temporary folders (each worker's request lives in one) under this test's own
+    # folder: the workers looked for below are this run's, never another run's on the machine.
+    own_tmp = tmp_path / "tmp"
+    own_tmp.mkdir()
     proc = subprocess.Popen(CLI + ["optimize", "gemm.py", "--iterations", "3", "--plateau", "10"],
-                            cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, TMPDIR=str(own_tmp)))
     run_id = _wait_for_candidate_row(workdir / "swizzleperf.db", timeout_s=300)
+    deadline = time.monotonic() + 120  # the signal lands while one of this run's workers runs
+    while not _workers_running(own_tmp) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _workers_running(own_tmp), "no worker of this run seen to interrupt"
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
@@ -66,7 +75,7 @@ def test_sigterm_saves_the_run_and_it_resumes_from_another_directory(tmp_path, g
         status = db.execute("SELECT status FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0]
     assert status == "interrupted"
     time.sleep(1)
-    assert not _workers_running(), "a worker outlived the interrupted run"
+    assert not _workers_running(own_tmp), "a worker outlived the interrupted run"
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -78,11 +87,14 @@ def test_sigterm_saves_the_run_and_it_resumes_from_another_directory(tmp_path, g
     assert kernel.read_text() == gemm_path.read_text()
 
 
-def _workers_running() -> bool:
+def _workers_running(tmp: Path) -> bool:
+    """Whether a live verification worker whose request lies under ``tmp`` is still running."""
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
             try:
-                if b"swizzleperf.agent.verification.worker" in (proc / "cmdline").read_bytes():
+                cmdline = (proc / "cmdline").read_bytes()
+                if b"swizzleperf.agent.verification.worker" in cmdline and str(tmp).encode() in cmdline \
+                        and "State:\tZ" not in (proc / "status").read_text():
                     return True
             except OSError:
                 continue
