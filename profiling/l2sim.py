@@ -33,14 +33,30 @@ Model (deliberately simple, every choice stated):
 
 The replay is one pure-Python loop over the accesses (``OrderedDict`` LRUs); the schedule and
 the access stream are built with numpy beforehand.
+
+Cache. A simulation is a pure function of the trace, the order, the spec, the probe and this
+simulator's code; one of the bundled GEMM's default problem (1 M accesses) took 0.36-0.65 s on a
+core of this project's 2-core CPU machine (2026-11-25), and a catalog ranking runs 12-20 of them.
+So results are kept on disk (diskcache, JSON values) under a digest of all five,
+in ``$SWIZZLEPERF_SIM_CACHE`` (``off``: no cache), else
+``$XDG_CACHE_HOME/swizzleperf/simulations`` (``~/.cache/...``). A cache that cannot be opened,
+read or written is skipped: the simulation runs.
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
+import hashlib
 import heapq
+import json
+import os
+import sqlite3
 import time
 from collections import OrderedDict
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
+import diskcache
 import numpy as np
 
 from swizzleperf.hwspecs import HardwareSpec
@@ -216,30 +232,16 @@ def _access_stream(trace: TileTrace, order: np.ndarray, dom: np.ndarray, slots: 
     return flat_dom[idx], flat_cu[idx], flat_keys[idx], writes[mask][idx]
 
 
-def _insert(cache: OrderedDict, used: int, cap: int, key: int, nbytes: list, counts) -> int:
-    """Insert ``key`` (not resident) into an LRU-by-bytes ``cache`` of capacity ``cap`` holding
-    ``used`` bytes, evicting least-recently-used blocks; ``counts`` (list or None) tracks in how
-    many caches each block is resident. Returns the new used bytes."""
-    b = nbytes[key]
-    if b > cap:
-        return used
-    used += b
-    while used > cap:
-        old, _ = cache.popitem(last=False)
-        used -= nbytes[old]
-        if counts is not None:
-            counts[old] -= 1
-    cache[key] = None
-    if counts is not None:
-        counts[key] += 1
-    return used
-
-
 def _replay(doms: np.ndarray, cus: np.ndarray, keys: np.ndarray, writes: np.ndarray, trace: TileTrace,
             hw: HardwareSpec) -> dict:
     """Run the access stream through the per-CU L1s (when the trace's reads use them), the
     per-domain L2s and the LLC; return raw byte counters. A store skips the L1 (write-through),
-    dropping the block from the storing CU's L1, and allocates in its domain's L2."""
+    dropping the block from the storing CU's L1, and allocates in its domain's L2.
+
+    Every cache is an LRU by bytes at block granularity (an ``OrderedDict``, least recent first):
+    a block larger than the cache is never allocated; allocating one evicts the least recently
+    used blocks until the bytes fit. The insertions are written out in the loop (no call per
+    access): this loop is where a ranking of the catalog spends its time."""
     D, cap, llc_cap = hw.l2_domains, hw.l2_bytes_per_domain, hw.llc_bytes
     nbytes = trace.block_bytes.astype(np.int64).tolist()
     caches, used = [OrderedDict() for _ in range(D)], [0] * D
@@ -252,40 +254,62 @@ def _replay(doms: np.ndarray, cus: np.ndarray, keys: np.ndarray, writes: np.ndar
     cross = llc_hit = dram_read = l1_read = l1_hit = 0
     peers_serve = counts is not None and hw.domain_miss_path == "peer_domains"
     for d, c, k, w in zip(doms.tolist(), cus.tolist(), keys.tolist(), writes.tolist()):
-        if l1_cap and w and k in l1s[c]:
-            l1_used[c] -= nbytes[k]
-            del l1s[c][k]
-        if l1_cap and not w:
+        b = nbytes[k]
+        if l1_cap:
             l1 = l1s[c]
-            l1_read += nbytes[k]
-            if k in l1:
-                l1.move_to_end(k)
-                l1_hit += nbytes[k]
-                continue
-            l1_used[c] = _insert(l1, l1_used[c], l1_cap, k, nbytes, None)
+            if w:
+                if k in l1:
+                    l1_used[c] -= b
+                    del l1[k]
+            else:
+                l1_read += b
+                if k in l1:
+                    l1.move_to_end(k)
+                    l1_hit += b
+                    continue
+                if b <= l1_cap:
+                    u = l1_used[c] + b
+                    while u > l1_cap:
+                        u -= nbytes[l1.popitem(False)[0]]
+                    l1[k] = None
+                    l1_used[c] = u
         cache = caches[d]
         if k in cache:
             cache.move_to_end(k)
             if not w:
-                b = nbytes[k]
                 read[d] += b
                 hit[d] += b
             continue
         if not w:
-            b = nbytes[k]
             read[d] += b
-            if counts is not None and counts[k]:
+            held = counts is not None and counts[k]
+            if held:
                 cross += b
-            if peers_serve and counts[k]:
+            if peers_serve and held:
                 pass                                        # a peer partition's L2 serves it
             elif llc_cap > 0 and k in llc:
                 llc.move_to_end(k)
                 llc_hit += b
             else:
                 dram_read += b
-                if llc_cap > 0:
-                    llc_used = _insert(llc, llc_used, llc_cap, k, nbytes, None)
-        used[d] = _insert(cache, used[d], cap, k, nbytes, counts)
+                if 0 < llc_cap and b <= llc_cap:
+                    llc_used += b
+                    while llc_used > llc_cap:
+                        llc_used -= nbytes[llc.popitem(False)[0]]
+                    llc[k] = None
+        if b <= cap:
+            u = used[d] + b
+            if counts is None:
+                while u > cap:
+                    u -= nbytes[cache.popitem(False)[0]]
+            else:
+                while u > cap:
+                    old = cache.popitem(False)[0]
+                    u -= nbytes[old]
+                    counts[old] -= 1
+                counts[k] += 1
+            cache[k] = None
+            used[d] = u
     return dict(read=read, hit=hit, cross=cross, llc_hit=llc_hit, dram_read=dram_read,
                 l1_read=l1_read, l1_hit=l1_hit, l1=bool(l1_cap))
 
@@ -343,7 +367,8 @@ def simulate(trace: TileTrace, order: np.ndarray, hw: HardwareSpec, probe: dict 
             partition has as many slots as SMs read through it, instead of ``hw.dispatch``.
 
     Returns:
-        :class:`SimResult` (bytes in bytes, rates in 0..1, ``seconds`` = wall time taken).
+        :class:`SimResult` (bytes in bytes, rates in 0..1, ``seconds`` = wall time this call took,
+        a cached result's the lookup's: module docstring, "Cache").
 
     Raises:
         ValueError: ``order`` not a permutation of the tiles, malformed trace, unknown dispatch,
@@ -353,6 +378,18 @@ def simulate(trace: TileTrace, order: np.ndarray, hw: HardwareSpec, probe: dict 
     """
     t0 = time.perf_counter()
     order = _check_inputs(trace, order, hw)
+    key = _cache_key(trace, order, hw, probe)
+    cached = _cache_get(key)
+    if cached is not None:
+        return dataclasses.replace(cached, seconds=time.perf_counter() - t0)
+    result = _simulate(trace, order, hw, probe, t0)
+    _cache_set(key, result)
+    return result
+
+
+def _simulate(trace: TileTrace, order: np.ndarray, hw: HardwareSpec, probe: dict | None,
+              t0: float) -> SimResult:
+    """:func:`simulate` of a checked order, without the cache."""
     dom, cus = placement(len(order), hw, trace.programs_per_cu, probe)
     slots = [c * trace.programs_per_cu for c in cus]
     doms, access_cus, keys, writes = _access_stream(trace, order, dom, slots)
@@ -374,3 +411,87 @@ def simulate(trace: TileTrace, order: np.ndarray, hw: HardwareSpec, probe: dict 
         source=f"simulated:{hw.name}",
         model=_model_line(hw, slots, cus, probe, c["l1"]),
     )
+
+
+# ---------------------------------------------------------------------------------------- cache
+#: The cache's folder, or ``off``; unset: ``$XDG_CACHE_HOME/swizzleperf/simulations``.
+CACHE_ENV = "SWIZZLEPERF_SIM_CACHE"
+#: Bytes the cache may hold before diskcache evicts the least recently stored (a result is about
+#: 1 KB: a quarter million simulations).
+CACHE_BYTES = 256 << 20
+#: What a failing cache raises: its folder or database unusable, a value that is not a result.
+_CACHE_ERRORS = (OSError, sqlite3.Error, diskcache.Timeout, ValueError, TypeError, KeyError)
+
+
+def cache_dir() -> Path | None:
+    """The folder of the simulation cache, None when ``$SWIZZLEPERF_SIM_CACHE`` is ``off``."""
+    chosen = os.environ.get(CACHE_ENV)
+    if chosen == "off":
+        return None
+    if chosen:
+        return Path(chosen)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "swizzleperf" / "simulations"
+
+
+@functools.cache
+def _code_digest() -> str:
+    """SHA-1 of the code a result depends on: this module, the dispatch probe's placement and the
+    trace type (a change to any of them is a new simulator, whose results are its own)."""
+    from swizzleperf.kernels import trace as trace_module
+    from swizzleperf.profiling import dispatch_probe
+    digest = hashlib.sha1()
+    for path in (__file__, dispatch_probe.__file__, trace_module.__file__):
+        digest.update(Path(path).read_bytes())
+    return digest.hexdigest()
+
+
+def _cache_key(trace: TileTrace, order: np.ndarray, hw: HardwareSpec, probe: dict | None) -> str:
+    """SHA-1 of everything a result depends on: every field of the trace (arrays by dtype, shape
+    and bytes), the order, the spec (a frozen dataclass: its repr holds every field), the probe
+    and the simulator's code."""
+    digest = hashlib.sha1(_code_digest().encode())
+    for field in dataclasses.fields(trace):
+        value = getattr(trace, field.name)
+        if isinstance(value, np.ndarray):
+            value = np.ascontiguousarray(value)
+            digest.update(f"{field.name}:{value.dtype}{value.shape}".encode())
+            digest.update(value.tobytes())
+        else:
+            digest.update(f"{field.name}={value!r}".encode())
+    digest.update(np.ascontiguousarray(order, dtype=np.int64).tobytes())
+    digest.update(repr(hw).encode())
+    digest.update(json.dumps(probe, sort_keys=True, default=str).encode())
+    return digest.hexdigest()
+
+
+@functools.lru_cache(maxsize=4)
+def _open_cache(folder: str) -> diskcache.Cache | None:
+    try:
+        return diskcache.Cache(folder, disk=diskcache.JSONDisk, size_limit=CACHE_BYTES, timeout=5)
+    except _CACHE_ERRORS:
+        return None
+
+
+def _cache() -> diskcache.Cache | None:
+    folder = cache_dir()
+    return None if folder is None else _open_cache(str(folder))
+
+
+def _cache_get(key: str) -> SimResult | None:
+    cache = _cache()
+    if cache is None:
+        return None
+    try:
+        stored = cache.get(key)
+        return None if stored is None else SimResult(**stored)
+    except _CACHE_ERRORS:
+        return None
+
+
+def _cache_set(key: str, result: SimResult) -> None:
+    cache = _cache()
+    if cache is not None:
+        try:
+            cache.set(key, result.to_dict())
+        except _CACHE_ERRORS:
+            pass
