@@ -2,18 +2,14 @@
 unless it is marked ``gpu``; those are skipped where torch sees no CUDA device."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 GEMM = ROOT / "kernels" / "gemm.py"
-#: Helpers every test folder shares (the loopback OpenAI server, the command line, the toy apps of
-#: tests/helpers/apps/), importable by name from any test file.
-HELPERS = Path(__file__).resolve().parent / "helpers"
-if str(HELPERS) not in sys.path:
-    sys.path.insert(0, str(HELPERS))
+# Helpers every test folder shares (the loopback OpenAI server, the command line, the toy apps of
+# tests/helpers/apps/) are importable by name from any test file: pyproject.toml's ``pythonpath``.
 
 
 def _cuda_available() -> bool:
@@ -37,6 +33,30 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords or "multigpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def _session_simulation_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("simulations")
+
+
+@pytest.fixture(autouse=True)
+def _own_caches(tmp_path_factory, monkeypatch, _session_simulation_cache):
+    """The caches a test reads and writes, never the user's ``~/.cache/swizzleperf``; the
+    subprocesses a test starts inherit them.
+
+    - GEMM configurations (kernels/schedule/gemm_tuning.py, ``$SWIZZLEPERF_GEMM_CACHE``): a file
+      of the test's own; a test sees only the tuning results it made.
+    - Simulations (profiling/l2sim.py, ``$SWIZZLEPERF_SIM_CACHE``): one folder for the test
+      process's session. A result is a pure function of what its key digests (the trace, the
+      order, the spec, the probe and the simulator's code), so a test cannot tell a result from
+      the cache from one computed for it, and the catalog rankings that most runs start with are
+      simulated once per session instead of once per test (#26). The cache's own tests use a
+      folder of their own.
+    """
+    monkeypatch.setenv("SWIZZLEPERF_GEMM_CACHE",
+                       str(tmp_path_factory.mktemp("gemm-cache") / "gemm_configs.json"))
+    monkeypatch.setenv("SWIZZLEPERF_SIM_CACHE", str(_session_simulation_cache))
 
 
 @pytest.fixture
