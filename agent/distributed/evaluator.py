@@ -50,7 +50,7 @@ from swizzleperf.agent.distributed import worker as dist_worker
 from swizzleperf.agent.verification.candidate import (CandidateError, canonical_target, check_candidate, splice,
                                                       target_args, unified_diff)
 from swizzleperf.agent.verification.swizzles import UnknownSwizzleError, catalog_source
-from swizzleperf.agent.verification.verify import Verdict, run_worker
+from swizzleperf.agent.verification.verify import Verdict, reference_module, run_worker
 
 #: Relative gain of the predicted time below which two configurations count as equal: the overlap
 #: model's resolution is far coarser (eval/results/overlap_model_validation.md).
@@ -516,13 +516,8 @@ class DistEvaluator:
         return json.dumps([_normalised(source), grids])
 
     def reference_file(self) -> Path:
-        """The kernel module as the run read it, in the candidates folder: the permutation check
-        counts a synthetic grid only where this module's own target is a permutation too."""
-        path = self.candidates_dir / f"reference_{self.kernel_path.name}"
-        if not path.exists():
-            self.candidates_dir.mkdir(parents=True, exist_ok=True)
-            path.write_text(self.module_source)
-        return path
+        """The kernel module as the run read it (``verify.reference_module``)."""
+        return reference_module(self.candidates_dir, self.kernel_path, self.module_source)
 
     def _rank_meta(self, meta: dict) -> dict:
         """The launch meta the ranks get: on GPUs the device's own SM count decides; the CPU

@@ -16,7 +16,7 @@ from swizzleperf.agent.verification.candidate import (CandidateError, canonical_
                                                       target_source, unified_diff)
 from swizzleperf.agent.verification.measure import Measurer
 from swizzleperf.agent.verification.swizzles import expert_source
-from swizzleperf.agent.verification.verify import Verdict, VerifyConfig, run_worker, verify
+from swizzleperf.agent.verification.verify import Verdict, VerifyConfig, reference_module, run_worker, verify
 from swizzleperf.profiling import analysis
 
 
@@ -229,13 +229,8 @@ class Evaluator:
                 "diff": unified_diff(self.module_source, module, self.kernel_path.name)}
 
     def reference_file(self) -> Path:
-        """The kernel module as the run read it, in the candidates folder: the permutation check
-        counts a synthetic grid only where this module's own target is a permutation too."""
-        path = self.candidates_dir / f"reference_{self.kernel_path.name}"
-        if not path.exists():
-            self.candidates_dir.mkdir(parents=True, exist_ok=True)
-            path.write_text(self.module_source)
-        return path
+        """The kernel module as the run read it (``verify.reference_module``)."""
+        return reference_module(self.candidates_dir, self.kernel_path, self.module_source)
 
     def verify(self, kernel_file: str, time_it: bool) -> dict:
         """Permutation and numerics in workers. Returns ``{verdict, reason, details, mapping}``."""

@@ -104,6 +104,18 @@ class VerifyConfig:
     timeout_s: float = 300.0
 
 
+def reference_module(candidates_dir: Path, kernel_path: Path, module_source: str) -> Path:
+    """The kernel module as the run read it (``module_source``), written once into the run's
+    candidates folder as ``reference_<kernel file name>``: the ``reference_path`` of
+    :func:`verify`, whose permutation check counts a synthetic grid only where this module's own
+    target is a permutation too."""
+    path = Path(candidates_dir) / f"reference_{Path(kernel_path).name}"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(module_source)
+    return path
+
+
 def verify(kernel_path: Path, mapping_path: Path, config: VerifyConfig, time_it: bool = False,
            reference_path: Path | None = None) -> WorkerResult:
     """Permutation (default and check grids, every small grid and a sample of larger ones), then
