@@ -76,22 +76,7 @@ def _all_grids(module, spec, request: dict, real: list) -> tuple:
         StageFailure: NOT_PERMUTATION at a grid (named, with its tiles), RUNTIME_ERROR where the
             target raised there.
     """
-    import inspect
-    from swizzleperf.agent.verification.load import load_kernel
-    from swizzleperf.kernels.spec import KernelLoadError
-    names = list(inspect.signature(getattr(module, spec.rewrite_target).fn).parameters)[1:]
-    reference = request.get("reference_path")
-    sites, note = probe.synthetic_sites(real, names, guarded=bool(reference))
-    if sites and reference:
-        try:
-            ref_module, ref_spec = load_kernel(reference)
-            ref_coords = probe.probe_sites(ref_module, ref_spec.rewrite_target, sites)
-        except (KernelLoadError, probe.ProbeError) as exc:
-            return [], {"sites": 0, "tiles": 0, "note": f"only the real grids: the reference could not be probed ({exc})"}
-        kept = [s for s, c in zip(sites, ref_coords) if probe.is_permutation(c, s.grid)]
-        if len(kept) < len(sites):
-            note = f"{len(sites) - len(kept)} of {len(sites)} grids skipped: the kernel's own target is no permutation there either"
-        sites = kept
+    sites, note = probe.guarded_sites(module, spec.rewrite_target, real, request.get("reference_path"))
     try:
         coords = probe.probe_sites(module, spec.rewrite_target, sites)
     except probe.ProbeError as exc:

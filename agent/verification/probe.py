@@ -155,6 +155,32 @@ def synthetic_sites(real: list, arg_names: list, guarded: bool) -> tuple[list, s
     return unique, ""
 
 
+def guarded_sites(module, target: str, real: list, reference_path: str | None, compiled: bool = False,
+                  first: list | tuple = ()) -> tuple[list, str]:
+    """``(sites, note)`` that a worker's all-grids check probes ``module``'s ``target`` at: ``first``
+    and the synthetic sites for the ``real`` ones (:func:`synthetic_sites`), kept where the
+    reference module's own target (the kernel as the user wrote it, at ``reference_path``) is a
+    permutation too, probed compiled or not as the candidate will be. None are kept, and the note
+    says why, where the reference cannot be loaded or probed."""
+    from swizzleperf.agent.verification.load import load_kernel
+    from swizzleperf.kernels.spec import KernelLoadError
+    names = list(inspect.signature(getattr(module, target).fn).parameters)[1:]
+    synthetic, note = synthetic_sites(real, names, guarded=bool(reference_path))
+    sites = list(first) + synthetic
+    if sites and reference_path:
+        try:
+            ref_module, ref_spec = load_kernel(reference_path)
+            ref_coords = probe_sites(ref_module, ref_spec.rewrite_target, sites, compiled=compiled)
+        except (KernelLoadError, ProbeError) as exc:
+            return [], f"only the real grids: the reference could not be probed ({exc})"
+        kept = [s for s, c in zip(sites, ref_coords) if is_permutation(c, s.grid)]
+        if len(kept) < len(sites):
+            note = (f"{len(sites) - len(kept)} of {len(sites)} grids skipped: the kernel's own target is no "
+                    f"permutation there either")
+        sites = kept
+    return sites, note
+
+
 def _grids(ndim: int, extent: int) -> list:
     grids = [()]
     for _ in range(ndim):

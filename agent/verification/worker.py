@@ -36,7 +36,6 @@ agent/verification/stages.py's, shared with the distributed kernel's worker
 """
 from __future__ import annotations
 
-import inspect
 import itertools
 import math
 import sys
@@ -140,23 +139,8 @@ def _raise_unless_permutations(sites: list, coords: list, compiled: bool) -> Non
 def _check_all_grids(module, spec, request: dict, real: list, compiled: bool, unprobed: list = ()) -> dict:
     """``unprobed`` real sites and the synthetic ones (agent/verification/probe.py), kept where the reference
     target is a permutation."""
-    from swizzleperf.agent.verification.load import load_kernel
-    from swizzleperf.kernels.spec import KernelLoadError
-    names = list(inspect.signature(getattr(module, spec.rewrite_target).fn).parameters)[1:]
-    reference = request.get("reference_path")
-    synthetic, note = probe.synthetic_sites(real, names, guarded=bool(reference))
-    sites = list(unprobed) + synthetic
-    if sites and reference:
-        try:
-            ref_module, ref_spec = load_kernel(reference)
-            ref_coords = probe.probe_sites(ref_module, ref_spec.rewrite_target, sites, compiled=compiled)
-        except (KernelLoadError, probe.ProbeError) as exc:
-            return {"sites": 0, "tiles": 0, "note": f"only the real grids: the reference could not be probed ({exc})"}
-        kept = [s for s, c in zip(sites, ref_coords) if probe.is_permutation(c, s.grid)]
-        if len(kept) < len(sites):
-            note = (f"{len(sites) - len(kept)} of {len(sites)} grids skipped: the kernel's own target is no "
-                    f"permutation there either")
-        sites = kept
+    sites, note = probe.guarded_sites(module, spec.rewrite_target, real, request.get("reference_path"),
+                                      compiled=compiled, first=unprobed)
     try:
         coords = probe.probe_sites(module, spec.rewrite_target, sites, compiled=compiled, per_site=not compiled)
     except probe.ProbeError as exc:
