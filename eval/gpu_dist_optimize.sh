@@ -10,26 +10,24 @@
 #   bash eval/gpu_dist_optimize.sh OUTDIR          # repository root, .whl/ carried, two GPUs
 #
 # Env: CASES ("kernel:problem ...", default the eight below), ITERATIONS (proposals per run,
-# default 5), BENCH_TIMEOUT (seconds per kernel's bench, 90), BENCH_ITERATIONS (10), BUDGET_S (the
-# whole script's seconds, default 500, so that it ends within about 9 minutes), SMOKE=1 (first the
-# rank pool's smoke test, eval/gpu_dist_smoke.py).
+# default 10), BENCH_TIMEOUT (seconds per kernel's bench, 90), BENCH_ITERATIONS (10), BUDGET_S (the
+# whole script's seconds, default 560, so that it ends within a 10-minute device call), SMOKE=1
+# (first the rank pool's smoke test, eval/gpu_dist_smoke.py), PACK (a folder, e.g. $OUT on the
+# device machine: the table, the logs and the runs' reports packed there in four files, since a
+# device call brings back only a few files two folders deep).
 #
 # Each optimize run gets an equal share of what is left of BUDGET_S (less a reserve for the table)
 # over the runs left, capped at RUN_MAX (150 s): `--time-budget` that share less START_S (10 s:
 # the process and its imports before the loop starts), so that the run stops proposing in time
 # and ends finished, with its head-to-head and its answer from what it measured; `timeout` at the
 # share plus 25 s is only the backstop (then the report says it was cut short, and by what). A run
-# whose share is under RUN_MIN (40 s) is skipped and said so. With the default BUDGET_S and all
-# eight problems a share is about 45 s: the ranks' start (~12 s), the default, the references and
-# one or two candidates. For the five iterations of ITERATIONS=5, split CASES over two or three
-# calls (each its own BUDGET_S) and merge their ws/ folders for the table.
+# whose share is under RUN_MIN (40 s) is skipped and said so.
 #
-# Timing seen on two H100s (2026-11-25, eval/results/dist_pool_smoke_h100x2.md and
-# eval/results/dist_optimize_h100x2/): setup 22-24 s, a pool 12 s to start, a candidate about 4 s
-# to verify and time at llama70b-qkv-4k (more where it compiles a new configuration), the bench of
-# one kernel's problems 28-36 s; every optimize run of the first full run (70 s each, no time
-# budget) was killed after 2-4 of 5 iterations (report.json's time_account now says where the
-# seconds of each candidate went).
+# Timing seen on two H100s (2026-11-25, eval/results/dist_optimize_h100x2/, the run of
+# eval/results/dist_optimize_h100x2.md): setup 13-22 s, the three benches 21 s, each optimize run of
+# 10 iterations 20-32 s (the ranks' start, the references, ten candidates, the head-to-head): 242 s
+# for all eight problems. With 5 iterations two of the eight missed the hand bench's best (its
+# earlier_call*.md).
 set -uo pipefail
 OUTDIR=${1:?usage: gpu_dist_optimize.sh OUTDIR}
 mkdir -p "$OUTDIR"
@@ -58,19 +56,25 @@ set -- $CASES
 RUNS_LEFT=$#
 for c in $CASES; do
   K=${c%%:*}; P=${c#*:}
-  LEFT=$(( ${BUDGET_S:-500} - 15 - ($(date +%s) - START) ))   # 15 s kept for the table
+  LEFT=$(( ${BUDGET_S:-560} - 15 - ($(date +%s) - START) ))   # 15 s kept for the table
   SHARE=$(( LEFT / RUNS_LEFT )); RUNS_LEFT=$(( RUNS_LEFT - 1 ))
   [ "$SHARE" -gt "${RUN_MAX:-150}" ] && SHARE=${RUN_MAX:-150}
   if [ "$SHARE" -lt "${RUN_MIN:-40}" ]; then
-    stamp "optimize $K $P: skipped, $LEFT s of BUDGET_S=${BUDGET_S:-500} left for $(( RUNS_LEFT + 1 )) runs"; continue
+    stamp "optimize $K $P: skipped, $LEFT s of BUDGET_S=${BUDGET_S:-560} left for $(( RUNS_LEFT + 1 )) runs"; continue
   fi
   timeout -k 15 $(( SHARE + 25 )) python3 -m swizzleperf.agent.cli optimize "kernels/distributed/$K.py" \
-    --world-size 2 --problem "$P" -n "${ITERATIONS:-5}" --plateau 100 --no-ncu --workdir "$OUTDIR/ws" \
+    --world-size 2 --problem "$P" -n "${ITERATIONS:-10}" --plateau 100 --no-ncu --workdir "$OUTDIR/ws" \
     --time-budget $(( SHARE - ${START_S:-10} )) > "$OUTDIR/optimize_${K}_${P}.log" 2>&1
   stamp "optimize $K $P (time budget $(( SHARE - ${START_S:-10} )) s): exit $?"
   grep -m1 -E "answer|stopped" "$OUTDIR/optimize_${K}_${P}.log"
 done
 python3 eval/dist_optimize_table.py --workdir "$OUTDIR/ws" --bench "${BENCH_FILES[@]}" \
   --out "$OUTDIR/dist_optimize_h100x2" \
-  --command "CASES='$CASES' ITERATIONS=${ITERATIONS:-5} bash eval/gpu_dist_optimize.sh OUTDIR"
+  --command "CASES='$CASES' ITERATIONS=${ITERATIONS:-10} bash eval/gpu_dist_optimize.sh OUTDIR"
 stamp "done"
+if [ -n "${PACK:-}" ]; then
+  mkdir -p "$PACK" && cp "$OUTDIR"/dist_optimize_h100x2.* "$PACK"/ 2>/dev/null
+  tar czf "$PACK/logs.tgz" -C "$OUTDIR" --exclude=ws . 2>/dev/null
+  (cd "$OUTDIR" && find ws -name '*.json' -o -name '*.md' -o -name '*.jsonl' -size -4M | tar czf "$PACK/ws.tgz" -T -)
+  stamp "packed into $PACK: $(ls "$PACK" | tr '\n' ' ')"
+fi
