@@ -134,3 +134,25 @@ def test_what_was_measured_carries_into_the_next_proposals(tmp_path):
     proposal = policy.propose(_context(policy, best=expert_best))
     assert json.loads(proposal.source).get("swizzle") == "grouped-m:8" and "measured fastest so far" in proposal.rationale
     assert json.loads(proposal.source) not in (json.loads(expert), json.loads(ev.baseline()[1]))
+
+
+def test_the_pattern_sweep_skips_a_pattern_the_calibrated_model_is_sure_loses(tmp_path):
+    """Two H100s at llama70b-up-8k, measured: pull at 12.7 ms against 2.8 ms for the best pattern
+    (eval/results/dist_optimize_h100x2/). Once one pattern was measured as the model says, a
+    pattern predicted beyond the cut-off is not spent as an iteration; the others still are."""
+    policy = _policy(tmp_path, "measured", problem="llama70b-up-8k")
+    ev = policy.evaluator
+    defaults = policy._pattern_defaults(ev.rank_configurations(), {})
+    fastest, slowest = defaults[0], defaults[-1]
+    ev.calibration.add(fastest["name"], fastest["pattern"], fastest["raw"], fastest["raw"]["time_ms"])
+    best = {"source": fastest["source"], "metrics": {"time_ms": fastest["raw"]["time_ms"]}}
+    cutoff = policy._cutoff(_context(policy, history=[best], best=best))
+    assert slowest["key"] > cutoff, "the test needs a pattern the model prices beyond the cut-off"
+    sweep = [json.loads(e["source"])["pattern"] for step, e in policy.plan(_context(policy, history=[best], best=best))
+             if step == "a pattern at the kernel's default knobs"]
+    assert slowest["pattern"] not in sweep
+    assert set(sweep) == {e["pattern"] for e in defaults if e["key"] <= cutoff}
+    # before any measurement every pattern is swept (nothing is known of this machine yet)
+    first = [json.loads(e["source"])["pattern"] for step, e in policy.plan(_context(policy))
+             if step == "a pattern at the kernel's default knobs"]
+    assert sorted(first) == sorted(ev.spec.patterns)
