@@ -31,7 +31,7 @@ SAMPLE_MS = 20.0
 #: Timing ends after ``MIN_ROUNDS`` rounds or later (agent/distributed/rank_worker.py's ``SETTLE_EVERY``) once
 #: every contender's interquartile range is within ``SETTLE`` of its median. 3 %: a third of the
 #: smallest gain over torch + NCCL measured beyond its spread on two H100s (2.878 against 3.145 ms,
-#: 8.5 %, eval/results/dist_optimize_h100x2/); the paired comparison uses every round timed.
+#: 8.5 %, eval/results/dist_optimize_h100x2/ at commit 2f3ed18); the paired comparison uses every round timed.
 MIN_ROUNDS = 6
 SETTLE = 0.03
 

@@ -54,7 +54,7 @@ WARMUP_LAUNCHES = 3
 MAX_PER_SAMPLE = 20
 #: Timing stops early (after ``min_rounds``, checked every ``SETTLE_EVERY`` rounds) once every
 #: contender's interquartile range is within ``settle`` of its median: more rounds would not move
-#: a figure by more than that. On two H100s (2026-11-25, eval/results/dist_optimize_h100x2/
+#: a figure by more than that. On two H100s (2026-11-25, eval/results/dist_optimize_h100x2/ at commit 2f3ed18
 #: optimize_*.log) the candidates' spreads after 15 rounds were 1.6-47 % of their medians, 7 of 24
 #: under 3 %: those rounds past the first few bought nothing.
 SETTLE_EVERY = 3

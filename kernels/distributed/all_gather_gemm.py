@@ -91,7 +91,7 @@ from swizzleperf.kernels.schedule.persistent_gemm import (data_parallel_tiles, m
 
 #: The patterns, the default first: ``push`` (``pull`` until 2026-11-25, which measured 4x slower
 #: than every other pattern: 13.3 ms at llama70b-up-8k on two H100s where the others took 4.2-4.4,
-#: eval/results/dist_optimize_h100x2/). With the grouped-m:8 order and the tuned GEMM configurations
+#: eval/results/dist_optimize_h100x2/ at commit 2f3ed18). With the grouped-m:8 order and the tuned GEMM configurations
 #: push was within 5 % of the best pattern at the three bench problems there and never lost to
 #: torch + NCCL (1.02-1.08x, eval/results/dist_gemm_h100x2.md), where push_copy_engine, best at two
 #: of them, took 0.66x at llama8b-up-4k.
@@ -105,7 +105,7 @@ def swizzle(pid, num_pid_m, num_pid_n):
     rows, column by column inside a group (the catalog's ``grouped-m:8``, Triton's GROUP_SIZE_M
     order). The default since 2026-11-25 (row-major before): on two H100s it timed at most
     row-major's at the five problems where the optimize measured both (2.878 against 3.438 ms
-    at GEMM + RS llama70b-down-8k, eval/results/dist_optimize_h100x2/), and the per-rank GEMM
+    at GEMM + RS llama70b-down-8k, eval/results/dist_optimize_h100x2/ at commit 2f3ed18), and the per-rank GEMM
     configurations were tuned with it (eval/results/gemm_configs_hopper.json)."""
     GROUP_SIZE_M: tl.constexpr = 8
     num_pid_in_group = GROUP_SIZE_M * num_pid_n

@@ -183,7 +183,7 @@ def test_a_world_size_beyond_a_node_carries_a_caveat():
 
 # ------------------------------------------------------------------------------- what the run answers
 GRS = ROOT / "kernels" / "distributed" / "gemm_reduce_scatter.py"
-#: GEMM + RS at llama70b-down-8k on two H100s (2026-11-25, eval/results/dist_optimize_h100x2/): the
+#: GEMM + RS at llama70b-down-8k on two H100s (2026-11-25, eval/results/dist_optimize_h100x2/ at commit 2f3ed18): the
 #: kernel's order then (row-major) 3.438 ms against torch + NCCL's 3.197 in the same rounds, the expert
 #: order (grouped-m:8) 2.878 against 3.145; anything else here: slower than both.
 DOWN_8K = {'{"pattern": "bulk_sync"}': (3.438, 3.197),

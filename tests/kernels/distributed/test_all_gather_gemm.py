@@ -39,7 +39,7 @@ def test_every_pattern_on_cpu(world_size):
         "           for d in ('bfloat16', 'float16')} for p in kernel.SPEC.patterns}\n"
         "print(json.dumps(out))\n" % world_size)
     # every pattern ran, the default first: push since 2026-11-25 (pull measured 4x slower than
-    # every other pattern on two H100s, eval/results/dist_optimize_h100x2/, so no longer the default)
+    # every other pattern on two H100s, eval/results/dist_optimize_h100x2/ at commit 2f3ed18, so no longer the default)
     assert list(errors) == ["push", "push_copy_engine", "bulk_sync", "pull"]
     for pattern, by_dtype in errors.items():
         for dtype, rank_errors in by_dtype.items():
