@@ -4,6 +4,12 @@ ncu on each, and the measured speedup: one table.
 Run on a GPU machine by eval/gpu_user_kernels.sh (which installs the project first):
 
     python3 eval/gpu_user_kernels.py OUTDIR [--iterations 1] [--budget-s 280] [--examples a,b,...]
+    python3 eval/gpu_user_kernels.py OUTDIR --merge RUN.json [RUN.json ...]   # one table of several runs
+
+``--merge`` (no GPU): the payloads of several runs of this script on one kind of GPU (each its own
+``user_kernels_<gpu>.json``, or an earlier merged file) become one ``user_kernels_<gpu>.{json,md}``
+in OUTDIR: every run kept in the JSON, the table from each example's latest run that reached it
+(a run whose share of the budget ran out before it counts only where no other run has it).
 
 Phase 1 (the GPUs): for each example of ``EXAMPLES``, in that order, ``swizzleperf optimize --app
 "python3 examples/user_kernels/<name>/app.py --large" --kernel <kernel> --iterations N`` in a
@@ -67,7 +73,11 @@ def main(argv: list | None = None) -> int:
                         help="the apps' tiny problems (a dry run of this script on a CPU, interpreted)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/swizzleperf_user_kernels"),
                         help="where the runs and captures go (not OUTDIR: captures hold the tensors)")
+    parser.add_argument("--merge", nargs="+", type=Path, metavar="RUN_JSON",
+                        help="no GPU: one table of these runs' payloads (module docstring)")
     args = parser.parse_args(argv)
+    if args.merge:
+        return _merge(args.outdir, args.merge)
     start = time.monotonic()
     chosen = [(name, kernel, "" if args.small else app_args) for name, kernel, app_args in EXAMPLES
               if not args.examples or name in args.examples.split(",")]
@@ -255,7 +265,8 @@ def _pct(value) -> str:
 def render(payload: dict) -> str:
     """The results page (Markdown)."""
     lines = [f"# The example user kernels optimized through --app on {payload['gpu'].upper()} (issue #24)", "",
-             f"Command: `{payload['command']}`; {payload['gpus']} GPU(s), {payload['wall_s']:.0f} s wall. "
+             f"Command{'s, one run after another' if len(payload.get('runs', [])) > 1 else ''}: "
+             f"`{payload['command']}`; {payload['gpus']} GPU(s), {payload['wall_s']:.0f} s wall. "
              f"Times: the run's own measurement (do_bench medians, L2 flushed, baseline and candidates "
              f"interleaved; `measured:events`), with the spread. L2 hit rates: ncu of exactly the kernel "
              f"(`all` = `lts__t_sector_hit_rate.pct`, a store counts as a hit; `read` = the SMs' L2 read "
@@ -291,6 +302,44 @@ def render(payload: dict) -> str:
               "the simulator has no reuse to predict. Commands, per example (WORK: the script's --work folder):", ""]
     lines += [f"- {r['example']}: `{r.get('command', '')}`" for r in payload["examples"]]
     return "\n".join(lines) + "\n"
+
+
+def merged(payloads: list) -> dict:
+    """One payload of several (each a run's, or a merged one with ``runs``): ``runs`` holds every
+    run in order; ``examples`` each example's row from the latest run that finished it, else from
+    the latest run that has it at all; ``command``, ``gpus`` and ``wall_s`` say how many runs.
+
+    Raises:
+        ValueError: the runs were made on different kinds of GPU."""
+    runs = [run for p in payloads for run in (p["runs"] if "runs" in p else [p])]
+    kinds = {run["gpu"] for run in runs}
+    if len(kinds) != 1:
+        raise ValueError(f"the runs are of different GPUs ({', '.join(sorted(kinds))}): merge one kind at a time")
+    rows = {}
+    for run in runs:
+        for row in run["examples"]:
+            old = rows.get(row["example"])
+            if old is None or row.get("report") or not old.get("report"):
+                rows[row["example"]] = row
+    order = [name for name, _, _ in EXAMPLES] + sorted(set(rows) - {name for name, _, _ in EXAMPLES})
+    return {"gpu": kinds.pop(), "gpus": max(run["gpus"] for run in runs),
+            "command": "`; then `".join(run["command"] for run in runs),
+            "wall_s": sum(run["wall_s"] for run in runs), "iterations": max(run["iterations"] for run in runs),
+            "examples": [rows[name] for name in order if name in rows], "runs": runs}
+
+
+def _merge(outdir: Path, files: list) -> int:
+    try:
+        payload = merged([json.loads(Path(f).read_text()) for f in files])
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"error: cannot merge {', '.join(map(str, files))}: {exc}", file=sys.stderr)
+        return 2
+    outdir.mkdir(parents=True, exist_ok=True)
+    (outdir / f"user_kernels_{payload['gpu']}.json").write_text(json.dumps(payload, indent=1, default=str))
+    (outdir / f"user_kernels_{payload['gpu']}.md").write_text(render(payload))
+    print(f"{len(payload['examples'])} examples from {len(payload['runs'])} runs: "
+          f"{outdir / ('user_kernels_' + payload['gpu'] + '.md')}")
+    return 0
 
 
 def _ms(value) -> str:
