@@ -10,8 +10,9 @@ may be biased against the optimizer.
 
 Steps at one problem, one configuration (the kernel's default), each on the same rank pool:
 ``evaluate`` (pair), ``compare`` with 1 copy (pair through the head-to-head path), ``compare`` with
-4 copies of the same configuration (5 contenders a round), ``compare`` with 4 copies again,
-``evaluate`` again. Every figure: the slowest rank's median and interquartile range (ms).
+4 copies of the same configuration (5 contenders a round), the same with each copy in a pair with
+torch + NCCL (``paired``: four pairs a round, each from its own barrier; the four states allocated
+as before), both again, ``evaluate`` again. Every figure: the slowest rank's median and interquartile range (ms).
 
     python3 eval/gpu_h2h_bias.py OUT [kernel:problem ...]     # two GPUs; OUT/h2h_bias.{json,md}
     python3 eval/gpu_h2h_bias.py OUT cpu                      # a dry run through the interpreter
@@ -48,7 +49,9 @@ def run_case(kernel: str, problem: str, out: Path, device: str) -> dict:
         for name, fn in (("evaluate (pair)", lambda: ranks.evaluate(str(path), pattern, meta, None, True)),
                          ("compare x1 (pair)", lambda: ranks.compare([item])),
                          ("compare x4 (5 a round)", lambda: ranks.compare([item] * 4)),
+                         ("compare x4 in pairs", lambda: ranks.compare([item] * 4, paired=True)),
                          ("compare x4 again", lambda: ranks.compare([item] * 4)),
+                         ("compare x4 in pairs again", lambda: ranks.compare([item] * 4, paired=True)),
                          ("evaluate (pair) again", lambda: ranks.evaluate(str(path), pattern, meta, None, True))):
             started = time.time()
             answer = fn()

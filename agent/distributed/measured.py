@@ -49,6 +49,8 @@ class MeasuredRanks:
         max_spins: the spin-wait bound (None: the heap's default).
         timeout_s: one request's deadline; rounds, sample_ms, warmup: its timing (rank_worker);
             min_rounds, settle: when it may end early (``MIN_ROUNDS``, ``SETTLE``; settle 0: never).
+        paired: the head-to-head and the references time each contender in a pair with torch +
+            NCCL (rank_worker.time_interleaved's ``pair_with``) rather than all back to back.
     """
 
     kernel_path: Path
@@ -66,6 +68,7 @@ class MeasuredRanks:
     warmup: int = 3
     min_rounds: int = MIN_ROUNDS
     settle: float = SETTLE
+    paired: bool = False
     _pool: RankPool | None = field(default=None, repr=False)
     _references: dict | None = field(default=None, repr=False)
     _references_error: str = field(default="", repr=False)
@@ -126,7 +129,8 @@ class MeasuredRanks:
         """torch + NCCL, torch's fused op, the GEMM alone, the communication alone (computed once
         per pool that answers)."""
         if self._references is None:
-            answer = self._request({"op": "references", "kernel_path": str(self.kernel_path)})
+            answer = self._request({"op": "references", "kernel_path": str(self.kernel_path),
+                                    "paired": self.paired})
             if answer.get("verdict") != "PASS":
                 self._references_error = f"{answer.get('verdict')}: {answer.get('reason')}"
                 return {"error": self._references_error}
@@ -140,10 +144,11 @@ class MeasuredRanks:
             return self._references
         return {"error": self._references_error or "not measured in this session"}
 
-    def compare(self, items: list) -> dict:
+    def compare(self, items: list, paired: bool | None = None) -> dict:
         """Several verified configurations (``[{kernel_path, pattern, meta}]``) and torch + NCCL
-        timed interleaved."""
-        return self._request({"op": "compare", "candidates": items[:MAX_CONTENDERS]})
+        timed interleaved (each in a pair with torch + NCCL where ``paired``, default ``self.paired``)."""
+        return self._request({"op": "compare", "candidates": items[:MAX_CONTENDERS],
+                              "paired": self.paired if paired is None else paired})
 
     def close(self) -> None:
         if self._pool is not None:

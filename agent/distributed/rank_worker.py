@@ -455,7 +455,7 @@ def fused_op(kernel: str, inputs: dict, ctx: RankContext) -> tuple:
 # --------------------------------------------------------------------------- timing
 def time_interleaved(ctx: RankContext, fns: dict, rounds: int, sample_ms: float,
                      warmup: int = WARMUP_LAUNCHES, min_rounds: int | None = None,
-                     settle: float = 0.0) -> dict:
+                     settle: float = 0.0, pair_with: str | None = None) -> dict:
     """Interleaved timing of ``fns`` (name -> one launch): ``rounds`` rounds at most, each starting
     from a barrier of the ranks, each timing every contender for the same number of launches back
     to back (CUDA events; on the CPU the wall clock), in an order rotated by one each round. A
@@ -464,8 +464,15 @@ def time_interleaved(ctx: RankContext, fns: dict, rounds: int, sample_ms: float,
     contender's interquartile range is at most ``settle`` times its median (every rank decides
     alike, on the same gathered figures).
 
+    ``pair_with`` (a name of ``fns``, e.g. ``"torch_nccl"``): a round times every other contender
+    in a pair with it instead of all back to back, each pair from its own barrier and ending
+    synchronised (the duty cycle of a candidate's own timing and of the hand bench); that
+    contender's time in a round is the median of its samples there. Why: on two H100s five
+    contenders back to back timed every figure 3-7 % higher than pairs did, the ratio to torch +
+    NCCL unchanged (eval/results/h2h_bias_h100x2.md).
+
     Returns ``{"rounds" (those timed), "per_sample", "contenders": {name: {"median_ms", "iqr_ms",
-    "rounds_ms"}}}`` (per launch).
+    "rounds_ms"}}, "paired": bool}`` (per launch).
     """
     names = list(fns)
     for fn in fns.values():
@@ -484,31 +491,51 @@ def time_interleaved(ctx: RankContext, fns: dict, rounds: int, sample_ms: float,
                 and _settled(_slowest(ctx.all_gather(times[:r]), r, len(names)), settle):
             done = r
             break
-        ctx.heap.barrier()
-        order = [(r + j) % len(names) for j in range(len(names))]
-        if ctx.device == "cuda":
-            import torch
-            events = []
-            for i in order:
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                for _ in range(per_sample):
-                    fns[names[i]]()
-                end.record()
-                events.append((i, start, end))
-            torch.cuda.synchronize()
-            for i, start, end in events:
-                times[r][i] = start.elapsed_time(end) / per_sample
-        else:
-            for i in order:
-                times[r][i] = _time_block(ctx, fns[names[i]], per_sample) / per_sample
+        samples = {i: [] for i in range(len(names))}
+        for block in _blocks(names, r, pair_with):
+            ctx.heap.barrier()
+            for i, ms in _time_samples(ctx, [fns[names[i]] for i in block], per_sample):
+                samples[block[i]].append(ms / per_sample)
+        for i, values in samples.items():
+            times[r][i] = statistics.median(values)
     ctx.heap.barrier()
     slowest = _slowest(ctx.all_gather(times[:done]), done, len(names))
     out = {}
     for i, name in enumerate(names):
         column = [row[i] for row in slowest]
         out[name] = {"median_ms": statistics.median(column), "iqr_ms": _iqr(column), "rounds_ms": column}
-    return {"rounds": done, "per_sample": per_sample, "contenders": out}
+    return {"rounds": done, "per_sample": per_sample, "contenders": out, "paired": pair_with is not None}
+
+
+def _blocks(names: list, round_index: int, pair_with: str | None) -> list:
+    """The blocks of contender indices round ``round_index`` times, each from its own barrier:
+    all of them in an order rotated by the round; or, with ``pair_with``, each other contender
+    (rotated) in a pair with that one, which goes first in every other pair."""
+    n = len(names)
+    if pair_with is None or pair_with not in names or n < 3:
+        return [[(round_index + j) % n for j in range(n)]]
+    ref = names.index(pair_with)
+    others = [i for i in range(n) if i != ref]
+    rotated = [others[(round_index + j) % len(others)] for j in range(len(others))]
+    return [[i, ref] if (round_index + j) % 2 == 0 else [ref, i] for j, i in enumerate(rotated)]
+
+
+def _time_samples(ctx: RankContext, fns: list, launches: int) -> list:
+    """``[(position, ms)]``: ``launches`` launches of each of ``fns`` back to back, in that order
+    (CUDA events, synchronised once at the end; the wall clock on the CPU)."""
+    if ctx.device == "cuda":
+        import torch
+        events = []
+        for fn in fns:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(launches):
+                fn()
+            end.record()
+            events.append((start, end))
+        torch.cuda.synchronize()
+        return [(k, start.elapsed_time(end)) for k, (start, end) in enumerate(events)]
+    return [(k, _time_block(ctx, fn, launches)) for k, fn in enumerate(fns)]
 
 
 def _slowest(everyone: list, rounds: int, contenders: int) -> list:
@@ -527,8 +554,10 @@ def _settled(slowest: list, settle: float) -> bool:
 
 
 def _settling(request: dict) -> dict:
-    """The early-stop settings of a request (``min_rounds``, ``settle``; none: every round)."""
-    return {"min_rounds": request.get("min_rounds"), "settle": float(request.get("settle") or 0.0)}
+    """The early-stop settings of a request (``min_rounds``, ``settle``; none: every round) and its
+    pairing (``pair_with``: ``"torch_nccl"`` when the request asks for ``paired`` timing)."""
+    return {"min_rounds": request.get("min_rounds"), "settle": float(request.get("settle") or 0.0),
+            "pair_with": "torch_nccl" if request.get("paired") else None}
 
 
 def _time_block(ctx: RankContext, fn, launches: int) -> float:

@@ -114,3 +114,34 @@ def test_timing_ends_early_once_every_spread_is_small(settle, rounds):
     timing = time_interleaved(_OneRank(), fns, rounds=12, sample_ms=1.0, warmup=0, min_rounds=4, settle=settle)
     assert timing["rounds"] == rounds
     assert all(len(c["rounds_ms"]) == rounds and c["median_ms"] > 0 for c in timing["contenders"].values())
+
+
+def test_paired_timing_times_each_contender_in_a_pair_with_the_reference():
+    """``pair_with``: every other contender is timed in a pair with the reference, each pair from
+    its own barrier, the reference first in every other pair; without it one block of all."""
+    from swizzleperf.agent.distributed.rank_worker import _blocks
+    names = ["c0", "torch_nccl", "c1", "c2"]
+    for r in range(4):
+        blocks = _blocks(names, r, "torch_nccl")
+        assert len(blocks) == 3 and all(len(b) == 2 and 1 in b for b in blocks)
+        assert sorted(i for b in blocks for i in b if i != 1) == [0, 2, 3]
+        assert [b[0] == 1 for b in blocks].count(True) in (1, 2)     # the reference leads in alternate pairs
+    assert _blocks(names, 1, None) == [[1, 2, 3, 0]]                 # all back to back, rotated
+    assert _blocks(["candidate", "torch_nccl"], 0, "torch_nccl") == [[0, 1]]   # a pair is a pair
+
+
+def test_paired_timing_keeps_each_contenders_own_time():
+    import time
+    from swizzleperf.agent.distributed.rank_worker import time_interleaved
+    calls = {"torch_nccl": 0}
+
+    def reference():
+        calls["torch_nccl"] += 1
+        time.sleep(0.002)
+    fns = {"c0": lambda: time.sleep(0.001), "c1": lambda: time.sleep(0.004), "torch_nccl": reference}
+    timing = time_interleaved(_OneRank(), fns, rounds=3, sample_ms=4.0, warmup=0, pair_with="torch_nccl")
+    c = timing["contenders"]
+    assert timing["paired"] and timing["rounds"] == 3
+    assert c["c0"]["median_ms"] < c["torch_nccl"]["median_ms"] < c["c1"]["median_ms"]
+    # the probe launch, then per round one sample of the reference in each of the two pairs
+    assert calls["torch_nccl"] == 1 + 3 * 2 * timing["per_sample"]
