@@ -49,8 +49,15 @@ class MeasuredRanks:
         max_spins: the spin-wait bound (None: the heap's default).
         timeout_s: one request's deadline; rounds, sample_ms, warmup: its timing (rank_worker);
             min_rounds, settle: when it may end early (``MIN_ROUNDS``, ``SETTLE``; settle 0: never).
-        paired: the head-to-head and the references time each contender in a pair with torch +
-            NCCL (rank_worker.time_interleaved's ``pair_with``) rather than all back to back.
+        paired: the final head-to-head times each contender in a pair with torch + NCCL
+            (rank_worker.time_interleaved's ``pair_with``), each pair from its own barrier, rather
+            than all back to back. On by default: on two H100s (2026-11-25,
+            eval/results/h2h_bias_h100x2.md) four copies of one configuration and torch + NCCL
+            back to back timed every figure 3-8 % above the pair timing a candidate gets (and the
+            hand bench uses) at two of three problems; in pairs 0-4 % above it (about half the
+            shift at GEMM + RS llama70b-o-4k, within the noise at the others); the ratio to torch +
+            NCCL in the same rounds moved in neither. The references (torch + NCCL, the GEMM
+            alone, ...) are still timed back to back.
     """
 
     kernel_path: Path
@@ -68,7 +75,7 @@ class MeasuredRanks:
     warmup: int = 3
     min_rounds: int = MIN_ROUNDS
     settle: float = SETTLE
-    paired: bool = False
+    paired: bool = True
     _pool: RankPool | None = field(default=None, repr=False)
     _references: dict | None = field(default=None, repr=False)
     _references_error: str = field(default="", repr=False)
@@ -129,8 +136,7 @@ class MeasuredRanks:
         """torch + NCCL, torch's fused op, the GEMM alone, the communication alone (computed once
         per pool that answers)."""
         if self._references is None:
-            answer = self._request({"op": "references", "kernel_path": str(self.kernel_path),
-                                    "paired": self.paired})
+            answer = self._request({"op": "references", "kernel_path": str(self.kernel_path)})
             if answer.get("verdict") != "PASS":
                 self._references_error = f"{answer.get('verdict')}: {answer.get('reason')}"
                 return {"error": self._references_error}

@@ -468,7 +468,7 @@ def time_interleaved(ctx: RankContext, fns: dict, rounds: int, sample_ms: float,
     in a pair with it instead of all back to back, each pair from its own barrier and ending
     synchronised (the duty cycle of a candidate's own timing and of the hand bench); that
     contender's time in a round is the median of its samples there. Why: on two H100s five
-    contenders back to back timed every figure 3-7 % higher than pairs did, the ratio to torch +
+    contenders back to back timed every figure 3-8 % higher than pairs did, the ratio to torch +
     NCCL unchanged (eval/results/h2h_bias_h100x2.md).
 
     Returns ``{"rounds" (those timed), "per_sample", "contenders": {name: {"median_ms", "iqr_ms",
