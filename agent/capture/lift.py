@@ -63,7 +63,7 @@ from swizzleperf.agent.capture.lift_common import (Launch, Lifted, LiftError, as
 from swizzleperf.agent.capture.lift_eval import (EVAL_ERRORS, Evaluator, Unsupported, probe_problem, program_ids,
                                                  target_order)
 from swizzleperf.agent.capture.lift_refuse import refuse_unorderable
-from swizzleperf.agent.capture.pid_remap import remap
+from swizzleperf.agent.capture.pid_remap import helpers_reading_program_id, is_named_program_id, remap
 from swizzleperf.agent.verification.candidate import CandidateError, check_candidate
 
 __all__ = ["Launch", "Lifted", "LiftError", "lift", "target_order"]
@@ -273,12 +273,16 @@ def lift(source: str, kernel_name: str, launch: Launch, filename: str = "kernel.
 
     Raises:
         LiftError: one line naming the construct and its line: a spin-wait or a persistent loop
-            (agent/capture/lift_refuse.py), or what stops the remap as well (a helper that reads the program
-            id itself, a launch of one program).
+            (agent/capture/lift_refuse.py), or what stops the remap as well (no program id read, a
+            launch of one program).
     """
     tree = ast.parse(source, filename=filename)
     func = kernel_function(tree, kernel_name, filename)
     refuse_unorderable(func, launch)
+    elsewhere = ([f"{h.name} (line {h.lineno})" for h in helpers_reading_program_id(tree, func)]
+                 + [f"`{ast.unparse(n)}` (line {n.lineno})" for n in ast.walk(func) if is_named_program_id(n)])
+    if elsewhere:   # a lifted mapping would leave those reads in the kernel's own order
+        return remap(tree, func, source, launch, "the program id is also read through " + ", ".join(elsewhere))
     try:
         return lift_mapping(tree, func, source, launch)
     except LiftError as exc:

@@ -21,10 +21,21 @@ The target's tile grid, for the catalog's orders:
 
 Unlike a lift, the target composes with the kernel's own mapping: an inline grouped order stays in
 the kernel, applied after the remap.
+
+Program ids read elsewhere. A module-level ``@triton.jit`` function the kernel calls (directly or
+not) that reads ``tl.program_id`` itself (``pid_m, pid_n = _tile_coords(n)``) is copied under a
+fresh name, its reads replaced by generated functions that recompute the remapped id of their axis
+(``<target>_program_id_<axis>()``), and the kernel calls the copy: the user's function stays as it
+is for their other kernels. A call of a function named ``program_id`` from another module (FlagGems'
+``tle.program_id(0)``, which returns ``tl.program_id(0)`` as int64) is read as the program id of its
+axis, in the dtype it returns; the baseline's bitwise check confirms the kernel computes the same
+outputs so. A function of another module that reads the program id under another name is not seen:
+a candidate order then computes something else and is rejected (MISMATCH), never kept.
 """
 from __future__ import annotations
 
 import ast
+import copy as copy_module
 import math
 
 from swizzleperf.agent.capture.lift_common import (Launch, Lifted, LiftError, axis_of, call_name, first_line, fresh,
@@ -43,19 +54,22 @@ def remap(tree: ast.Module, func: ast.FunctionDef, source: str, launch: Launch, 
         why: why the mapping was not lifted (kept in the notes).
 
     Raises:
-        LiftError: the kernel reads no program id, a helper it calls reads one itself, the launch
-            has one program, or a ``tl.program_id`` axis is not a constant.
+        LiftError: the kernel reads no program id (nor do the functions it calls), the launch has
+            one program, or a ``tl.program_id`` axis is not a constant.
     """
-    _refuse_helpers(tree, func)
+    helpers = helpers_reading_program_id(tree, func)
     calls = [n for n in ast.walk(func) if call_name(n) == "tl.program_id"]
-    if not calls:
+    helper_reads = [n for n in ast.walk(func) if is_named_program_id(n)]
+    if not calls and not helper_reads and not helpers:
         raise LiftError(f"cannot reorder {func.name}: it never reads tl.program_id, so every program does "
                         f"the same work and no order is different from another (the lift: {why})")
     grid = tuple(int(g) for g in launch.grid)
     if math.prod(grid) <= 1:
         raise LiftError(f"cannot reorder {func.name}: the captured launch has one program (grid "
                         f"{'x'.join(map(str, grid))}): nothing to reorder; capture a larger launch")
-    axes = max([len(grid)] + [axis_of(c) + 1 for c in calls])
+    helper_axes = [axis_of(c) + 1 for h in helpers for c in ast.walk(h)
+                   if call_name(c) == "tl.program_id" or is_named_program_id(c)]
+    axes = max([len(grid)] + [axis_of(c) + 1 for c in calls + helper_reads] + helper_axes)
     two_d = grid[0] > 1 and math.prod(grid[1:]) > 1
     body = func.body[1:] if ast.get_docstring(func, clean=False) is not None else func.body
     if not body or body[0].lineno == func.lineno:
@@ -70,16 +84,32 @@ def remap(tree: ast.Module, func: ast.FunctionDef, source: str, launch: Launch, 
     except CandidateError as exc:   # a defect of ours: the target is generated here
         raise LiftError(f"cannot reorder {func.name}: the generated target is refused: {exc}") from None
     prologue = _prologue(name, ids, axes, two_d, in_use, " " * body[0].col_offset)
+    renamed = {h.name: fresh(f"{h.name}_remapped", top_level_names(tree) | in_use | {name}) for h in helpers}
+    copies = _copies(helpers, renamed, name, axes, two_d) if helpers else ""
     lines = source.splitlines(keepends=True)
-    lines = replace_in_lines(lines, [(c, ids[axis_of(c)]) for c in calls])
+    # a read through a function named program_id (another module's, e.g. FlagGems' `tle.program_id`)
+    # becomes the remapped id in the dtype that function returns; the baseline's bitwise check then
+    # confirms that the function returned the program id
+    lines = replace_in_lines(lines, [(c, ids[axis_of(c)]) for c in calls]
+                             + [(c, f"{ids[axis_of(c)]}.to({ast.unparse(c)}.dtype)") for c in helper_reads]
+                             + [(n.func, renamed[n.func.id]) for n in ast.walk(func) if isinstance(n, ast.Call)
+                                and isinstance(n.func, ast.Name) and n.func.id in renamed])
     at = body[0].lineno - 1
     lines[at:at] = [prologue]
     insert_at = first_line(func) - 1
-    new_source = ("".join(lines[:insert_at]) + missing_imports(tree, target) + target + "\n\n"
+    new_source = ("".join(lines[:insert_at]) + missing_imports(tree, target) + target + "\n\n" + copies
                   + "".join(lines[insert_at:]))
     probe_values, probe_grid = probe_problem(target, extents, {}, values)
     note = (f"the program ids are remapped, every tl.program_id of {func.name} read from the target's "
             f"(the tile mapping could not be lifted: {why})")
+    if helpers:
+        note += ("; the functions it calls that read the program id themselves run as remapped copies: "
+                 + ", ".join(f"{h.name} (line {h.lineno}) as {renamed[h.name]}" for h in helpers))
+    if helper_reads:
+        note += ("; read as program ids too: " + ", ".join(f"`{ast.unparse(c)}` (line {c.lineno})" for c in helper_reads)
+                 + ", each a function named program_id, read as the program id of its axis: the baseline's "
+                   "bitwise check confirms the kernel computes the same outputs so (where that function permutes "
+                   "the ids rather than returning them, the baseline is the identity order, not the kernel's)")
     return Lifted(source=new_source, target_name=name, target_source=target, arg_names=arg_names,
                   extents=extents, arg_values=values, tile_grid=tuple(values), probe_values=probe_values,
                   probe_grid=probe_grid, outputs=outputs, lines=(body[0].lineno, body[0].lineno), notes=[note],
@@ -127,22 +157,72 @@ def _split(linear: str, ids: list, counts: list) -> list:
     return out
 
 
-def _refuse_helpers(tree: ast.Module, func: ast.FunctionDef) -> None:
-    """A module-level function the kernel calls (directly or not) that reads ``tl.program_id`` itself
-    would not see the remap."""
+def is_named_program_id(node: ast.AST) -> bool:
+    """A call of a function named ``program_id`` other than ``tl.program_id`` (``tle.program_id(0)``,
+    an imported ``program_id(1)``) with a constant axis: read as the program id of that axis."""
+    name = call_name(node)
+    if name is None or name == "tl.program_id" or not (name == "program_id" or name.endswith(".program_id")):
+        return False
+    try:
+        axis_of(node)
+    except LiftError:
+        return False
+    return True
+
+
+def helpers_reading_program_id(tree: ast.Module, func: ast.FunctionDef) -> list:
+    """The module-level functions the kernel calls, directly or through one another, that read the
+    program id themselves or call one that does (in the order of the module)."""
     functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
-    seen, todo = {func.name}, [func]
+    calls = {name: {n.func.id for n in ast.walk(f) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                    and n.func.id in functions and n.func.id != name} for name, f in functions.items()}
+    reachable, todo = set(), [func.name]
     while todo:
-        current = todo.pop()
-        for node in ast.walk(current):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in functions:
-                helper = functions[node.func.id]
-                if helper.name in seen:
-                    continue
-                seen.add(helper.name)
-                reader = next((n for n in ast.walk(helper) if call_name(n) == "tl.program_id"), None)
-                if reader is not None:
-                    raise LiftError(f"cannot reorder {func.name}: the function {helper.name} it calls (line "
-                                    f"{node.lineno}) reads `{ast.unparse(reader)}` itself (line {reader.lineno}), "
-                                    f"where a remap of the kernel's program ids does not reach")
-                todo.append(helper)
+        for callee in calls.get(todo.pop(), ()):
+            if callee not in reachable and callee != func.name:
+                reachable.add(callee)
+                todo.append(callee)
+    reading = {name for name in reachable if any(call_name(n) == "tl.program_id" or is_named_program_id(n)
+                                                 for n in ast.walk(functions[name]))}
+    while True:     # and those that reach one of them
+        more = {name for name in reachable - reading if calls[name] & reading}
+        if not more:
+            break
+        reading |= more
+    return [f for f in tree.body if isinstance(f, ast.FunctionDef) and f.name in reading]
+
+
+def _copies(helpers: list, renamed: dict, name: str, axes: int, two_d: bool) -> str:
+    """The source of the generated per-axis program-id functions and of the helpers' copies.
+
+    Raises:
+        LiftError: a helper reads ``tl.program_id`` with an axis that is not a constant."""
+    used_axes = sorted({axis_of(c) for h in helpers for c in ast.walk(h)
+                        if call_name(c) == "tl.program_id" or is_named_program_id(c)})
+    ids = [f"pid_{a}" for a in range(axes)]
+    out = []
+    for a in used_axes:
+        prologue = _prologue(name, ids, axes, two_d, set(), "    ")
+        out.append(f"@triton.jit\ndef {name}_program_id_{a}():\n    \"\"\"The remapped program id of axis {a} "
+                   f"(generated by swizzleperf for the functions below).\"\"\"\n{prologue}    return {ids[a]}\n\n\n")
+
+    def remapped_id(axis: int) -> ast.Call:
+        return ast.Call(ast.Name(f"{name}_program_id_{axis}", ast.Load()), [], [])
+
+    class _Remap(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            self.generic_visit(node)
+            if call_name(node) == "tl.program_id":
+                return remapped_id(axis_of(node))
+            if is_named_program_id(node):
+                return ast.Call(ast.Attribute(remapped_id(axis_of(node)), "to", ast.Load()),
+                                [ast.Attribute(node, "dtype", ast.Load())], [])
+            if isinstance(node.func, ast.Name) and node.func.id in renamed:
+                node.func = ast.Name(renamed[node.func.id], ast.Load())
+            return node
+
+    for helper in helpers:
+        copy = _Remap().visit(copy_module.deepcopy(helper))
+        copy.name = renamed[helper.name]
+        out.append(ast.unparse(ast.fix_missing_locations(copy)) + "\n\n\n")
+    return "".join(out)

@@ -312,3 +312,23 @@ def test_a_compiled_launch_is_captured_and_its_lifted_baseline_replays_bitwise_o
     assert result.verdict is Verdict.PASS, result.reason
     assert result.details["numerics"]["rel_errors"] == {"check": [0.0], "default": [0.0]}
     assert result.details["timing"]["time_ms"] > 0
+
+
+def test_program_ids_read_through_functions_are_remapped_with_zero_glue(tmp_path):
+    """Another module's `tle.program_id(0)` and a helper reading `tl.program_id(1)`: the kernel is
+    remapped (not refused), its baseline passes bitwise and a permutation of its programs verifies."""
+    from swizzleperf.agent.loop import run
+    from swizzleperf.agent.proposers.scripted import ScriptedProposer
+    prepared = user_kernel.prepare(f"{INTERPRET} {APPS / 'program_id_helpers' / 'app.py'}", "scale_kernel", tmp_path)
+    lifted = prepared.lifted
+    assert lifted.kind == "remapped" and "_col_block (line 17) as _col_block_remapped" in lifted.notes[0]
+    assert "`tle.program_id(0)`" in lifted.notes[0]
+    # row-major over the 4 x 3 tiles (the kernel's own order is column-major): a permutation that no
+    # mix of remapped and raw program ids reproduces, so a read left unremapped is a MISMATCH
+    row_major = (f"@triton.jit\ndef {lifted.target_name}({', '.join(lifted.arg_names)}):\n"
+                 f"    return pid // num_pid_1, pid % num_pid_1\n")
+    outcome = run.start(run.RunOptions(kernel=str(prepared.module_path), hw="h100", iterations=1,
+                                       workdir=str(tmp_path)), proposer=ScriptedProposer([("row-major", row_major)]))
+    assert outcome.report["baseline"]["verdict"] == "PASS", outcome.report["stop_reason"]
+    assert [a["verdict"] for a in outcome.report["attempts"]] == ["PASS"], outcome.report["attempts"]
+    assert set(load_spec(prepared.module_path).tolerance.values()) == {0.0}   # PASS meant bitwise

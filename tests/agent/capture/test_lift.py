@@ -290,22 +290,47 @@ def test_a_remap_of_a_multi_axis_grid_linearises_and_delinearises_every_axis(gri
         assert np.array_equal(np.broadcast_to(evaluator.env[f"pid_{a}"], ids.shape), ids)
 
 
-def test_a_remap_is_refused_where_a_helper_reads_the_program_id_or_nothing_does():
+def test_a_helper_that_reads_the_program_id_runs_as_a_remapped_copy():
+    """A module-level function the kernel calls (here through another) that reads tl.program_id is
+    copied with its reads remapped; the user's own function is left for their other kernels."""
     helper = HEADER + """@triton.jit
 def _row():
     return tl.program_id(0) * 2
 
 
 @triton.jit
-def k(x_ptr, M):
+def _row_clipped(M):
     r = _row()
-    if r > M:
-        r = 0
+    return tl.minimum(r, M)
+
+
+@triton.jit
+def k(x_ptr, M):
+    r = _row_clipped(M)
     tl.store(x_ptr + r, 0.0)
 """
     launch = Launch(grid=(12,), values=dict(M=96), pointers=frozenset({"x_ptr"}))
-    with pytest.raises(LiftError, match=r"the function _row it calls \(line 12\) reads `tl.program_id\(0\)` itself"):
-        lift(helper, "k", launch)
+    lifted = lift(helper, "k", launch)
+    assert lifted.kind == "remapped" and "_row (line 6) as _row_remapped" in lifted.notes[0]
+    tree = ast.parse(lifted.source)
+    functions = {f.name: ast.unparse(f) for f in tree.body if isinstance(f, ast.FunctionDef)}
+    assert functions["_row"] == ast.unparse(ast.parse(helper).body[2])          # the user's own, unchanged
+    assert "swizzle_program_id_0()" in functions["_row_remapped"] and "tl.program_id" not in functions["_row_remapped"]
+    assert "_row_remapped()" in functions["_row_clipped_remapped"]
+    assert "_row_clipped_remapped(M)" in functions["k"]
+    assert "swizzle(tl.program_id(axis=0), tl.num_programs(0))" in functions["swizzle_program_id_0"]
+
+
+def test_a_function_named_program_id_of_another_module_is_read_as_the_program_id():
+    """FlagGems' idiom: `pid = tle.program_id(0)`, tle another module's functions (int64 ids)."""
+    lifted = lift(HEADER.replace("import triton\n", "import triton\nimport tle\n")
+                  + "@triton.jit\ndef k(x_ptr, M):\n    pid = tle.program_id(0)\n    tl.store(x_ptr + pid, 0.0)\n",
+                  "k", Launch(grid=(12,), values=dict(M=96), pointers=frozenset({"x_ptr"})))
+    assert lifted.kind == "remapped" and "`tle.program_id(0)` (line 8)" in lifted.notes[0]
+    assert "pid = pid_0.to(tle.program_id(0).dtype)" in lifted.source
+
+
+def test_a_remap_is_refused_where_nothing_reads_the_program_id_or_one_program_runs():
     with pytest.raises(LiftError, match="it never reads tl.program_id"):
         lift(_kernel("tl.store(x_ptr + tl.arange(0, BLOCK_M), 0.0)\n"), "k", SMALL)
     with pytest.raises(LiftError, match="the captured launch has one program"):
@@ -325,3 +350,22 @@ def test_a_name_already_taken_and_missing_imports():
     assert lifted.target_name == "swizzle_2"
     assert "import triton\n" in lifted.source and "def swizzle_2(pid, num_pid_m, num_pid_n):" in lifted.source
     ast.parse(lifted.source)
+
+
+def test_a_liftable_mapping_is_remapped_where_a_function_reads_the_program_id_too():
+    """`pid = tl.program_id(0)` would lift, but a helper reads program id 1 itself: lifting would
+    leave that read in the kernel's own order, so the program ids are remapped instead."""
+    source = HEADER + """@triton.jit
+def _col():
+    return tl.program_id(1)
+
+
+@triton.jit
+def k(x_ptr, M, BLOCK_M: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = _col()
+    tl.store(x_ptr + pid_m * BLOCK_M + pid_n, 0.0)
+"""
+    lifted = lift(source, "k", Launch(grid=(4, 3), values=dict(M=96, BLOCK_M=32), pointers=frozenset({"x_ptr"})))
+    assert lifted.kind == "remapped" and "the program id is also read through _col (line 6)" in lifted.notes[0]
+    assert "_col_remapped()" in lifted.source
