@@ -179,7 +179,7 @@ def profile_kernel(kernel_path: Path, hw: str | None = None, swizzle: str | None
     from swizzleperf.agent.verification.candidate import CandidateError, splice, target_args, target_source
     from swizzleperf.agent.verification.simulate import SimulateError, program_order
     from swizzleperf.agent.verification.load import load_spec
-    from swizzleperf.agent.verification.swizzles import catalog_source
+    from swizzleperf.agent.verification.swizzles import catalog_source, coordinates_of
     kernel_path = Path(kernel_path)
     spec = load_spec(kernel_path)
     target = target or hwspecs.resolve_target(hw)
@@ -191,7 +191,8 @@ def profile_kernel(kernel_path: Path, hw: str | None = None, swizzle: str | None
         try:
             own = label == "kernel's own"
             target_src = (target_source(source, spec.rewrite_target) if own
-                          else catalog_source(label, target_args(source, spec.rewrite_target)))
+                          else catalog_source(label, target_args(source, spec.rewrite_target),
+                                              max(2, coordinates_of(target_source(source, spec.rewrite_target)))))
             module = splice(source, spec.rewrite_target, target_src)
         except (CandidateError, ValueError) as exc:
             raise SimulateError(str(exc)) from None

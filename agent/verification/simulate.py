@@ -13,7 +13,7 @@ from swizzleperf import hwspecs
 from swizzleperf.agent.verification.candidate import (CandidateError, check_candidate, splice, target_args,
                                                       target_source)
 from swizzleperf.agent.verification.load import load_spec
-from swizzleperf.agent.verification.swizzles import catalog_source
+from swizzleperf.agent.verification.swizzles import catalog_source, coordinates_of
 from swizzleperf.agent.verification.verify import run_worker
 from swizzleperf.profiling import analysis, l2sim
 
@@ -51,7 +51,8 @@ def program_order(kernel_path: Path, swizzle: str | None, swizzle_file: Path | N
             target, label = Path(swizzle_file).read_text(), str(swizzle_file)
             check_candidate(target, spec.rewrite_target, args)
         elif swizzle:
-            target, label = catalog_source(swizzle, args), swizzle
+            own_target = target_source(source, spec.rewrite_target)
+            target, label = catalog_source(swizzle, args, max(2, coordinates_of(own_target))), swizzle
         else:
             target, label = target_source(source, spec.rewrite_target), "kernel's own"
         module = splice(source, spec.rewrite_target, target)

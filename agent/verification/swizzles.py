@@ -98,14 +98,19 @@ def _catalog_source_1d(name: str, arg_names: list[str]) -> str:
     raise UnknownSwizzleError(f"unknown swizzle {name!r} for a 1-D target: known row-major, xcd-contiguous[:D]")
 
 
-def catalog_source(name: str, arg_names: list[str]) -> str:
+def catalog_source(name: str, arg_names: list[str], coordinates: int = 2) -> str:
     """Source of the catalog member ``name`` for a target with parameters ``arg_names``: a 2-D
     target ``(pid, num_pid_m, num_pid_n, ...) -> (pid_m, pid_n)`` (parameters after the third kept
-    and unread) or a 1-D one ``(pid, num_pids) -> tile``.
+    and unread), a 1-D one ``(pid, num_pids) -> tile`` or, with ``coordinates=3``, a 3-D one
+    ``(pid, num_outer, num_pid_m, num_pid_n, ...) -> (outer, pid_m, pid_n)`` (a batch or split-K
+    coordinate outermost, as a lifted mapping of three coordinates numbers its tiles): the 2-D
+    order inside each outer slice; an XCD remap first over all the programs.
 
     Raises:
         UnknownSwizzleError: unknown family, a bad parameter, or a target of another shape.
     """
+    if coordinates == 3:
+        return _catalog_source_3d(name, arg_names)
     if len(arg_names) == 2:
         return _catalog_source_1d(name, arg_names)
     if len(arg_names) < 3:
@@ -135,6 +140,45 @@ def catalog_source(name: str, arg_names: list[str]) -> str:
                 + _grouped("M", g, names))
     raise UnknownSwizzleError(f"unknown swizzle {name!r}: known row-major, column-major, "
                               f"grouped-m:G, grouped-n:G, xcd-contiguous[:D], xcd-grouped-m:G[:D]")
+
+
+def coordinates_of(target: str) -> int:
+    """How many tile coordinates a rewrite target's source returns (its first ``return``: a tuple's
+    length, else 1), for ``catalog_source``'s ``coordinates``; 2 where it cannot be read."""
+    import ast
+    try:
+        tree = ast.parse(target)
+    except SyntaxError:
+        return 2
+    returned = next((n.value for n in ast.walk(tree) if isinstance(n, ast.Return) and n.value is not None), None)
+    if returned is None:
+        return 2
+    return len(returned.elts) if isinstance(returned, ast.Tuple) else 1
+
+
+def _catalog_source_3d(name: str, arg_names: list[str]) -> str:
+    """``catalog_source`` for a target of three coordinates (its docstring)."""
+    if len(arg_names) < 4:
+        raise UnknownSwizzleError(f"the catalog needs a target swizzle(pid, num_outer, num_pid_m, num_pid_n, ...) "
+                                  f"for three coordinates, got ({', '.join(arg_names)})")
+    pid, outer, m, n = arg_names[:4]
+    taken = set(arg_names)
+    local = {k: (k if k not in taken else f"catalog_{k}") for k in ("tiles_per_slice", "slice_id", "inner_pid")}
+    family, _, param = name.partition(":")
+    inner_name, xcd = name, ""
+    if family in ("xcd-contiguous", "xcd-grouped-m"):   # the remap over every program, then the slices
+        group, _, domains = param.partition(":") if family == "xcd-grouped-m" else ("", "", param)
+        d = _positive_int(name, domains or "8")
+        inner_name = f"grouped-m:{group}" if family == "xcd-grouped-m" else "row-major"
+        xcd = _XCD_REMAP.format(d=d, pid=pid, m=f"{outer} * {m}", n=n)
+    inner_source = catalog_source(inner_name, [local["inner_pid"], m, n] + arg_names[4:])
+    body = inner_source.split('"""', 2)[2].lstrip("\n")          # the 2-D body, after its docstring
+    body = body.replace("return pid_m, pid_n", f"return {local['slice_id']}, pid_m, pid_n")
+    split = (f"    {local['tiles_per_slice']} = {m} * {n}\n"
+             f"    {local['slice_id']} = {pid} // {local['tiles_per_slice']}\n"
+             f"    {local['inner_pid']} = {pid} % {local['tiles_per_slice']}\n")
+    doc = f"{name} inside each slice of the outer coordinate {outer} (outermost)."
+    return _HEADER.format(doc=doc, params=", ".join(arg_names)) + xcd + split + body
 
 
 def _positive_int(name: str, text: str) -> int:
@@ -193,8 +237,10 @@ def rank_catalog(score: Callable[[list], list], arg_names: list, wave: int, aspe
     expert, evaluated before the loop) or as a better-ranked member, under any name (grouped-n:64
     on 64 columns is row-major) are dropped, and so are members that fail the permutation check
     (``score`` gives None)."""
-    names = family_members(wave, tile_grid, hardware.l2_domains, aspect, hardware.dispatch)
-    members = [(n, catalog_source(n, arg_names)) for n in names]
+    coordinates = 3 if len(tile_grid) == 3 else 2    # a batch / split-K coordinate outermost
+    grid = tuple(tile_grid[1:]) if coordinates == 3 else tile_grid
+    names = family_members(wave, grid, hardware.l2_domains, aspect, hardware.dispatch)
+    members = [(n, catalog_source(n, arg_names, coordinates)) for n in names]
     known = [("current", current_source)] + [(f"known {i}", s) for i, s in enumerate(known_sources)]
     predictions = score(members + known)
     seen = {p["order_sha1"] for p in predictions[len(members):] if p}

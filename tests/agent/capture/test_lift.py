@@ -111,6 +111,13 @@ def test_a_batch_axis_gets_the_grid_size_it_needs_to_delinearise():
     assert lifted.arg_names == ["linear_pid", "num_batch", "num_pid_m", "num_pid_n", "num_programs_0"]
     order = target_order(lifted.target_source, lifted.arg_values, 24)
     assert [tuple(c) for c in order] == [(p // 12, p % 12 // 4, p % 4) for p in range(24)]
+    # the catalog's members for three coordinates: the 2-D order inside each batch, batch outermost
+    from swizzleperf.agent.verification.swizzles import catalog_source, coordinates_of
+    assert coordinates_of(lifted.target_source) == 3
+    row_major = target_order(catalog_source("row-major", lifted.arg_names, 3), lifted.arg_values, 24)
+    assert [tuple(c) for c in row_major] == [tuple(c) for c in order]
+    column_major = target_order(catalog_source("column-major", lifted.arg_names, 3), lifted.arg_values, 24)
+    assert [tuple(c) for c in column_major] == [(p // 12, p % 12 % 3, p % 12 // 3) for p in range(24)]
 
 
 def test_extents_written_inline_are_found_and_named():

@@ -70,3 +70,23 @@ def test_one_dimensional_members_are_permutations(tmp_path):
                           capture_output=True, text=True, timeout=600, env=dict(os.environ, TRITON_INTERPRET="1"))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert not any(json.loads(proc.stdout.strip().splitlines()[-1]).values())
+
+
+def test_three_coordinate_members_are_permutations(tmp_path):
+    """A lifted mapping of three coordinates (a batch or split-K slice outermost): each member is
+    the 2-D order inside every slice (the XCD remaps first over all programs), a permutation of the
+    whole grid, ragged grids included."""
+    script = _SCRIPT.replace("math.prod(grid), 2)", "math.prod(grid), 3)")
+    assert script != _SCRIPT
+    args = ["pid", "num_outer", "num_pid_m", "num_pid_n"]
+    names = ["row-major", "column-major", "grouped-m:2", "grouped-n:3", "xcd-contiguous:8", "xcd-grouped-m:2:4"]
+    sources = [catalog_source(m, args, coordinates=3) for m in names]
+    assert all("return slice_id, pid_m, pid_n" in s for s in sources)
+    grids = [[4, 3, 4], [3, 5, 7], [1, 9, 8], [2, 1, 13]]
+    proc = subprocess.run([sys.executable, "-c", script, json.dumps(sources), json.dumps(grids), str(tmp_path)],
+                          capture_output=True, text=True, timeout=600, env=dict(os.environ, TRITON_INTERPRET="1"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    errors = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert not {f"{names[int(k.split()[0])]} on {k.split(' ', 1)[1]}": v for k, v in errors.items() if v}
+    with pytest.raises(UnknownSwizzleError, match="three coordinates"):
+        catalog_source("row-major", ["pid", "num_pid_m", "num_pid_n"], coordinates=3)
