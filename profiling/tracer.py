@@ -62,6 +62,10 @@ what the tracer did before masks were handled; small grids, where along an axis 
 clipping is affine). If all fail, the access is refused, naming its source line and a tile: as
 affine but not clipped consistently at the edges (a mask that is no box, or the GEMM's wrap of
 ragged edge tiles, ``% M``) where some fit held, else as not affine (data-dependent addressing).
+A contiguous access of a tensor no access reads in 2-D, whose clip fails as no box in bytes, is
+tried once more in rows: a row of a 2-D tensor per program masked at the row's end
+(``x_ptr + row * stride + cols``, ``cols < N``, on a grid of rows by column blocks) is a one-row
+rectangle in rows of the row coordinate's byte step, clipped by a box in byte columns there.
 
 Granularity. The L2 holds lines (or sectors), not byte ranges: two tiles reuse each other's data
 when they touch the same line, even where their byte ranges differ (32 x 32 fp16 tiles: each row
@@ -281,7 +285,45 @@ def _extend_access(rows: list, pitch: int, size: int, coords, all_coords, grid: 
         wrapped = next(r for r in records if r[3] > r[2] and r[10])
         period = wrapped[11] * (wrapped[14] if wrapped[10] == 1 and len(obs[0]) == 2 else 1)  # rows -> bytes
         return _fold(values, axis, period), inexact
+    if not pitch and failure is not None and "clipped consistently" in str(failure):
+        values = _pitched_reading(rows, size, coords, all_coords, grid, label)
+        if values is not None:
+            return [values], 0
     raise failure
+
+
+def _pitched_reading(rows: list, size: int, coords, all_coords, grid: tuple, label: str):
+    """A contiguous access whose clip at the edges is no box in bytes, read in rows instead: a
+    row of a 2-D tensor per program, masked at the row's end (``cols < N``), the row advancing
+    with one tile coordinate (``x_ptr + row * stride + cols`` on a grid of rows by column blocks).
+    Each byte range is taken as a one-row rectangle in rows of a pitch P, P the byte step of a
+    tile coordinate (largest first), fitted with its clip as a box in (rows, byte columns) and
+    turned back into byte ranges: int64 ``[tiles, 2]``, or None where no such pitch fits."""
+    touched = [i for i, r in enumerate(rows) if r[3] > r[2]]
+    active = [a for a, g in enumerate(grid) if g > 1]
+    if len(touched) <= len(active) + 1:
+        return None
+    design = np.column_stack([np.ones(len(touched)), coords[touched][:, active]]).astype(np.float64)
+    starts = np.array([rows[i][2] for i in touched], dtype=np.float64)
+    steps = np.round(np.linalg.lstsq(design, starts, rcond=None)[0][1:]).astype(np.int64)
+    longest = max(rows[i][3] - rows[i][2] for i in touched)
+    for pitch in sorted({int(abs(c)) for c in steps if abs(c) >= longest}, reverse=True):
+        rects = [_as_rect(r, pitch) if r[3] > r[2] else () for r in rows]
+        if any(r is None or (r and r[1] != r[0] + 1) for r in rects):
+            continue                                         # not one row each at this pitch
+        obs = np.array([r if r else (np.nan,) * 4 for r in rects], dtype=np.float64)
+        nrows = -(-size // pitch) if size > 0 else np.inf
+        try:
+            values = _fit_access(obs, coords, all_coords, grid, "lhlh",
+                                 [(0, nrows), (0, nrows), (0, pitch), (0, pitch)], label)
+        except TraceError:
+            continue
+        r0, r1, c0, c1 = values.T
+        some = (r1 > r0) & (c1 > c0)
+        if np.any(some & (r1 != r0 + 1)):
+            continue
+        return np.stack([np.where(some, r0 * pitch + c0, 0), np.where(some, r0 * pitch + c1, 0)], axis=1)
+    return None
 
 
 def _unwrapped(rows: list, shift: int) -> list:

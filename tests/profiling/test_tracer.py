@@ -50,6 +50,36 @@ def test_extension_matches_the_hand_count():
     assert a_ids.isdisjoint(trace.keys[0, :, 0].tolist())
 
 
+def _row_blocks(tile, width=100, block=32, itemsize=4):
+    """Program (row, column block) of a grid of rows by column blocks reading x[row, cols] with
+    cols < width (the last block masked at the row's end), flat: x_ptr + row * stride + cols; a
+    scale per row; the result stored the same way. Tensors 0 (x), 1 (scale), 2 (y)."""
+    row, cb = tile
+    start = (row * width + cb * block) * itemsize
+    end = min(start + block * itemsize, (row + 1) * width * itemsize)
+    return [(20, 1, row * itemsize, row * itemsize + itemsize, itemsize, False),
+            (21, 0, start, end, end - start, False),
+            (22, 2, start, end, end - start, True)]
+
+
+def test_a_row_masked_at_its_end_is_read_in_rows_of_the_tiles_step():
+    """Byte ranges clipped at each row's end are no box in bytes; read as one-row rectangles of
+    the row coordinate's byte step they are, and every tile gets exactly its bytes."""
+    grid = (24, 4)
+    samples = {t: _row_blocks(t) for t in sample_tiles(grid)}
+    trace = extend(samples, grid, programs_per_cu=1, source="test", granule_bytes=1)
+    x_slot = 1                                        # step 0: the scale, then x, then the store
+    covered = set()
+    for flat in range(24 * 4):
+        row, cb = divmod(flat, 4)
+        start, end = _row_blocks((row, cb))[1][2:4]
+        got = sum(int(trace.block_bytes[k]) for k in trace.keys[flat, 0, x_slot:x_slot + 1] if k >= 0)
+        assert got == end - start, (row, cb, got, end - start)
+        covered.add(int(trace.keys[flat, 0, x_slot]))
+    assert len(covered) == 24 * 4                     # no two tiles share a block of x
+    assert trace.footprint_bytes() == 24 * 4 + 2 * 24 * 100 * 4
+
+
 def test_data_dependent_addresses_are_refused():
     grid = (3, 4)
     samples = {t: _gemm_like(t) for t in sample_tiles(grid)}
