@@ -332,3 +332,15 @@ def test_program_ids_read_through_functions_are_remapped_with_zero_glue(tmp_path
     assert outcome.report["baseline"]["verdict"] == "PASS", outcome.report["stop_reason"]
     assert [a["verdict"] for a in outcome.report["attempts"]] == ["PASS"], outcome.report["attempts"]
     assert set(load_spec(prepared.module_path).tolerance.values()) == {0.0}   # PASS meant bitwise
+    # the remapped module (its copies, `.to(tle.program_id(0).dtype)`, the per-axis functions)
+    # through Triton's code generation and ptxas for sm_90, interpreter off: what a GPU would build
+    script = (f"import importlib.util, sys, torch\nsys.path.insert(0, {str(APPS / 'program_id_helpers')!r})\n"
+              f"spec = importlib.util.spec_from_file_location('gen', {str(prepared.module_path)!r})\n"
+              "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+              "from swizzleperf.kernels.distributed.compile_check import compile_launch\n"
+              "x, out = torch.empty(50, 70), torch.empty(50, 70)\n"
+              "compile_launch(m.scale_kernel, (x, out, 50, 70, 70, 1.5), dict(BLOCK_M=16, BLOCK_N=32), 90)\n"
+              "print('compiled for sm_90')\n")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0 and "compiled for sm_90" in done.stdout, done.stderr[-3000:]
