@@ -3,8 +3,10 @@
 ``prepare``: capture one launch from the user's command (agent/capture/capture.py), lift the kernel's
 program-id -> tile mapping into a rewrite target (agent/capture/lift.py), and generate a kernel module
 under ``<workdir>/captures/<kernel>-<hash>/``: a copy of the user's file with the lift applied, the
-user's folder put on ``sys.path`` (sibling imports keep working), and a ``KernelSpec`` of the
-captured launch appended. That module then runs through the normal ``optimize`` path, loaded by
+user's folder put on ``sys.path`` (sibling imports keep working), its relative imports made
+absolute where the file is in a package (``from .utils import x`` in ``mylib/ops.py`` becomes
+``from mylib.utils import x``, the folder holding ``mylib`` on ``sys.path`` too: the copy lives
+outside the package), and a ``KernelSpec`` of the captured launch appended. That module then runs through the normal ``optimize`` path, loaded by
 ``load_spec`` like any other.
 
 ``finish``: after the run, ``user.diff`` in the run folder is the diff of the *user's own file*
@@ -27,6 +29,7 @@ from swizzleperf.agent.capture import capture_hook
 from swizzleperf.agent.capture.capture import (APP_TIMEOUT_S, TRACE_FALLBACK, Capture, capture, hook_environment,
                                                interpreter_variables, last_line, run_with_hook)
 from swizzleperf.agent.capture.lift import Lifted, LiftError, lift
+from swizzleperf.agent.capture.lift_common import replace_in_lines
 from swizzleperf.agent.verification.candidate import CandidateError, splice, unified_diff
 from swizzleperf.agent.verification.load import load_spec
 from swizzleperf.sandbox.write_back import digest, write_back
@@ -94,14 +97,18 @@ def generated_module(lifted: Lifted, captured: Capture, folder: Path) -> str:
         start = 1
     while start < len(body) and isinstance(body[start], ast.ImportFrom) and body[start].module == "__future__":
         start += 1
+    package, root = package_of(captured.kernel_file)
     lines = lifted.source.splitlines(keepends=True)
+    if package:
+        lines = replace_in_lines(lines, [(n, ast.unparse(ast.ImportFrom(_absolute(package, n), n.names, 0)))
+                                         for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level])
     at = body[start].lineno - 1 if start < len(body) else len(lines)
     if start < len(body) and getattr(body[start], "decorator_list", None):
         at = min(d.lineno for d in body[start].decorator_list) - 1
     user_folder = str(captured.kernel_file.parent)
     header = (f"import sys as _swizzleperf_sys  # swizzleperf: the user's folder first, for sibling imports\n"
-              f"if {user_folder!r} not in _swizzleperf_sys.path:\n"
-              f"    _swizzleperf_sys.path.insert(0, {user_folder!r})\n")
+              + "".join(f"if {f!r} not in _swizzleperf_sys.path:\n    _swizzleperf_sys.path.insert(0, {f!r})\n"
+                        for f in ([str(root)] if package else []) + [user_folder]))
     kernel = captured.launch["kernel"]
     footer = (f"\n\n# -- swizzleperf: the KernelSpec of the launch of {kernel} captured from `{_one_line(captured.launch['app'])}`\n"
               f"# (agent/capture/user_kernel.py; the capture: {folder}/launch.json, the lift: lift.json)\n"
@@ -111,6 +118,30 @@ def generated_module(lifted: Lifted, captured: Capture, folder: Path) -> str:
               f"                                          rewrite_target={lifted.target_name!r})\n")
     text = "".join(lines[:at]) + header + "".join(lines[at:])
     return text.rstrip("\n") + "\n" + footer
+
+
+def package_of(path: Path) -> tuple:
+    """``(package, root)`` of a Python file: the dotted package its folders' ``__init__.py`` files
+    make (``"mylib"`` for ``root/mylib/ops.py``) and the folder holding the top package; ``("",
+    folder)`` for a file outside any package (a namespace package, with no ``__init__.py``, counts
+    as none)."""
+    parts, folder = [], Path(path).resolve().parent
+    while (folder / "__init__.py").exists() and folder.parent != folder:
+        parts.insert(0, folder.name)
+        folder = folder.parent
+    return ".".join(parts), folder
+
+
+def _absolute(package: str, node: ast.ImportFrom) -> str:
+    """The absolute module of a relative ``from`` import in a module of ``package``.
+
+    Raises:
+        LiftError: the import climbs above the top package."""
+    parts = package.split(".")
+    if node.level - 1 >= len(parts):
+        raise LiftError(f"line {node.lineno}: `{ast.unparse(node)}` reaches above the package {parts[0]}")
+    base = parts[:len(parts) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
 
 
 def describe_rewrite(kind: str, file_name: str, lines) -> str:

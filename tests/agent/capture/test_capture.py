@@ -344,3 +344,39 @@ def test_program_ids_read_through_functions_are_remapped_with_zero_glue(tmp_path
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0 and "compiled for sm_90" in done.stdout, done.stderr[-3000:]
+
+
+def test_a_kernel_in_a_package_with_relative_imports_is_optimized(tmp_path):
+    """The generated copy lives outside the package: its relative imports are made absolute and the
+    folder holding the package goes on sys.path; the user's own file keeps its relative import."""
+    from swizzleperf.agent.loop import run
+    from swizzleperf.agent.proposers.scripted import ScriptedProposer
+    prepared = user_kernel.prepare(f"{INTERPRET} {APPS / 'package_relative' / 'app.py'}", "row_sum_kernel", tmp_path)
+    text = prepared.module_path.read_text()
+    assert "from rowlib.sizes import block_for" in text and "from ..sizes" not in text
+    args = prepared.lifted.arg_names
+    outcome = run.start(run.RunOptions(kernel=str(prepared.module_path), hw="mi300x", iterations=1,
+                                       workdir=str(tmp_path)),
+                        proposer=ScriptedProposer([("catalog", catalog_source("xcd-contiguous:8", args))]))
+    assert outcome.report["baseline"]["verdict"] == "PASS", outcome.report["stop_reason"]
+    assert [a["verdict"] for a in outcome.report["attempts"]] == ["PASS"], outcome.report["attempts"]
+    summary = user_kernel.finish(outcome, prepared, in_place=False, test=None)
+    assert "from ..sizes import block_for" in (APPS / "package_relative" / "rowlib" / "sub" / "ops.py").read_text()
+    assert "+from rowlib" not in Path(summary["user_diff"]).read_text()      # the user's file keeps its import
+
+
+def test_a_relative_import_is_resolved_against_the_files_package(tmp_path):
+    import ast as ast_module
+    root = tmp_path / "top"
+    (root / "inner").mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / "inner" / "__init__.py").write_text("")
+    (root / "inner" / "k.py").write_text("")
+    assert user_kernel.package_of(root / "inner" / "k.py") == ("top.inner", tmp_path)
+    assert user_kernel.package_of(tmp_path / "loose.py") == ("", tmp_path)
+    node = lambda text: ast_module.parse(text).body[0]
+    assert user_kernel._absolute("top.inner", node("from .a import b")) == "top.inner.a"
+    assert user_kernel._absolute("top.inner", node("from ..a import b")) == "top.a"
+    assert user_kernel._absolute("top.inner", node("from . import b")) == "top.inner"
+    with pytest.raises(LiftError, match="reaches above the package top"):
+        user_kernel._absolute("top.inner", node("from ...a import b"))

@@ -1,0 +1,1 @@
+"""A package whose kernel module imports its helpers relatively."""
