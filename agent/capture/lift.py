@@ -57,7 +57,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from swizzleperf.agent.capture.lift_common import (Launch, Lifted, LiftError, assigned, axis_of, call_name, derived,
-                                                   first_line, fresh, has_load, has_program_id, kernel_function,
+                                                   first_line, fresh, has_load, has_program_id, indented, kernel_function,
                                                    linear_pid, missing_imports, names_in_use, params, reads, segment,
                                                    statement_text, text, top_level_names)
 from swizzleperf.agent.capture.lift_eval import (EVAL_ERRORS, Evaluator, Unsupported, probe_problem, program_ids,
@@ -528,7 +528,8 @@ def _rewrite_module(tree: ast.Module, lines: list, func, region: _Region, target
             out.append(pid_line + call)
     first = first_line(func)
     insert_at = sum(1 for n in range(1, first) if n not in drop)
-    return ("".join(out[:insert_at]) + missing_imports(tree, target["source"]) + target["source"] + "\n\n"
+    return ("".join(out[:insert_at]) + indented(missing_imports(tree, target["source"]) + target["source"] + "\n\n",
+                                               func)
             + "".join(out[insert_at:]), notes)
 
 

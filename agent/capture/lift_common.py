@@ -1,12 +1,15 @@
 """What the two ways of making a user's kernel reorderable share (agent/capture/lift.py lifts the tile
 mapping; agent/capture/pid_remap.py remaps the program ids): the result types, the error, and small
-helpers over the kernel's AST and text. Imports nothing of the project above the standard library.
+helpers over the kernel's AST and text. Imports of the project only agent/verification/load.py's
+``module_level_functions`` / ``module_level_statements`` (where a kernel and its imports may be).
 """
 from __future__ import annotations
 
 import ast
 import textwrap
 from dataclasses import dataclass, field
+
+from swizzleperf.agent.verification.load import module_level_functions, module_level_statements
 
 
 class LiftError(Exception):
@@ -74,12 +77,21 @@ class Lifted:
 # -- AST helpers ---------------------------------------------------------------------------------
 
 def kernel_function(tree: ast.Module, name: str, filename: str) -> ast.FunctionDef:
-    """The module-level function ``name``; raises LiftError where there is none."""
-    func = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+    """The module-level function ``name``: at the top level, or inside module-level ``if`` /
+    ``try`` / ``with`` blocks (a kernel defined only where Triton imports, as libraries guard it);
+    raises LiftError where there is none."""
+    func = next((n for n in module_level_functions(tree) if n.name == name), None)
     if func is None:
         raise LiftError(f"{filename}: no top-level function {name!r} (the kernel must be a "
                         f"module-level @triton.jit function)")
     return func
+
+
+def indented(text: str, func: ast.FunctionDef) -> str:
+    """``text`` (definitions written at column 0) at the column of ``func``'s ``def``, for an
+    insertion just above it (inside the block that defines it)."""
+    pad = " " * func.col_offset
+    return "".join(pad + line if line.strip() else line for line in text.splitlines(keepends=True)) if pad else text
 
 
 def call_name(node: ast.AST) -> str | None:
@@ -179,6 +191,7 @@ def names_in_use(tree: ast.Module, func: ast.FunctionDef) -> set:
 def top_level_names(tree: ast.Module) -> set:
     """Names the module binds at its top level (functions, classes, assignments, imports)."""
     return ({n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+            | {f.name for f in module_level_functions(tree)}
             | {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
             | {(a.asname or a.name).split(".")[0] for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
                for a in n.names})
@@ -226,8 +239,8 @@ def replace_in_lines(lines: list, replacements: list) -> list:
 def missing_imports(tree: ast.Module, target_source: str) -> str:
     """``import triton`` / ``import triton.language as tl`` where the module does not bind the names
     the target is written with (a module written ``from triton import jit``, say)."""
-    bound = {a.asname or a.name.split(".")[0] for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
-             for a in n.names}
+    bound = {a.asname or a.name.split(".")[0] for n in module_level_statements(tree)
+             if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
     out = [] if "triton" in bound else ["import triton\n"]
     if "tl" not in bound and "tl." in target_source:
         out.append("import triton.language as tl\n")

@@ -39,8 +39,8 @@ import copy as copy_module
 import math
 
 from swizzleperf.agent.capture.lift_common import (Launch, Lifted, LiftError, axis_of, call_name, first_line, fresh,
-                                                   linear_pid, missing_imports, names_in_use, replace_in_lines,
-                                                   top_level_names)
+                                                   indented, linear_pid, missing_imports, module_level_functions,
+                                                   names_in_use, replace_in_lines, top_level_names)
 from swizzleperf.agent.capture.lift_eval import probe_problem
 from swizzleperf.agent.verification.candidate import CandidateError, check_candidate
 
@@ -98,7 +98,7 @@ def remap(tree: ast.Module, func: ast.FunctionDef, source: str, launch: Launch, 
     at = body[0].lineno - 1
     lines[at:at] = [prologue]
     insert_at = first_line(func) - 1
-    new_source = ("".join(lines[:insert_at]) + missing_imports(tree, target) + target + "\n\n" + copies
+    new_source = ("".join(lines[:insert_at]) + indented(missing_imports(tree, target) + target + "\n\n" + copies, func)
                   + "".join(lines[insert_at:]))
     probe_values, probe_grid = probe_problem(target, extents, {}, values)
     note = (f"the program ids are remapped, every tl.program_id of {func.name} read from the target's "
@@ -174,7 +174,7 @@ def is_named_program_id(node: ast.AST) -> bool:
 def helpers_reading_program_id(tree: ast.Module, func: ast.FunctionDef) -> list:
     """The module-level functions the kernel calls, directly or through one another, that read the
     program id themselves or call one that does (in the order of the module)."""
-    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    functions = {n.name: n for n in module_level_functions(tree)}
     calls = {name: {n.func.id for n in ast.walk(f) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
                     and n.func.id in functions and n.func.id != name} for name, f in functions.items()}
     reachable, todo = set(), [func.name]
@@ -190,7 +190,7 @@ def helpers_reading_program_id(tree: ast.Module, func: ast.FunctionDef) -> list:
         if not more:
             break
         reading |= more
-    return [f for f in tree.body if isinstance(f, ast.FunctionDef) and f.name in reading]
+    return [f for f in module_level_functions(tree) if f.name in reading]
 
 
 def _copies(helpers: list, renamed: dict, name: str, axes: int, two_d: bool, taken: set) -> str:

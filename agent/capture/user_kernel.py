@@ -31,7 +31,7 @@ from swizzleperf.agent.capture.capture import (APP_TIMEOUT_S, TRACE_FALLBACK, Ca
 from swizzleperf.agent.capture.lift import Lifted, LiftError, lift
 from swizzleperf.agent.capture.lift_common import replace_in_lines
 from swizzleperf.agent.verification.candidate import CandidateError, splice, unified_diff
-from swizzleperf.agent.verification.load import load_spec
+from swizzleperf.agent.verification.load import find_function, load_spec
 from swizzleperf.sandbox.write_back import digest, write_back
 
 # Accepted ||out - ref|| / ||ref|| per output dtype where programs add into the same output with
@@ -158,7 +158,7 @@ def _one_line(text: str) -> str:
 def _tolerance(source: str, kernel: str, captured: Capture) -> tuple[float, str]:
     """0 (bitwise) unless the kernel adds with tl.atomic_add into a floating-point output, or a
     replay of the launch did not give the same bits: then the dtype's ATOMIC_TOLERANCE, with why."""
-    func = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == kernel)
+    func = find_function(ast.parse(source), kernel)
     atomics = [n for n in ast.walk(func) if isinstance(n, ast.Call)
                and ast.unparse(n.func).split(".")[-1] == "atomic_add"]
     outputs = captured.launch["outputs"]

@@ -21,7 +21,7 @@ import difflib
 import math
 import textwrap
 
-from swizzleperf.agent.verification.load import find_function
+from swizzleperf.agent.verification.load import find_function, module_level_functions
 
 MAX_SOURCE_CHARS = 6000
 #: Deepest nesting of the target's syntax tree (function node = 1). The bundled kernels' targets
@@ -335,15 +335,26 @@ def splice(module_source: str, name: str, new_target: str) -> str:
     if isinstance(new_target, str) and textwrap.dedent(new_target).strip() == textwrap.dedent(own).strip():
         return module_source
     replacement = canonical_target(new_target, name, [a.arg for a in node.args.args])
+    if node.col_offset:   # a target defined inside a module-level block (if / try / with)
+        replacement = "".join(" " * node.col_offset + line if line.strip() else line
+                              for line in replacement.splitlines(keepends=True))
     new_source = "".join(lines[:_first_line(node) - 1]) + replacement + "".join(lines[node.end_lineno:])
     _assert_only_target_changed(tree, ast.parse(new_source), name)
     return new_source
 
 
 def _assert_only_target_changed(old: ast.Module, new: ast.Module, name: str) -> None:
-    def others(tree: ast.Module) -> list[str]:
-        return [ast.dump(n) for n in tree.body
-                if not (isinstance(n, ast.FunctionDef) and n.name == name)]
+    def others(tree: ast.Module) -> str:
+        """The module's tree with its module-level functions ``name`` (those ``find_function``
+        finds) cut out: everything else must be equal, node for node."""
+        tree = copy.deepcopy(tree)      # the caller's trees stay as they are
+        targets = {id(f) for f in module_level_functions(tree) if f.name == name}
+
+        class _Cut(ast.NodeTransformer):
+            def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+                return ast.Pass() if id(node) in targets else node
+
+        return ast.dump(_Cut().visit(tree))
     if others(old) != others(new) or find_function(new, name) is None:
         raise CandidateError(f"the splice changed more than {name!r}; rejected")
 

@@ -57,7 +57,7 @@ def load_spec(path: str | Path) -> KernelSpec:
         raise KernelLoadError(f"{path}: rewrite target {name!r} must be decorated with exactly @triton.jit")
     lines = source.splitlines(keepends=True)
     first = min([node.lineno] + [d.lineno for d in node.decorator_list])
-    stand_in = _stand_in(name, [a.arg for a in node.args.args], node.end_lineno - first + 1)
+    stand_in = _stand_in(name, [a.arg for a in node.args.args], node.end_lineno - first + 1, node.col_offset)
     module = _import_file(path, "".join(lines[:first - 1]) + stand_in + "".join(lines[node.end_lineno:]))
     spec = _the_spec(module, tree, path)
     if spec.rewrite_target != name:
@@ -76,10 +76,12 @@ def _declared_target(tree: ast.Module) -> str:
     return KernelSpec.__dataclass_fields__["rewrite_target"].default
 
 
-def _stand_in(name: str, params: list, span: int) -> str:
+def _stand_in(name: str, params: list, span: int, column: int = 0) -> str:
     """``@triton.jit def name(params)`` returning its first parameter, padded to ``span`` lines
-    (the rest of the module keeps its line numbers, which Triton reads its sources by)."""
-    text = f"@triton.jit\ndef {name}({', '.join(params)}): return {params[0] if params else 0}  # stand-in\n"
+    (the rest of the module keeps its line numbers, which Triton reads its sources by), at
+    ``column`` (a target inside a module-level block)."""
+    pad = " " * column
+    text = f"{pad}@triton.jit\n{pad}def {name}({', '.join(params)}): return {params[0] if params else 0}  # stand-in\n"
     return text + "\n" * max(0, span - 2)
 
 
@@ -138,8 +140,27 @@ def _import_file(path: Path, source: str | None = None) -> Any:
 
 
 def find_function(tree: ast.Module, name: str) -> ast.FunctionDef | None:
-    """The top-level function definition called ``name`` in a parsed module, or None."""
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name == name:
-            return node
-    return None
+    """The module-level function definition called ``name`` in a parsed module (``module_level_
+    functions``), or None."""
+    return next((node for node in module_level_functions(tree) if node.name == name), None)
+
+
+def module_level_functions(tree: ast.Module) -> list:
+    """The functions a module defines when it runs: its top-level ``def`` statements and those in
+    module-level ``if`` / ``try`` / ``with`` blocks (a kernel defined only where Triton imports, as
+    libraries guard it), in source order; not those of classes or of other functions."""
+    return [n for n in module_level_statements(tree) if isinstance(n, ast.FunctionDef)]
+
+
+def module_level_statements(tree: ast.Module) -> list:
+    """The statements a module runs at its own level, in source order: the top level and the
+    bodies of its ``if`` / ``try`` / ``with`` blocks (an ``import triton`` guarded by ``try``),
+    not those of functions or classes."""
+    out, todo = [], list(tree.body)
+    while todo:
+        node = todo.pop(0)
+        out.append(node)
+        if isinstance(node, (ast.If, ast.With, ast.Try)):
+            blocks = [node.body, getattr(node, "orelse", []), getattr(node, "finalbody", [])]
+            todo = [n for block in blocks + [h.body for h in getattr(node, "handlers", [])] for n in block] + todo
+    return sorted(out, key=lambda n: n.lineno)

@@ -380,3 +380,20 @@ def test_a_relative_import_is_resolved_against_the_files_package(tmp_path):
     assert user_kernel._absolute("top.inner", node("from . import b")) == "top.inner"
     with pytest.raises(LiftError, match="reaches above the package top"):
         user_kernel._absolute("top.inner", node("from ...a import b"))
+
+
+def test_a_kernel_defined_inside_a_module_level_if_is_optimized(tmp_path):
+    """`if HAS_TRITON:` around the kernel: the target goes in at the kernel's indentation (in the
+    user's diff too), a candidate is verified bitwise, and no import is added that the module has."""
+    from swizzleperf.agent.loop import run
+    from swizzleperf.agent.proposers.scripted import ScriptedProposer
+    prepared = user_kernel.prepare(f"{INTERPRET} {APPS / 'guarded' / 'app.py'}", "triple_kernel", tmp_path)
+    assert prepared.lifted.kind == "lifted"
+    args = prepared.lifted.arg_names
+    outcome = run.start(run.RunOptions(kernel=str(prepared.module_path), hw="h100", iterations=1,
+                                       workdir=str(tmp_path)),
+                        proposer=ScriptedProposer([("catalog", catalog_source("row-major", args))]))
+    assert outcome.report["baseline"]["verdict"] == "PASS", outcome.report["stop_reason"]
+    assert [a["verdict"] for a in outcome.report["attempts"]] == ["PASS"], outcome.report["attempts"]
+    diff = Path(user_kernel.finish(outcome, prepared, in_place=False, test=None)["user_diff"]).read_text()
+    assert f"+    def {prepared.lifted.target_name}(" in diff and "+import triton" not in diff

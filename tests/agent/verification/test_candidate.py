@@ -142,6 +142,37 @@ def test_splice_of_the_modules_own_target_is_the_identity(gemm_source):
     assert splice(gemm_source, "swizzle", target_source(gemm_source, "swizzle")) == gemm_source
 
 
+GUARDED = """import triton
+import triton.language as tl
+
+HAS_TRITON = True
+if HAS_TRITON:
+    @triton.jit
+    def swizzle(pid, num_pid_m, num_pid_n):
+        return pid // num_pid_n, pid % num_pid_n
+
+    @triton.jit
+    def k(x_ptr):
+        pid_m, pid_n = swizzle(tl.program_id(0), 4, 4)
+        tl.store(x_ptr + pid_m * 4 + pid_n, 1.0)
+"""
+
+
+def test_a_target_inside_a_module_level_block_is_spliced_at_its_column():
+    """A kernel defined only where Triton imports (`if HAS_TRITON:`): the new target takes the old
+    one's place at its indentation, and a change anywhere else in the block is still refused."""
+    new = splice(GUARDED, "swizzle", GOOD)
+    ast.parse(new)
+    assert "    @triton.jit\n    def swizzle(pid, num_pid_m, num_pid_n):" in new
+    assert "Column-major" in target_source(new, "swizzle") and target_args(GUARDED, "swizzle") == ARGS
+    assert new.endswith(GUARDED[GUARDED.index("    @triton.jit\n    def k("):])      # the kernel untouched
+    sneaky = GUARDED.replace("tl.store(x_ptr + pid_m * 4 + pid_n, 1.0)", "tl.store(x_ptr, 2.0)")
+    from swizzleperf.agent.verification import candidate
+    with pytest.raises(CandidateError, match="changed more than"):
+        candidate._assert_only_target_changed(ast.parse(GUARDED), ast.parse(sneaky), "swizzle")
+    candidate._assert_only_target_changed(ast.parse(GUARDED), ast.parse(new), "swizzle")
+
+
 # -- one canonical source (issue #21): what is checked is what runs -------------------------------
 
 # A docstring that holds a second `def swizzle` line: Triton's interpreter starts at the last line
