@@ -114,7 +114,12 @@ MERGE_GAP_BYTES = 32  # the smallest L2 sector of any bundled spec (NVIDIA: 32 B
 
 
 class TraceError(ValueError):
-    """The kernel's accesses cannot be extended from samples (not affine, or differently shaped)."""
+    """The kernel's accesses cannot be extended from samples (not affine, or differently shaped).
+    ``edge``: True where an access was affine but its clip at the edges was no box."""
+
+    def __init__(self, message: str, edge: bool = False) -> None:
+        super().__init__(message)
+        self.edge = edge
 
 
 def sample_tiles(grid: tuple) -> list:
@@ -285,7 +290,7 @@ def _extend_access(rows: list, pitch: int, size: int, coords, all_coords, grid: 
         wrapped = next(r for r in records if r[3] > r[2] and r[10])
         period = wrapped[11] * (wrapped[14] if wrapped[10] == 1 and len(obs[0]) == 2 else 1)  # rows -> bytes
         return _fold(values, axis, period), inexact
-    if not pitch and failure is not None and "clipped consistently" in str(failure):
+    if not pitch and failure is not None and failure.edge:
         values = _pitched_reading(rows, size, coords, all_coords, grid, label)
         if values is not None:
             return [values], 0
@@ -487,7 +492,7 @@ def _fit_access(obs: np.ndarray, coords: np.ndarray, all_coords: np.ndarray, gri
     if kind == "edge":
         raise TraceError(f"{label}: its address is an affine function of the tile coordinates {name}{small}, "
                          f"but not one clipped consistently at the edges: {detail} (a mask that is not "
-                         f"a box, or data-dependent addressing?)")
+                         f"a box, or data-dependent addressing?)", edge=True)
     raise TraceError(f"{label}: its address is not an affine function of the tile coordinates "
                      f"{name}{small}: {detail} (data-dependent addressing?)")
 

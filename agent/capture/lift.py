@@ -57,7 +57,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from swizzleperf.agent.capture.lift_common import (Launch, Lifted, LiftError, assigned, axis_of, call_name, derived,
-                                                   first_line, fresh, has_load, has_program_id, indented, kernel_function,
+                                                   first_line, fresh, has_load, has_program_id, kernel_function,
                                                    linear_pid, missing_imports, names_in_use, params, reads, segment,
                                                    statement_text, text, top_level_names)
 from swizzleperf.agent.capture.lift_eval import (EVAL_ERRORS, Evaluator, Unsupported, probe_problem, program_ids,
@@ -65,6 +65,7 @@ from swizzleperf.agent.capture.lift_eval import (EVAL_ERRORS, Evaluator, Unsuppo
 from swizzleperf.agent.capture.lift_refuse import refuse_unorderable
 from swizzleperf.agent.capture.pid_remap import helpers_reading_program_id, is_named_program_id, remap
 from swizzleperf.agent.verification.candidate import CandidateError, check_candidate
+from swizzleperf.agent.verification.load import at_column
 
 __all__ = ["Launch", "Lifted", "LiftError", "lift", "target_order"]
 
@@ -528,8 +529,8 @@ def _rewrite_module(tree: ast.Module, lines: list, func, region: _Region, target
             out.append(pid_line + call)
     first = first_line(func)
     insert_at = sum(1 for n in range(1, first) if n not in drop)
-    return ("".join(out[:insert_at]) + indented(missing_imports(tree, target["source"]) + target["source"] + "\n\n",
-                                               func)
+    return ("".join(out[:insert_at]) + at_column(missing_imports(tree, target["source"]) + target["source"] + "\n\n",
+                                                func.col_offset)
             + "".join(out[insert_at:]), notes)
 
 

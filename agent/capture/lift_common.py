@@ -87,13 +87,6 @@ def kernel_function(tree: ast.Module, name: str, filename: str) -> ast.FunctionD
     return func
 
 
-def indented(text: str, func: ast.FunctionDef) -> str:
-    """``text`` (definitions written at column 0) at the column of ``func``'s ``def``, for an
-    insertion just above it (inside the block that defines it)."""
-    pad = " " * func.col_offset
-    return "".join(pad + line if line.strip() else line for line in text.splitlines(keepends=True)) if pad else text
-
-
 def call_name(node: ast.AST) -> str | None:
     """A call's callee as written, ``triton.language.`` shortened to ``tl.``; None for non-calls."""
     if not isinstance(node, ast.Call):

@@ -39,10 +39,11 @@ import copy as copy_module
 import math
 
 from swizzleperf.agent.capture.lift_common import (Launch, Lifted, LiftError, axis_of, call_name, first_line, fresh,
-                                                   indented, linear_pid, missing_imports, module_level_functions,
+                                                   linear_pid, missing_imports, module_level_functions,
                                                    names_in_use, replace_in_lines, top_level_names)
 from swizzleperf.agent.capture.lift_eval import probe_problem
 from swizzleperf.agent.verification.candidate import CandidateError, check_candidate
+from swizzleperf.agent.verification.load import at_column
 
 
 def remap(tree: ast.Module, func: ast.FunctionDef, source: str, launch: Launch, why: str) -> Lifted:
@@ -67,8 +68,7 @@ def remap(tree: ast.Module, func: ast.FunctionDef, source: str, launch: Launch, 
     if math.prod(grid) <= 1:
         raise LiftError(f"cannot reorder {func.name}: the captured launch has one program (grid "
                         f"{'x'.join(map(str, grid))}): nothing to reorder; capture a larger launch")
-    helper_axes = [axis_of(c) + 1 for h in helpers for c in ast.walk(h)
-                   if call_name(c) == "tl.program_id" or is_named_program_id(c)]
+    helper_axes = [axis_of(c) + 1 for h in helpers for c in ast.walk(h) if _reads_program_id(c)]
     axes = max([len(grid)] + [axis_of(c) + 1 for c in calls + helper_reads] + helper_axes)
     two_d = grid[0] > 1 and math.prod(grid[1:]) > 1
     body = func.body[1:] if ast.get_docstring(func, clean=False) is not None else func.body
@@ -98,7 +98,7 @@ def remap(tree: ast.Module, func: ast.FunctionDef, source: str, launch: Launch, 
     at = body[0].lineno - 1
     lines[at:at] = [prologue]
     insert_at = first_line(func) - 1
-    new_source = ("".join(lines[:insert_at]) + indented(missing_imports(tree, target) + target + "\n\n" + copies, func)
+    new_source = ("".join(lines[:insert_at]) + at_column(missing_imports(tree, target) + target + "\n\n" + copies, func.col_offset)
                   + "".join(lines[insert_at:]))
     probe_values, probe_grid = probe_problem(target, extents, {}, values)
     note = (f"the program ids are remapped, every tl.program_id of {func.name} read from the target's "
@@ -171,6 +171,11 @@ def is_named_program_id(node: ast.AST) -> bool:
     return True
 
 
+def _reads_program_id(node: ast.AST) -> bool:
+    """``tl.program_id(axis)``, or a call ``is_named_program_id`` reads as one."""
+    return call_name(node) == "tl.program_id" or is_named_program_id(node)
+
+
 def helpers_reading_program_id(tree: ast.Module, func: ast.FunctionDef) -> list:
     """The module-level functions the kernel calls, directly or through one another, that read the
     program id themselves or call one that does (in the order of the module)."""
@@ -183,8 +188,7 @@ def helpers_reading_program_id(tree: ast.Module, func: ast.FunctionDef) -> list:
             if callee not in reachable and callee != func.name:
                 reachable.add(callee)
                 todo.append(callee)
-    reading = {name for name in reachable if any(call_name(n) == "tl.program_id" or is_named_program_id(n)
-                                                 for n in ast.walk(functions[name]))}
+    reading = {name for name in reachable if any(_reads_program_id(n) for n in ast.walk(functions[name]))}
     while True:     # and those that reach one of them
         more = {name for name in reachable - reading if calls[name] & reading}
         if not more:
@@ -199,8 +203,7 @@ def _copies(helpers: list, renamed: dict, name: str, axes: int, two_d: bool, tak
 
     Raises:
         LiftError: a helper reads ``tl.program_id`` with an axis that is not a constant."""
-    used_axes = sorted({axis_of(c) for h in helpers for c in ast.walk(h)
-                        if call_name(c) == "tl.program_id" or is_named_program_id(c)})
+    used_axes = sorted({axis_of(c) for h in helpers for c in ast.walk(h) if _reads_program_id(c)})
     ids = [f"pid_{a}" for a in range(axes)]
     functions = {a: fresh(f"{name}_program_id_{a}", taken) for a in used_axes}
     out = []

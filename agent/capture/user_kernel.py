@@ -6,8 +6,8 @@ under ``<workdir>/captures/<kernel>-<hash>/``: a copy of the user's file with th
 user's folder put on ``sys.path`` (sibling imports keep working), its relative imports made
 absolute where the file is in a package (``from .utils import x`` in ``mylib/ops.py`` becomes
 ``from mylib.utils import x``, the folder holding ``mylib`` on ``sys.path`` too: the copy lives
-outside the package), and a ``KernelSpec`` of the captured launch appended. That module then runs through the normal ``optimize`` path, loaded by
-``load_spec`` like any other.
+outside the package), and a ``KernelSpec`` of the captured launch appended. That module then
+runs through the normal ``optimize`` path, loaded by ``load_spec`` like any other.
 
 ``finish``: after the run, ``user.diff`` in the run folder is the diff of the *user's own file*
 (the call site and the target with the best order), applied to it only with ``--in-place``;

@@ -21,7 +21,7 @@ import difflib
 import math
 import textwrap
 
-from swizzleperf.agent.verification.load import find_function, module_level_functions
+from swizzleperf.agent.verification.load import at_column, find_function, module_level_functions
 
 MAX_SOURCE_CHARS = 6000
 #: Deepest nesting of the target's syntax tree (function node = 1). The bundled kernels' targets
@@ -335,9 +335,7 @@ def splice(module_source: str, name: str, new_target: str) -> str:
     if isinstance(new_target, str) and textwrap.dedent(new_target).strip() == textwrap.dedent(own).strip():
         return module_source
     replacement = canonical_target(new_target, name, [a.arg for a in node.args.args])
-    if node.col_offset:   # a target defined inside a module-level block (if / try / with)
-        replacement = "".join(" " * node.col_offset + line if line.strip() else line
-                              for line in replacement.splitlines(keepends=True))
+    replacement = at_column(replacement, node.col_offset)   # a target inside a module-level block
     new_source = "".join(lines[:_first_line(node) - 1]) + replacement + "".join(lines[node.end_lineno:])
     _assert_only_target_changed(tree, ast.parse(new_source), name)
     return new_source

@@ -80,9 +80,8 @@ def _stand_in(name: str, params: list, span: int, column: int = 0) -> str:
     """``@triton.jit def name(params)`` returning its first parameter, padded to ``span`` lines
     (the rest of the module keeps its line numbers, which Triton reads its sources by), at
     ``column`` (a target inside a module-level block)."""
-    pad = " " * column
-    text = f"{pad}@triton.jit\n{pad}def {name}({', '.join(params)}): return {params[0] if params else 0}  # stand-in\n"
-    return text + "\n" * max(0, span - 2)
+    text = f"@triton.jit\ndef {name}({', '.join(params)}): return {params[0] if params else 0}  # stand-in\n"
+    return at_column(text, column) + "\n" * max(0, span - 2)
 
 
 def _read(path: str | Path) -> tuple[Path, str, ast.Module]:
@@ -150,6 +149,13 @@ def module_level_functions(tree: ast.Module) -> list:
     module-level ``if`` / ``try`` / ``with`` blocks (a kernel defined only where Triton imports, as
     libraries guard it), in source order; not those of classes or of other functions."""
     return [n for n in module_level_statements(tree) if isinstance(n, ast.FunctionDef)]
+
+
+def at_column(text: str, column: int) -> str:
+    """``text`` (definitions written at column 0) moved to ``column``, blank lines kept blank: for
+    a definition that goes beside a function defined inside a module-level block."""
+    pad = " " * column
+    return "".join(pad + line if line.strip() else line for line in text.splitlines(keepends=True)) if pad else text
 
 
 def module_level_statements(tree: ast.Module) -> list:

@@ -192,7 +192,7 @@ def profile_kernel(kernel_path: Path, hw: str | None = None, swizzle: str | None
             own = label == "kernel's own"
             target_src = (target_source(source, spec.rewrite_target) if own
                           else catalog_source(label, target_args(source, spec.rewrite_target),
-                                              max(2, coordinates_of(target_source(source, spec.rewrite_target)))))
+                                              coordinates_of(target_source(source, spec.rewrite_target))))
             module = splice(source, spec.rewrite_target, target_src)
         except (CandidateError, ValueError) as exc:
             raise SimulateError(str(exc)) from None

@@ -52,7 +52,7 @@ def program_order(kernel_path: Path, swizzle: str | None, swizzle_file: Path | N
             check_candidate(target, spec.rewrite_target, args)
         elif swizzle:
             own_target = target_source(source, spec.rewrite_target)
-            target, label = catalog_source(swizzle, args, max(2, coordinates_of(own_target))), swizzle
+            target, label = catalog_source(swizzle, args, coordinates_of(own_target)), swizzle
         else:
             target, label = target_source(source, spec.rewrite_target), "kernel's own"
         module = splice(source, spec.rewrite_target, target)

@@ -314,11 +314,21 @@ def test_a_compiled_launch_is_captured_and_its_lifted_baseline_replays_bitwise_o
     assert result.details["timing"]["time_ms"] > 0
 
 
+def _one_candidate_passes(prepared, tmp_path, hw: str, name: str, source: str) -> dict:
+    """One scripted candidate through the loop on ``prepared``'s module: the baseline and the
+    candidate both PASS (bitwise, the lift's tolerance); the run's outcome."""
+    from swizzleperf.agent.loop import run
+    from swizzleperf.agent.proposers.scripted import ScriptedProposer
+    outcome = run.start(run.RunOptions(kernel=str(prepared.module_path), hw=hw, iterations=1, workdir=str(tmp_path)),
+                        proposer=ScriptedProposer([(name, source)]))
+    assert outcome.report["baseline"]["verdict"] == "PASS", outcome.report["stop_reason"]
+    assert [a["verdict"] for a in outcome.report["attempts"]] == ["PASS"], outcome.report["attempts"]
+    return outcome
+
+
 def test_program_ids_read_through_functions_are_remapped_with_zero_glue(tmp_path):
     """Another module's `tle.program_id(0)` and a helper reading `tl.program_id(1)`: the kernel is
     remapped (not refused), its baseline passes bitwise and a permutation of its programs verifies."""
-    from swizzleperf.agent.loop import run
-    from swizzleperf.agent.proposers.scripted import ScriptedProposer
     prepared = user_kernel.prepare(f"{INTERPRET} {APPS / 'program_id_helpers' / 'app.py'}", "scale_kernel", tmp_path)
     lifted = prepared.lifted
     assert lifted.kind == "remapped" and "_col_block (line 17) as _col_block_remapped" in lifted.notes[0]
@@ -327,10 +337,7 @@ def test_program_ids_read_through_functions_are_remapped_with_zero_glue(tmp_path
     # mix of remapped and raw program ids reproduces, so a read left unremapped is a MISMATCH
     row_major = (f"@triton.jit\ndef {lifted.target_name}({', '.join(lifted.arg_names)}):\n"
                  f"    return pid // num_pid_1, pid % num_pid_1\n")
-    outcome = run.start(run.RunOptions(kernel=str(prepared.module_path), hw="h100", iterations=1,
-                                       workdir=str(tmp_path)), proposer=ScriptedProposer([("row-major", row_major)]))
-    assert outcome.report["baseline"]["verdict"] == "PASS", outcome.report["stop_reason"]
-    assert [a["verdict"] for a in outcome.report["attempts"]] == ["PASS"], outcome.report["attempts"]
+    _one_candidate_passes(prepared, tmp_path, "h100", "row-major", row_major)
     assert set(load_spec(prepared.module_path).tolerance.values()) == {0.0}   # PASS meant bitwise
     # the remapped module (its copies, `.to(tle.program_id(0).dtype)`, the per-axis functions)
     # through Triton's code generation and ptxas for sm_90, interpreter off: what a GPU would build
@@ -349,17 +356,11 @@ def test_program_ids_read_through_functions_are_remapped_with_zero_glue(tmp_path
 def test_a_kernel_in_a_package_with_relative_imports_is_optimized(tmp_path):
     """The generated copy lives outside the package: its relative imports are made absolute and the
     folder holding the package goes on sys.path; the user's own file keeps its relative import."""
-    from swizzleperf.agent.loop import run
-    from swizzleperf.agent.proposers.scripted import ScriptedProposer
     prepared = user_kernel.prepare(f"{INTERPRET} {APPS / 'package_relative' / 'app.py'}", "row_sum_kernel", tmp_path)
     text = prepared.module_path.read_text()
     assert "from rowlib.sizes import block_for" in text and "from ..sizes" not in text
-    args = prepared.lifted.arg_names
-    outcome = run.start(run.RunOptions(kernel=str(prepared.module_path), hw="mi300x", iterations=1,
-                                       workdir=str(tmp_path)),
-                        proposer=ScriptedProposer([("catalog", catalog_source("xcd-contiguous:8", args))]))
-    assert outcome.report["baseline"]["verdict"] == "PASS", outcome.report["stop_reason"]
-    assert [a["verdict"] for a in outcome.report["attempts"]] == ["PASS"], outcome.report["attempts"]
+    outcome = _one_candidate_passes(prepared, tmp_path, "mi300x", "catalog",
+                                    catalog_source("xcd-contiguous:8", prepared.lifted.arg_names))
     summary = user_kernel.finish(outcome, prepared, in_place=False, test=None)
     assert "from ..sizes import block_for" in (APPS / "package_relative" / "rowlib" / "sub" / "ops.py").read_text()
     assert "+from rowlib" not in Path(summary["user_diff"]).read_text()      # the user's file keeps its import
@@ -385,15 +386,9 @@ def test_a_relative_import_is_resolved_against_the_files_package(tmp_path):
 def test_a_kernel_defined_inside_a_module_level_if_is_optimized(tmp_path):
     """`if HAS_TRITON:` around the kernel: the target goes in at the kernel's indentation (in the
     user's diff too), a candidate is verified bitwise, and no import is added that the module has."""
-    from swizzleperf.agent.loop import run
-    from swizzleperf.agent.proposers.scripted import ScriptedProposer
     prepared = user_kernel.prepare(f"{INTERPRET} {APPS / 'guarded' / 'app.py'}", "triple_kernel", tmp_path)
     assert prepared.lifted.kind == "lifted"
-    args = prepared.lifted.arg_names
-    outcome = run.start(run.RunOptions(kernel=str(prepared.module_path), hw="h100", iterations=1,
-                                       workdir=str(tmp_path)),
-                        proposer=ScriptedProposer([("catalog", catalog_source("row-major", args))]))
-    assert outcome.report["baseline"]["verdict"] == "PASS", outcome.report["stop_reason"]
-    assert [a["verdict"] for a in outcome.report["attempts"]] == ["PASS"], outcome.report["attempts"]
+    outcome = _one_candidate_passes(prepared, tmp_path, "h100", "catalog",
+                                    catalog_source("row-major", prepared.lifted.arg_names))
     diff = Path(user_kernel.finish(outcome, prepared, in_place=False, test=None)["user_diff"]).read_text()
     assert f"+    def {prepared.lifted.target_name}(" in diff and "+import triton" not in diff
