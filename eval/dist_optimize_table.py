@@ -5,10 +5,11 @@ the reports of ``swizzleperf optimize`` runs and the hand bench of the same sess
 
 Rows: ``kernel, problem, world_size, device, best_config, best_ms, torch_nccl_ms, torch_fused_ms,
 gemm_alone_ms, comm_alone_ms, hand_best_ms, spread_ms, source`` and, beside them, the hand bench's
-best pattern, the perfect-overlap bound, the answer (``recommendation``: the best configuration, or
-torch + NCCL when nothing beats it beyond the paired spread) and the two checks of the issue:
-``finds_hand_best`` (best_ms <= hand_best_ms + spread_ms) and ``never_slower`` (the recommendation
-is not slower than torch + NCCL beyond the spread). Every time is measured (CUDA events, the slowest
+best pattern, the perfect-overlap bound, the answer (``recommendation``: the configuration the run
+recommends, the fastest that beats torch + NCCL beyond the paired spread, or torch + NCCL when none
+does; ``recommended_ms`` its time) and the two checks of the issue: ``finds_hand_best`` (best_ms <=
+hand_best_ms + spread_ms) and ``never_slower`` (the recommendation is not slower than torch + NCCL
+beyond the spread). Every time is measured (CUDA events, the slowest
 rank's, median of interleaved rounds) in the session the command ran in.
 """
 from __future__ import annotations
@@ -64,7 +65,7 @@ def _row(path: Path, report: dict, hand: dict | None) -> dict:
            "hand_best_ms": (hand or {}).get("time_ms"), "hand_best_pattern": (hand or {}).get("pattern"),
            "spread_ms": spread, "paired_gain_ms": best.get("paired_gain_ms"),
            "overlap_bound_ms": refs.get("overlap_bound_ms"), "way_to_bound": d.get("way_to_bound"),
-           "recommendation": "torch + NCCL" if answer.get("use") != "configuration" else best.get("config"),
+           "recommendation": _recommendation(answer, best),
            "answer": answer.get("line"), "verified_at": best.get("verified_at"),
            "source": "measured" if measured else report["mode"], "report": str(path),
            "status": report.get("status"), "iterations": report.get("iterations"),
@@ -72,9 +73,32 @@ def _row(path: Path, report: dict, hand: dict | None) -> dict:
     if measured and row["hand_best_ms"] is not None:
         row["finds_hand_best"] = row["best_ms"] <= row["hand_best_ms"] + spread
     if measured and row["torch_nccl_ms"] is not None:
-        chosen = row["best_ms"] if answer.get("use") == "configuration" else row["torch_nccl_ms"]
-        row["never_slower"] = chosen <= row["torch_nccl_ms"] + spread
+        chosen = _chosen(report, answer, best)
+        if chosen is None:      # torch + NCCL itself
+            row["never_slower"] = True
+        else:
+            noise = max(spread, chosen.get("time_spread_ms") or 0.0, chosen.get("paired_spread_ms") or 0.0)
+            row["recommended_ms"] = chosen["time_ms"]
+            row["never_slower"] = chosen["time_ms"] <= (chosen.get("torch_nccl_ms") or row["torch_nccl_ms"]) + noise
     return row
+
+
+def _recommendation(answer: dict, best: dict):
+    """The configuration the run recommends (agent/distributed/measured.answer), or "torch + NCCL"."""
+    if answer.get("use") != "configuration":
+        return "torch + NCCL"
+    return answer.get("config") or best.get("config")   # runs before the answer carried its config
+
+
+def _chosen(report: dict, answer: dict, best: dict) -> dict | None:
+    """The figures of the recommended configuration: the best's, or the head-to-head contender
+    the answer names; None when the answer is torch + NCCL."""
+    if answer.get("use") != "configuration":
+        return None
+    if not answer.get("name") or answer["name"] == best.get("name"):
+        return best
+    contenders = (report.get("confirmation") or {}).get("contenders") or []
+    return next((c for c in contenders if c.get("name") == answer["name"]), best)
 
 
 def markdown(rows: list, command: str) -> str:
@@ -87,7 +111,7 @@ def markdown(rows: list, command: str) -> str:
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         config = json.dumps(r["best_config"]) if r["best_config"] else "n/a"
-        answer = "torch + NCCL" if r["recommendation"] == "torch + NCCL" else f"`{config}`"
+        answer = "torch + NCCL" if r["recommendation"] == "torch + NCCL" else f"`{json.dumps(r['recommendation'])}`"
         lines.append(f"| {r['kernel']} | {r['problem']} | {r['world_size']} | {r['device']} | {answer} | "
                      f"{_ms(r['best_ms'])} ± {_ms(r['spread_ms'])} (`{config}`) | {_ms(r['torch_nccl_ms'])} | "
                      f"{_ms(r['torch_fused_ms'])} | {_ms(r['gemm_alone_ms'])} | {_ms(r['comm_alone_ms'])} | "

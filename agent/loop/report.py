@@ -73,7 +73,8 @@ def build_report(state: dict, run: dict, target_message: str, extra: dict | None
 def _distributed_outcome(report: dict, history: list) -> dict:
     """What a distributed run concludes: the hand bench's point (the best of the patterns at the
     kernel's default knobs measured in this run), the answer (agent/distributed/measured.answer: the best
-    configuration only when it beats torch + NCCL beyond the paired spread), and the fraction of
+    configuration when it beats torch + NCCL beyond the paired spread, else the fastest of the
+    head-to-head's contenders that does, else torch + NCCL), and the fraction of
     the way from torch + NCCL to the perfect-overlap bound that the best went."""
     from swizzleperf.agent.distributed.measured import answer
     d, best = report["distributed"], report.get("best") or {}
@@ -84,7 +85,7 @@ def _distributed_outcome(report: dict, history: list) -> dict:
         defaults.append(report["baseline"])     # the kernel's default pattern at its default knobs
     out = {"hand_bench": min(defaults, key=lambda f: f["time_ms"]) if defaults else None,
            "answer": answer(best if best.get("verdict") == Verdict.PASS.value else None, report["mode"],
-                            d.get("references"))}
+                            d.get("references"), (report.get("confirmation") or {}).get("contenders"))}
     refs = d.get("references") or {}
     torch_ms, bound = refs.get("torch_nccl_ms"), refs.get("overlap_bound_ms")
     if best.get("time_ms") and torch_ms and bound and bound < best["time_ms"] < torch_ms:
@@ -104,14 +105,15 @@ def _at_default_knobs(config: dict | None, run_defaults: dict) -> bool:
 def _with_confirmed_torch(report: dict) -> None:
     """After the head-to-head at the end of a measured run, the configurations' comparisons with
     torch + NCCL come from its rounds too (torch + NCCL was timed in them): the paired gain is
-    recomputed round by round for every figure that carries the head-to-head's ``rounds_ms``."""
+    recomputed round by round for every figure that carries the head-to-head's ``rounds_ms``
+    (the best, the baseline, the expert and each of the confirmation's contenders)."""
     import statistics
     confirmed = report["distributed"].get("confirmed_torch_nccl") or {}
     torch_rounds = confirmed.get("rounds_ms")
     if not torch_rounds:
         return
-    for label in ("best", "baseline", "expert"):
-        f = report.get(label)
+    contenders = (report.get("confirmation") or {}).get("contenders") or []
+    for f in [report.get(label) for label in ("best", "baseline", "expert")] + contenders:
         rounds = (f or {}).get("rounds_ms")
         if not rounds or len(rounds) != len(torch_rounds):
             continue

@@ -139,7 +139,7 @@ def confirmed_summary(attempt: dict) -> dict:
     return {"kind": attempt["kind"], "iteration": attempt["iteration"], "name": attempt["name"],
             "time_ms": m["time_ms"], "time_spread_ms": m["time_spread_ms"],
             "first_time_ms": m.get("first_time_ms"), "l2_hit_rate": m.get("l2_hit_rate"),
-            "dram_bytes": m.get("dram_bytes")}
+            "dram_bytes": m.get("dram_bytes"), "config": m.get("config"), "rounds_ms": m.get("rounds_ms")}
 
 
 def measured_read_hit_rate(metrics: dict) -> tuple:

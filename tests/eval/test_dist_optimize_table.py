@@ -27,3 +27,26 @@ def test_each_row_says_where_its_run_stopped(tmp_path):
     assert rows[0]["status"] == "interrupted" and rows[0]["never_slower"]
     text = dist_optimize_table.markdown(rows, "cmd")
     assert "gemm_reduce_scatter llama70b-down-8k: interrupted after 2 iterations (cut short by SIGTERM" in text
+
+
+def test_the_row_recommends_the_configuration_the_answer_names(tmp_path):
+    """The answer may name a head-to-head contender other than the fastest (agent/distributed/measured.answer):
+    the row's recommendation and its never-slower check are that contender's, the best found stays the fastest."""
+    run = tmp_path / "runs" / "r1"
+    run.mkdir(parents=True)
+    best = {"name": "push_copy_engine", "config": {"pattern": "push_copy_engine"}, "time_ms": 0.362,
+            "time_spread_ms": 0.229, "torch_nccl_ms": 0.449, "torch_nccl_spread_ms": 0.009,
+            "paired_gain_ms": 0.078, "paired_spread_ms": 0.240}
+    push = {"name": "default", "kind": "baseline", "config": {"pattern": "push"}, "time_ms": 0.416,
+            "time_spread_ms": 0.024, "torch_nccl_ms": 0.449, "paired_gain_ms": 0.025, "paired_spread_ms": 0.021}
+    (run / "report.json").write_text(json.dumps({
+        "kernel": "all_gather_gemm", "mode": "measured", "hardware": "h200", "best": best,
+        "confirmation": {"contenders": [best, push]},
+        "distributed": {"problem": "llama8b-up-4k", "world_size": 2, "pool": {"device": "NVIDIA H200"},
+                        "references": {"torch_nccl_ms": 0.436},
+                        "answer": {"use": "configuration", "name": "default", "config": {"pattern": "push"},
+                                   "line": "use default: 1.08x"}}}))
+    row = dist_optimize_table.rows_from(tmp_path, [])[0]
+    assert row["recommendation"] == {"pattern": "push"} and row["recommended_ms"] == 0.416
+    assert row["best_ms"] == 0.362 and row["never_slower"]
+    assert '`{"pattern": "push"}`' in dist_optimize_table.markdown([row], "cmd")

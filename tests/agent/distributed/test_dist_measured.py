@@ -93,6 +93,21 @@ def test_the_answer_is_torch_nccl_unless_a_configuration_beats_it_beyond_the_spr
     assert f"{1.0 + gain:.3f}" in result["line"] and f"{spread:.3f}" in result["line"]
 
 
+def test_a_fastest_that_scatters_gives_way_to_the_fastest_reliable_contender():
+    """The head-to-head's fastest by median timed bimodally (its gain within its spread): the answer
+    is the fastest of the other contenders that beats torch + NCCL beyond its own spread, and the
+    line says why the fastest was passed over; none reliable: torch + NCCL."""
+    fastest = {**_figures(0.07, 0.24), "name": "push_copy_engine", "config": {"pattern": "push_copy_engine"}}
+    steady = {**_figures(0.03, 0.02), "name": "push", "time_ms": 1.04, "config": {"pattern": "push"}}
+    steadier_but_slower = {**_figures(0.02, 0.01), "name": "bulk_sync", "time_ms": 1.05, "config": {"pattern": "bulk_sync"}}
+    noisy = {**_figures(0.05, 0.06), "name": "push STREAM_K=1", "time_ms": 1.01}
+    result = dist_measured.answer(fastest, "measured", {}, [fastest, noisy, steadier_but_slower, steady])
+    assert result["use"] == "configuration" and result["name"] == "push" and result["config"] == {"pattern": "push"}
+    assert result["line"].startswith("use push: ") and "the fastest by median, push_copy_engine, does not beat" in result["line"]
+    assert dist_measured.answer(fastest, "measured", {}, [fastest, noisy])["use"] == "torch + NCCL"
+    assert dist_measured.answer(fastest, "measured", {})["use"] == "torch + NCCL"
+
+
 def test_a_simulated_run_recommends_nothing():
     result = dist_measured.answer(_figures(0.5, 0.01), "simulated", None)
     assert result["use"] is None and "nothing is recommended" in result["line"]
@@ -368,3 +383,26 @@ def test_the_hand_bench_point_counts_the_pattern_sweep_at_the_runs_starting_knob
     assert _distributed_outcome(report, history)["hand_bench"]["time_ms"] == 0.50
     report["baseline"]["time_ms"] = 0.45
     assert _distributed_outcome(report, history)["hand_bench"]["name"] == "default"
+
+
+def test_the_report_pairs_every_contender_with_torch_and_answers_from_the_reliable_one():
+    """At the end of a measured run every head-to-head contender gets its paired gain from the
+    rounds torch + NCCL was timed in, and the answer passes over a fastest that scatters for the
+    fastest contender beyond its spread (rounds as on two H200s, AG + GEMM llama8b-up-4k)."""
+    from swizzleperf.agent.loop.report import _distributed_outcome, _with_confirmed_torch
+    torch_rounds = [0.45, 0.44, 0.45, 0.46, 0.44, 0.45]
+    bimodal = [0.36, 0.49, 0.36, 0.50, 0.36, 0.49]     # median 0.425: gain within its spread
+    steady = [0.42, 0.41, 0.42, 0.43, 0.41, 0.42]
+    fastest = {"name": "push_copy_engine", "verdict": "PASS", "time_ms": 0.36, "time_spread_ms": 0.13,
+               "rounds_ms": bimodal, "config": {"pattern": "push_copy_engine"}}
+    report = {"mode": "measured", "best": fastest, "baseline": None,
+              "confirmation": {"contenders": [dict(fastest), {"name": "default", "time_ms": 0.42, "time_spread_ms": 0.01,
+                                                              "rounds_ms": steady, "config": {"pattern": "push"}}]},
+              "distributed": {"references": {}, "confirmed_torch_nccl": {"torch_nccl_ms": 0.45, "torch_nccl_spread_ms": 0.01,
+                                                                         "rounds_ms": torch_rounds}}}
+    _with_confirmed_torch(report)
+    contenders = report["confirmation"]["contenders"]
+    assert contenders[1]["paired_gain_ms"] == pytest.approx(0.03) and contenders[1]["paired_spread_ms"] < 0.03
+    assert contenders[0]["paired_spread_ms"] > contenders[0]["paired_gain_ms"]
+    answer = _distributed_outcome(report, [])["answer"]
+    assert answer["use"] == "configuration" and answer["config"] == {"pattern": "push"}
