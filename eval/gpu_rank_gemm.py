@@ -7,6 +7,9 @@ of the distributed benchmark problems at W = 2, 4 and 8, and the bundled GEMM's 
     python3 eval/gpu_rank_gemm.py probe --out $OUT/loop_options.json     # flatten / warp-specialize
     python3 eval/gpu_rank_gemm.py report $OUT/tune*.json --out eval/results/rank_gemm_hopper \
         --configs-out eval/results/gemm_configs_hopper.json
+    python3 eval/gpu_rank_gemm.py merge H100/rank_gemm_hopper.json H200/rank_gemm_hopper.json \
+        --out eval/results/rank_gemm_hopper --configs H100/gemm_configs_hopper.json \
+        H200/gemm_configs_hopper.json --configs-out eval/results/gemm_configs_hopper.json
 
 (eval/gpu_rank_gemm.sh runs them all on a machine of one or two GPUs.)
 
@@ -247,6 +250,39 @@ def report(inputs: list, out: str, configs_out: str = "") -> None:
                              "cublas_spread_ms": r["cublas_spread_ms"], "rel_error": r["rel_error"],
                              "programs": r["programs"], "triton": r["triton"], "date": r["date"],
                              "ratio": r["cublas_ms"] / r["ours_ms"]})
+    write_report(rows, out)
+    if configs_out:  # the winners in the cache's format: eval/dist_bench.py --gemm-configs
+        from swizzleperf.kernels.schedule.gemm_tuning import cache_key
+        entries = {}
+        for path in inputs:
+            for r in json.loads(Path(path).read_text())["rows"]:
+                key = cache_key(f"gemm/{ORDER}", r["device"], r["programs"], "bfloat16", r["M"], r["N"],
+                                r["K"], r["triton"])
+                entries[key] = {k: r[k] for k in ("config", "ours_ms", "cublas_ms", "spread_ms", "schedule",
+                                                  "device", "programs", "triton", "date")}
+        Path(configs_out).write_text(json.dumps(entries, indent=1, sort_keys=True))
+
+
+def merge(inputs: list, out: str, configs: list, configs_out: str = "") -> None:
+    """One report from several reports' JSON (``report``'s rows, e.g. one per device or session):
+    a row per (device, kernel, source problem, W), a later file's row replacing an earlier one's;
+    with ``configs_out``, the configuration caches in ``configs`` merged the same way."""
+    rows = {}
+    for path in inputs:
+        for r in json.loads(Path(path).read_text())["rows"]:
+            rows[(r["device"], r["kernel"], r["source_problem"], r["world_size"])] = r
+    write_report(list(rows.values()), out)
+    if configs_out:
+        entries = {}
+        for path in configs:
+            entries.update(json.loads(Path(path).read_text()))
+        Path(configs_out).write_text(json.dumps(entries, indent=1, sort_keys=True))
+
+
+def write_report(rows: list, out: str) -> None:
+    """``out``.json and ``out``.md from the rows: per device the geometric mean of cublas_ms /
+    ours_ms over the distinct per-rank shapes (the bundled GEMM's problem left out), the count
+    below 0.95 and the worst shape."""
     rows.sort(key=lambda r: (r["device"], r["kernel"] == "gemm", r["kernel"], r["source_problem"],
                              r["world_size"]))
     summary = {}
@@ -262,16 +298,6 @@ def report(inputs: list, out: str, configs_out: str = "") -> None:
                            "worst_shape": "x".join(map(str, worst)), "worst_ratio": shapes_seen[worst]}
     command = "bash eval/gpu_rank_gemm.sh (eval/gpu_rank_gemm.py warm / check / tune / report)"
     Path(f"{out}.json").write_text(json.dumps({"command": command, "summary": summary, "rows": rows}, indent=1))
-    if configs_out:  # the winners in the cache's format: eval/dist_bench.py --gemm-configs
-        from swizzleperf.kernels.schedule.gemm_tuning import cache_key
-        entries = {}
-        for path in inputs:
-            for r in json.loads(Path(path).read_text())["rows"]:
-                key = cache_key(f"gemm/{ORDER}", r["device"], r["programs"], "bfloat16", r["M"], r["N"],
-                                r["K"], r["triton"])
-                entries[key] = {k: r[k] for k in ("config", "ours_ms", "cublas_ms", "spread_ms", "schedule",
-                                                  "device", "programs", "triton", "date")}
-        Path(configs_out).write_text(json.dumps(entries, indent=1, sort_keys=True))
     lines = [f"# Per-rank GEMM against cuBLAS on Hopper (measured: CUDA events)", "",
              f"`{command}`: kernels/gemm.py's persistent schedule (kernels/schedule/persistent_gemm.py, "
              f"tile order {ORDER}, all SMs) tuned per shape by kernels/schedule/gemm_tuning.py; each row "
@@ -311,6 +337,11 @@ def main(argv=None) -> int:
     r.add_argument("inputs", nargs="+")
     r.add_argument("--out", required=True, help="path prefix of OUT.json / OUT.md")
     r.add_argument("--configs-out", default="", help="the winning configurations as a gemm_tuning cache file")
+    g = sub.add_parser("merge", help="one report from several reports' JSON (a later row replaces an earlier one)")
+    g.add_argument("inputs", nargs="+")
+    g.add_argument("--out", required=True, help="path prefix of OUT.json / OUT.md")
+    g.add_argument("--configs", nargs="*", default=[], help="configuration cache files to merge")
+    g.add_argument("--configs-out", default="")
     args = parser.parse_args(argv)
     if args.command == "warm":
         warm(args.jobs)
@@ -320,6 +351,8 @@ def main(argv=None) -> int:
         tune(args.part, args.out, args.rounds, args.cache)
     elif args.command == "probe":
         probe(args.out)
+    elif args.command == "merge":
+        merge(args.inputs, args.out, args.configs, args.configs_out)
     else:
         report(args.inputs, args.out, args.configs_out)
     return 0

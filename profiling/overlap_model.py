@@ -50,7 +50,7 @@ Every prediction also says how far to trust it:
   EPILOGUE_SUBTILE came after the fit).
 
 ``predict(..., measured_gemm=True)`` scales the per-rank GEMM to a time measured alone on this
-device and shape where a rank-GEMM file has one (eval/results/rank_gemm_hopper.json: one H100,
+device and shape where a rank-GEMM file has one (eval/results/rank_gemm_hopper.json: an H100 and an H200,
 the tuned persistent kernel); the validated figures are without it.
 
 Times are in seconds inside, ms in the API.

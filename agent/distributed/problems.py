@@ -20,8 +20,8 @@ import itertools
 import math
 from pathlib import Path
 
-#: The per-rank GEMM configurations measured per shape and committed (one H100, triton 3.6,
-#: 2026-11-25; eval/results/rank_gemm_hopper.md): looked up after the user's own cache.
+#: The per-rank GEMM configurations measured per shape and committed (an H100 on 2026-11-25 and an
+#: H200 on 2026-11-26, triton 3.6; eval/results/rank_gemm_hopper.md): looked up after the user's own cache.
 COMMITTED_GEMM_CONFIGS = Path(__file__).resolve().parents[2] / "eval" / "results" / "gemm_configs_hopper.json"
 
 #: Doublings of the check problem's sizes tried at most (2^6 = 64x a size): beyond that the
