@@ -19,7 +19,22 @@ partials of it have arrived. Patterns:
 - ``producer_consumer``: the GEMM on ``NUM_SMS - COMM_SMS`` programs also sets a flag per
   (tile, source rank) in the owner's heap after each store (release, system scope); the
   reduce kernel on the "comm" stream (``COMM_SMS`` programs) waits (acquire, bounded) for the
-  W flags of each of its tiles and sums it while the GEMM goes on.
+  W flags of each of its tiles and sums it while the GEMM goes on;
+- ``epilogue_reduce``: no reduce kernel. The GEMM on every SM deals the rows out to owners in
+  whole blocks, this rank's own rows last (all of owner r + 1's row tiles, then r + 2's, ...,
+  then r's), hands the other owners' tiles over as producer_consumer does, and sums a tile of
+  its own rows in the epilogue of the GEMM that computed its own partial: after the W - 1 flags
+  (acquire, bounded), the peers' slots of the local staging are added to the accumulator,
+  which still holds the rank's own partial in fp32 (never rounded to the staging's dtype nor
+  stored), and the sum goes to the output (TMA where row tiles divide the rows). Every peer
+  computes its tiles for this rank in its earlier blocks, so with the catalog's orders (monotone
+  in the row inside a column) each wait is for a tile the peer computed earlier in its own
+  sequence, long done at W = 2: no cycle of waits, and rarely a wait at all. A hand-over's flag
+  is set one tile late, after the next tile's main loop (``_whole_tile``): the release then
+  finds the stores to the peer landed instead of stalling on them. An order that puts a rank's
+  own rows before the others' makes its waits long, and a wait past its bound is a DEADLOCK
+  verdict, not a hang. (The one-process CPU runner, whose ranks run one after another, runs it
+  in two launches: every rank's tiles of the other owners, then every rank's own.)
 
 Row tiles never straddle two owners: each owner's M/W rows make cdiv(M/W, BLOCK_M) row tiles,
 the last one masked where BLOCK_M does not divide M/W (only at the small check problem).
@@ -65,7 +80,9 @@ kernel deals its rows out in rounds: rank-relative row p is row tile p // W of o
 3. each round ends with the rank's own rows: its last stores are local.
 
 The reduce adds the slots in arrival order (source d - 1 first, its own slot last): a fixed
-order per rank, so the result is deterministic and the same in both patterns, bit for bit.
+order per rank, so the result is deterministic and the same in bulk_sync and producer_consumer,
+bit for bit (epilogue_reduce starts from its own partial unrounded: deterministic too, and
+closer to the fp32 sum).
 
 Counted at ``llama70b-down-8k`` on 8 ranks with 128 x 256 tiles: the partial is [8192, 8192],
 64 x 32 = 2048 tiles, a round is 8 row tiles (256 tiles). The GEMM is 2 * 8192 * 8192 * 3584 =
@@ -86,13 +103,14 @@ import triton.language as tl
 from swizzleperf.kernels.distributed import device
 from swizzleperf.kernels.distributed.spec import BARRIER, Baseline, DistKernelSpec, Step
 from swizzleperf.kernels.distributed.tiles import (GEMM_CHECK_META, GEMM_META, GEMM_TILE_CONFIGS,
-                                                   GEMM_TILE_KNOBS, gemm_constraints, gemm_launch,
-                                                   num_sms, operands, tile_pointers, tma_supported)
-from swizzleperf.kernels.schedule.persistent_gemm import (data_parallel_tiles, mainloop,
+                                                   GEMM_TILE_KNOBS, c_block, gemm_constraints,
+                                                   gemm_launch, num_sms, operands, tile_pointers,
+                                                   tma_supported)
+from swizzleperf.kernels.schedule.persistent_gemm import (data_parallel_tiles, mainloop, store_tile,
                                                           stream_k_fixup, stream_k_range,
                                                           stream_k_segment)
 
-PATTERNS = ("bulk_sync", "producer_consumer")
+PATTERNS = ("bulk_sync", "producer_consumer", "epilogue_reduce")
 
 
 @triton.jit
@@ -114,15 +132,29 @@ def swizzle(pid, num_pid_m, num_pid_n):
 
 
 @triton.jit
-def _gemm_piece(a, b, rank, tile, k_lo, k_hi, tiles_per_rank, num_pid_m, num_pid_n,
-                rows_per_rank, N, K_local, stride_am, stride_ak, stride_bk, stride_bn,
-                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                WORLD_SIZE: tl.constexpr, USE_TMA: tl.constexpr, DOT_IN_FP32: tl.constexpr):
-    """K steps ``k_lo .. k_hi`` of tile index ``tile``: ``(accumulator, owner, local_m, pid_n)``;
-    ``swizzle``'s row p is row tile p // W of owner (p + r + 1) % W (module docstring)."""
+def _tile_of(tile, rank, num_pid_m, num_pid_n, tiles_per_rank, WORLD_SIZE: tl.constexpr,
+             BLOCKS: tl.constexpr):
+    """Tile index ``tile`` through ``swizzle``: ``(owner, local_m, pid_n)``. ``swizzle``'s row p is
+    row tile p // W of owner (p + r + 1) % W (rounds, module docstring), or with BLOCKS row tile
+    p % tiles_per_rank of owner (p // tiles_per_rank + r + 1) % W (whole owners in turn, this
+    rank's own last: epilogue_reduce)."""
     pid_m, pid_n = swizzle(tile, num_pid_m, num_pid_n)
-    owner = (pid_m + rank + 1) % WORLD_SIZE             # rounds of W row tiles, one
-    local_m = pid_m // WORLD_SIZE                       # per owner, owner r + 1 first
+    if BLOCKS:
+        owner = (pid_m // tiles_per_rank + rank + 1) % WORLD_SIZE
+        local_m = pid_m % tiles_per_rank
+    else:
+        owner = (pid_m + rank + 1) % WORLD_SIZE         # rounds of W row tiles, one
+        local_m = pid_m // WORLD_SIZE                   # per owner, owner r + 1 first
+    return owner, local_m, pid_n
+
+
+@triton.jit
+def _gemm_piece(a, b, owner, local_m, pid_n, k_lo, k_hi, rows_per_rank, N, K_local,
+                stride_am, stride_ak, stride_bk, stride_bn,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                USE_TMA: tl.constexpr, DOT_IN_FP32: tl.constexpr):
+    """K steps ``k_lo .. k_hi`` of the partial tile ``(local_m, pid_n)`` of ``owner``'s rows:
+    the fp32 accumulator."""
     accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     if USE_TMA:  # a: descriptor of A_r [M, K_local]; rows past the owner's are masked at the store
         accumulator = mainloop(a, b, owner * rows_per_rank + local_m * BLOCK_M, pid_n * BLOCK_N,
@@ -134,7 +166,14 @@ def _gemm_piece(a, b, rank, tile, k_lo, k_hi, tiles_per_rank, num_pid_m, num_pid
                                pid_n * BLOCK_N, k_lo, k_hi, rows_per_rank, N, K_local, stride_am,
                                stride_ak, stride_bk, stride_bn, accumulator, BLOCK_M, BLOCK_N,
                                BLOCK_K, USE_TMA, DOT_IN_FP32)
-    return accumulator, owner, local_m, pid_n
+    return accumulator
+
+
+@triton.jit
+def _in_phase(owner, rank, PHASE: tl.constexpr):
+    """Whether a tile of ``owner`` is computed in launch phase PHASE (1 or 2; module docstring's
+    ``epilogue_reduce``): the other owners' tiles in phase 1, the rank's own in phase 2."""
+    return (owner == rank) == (PHASE == 2)
 
 
 @triton.jit
@@ -155,25 +194,72 @@ def _hand_over(accumulator, staging_ptr, flags, heap_bases, rank, epoch, owner, 
                       owner, heap_bases)
 
 
+@triton.jit
+def _finish(accumulator, staging_ptr, out, flags, errors, flag_kind, heap_bases, rank, epoch,
+            max_spins, owner, local_m, pid_n, num_pid_n, rows_per_rank, N, stride_sw, stride_sm,
+            stride_sn, stride_om, stride_on,
+            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, WORLD_SIZE: tl.constexpr,
+            SIGNAL: tl.constexpr, EPILOGUE_REDUCE: tl.constexpr, STORE_TMA: tl.constexpr,
+            SUBTILE: tl.constexpr):
+    """A finished partial tile: handed over to its owner (``_hand_over``), or, with
+    EPILOGUE_REDUCE and a tile of this rank's own rows, summed here: after the flags of the
+    W - 1 peers' partials of the tile (acquire), their slots of the local staging are added to
+    the accumulator (this rank's own partial, still fp32; slots r - 1, r - 2, ...) and the sum
+    goes to ``out`` [rows_per_rank, N] (descriptor with STORE_TMA, else pointer)."""
+    if EPILOGUE_REDUCE:
+        if owner == rank:
+            flag = (local_m * num_pid_n + pid_n) * WORLD_SIZE
+            for i in tl.static_range(WORLD_SIZE - 1):   # every partial first: the loads below in flight together
+                source = (rank + 2 * WORLD_SIZE - 1 - i) % WORLD_SIZE
+                device.wait(flags + flag + source, epoch, errors, flag_kind, flag + source,
+                            source, max_spins)
+            s_ptrs, mask = tile_pointers(staging_ptr, local_m, pid_n, rows_per_rank, N, stride_sm,
+                                         stride_sn, BLOCK_M, BLOCK_N)
+            for i in tl.static_range(WORLD_SIZE - 1):
+                source = (rank + 2 * WORLD_SIZE - 1 - i) % WORLD_SIZE
+                partial = tl.load(s_ptrs + source * stride_sw, mask=mask, other=0.0)
+                accumulator += partial.to(tl.float32)
+            store_tile(out, accumulator, local_m * BLOCK_M, pid_n * BLOCK_N, rows_per_rank, N,
+                       stride_om, stride_on, BLOCK_M, BLOCK_N, STORE_TMA, SUBTILE)
+        else:   # SIGNAL off: the data-parallel loop sets the flag one tile late (_whole_tile)
+            _hand_over(accumulator, staging_ptr, flags, heap_bases, rank, epoch, owner, local_m,
+                       pid_n, num_pid_n, rows_per_rank, N, stride_sw, stride_sm, stride_sn,
+                       BLOCK_M, BLOCK_N, WORLD_SIZE, SIGNAL)
+    else:
+        _hand_over(accumulator, staging_ptr, flags, heap_bases, rank, epoch, owner, local_m,
+                   pid_n, num_pid_n, rows_per_rank, N, stride_sw, stride_sm, stride_sn,
+                   BLOCK_M, BLOCK_N, WORLD_SIZE, SIGNAL)
+
+
 @triton.jit(do_not_specialize=["epoch"])
-def gemm_reduce_scatter_gemm(a, b, staging_ptr, flags, heap_bases, workspace, sk_flags, rank,
-                             epoch, rows_per_rank, N, K_local, stride_am, stride_ak, stride_bk,
-                             stride_bn, stride_sw, stride_sm, stride_sn,
+def gemm_reduce_scatter_gemm(a, b, staging_ptr, out, flags, errors, flag_kind, heap_bases,
+                             workspace, sk_flags, rank, epoch, max_spins, rows_per_rank, N,
+                             K_local, stride_am, stride_ak, stride_bk, stride_bn, stride_sw,
+                             stride_sm, stride_sn, stride_om, stride_on,
                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                              BLOCK_K: tl.constexpr, WORLD_SIZE: tl.constexpr,
-                             SIGNAL: tl.constexpr, STREAM_K: tl.constexpr, USE_TMA: tl.constexpr,
-                             SUBTILE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
-                             FLATTEN: tl.constexpr,
+                             SIGNAL: tl.constexpr, SK_SIGNAL: tl.constexpr,
+                             EPILOGUE_REDUCE: tl.constexpr, PHASE: tl.constexpr,
+                             STREAM_K: tl.constexpr, USE_TMA: tl.constexpr,
+                             STORE_TMA: tl.constexpr, SUBTILE: tl.constexpr,
+                             WARP_SPECIALIZE: tl.constexpr, FLATTEN: tl.constexpr,
                              DOT_IN_FP32: tl.constexpr):
     """Persistent GEMM of the partial ``A_r [M, K_local] @ B_r [K_local, N]``
     (kernels/schedule/persistent_gemm.py: tile indices ``pid, pid + P, ...`` whole up to the last
     ``STREAM_K`` waves, then this program's share of those waves' K steps): each finished tile goes to
     slot [r] of its owner's staging [W, rows_per_rank, N]; with SIGNAL, then
-    ``flags[local tile, r] = epoch`` in the owner's heap.
+    ``flags[local tile, r] = epoch`` in the owner's heap (SK_SIGNAL: the stream-K tiles'). With
+    EPILOGUE_REDUCE the rows go to owners in whole blocks, this rank's own last (``_tile_of``),
+    the hand-overs' flags are set one tile late in the data-parallel loop (``_whole_tile``) and
+    at once for stream-K tiles (SK_SIGNAL), and the tiles of this rank's own rows are summed in
+    the epilogue and written to ``out`` [rows_per_rank, N] (``_finish``); PHASE 0 computes every
+    tile, PHASE 1 only the other owners' and PHASE 2 only this rank's (the one-process runner's
+    two steps).
 
     Row tiles never straddle two owners: each owner's rows_per_rank rows make
     cdiv(rows_per_rank, BLOCK_M) row tiles, the last one masked where BLOCK_M does not divide.
-    ``a``, ``b``: descriptors of A_r and B_r with USE_TMA, else pointers.
+    ``a``, ``b``: descriptors of A_r and B_r with USE_TMA, else pointers; ``out``: descriptor
+    with STORE_TMA, else pointer.
     """
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
@@ -182,31 +268,110 @@ def gemm_reduce_scatter_gemm(a, b, staging_ptr, flags, heap_bases, workspace, sk
     num_pid_n = tl.cdiv(N, BLOCK_N)
     k_iters = tl.cdiv(K_local, BLOCK_K)
     num_dp_tiles = data_parallel_tiles(num_pid_m * num_pid_n, num_programs, STREAM_K)
+    pending = tl.full((), -1, tl.int32)      # epilogue_reduce: the flag one tile late (_whole_tile)
+    pending_owner = tl.full((), 0, tl.int32)
     for tile in tl.range(pid, num_dp_tiles, num_programs, flatten=FLATTEN,
                          warp_specialize=WARP_SPECIALIZE):
-        accumulator, owner, local_m, pid_n = _gemm_piece(
-            a, b, rank, tile, 0, k_iters, tiles_per_rank, num_pid_m, num_pid_n, rows_per_rank,
-            N, K_local, stride_am, stride_ak, stride_bk, stride_bn, BLOCK_M, BLOCK_N, BLOCK_K,
-            WORLD_SIZE, USE_TMA, DOT_IN_FP32)
-        _hand_over(accumulator, staging_ptr, flags, heap_bases, rank, epoch, owner, local_m,
-                   pid_n, num_pid_n, rows_per_rank, N, stride_sw, stride_sm, stride_sn, BLOCK_M,
-                   BLOCK_N, WORLD_SIZE, SIGNAL)
+        owner, local_m, pid_n = _tile_of(tile, rank, num_pid_m, num_pid_n, tiles_per_rank,
+                                         WORLD_SIZE, EPILOGUE_REDUCE)
+        if PHASE == 0:   # compiled: the loop body as it was, no branch around it
+            pending, pending_owner = _whole_tile(
+                a, b, staging_ptr, out, flags, errors, flag_kind, heap_bases, rank, epoch, max_spins,
+                owner, local_m, pid_n, num_pid_n, k_iters, rows_per_rank, N, K_local, stride_am,
+                stride_ak, stride_bk, stride_bn, stride_sw, stride_sm, stride_sn, stride_om,
+                stride_on, pending, pending_owner, BLOCK_M, BLOCK_N, BLOCK_K, WORLD_SIZE, SIGNAL,
+                EPILOGUE_REDUCE, USE_TMA, STORE_TMA, SUBTILE, DOT_IN_FP32)
+        else:
+            if _in_phase(owner, rank, PHASE):
+                pending, pending_owner = _whole_tile(
+                    a, b, staging_ptr, out, flags, errors, flag_kind, heap_bases, rank, epoch,
+                    max_spins, owner, local_m, pid_n, num_pid_n, k_iters, rows_per_rank, N, K_local,
+                    stride_am, stride_ak, stride_bk, stride_bn, stride_sw, stride_sm, stride_sn,
+                    stride_om, stride_on, pending, pending_owner, BLOCK_M, BLOCK_N, BLOCK_K,
+                    WORLD_SIZE, SIGNAL, EPILOGUE_REDUCE, USE_TMA, STORE_TMA, SUBTILE, DOT_IN_FP32)
+    if EPILOGUE_REDUCE:   # the last hand-over's flag
+        if pending >= 0:
+            device.signal(flags + pending, epoch, rank, pending_owner, heap_bases)
     if STREAM_K > 0:
         units = (num_pid_m * num_pid_n - num_dp_tiles) * k_iters
         first, stop = stream_k_range(pid, num_programs, units)
         while stop > first:  # this program's pieces, last first
             sk_tile, start, k_lo, k_hi = stream_k_segment(stop, first, k_iters)
-            accumulator, owner, local_m, pid_n = _gemm_piece(
-                a, b, rank, num_dp_tiles + sk_tile, k_lo, k_hi, tiles_per_rank, num_pid_m,
-                num_pid_n, rows_per_rank, N, K_local, stride_am, stride_ak, stride_bk, stride_bn,
-                BLOCK_M, BLOCK_N, BLOCK_K, WORLD_SIZE, USE_TMA, DOT_IN_FP32)
-            accumulator = stream_k_fixup(accumulator, workspace, sk_flags, pid, num_programs,
-                                         units, sk_tile, start, k_hi, k_iters, BLOCK_M, BLOCK_N)
-            if k_hi == k_iters:
-                _hand_over(accumulator, staging_ptr, flags, heap_bases, rank, epoch, owner,
-                           local_m, pid_n, num_pid_n, rows_per_rank, N, stride_sw, stride_sm,
-                           stride_sn, BLOCK_M, BLOCK_N, WORLD_SIZE, SIGNAL)
+            owner, local_m, pid_n = _tile_of(num_dp_tiles + sk_tile, rank, num_pid_m, num_pid_n,
+                                             tiles_per_rank, WORLD_SIZE, EPILOGUE_REDUCE)
+            if PHASE == 0:
+                _stream_k_piece(a, b, staging_ptr, out, flags, errors, flag_kind, heap_bases, rank,
+                                epoch, max_spins, workspace, sk_flags, pid, num_programs, units,
+                                sk_tile, start, k_lo, k_hi, owner, local_m, pid_n, num_pid_n,
+                                k_iters, rows_per_rank, N, K_local, stride_am, stride_ak, stride_bk,
+                                stride_bn, stride_sw, stride_sm, stride_sn, stride_om, stride_on,
+                                BLOCK_M, BLOCK_N, BLOCK_K, WORLD_SIZE, SK_SIGNAL, EPILOGUE_REDUCE,
+                                USE_TMA, STORE_TMA, SUBTILE, DOT_IN_FP32)
+            else:   # all of a tile's pieces or none, so that its hand-overs still pair up
+                if _in_phase(owner, rank, PHASE):
+                    _stream_k_piece(a, b, staging_ptr, out, flags, errors, flag_kind, heap_bases,
+                                    rank, epoch, max_spins, workspace, sk_flags, pid, num_programs,
+                                    units, sk_tile, start, k_lo, k_hi, owner, local_m, pid_n,
+                                    num_pid_n, k_iters, rows_per_rank, N, K_local, stride_am,
+                                    stride_ak, stride_bk, stride_bn, stride_sw, stride_sm,
+                                    stride_sn, stride_om, stride_on, BLOCK_M, BLOCK_N, BLOCK_K,
+                                    WORLD_SIZE, SK_SIGNAL, EPILOGUE_REDUCE, USE_TMA, STORE_TMA,
+                                    SUBTILE, DOT_IN_FP32)
             stop = start
+
+
+@triton.jit
+def _stream_k_piece(a, b, staging_ptr, out, flags, errors, flag_kind, heap_bases, rank, epoch,
+                    max_spins, workspace, sk_flags, pid, num_programs, units, sk_tile, start,
+                    k_lo, k_hi, owner, local_m, pid_n, num_pid_n, k_iters, rows_per_rank, N,
+                    K_local, stride_am, stride_ak, stride_bk, stride_bn, stride_sw, stride_sm,
+                    stride_sn, stride_om, stride_on, BLOCK_M: tl.constexpr,
+                    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, WORLD_SIZE: tl.constexpr,
+                    SIGNAL: tl.constexpr, EPILOGUE_REDUCE: tl.constexpr, USE_TMA: tl.constexpr,
+                    STORE_TMA: tl.constexpr, SUBTILE: tl.constexpr, DOT_IN_FP32: tl.constexpr):
+    """K steps ``k_lo .. k_hi`` of a stream-K tile, joined with the tile's other pieces
+    (``stream_k_fixup``); the piece with the last K step finishes the tile (``_finish``)."""
+    accumulator = _gemm_piece(a, b, owner, local_m, pid_n, k_lo, k_hi, rows_per_rank, N, K_local,
+                              stride_am, stride_ak, stride_bk, stride_bn, BLOCK_M, BLOCK_N, BLOCK_K,
+                              USE_TMA, DOT_IN_FP32)
+    accumulator = stream_k_fixup(accumulator, workspace, sk_flags, pid, num_programs, units,
+                                 sk_tile, start, k_hi, k_iters, BLOCK_M, BLOCK_N)
+    if k_hi == k_iters:
+        _finish(accumulator, staging_ptr, out, flags, errors, flag_kind, heap_bases, rank, epoch,
+                max_spins, owner, local_m, pid_n, num_pid_n, rows_per_rank, N, stride_sw,
+                stride_sm, stride_sn, stride_om, stride_on, BLOCK_M, BLOCK_N, WORLD_SIZE, SIGNAL,
+                EPILOGUE_REDUCE, STORE_TMA, SUBTILE)
+
+
+@triton.jit
+def _whole_tile(a, b, staging_ptr, out, flags, errors, flag_kind, heap_bases, rank, epoch,
+                max_spins, owner, local_m, pid_n, num_pid_n, k_iters, rows_per_rank, N, K_local,
+                stride_am, stride_ak, stride_bk, stride_bn, stride_sw, stride_sm, stride_sn,
+                stride_om, stride_on, pending, pending_owner, BLOCK_M: tl.constexpr,
+                BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, WORLD_SIZE: tl.constexpr,
+                SIGNAL: tl.constexpr, EPILOGUE_REDUCE: tl.constexpr, USE_TMA: tl.constexpr,
+                STORE_TMA: tl.constexpr, SUBTILE: tl.constexpr, DOT_IN_FP32: tl.constexpr):
+    """One data-parallel tile: every K step, then ``_finish``; returns ``(pending,
+    pending_owner)``. With EPILOGUE_REDUCE a hand-over's flag is set one tile late: ``pending``
+    (the flag's index, -1 for none) is signalled after the next tile's K steps, before its
+    epilogue, when the earlier tile's stores to the peer have had a whole main loop to land, so
+    the release does not stall on them (a release orders every store before it). Two H200s,
+    2026-11-26, llama70b-o-4k: 0.485 ms with each flag set at once (bulk_sync 0.433 in the same
+    bench), 0.475 one tile late (bulk_sync 0.442 in the same bench;
+    eval/results/dist_gemm_h200x2_epilogue_reduce.md): a little, not the gap to bulk_sync."""
+    accumulator = _gemm_piece(a, b, owner, local_m, pid_n, 0, k_iters, rows_per_rank, N, K_local,
+                              stride_am, stride_ak, stride_bk, stride_bn, BLOCK_M, BLOCK_N, BLOCK_K,
+                              USE_TMA, DOT_IN_FP32)
+    if EPILOGUE_REDUCE:
+        if pending >= 0:
+            device.signal(flags + pending, epoch, rank, pending_owner, heap_bases)
+        pending = tl.where(owner == rank, -1, (local_m * num_pid_n + pid_n) * WORLD_SIZE + rank)
+        pending_owner = owner
+    _finish(accumulator, staging_ptr, out, flags, errors, flag_kind, heap_bases, rank, epoch,
+            max_spins, owner, local_m, pid_n, num_pid_n, rows_per_rank, N, stride_sw, stride_sm,
+            stride_sn, stride_om, stride_on, BLOCK_M, BLOCK_N, WORLD_SIZE, SIGNAL,
+            EPILOGUE_REDUCE, STORE_TMA, SUBTILE)
+    return pending, pending_owner
 
 
 @triton.jit(do_not_specialize=["epoch"])
@@ -304,14 +469,20 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
     a_arg = operands(a, [meta["BLOCK_M"], meta["BLOCK_K"]], use_tma)
     b_arg = operands(b, [meta["BLOCK_K"], meta["BLOCK_N"]], use_tma)
 
-    def gemm(programs: int, signal: bool) -> Step:
-        run = gemm_launch(world * out_tiles, programs, meta, out.device, use_tma, False, a.dtype,
-                          flags=signal)
+    def gemm(programs: int, signal: bool, epilogue_reduce: bool = False, phase: int = 0) -> Step:
+        # the sums of epilogue_reduce go to out through its descriptor where row tiles divide it
+        store_tma = epilogue_reduce and use_tma and tma_supported(out) and rows % meta["BLOCK_M"] == 0
+        run = gemm_launch(world * out_tiles, programs, meta, out.device, use_tma, store_tma, a.dtype,
+                          flags=signal or epilogue_reduce)
+        out_arg = operands(out, c_block(meta, store_tma), store_tma)
         return Step(lambda: gemm_reduce_scatter_gemm[run.grid](
-            a_arg, b_arg, staging, state["flags"], heap.heap_bases, run.workspace, run.sk_flags,
-            heap.rank, epoch, rows, N, K_local, a.stride(0), a.stride(1), b.stride(0),
-            b.stride(1), *staging_strides, WORLD_SIZE=world, SIGNAL=signal,
-            **run.kwargs), name="gemm")
+            a_arg, b_arg, staging, out_arg, state["flags"], heap.errors, state["flag_kind"],
+            heap.heap_bases, run.workspace, run.sk_flags, heap.rank, epoch, heap.max_spins, rows,
+            N, K_local, a.stride(0), a.stride(1), b.stride(0), b.stride(1), *staging_strides,
+            out.stride(0), out.stride(1), WORLD_SIZE=world, SIGNAL=signal,
+            SK_SIGNAL=signal or epilogue_reduce, EPILOGUE_REDUCE=epilogue_reduce, PHASE=phase,
+            STORE_TMA=store_tma, **run.kwargs),
+            name="gemm" if not phase else f"gemm (phase {phase})")
 
     # 16 fp32 accumulator elements per thread and up to W loads of as many in flight: 128 x 256
     # tiles take 16 warps (98 registers in sm_90 code from triton 3.6; 4 warps spill).
@@ -328,6 +499,13 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
         return [gemm(sms, False), BARRIER, reduce(sms, False, "main"), BARRIER]
     if pattern == "producer_consumer":  # the CPU runner runs every rank's GEMM before any reduce
         return [gemm(sms - comm_sms, True), reduce(comm_sms, True, "comm"), BARRIER]
+    if pattern == "epilogue_reduce":
+        if meta.get("STREAM_K", 0) == 2:
+            raise ValueError(_EPILOGUE_REDUCE_STREAM_K)
+        if out.device.type == "cpu":  # the interpreter runs one rank's programs at a time: the
+            # peers' tiles of every rank first, then each rank's own tiles (the same epilogues)
+            return [gemm(sms, False, True, 1), gemm(sms, False, True, 2), BARRIER]
+        return [gemm(sms, False, True), BARRIER]
     raise ValueError(f"pattern must be one of {PATTERNS}, got {pattern!r}")
 
 
@@ -374,7 +552,18 @@ def constraints(problem: dict, world_size: int, pattern: str, meta: dict) -> str
     if problem["M"] % world_size or problem["K"] % world_size:
         return (f"M and K must be multiples of the world size {world_size}, got M={problem['M']}, "
                 f"K={problem['K']}")
+    if pattern == "epilogue_reduce" and meta.get("STREAM_K", 0) == 2:
+        return _EPILOGUE_REDUCE_STREAM_K
     return gemm_constraints(meta, 2, comm_sms=True)
+
+
+#: Why epilogue_reduce takes no STREAM_K=2: a program's stream-K range then spans more than one
+#: tile, so it can hold the last pieces of two tiles, its own rows' (which waits for the peer's
+#: partial) and before it, in its backward order, a peer's; the peer's same program holds the
+#: mirror pair, and each waits for what the other does next. STREAM_K=1 keeps every range under
+#: one tile (fewer stream-K tiles than programs), so a program finishes at most one tile there.
+_EPILOGUE_REDUCE_STREAM_K = ("epilogue_reduce takes STREAM_K 0 or 1: with 2 a program can finish two "
+                             "stream-K tiles and wait for a peer program that waits for it")
 
 
 SPEC = DistKernelSpec(

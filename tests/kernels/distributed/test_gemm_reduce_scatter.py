@@ -32,19 +32,22 @@ def _interpret(body: str) -> object:
 
 @pytest.mark.parametrize("world_size", [2, 3])
 def test_every_pattern_on_cpu(world_size):
-    """Two launches of each pattern in both dtypes; both sum the same slots in the same order,
-    so their outputs are identical (same errors to the last bit)."""
+    """Two launches of each pattern in both dtypes; bulk_sync and producer_consumer sum the same
+    slots in the same order, so their outputs are identical (same errors to the last bit);
+    epilogue_reduce sums its own partial unrounded (its own error, within the same bound; on the
+    CPU in its two launches: the other owners' tiles, then the own ones)."""
     errors = _interpret(
         "out = {p: {d: [c.error for c in runner.run_group(kernel.SPEC, %d, p, dtype=d)]\n"
         "           for d in ('bfloat16', 'float16')} for p in kernel.SPEC.patterns}\n"
         "print(json.dumps(out))\n" % world_size)
-    assert list(errors) == ["bulk_sync", "producer_consumer"]
+    assert list(errors) == ["bulk_sync", "producer_consumer", "epilogue_reduce"]
     for pattern, by_dtype in errors.items():
         for dtype, rank_errors in by_dtype.items():
             limit = {"bfloat16": 8e-3, "float16": 6e-4}[dtype]
             assert len(rank_errors) == world_size
             assert all(0 < e < limit for e in rank_errors), (pattern, dtype, rank_errors)
-            assert rank_errors == errors["bulk_sync"][dtype], (pattern, dtype)
+            if pattern != "epilogue_reduce":
+                assert rank_errors == errors["bulk_sync"][dtype], (pattern, dtype)
 
 
 def test_a_flag_that_never_comes_names_rank_and_flag():
@@ -140,3 +143,14 @@ def test_the_gemm_schedules_through_the_interpreter(world_size):
         "print(json.dumps(out))\n" % world_size)
     for rank_errors in errors:
         assert len(rank_errors) == world_size and all(0 < e < 6e-4 for e in rank_errors), errors
+
+
+def test_epilogue_reduce_refuses_two_waves_of_stream_k_in_one_line():
+    """With STREAM_K=2 a program's stream-K range spans more than a tile, so two ranks' programs
+    could each wait for what the other does next (the module's constraint): the space and the
+    launch both refuse it in one line; STREAM_K 0 and 1 pass."""
+    problem = kernel.SPEC.problems["llama70b-o-4k"]
+    meta = {**kernel.SPEC.meta_for("llama70b-o-4k"), "NUM_SMS": 132}
+    assert "STREAM_K 0 or 1" in kernel.SPEC.constraints(problem, 2, "epilogue_reduce", {**meta, "STREAM_K": 2})
+    assert kernel.SPEC.constraints(problem, 2, "epilogue_reduce", {**meta, "STREAM_K": 1}) is None
+    assert kernel.SPEC.constraints(problem, 2, "bulk_sync", {**meta, "STREAM_K": 2}) is None
