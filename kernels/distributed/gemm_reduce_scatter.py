@@ -96,8 +96,6 @@ blocks and 32 B column blocks per K step (36 distinct), ``grouped-m:8`` 8 rows x
 """
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 import triton.language as tl
@@ -182,26 +180,15 @@ def _in_phase(owner, rank, PHASE: tl.constexpr):
 def _hand_over(accumulator, staging_ptr, flags, heap_bases, rank, epoch, owner, local_m, pid_n,
                num_pid_n, rows_per_rank, N, stride_sw, stride_sm, stride_sn,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, WORLD_SIZE: tl.constexpr,
-               SIGNAL: tl.constexpr, STAGING_TMA: tl.constexpr = False, SUBTILE: tl.constexpr = 0):
+               SIGNAL: tl.constexpr):
     """Store the partial tile into slot [r] of the owner's staging (in the input dtype); with
     SIGNAL, then ``flags[local tile, r] = epoch`` in the owner's heap (release after a CTA
-    barrier: all threads' stores before it are visible). With STAGING_TMA (no SIGNAL: bulk_sync,
-    whose barrier comes after the kernel has ended and its stores have landed) through a
-    descriptor of the owner's slot made here on the device, as the bundled GEMM stores C:
-    the pointer stores' epilogue made GEMM + RS's GEMM step 0.433-0.449 ms at llama70b-o-4k on two
-    H200s where the same GEMM with TMA stores takes 0.352 (2026-11-26)."""
+    barrier: all threads' stores before it are visible)."""
     slot = staging_ptr + rank * stride_sw                    # this rank's slot, in every heap
-    if STAGING_TMA:
-        remote = device.translate(slot, rank, owner, heap_bases)
-        descriptor = tl.make_tensor_descriptor(remote, [rows_per_rank, N], [stride_sm, 1],
-                                               [BLOCK_M, BLOCK_N // (1 + SUBTILE)])
-        store_tile(descriptor, accumulator, local_m * BLOCK_M, pid_n * BLOCK_N, rows_per_rank, N,
-                   stride_sm, stride_sn, BLOCK_M, BLOCK_N, True, SUBTILE)
-    else:
-        s_ptrs, mask = tile_pointers(slot, local_m, pid_n, rows_per_rank, N, stride_sm, stride_sn,
-                                     BLOCK_M, BLOCK_N)
-        device.store(s_ptrs, accumulator.to(staging_ptr.dtype.element_ty), rank, owner, heap_bases,
-                     mask=mask)
+    s_ptrs, mask = tile_pointers(slot, local_m, pid_n, rows_per_rank, N, stride_sm, stride_sn,
+                                 BLOCK_M, BLOCK_N)
+    device.store(s_ptrs, accumulator.to(staging_ptr.dtype.element_ty), rank, owner, heap_bases,
+                 mask=mask)
     if SIGNAL:
         device.signal(flags + (local_m * num_pid_n + pid_n) * WORLD_SIZE + rank, epoch, rank,
                       owner, heap_bases)
@@ -218,9 +205,7 @@ def _finish(accumulator, staging_ptr, out, flags, errors, flag_kind, heap_bases,
     EPILOGUE_REDUCE and a tile of this rank's own rows, summed here: after the flags of the
     W - 1 peers' partials of the tile (acquire), their slots of the local staging are added to
     the accumulator (this rank's own partial, still fp32; slots r - 1, r - 2, ...) and the sum
-    goes to ``out`` [rows_per_rank, N] (descriptor with STORE_TMA, else pointer). Without
-    EPILOGUE_REDUCE, STORE_TMA sends the hand-over through a descriptor (``_hand_over``'s
-    STAGING_TMA: bulk_sync only, which signals nothing)."""
+    goes to ``out`` [rows_per_rank, N] (descriptor with STORE_TMA, else pointer)."""
     if EPILOGUE_REDUCE:
         if owner == rank:
             flag = (local_m * num_pid_n + pid_n) * WORLD_SIZE
@@ -243,7 +228,7 @@ def _finish(accumulator, staging_ptr, out, flags, errors, flag_kind, heap_bases,
     else:
         _hand_over(accumulator, staging_ptr, flags, heap_bases, rank, epoch, owner, local_m,
                    pid_n, num_pid_n, rows_per_rank, N, stride_sw, stride_sm, stride_sn,
-                   BLOCK_M, BLOCK_N, WORLD_SIZE, SIGNAL, STORE_TMA, SUBTILE)
+                   BLOCK_M, BLOCK_N, WORLD_SIZE, SIGNAL)
 
 
 @triton.jit(do_not_specialize=["epoch"])
@@ -485,12 +470,8 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
     b_arg = operands(b, [meta["BLOCK_K"], meta["BLOCK_N"]], use_tma)
 
     def gemm(programs: int, signal: bool, epilogue_reduce: bool = False, phase: int = 0) -> Step:
-        if epilogue_reduce:   # the sums go to out through its descriptor where row tiles divide it
-            store_tma = use_tma and tma_supported(out) and rows % meta["BLOCK_M"] == 0
-        else:                 # bulk_sync: the partials to the owners' slots through descriptors
-            store_tma = not signal and use_tma and all(tma_supported(slot) for slot in staging)
-            if store_tma:     # made on the device (_hand_over): their scratch comes from torch
-                triton.set_allocator(_descriptor_scratch)
+        # the sums of epilogue_reduce go to out through its descriptor where row tiles divide it
+        store_tma = epilogue_reduce and use_tma and tma_supported(out) and rows % meta["BLOCK_M"] == 0
         run = gemm_launch(world * out_tiles, programs, meta, out.device, use_tma, store_tma, a.dtype,
                           flags=signal or epilogue_reduce)
         out_arg = operands(out, c_block(meta, store_tma), store_tma)
@@ -526,14 +507,6 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
             return [gemm(sms, False, True, 1), gemm(sms, False, True, 2), BARRIER]
         return [gemm(sms, False, True), BARRIER]
     raise ValueError(f"pattern must be one of {PATTERNS}, got {pattern!r}")
-
-
-def _descriptor_scratch(size: int, alignment: int, stream) -> torch.Tensor:
-    """The global memory Triton asks for the tensor descriptors a kernel makes on the device
-    (``triton.set_allocator``): ``size`` bytes on the current CUDA device (the CPU under the
-    interpreter)."""
-    device = "cuda" if torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1" else "cpu"
-    return torch.empty(size, dtype=torch.int8, device=device)
 
 
 def output(state: dict) -> torch.Tensor:
