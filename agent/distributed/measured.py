@@ -220,19 +220,27 @@ def answer(best: dict | None, mode: str, references: dict | None, others: list |
     figures = _figures(best)
     if beats_torch(best):
         return {"use": "configuration", "name": best["name"], "config": best.get("config"),
-                "line": f"use {best['name']}: {best['torch_nccl_ms'] / best['time_ms']:.2f}x torch + NCCL, "
+                "line": f"use {_called(best)}: {best['torch_nccl_ms'] / best['time_ms']:.2f}x torch + NCCL, "
                         f"measured: {figures}{_fused_note(references, best['time_ms'])}"}
     reliable = [o for o in others or [] if o.get("time_ms") is not None and o.get("torch_nccl_ms") is not None
                 and beats_torch(o)]
     if reliable:
         chosen = min(reliable, key=lambda o: o["time_ms"])
         return {"use": "configuration", "name": chosen["name"], "config": chosen.get("config"),
-                "line": f"use {chosen['name']}: {chosen['torch_nccl_ms'] / chosen['time_ms']:.2f}x torch + NCCL, "
-                        f"measured: {_figures(chosen)}; the fastest by median, {best['name']}, does not beat "
+                "line": f"use {_called(chosen)}: {chosen['torch_nccl_ms'] / chosen['time_ms']:.2f}x torch + NCCL, "
+                        f"measured: {_figures(chosen)}; the fastest by median, {_called(best)}, does not beat "
                         f"torch + NCCL beyond its spread: {figures}{_fused_note(references, chosen['time_ms'])}"}
-    return {"use": "torch + NCCL", "line": f"use torch + NCCL: the best configuration found, {best['name']}, "
+    return {"use": "torch + NCCL", "line": f"use torch + NCCL: the best configuration found, {_called(best)}, "
                                             f"does not beat it beyond the spread: {figures}"
                                             f"{_fused_note(references, best['time_ms'])}"}
+
+
+def _called(f: dict) -> str:
+    """A configuration as the answer names it: its run's name, or for the run's baseline
+    (``default``) the kernel's default with its configuration, so the line says what to run."""
+    if f.get("name") == "default" and f.get("config"):
+        return f"the kernel's default {json.dumps(f['config'])}"
+    return f["name"]
 
 
 def _figures(f: dict) -> str:

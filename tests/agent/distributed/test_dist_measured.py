@@ -408,3 +408,11 @@ def test_the_report_pairs_every_contender_with_torch_and_answers_from_the_reliab
     assert contenders[0]["paired_spread_ms"] > contenders[0]["paired_gain_ms"]
     answer = _distributed_outcome(report, [])["answer"]
     assert answer["use"] == "configuration" and answer["config"] == {"pattern": "push"}
+
+
+def test_the_answer_names_the_kernels_default_by_its_configuration():
+    """A run whose baseline wins says what to run, not 'use default' (two H200s, 2026-11-26,
+    GEMM + RS llama70b-down-8k answered "use default: 1.13x")."""
+    default = {**_figures(0.38, 0.13), "name": "default", "config": {"pattern": "bulk_sync"}}
+    line = dist_measured.answer(default, "measured", {})["line"]
+    assert line.startswith('use the kernel\'s default {"pattern": "bulk_sync"}: 1.38x torch + NCCL'), line
