@@ -6,9 +6,12 @@ tiles and order, no remote store) and with ``torch.matmul`` of the per-rank shap
 
     torchrun --nproc-per-node 2 eval/gpu_rs_stores.py --out OUT/rs_stores.json
 
-Each round: a device barrier, then each variant's ``--launches`` launches between CUDA events, the
-variants' order rotated round by round; a round's figure is the slowest rank's (all-reduce MAX).
-Medians and interquartile ranges over ``--rounds`` rounds, ms per launch. The per-rank GEMM
+Timed as the optimizer's ranks time a head-to-head (agent/distributed/rank_worker.time_interleaved:
+each round from a barrier, the variants back to back in an order rotated round by round, enough
+launches per sample for ``--sample-ms``, the slowest rank's figure); medians and interquartile
+ranges over ``--rounds`` rounds, ms per launch. (The figures of eval/results/rs_stores_h200x2.md
+came from this script's first version, at commit 932aaf7, which timed 10 launches a sample in a
+loop of its own.) The per-rank GEMM
 configuration is the one tuned for the shape on this GPU (eval/results/gemm_configs_hopper.json),
 as eval/dist_bench.py takes it. A diagnostic: nothing is verified here (eval/dist_bench.py
 verifies the same launch).
@@ -18,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 from pathlib import Path
 
 import torch
@@ -40,35 +42,13 @@ class _LocalStores:
         return getattr(self._heap, name)
 
 
-def _time(fns: dict, heap: Heap, rounds: int, launches: int) -> dict:
-    names = list(fns)
-    samples = {n: [] for n in names}
-    for r in range(rounds):
-        order = names[r % len(names):] + names[:r % len(names)]
-        for name in order:
-            heap.barrier()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(launches):
-                fns[name]()
-            end.record()
-            torch.cuda.synchronize()
-            value = torch.tensor([start.elapsed_time(end) / launches], device="cuda")
-            torch.distributed.all_reduce(value, op=torch.distributed.ReduceOp.MAX)
-            samples[name].append(float(value))
-    out = {}
-    for name, values in samples.items():
-        q = statistics.quantiles(values, n=4)
-        out[name] = {"median_ms": statistics.median(values), "iqr_ms": q[2] - q[0]}
-    return out
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True)
     parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument("--launches", type=int, default=10)
+    parser.add_argument("--sample-ms", type=float, default=20.0)
     args = parser.parse_args()
+    from swizzleperf.agent.distributed.rank_worker import RankContext, time_interleaved
     from swizzleperf.kernels.distributed.heap import NO_MULTICAST_ENV
     from swizzleperf.kernels.schedule.gemm_tuning import best_config
     for key, value in NO_MULTICAST_ENV.items():
@@ -80,6 +60,7 @@ def main() -> int:
     spec = load_spec("gemm_reduce_scatter")
     heap = Heap.create(max(spec.heap_bytes(spec.problems[p], world, "bfloat16") for p in spec.bench_problems)
                        + (64 << 20))
+    ctx = RankContext(rank, world, "cuda", heap, torch.distributed.group.WORLD, torch.cuda.get_device_name())
     rows = []
     for name in spec.bench_problems:
         problem = spec.problems[name]
@@ -92,11 +73,10 @@ def main() -> int:
             local = runner.launcher(spec, _LocalStores(heap), state, "bulk_sync", meta, 0)
             partial = torch.empty(shape["M"], shape["N"], dtype=torch.bfloat16, device="cuda")
             cublas = lambda: torch.matmul(inputs["a"], inputs["b"], out=partial)
-            for fn in (remote, local, cublas):   # compile and warm up
-                fn()
-            torch.cuda.synchronize()
-            timing = _time({"gemm_step_remote_stores": remote, "gemm_step_local_stores": local,
-                            "cublas": cublas}, heap, args.rounds, args.launches)
+            timed = time_interleaved(ctx, {"gemm_step_remote_stores": remote, "gemm_step_local_stores": local,
+                                           "cublas": cublas}, args.rounds, args.sample_ms)
+            timing = {name: {"median_ms": t["median_ms"], "iqr_ms": t["iqr_ms"]}
+                      for name, t in timed["contenders"].items()}
         rows.append({"problem": name, "shape": shape, "world_size": world, "meta": meta, **timing})
         if rank == 0:
             print(name, {k: round(v["median_ms"], 4) for k, v in timing.items()}, flush=True)

@@ -195,6 +195,26 @@ def _hand_over(accumulator, staging_ptr, flags, heap_bases, rank, epoch, owner, 
 
 
 @triton.jit
+def _add_slots(accumulator, s_ptrs, mask, flags, flag, errors, flag_kind, rank, epoch, max_spins,
+               stride_sw, WORLD_SIZE: tl.constexpr, SLOTS: tl.constexpr, WAIT: tl.constexpr):
+    """``accumulator`` (fp32) plus the first SLOTS slots of one tile of the local staging
+    (``s_ptrs``, ``mask``: the tile in slot 0), in arrival order: source r - 1, r - 2, ..., the
+    rank's own last (a fixed order per rank, so the sums are deterministic). With WAIT, after the
+    sources' flags ``flags[flag + source]`` (the tile's W flags from index ``flag``; acquire, bounded), every flag first, so that the loads
+    are then in flight together."""
+    if WAIT:
+        for i in tl.static_range(SLOTS):
+            source = (rank + 2 * WORLD_SIZE - 1 - i) % WORLD_SIZE
+            device.wait(flags + flag + source, epoch, errors, flag_kind, flag + source, source,
+                        max_spins)
+    for i in tl.static_range(SLOTS):
+        source = (rank + 2 * WORLD_SIZE - 1 - i) % WORLD_SIZE
+        partial = tl.load(s_ptrs + source * stride_sw, mask=mask, other=0.0)
+        accumulator += partial.to(tl.float32)
+    return accumulator
+
+
+@triton.jit
 def _finish(accumulator, staging_ptr, out, flags, errors, flag_kind, heap_bases, rank, epoch,
             max_spins, owner, local_m, pid_n, num_pid_n, rows_per_rank, N, stride_sw, stride_sm,
             stride_sn, stride_om, stride_on,
@@ -209,16 +229,10 @@ def _finish(accumulator, staging_ptr, out, flags, errors, flag_kind, heap_bases,
     if EPILOGUE_REDUCE:
         if owner == rank:
             flag = (local_m * num_pid_n + pid_n) * WORLD_SIZE
-            for i in tl.static_range(WORLD_SIZE - 1):   # every partial first: the loads below in flight together
-                source = (rank + 2 * WORLD_SIZE - 1 - i) % WORLD_SIZE
-                device.wait(flags + flag + source, epoch, errors, flag_kind, flag + source,
-                            source, max_spins)
             s_ptrs, mask = tile_pointers(staging_ptr, local_m, pid_n, rows_per_rank, N, stride_sm,
                                          stride_sn, BLOCK_M, BLOCK_N)
-            for i in tl.static_range(WORLD_SIZE - 1):
-                source = (rank + 2 * WORLD_SIZE - 1 - i) % WORLD_SIZE
-                partial = tl.load(s_ptrs + source * stride_sw, mask=mask, other=0.0)
-                accumulator += partial.to(tl.float32)
+            accumulator = _add_slots(accumulator, s_ptrs, mask, flags, flag, errors, flag_kind, rank,
+                                     epoch, max_spins, stride_sw, WORLD_SIZE, WORLD_SIZE - 1, True)
             store_tile(out, accumulator, local_m * BLOCK_M, pid_n * BLOCK_N, rows_per_rank, N,
                        stride_om, stride_on, BLOCK_M, BLOCK_N, STORE_TMA, SUBTILE)
         else:   # SIGNAL off: the data-parallel loop sets the flag one tile late (_whole_tile)
@@ -390,16 +404,9 @@ def gemm_reduce_scatter_reduce(staging_ptr, out_ptr, flags, errors, flag_kind, r
         flag = (pid_m * num_pid_n + pid_n) * WORLD_SIZE
         s_ptrs, mask = tile_pointers(staging_ptr, pid_m, pid_n, rows_per_rank, N, stride_sm,
                                      stride_sn, BLOCK_M, BLOCK_N)
-        if WAIT:   # all W partials first: then the W loads below are in flight together
-            for i in tl.static_range(WORLD_SIZE):
-                source = (rank + 2 * WORLD_SIZE - 1 - i) % WORLD_SIZE
-                device.wait(flags + flag + source, epoch, errors, flag_kind, flag + source,
-                            source, max_spins)
-        accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for i in tl.static_range(WORLD_SIZE):
-            source = (rank + 2 * WORLD_SIZE - 1 - i) % WORLD_SIZE
-            partial = tl.load(s_ptrs + source * stride_sw, mask=mask, other=0.0)
-            accumulator += partial.to(tl.float32)
+        accumulator = _add_slots(tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), s_ptrs, mask,
+                                 flags, flag, errors, flag_kind, rank, epoch, max_spins, stride_sw,
+                                 WORLD_SIZE, WORLD_SIZE, WAIT)
         o_ptrs, o_mask = tile_pointers(out_ptr, pid_m, pid_n, rows_per_rank, N, stride_om,
                                        stride_on, BLOCK_M, BLOCK_N)
         tl.store(o_ptrs, accumulator.to(out_ptr.dtype.element_ty), mask=o_mask)
