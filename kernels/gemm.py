@@ -42,10 +42,11 @@ import triton
 import triton.language as tl
 
 from swizzleperf.kernels.schedule.persistent_gemm import (data_parallel_tiles, dot_in_fp32,
-                                                          mainloop, num_sms, operands, split_tiles,
-                                                          store_tile, stream_k_buffers,
-                                                          stream_k_fixup, stream_k_range,
-                                                          stream_k_segment, tma_supported)
+                                                          mainloop, num_sms, operands,
+                                                          schedule_grid, split_tiles, store_tile,
+                                                          stream_k_buffers, stream_k_fixup,
+                                                          stream_k_range, stream_k_segment,
+                                                          tma_supported)
 from swizzleperf.kernels.spec import KernelSpec
 from swizzleperf.kernels.trace import TileTrace
 
@@ -120,9 +121,10 @@ def launch(inputs: dict, BLOCK_M: int, BLOCK_N: int, BLOCK_K: int, num_warps: in
     """Compute ``inputs["c"] = inputs["a"] @ inputs["b"]`` (A [M, K], B [K, N], C [M, N]).
 
     ``NUM_SMS`` programs (default: the GPU's SM count; one per tile under the interpreter), at
-    most one per tile; ``STREAM_K`` (0, 1, 2) as kernels/schedule/persistent_gemm.py's
-    ``split_tiles``. Tensor descriptors on a GPU where ``tma_supported`` says so (``TMA=True``
-    asks for them under the interpreter too, ``TMA=False`` forces pointers), else pointers;
+    most one per tile except with ``STREAM_K`` 3; ``STREAM_K`` (0, 1, 2, 3) as
+    kernels/schedule/persistent_gemm.py's ``split_tiles`` and ``schedule_grid``. Tensor
+    descriptors on a GPU where ``tma_supported`` says so (``TMA=True`` asks for them under the
+    interpreter too, ``TMA=False`` forces pointers), else pointers;
     ``EPILOGUE_SUBTILE`` stores C in two halves (TMA only); ``FLATTEN`` and ``WARP_SPECIALIZE``
     are ``tl.range``'s options for the persistent loop.
     """
@@ -136,8 +138,9 @@ def launch(inputs: dict, BLOCK_M: int, BLOCK_N: int, BLOCK_K: int, num_warps: in
     # programs and sees pointer loads); the persistent, stream-K and TMA paths run there when
     # asked for (NUM_SMS, TMA=True), as tests/kernels/test_gemm.py does.
     on_gpu = a.device.type == "cuda"
-    programs = max(1, min(NUM_SMS or (num_sms(a.device) if on_gpu else num_tiles), num_tiles))
-    split_tiles(num_tiles, programs, STREAM_K)   # STREAM_K checked here: one clear error
+    split_tiles(num_tiles, 1, STREAM_K)   # STREAM_K checked here: one clear error
+    programs = schedule_grid(num_tiles, NUM_SMS or (num_sms(a.device) if on_gpu else num_tiles),
+                             STREAM_K)
     use_tma = (on_gpu if TMA is None else TMA) and tma_supported(a, b, c)
     workspace, flags = stream_k_buffers(a.device, programs, BLOCK_M, BLOCK_N)
     matmul_kernel[(programs,)](

@@ -507,7 +507,7 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
     if pattern == "producer_consumer":  # the CPU runner runs every rank's GEMM before any reduce
         return [gemm(sms - comm_sms, True), reduce(comm_sms, True, "comm"), BARRIER]
     if pattern == "epilogue_reduce":
-        if meta.get("STREAM_K", 0) == 2:
+        if meta.get("STREAM_K", 0) >= 2:
             raise ValueError(_EPILOGUE_REDUCE_STREAM_K)
         if out.device.type == "cpu":  # the interpreter runs one rank's programs at a time: the
             # peers' tiles of every rank first, then each rank's own tiles (the same epilogues)
@@ -559,17 +559,17 @@ def constraints(problem: dict, world_size: int, pattern: str, meta: dict) -> str
     if problem["M"] % world_size or problem["K"] % world_size:
         return (f"M and K must be multiples of the world size {world_size}, got M={problem['M']}, "
                 f"K={problem['K']}")
-    if pattern == "epilogue_reduce" and meta.get("STREAM_K", 0) == 2:
+    if pattern == "epilogue_reduce" and meta.get("STREAM_K", 0) >= 2:
         return _EPILOGUE_REDUCE_STREAM_K
     return gemm_constraints(meta, 2, comm_sms=True)
 
 
-#: Why epilogue_reduce takes no STREAM_K=2: a program's stream-K range then spans more than one
-#: tile, so it can hold the last pieces of two tiles, its own rows' (which waits for the peer's
+#: Why epilogue_reduce takes no STREAM_K=2 or 3: a program's stream-K range can then span more
+#: than one tile, so it can hold the last pieces of two tiles, its own rows' (which waits for the peer's
 #: partial) and before it, in its backward order, a peer's; the peer's same program holds the
 #: mirror pair, and each waits for what the other does next. STREAM_K=1 keeps every range under
 #: one tile (fewer stream-K tiles than programs), so a program finishes at most one tile there.
-_EPILOGUE_REDUCE_STREAM_K = ("epilogue_reduce takes STREAM_K 0 or 1: with 2 a program can finish two "
+_EPILOGUE_REDUCE_STREAM_K = ("epilogue_reduce takes STREAM_K 0 or 1: with 2 or 3 a program can finish two "
                              "stream-K tiles and wait for a peer program that waits for it")
 
 

@@ -15,8 +15,8 @@ import triton
 import triton.language as tl
 
 from swizzleperf.kernels.schedule.persistent_gemm import (SM90_SHARED_BYTES, STREAM_K_VALUES, config_error,
-                                                 dot_in_fp32, num_sms, operands, split_tiles,
-                                                 stream_k_buffers, tma_supported)
+                                                 dot_in_fp32, num_sms, operands, schedule_grid,
+                                                 split_tiles, stream_k_buffers, tma_supported)
 
 __all__ = ["GEMM_META", "GEMM_CHECK_META", "GEMM_TILE_CONFIGS", "GEMM_TILE_KNOBS", "SM90_SHARED_BYTES",
            "GemmLaunch", "dot_in_fp32", "gemm_constraints", "gemm_launch", "num_sms", "operands",
@@ -84,8 +84,9 @@ class GemmLaunch:
 
 def gemm_launch(num_tiles: int, programs: int, meta: dict, device, use_tma: bool,
                 store_tma: bool, dtype: torch.dtype, flags: bool = False) -> GemmLaunch:
-    """``programs`` programs at most (one per tile at most), the last ``STREAM_K`` waves
-    stream-K (``split_tiles``); A and B through descriptors with ``use_tma``, C with
+    """``programs`` programs at most (one per tile at most, except with STREAM_K 3: every tile
+    stream-K on all ``programs``), the last ``STREAM_K`` waves stream-K (``split_tiles``,
+    ``schedule_grid``); A and B through descriptors with ``use_tma``, C with
     ``store_tma`` (EPILOGUE_SUBTILE applies only then).
 
     ``flags``: the loop waits on or signals a flag per tile (a CTA barrier and a system-scope
@@ -96,8 +97,8 @@ def gemm_launch(num_tiles: int, programs: int, meta: dict, device, use_tma: bool
     took 1.474 ms with the loop flattened (FLATTEN=1) and 0.528 ms without, where bulk_sync
     (no flags, flattened) took 0.466 ms.
     """
-    grid = max(1, min(programs, num_tiles))
-    split_tiles(num_tiles, grid, meta.get("STREAM_K", 0))   # a bad STREAM_K: one clear error
+    split_tiles(num_tiles, 1, meta.get("STREAM_K", 0))   # a bad STREAM_K: one clear error
+    grid = schedule_grid(num_tiles, programs, meta.get("STREAM_K", 0))
     workspace, sk_flags = stream_k_buffers(device, grid, meta["BLOCK_M"], meta["BLOCK_N"])
     kwargs = dict(BLOCK_M=meta["BLOCK_M"], BLOCK_N=meta["BLOCK_N"], BLOCK_K=meta["BLOCK_K"],
                   STREAM_K=meta.get("STREAM_K", 0), USE_TMA=use_tma,

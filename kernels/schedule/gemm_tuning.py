@@ -33,7 +33,7 @@ import torch
 import triton
 
 from swizzleperf.kernels.schedule.persistent_gemm import (STREAM_K_VALUES, config_error, num_sms,
-                                                 split_tiles)
+                                                          schedule_grid, split_tiles)
 
 #: Tile shapes tried per shape (with every useful STREAM_K). In the first tuning run on one H100
 #: (triton 3.6, 2026-11-25, 27 per-rank shapes) 128 x 256 x 64 with 4 stages and C stored in two
@@ -67,16 +67,17 @@ DEFAULT_CONFIG = {**TILE_CANDIDATES[0], "STREAM_K": 0}
 def candidates(M: int, N: int, K: int, programs: int, itemsize: int = 2,
                tiles=TILE_CANDIDATES) -> list:
     """Every configuration worth timing at one shape: each tile shape that fits sm_90's shared
-    memory with each STREAM_K that gives a different split of the tiles (``split_tiles``).
+    memory with each STREAM_K that gives a different grid or split of the tiles
+    (``schedule_grid``, ``split_tiles``).
     Shapes: M, N, K elements; ``programs`` SMs given to the GEMM."""
     out = []
     for tile in tiles:
         num_tiles = triton.cdiv(M, tile["BLOCK_M"]) * triton.cdiv(N, tile["BLOCK_N"])
-        grid = min(programs, num_tiles)
         splits = set()
         for stream_k in STREAM_K_VALUES:
             config = {**tile, "STREAM_K": stream_k}
-            split = split_tiles(num_tiles, grid, stream_k)
+            grid = schedule_grid(num_tiles, programs, stream_k)
+            split = (grid, split_tiles(num_tiles, grid, stream_k))
             if split in splits or config_error(config, itemsize):
                 continue
             splits.add(split)
@@ -273,7 +274,8 @@ def tune(launch: Callable, M: int, N: int, K: int, dtype: str = "bfloat16",
     winner = min(best, key=lambda n: final[n]["median_ms"])
     config = passed[winner][0]
     tiles = triton.cdiv(M, config["BLOCK_M"]) * triton.cdiv(N, config["BLOCK_N"])
-    stream_k_tiles = tiles - split_tiles(tiles, min(programs, tiles), config["STREAM_K"])
+    stream_k_tiles = tiles - split_tiles(tiles, schedule_grid(tiles, programs, config["STREAM_K"]),
+                                         config["STREAM_K"])
     record = {"config": config, "tiles": tiles, "stream_k_tiles": stream_k_tiles,
               "schedule": (f"stream-K ({stream_k_tiles} of {tiles} tiles)" if stream_k_tiles
                            else f"data-parallel ({tiles} tiles)"), "ours_ms": final[winner]["median_ms"],

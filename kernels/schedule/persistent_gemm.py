@@ -41,7 +41,11 @@ its own loop (each kernel keeps its own ``swizzle``, the optimizer's rewrite tar
    the waits are short. A program waits only on lower program ids, which start before it (in
    order, shared/HARDWARE.md), so a grid larger than the GPU or the interpreter's one program
    at a time never deadlocks. The finisher resets the flags it consumed, so the flags are
-   zero again after every launch.
+   zero again after every launch. ``STREAM_K = 3`` gives *every* tile to stream-K and launches
+   all ``P`` programs even where there are fewer tiles than programs (the data-parallel
+   schedules launch one program per tile at most): 64 tiles of 128 x 256 at M = 4096, N = 512
+   keep 64 of 132 SMs busy data-parallel, while stream-K cuts their 64 x 64 K steps into 132
+   ranges of 31 steps.
 
 The configuration (tiles, warps, stages, ``STREAM_K``) is chosen per shape by measurement:
 ``kernels/schedule/gemm_tuning.py``.
@@ -65,8 +69,11 @@ import triton.language as tl
 #: loop), 0 when absent; FLATTEN (``tl.range``'s other option), the kernel's default when absent.
 SCHEDULE_KNOBS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "STREAM_K")
 #: Values of STREAM_K: 0 data-parallel (every tile whole, in waves of P); 1 the partial last
-#: wave stream-K; 2 the partial wave and one full wave before it stream-K.
-STREAM_K_VALUES = (0, 1, 2)
+#: wave stream-K; 2 the partial wave and one full wave before it stream-K; 3 every tile
+#: stream-K, on all P programs even where there are fewer tiles (``schedule_grid``).
+STREAM_K_VALUES = (0, 1, 2, 3)
+#: The STREAM_K value that gives every tile to stream-K.
+ALL_STREAM_K = 3
 
 
 # ------------------------------------------------------------------------------ device functions
@@ -141,7 +148,9 @@ def data_parallel_tiles(num_tiles, num_programs, STREAM_K: tl.constexpr):
     the rest are stream-K. The device twin of ``split_tiles`` (its docstring says how STREAM_K
     splits)."""
     num_dp_tiles = num_tiles
-    if STREAM_K > 0:
+    if STREAM_K == 3:
+        num_dp_tiles = 0
+    elif STREAM_K > 0:
         tail = num_tiles % num_programs
         if tail > 0:
             num_dp_tiles = num_tiles - tail
@@ -259,19 +268,30 @@ def split_tiles(num_tiles: int, programs: int, stream_k: int) -> int:
     """Tiles computed data-parallel (the first ones in tile order); the rest are stream-K.
 
     ``stream_k`` 0: all; 1: all but the partial last wave (``num_tiles mod programs`` tiles;
-    none when the waves are full); 2: also one full wave before it, where there is one.
-    Raises ValueError for another ``stream_k`` or programs < 1.
+    none when the waves are full); 2: also one full wave before it, where there is one; 3:
+    none. Raises ValueError for another ``stream_k`` or programs < 1.
     """
     if stream_k not in STREAM_K_VALUES:
         raise ValueError(f"STREAM_K must be one of {STREAM_K_VALUES}, got {stream_k}")
     if programs < 1:
         raise ValueError(f"programs must be >= 1, got {programs}")
+    if stream_k == ALL_STREAM_K:
+        return 0
     tail = num_tiles % programs
     if stream_k == 0 or tail == 0:
         return num_tiles
     if stream_k == 2 and num_tiles >= programs + tail:
         tail += programs
     return num_tiles - tail
+
+
+def schedule_grid(num_tiles: int, programs: int, stream_k: int) -> int:
+    """Programs to launch for ``num_tiles`` tiles on ``programs`` SMs: one per tile at most
+    (a program without a tile would idle), except with ``stream_k`` 3, where every program takes
+    a share of the K steps (``STREAM_K_VALUES``). At least 1."""
+    if stream_k == ALL_STREAM_K:
+        return max(1, programs)
+    return max(1, min(programs, num_tiles))
 
 
 _BUFFERS: dict = {}

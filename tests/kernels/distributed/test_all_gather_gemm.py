@@ -134,13 +134,13 @@ def test_every_launch_compiles_for_sm_90():
 
 @pytest.mark.parametrize("world_size", [2, 3])
 def test_the_gemm_schedules_through_the_interpreter(world_size):
-    """The per-rank GEMM data-parallel, with stream-K for the last wave and for the last two
+    """The per-rank GEMM data-parallel, with stream-K for the last wave, the last two and all tiles
     (kernels/schedule/persistent_gemm.py), in the pattern that waits on flags (push), on 3
     programs (the check problem's tiles do not fill the waves: stream-K pieces are handed over
     between programs). Numerics as the other patterns'; fp32 sums in another order only."""
     errors = _interpret(
         "out = [[c.error for c in runner.run_group(kernel.SPEC, %d, 'push', dtype='float16',\n"
-        "        meta={'STREAM_K': s})] for s in (0, 1, 2)]\n"
+        "        meta={'STREAM_K': s})] for s in (0, 1, 2, 3)]\n"
         "print(json.dumps(out))\n" % world_size)
     for rank_errors in errors:
         assert len(rank_errors) == world_size and all(0 < e < 6e-4 for e in rank_errors), errors

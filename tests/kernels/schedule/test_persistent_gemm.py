@@ -1,5 +1,5 @@
 """kernels/schedule/persistent_gemm.py through kernels/gemm.py on CPU: every schedule (data-parallel,
-stream-K of the last wave, of the last two) on persistent grids of several sizes, with tensor
+stream-K of the last wave, of the last two, of every tile) on persistent grids of several sizes, with tensor
 descriptors and with pointers, at a typical and a ragged shape, through the Triton interpreter;
 the stream-K split and ranges counted by hand; a tile order that skips or repeats a tile is
 NOT_PERMUTATION through the optimizer's verification.
@@ -26,7 +26,8 @@ import pytest
 
 from swizzleperf.agent.verification.candidate import splice, target_args
 from swizzleperf.agent.verification.verify import Verdict, VerifyConfig, verify
-from swizzleperf.kernels.schedule.persistent_gemm import config_error, shared_bytes, split_tiles
+from swizzleperf.kernels.schedule.persistent_gemm import (config_error, schedule_grid, shared_bytes,
+                                                          split_tiles)
 
 
 def _interpret(code: str) -> object:
@@ -41,7 +42,7 @@ def _interpret(code: str) -> object:
 _SCHEDULES = """
 import json, torch
 from swizzleperf.agent.verification.load import load_kernel
-from swizzleperf.kernels.schedule.persistent_gemm import split_tiles, tma_supported
+from swizzleperf.kernels.schedule.persistent_gemm import schedule_grid, split_tiles, tma_supported
 module, spec = load_kernel({path!r})
 shape, tiles, dtype = {shape!r}, {tiles!r}, {dtype!r}
 rows = []
@@ -56,7 +57,8 @@ for seed, (tma, stream_k, programs, subtile) in enumerate({cases!r}):
     rows.append(dict(tma=tma and tma_supported(inputs["a"], inputs["b"], inputs["c"]),
                      stream_k=stream_k, programs=programs, nan=bool(torch.isnan(out).any()),
                      error=float((out - ref).norm() / ref.norm()),
-                     stream_k_tiles=num_tiles - split_tiles(num_tiles, min(programs, num_tiles), stream_k)))
+                     stream_k_tiles=num_tiles - split_tiles(
+                         num_tiles, schedule_grid(num_tiles, programs, stream_k), stream_k)))
 print(json.dumps(rows))
 """
 
@@ -71,8 +73,11 @@ def test_every_schedule_through_the_interpreter(gemm_path, shape, tiles, dtype, 
     """12 tiles on 5 programs: stream-K 1 splits the last 2 tiles' 6 K steps over 5 programs
     (one or two steps each), stream-K 2 the last 7 (21 steps, 4 or 5 a program: pieces cross
     tile boundaries); on 4 programs the waves are full (no stream-K whatever is asked); on 7,
-    the last 5 tiles, or all 12. With C in two halves where descriptors run."""
-    cases = [(tma, sk, p, int(tma and p == 5)) for tma in (True, False) for sk in (0, 1, 2) for p in (4, 5, 7)]
+    the last 5 tiles, or all 12. Stream-K 3 gives all 12 to stream-K, on 16 programs too (more
+    programs than tiles: 36 K steps, 2 or 3 a program). With C in two halves where descriptors
+    run."""
+    cases = [(tma, sk, p, int(tma and p == 5)) for tma in (True, False) for sk in (0, 1, 2, 3)
+             for p in (4, 5, 7, 16) if p < 16 or sk == 3]
     rows = _interpret(_SCHEDULES.format(path=str(gemm_path), shape=shape, tiles=tiles, dtype=dtype,
                                         cases=cases))
     limit = {"float16": 2e-3, "bfloat16": 1e-2}[dtype]
@@ -80,7 +85,7 @@ def test_every_schedule_through_the_interpreter(gemm_path, shape, tiles, dtype, 
         assert not row["nan"] and 0 < row["error"] < limit, (case, row)
         assert row["tma"] == (case[0] and tma_expected), (case, row)
     if shape["M"] == 100:   # stream-K tiles per case, counted by hand (the docstring)
-        assert [r["stream_k_tiles"] for r in rows[:9]] == [0, 0, 0, 0, 2, 5, 0, 7, 12]
+        assert [r["stream_k_tiles"] for r in rows[:13]] == [0, 0, 0, 0, 2, 5, 0, 7, 12, 12, 12, 12, 12]
 
 
 def test_split_tiles_counted_by_hand():
@@ -91,10 +96,19 @@ def test_split_tiles_counted_by_hand():
     assert split_tiles(264, 132, 1) == split_tiles(264, 132, 2) == 264   # full waves: none
     assert split_tiles(300, 132, 2) == 300 - 36 - 132
     assert split_tiles(100, 132, 1) == split_tiles(100, 132, 2) == 0     # under one wave
+    assert split_tiles(160, 132, 3) == split_tiles(64, 132, 3) == 0      # every tile
     with pytest.raises(ValueError, match="STREAM_K must be one of"):
-        split_tiles(10, 4, 3)
+        split_tiles(10, 4, 4)
     with pytest.raises(ValueError, match="programs must be >= 1"):
         split_tiles(10, 0, 1)
+
+
+def test_schedule_grid_launches_every_program_only_for_all_stream_k():
+    # 64 tiles of 128 x 256 at M = 4096, N = 512 on 132 SMs
+    assert [schedule_grid(64, 132, s) for s in (0, 1, 2)] == [64, 64, 64]
+    assert schedule_grid(64, 132, 3) == 132
+    assert schedule_grid(300, 132, 0) == schedule_grid(300, 132, 3) == 132
+    assert schedule_grid(0, 132, 0) == 1
 
 
 _RANGES = """
