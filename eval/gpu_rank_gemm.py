@@ -187,9 +187,10 @@ def tune(part: str, out: str, rounds: int, cache: str | None) -> None:
               f"{record['cublas_ms']:.4f} -> {record['cublas_ms'] / record['ours_ms']:.3f}x "
               f"[{time.time() - started:.1f} s]", flush=True)
         torch.cuda.empty_cache()
-    Path(out).write_text(json.dumps({"device": torch.cuda.get_device_name(), "triton": triton.__version__,
-                                     "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
-                                     "part": part, "rows": results}, indent=1))
+        # after every shape: a run cut short by its time limit keeps the shapes it finished
+        Path(out).write_text(json.dumps({"device": torch.cuda.get_device_name(), "triton": triton.__version__,
+                                         "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
+                                         "part": part, "rows": results}, indent=1))
 
 
 def _loop_variants() -> list:
