@@ -68,6 +68,10 @@ import triton.language as tl
 #: in two halves, ``store_tile``) and WARP_SPECIALIZE (``tl.range``'s option for the persistent
 #: loop), 0 when absent; FLATTEN (``tl.range``'s other option), the kernel's default when absent.
 SCHEDULE_KNOBS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "STREAM_K")
+#: Whether device code may use inline PTX (``stream_k_fixup``'s hand-over): not under the Triton
+#: interpreter, which cannot run it, nor on ROCm.
+_INLINE_PTX = os.environ.get("TRITON_INTERPRET") != "1" and torch.version.hip is None
+
 #: Values of STREAM_K: 0 data-parallel (every tile whole, in waves of P); 1 the partial last
 #: wave stream-K; 2 the partial wave and one full wave before it stream-K; 3 every tile
 #: stream-K, on all P programs even where there are fewer tiles (``schedule_grid``).
@@ -183,21 +187,72 @@ def stream_k_segment(stop, first, k_iters):
 
 
 @triton.jit
+def slot_offsets(BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Where each element of a [BLOCK_M, BLOCK_N] tile goes in its stream-K workspace slot: int32
+    offsets [BLOCK_M, BLOCK_N], a bijection onto ``0 .. BLOCK_M * BLOCK_N - 1`` (BLOCK_M a
+    multiple of 16, BLOCK_N of 8).
+
+    The order is the MMA accumulator's (Hopper's wgmma and Ampere's mma alike, PTX ISA
+    "Matrix Fragments"): each warp holds 16 rows, and lane ``4 g + t`` holds columns ``8 j + 2 t``
+    and ``8 j + 2 t + 1`` of rows ``g`` and ``g + 8`` for every ``j``. Element (row, col) goes to
+    ``(register * BLOCK_M / 16 + row // 16) * 32 + lane``, so the 32 lanes of a warp write or
+    read one register's elements at 32 consecutive floats. The hand-over only needs the producer
+    and the consumer to agree, so any bijection is correct; this one makes the accesses whole
+    128-byte lines where the accumulator is laid out as assumed."""
+    row = tl.arange(0, BLOCK_M)[:, None]
+    col = tl.arange(0, BLOCK_N)[None, :]
+    lane = (row % 8) * 4 + (col % 8) // 2
+    register = (col // 8) * 4 + ((row % 16) // 8) * 2 + col % 2
+    return (register * (BLOCK_M // 16) + row // 16) * 32 + lane
+
+
+if _INLINE_PTX:
+    @triton.jit
+    def _slot_store(pointers, values):
+        """``*pointers = values`` element by element, in the values' own register layout (PTX
+        ``st.global.f32``): ``tl.store`` would first move a whole accumulator through shared
+        memory into a layout of its choosing."""
+        tl.inline_asm_elementwise("st.global.f32 [$1], $2;\n\tmov.u32 $0, 0;", "=r,l,f",
+                                  [pointers, values], dtype=tl.int32, is_pure=False, pack=1)
+
+    @triton.jit
+    def _slot_load(pointers):
+        """``*pointers``, fp32, in the layout the caller's use gives it (PTX ``ld.global.f32``)."""
+        return tl.inline_asm_elementwise("ld.global.f32 $0, [$1];", "=f,l", [pointers],
+                                         dtype=tl.float32, is_pure=False, pack=1)
+else:
+    @triton.jit
+    def _slot_store(pointers, values):
+        """``*pointers = values`` (the interpreter and non-NVIDIA GPUs: no inline PTX)."""
+        tl.store(pointers, values)
+
+    @triton.jit
+    def _slot_load(pointers):
+        """``*pointers``."""
+        return tl.load(pointers)
+
+
+@triton.jit
 def stream_k_fixup(accumulator, workspace, flags, pid, num_programs, units, tile, start, k_hi,
                    k_iters, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """Join the pieces of a stream-K tile; returns the accumulator.
 
     A piece that stops before the tile's last K step (``k_hi < k_iters``) is handed over: the
-    accumulator goes to ``workspace`` slot ``pid`` (fp32 [num_programs, BLOCK_M * BLOCK_N]),
-    then ``flags[pid] = 1`` (release, after a CTA barrier). The piece with the last K step adds
-    the slots of the lower programs whose ranges cover the tile's earlier steps, each after
-    its flag (acquire), and clears those flags; the caller writes the tile when
-    ``k_hi == k_iters``. Each program hands over at most one piece (its range's last), so one
-    slot per program suffices.
+    accumulator goes to ``workspace`` slot ``pid`` (fp32 [num_programs, BLOCK_M * BLOCK_N], in
+    ``slot_offsets``' order), then ``flags[pid] = 1`` (release, after a CTA barrier). The piece
+    with the last K step adds the slots of the lower programs whose ranges cover the tile's
+    earlier steps, each after its flag (acquire), and clears those flags; the caller writes the
+    tile when ``k_hi == k_iters``. Each program hands over at most one piece (its range's last),
+    so one slot per program suffices.
+
+    Measured on an H200 (eval/results/stream_k_cost/, 2026-11-26): with the slot
+    row-major through ``tl.store`` / ``tl.load``, the hand-over took 11.5 us of a 44 us launch at
+    4096 x 512 x 4096 and of a 129 us launch at 4096 x 1280 x 8192 (128 x 256 tiles, every tile
+    stream-K), against the same launches with it left out.
     """
-    offs = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    offsets = slot_offsets(BLOCK_M, BLOCK_N)
     if k_hi < k_iters:
-        tl.store(workspace + pid * (BLOCK_M * BLOCK_N) + offs, accumulator)
+        _slot_store(workspace + pid * (BLOCK_M * BLOCK_N) + offsets, accumulator)
         tl.debug_barrier()
         tl.atomic_xchg(flags + pid, 1, sem="release", scope="gpu")
     else:
@@ -210,7 +265,7 @@ def stream_k_fixup(accumulator, workspace, flags, pid, num_programs, units, tile
                 while ready == 0:
                     ready = tl.atomic_add(flags + p, 0, sem="acquire", scope="gpu")
                 tl.debug_barrier()
-                accumulator += tl.load(workspace + p * (BLOCK_M * BLOCK_N) + offs)
+                accumulator += _slot_load(workspace + p * (BLOCK_M * BLOCK_N) + offsets)
                 tl.atomic_xchg(flags + p, 0, sem="relaxed", scope="gpu")
     return accumulator
 

@@ -203,3 +203,39 @@ def test_a_tile_repeated_or_skipped_is_not_a_permutation(tmp_path, gemm_source, 
     result = verify(path, tmp_path / "m.npy", VerifyConfig(seeds=(3,)))
     assert result.verdict is Verdict.NOT_PERMUTATION, result.reason
     assert expected in result.reason and "default problem" in result.reason, result.reason
+
+
+_SLOT = """
+import json, torch, triton, triton.language as tl
+from swizzleperf.kernels.schedule.persistent_gemm import slot_offsets
+
+@triton.jit
+def offsets(out, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    tl.store(out + tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :],
+             slot_offsets(BLOCK_M, BLOCK_N))
+
+rows = {{}}
+for bm, bn in {cases!r}:
+    out = torch.full((bm * bn,), -1, dtype=torch.int32)
+    offsets[(1,)](out, bm, bn)
+    rows[f"{{bm}}x{{bn}}"] = out.tolist()
+print(json.dumps(rows))
+"""
+
+
+def test_slot_offsets_are_a_permutation_in_the_accumulators_order():
+    """Every tile element gets its own place in the slot (a hand-over neither loses nor doubles
+    an element), and the 32 lanes of a warp (16 rows; lane 4 g + t holds columns 8 j + 2 t and
+    8 j + 2 t + 1 of rows g and g + 8) reach 32 consecutive floats for each of their registers."""
+    cases = [(16, 16), (32, 32), (128, 256), (256, 128), (64, 64)]
+    out = _interpret(_SLOT.format(cases=cases))
+    for bm, bn in cases:
+        slot = out[f"{bm}x{bn}"]
+        assert sorted(slot) == list(range(bm * bn)), (bm, bn)
+        for warp_rows in range(0, bm, 16):
+            for j in range(bn // 8):
+                for half in (0, 1):
+                    for e in (0, 1):   # one register of every lane of the warp at these rows
+                        lanes = [slot[(warp_rows + half * 8 + g) * bn + 8 * j + 2 * t + e]
+                                 for g in range(8) for t in range(4)]
+                        assert lanes == list(range(lanes[0], lanes[0] + 32)), (bm, bn, j, half, e)
