@@ -212,13 +212,16 @@ if _INLINE_PTX:
         """``*pointers = values`` element by element, in the values' own register layout (PTX
         ``st.global.f32``): ``tl.store`` would first move a whole accumulator through shared
         memory into a layout of its choosing."""
+        # addresses as int64: triton 3.6 refuses a pointer beside a float among the operands
         tl.inline_asm_elementwise("st.global.f32 [$1], $2;\n\tmov.u32 $0, 0;", "=r,l,f",
-                                  [pointers, values], dtype=tl.int32, is_pure=False, pack=1)
+                                  [pointers.to(tl.int64, bitcast=True), values], dtype=tl.int32,
+                                  is_pure=False, pack=1)
 
     @triton.jit
     def _slot_load(pointers):
         """``*pointers``, fp32, in the layout the caller's use gives it (PTX ``ld.global.f32``)."""
-        return tl.inline_asm_elementwise("ld.global.f32 $0, [$1];", "=f,l", [pointers],
+        return tl.inline_asm_elementwise("ld.global.f32 $0, [$1];", "=f,l",
+                                         [pointers.to(tl.int64, bitcast=True)],
                                          dtype=tl.float32, is_pure=False, pack=1)
 else:
     @triton.jit
