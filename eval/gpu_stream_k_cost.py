@@ -1,9 +1,12 @@
 """Where a stream-K schedule's time goes, on one GPU (issue #23): the same tiles timed
 data-parallel, through the stream-K loop with one whole tile per program (no hand-over), with
-every tile stream-K on all SMs, and the same with the hand-over of partial tiles left out
-(``no fixup``: the partials are neither written nor added, so C is WRONG there: a timing
-variant only, never checked, never a result), with ``torch.matmul`` in the same interleaved
-rounds (kernels/schedule/gemm_tuning.interleaved: L2 flushed before each launch, CUDA events).
+every tile stream-K on all SMs, and the same with the hand-over of partial tiles cut down:
+left out (``no fixup``: partials neither written nor added), only written (``store only``: the
+producer writes its partial and sets its flag, the finisher neither waits nor adds), only
+signalled (``wait only``: the producer sets its flag without writing, the finisher waits for it
+and adds nothing). In those three C is WRONG: timing variants only, never checked, never a
+result. ``torch.matmul`` in the same interleaved rounds (kernels/schedule/gemm_tuning.interleaved:
+L2 flushed before each launch, CUDA events).
 
     python3 eval/gpu_stream_k_cost.py --out OUT/stream_k_cost.json
 
@@ -21,26 +24,72 @@ import torch
 from swizzleperf.eval.gpu_rank_gemm import gemm_module
 from swizzleperf.kernels.schedule.gemm_tuning import interleaved, relative_error
 
-#: (shape, tile configuration, the variants: label -> (STREAM_K, programs, no_fixup))
+#: (shape, tile configuration, the variants: label -> (STREAM_K, programs, cut: False for the
+#: real hand-over, else which cut-down variant of ``VARIANTS``))
 CASES = (
     ("4096x512x4096", {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4,
                        "EPILOGUE_SUBTILE": 1},
      {"data-parallel P=64": (0, 64, False), "stream-K loop P=64": (3, 64, False),
-      "all stream-K P=SMs": (3, 0, False), "all stream-K P=SMs no fixup": (3, 0, True)}),
+      "all stream-K P=SMs": (3, 0, False), "all stream-K P=SMs no fixup": (3, 0, "none"),
+      "all stream-K P=SMs store only": (3, 0, "store"), "all stream-K P=SMs wait only": (3, 0, "wait")}),
     ("4096x512x4096", {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 8, "num_stages": 3},
      {"data-parallel P=128": (0, 128, False), "stream-K loop P=128": (3, 128, False),
-      "all stream-K P=SMs": (3, 0, False), "all stream-K P=SMs no fixup": (3, 0, True)}),
+      "all stream-K P=SMs": (3, 0, False), "all stream-K P=SMs no fixup": (3, 0, "none")}),
     ("4096x1280x8192", {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3},
      {"data-parallel": (0, 0, False), "all stream-K P=SMs": (2, 0, False),
-      "all stream-K P=SMs no fixup": (2, 0, True)}),
+      "all stream-K P=SMs no fixup": (2, 0, "none"), "all stream-K P=SMs store only": (2, 0, "store"),
+      "all stream-K P=SMs wait only": (2, 0, "wait")}),
 )
 
 
-def _no_fixup(source: str) -> str:
-    """kernels/gemm.py's source with the stream-K hand-over removed (timing only)."""
-    out, count = re.subn(r"accumulator = stream_k_fixup\(.*?BLOCK_N\)", "pass", source, flags=re.S)
+#: The cut-down hand-overs (timing only), in place of persistent_gemm.stream_k_fixup.
+VARIANTS = '''
+from swizzleperf.kernels.schedule.persistent_gemm import _slot_store, slot_offsets
+
+
+@triton.jit
+def _fixup_none(accumulator, workspace, flags, pid, num_programs, units, tile, start, k_hi,
+                k_iters, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    return accumulator
+
+
+@triton.jit
+def _fixup_store(accumulator, workspace, flags, pid, num_programs, units, tile, start, k_hi,
+                 k_iters, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    if k_hi < k_iters:
+        _slot_store(workspace + pid * (BLOCK_M * BLOCK_N) + slot_offsets(BLOCK_M, BLOCK_N), accumulator)
+        tl.debug_barrier()
+        tl.atomic_xchg(flags + pid, 1, sem="release", scope="gpu")
+    return accumulator
+
+
+@triton.jit
+def _fixup_wait(accumulator, workspace, flags, pid, num_programs, units, tile, start, k_hi,
+                k_iters, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    if k_hi < k_iters:
+        tl.debug_barrier()
+        tl.atomic_xchg(flags + pid, 1, sem="release", scope="gpu")
+    else:
+        tile_first = tile * k_iters
+        if start > tile_first:
+            workers = tl.minimum(num_programs, units)
+            owner = ((tile_first + 1) * workers - 1) // units
+            for p in range(owner, pid):
+                ready = tl.atomic_add(flags + p, 0, sem="acquire", scope="gpu")
+                while ready == 0:
+                    ready = tl.atomic_add(flags + p, 0, sem="acquire", scope="gpu")
+                tl.debug_barrier()
+                tl.atomic_xchg(flags + p, 0, sem="relaxed", scope="gpu")
+    return accumulator
+'''
+
+
+def _cut(source: str, variant: str) -> str:
+    """kernels/gemm.py's source with the stream-K hand-over replaced by a cut-down variant."""
+    out, count = re.subn(r"accumulator = stream_k_fixup\(", f"accumulator = _fixup_{variant}(", source)
     assert count == 1, "kernels/gemm.py's stream_k_fixup call not found"
-    return out
+    head, tail = out.split("\n\n@triton.jit\ndef swizzle", 1)
+    return head + "\n" + VARIANTS + "\n\n@triton.jit\ndef swizzle" + tail
 
 
 def main() -> int:
@@ -51,9 +100,11 @@ def main() -> int:
     from swizzleperf.agent.verification.load import load_kernel
     spec = gemm_module()
     grouped = Path(spec.launch.__code__.co_filename)
-    broken_path = grouped.with_name("gemm_grouped_no_fixup.py")
-    broken_path.write_text(_no_fixup(grouped.read_text()))
-    broken = load_kernel(broken_path)[1]
+    cut = {}
+    for variant in ("none", "store", "wait"):
+        path = grouped.with_name(f"gemm_grouped_fixup_{variant}.py")
+        path.write_text(_cut(grouped.read_text(), variant))
+        cut[variant] = load_kernel(path)[1]
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     rows = []
     for shape, tiles, variants in CASES:
@@ -62,11 +113,11 @@ def main() -> int:
         expected = torch.matmul(inputs["a"].float(), inputs["b"].float())
         reference = torch.empty_like(inputs["c"])
         launches, errors = {}, {}
-        for label, (stream_k, programs, no_fixup) in variants.items():
-            module = broken if no_fixup else spec
+        for label, (stream_k, programs, variant) in variants.items():
+            module = cut[variant] if variant else spec
             config = {**tiles, "STREAM_K": stream_k, "NUM_SMS": programs or sms}
             launches[label] = lambda m=module, c=config: m.launch(inputs, **c)
-            if not no_fixup:
+            if not variant:
                 inputs["c"].fill_(float("nan"))
                 launches[label]()
                 torch.cuda.synchronize()
