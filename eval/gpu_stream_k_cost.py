@@ -1,14 +1,12 @@
 """Where a stream-K schedule's time goes, on one GPU (issue #23): the same tiles timed
 data-parallel, through the stream-K loop with one whole tile per program (no hand-over), with
-every tile (or the last waves') stream-K on all SMs, and the same with the hand-over of partial
-tiles cut down: left out (``no fixup``: partials neither written nor added), only written
-(``store only``: the producer writes its partial and sets its flag, the finisher neither waits
-nor adds), only signalled (``wait only``: the producer sets its flag without writing, the
-finisher waits for it and adds nothing). In those three C is WRONG: timing variants only, never
-checked, never a result. Also the whole hand-over with the flag set at once after the stores
-(``flag at once``: correct and checked; the schedule's before 2026-11-26, which now sets it one
-piece later). ``torch.matmul`` in the same interleaved rounds
-(kernels/schedule/gemm_tuning.interleaved: L2 flushed before each launch, CUDA events).
+every tile (or the last wave's) stream-K on all SMs, and the same with the hand-over of partial tiles cut down:
+left out (``no fixup``: partials neither written nor added), only written (``store only``: the
+producer writes its partial and sets its flag, the finisher neither waits nor adds), only
+signalled (``wait only``: the producer sets its flag without writing, the finisher waits for it
+and adds nothing). In those three C is WRONG: timing variants only, never checked, never a
+result. ``torch.matmul`` in the same interleaved rounds (kernels/schedule/gemm_tuning.interleaved:
+L2 flushed before each launch, CUDA events).
 
     python3 eval/gpu_stream_k_cost.py --out OUT/stream_k_cost.json
 
@@ -33,48 +31,45 @@ CASES = (
                        "EPILOGUE_SUBTILE": 1},
      {"data-parallel P=64": (0, 64, False), "stream-K loop P=64": (3, 64, False),
       "all stream-K P=SMs": (3, 0, False), "all stream-K P=SMs no fixup": (3, 0, "none"),
-      "all stream-K P=SMs store only": (3, 0, "store"), "all stream-K P=SMs wait only": (3, 0, "wait"),
-      "all stream-K P=SMs flag at once": (3, 0, "now")}),
+      "all stream-K P=SMs store only": (3, 0, "store"), "all stream-K P=SMs wait only": (3, 0, "wait")}),
     ("4096x512x4096", {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 8, "num_stages": 3},
      {"data-parallel P=128": (0, 128, False), "stream-K loop P=128": (3, 128, False),
       "all stream-K P=SMs": (3, 0, False), "all stream-K P=SMs no fixup": (3, 0, "none")}),
     ("4096x1280x8192", {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3},
      {"data-parallel": (0, 0, False), "all stream-K P=SMs": (2, 0, False),
       "all stream-K P=SMs no fixup": (2, 0, "none"), "all stream-K P=SMs store only": (2, 0, "store"),
-      "all stream-K P=SMs wait only": (2, 0, "wait"), "all stream-K P=SMs flag at once": (2, 0, "now")}),
+      "all stream-K P=SMs wait only": (2, 0, "wait")}),
     ("4096x2560x8192", {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3},
-     {"last wave stream-K": (1, 0, False), "last wave stream-K flag at once": (1, 0, "now"),
-      "last wave stream-K no fixup": (1, 0, "none")}),
+     {"last wave stream-K": (1, 0, False), "last wave stream-K no fixup": (1, 0, "none")}),
     ("8192x896x14336", {"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3},
-     {"last wave stream-K": (1, 0, False), "last wave stream-K flag at once": (1, 0, "now"),
-      "last wave stream-K no fixup": (1, 0, "none")}),
+     {"last wave stream-K": (1, 0, False), "last wave stream-K no fixup": (1, 0, "none")}),
 )
 
 
 #: The cut-down hand-overs (timing only), in place of persistent_gemm.stream_k_fixup.
 VARIANTS = '''
-from swizzleperf.kernels.schedule.persistent_gemm import _slot_load, _slot_store, slot_offsets
+from swizzleperf.kernels.schedule.persistent_gemm import _slot_store, slot_offsets
 
 
 @triton.jit
 def _fixup_none(accumulator, workspace, flags, pid, num_programs, units, tile, start, k_hi,
-                k_iters, held, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    return accumulator, held
+                k_iters, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    return accumulator
 
 
 @triton.jit
 def _fixup_store(accumulator, workspace, flags, pid, num_programs, units, tile, start, k_hi,
-                 k_iters, held, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                 k_iters, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     if k_hi < k_iters:
         _slot_store(workspace + pid * (BLOCK_M * BLOCK_N) + slot_offsets(BLOCK_M, BLOCK_N), accumulator)
         tl.debug_barrier()
         tl.atomic_xchg(flags + pid, 1, sem="release", scope="gpu")
-    return accumulator, held
+    return accumulator
 
 
 @triton.jit
 def _fixup_wait(accumulator, workspace, flags, pid, num_programs, units, tile, start, k_hi,
-                k_iters, held, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                k_iters, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     if k_hi < k_iters:
         tl.debug_barrier()
         tl.atomic_xchg(flags + pid, 1, sem="release", scope="gpu")
@@ -89,37 +84,13 @@ def _fixup_wait(accumulator, workspace, flags, pid, num_programs, units, tile, s
                     ready = tl.atomic_add(flags + p, 0, sem="acquire", scope="gpu")
                 tl.debug_barrier()
                 tl.atomic_xchg(flags + p, 0, sem="relaxed", scope="gpu")
-    return accumulator, held
-
-
-@triton.jit
-def _fixup_now(accumulator, workspace, flags, pid, num_programs, units, tile, start, k_hi,
-               k_iters, held, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    offsets = slot_offsets(BLOCK_M, BLOCK_N)
-    if k_hi < k_iters:
-        _slot_store(workspace + pid * (BLOCK_M * BLOCK_N) + offsets, accumulator)
-        tl.debug_barrier()
-        tl.atomic_xchg(flags + pid, 1, sem="release", scope="gpu")
-    else:
-        tile_first = tile * k_iters
-        if start > tile_first:
-            workers = tl.minimum(num_programs, units)
-            owner = ((tile_first + 1) * workers - 1) // units
-            for p in range(owner, pid):
-                ready = tl.atomic_add(flags + p, 0, sem="acquire", scope="gpu")
-                while ready == 0:
-                    ready = tl.atomic_add(flags + p, 0, sem="acquire", scope="gpu")
-                tl.debug_barrier()
-                accumulator += _slot_load(workspace + p * (BLOCK_M * BLOCK_N) + offsets)
-                tl.atomic_xchg(flags + p, 0, sem="relaxed", scope="gpu")
-    return accumulator, held
+    return accumulator
 '''
 
 
 def _cut(source: str, variant: str) -> str:
     """kernels/gemm.py's source with the stream-K hand-over replaced by a cut-down variant."""
-    out, count = re.subn(r"accumulator, held = stream_k_fixup\(", f"accumulator, held = _fixup_{variant}(",
-                         source)
+    out, count = re.subn(r"accumulator = stream_k_fixup\(", f"accumulator = _fixup_{variant}(", source)
     assert count == 1, "kernels/gemm.py's stream_k_fixup call not found"
     head, tail = out.split("\n\n@triton.jit\ndef swizzle", 1)
     return head + "\n" + VARIANTS + "\n\n@triton.jit\ndef swizzle" + tail
@@ -134,7 +105,7 @@ def main() -> int:
     spec = gemm_module()
     grouped = Path(spec.launch.__code__.co_filename)
     cut = {}
-    for variant in ("none", "store", "wait", "now"):
+    for variant in ("none", "store", "wait"):
         path = grouped.with_name(f"gemm_grouped_fixup_{variant}.py")
         path.write_text(_cut(grouped.read_text(), variant))
         cut[variant] = load_kernel(path)[1]
@@ -148,10 +119,9 @@ def main() -> int:
         launches, errors = {}, {}
         for label, (stream_k, programs, variant) in variants.items():
             module = cut[variant] if variant else spec
-            checked = not variant or variant == "now"
             config = {**tiles, "STREAM_K": stream_k, "NUM_SMS": programs or sms}
             launches[label] = lambda m=module, c=config: m.launch(inputs, **c)
-            if checked:
+            if not variant:
                 inputs["c"].fill_(float("nan"))
                 launches[label]()
                 torch.cuda.synchronize()

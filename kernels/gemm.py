@@ -45,7 +45,7 @@ from swizzleperf.kernels.schedule.persistent_gemm import (data_parallel_tiles, d
                                                           mainloop, num_sms, operands,
                                                           schedule_grid, split_tiles, store_tile,
                                                           stream_k_buffers, stream_k_fixup,
-                                                          stream_k_range, stream_k_release, stream_k_segment,
+                                                          stream_k_range, stream_k_segment,
                                                           tma_supported)
 from swizzleperf.kernels.spec import KernelSpec
 from swizzleperf.kernels.trace import TileTrace
@@ -99,7 +99,6 @@ def matmul_kernel(
     if STREAM_K > 0:
         units = (num_pid_m * num_pid_n - num_dp_tiles) * k_iters
         first, stop = stream_k_range(pid, num_programs, units)
-        held = tl.full((), 0, tl.int32)   # a hand-over whose flag is not yet set
         while stop > first:  # this program's pieces, last first
             sk_tile, start, k_lo, k_hi = stream_k_segment(stop, first, k_iters)
             pid_m, pid_n = swizzle(num_dp_tiles + sk_tile, num_pid_m, num_pid_n)
@@ -107,14 +106,12 @@ def matmul_kernel(
             accumulator = mainloop(a, b, pid_m * BLOCK_M, pid_n * BLOCK_N, k_lo, k_hi, M, N, K,
                                    stride_am, stride_ak, stride_bk, stride_bn, accumulator,
                                    BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA, DOT_IN_FP32)
-            accumulator, held = stream_k_fixup(accumulator, workspace, flags, pid, num_programs,
-                                               units, sk_tile, start, k_hi, k_iters, held,
-                                               BLOCK_M, BLOCK_N)
+            accumulator = stream_k_fixup(accumulator, workspace, flags, pid, num_programs, units,
+                                         sk_tile, start, k_hi, k_iters, BLOCK_M, BLOCK_N)
             if k_hi == k_iters:
                 _store_c(c, accumulator, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M,
                          BLOCK_N, USE_TMA, EPILOGUE_SUBTILE)
             stop = start
-        stream_k_release(flags, pid, held)
 
 
 def launch(inputs: dict, BLOCK_M: int, BLOCK_N: int, BLOCK_K: int, num_warps: int = 8,

@@ -87,7 +87,7 @@ from swizzleperf.kernels.distributed.tiles import (GEMM_CHECK_META, GEMM_META, G
                                                    gemm_launch, num_sms, operands, tma_supported)
 from swizzleperf.kernels.schedule.persistent_gemm import (data_parallel_tiles, mainloop, store_tile,
                                                           stream_k_fixup, stream_k_range,
-                                                          stream_k_release, stream_k_segment)
+                                                          stream_k_segment)
 
 #: The patterns, the default first: ``push`` (``pull`` until 2026-11-25, which measured 4x slower
 #: than every other pattern: 13.3 ms at llama70b-up-8k on two H100s where the others took 4.2-4.4,
@@ -209,7 +209,6 @@ def all_gather_gemm_gemm(a, b, c, flags, errors, flag_kind, heap_bases, workspac
     if STREAM_K > 0:
         units = (num_pid_m * num_pid_n - num_dp_tiles) * k_iters
         first, stop = stream_k_range(pid, num_programs, units)
-        held = tl.full((), 0, tl.int32)   # a hand-over whose flag is not yet set
         while stop > first:  # this program's pieces, last first
             sk_tile, start, k_lo, k_hi = stream_k_segment(stop, first, k_iters)
             accumulator, src, chunk, pid_n = _gemm_piece(
@@ -217,14 +216,12 @@ def all_gather_gemm_gemm(a, b, c, flags, errors, flag_kind, heap_bases, workspac
                 num_dp_tiles + sk_tile, k_lo, k_hi, tiles_per_rank, num_pid_m, num_pid_n,
                 rows_per_rank, N_local, K, stride_am, stride_ak, stride_bk, stride_bn, BLOCK_M,
                 BLOCK_N, BLOCK_K, SOURCE, USE_TMA, DOT_IN_FP32)
-            accumulator, held = stream_k_fixup(accumulator, workspace, sk_flags, pid,
-                                               num_programs, units, sk_tile, start, k_hi,
-                                               k_iters, held, BLOCK_M, BLOCK_N)
+            accumulator = stream_k_fixup(accumulator, workspace, sk_flags, pid, num_programs,
+                                         units, sk_tile, start, k_hi, k_iters, BLOCK_M, BLOCK_N)
             if k_hi == k_iters:
                 _store_c(c, accumulator, src, chunk, pid_n, rows_per_rank, N_local, stride_cm,
                          stride_cn, BLOCK_M, BLOCK_N, STORE_TMA, SUBTILE)
             stop = start
-        stream_k_release(sk_flags, pid, held)
 
 
 @triton.jit(do_not_specialize=["epoch"])

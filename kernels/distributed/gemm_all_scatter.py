@@ -56,7 +56,7 @@ from swizzleperf.kernels.distributed.tiles import (GEMM_CHECK_META, GEMM_META, G
                                                    tma_supported)
 from swizzleperf.kernels.schedule.persistent_gemm import (data_parallel_tiles, mainloop, store_tile,
                                                           stream_k_fixup, stream_k_range,
-                                                          stream_k_release, stream_k_segment)
+                                                          stream_k_segment)
 
 PATTERNS = ("bulk_sync", "producer_consumer", "fused_sequential", "workgroup_specialized")
 _LOCAL, _SIGNAL, _EVERY_RANK = 0, 1, 2  # what the GEMM worker does with a finished tile
@@ -135,7 +135,6 @@ def _gemm_worker(a, b, c, c_ptr, flags, heap_bases, workspace, sk_flags, rank, e
     if STREAM_K > 0:
         units = (num_pid_m * num_pid_n - num_dp_tiles) * k_iters
         first, stop = stream_k_range(worker, num_workers, units)
-        held = tl.full((), 0, tl.int32)   # a hand-over whose flag is not yet set
         while stop > first:  # this worker's pieces, last first
             sk_tile, start, k_lo, k_hi = stream_k_segment(stop, first, k_iters)
             pid_m, pid_n = swizzle(num_dp_tiles + sk_tile, num_pid_m, num_pid_n)
@@ -143,15 +142,13 @@ def _gemm_worker(a, b, c, c_ptr, flags, heap_bases, workspace, sk_flags, rank, e
             accumulator = mainloop(a, b, pid_m * BLOCK_M, pid_n * BLOCK_N, k_lo, k_hi, M,
                                    N_local, K, stride_am, stride_ak, stride_bk, stride_bn,
                                    accumulator, BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA, DOT_IN_FP32)
-            accumulator, held = stream_k_fixup(accumulator, workspace, sk_flags, worker,
-                                               num_workers, units, sk_tile, start, k_hi,
-                                               k_iters, held, BLOCK_M, BLOCK_N)
+            accumulator = stream_k_fixup(accumulator, workspace, sk_flags, worker, num_workers,
+                                         units, sk_tile, start, k_hi, k_iters, BLOCK_M, BLOCK_N)
             if k_hi == k_iters:
                 _finish_tile(accumulator, c, c_ptr, flags, heap_bases, rank, epoch,
                              num_dp_tiles + sk_tile, pid_m, pid_n, M, N_local, stride_cm,
                              stride_cn, BLOCK_M, BLOCK_N, WORLD_SIZE, MODE, STORE_TMA, SUBTILE)
             stop = start
-        stream_k_release(sk_flags, worker, held)
 
 
 @triton.jit

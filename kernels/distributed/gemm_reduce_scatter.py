@@ -108,7 +108,7 @@ from swizzleperf.kernels.distributed.tiles import (GEMM_CHECK_META, GEMM_META, G
                                                    tma_supported)
 from swizzleperf.kernels.schedule.persistent_gemm import (data_parallel_tiles, mainloop, store_tile,
                                                           stream_k_fixup, stream_k_range,
-                                                          stream_k_release, stream_k_segment)
+                                                          stream_k_segment)
 
 PATTERNS = ("bulk_sync", "producer_consumer", "epilogue_reduce")
 
@@ -309,31 +309,29 @@ def gemm_reduce_scatter_gemm(a, b, staging_ptr, out, flags, errors, flag_kind, h
     if STREAM_K > 0:
         units = (num_pid_m * num_pid_n - num_dp_tiles) * k_iters
         first, stop = stream_k_range(pid, num_programs, units)
-        held = tl.full((), 0, tl.int32)   # a hand-over whose flag is not yet set
         while stop > first:  # this program's pieces, last first
             sk_tile, start, k_lo, k_hi = stream_k_segment(stop, first, k_iters)
             owner, local_m, pid_n = _tile_of(num_dp_tiles + sk_tile, rank, num_pid_m, num_pid_n,
                                              tiles_per_rank, WORLD_SIZE, EPILOGUE_REDUCE)
             if PHASE == 0:
-                held = _stream_k_piece(a, b, staging_ptr, out, flags, errors, flag_kind, heap_bases,
-                                rank, epoch, max_spins, workspace, sk_flags, pid, num_programs, units,
+                _stream_k_piece(a, b, staging_ptr, out, flags, errors, flag_kind, heap_bases, rank,
+                                epoch, max_spins, workspace, sk_flags, pid, num_programs, units,
                                 sk_tile, start, k_lo, k_hi, owner, local_m, pid_n, num_pid_n,
                                 k_iters, rows_per_rank, N, K_local, stride_am, stride_ak, stride_bk,
                                 stride_bn, stride_sw, stride_sm, stride_sn, stride_om, stride_on,
-                                held, BLOCK_M, BLOCK_N, BLOCK_K, WORLD_SIZE, SK_SIGNAL,
-                                EPILOGUE_REDUCE, USE_TMA, STORE_TMA, SUBTILE, DOT_IN_FP32)
+                                BLOCK_M, BLOCK_N, BLOCK_K, WORLD_SIZE, SK_SIGNAL, EPILOGUE_REDUCE,
+                                USE_TMA, STORE_TMA, SUBTILE, DOT_IN_FP32)
             else:   # all of a tile's pieces or none, so that its hand-overs still pair up
                 if _in_phase(owner, rank, PHASE):
-                    held = _stream_k_piece(a, b, staging_ptr, out, flags, errors, flag_kind,
-                                    heap_bases, rank, epoch, max_spins, workspace, sk_flags, pid, num_programs,
+                    _stream_k_piece(a, b, staging_ptr, out, flags, errors, flag_kind, heap_bases,
+                                    rank, epoch, max_spins, workspace, sk_flags, pid, num_programs,
                                     units, sk_tile, start, k_lo, k_hi, owner, local_m, pid_n,
                                     num_pid_n, k_iters, rows_per_rank, N, K_local, stride_am,
                                     stride_ak, stride_bk, stride_bn, stride_sw, stride_sm,
-                                    stride_sn, stride_om, stride_on, held, BLOCK_M, BLOCK_N,
-                                    BLOCK_K, WORLD_SIZE, SK_SIGNAL, EPILOGUE_REDUCE, USE_TMA,
-                                    STORE_TMA, SUBTILE, DOT_IN_FP32)
+                                    stride_sn, stride_om, stride_on, BLOCK_M, BLOCK_N, BLOCK_K,
+                                    WORLD_SIZE, SK_SIGNAL, EPILOGUE_REDUCE, USE_TMA, STORE_TMA,
+                                    SUBTILE, DOT_IN_FP32)
             stop = start
-        stream_k_release(sk_flags, pid, held)
 
 
 @triton.jit
@@ -341,24 +339,22 @@ def _stream_k_piece(a, b, staging_ptr, out, flags, errors, flag_kind, heap_bases
                     max_spins, workspace, sk_flags, pid, num_programs, units, sk_tile, start,
                     k_lo, k_hi, owner, local_m, pid_n, num_pid_n, k_iters, rows_per_rank, N,
                     K_local, stride_am, stride_ak, stride_bk, stride_bn, stride_sw, stride_sm,
-                    stride_sn, stride_om, stride_on, held, BLOCK_M: tl.constexpr,
+                    stride_sn, stride_om, stride_on, BLOCK_M: tl.constexpr,
                     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, WORLD_SIZE: tl.constexpr,
                     SIGNAL: tl.constexpr, EPILOGUE_REDUCE: tl.constexpr, USE_TMA: tl.constexpr,
                     STORE_TMA: tl.constexpr, SUBTILE: tl.constexpr, DOT_IN_FP32: tl.constexpr):
     """K steps ``k_lo .. k_hi`` of a stream-K tile, joined with the tile's other pieces
-    (``stream_k_fixup``); the piece with the last K step finishes the tile (``_finish``).
-    Returns ``held`` (``stream_k_fixup``'s)."""
+    (``stream_k_fixup``); the piece with the last K step finishes the tile (``_finish``)."""
     accumulator = _gemm_piece(a, b, owner, local_m, pid_n, k_lo, k_hi, rows_per_rank, N, K_local,
                               stride_am, stride_ak, stride_bk, stride_bn, BLOCK_M, BLOCK_N, BLOCK_K,
                               USE_TMA, DOT_IN_FP32)
-    accumulator, held = stream_k_fixup(accumulator, workspace, sk_flags, pid, num_programs, units,
-                                       sk_tile, start, k_hi, k_iters, held, BLOCK_M, BLOCK_N)
+    accumulator = stream_k_fixup(accumulator, workspace, sk_flags, pid, num_programs, units,
+                                 sk_tile, start, k_hi, k_iters, BLOCK_M, BLOCK_N)
     if k_hi == k_iters:
         _finish(accumulator, staging_ptr, out, flags, errors, flag_kind, heap_bases, rank, epoch,
                 max_spins, owner, local_m, pid_n, num_pid_n, rows_per_rank, N, stride_sw,
                 stride_sm, stride_sn, stride_om, stride_on, BLOCK_M, BLOCK_N, WORLD_SIZE, SIGNAL,
                 EPILOGUE_REDUCE, STORE_TMA, SUBTILE)
-    return held
 
 
 @triton.jit

@@ -237,34 +237,28 @@ else:
 
 @triton.jit
 def stream_k_fixup(accumulator, workspace, flags, pid, num_programs, units, tile, start, k_hi,
-                   k_iters, held, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """Join the pieces of a stream-K tile; returns ``(accumulator, held)``.
+                   k_iters, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Join the pieces of a stream-K tile; returns the accumulator.
 
     A piece that stops before the tile's last K step (``k_hi < k_iters``) is handed over: the
     accumulator goes to ``workspace`` slot ``pid`` (fp32 [num_programs, BLOCK_M * BLOCK_N], in
-    ``slot_offsets``' order) and ``held`` becomes 1: its flag is set later, by
-    ``stream_k_release`` (after a CTA barrier, release), when this program's next piece has been
-    computed or before it waits for another program, whichever comes first. The piece with the
-    last K step releases a held flag, then adds the slots of the lower programs whose ranges
-    cover the tile's earlier steps, each after its flag (acquire), and clears those flags; the
-    caller writes the tile when ``k_hi == k_iters``. Each program hands over at most one piece
-    (its range's last, computed first), so one slot per program suffices. The caller starts
-    with ``held`` 0 and calls ``stream_k_release`` after its last piece.
+    ``slot_offsets``' order), then ``flags[pid] = 1`` (release, after a CTA barrier). The piece
+    with the last K step adds the slots of the lower programs whose ranges cover the tile's
+    earlier steps, each after its flag (acquire), and clears those flags; the caller writes the
+    tile when ``k_hi == k_iters``. Each program hands over at most one piece (its range's last),
+    so one slot per program suffices.
 
-    Why the flag waits: the release makes the program wait until its slot's stores have reached
-    memory. Measured on an H200 at 4096 x 1280 x 8192 (128 x 256 tiles, all stream-K;
-    eval/results/stream_k_cost/, 2026-11-26) against the hand-over left out (118.8 us): 127.5 us
-    with it, 123.3 us with only the stores and an immediate flag, 119.8 us with only the flags
-    and the wait. Set one piece later, the stores drain while the next piece computes. With the
-    slot row-major through ``tl.store`` / ``tl.load`` (a trip through shared memory into a
-    layout of Triton's choosing), the whole hand-over had cost 11.5 us there.
+    Measured on an H200 (eval/results/stream_k_cost/, 2026-11-26): with the slot
+    row-major through ``tl.store`` / ``tl.load``, the hand-over took 11.5 us of a 44 us launch at
+    4096 x 512 x 4096 and of a 129 us launch at 4096 x 1280 x 8192 (128 x 256 tiles, every tile
+    stream-K), against the same launches with it left out.
     """
     offsets = slot_offsets(BLOCK_M, BLOCK_N)
     if k_hi < k_iters:
         _slot_store(workspace + pid * (BLOCK_M * BLOCK_N) + offsets, accumulator)
-        held = 1
+        tl.debug_barrier()
+        tl.atomic_xchg(flags + pid, 1, sem="release", scope="gpu")
     else:
-        held = stream_k_release(flags, pid, held)
         tile_first = tile * k_iters
         if start > tile_first:
             workers = tl.minimum(num_programs, units)  # > 0: this piece is one of the units
@@ -276,18 +270,7 @@ def stream_k_fixup(accumulator, workspace, flags, pid, num_programs, units, tile
                 tl.debug_barrier()
                 accumulator += _slot_load(workspace + p * (BLOCK_M * BLOCK_N) + offsets)
                 tl.atomic_xchg(flags + p, 0, sem="relaxed", scope="gpu")
-    return accumulator, held
-
-
-@triton.jit
-def stream_k_release(flags, pid, held):
-    """Set program ``pid``'s hand-over flag if it ``held`` one (``stream_k_fixup``): a CTA
-    barrier (every thread's slot stores issued), then ``flags[pid] = 1`` with release semantics
-    at GPU scope. Returns 0, the new ``held``."""
-    if held != 0:
-        tl.debug_barrier()
-        tl.atomic_xchg(flags + pid, 1, sem="release", scope="gpu")
-    return 0
+    return accumulator
 
 
 # ------------------------------------------------------------------------------------ host side
