@@ -9,6 +9,9 @@ result. ``torch.matmul`` in the same interleaved rounds (kernels/schedule/gemm_t
 L2 flushed before each launch, CUDA events).
 
     python3 eval/gpu_stream_k_cost.py --out OUT/stream_k_cost.json
+    ncu -k regex:matmul_kernel -c 1 -s 3 python3 eval/gpu_stream_k_cost.py --only "SHAPE:LABEL"
+
+``--only`` launches one case's one variant a few times and times nothing (for a profiler).
 
 The checked variants are verified against the fp32 product first (C poisoned).
 """
@@ -98,9 +101,12 @@ def _cut(source: str, variant: str) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--out", default="")
     parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--only", default="", help="SHAPE:LABEL: launch that variant 5 times, time nothing")
     args = parser.parse_args()
+    if not args.only and not args.out:
+        parser.error("--out is required unless --only is given")
     from swizzleperf.agent.verification.load import load_kernel
     spec = gemm_module()
     grouped = Path(spec.launch.__code__.co_filename)
@@ -112,6 +118,8 @@ def main() -> int:
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     rows = []
     for shape, tiles, variants in CASES:
+        if args.only and not args.only.startswith(shape + ":"):
+            continue
         M, N, K = map(int, shape.split("x"))
         inputs = spec.make_inputs({"M": M, "N": N, "K": K}, 7, "cuda", "bfloat16")
         expected = torch.matmul(inputs["a"].float(), inputs["b"].float())
@@ -121,6 +129,12 @@ def main() -> int:
             module = cut[variant] if variant else spec
             config = {**tiles, "STREAM_K": stream_k, "NUM_SMS": programs or sms}
             launches[label] = lambda m=module, c=config: m.launch(inputs, **c)
+            if args.only == f"{shape}:{label}":
+                for _ in range(5):
+                    launches[label]()
+                torch.cuda.synchronize()
+                print(f"launched {args.only} 5 times", flush=True)
+                return 0
             if not variant:
                 inputs["c"].fill_(float("nan"))
                 launches[label]()
