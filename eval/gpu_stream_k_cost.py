@@ -126,6 +126,8 @@ def main() -> int:
         reference = torch.empty_like(inputs["c"])
         launches, errors = {}, {}
         for label, (stream_k, programs, variant) in variants.items():
+            if args.only and args.only != f"{shape}:{label}":
+                continue
             module = cut[variant] if variant else spec
             config = {**tiles, "STREAM_K": stream_k, "NUM_SMS": programs or sms}
             launches[label] = lambda m=module, c=config: m.launch(inputs, **c)
