@@ -1,14 +1,12 @@
 """Where a stream-K schedule's time goes, on one GPU (issue #23): the same tiles timed
 data-parallel, through the stream-K loop with one whole tile per program (no hand-over), with
-every tile (or the last wave's) stream-K on all SMs, and the same with the hand-over of partial
-tiles cut down: left out (``no fixup``: partials neither written nor added), only written
-(``store only``: the producer writes its partial and sets its flag, the finisher neither waits
-nor adds), only signalled (``wait only``: the producer sets its flag without writing, the
-finisher waits for it and adds nothing). In those three C is WRONG: timing variants only, never
-checked, never a result. ``plain``: the whole hand-over without the L2 hint on the stores and
-without the discard of read slots (correct and checked: the schedule's before 2026-11-26
-afternoon). ``torch.matmul`` in the same interleaved rounds
-(kernels/schedule/gemm_tuning.interleaved: L2 flushed before each launch, CUDA events).
+every tile (or the last wave's) stream-K on all SMs, and the same with the hand-over of partial tiles cut down:
+left out (``no fixup``: partials neither written nor added), only written (``store only``: the
+producer writes its partial and sets its flag, the finisher neither waits nor adds), only
+signalled (``wait only``: the producer sets its flag without writing, the finisher waits for it
+and adds nothing). In those three C is WRONG: timing variants only, never checked, never a
+result. ``torch.matmul`` in the same interleaved rounds (kernels/schedule/gemm_tuning.interleaved:
+L2 flushed before each launch, CUDA events).
 
     python3 eval/gpu_stream_k_cost.py --out OUT/stream_k_cost.json
     ncu -k regex:matmul_kernel -c 1 -s 3 python3 eval/gpu_stream_k_cost.py --only "SHAPE:LABEL"
@@ -36,27 +34,24 @@ CASES = (
                        "EPILOGUE_SUBTILE": 1},
      {"data-parallel P=64": (0, 64, False), "stream-K loop P=64": (3, 64, False),
       "all stream-K P=SMs": (3, 0, False), "all stream-K P=SMs no fixup": (3, 0, "none"),
-      "all stream-K P=SMs store only": (3, 0, "store"), "all stream-K P=SMs wait only": (3, 0, "wait"),
-      "all stream-K P=SMs plain": (3, 0, "plain")}),
+      "all stream-K P=SMs store only": (3, 0, "store"), "all stream-K P=SMs wait only": (3, 0, "wait")}),
     ("4096x512x4096", {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 8, "num_stages": 3},
      {"data-parallel P=128": (0, 128, False), "stream-K loop P=128": (3, 128, False),
       "all stream-K P=SMs": (3, 0, False), "all stream-K P=SMs no fixup": (3, 0, "none")}),
     ("4096x1280x8192", {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3},
      {"data-parallel": (0, 0, False), "all stream-K P=SMs": (2, 0, False),
       "all stream-K P=SMs no fixup": (2, 0, "none"), "all stream-K P=SMs store only": (2, 0, "store"),
-      "all stream-K P=SMs wait only": (2, 0, "wait"), "all stream-K P=SMs plain": (2, 0, "plain")}),
+      "all stream-K P=SMs wait only": (2, 0, "wait")}),
     ("4096x2560x8192", {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3},
-     {"last wave stream-K": (1, 0, False), "last wave stream-K no fixup": (1, 0, "none"),
-      "last wave stream-K plain": (1, 0, "plain")}),
+     {"last wave stream-K": (1, 0, False), "last wave stream-K no fixup": (1, 0, "none")}),
     ("8192x896x14336", {"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3},
-     {"last wave stream-K": (1, 0, False), "last wave stream-K no fixup": (1, 0, "none"),
-      "last wave stream-K plain": (1, 0, "plain")}),
+     {"last wave stream-K": (1, 0, False), "last wave stream-K no fixup": (1, 0, "none")}),
 )
 
 
 #: The cut-down hand-overs (timing only), in place of persistent_gemm.stream_k_fixup.
 VARIANTS = '''
-from swizzleperf.kernels.schedule.persistent_gemm import _slot_load, _slot_store, slot_offsets
+from swizzleperf.kernels.schedule.persistent_gemm import _slot_store, slot_offsets
 
 
 @triton.jit
@@ -93,32 +88,6 @@ def _fixup_wait(accumulator, workspace, flags, pid, num_programs, units, tile, s
                 tl.debug_barrier()
                 tl.atomic_xchg(flags + p, 0, sem="relaxed", scope="gpu")
     return accumulator
-
-
-@triton.jit
-def _fixup_plain(accumulator, workspace, flags, pid, num_programs, units, tile, start, k_hi,
-                 k_iters, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    offsets = slot_offsets(BLOCK_M, BLOCK_N)
-    if k_hi < k_iters:
-        pointers = workspace + pid * (BLOCK_M * BLOCK_N) + offsets
-        tl.inline_asm_elementwise("st.global.f32 [$1], $2;\\n\\tmov.u32 $0, 0;", "=r,l,f",
-                                  [pointers.to(tl.int64, bitcast=True), accumulator],
-                                  dtype=tl.int32, is_pure=False, pack=1)
-        tl.debug_barrier()
-        tl.atomic_xchg(flags + pid, 1, sem="release", scope="gpu")
-    else:
-        tile_first = tile * k_iters
-        if start > tile_first:
-            workers = tl.minimum(num_programs, units)
-            owner = ((tile_first + 1) * workers - 1) // units
-            for p in range(owner, pid):
-                ready = tl.atomic_add(flags + p, 0, sem="acquire", scope="gpu")
-                while ready == 0:
-                    ready = tl.atomic_add(flags + p, 0, sem="acquire", scope="gpu")
-                tl.debug_barrier()
-                accumulator += _slot_load(workspace + p * (BLOCK_M * BLOCK_N) + offsets)
-                tl.atomic_xchg(flags + p, 0, sem="relaxed", scope="gpu")
-    return accumulator
 '''
 
 
@@ -142,7 +111,7 @@ def main() -> int:
     spec = gemm_module()
     grouped = Path(spec.launch.__code__.co_filename)
     cut = {}
-    for variant in ("none", "store", "wait", "plain"):
+    for variant in ("none", "store", "wait"):
         path = grouped.with_name(f"gemm_grouped_fixup_{variant}.py")
         path.write_text(_cut(grouped.read_text(), variant))
         cut[variant] = load_kernel(path)[1]
@@ -168,7 +137,7 @@ def main() -> int:
                 torch.cuda.synchronize()
                 print(f"launched {args.only} 5 times", flush=True)
                 return 0
-            if not variant or variant == "plain":
+            if not variant:
                 inputs["c"].fill_(float("nan"))
                 launches[label]()
                 torch.cuda.synchronize()

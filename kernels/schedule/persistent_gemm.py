@@ -210,15 +210,12 @@ if _INLINE_PTX:
     @triton.jit
     def _slot_store(pointers, values):
         """``*pointers = values`` element by element, in the values' own register layout (PTX
-        ``st.global``): ``tl.store`` would first move a whole accumulator through shared memory
-        into a layout of its choosing. The lines are marked to stay in L2 (``evict_last``) until
-        the finisher reads and discards them (``_slot_discard``)."""
+        ``st.global.f32``): ``tl.store`` would first move a whole accumulator through shared
+        memory into a layout of its choosing."""
         # addresses as int64: triton 3.6 refuses a pointer beside a float among the operands
-        tl.inline_asm_elementwise(
-            "{\n\t.reg .b64 policy;\n\tcreatepolicy.fractional.L2::evict_last.b64 policy, 1.0;\n\t"
-            "st.global.L2::cache_hint.f32 [$1], $2, policy;\n\tmov.u32 $0, 0;\n\t}",
-            "=r,l,f", [pointers.to(tl.int64, bitcast=True), values], dtype=tl.int32,
-            is_pure=False, pack=1)
+        tl.inline_asm_elementwise("st.global.f32 [$1], $2;\n\tmov.u32 $0, 0;", "=r,l,f",
+                                  [pointers.to(tl.int64, bitcast=True), values], dtype=tl.int32,
+                                  is_pure=False, pack=1)
 
     @triton.jit
     def _slot_load(pointers):
@@ -226,16 +223,6 @@ if _INLINE_PTX:
         return tl.inline_asm_elementwise("ld.global.f32 $0, [$1];", "=f,l",
                                          [pointers.to(tl.int64, bitcast=True)],
                                          dtype=tl.float32, is_pure=False, pack=1)
-
-    @triton.jit
-    def _slot_discard(slot, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-        """Drop the 128-byte lines of a read slot (fp32 [BLOCK_M * BLOCK_N] at ``slot``, 128-byte
-        aligned) from L2 without writing them back to memory (PTX ``discard.global.L2``); the
-        slot's contents are undefined afterwards."""
-        lines = slot + tl.arange(0, BLOCK_M * BLOCK_N // 32) * 32   # [lines]: 32 floats each
-        tl.inline_asm_elementwise("discard.global.L2 [$1], 128;\n\tmov.u32 $0, 0;", "=r,l",
-                                  [lines.to(tl.int64, bitcast=True)], dtype=tl.int32,
-                                  is_pure=False, pack=1)
 else:
     @triton.jit
     def _slot_store(pointers, values):
@@ -246,11 +233,6 @@ else:
     def _slot_load(pointers):
         """``*pointers``."""
         return tl.load(pointers)
-
-    @triton.jit
-    def _slot_discard(slot, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-        """Nothing: the discard is PTX's."""
-        pass
 
 
 @triton.jit
@@ -286,10 +268,7 @@ def stream_k_fixup(accumulator, workspace, flags, pid, num_programs, units, tile
                 while ready == 0:
                     ready = tl.atomic_add(flags + p, 0, sem="acquire", scope="gpu")
                 tl.debug_barrier()
-                slot = workspace + p * (BLOCK_M * BLOCK_N)
-                accumulator += _slot_load(slot + offsets)
-                tl.debug_barrier()   # every thread's loads consumed before the lines go
-                _slot_discard(slot, BLOCK_M, BLOCK_N)
+                accumulator += _slot_load(workspace + p * (BLOCK_M * BLOCK_N) + offsets)
                 tl.atomic_xchg(flags + p, 0, sem="relaxed", scope="gpu")
     return accumulator
 
