@@ -1,12 +1,12 @@
 """Where a stream-K schedule's time goes, on one GPU (issue #23): the same tiles timed
 data-parallel, through the stream-K loop with one whole tile per program (no hand-over), with
-every tile (or the last wave's) stream-K on all SMs, and the same with the hand-over of partial tiles cut down:
-left out (``no fixup``: partials neither written nor added), only written (``store only``: the
-producer writes its partial and sets its flag, the finisher neither waits nor adds), only
-signalled (``wait only``: the producer sets its flag without writing, the finisher waits for it
-and adds nothing). In those three C is WRONG: timing variants only, never checked, never a
-result. ``torch.matmul`` in the same interleaved rounds (kernels/schedule/gemm_tuning.interleaved:
-L2 flushed before each launch, CUDA events).
+every tile (or the last wave's) stream-K on all SMs, and the same with the hand-over of partial
+tiles cut down: left out (``no fixup``: partials neither written nor added), only written
+(``store only``: the producer writes its partial and sets its flag, the finisher neither waits
+nor adds), only signalled (``wait only``: the producer sets its flag without writing, the
+finisher waits for it and adds nothing). In those three C is WRONG: timing variants only, never
+checked, never a result. ``torch.matmul`` in the same interleaved rounds
+(kernels/schedule/gemm_tuning.interleaved: L2 flushed before each launch, CUDA events).
 
     python3 eval/gpu_stream_k_cost.py --out OUT/stream_k_cost.json
     ncu -k regex:matmul_kernel -c 1 -s 3 python3 eval/gpu_stream_k_cost.py --only "SHAPE:LABEL"
