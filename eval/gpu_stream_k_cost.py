@@ -9,7 +9,7 @@ checked, never a result. ``torch.matmul`` in the same interleaved rounds
 (kernels/schedule/gemm_tuning.interleaved: L2 flushed before each launch, CUDA events).
 
     python3 eval/gpu_stream_k_cost.py --out OUT/stream_k_cost.json
-    ncu -k regex:matmul_kernel -c 1 -s 3 python3 eval/gpu_stream_k_cost.py --only "SHAPE:LABEL"
+    ncu -k regex:matmul_kernel -s 2 -c 1 python3 eval/gpu_stream_k_cost.py --only "SHAPE:LABEL"
 
 ``--only`` launches one case's one variant a few times and times nothing (for a profiler).
 
