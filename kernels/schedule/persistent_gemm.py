@@ -198,7 +198,10 @@ def slot_offsets(BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     ``(register * BLOCK_M / 16 + row // 16) * 32 + lane``, so the 32 lanes of a warp write or
     read one register's elements at 32 consecutive floats. The hand-over only needs the producer
     and the consumer to agree, so any bijection is correct; this one makes the accesses whole
-    128-byte lines where the accumulator is laid out as assumed."""
+    128-byte lines where the accumulator is laid out as assumed. (``tl.dot`` needs tiles of 16
+    or more a side, powers of two, so every GEMM tile qualifies.)"""
+    tl.static_assert(BLOCK_M % 16 == 0 and BLOCK_N % 8 == 0,
+                     "slot_offsets needs BLOCK_M a multiple of 16 and BLOCK_N of 8")
     row = tl.arange(0, BLOCK_M)[:, None]
     col = tl.arange(0, BLOCK_N)[None, :]
     lane = (row % 8) * 4 + (col % 8) // 2
