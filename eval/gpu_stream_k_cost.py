@@ -51,7 +51,8 @@ CASES = (
 
 #: The cut-down hand-overs (timing only), in place of persistent_gemm.stream_k_fixup.
 VARIANTS = '''
-from swizzleperf.kernels.schedule.persistent_gemm import _slot_store, slot_offsets
+from swizzleperf.kernels.schedule.persistent_gemm import (_slot_store, slot_offsets, stream_k_owner,
+                                                          wait_for_flag)
 
 
 @triton.jit
@@ -79,12 +80,8 @@ def _fixup_wait(accumulator, workspace, flags, pid, num_programs, units, tile, s
     else:
         tile_first = tile * k_iters
         if start > tile_first:
-            workers = tl.minimum(num_programs, units)
-            owner = ((tile_first + 1) * workers - 1) // units
-            for p in range(owner, pid):
-                ready = tl.atomic_add(flags + p, 0, sem="acquire", scope="gpu")
-                while ready == 0:
-                    ready = tl.atomic_add(flags + p, 0, sem="acquire", scope="gpu")
+            for p in range(stream_k_owner(tile_first, num_programs, units), pid):
+                wait_for_flag(flags + p)
                 tl.debug_barrier()
                 tl.atomic_xchg(flags + p, 0, sem="relaxed", scope="gpu")
     return accumulator

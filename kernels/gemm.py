@@ -43,7 +43,7 @@ import triton.language as tl
 
 from swizzleperf.kernels.schedule.persistent_gemm import (data_parallel_tiles, dot_in_fp32,
                                                           mainloop, num_sms, operands,
-                                                          schedule_grid, split_tiles, store_tile,
+                                                          schedule_grid, store_tile,
                                                           stream_k_buffers, stream_k_fixup,
                                                           stream_k_range, stream_k_segment,
                                                           tma_supported)
@@ -138,9 +138,8 @@ def launch(inputs: dict, BLOCK_M: int, BLOCK_N: int, BLOCK_K: int, num_warps: in
     # programs and sees pointer loads); the persistent, stream-K and TMA paths run there when
     # asked for (NUM_SMS, TMA=True), as tests/kernels/test_gemm.py does.
     on_gpu = a.device.type == "cuda"
-    split_tiles(num_tiles, 1, STREAM_K)   # STREAM_K checked here: one clear error
     programs = schedule_grid(num_tiles, NUM_SMS or (num_sms(a.device) if on_gpu else num_tiles),
-                             STREAM_K)
+                             STREAM_K)   # a bad STREAM_K: one clear error
     use_tma = (on_gpu if TMA is None else TMA) and tma_supported(a, b, c)
     workspace, flags = stream_k_buffers(a.device, programs, BLOCK_M, BLOCK_N)
     matmul_kernel[(programs,)](

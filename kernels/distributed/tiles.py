@@ -16,7 +16,7 @@ import triton.language as tl
 
 from swizzleperf.kernels.schedule.persistent_gemm import (SM90_SHARED_BYTES, STREAM_K_VALUES, config_error,
                                                  dot_in_fp32, num_sms, operands, schedule_grid,
-                                                 split_tiles, stream_k_buffers, tma_supported)
+                                                 stream_k_buffers, tma_supported)
 
 __all__ = ["GEMM_META", "GEMM_CHECK_META", "GEMM_TILE_CONFIGS", "GEMM_TILE_KNOBS", "SM90_SHARED_BYTES",
            "GemmLaunch", "dot_in_fp32", "gemm_constraints", "gemm_launch", "num_sms", "operands",
@@ -97,8 +97,7 @@ def gemm_launch(num_tiles: int, programs: int, meta: dict, device, use_tma: bool
     took 1.474 ms with the loop flattened (FLATTEN=1) and 0.528 ms without, where bulk_sync
     (no flags, flattened) took 0.466 ms.
     """
-    split_tiles(num_tiles, 1, meta.get("STREAM_K", 0))   # a bad STREAM_K: one clear error
-    grid = schedule_grid(num_tiles, programs, meta.get("STREAM_K", 0))
+    grid = schedule_grid(num_tiles, programs, meta.get("STREAM_K", 0))   # a bad STREAM_K: one error
     workspace, sk_flags = stream_k_buffers(device, grid, meta["BLOCK_M"], meta["BLOCK_N"])
     kwargs = dict(BLOCK_M=meta["BLOCK_M"], BLOCK_N=meta["BLOCK_N"], BLOCK_K=meta["BLOCK_K"],
                   STREAM_K=meta.get("STREAM_K", 0), USE_TMA=use_tma,

@@ -152,7 +152,7 @@ def data_parallel_tiles(num_tiles, num_programs, STREAM_K: tl.constexpr):
     the rest are stream-K. The device twin of ``split_tiles`` (its docstring says how STREAM_K
     splits)."""
     num_dp_tiles = num_tiles
-    if STREAM_K == 3:
+    if STREAM_K == 3:   # ALL_STREAM_K
         num_dp_tiles = 0
     elif STREAM_K > 0:
         tail = num_tiles % num_programs
@@ -239,6 +239,23 @@ else:
 
 
 @triton.jit
+def stream_k_owner(step, num_programs, units):
+    """The program whose stream-K range (``stream_k_range``) holds K step ``step`` of ``units``
+    (``units`` > 0)."""
+    workers = tl.minimum(num_programs, units)
+    return ((step + 1) * workers - 1) // units
+
+
+@triton.jit
+def wait_for_flag(flag):
+    """Spin until ``*flag`` is non-zero (acquire, GPU scope): a hand-over flag, which the lower
+    program that sets it always reaches (no bound needed)."""
+    ready = tl.atomic_add(flag, 0, sem="acquire", scope="gpu")
+    while ready == 0:
+        ready = tl.atomic_add(flag, 0, sem="acquire", scope="gpu")
+
+
+@triton.jit
 def stream_k_fixup(accumulator, workspace, flags, pid, num_programs, units, tile, start, k_hi,
                    k_iters, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """Join the pieces of a stream-K tile; returns the accumulator.
@@ -270,12 +287,8 @@ def stream_k_fixup(accumulator, workspace, flags, pid, num_programs, units, tile
     else:
         tile_first = tile * k_iters
         if start > tile_first:
-            workers = tl.minimum(num_programs, units)  # > 0: this piece is one of the units
-            owner = ((tile_first + 1) * workers - 1) // units  # the program holding step tile_first
-            for p in range(owner, pid):
-                ready = tl.atomic_add(flags + p, 0, sem="acquire", scope="gpu")
-                while ready == 0:
-                    ready = tl.atomic_add(flags + p, 0, sem="acquire", scope="gpu")
+            for p in range(stream_k_owner(tile_first, num_programs, units), pid):
+                wait_for_flag(flags + p)
                 tl.debug_barrier()
                 accumulator += _slot_load(workspace + p * (BLOCK_M * BLOCK_N) + offsets)
                 tl.atomic_xchg(flags + p, 0, sem="relaxed", scope="gpu")
@@ -338,8 +351,7 @@ def split_tiles(num_tiles: int, programs: int, stream_k: int) -> int:
     none when the waves are full); 2: also one full wave before it, where there is one; 3:
     none. Raises ValueError for another ``stream_k`` or programs < 1.
     """
-    if stream_k not in STREAM_K_VALUES:
-        raise ValueError(f"STREAM_K must be one of {STREAM_K_VALUES}, got {stream_k}")
+    _check_stream_k(stream_k)
     if programs < 1:
         raise ValueError(f"programs must be >= 1, got {programs}")
     if stream_k == ALL_STREAM_K:
@@ -352,10 +364,17 @@ def split_tiles(num_tiles: int, programs: int, stream_k: int) -> int:
     return num_tiles - tail
 
 
+def _check_stream_k(stream_k: int) -> None:
+    if stream_k not in STREAM_K_VALUES:
+        raise ValueError(f"STREAM_K must be one of {STREAM_K_VALUES}, got {stream_k}")
+
+
 def schedule_grid(num_tiles: int, programs: int, stream_k: int) -> int:
     """Programs to launch for ``num_tiles`` tiles on ``programs`` SMs: one per tile at most
     (a program without a tile would idle), except with ``stream_k`` 3, where every program takes
-    a share of the K steps (``STREAM_K_VALUES``). At least 1."""
+    a share of the K steps (``STREAM_K_VALUES``). At least 1. Raises ValueError for another
+    ``stream_k``."""
+    _check_stream_k(stream_k)
     if stream_k == ALL_STREAM_K:
         return max(1, programs)
     return max(1, min(programs, num_tiles))
