@@ -194,11 +194,13 @@ def tune(part: str, out: str, rounds: int, cache: str | None) -> None:
 
 
 def _loop_variants() -> list:
-    """The default configuration with the persistent loop flattened or not (``FLATTEN``) and
-    warp-specialized or not: what ``probe`` compares."""
+    """The default configuration with the persistent loop flattened or not (``FLATTEN``) and,
+    where it changes the kernel (``warp_specialize_effective``), warp-specialized or not: what
+    ``probe`` compares."""
     from swizzleperf.kernels.schedule import gemm_tuning
+    from swizzleperf.kernels.schedule.persistent_gemm import warp_specialize_effective
     return [{**gemm_tuning.DEFAULT_CONFIG, "FLATTEN": f, "WARP_SPECIALIZE": w}
-            for f in (True, False) for w in (0, 1)]
+            for f in (True, False) for w in ((0, 1) if warp_specialize_effective() else (0,))]
 
 
 def probe(out: str) -> None:

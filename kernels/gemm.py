@@ -239,8 +239,9 @@ SPEC = KernelSpec(
     expert="grouped-m:8",
     output_tile=lambda p, meta: (meta["BLOCK_M"], meta["BLOCK_N"]),
     # Tuned in measured mode for the best order (agent/verification/tune_worker.py): the leaders of the first
-    # tuning run at the per-rank shapes (kernels/schedule/gemm_tuning.py), warp-specialized or not,
-    # stream-K for the last wave, and the other tile shapes that won a shape there; and the winners
+    # tuning run at the per-rank shapes (kernels/schedule/gemm_tuning.py), stream-K for the last
+    # wave, and the other tile shapes that won a shape there (not WARP_SPECIALIZE: the same kernel
+    # on Hopper, persistent_gemm.warp_specialize_effective); and the winners
     # at this default problem, stream-K for the last two waves (140 tiles): on an H100 with 4 stages and
     # C in halves (1.028x torch.matmul), on an H200 with 3 stages and C whole (1.031x;
     # eval/results/rank_gemm_hopper.md, 2026-11-25 and -26).
@@ -248,9 +249,7 @@ SPEC = KernelSpec(
         {"STREAM_K": 2},
         {"num_stages": 3, "EPILOGUE_SUBTILE": 0, "STREAM_K": 2},
         {"STREAM_K": 1},
-        {"WARP_SPECIALIZE": 1},
         {"num_stages": 3, "EPILOGUE_SUBTILE": 0},
-        {"num_stages": 3, "EPILOGUE_SUBTILE": 0, "WARP_SPECIALIZE": 1},
         {"BLOCK_M": 256, "BLOCK_N": 128, "num_stages": 3, "EPILOGUE_SUBTILE": 0},
     ),
     library=lambda inputs: torch.matmul(inputs["a"], inputs["b"], out=inputs["c"]),

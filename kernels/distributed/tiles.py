@@ -37,14 +37,14 @@ GEMM_CHECK_META = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "num_warps": 4, 
 #: The per-rank GEMM configurations the built-in policy searches (``DistKernelSpec.tile_configs``):
 #: the winners of the first tuning run on one H100 (2026-11-25, 27 shapes): the default, the same
 #: tiles with stream-K for the last wave (won 8 shapes of under ~10 waves) and for the last two
-#: (won 4096 x 1280 x 8192, 160 tiles on 132 SMs), with warp specialization (faster by 2-3 % at
-#: two shapes there), 256 x 128 (won 8192 x 896 x 14336), 128 x 128 (won 4096 x 512 x 4096, one
-#: wave), and the old 128 x 256 x 64 / 3 stages with a whole C tile.
+#: (won 4096 x 1280 x 8192, 160 tiles on 132 SMs), 256 x 128 (won 8192 x 896 x 14336), 128 x 128
+#: (won 4096 x 512 x 4096, one wave), and the old 128 x 256 x 64 / 3 stages with a whole C tile.
+#: Not WARP_SPECIALIZE: on Hopper it compiles to the same kernel (kernels/schedule/persistent_gemm.py's
+#: ``warp_specialize_effective``); GEMM_TILE_KNOBS keeps it for the GPUs where it does not.
 GEMM_TILE_CONFIGS = (
     GEMM_META,
     {**GEMM_META, "STREAM_K": 1},
     {**GEMM_META, "STREAM_K": 2},
-    {**GEMM_META, "WARP_SPECIALIZE": 1},
     {**GEMM_META, "num_stages": 3, "EPILOGUE_SUBTILE": 0, "STREAM_K": 1},
     {**GEMM_META, "BLOCK_M": 256, "BLOCK_N": 128, "num_stages": 3, "EPILOGUE_SUBTILE": 0, "STREAM_K": 1},
     {**GEMM_META, "BLOCK_N": 128, "EPILOGUE_SUBTILE": 0},

@@ -38,8 +38,10 @@ from swizzleperf.kernels.schedule.persistent_gemm import (STREAM_K_VALUES, confi
 #: Tile shapes tried per shape (with every useful STREAM_K). In the first tuning run on one H100
 #: (triton 3.6, 2026-11-25, 27 per-rank shapes) 128 x 256 x 64 with 4 stages and C stored in two
 #: halves won 17 shapes, the same with 3 stages and a whole C tile 4, 256 x 128 and 128 x 128 one
-#: each; ``tl.range(..., warp_specialize=True)`` made the first 2-3 % faster at two shapes there,
-#: so it is tried on the two leaders. The smaller tiles fill the last wave of small shapes.
+#: each. ``tl.range(..., warp_specialize=True)`` is tried on the two leaders where it changes the
+#: compiled kernel (``warp_specialize_effective``: not on Hopper, where the 2-3 % it seemed to win
+#: at two shapes in that run was noise between two builds of one kernel; ``candidates`` leaves
+#: it out there through ``config_error``). The smaller tiles fill the last wave of small shapes.
 TILE_CANDIDATES = (
     {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4,
      "EPILOGUE_SUBTILE": 1},

@@ -66,7 +66,8 @@ import triton.language as tl
 
 #: The schedule's launch knobs every configuration gives. Optional: EPILOGUE_SUBTILE (C stored
 #: in two halves, ``store_tile``) and WARP_SPECIALIZE (``tl.range``'s option for the persistent
-#: loop), 0 when absent; FLATTEN (``tl.range``'s other option), the kernel's default when absent.
+#: loop, where it has an effect: ``warp_specialize_effective``), 0 when absent; FLATTEN
+#: (``tl.range``'s other option), the kernel's default when absent.
 SCHEDULE_KNOBS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "STREAM_K")
 #: Whether device code may use inline PTX (``stream_k_fixup``'s hand-over): not under the Triton
 #: interpreter, which cannot run it, nor on ROCm.
@@ -317,6 +318,21 @@ def _capability(index: int) -> tuple:
     return torch.cuda.get_device_capability(index)
 
 
+def warp_specialize_effective() -> bool:
+    """Whether ``tl.range(..., warp_specialize=True)`` changes the compiled kernel on the current
+    device: on a CUDA GPU of compute capability 10 or more (Blackwell), not on Hopper, ROCm, or
+    under the interpreter.
+
+    Compiled here on 2026-11-26 (eval/results/wide_tile/README.md): under triton 3.6 and 3.9 the
+    option gives byte-identical PTX for sm_90, both for kernels/gemm.py's persistent loop and for
+    a minimal TMA matmul loop, and a 12-warp kernel with ``setmaxnreg`` (a producer warp group)
+    for sm_100. On Hopper a configuration with it is the same kernel as one without, so timing
+    both only measures noise."""
+    if os.environ.get("TRITON_INTERPRET") == "1" or torch.version.hip is not None:
+        return False
+    return torch.cuda.is_available() and _capability(torch.cuda.current_device())[0] >= 10
+
+
 def tma_supported(*tensors: torch.Tensor) -> bool:
     """Whether tensor descriptors can carry these 2-D tensors: under the interpreter (triton
     3.9's runs them), or on a CUDA GPU of compute capability >= 9.0 (the bulk tensor copy
@@ -414,7 +430,9 @@ SM90_SHARED_BYTES = 227 * 1024
 
 def config_error(meta: dict, itemsize: int = 2) -> str | None:
     """Why a schedule configuration cannot run on sm_90, or None: known knobs, allowed
-    STREAM_K, and the tiles' shared memory (``shared_bytes``) within one program's 227 KB."""
+    STREAM_K, the tiles' shared memory (``shared_bytes``) within one program's 227 KB, and no
+    WARP_SPECIALIZE where it compiles to the same kernel as without
+    (``warp_specialize_effective``)."""
     missing = [k for k in SCHEDULE_KNOBS if k not in meta]
     if missing:
         return f"a GEMM configuration must give {list(SCHEDULE_KNOBS)}, missing {missing}"
@@ -425,4 +443,8 @@ def config_error(meta: dict, itemsize: int = 2) -> str | None:
         return (f"the tiles' shared memory must fit {SM90_SHARED_BYTES} B per program, got {shared} B "
                 f"(BLOCK_M={meta['BLOCK_M']}, BLOCK_N={meta['BLOCK_N']}, BLOCK_K={meta['BLOCK_K']}, "
                 f"num_stages={meta['num_stages']})")
+    if meta.get("WARP_SPECIALIZE") and not warp_specialize_effective():
+        return ("WARP_SPECIALIZE=1 compiles to the same kernel as WARP_SPECIALIZE=0 here (Triton "
+                "warp-specializes this loop from compute capability 10, not on Hopper, ROCm or the "
+                "interpreter): leave it out")
     return None

@@ -174,6 +174,27 @@ def test_shared_memory_of_a_configuration_counted_by_hand():
     assert "missing ['num_stages']" in config_error({k: v for k, v in meta.items() if k != "num_stages"})
 
 
+def test_warp_specialization_is_refused_where_it_compiles_to_the_same_kernel(monkeypatch):
+    """Triton warp-specializes the loop from compute capability 10 only: on Hopper, ROCm and the
+    interpreter the option builds the same kernel, so a configuration with it is refused (and so
+    never timed twice), and the tuner's candidates leave it out."""
+    from swizzleperf.kernels.schedule import gemm_tuning, persistent_gemm
+    meta = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3, "STREAM_K": 0}
+    for capability, effective in (((9, 0), False), ((10, 0), True)):
+        monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+        monkeypatch.setattr(persistent_gemm.torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(persistent_gemm.torch.cuda, "current_device", lambda: 0)
+        monkeypatch.setattr(persistent_gemm, "_capability", lambda index, c=capability: c)
+        assert persistent_gemm.warp_specialize_effective() is effective
+        error = config_error({**meta, "WARP_SPECIALIZE": 1})
+        assert (error is None) is effective
+        assert effective or "compiles to the same kernel as WARP_SPECIALIZE=0" in error
+        with_ws = [c for c in gemm_tuning.candidates(4096, 5120, 8192, 132) if c.get("WARP_SPECIALIZE")]
+        assert bool(with_ws) is effective
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert not persistent_gemm.warp_specialize_effective()
+
+
 _REPEATS = '''@triton.jit
 def swizzle(pid, num_pid_m, num_pid_n):
     """Row-major, but tile index 5 computes tile 4's place again (tile 5's never)."""
