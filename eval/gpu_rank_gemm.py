@@ -80,8 +80,8 @@ def gemm_module():
 def _all_configs(programs: int) -> list:
     from swizzleperf.kernels.schedule import gemm_tuning
     seen, out = set(), []
-    for shape in shapes():
-        for config in gemm_tuning.candidates(shape["M"], shape["N"], shape["K"], programs):
+    for shape in shapes():   # with the tail configurations kernels/gemm.py offers (check, warm)
+        for config in gemm_tuning.candidates(shape["M"], shape["N"], shape["K"], programs, tail=True):
             key = json.dumps(config, sort_keys=True)
             if key not in seen:
                 seen.add(key)
@@ -137,6 +137,8 @@ def check(out: str) -> int:
     rows, failures = [], 0
     # ragged against every tile (M, N, K multiples of 16, not of 64 / 128 / 256)
     cases = [({"M": 1040, "N": 1072, "K": 1104}, c, p) for c in _all_configs(sms) for p in (sms, 37)]
+    # a tail of narrower tiles, on a ragged shape where tail_rows gives it one (6 rows at 132 SMs)
+    cases += [({"M": 4000, "N": 2528, "K": 1104}, c, sms) for c in _all_configs(sms) if c.get("TAIL_BLOCK_N")]
     pointer = {**gemm_tuning.DEFAULT_CONFIG, "STREAM_K": 1}
     cases += [({"M": 1000, "N": 1000, "K": 1004}, pointer, sms),          # rows of A not 16 B aligned
               ({"M": 1040, "N": 1072, "K": 1104}, {**pointer, "num_stages": 4, "EPILOGUE_SUBTILE": 1}, sms)]
@@ -154,6 +156,7 @@ def check(out: str) -> int:
         ok = error <= spec.tolerance["bfloat16"]
         failures += not ok
         rows.append({**shape, "config": config, "programs": programs, "rel_error": error,
+                     "schedule": gemm_tuning.schedule_words(shape["M"], shape["N"], config, programs),
                      "ok": ok, "message": message})
         if not ok:
             print(f"check FAILED {shape} {gemm_tuning.name(config)} P={programs}: {error} {message}",

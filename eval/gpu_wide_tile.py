@@ -29,10 +29,12 @@ import torch
 import triton
 import triton.language as tl
 
-#: (M, N, K): the per-rank shapes below 0.95x of cuBLAS in the tables of 2026-11-26, two
-#: data-parallel ones for scale, and two more whose last wave is partial.
+#: (M, N, K): the per-rank shapes below 0.95x of cuBLAS in the tables of 2026-11-26 (4096 x 1280
+#: and 2560 x 8192, 8192 x 896 x 14336), one whose waves are full (4096 x 5120 x 8192), and the
+#: others where kernels/gemm.py's tail applies (``tail_rows``), the bundled GEMM's default last.
 SHAPES = ((4096, 1280, 8192), (4096, 2560, 8192), (8192, 896, 14336), (4096, 5120, 8192),
-          (4096, 4096, 7168), (4096, 3584, 4096), (8192, 3584, 8192))
+          (4096, 3584, 4096), (8192, 1792, 14336), (1024, 14336, 8192), (8192, 14336, 8192),
+          (16384, 16384, 4096))
 #: Wide configurations: (BLOCK_M, parts of BLOCK_N, BLOCK_K, num_warps, num_stages).
 #: Tall configurations: (parts of BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages); cuBLAS's
 #: kernel at 4096 x 1280 x 8192 on an H100 is nvjet_sm90_tst_320x128_64x3_1x2 (this script's
@@ -43,9 +45,10 @@ TALL = (
     ((256, 64), 128, 32, 8, 5),
     ((256, 64), 128, 32, 8, 6),
 )
-#: Mixed configurations: (BN_BIG, BN_SMALL, num_stages), 128-row tiles, BLOCK_K 64, 8 warps:
-#: whole waves of 128 x BN_BIG tiles, the rows left in 128 x BN_SMALL tiles.
-MIXED = ((256, 128, 4), (256, 128, 3), (256, 64, 4))
+#: kernels/gemm.py's own tail of narrower tiles (``TAIL_BLOCK_N``, the schedule's version of the
+#: mixed prototype of commit 38927d5): the 128 x 256 x 64 tiles with 4 stages and C in halves, or
+#: 3 stages and C whole, and a tail 128 wide.
+TAIL = ({"num_stages": 4, "EPILOGUE_SUBTILE": 1}, {"num_stages": 3, "EPILOGUE_SUBTILE": 0})
 #: The first part's C goes out in two halves (its shared memory halved, reused by the next
 #: store), so that three stages of 256 x 160 fit.
 WIDE = (
@@ -164,72 +167,6 @@ def launch_tall(inputs: dict, parts: tuple, BLOCK_N: int, BLOCK_K: int, num_warp
         DOT_IN_FP32=dot_in_fp32, FLATTEN=flatten, num_warps=num_warps, num_stages=num_stages)
 
 
-@triton.jit
-def mixed_kernel(a, b_big, b_small, c_big, c_small, M, N, K, BIG_ROWS,
-                 BLOCK_M: tl.constexpr, BN_BIG: tl.constexpr, BN_SMALL: tl.constexpr,
-                 BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, DOT_IN_FP32: tl.constexpr):
-    """Two tile sizes in one persistent launch: rows [0, BIG_ROWS) in BLOCK_M x BN_BIG tiles (whole
-    waves of them), the rows below in BLOCK_M x BN_SMALL tiles, dealt from the last program
-    down so that the programs with fewer big tiles take the small ones first. No hand-over: every
-    tile is computed whole by one program."""
-    pid = tl.program_id(0)
-    num_programs = tl.num_programs(0)
-    k_iters = tl.cdiv(K, BLOCK_K)
-    num_n_big = tl.cdiv(N, BN_BIG)
-    num_m_big = BIG_ROWS // BLOCK_M
-    for tile in tl.range(pid, num_m_big * num_n_big, num_programs, flatten=True):
-        pid_m, pid_n = _grouped(tile, num_m_big, num_n_big, GROUP_M)
-        row = pid_m * BLOCK_M
-        col = pid_n * BN_BIG
-        acc = tl.zeros((BLOCK_M, BN_BIG), dtype=tl.float32)
-        for k in range(k_iters):
-            a_tile = a.load([row, k * BLOCK_K])
-            b_tile = b_big.load([k * BLOCK_K, col])
-            if DOT_IN_FP32:
-                a_tile = a_tile.to(tl.float32)
-                b_tile = b_tile.to(tl.float32)
-            acc = tl.dot(a_tile, b_tile, acc)
-        halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BN_BIG // 2)), (0, 2, 1))
-        left, right = tl.split(halves)
-        c_big.store([row, col], left.to(c_big.dtype))
-        c_big.store([row, col + BN_BIG // 2], right.to(c_big.dtype))
-    num_n_small = tl.cdiv(N, BN_SMALL)
-    num_m_small = tl.cdiv(M - BIG_ROWS, BLOCK_M)
-    for tile in tl.range(num_programs - 1 - pid, num_m_small * num_n_small, num_programs, flatten=True):
-        pid_m, pid_n = _grouped(tile, num_m_small, num_n_small, GROUP_M)
-        row = BIG_ROWS + pid_m * BLOCK_M
-        col = pid_n * BN_SMALL
-        acc = tl.zeros((BLOCK_M, BN_SMALL), dtype=tl.float32)
-        for k in range(k_iters):
-            a_tile = a.load([row, k * BLOCK_K])
-            b_tile = b_small.load([k * BLOCK_K, col])
-            if DOT_IN_FP32:
-                a_tile = a_tile.to(tl.float32)
-                b_tile = b_tile.to(tl.float32)
-            acc = tl.dot(a_tile, b_tile, acc)
-        c_small.store([row, col], acc.to(c_small.dtype))
-
-
-def launch_mixed(inputs: dict, BN_BIG: int, BN_SMALL: int, num_stages: int, programs: int,
-                 BLOCK_M: int = 128, BLOCK_K: int = 64, num_warps: int = 8) -> None:
-    """``inputs["c"] = inputs["a"] @ inputs["b"]``: whole waves of BLOCK_M x BN_BIG tiles over
-    whole rows of tiles, the remaining rows in BLOCK_M x BN_SMALL tiles (``mixed_kernel``)."""
-    from triton.tools.tensor_descriptor import TensorDescriptor
-    a, b, c = inputs["a"], inputs["b"], inputs["c"]
-    M, K = a.shape
-    N = b.shape[1]
-    num_n_big = triton.cdiv(N, BN_BIG)
-    full_waves = triton.cdiv(M, BLOCK_M) * num_n_big // programs
-    big_rows = min(M // BLOCK_M, full_waves * programs // num_n_big) * BLOCK_M
-    dot_in_fp32 = os.environ.get("TRITON_INTERPRET") == "1" and a.dtype == torch.bfloat16
-    mixed_kernel[(programs,)](
-        TensorDescriptor.from_tensor(a, [BLOCK_M, BLOCK_K]),
-        TensorDescriptor.from_tensor(b, [BLOCK_K, BN_BIG]), TensorDescriptor.from_tensor(b, [BLOCK_K, BN_SMALL]),
-        TensorDescriptor.from_tensor(c, [BLOCK_M, BN_BIG // 2]), TensorDescriptor.from_tensor(c, [BLOCK_M, BN_SMALL]),
-        M, N, K, big_rows, BLOCK_M=BLOCK_M, BN_BIG=BN_BIG, BN_SMALL=BN_SMALL, BLOCK_K=BLOCK_K,
-        GROUP_M=8, DOT_IN_FP32=dot_in_fp32, num_warps=num_warps, num_stages=num_stages)
-
-
 def launch_wide(inputs: dict, BLOCK_M: int, parts: tuple, BLOCK_K: int, num_warps: int,
                 num_stages: int, programs: int, flatten: bool = False) -> None:
     """``inputs["c"] = inputs["a"] @ inputs["b"]`` with wide tiles on ``programs`` programs."""
@@ -258,15 +195,13 @@ def _inputs(M: int, N: int, K: int, device: str, seed: int = 7) -> dict:
 
 
 def interpret_check() -> int:
-    """Small ragged problems through the interpreter: every kernel and part layout, C poisoned."""
+    """Small ragged problems through the interpreter: both kernels, every part layout, C
+    poisoned (kernels/gemm.py's tail runs in tests/kernels/schedule/test_persistent_gemm.py)."""
     runs = []
     for parts in ((32, 16), (32, 16, 16)):
         for M, N, K in ((80, 3 * sum(parts) - 8, 96), (3 * sum(parts) - 8, 64, 64)):
             runs.append((f"wide {parts}", (M, N, K), lambda i, p=parts: launch_wide(i, 32, p, 32, 4, 1, 3)))
             runs.append((f"tall {parts[:2]}", (M, N, K), lambda i, p=parts[:2]: launch_tall(i, p, 32, 32, 4, 1, 3)))
-    for M, N, K in ((200, 96, 64), (128, 160, 96)):   # a wave of 32 x 32 tiles, the rest 32 x 16
-        runs.append(("mixed 32/16", (M, N, K),
-                     lambda i: launch_mixed(i, 32, 16, 1, 3, BLOCK_M=32, BLOCK_K=32, num_warps=4)))
     worst = 0.0
     for label, (M, N, K), launch in runs:
         inputs = _inputs(M, N, K, "cpu")
@@ -327,9 +262,13 @@ def main() -> int:
             variants[f"{'+'.join(map(str, parts))}x{BN}x{BK} w{warps} s{stages}"] = (
                 lambda parts=parts, BN=BN, BK=BK, w=warps, s=stages:
                 launch_tall(inputs, parts, BN, BK, w, s, sms))
-        for big, small, stages in MIXED:
-            variants[f"mixed {big}/{small} s{stages}"] = (
-                lambda big=big, small=small, s=stages: launch_mixed(inputs, big, small, s, sms))
+        row["schedule"] = {}
+        for knobs in TAIL:
+            config = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, **knobs,
+                      "STREAM_K": 0, "TAIL_BLOCK_N": 128}
+            label = "gemm.py " + gemm_tuning.name(config)
+            row["schedule"][label] = gemm_tuning.schedule_words(M, N, config, sms)
+            variants[label] = lambda config=config: spec.launch(inputs, **config, NUM_SMS=sms)
         for label, launch in variants.items():
             try:
                 inputs["c"].fill_(float("nan"))

@@ -175,7 +175,8 @@ def tuned_gemm(spec, sizes: dict, world_size: int, dtype: str, device_name: str 
             found = unreadable.append(str(exc))
         if found is None:
             continue
-        knobs = {k: v for k, v in found.items() if k in spec.knobs or k not in gemm_tuning.SWITCHES}
+        # a switch the kernel lacks is dropped where it is off, and does not fit where it is on
+        knobs = {k: v for k, v in found.items() if k in spec.knobs or k not in gemm_tuning.SWITCHES or v}
         outside = [f"{k}={v}" for k, v in knobs.items() if k not in spec.knobs or v not in spec.knobs[k]]
         meta = {**spec.meta, **knobs, "NUM_SMS": num_sms}
         why = ", ".join(outside) or (spec.constraints(sizes, world_size, spec.patterns[0], meta)

@@ -33,7 +33,7 @@ import torch
 import triton
 
 from swizzleperf.kernels.schedule.persistent_gemm import (STREAM_K_VALUES, config_error, num_sms,
-                                                          schedule_grid, split_tiles)
+                                                          schedule_grid, split_tiles, tail_rows)
 
 #: Tile shapes tried per shape (with every useful STREAM_K). In the first tuning run on one H100
 #: (triton 3.6, 2026-11-25, 27 per-rank shapes) 128 x 256 x 64 with 4 stages and C stored in two
@@ -65,7 +65,7 @@ TILE_CANDIDATES = (
 #: The on/off switches of the schedule: a cached configuration that leaves one out was tuned with it
 #: off (kernels/gemm.py's launch defaults), and :func:`best_config` says so explicitly, so that no
 #: caller's own default (a spec's EPILOGUE_SUBTILE=1, say) slips in.
-SWITCHES = ("STREAM_K", "EPILOGUE_SUBTILE", "WARP_SPECIALIZE")
+SWITCHES = ("STREAM_K", "EPILOGUE_SUBTILE", "WARP_SPECIALIZE", "TAIL_BLOCK_N")
 
 #: The configuration used where nothing was measured for a shape (the first tile candidate,
 #: data-parallel): a default, not a measurement.
@@ -73,10 +73,12 @@ DEFAULT_CONFIG = {**TILE_CANDIDATES[0], "STREAM_K": 0}
 
 
 def candidates(M: int, N: int, K: int, programs: int, itemsize: int = 2,
-               tiles=TILE_CANDIDATES) -> list:
+               tiles=TILE_CANDIDATES, tail: bool = False) -> list:
     """Every configuration worth timing at one shape: each tile shape that fits sm_90's shared
     memory with each STREAM_K that gives a different grid or split of the tiles
-    (``schedule_grid``, ``split_tiles``).
+    (``schedule_grid``, ``split_tiles``); with ``tail`` (kernels/gemm.py's loop has one, the
+    distributed kernels' loops do not), each data-parallel one with a tail of tiles half as wide
+    where ``tail_rows`` finds a split that ends sooner.
     Shapes: M, N, K elements; ``programs`` SMs given to the GEMM."""
     out = []
     for tile in tiles:
@@ -90,14 +92,36 @@ def candidates(M: int, N: int, K: int, programs: int, itemsize: int = 2,
                 continue
             splits.add(split)
             out.append(config)
+        half = tile["BLOCK_N"] // 2
+        if tail and not config_error({**tile, "STREAM_K": 0, "TAIL_BLOCK_N": half}, itemsize) and tail_rows(
+                triton.cdiv(M, tile["BLOCK_M"]), triton.cdiv(N, tile["BLOCK_N"]), triton.cdiv(N, half),
+                min(programs, num_tiles), 0.5):
+            out.append({**tile, "STREAM_K": 0, "TAIL_BLOCK_N": half})
     return out
+
+
+def schedule_words(M: int, N: int, config: dict, programs: int) -> str:
+    """How a configuration splits the tiles of an M x N output on ``programs`` SMs, in words:
+    ``data-parallel (640 tiles)``, ``stream-K (56 of 320 tiles)``, or ``tail (6 of 32 rows as
+    120 tiles 128 wide)``."""
+    num_pid_m, num_pid_n = triton.cdiv(M, config["BLOCK_M"]), triton.cdiv(N, config["BLOCK_N"])
+    tiles = num_pid_m * num_pid_n
+    grid = schedule_grid(tiles, programs, config["STREAM_K"])
+    if config.get("TAIL_BLOCK_N"):
+        width = config["TAIL_BLOCK_N"]
+        rows = tail_rows(num_pid_m, num_pid_n, triton.cdiv(N, width), grid, width / config["BLOCK_N"])
+        if rows:
+            return f"tail ({rows} of {num_pid_m} rows as {rows * triton.cdiv(N, width)} tiles {width} wide)"
+    stream_k_tiles = tiles - split_tiles(tiles, grid, config["STREAM_K"])
+    return f"stream-K ({stream_k_tiles} of {tiles} tiles)" if stream_k_tiles else f"data-parallel ({tiles} tiles)"
 
 
 def name(config: dict) -> str:
     """``128x256x64 w8 s4 sub sk1 ws``: a configuration in one short word (``sub``: C stored in
-    two halves, ``ws``: warp-specialized loop)."""
+    two halves, ``ws``: warp-specialized loop, ``t128``: a tail of 128 wide tiles)."""
     extra = (" sub" if config.get("EPILOGUE_SUBTILE") else "") + f" sk{config.get('STREAM_K', 0)}" + \
-        (" ws" if config.get("WARP_SPECIALIZE") else "")
+        (" ws" if config.get("WARP_SPECIALIZE") else "") + \
+        (f" t{config['TAIL_BLOCK_N']}" if config.get("TAIL_BLOCK_N") else "")
     return (f"{config['BLOCK_M']}x{config['BLOCK_N']}x{config['BLOCK_K']} w{config['num_warps']} "
             f"s{config['num_stages']}{extra}")
 
@@ -225,7 +249,7 @@ def tune(launch: Callable, M: int, N: int, K: int, dtype: str = "bfloat16",
          programs: int | None = None, kernel: str = "gemm", configs: list | None = None,
          keep: int = 3, screen_rounds: int = 3, rounds: int = 25, tolerance: float = 1e-2,
          seed: int = 0, cache: bool = True, path: Path | None = None,
-         log: Callable = print) -> dict:
+         log: Callable = print, tail: bool = False) -> dict:
     """Measure the configurations of ``launch(inputs, **config, NUM_SMS=programs)`` at one
     shape on the current CUDA device and return (and, with ``cache``, store) the best.
 
@@ -253,7 +277,7 @@ def tune(launch: Callable, M: int, N: int, K: int, dtype: str = "bfloat16",
     c_ref = torch.empty_like(c)
     expected = torch.matmul(a.float(), b.float())
     inputs = {"a": a, "b": b, "c": c}
-    configs = configs if configs is not None else candidates(M, N, K, programs, a.element_size())
+    configs = configs if configs is not None else candidates(M, N, K, programs, a.element_size(), tail=tail)
     passed, rejected = {}, {}
     for config in configs:
         label = name(config)
@@ -285,8 +309,7 @@ def tune(launch: Callable, M: int, N: int, K: int, dtype: str = "bfloat16",
     stream_k_tiles = tiles - split_tiles(tiles, schedule_grid(tiles, programs, config["STREAM_K"]),
                                          config["STREAM_K"])
     record = {"config": config, "tiles": tiles, "stream_k_tiles": stream_k_tiles,
-              "schedule": (f"stream-K ({stream_k_tiles} of {tiles} tiles)" if stream_k_tiles
-                           else f"data-parallel ({tiles} tiles)"), "ours_ms": final[winner]["median_ms"],
+              "schedule": schedule_words(M, N, config, programs), "ours_ms": final[winner]["median_ms"],
               "spread_ms": final[winner]["spread_ms"], "cublas_ms": final["cublas"]["median_ms"],
               "cublas_spread_ms": final["cublas"]["spread_ms"], "rel_error": passed[winner][1],
               "screened": {n: round(t["median_ms"], 5) for n, t in screened.items()},

@@ -47,6 +47,17 @@ its own loop (each kernel keeps its own ``swizzle``, the optimizer's rewrite tar
    keep 64 of 132 SMs busy data-parallel, while stream-K cuts their 64 x 64 K steps into 132
    ranges of 31 steps.
 
+4. **A tail of narrower tiles** (``TAIL_BLOCK_N``, kernels/gemm.py only). Instead of
+   splitting the last partial wave's K steps, the bottom rows of tiles are cut into tiles of
+   ``BLOCK_M x TAIL_BLOCK_N`` (half as wide), each computed whole by one program, no hand-over:
+   at M = 4096, N = 2560 (320 tiles of 128 x 256 on 132 SMs, 2.4 waves) 26 rows of 128 x 256
+   tiles fill two waves less 4 tiles and the 6 rows left make 120 tiles of 128 x 128, so every
+   program ends after 2.5 tile times. ``tail_rows`` chooses how many rows of tiles go to the
+   tail. Measured on one H100 (eval/results/wide_tile/, 2026-11-26, a first version): 0.958x of
+   cuBLAS there against 0.931x for the tuned stream-K, and 1.031x against 0.985x at 4096 x 3584
+   x 4096; slower where the waves are nearly full (4096 x 5120 x 8192: 0.965x against 1.001x)
+   or the tail is short (4096 x 1280 x 8192: 0.811x against 0.879x). Excludes STREAM_K.
+
 The configuration (tiles, warps, stages, ``STREAM_K``) is chosen per shape by measurement:
 ``kernels/schedule/gemm_tuning.py``.
 
@@ -396,6 +407,38 @@ def schedule_grid(num_tiles: int, programs: int, stream_k: int) -> int:
     return max(1, min(programs, num_tiles))
 
 
+#: A tail tile's throughput against a whole tile's, for ``tail_rows``' count of when a launch
+#: ends: 128 x 128 tiles beside 128 x 256 ones on one H100 (eval/results/wide_tile/, 2026-11-26:
+#: 4096 x 2560 x 8192 took 0.2289 ms where 2.5 tile times of the 128 x 256 tiles, 0.0874 ms each
+#: at 4096 x 5120 x 8192, would take 0.2186: the 120 tail tiles ran at 0.81 of the whole tiles'
+#: rate). An estimate from one shape, used only to choose the split; the tuner measures.
+TAIL_EFFICIENCY = 0.8
+
+
+def tail_rows(num_pid_m: int, num_pid_n: int, tail_pid_n: int, programs: int,
+              width: float) -> int:
+    """Rows of tiles to give to the tail (``TAIL_BLOCK_N``), at the bottom of the tile grid: the
+    number that ends the launch soonest, 0 where no tail ends it sooner than data-parallel.
+
+    ``num_pid_m x num_pid_n`` tiles of BLOCK_M x BLOCK_N; a tail row holds ``tail_pid_n`` tiles,
+    each ``width`` (TAIL_BLOCK_N / BLOCK_N) of a whole tile's work, done at ``TAIL_EFFICIENCY``
+    of the whole tiles' rate. The whole tiles go round-robin
+    (program ``p`` takes tiles ``p, p + programs, ...``) and the tail tiles from the last program
+    down (tail tile ``j`` to program ``programs - 1 - j mod programs``), so the programs short of
+    a whole tile take tail tiles first. The end of the launch is counted as the busiest program's
+    time in whole-tile units; a tie goes to fewer tail rows (the wider tiles run faster)."""
+    def finish(rows: int) -> float:
+        whole, tail = (num_pid_m - rows) * num_pid_n, rows * tail_pid_n
+        busiest = 0.0
+        for p in range(min(programs, max(whole, tail, 1))):
+            mine = whole // programs + (p < whole % programs)
+            q = programs - 1 - p
+            busiest = max(busiest, mine + width / TAIL_EFFICIENCY * (tail // programs + (q < tail % programs)))
+        return busiest
+    best = min(range(num_pid_m + 1), key=lambda rows: (finish(rows), rows))
+    return best if finish(best) < finish(0) else 0
+
+
 _BUFFERS: dict = {}
 
 
@@ -430,7 +473,7 @@ SM90_SHARED_BYTES = 227 * 1024
 
 def config_error(meta: dict, itemsize: int = 2) -> str | None:
     """Why a schedule configuration cannot run on sm_90, or None: known knobs, allowed
-    STREAM_K, the tiles' shared memory (``shared_bytes``) within one program's 227 KB, and no
+    STREAM_K and TAIL_BLOCK_N (not both), the tiles' shared memory (``shared_bytes``) within one program's 227 KB, and no
     WARP_SPECIALIZE where it compiles to the same kernel as without
     (``warp_specialize_effective``)."""
     missing = [k for k in SCHEDULE_KNOBS if k not in meta]
@@ -443,6 +486,12 @@ def config_error(meta: dict, itemsize: int = 2) -> str | None:
         return (f"the tiles' shared memory must fit {SM90_SHARED_BYTES} B per program, got {shared} B "
                 f"(BLOCK_M={meta['BLOCK_M']}, BLOCK_N={meta['BLOCK_N']}, BLOCK_K={meta['BLOCK_K']}, "
                 f"num_stages={meta['num_stages']})")
+    tail = meta.get("TAIL_BLOCK_N", 0)
+    if tail and (tail < 16 or tail & (tail - 1) or tail >= meta["BLOCK_N"]):
+        return (f"TAIL_BLOCK_N must be 0 (no tail) or a power of two from 16 to less than BLOCK_N "
+                f"({meta['BLOCK_N']}), got {tail}")
+    if tail and meta["STREAM_K"]:
+        return f"TAIL_BLOCK_N={tail} (a tail of narrower tiles) excludes STREAM_K={meta['STREAM_K']}"
     if meta.get("WARP_SPECIALIZE") and not warp_specialize_effective():
         return ("WARP_SPECIALIZE=1 compiles to the same kernel as WARP_SPECIALIZE=0 here (Triton "
                 "warp-specializes this loop from compute capability 10, not on Hopper, ROCm or the "

@@ -13,7 +13,8 @@ def test_gemm_declares_its_launch_configurations_and_library(gemm_path):
     spec = load_spec(gemm_path)
     assert spec.library is not None and "cuBLAS" in spec.library_name
     assert spec.launch_configs and all(set(c) <= {"BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages",
-                                                  "STREAM_K", "EPILOGUE_SUBTILE", "WARP_SPECIALIZE"}
+                                                  "STREAM_K", "EPILOGUE_SUBTILE", "WARP_SPECIALIZE",
+                                                  "TAIL_BLOCK_N"}
                                        for c in spec.launch_configs)
     from swizzleperf.kernels.schedule.persistent_gemm import config_error
     assert all(config_error({"STREAM_K": 0, **spec.meta, **c}) is None for c in spec.launch_configs)

@@ -31,10 +31,27 @@ def test_candidates_fit_and_split_differently(shape, programs):
         assert sorted(by_tile[leader]) == [0, 132, 160]
 
 
+def test_tail_candidates_only_where_asked_and_where_a_tail_ends_sooner():
+    """kernels/gemm.py's loop has a tail of narrower tiles, the distributed kernels' loops do not:
+    only ``tail=True`` adds those configurations, data-parallel, and only where ``tail_rows``
+    finds a split (4096 x 2560: 320 tiles of 128 x 256 on 132 SMs; not 4096 x 5120: full waves)."""
+    assert not any(c.get("TAIL_BLOCK_N") for c in gemm_tuning.candidates(4096, 2560, 8192, 132))
+    tails = [c for c in gemm_tuning.candidates(4096, 2560, 8192, 132, tail=True) if c.get("TAIL_BLOCK_N")]
+    assert tails and all(c["STREAM_K"] == 0 and c["TAIL_BLOCK_N"] == c["BLOCK_N"] // 2
+                         and config_error(c) is None for c in tails)
+    assert not any(c.get("TAIL_BLOCK_N") for c in gemm_tuning.candidates(4096, 5120, 8192, 132, tail=True))
+    leader = {**gemm_tuning.TILE_CANDIDATES[0], "STREAM_K": 0, "TAIL_BLOCK_N": 128}
+    assert gemm_tuning.schedule_words(4096, 2560, leader, 132) == "tail (6 of 32 rows as 120 tiles 128 wide)"
+    assert gemm_tuning.schedule_words(4096, 5120, leader, 132) == "data-parallel (640 tiles)"
+    assert gemm_tuning.schedule_words(4096, 2560, {**leader, "TAIL_BLOCK_N": 0, "STREAM_K": 1}, 132) == \
+        "stream-K (56 of 320 tiles)"
+
+
 def test_name_says_every_knob():
     config = {**gemm_tuning.TILE_CANDIDATES[1], "STREAM_K": 2}
     assert gemm_tuning.name(config) == "128x256x64 w8 s4 sub sk2 ws"
     assert gemm_tuning.name(gemm_tuning.DEFAULT_CONFIG) == "128x256x64 w8 s4 sub sk0"
+    assert gemm_tuning.name({**gemm_tuning.DEFAULT_CONFIG, "TAIL_BLOCK_N": 128}) == "128x256x64 w8 s4 sub sk0 t128"
 
 
 def test_cache_round_trip_and_nearest(tmp_path, monkeypatch):

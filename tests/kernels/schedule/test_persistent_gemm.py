@@ -27,7 +27,7 @@ import pytest
 from swizzleperf.agent.verification.candidate import splice, target_args
 from swizzleperf.agent.verification.verify import Verdict, VerifyConfig, verify
 from swizzleperf.kernels.schedule.persistent_gemm import (config_error, schedule_grid, shared_bytes,
-                                                          split_tiles)
+                                                          split_tiles, tail_rows)
 
 
 def _interpret(code: str) -> object:
@@ -86,6 +86,56 @@ def test_every_schedule_through_the_interpreter(gemm_path, shape, tiles, dtype, 
         assert row["tma"] == (case[0] and tma_expected), (case, row)
     if shape["M"] == 100:   # stream-K tiles per case, counted by hand (the docstring)
         assert [r["stream_k_tiles"] for r in rows[:13]] == [0, 0, 0, 0, 2, 5, 0, 7, 12, 12, 12, 12, 12]
+
+
+_TAIL = """
+import json, torch
+from swizzleperf.agent.verification.load import load_kernel
+from swizzleperf.kernels.schedule.persistent_gemm import tail_rows
+module, spec = load_kernel({path!r})
+shape = {{"M": 100, "N": 72, "K": 80}}
+rows = []
+for seed, (tma, programs) in enumerate([(True, 5), (False, 5), (True, 4), (False, 3)]):
+    inputs = spec.make_inputs(shape, 20 + seed, "cpu", "bfloat16")
+    inputs["c"].fill_(float("nan"))
+    spec.launch(inputs, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, num_warps=4, num_stages=1, NUM_SMS=programs,
+                TMA=tma, TAIL_BLOCK_N=16)
+    ref = spec.reference(inputs).double()
+    out = inputs["c"].double()
+    rows.append(dict(tail_rows=tail_rows(4, 3, 5, programs, 0.5), nan=bool(torch.isnan(out).any()),
+                     error=float((out - ref).norm() / ref.norm())))
+print(json.dumps(rows))
+"""
+
+
+def test_a_tail_of_narrower_tiles_through_the_interpreter(gemm_path):
+    """12 tiles of 32 x 32 (M = 100, N = 72: the last row and column ragged) on 5 programs end
+    after 3 tile times data-parallel; cut into 20 tiles of 32 x 16 (each 0.5 / 0.8 = 0.625 of a
+    whole tile's time, ``TAIL_EFFICIENCY``) they end after 4 x 0.625 = 2.5, sooner than with one
+    row cut (9 whole tiles 2, 2, 2, 2, 1 a program, then one tail tile each: 2.625), so
+    ``tail_rows`` gives all four rows to the tail; on 4 and 3 programs no cut ends sooner than 3
+    and 4, so none. Every case computes C whole (poisoned first), through descriptors and
+    pointers."""
+    rows = _interpret(_TAIL.format(path=str(gemm_path)))
+    assert [r["tail_rows"] for r in rows] == [4, 4, 0, 0]
+    for row in rows:
+        assert not row["nan"] and 0 < row["error"] < 1e-2, row
+
+
+def test_tail_rows_counted_by_hand():
+    # 320 tiles of 128 x 256 at M = 4096, N = 2560 on 132 SMs end after 3 tile times: 26 rows
+    # (260 tiles) whole, two waves less 4 tiles, then 6 rows of 20 tiles of 128 x 128 (0.625 each),
+    # one a program from the last: 2.625 (5 rows leave 6 programs a third whole tile: 3; 7 rows
+    # end at 2.625 too, and the tie goes to fewer)
+    assert tail_rows(32, 10, 20, 132, 0.5) == 6
+    # full waves (640 tiles at N = 5120 end after 5; no split ends sooner): none
+    assert tail_rows(32, 20, 40, 132, 0.5) == 0
+    assert tail_rows(4, 3, 5, 4, 0.5) == 0 and tail_rows(4, 3, 5, 5, 0.5) == 4
+    meta = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3, "STREAM_K": 0}
+    assert config_error({**meta, "TAIL_BLOCK_N": 128}) is None
+    assert "excludes STREAM_K=1" in config_error({**meta, "STREAM_K": 1, "TAIL_BLOCK_N": 128})
+    for bad in (256, 96, 8):
+        assert "TAIL_BLOCK_N must be 0 (no tail) or a power of two" in config_error({**meta, "TAIL_BLOCK_N": bad})
 
 
 def test_split_tiles_counted_by_hand():
