@@ -415,6 +415,7 @@ def schedule_grid(num_tiles: int, programs: int, stream_k: int) -> int:
 TAIL_EFFICIENCY = 0.8
 
 
+@functools.lru_cache(maxsize=4096)
 def tail_rows(num_pid_m: int, num_pid_n: int, tail_pid_n: int, programs: int,
               width: float) -> int:
     """Rows of tiles to give to the tail (``TAIL_BLOCK_N``), at the bottom of the tile grid: the
@@ -426,7 +427,9 @@ def tail_rows(num_pid_m: int, num_pid_n: int, tail_pid_n: int, programs: int,
     (program ``p`` takes tiles ``p, p + programs, ...``) and the tail tiles from the last program
     down (tail tile ``j`` to program ``programs - 1 - j mod programs``), so the programs short of
     a whole tile take tail tiles first. The end of the launch is counted as the busiest program's
-    time in whole-tile units; a tie goes to fewer tail rows (the wider tiles run faster)."""
+    time in whole-tile units; a tie goes to fewer tail rows (the wider tiles run faster).
+    Cached: every launch asks, and the count takes milliseconds of Python for thousands of tiles
+    (a first GPU run timed those milliseconds into the launches)."""
     def finish(rows: int) -> float:
         whole, tail = (num_pid_m - rows) * num_pid_n, rows * tail_pid_n
         busiest = 0.0
