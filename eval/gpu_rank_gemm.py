@@ -266,6 +266,7 @@ def report(inputs: list, out: str, configs_out: str = "") -> None:
                                 r["K"], r["triton"])
                 entries[key] = {k: r[k] for k in ("config", "ours_ms", "cublas_ms", "spread_ms", "schedule",
                                                   "device", "programs", "triton", "date")}
+        Path(configs_out).parent.mkdir(parents=True, exist_ok=True)
         Path(configs_out).write_text(json.dumps(entries, indent=1, sort_keys=True))
 
 
@@ -282,6 +283,7 @@ def merge(inputs: list, out: str, configs: list, configs_out: str = "") -> None:
         entries = {}
         for path in configs:
             entries.update(json.loads(Path(path).read_text()))
+        Path(configs_out).parent.mkdir(parents=True, exist_ok=True)
         Path(configs_out).write_text(json.dumps(entries, indent=1, sort_keys=True))
 
 
@@ -303,6 +305,7 @@ def write_report(rows: list, out: str) -> None:
                            "shapes": len(ratios), "below_0_95": sum(x < 0.95 for x in ratios),
                            "worst_shape": "x".join(map(str, worst)), "worst_ratio": shapes_seen[worst]}
     command = "bash eval/gpu_rank_gemm.sh (eval/gpu_rank_gemm.py warm / check / tune / report)"
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(f"{out}.json").write_text(json.dumps({"command": command, "summary": summary, "rows": rows}, indent=1))
     lines = [f"# Per-rank GEMM against cuBLAS on Hopper (measured: CUDA events)", "",
              f"`{command}`: kernels/gemm.py's persistent schedule (kernels/schedule/persistent_gemm.py, "
