@@ -5,17 +5,21 @@ At N = 1280 that is 160 tiles of 128 x 256 on 132 SMs (1.2 waves), where the tun
 (all tiles stream-K) ran at 0.87-0.89x of cuBLAS (eval/results/rank_gemm_hopper.md). A tile
 ``BLOCK_M x (BN0 + BN1 [+ BN2])``, one accumulator per power-of-two part sharing each A tile,
 makes 256 x 160 tiles: 128 of them at N = 1280, one wave of 132 SMs with no hand-over.
-This script asks whether such a tile runs at the 128 x 256 tile's speed per FLOP:
+Likewise ``(BM0 + BM1) x BLOCK_N`` tiles, two accumulators sharing each B tile, make cuBLAS's
+own 320 x 128 tile there (``tall_kernel``). And kernels/gemm.py's tail of narrower tiles
+(``TAIL_BLOCK_N``) is timed beside them. This script asks whether such tiles run at the
+128 x 256 tile's speed per FLOP:
 
 1. cuBLAS's own kernel at each shape (its name, from torch.profiler: the tile it chose);
-2. every wide configuration checked on fresh random inputs with C poisoned (fp32 reference);
+2. every configuration checked on fresh random inputs with C poisoned (fp32 reference);
 3. cuBLAS, the tuned schedule (kernels/gemm.py with ``grouped-m:8`` and the configuration of
-   eval/results/gemm_configs_hopper.json for this device) and the wide tiles timed interleaved
+   eval/results/gemm_configs_hopper.json for this device) and the other tiles timed interleaved
    launch by launch (kernels/schedule/gemm_tuning.py's ``interleaved``: L2 flushed, medians, IQR).
 
 Usage (repository root, project on the path as eval/gpu_rank_gemm.sh sets it):
 ``python3 eval/gpu_wide_tile.py --out OUT.json``; ``--interpret-check`` runs the numerics of
-small wide tiles through the Triton interpreter (CPU) instead.
+small wide and tall tiles through the Triton interpreter (CPU) instead. Results and what they
+showed: eval/results/wide_tile/README.md.
 """
 from __future__ import annotations
 
@@ -35,7 +39,18 @@ import triton.language as tl
 SHAPES = ((4096, 1280, 8192), (4096, 2560, 8192), (8192, 896, 14336), (4096, 5120, 8192),
           (4096, 3584, 4096), (8192, 1792, 14336), (1024, 14336, 8192), (8192, 14336, 8192),
           (16384, 16384, 4096))
-#: Wide configurations: (BLOCK_M, parts of BLOCK_N, BLOCK_K, num_warps, num_stages).
+#: Wide configurations: (BLOCK_M, parts of BLOCK_N, BLOCK_K, num_warps, num_stages). The first
+#: part's C goes out in two halves (its shared memory halved, reused by the next
+#: store), so that three stages of 256 x 160 fit.
+WIDE = (
+    (256, (128, 32), 64, 8, 3),
+    (256, (128, 32), 64, 8, 2),
+    (256, (128, 32), 32, 8, 6),
+    (128, (128, 32), 64, 8, 4),
+    (128, (128, 32), 64, 8, 5),
+    (256, (128, 64, 32), 64, 8, 2),
+    (128, (128, 64, 32), 64, 8, 4),
+)
 #: Tall configurations: (parts of BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages); cuBLAS's
 #: kernel at 4096 x 1280 x 8192 on an H100 is nvjet_sm90_tst_320x128_64x3_1x2 (this script's
 #: first run): 320 x 128 tiles, 130 of them, one wave.
@@ -49,17 +64,6 @@ TALL = (
 #: mixed prototype of commit 38927d5): the 128 x 256 x 64 tiles with 4 stages and C in halves, or
 #: 3 stages and C whole, and a tail 128 wide.
 TAIL = ({"num_stages": 4, "EPILOGUE_SUBTILE": 1}, {"num_stages": 3, "EPILOGUE_SUBTILE": 0})
-#: The first part's C goes out in two halves (its shared memory halved, reused by the next
-#: store), so that three stages of 256 x 160 fit.
-WIDE = (
-    (256, (128, 32), 64, 8, 3),
-    (256, (128, 32), 64, 8, 2),
-    (256, (128, 32), 32, 8, 6),
-    (128, (128, 32), 64, 8, 4),
-    (128, (128, 32), 64, 8, 5),
-    (256, (128, 64, 32), 64, 8, 2),
-    (128, (128, 64, 32), 64, 8, 4),
-)
 
 
 @triton.jit

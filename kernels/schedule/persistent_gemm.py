@@ -51,12 +51,14 @@ its own loop (each kernel keeps its own ``swizzle``, the optimizer's rewrite tar
    splitting the last partial wave's K steps, the bottom rows of tiles are cut into tiles of
    ``BLOCK_M x TAIL_BLOCK_N`` (half as wide), each computed whole by one program, no hand-over:
    at M = 4096, N = 2560 (320 tiles of 128 x 256 on 132 SMs, 2.4 waves) 26 rows of 128 x 256
-   tiles fill two waves less 4 tiles and the 6 rows left make 120 tiles of 128 x 128, so every
-   program ends after 2.5 tile times. ``tail_rows`` chooses how many rows of tiles go to the
-   tail. Measured on one H100 (eval/results/wide_tile/, 2026-11-26, a first version): 0.958x of
-   cuBLAS there against 0.931x for the tuned stream-K, and 1.031x against 0.985x at 4096 x 3584
-   x 4096; slower where the waves are nearly full (4096 x 5120 x 8192: 0.965x against 1.001x)
-   or the tail is short (4096 x 1280 x 8192: 0.811x against 0.879x). Excludes STREAM_K.
+   tiles fill two waves less 4 tiles and the 6 rows left make 120 tiles of 128 x 128, so no
+   program has more than 2.5 tiles' work. ``tail_rows`` chooses how many rows of tiles go to
+   the tail. Measured (eval/results/wide_tile/, 2026-11-26, against cuBLAS, the tuned schedule
+   without a tail in the same rounds): 0.956x against 0.929x there and 1.032x against 0.988x at
+   4096 x 3584 x 4096 on an H100, 0.970x against 0.955x and 1.044x against 1.012x on an H200;
+   slower where the tail is short (4096 x 1280 x 8192: 0.800x against 0.866x on the H100) or the
+   rows are few (1024 x 14336 x 8192: 0.929x against 1.012x), so the tuner keeps it only where it
+   wins. Excludes STREAM_K. The distributed kernels' loops have no tail.
 
 The configuration (tiles, warps, stages, ``STREAM_K``) is chosen per shape by measurement:
 ``kernels/schedule/gemm_tuning.py``.
@@ -76,9 +78,10 @@ import triton
 import triton.language as tl
 
 #: The schedule's launch knobs every configuration gives. Optional: EPILOGUE_SUBTILE (C stored
-#: in two halves, ``store_tile``) and WARP_SPECIALIZE (``tl.range``'s option for the persistent
-#: loop, where it has an effect: ``warp_specialize_effective``), 0 when absent; FLATTEN
-#: (``tl.range``'s other option), the kernel's default when absent.
+#: in two halves, ``store_tile``), WARP_SPECIALIZE (``tl.range``'s option for the persistent
+#: loop, where it has an effect: ``warp_specialize_effective``) and TAIL_BLOCK_N (kernels/gemm.py:
+#: ``tail_rows``), 0 when absent; FLATTEN (``tl.range``'s other option), the kernel's default
+#: when absent.
 SCHEDULE_KNOBS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "STREAM_K")
 #: Whether device code may use inline PTX (``stream_k_fixup``'s hand-over): not under the Triton
 #: interpreter, which cannot run it, nor on ROCm.
@@ -433,7 +436,7 @@ def tail_rows(num_pid_m: int, num_pid_n: int, tail_pid_n: int, programs: int,
     def finish(rows: int) -> float:
         whole, tail = (num_pid_m - rows) * num_pid_n, rows * tail_pid_n
         busiest = 0.0
-        for p in range(min(programs, max(whole, tail, 1))):
+        for p in range(programs):
             mine = whole // programs + (p < whole % programs)
             q = programs - 1 - p
             busiest = max(busiest, mine + width / TAIL_EFFICIENCY * (tail // programs + (q < tail % programs)))
@@ -476,8 +479,8 @@ SM90_SHARED_BYTES = 227 * 1024
 
 def config_error(meta: dict, itemsize: int = 2) -> str | None:
     """Why a schedule configuration cannot run on sm_90, or None: known knobs, allowed
-    STREAM_K and TAIL_BLOCK_N (not both), the tiles' shared memory (``shared_bytes``) within one program's 227 KB, and no
-    WARP_SPECIALIZE where it compiles to the same kernel as without
+    STREAM_K and TAIL_BLOCK_N (not both), the tiles' shared memory (``shared_bytes``) within one
+    program's 227 KB, and no WARP_SPECIALIZE where it compiles to the same kernel as without
     (``warp_specialize_effective``)."""
     missing = [k for k in SCHEDULE_KNOBS if k not in meta]
     if missing:

@@ -131,6 +131,10 @@ def test_tail_rows_counted_by_hand():
     # full waves (640 tiles at N = 5120 end after 5; no split ends sooner): none
     assert tail_rows(32, 20, 40, 132, 0.5) == 0
     assert tail_rows(4, 3, 5, 4, 0.5) == 0 and tail_rows(4, 3, 5, 5, 0.5) == 4
+    # fewer tiles than programs: 2 x 3 whole tiles on 10 programs end after one tile time; one
+    # row cut leaves a whole tile on programs 0..2 (still 1), both rows cut give programs 9..0 one
+    # or two tail tiles (1.25): none. One row of 2 tiles cut into 4 ends after 0.625: all of it
+    assert tail_rows(2, 3, 6, 10, 0.5) == 0 and tail_rows(1, 2, 4, 10, 0.5) == 1
     meta = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3, "STREAM_K": 0}
     assert config_error({**meta, "TAIL_BLOCK_N": 128}) is None
     assert "excludes STREAM_K=1" in config_error({**meta, "STREAM_K": 1, "TAIL_BLOCK_N": 128})
