@@ -234,6 +234,10 @@ def main() -> int:
     parser.add_argument("--out", default="")
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--interpret-check", action="store_true")
+    parser.add_argument("--launch", default="", metavar="MxNxK:CONFIG",
+                        help="launch kernels/gemm.py (grouped-m:8) with the JSON configuration "
+                             "--times times at that shape, time nothing (for ncu)")
+    parser.add_argument("--times", type=int, default=10)
     args = parser.parse_args()
     if args.interpret_check:
         return interpret_check()
@@ -241,6 +245,15 @@ def main() -> int:
     from swizzleperf.kernels.schedule import gemm_tuning
     spec = gemm_module()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
+    if args.launch:
+        shape, config = args.launch.split(":", 1)
+        M, N, K = map(int, shape.split("x"))
+        inputs = _inputs(M, N, K, "cuda")
+        for _ in range(args.times):
+            spec.launch(inputs, **json.loads(config), NUM_SMS=sms)
+        torch.cuda.synchronize()
+        print(f"launched {args.launch} {args.times} times", flush=True)
+        return 0
     device = torch.cuda.get_device_name()
     rows = []
     for M, N, K in SHAPES:
