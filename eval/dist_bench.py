@@ -92,13 +92,17 @@ def _meta(text: str) -> dict:
 
 def _tuned(spec, problem: dict, world_size: int, args) -> dict:
     """The per-rank GEMM configuration measured for this problem's per-rank shape on this GPU
-    (``--gemm-configs``), or {} (the spec's default) where there is none."""
+    (``--gemm-configs``), as knobs of the spec, or {} (the spec's default) where there is none or
+    it does not fit the kernel (agent/distributed/problems.py's ``tuned_gemm``, which a measured
+    optimize uses too: a switch the kernel lacks, such as kernels/gemm.py's tail, is not run
+    silently as another schedule)."""
     if not args.gemm_configs or spec.compute_shape is None:
         return {}
-    from swizzleperf.kernels.schedule.gemm_tuning import best_config
-    shape = spec.compute_shape(problem, world_size)
-    return best_config(shape["M"], shape["N"], shape["K"], args.dtype, torch.cuda.get_device_name(),
-                       path=Path(args.gemm_configs)) or {}
+    from swizzleperf.agent.distributed.problems import tuned_gemm
+    from swizzleperf.kernels.schedule.persistent_gemm import num_sms
+    knobs, _ = tuned_gemm(spec, problem, world_size, args.dtype, torch.cuda.get_device_name(), num_sms(),
+                          caches=(args.gemm_configs,))
+    return knobs
 
 
 def _problems(spec, selection: str) -> list:

@@ -51,9 +51,11 @@ GEMM_TILE_CONFIGS = (
     {**GEMM_META, "BLOCK_N": 128, "num_warps": 4, "EPILOGUE_SUBTILE": 0, "STREAM_K": 1},
 )
 #: Values a candidate may give the GEMM knobs one by one (STREAM_K: kernels/schedule/persistent_gemm.py's
-#: ``split_tiles``; EPILOGUE_SUBTILE and WARP_SPECIALIZE 0 or 1).
+#: ``split_tiles``; EPILOGUE_SUBTILE and WARP_SPECIALIZE 0 or 1; num_stages up to the 6 of the tuner's
+#: 128 x 128 candidate, which won 4096 x 512 x 4096 on both GPUs: shared memory is checked per
+#: configuration).
 GEMM_TILE_KNOBS = {"BLOCK_M": (64, 128, 256), "BLOCK_N": (64, 128, 256), "BLOCK_K": (32, 64, 128),
-                   "num_warps": (4, 8), "num_stages": (2, 3, 4), "STREAM_K": STREAM_K_VALUES,
+                   "num_warps": (4, 8), "num_stages": (2, 3, 4, 5, 6), "STREAM_K": STREAM_K_VALUES,
                    "EPILOGUE_SUBTILE": (0, 1), "WARP_SPECIALIZE": (0, 1)}
 
 

@@ -30,14 +30,20 @@ def test_an_order_is_spliced_into_a_copy():
 def test_the_gemm_configuration_of_a_problem_comes_from_the_cache(tmp_path, monkeypatch):
     """llama70b-o-4k at W = 2 is a 4096 x 8192 x 4096 partial product per rank (K split)."""
     import torch
+    from swizzleperf.kernels.schedule import persistent_gemm
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H100 80GB HBM3")
+    monkeypatch.setattr(persistent_gemm, "num_sms", lambda *a: 132)   # the H100's, for the kernel's checks
     spec = bench.load_spec("gemm_reduce_scatter")
     path = tmp_path / "configs.json"
-    config = {**gemm_tuning.TILE_CANDIDATES[1], "STREAM_K": 1}
-    gemm_tuning.store(gemm_tuning.cache_key("gemm/grouped-m:8", "NVIDIA H100 80GB HBM3", 132, "bfloat16",
-                                            4096, 8192, 4096), {"config": config}, path)
+    config = {**gemm_tuning.TILE_CANDIDATES[0], "STREAM_K": 1}
+    key = gemm_tuning.cache_key("gemm/grouped-m:8", "NVIDIA H100 80GB HBM3", 132, "bfloat16", 4096, 8192, 4096)
+    gemm_tuning.store(key, {"config": config}, path)
     args = types.SimpleNamespace(gemm_configs=str(path), dtype="bfloat16")
-    assert bench._tuned(spec, spec.problems["llama70b-o-4k"], 2, args) == config
+    # the switches the entry leaves out are off; kernels/gemm.py's tail, which the kernel lacks, is not passed
+    assert bench._tuned(spec, spec.problems["llama70b-o-4k"], 2, args) == {**config, "WARP_SPECIALIZE": 0}
+    gemm_tuning.store(key, {"config": {**config, "STREAM_K": 0, "TAIL_BLOCK_N": 128}}, path)
+    assert bench._tuned(spec, spec.problems["llama70b-o-4k"], 2, args) == {}   # does not fit: default
+    gemm_tuning.store(key, {"config": config}, path)
     assert bench._tuned(spec, spec.problems["llama70b-o-4k"], 4, args) == {}   # not measured: default
     assert bench._tuned(spec, spec.problems["llama70b-o-4k"], 2,
                         types.SimpleNamespace(gemm_configs="", dtype="bfloat16")) == {}

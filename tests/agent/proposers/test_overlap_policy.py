@@ -97,7 +97,8 @@ def test_a_simulated_run_ranks_by_committed_measurements_and_shows_them(tmp_path
     policy = _policy(tmp_path, "simulated", "llama70b-up-8k")
     ev = policy.evaluator
     known = ev.committed_measurements()
-    pull = [k for k in known if k.get("pattern") == "pull"]
+    # recorded at the kernel's default knobs of its day (later benches record pull at tuned knobs)
+    pull = [k for k in known if k.get("pattern") == "pull" and k.get("meta") is None]
     if not pull:
         pytest.skip("no committed two-H100 measurement of pull at llama70b-up-8k")
     entry = next(e for e in ev.rank_configurations()
