@@ -33,6 +33,8 @@ import torch
 import triton
 import triton.language as tl
 
+from swizzleperf.kernels.schedule.persistent_gemm import store_tile
+
 #: (M, N, K): the per-rank shapes below 0.95x of cuBLAS in the tables of 2026-11-26 (4096 x 1280
 #: and 2560 x 8192, 8192 x 896 x 14336), one whose waves are full (4096 x 5120 x 8192), and the
 #: others where kernels/gemm.py's tail applies (``tail_rows``), the bundled GEMM's default last.
@@ -110,10 +112,7 @@ def wide_kernel(a, b0, b1, b2, c0, c1, c2, M, N, K,
                 if DOT_IN_FP32:
                     t2 = t2.to(tl.float32)
                 acc2 = tl.dot(a_tile, t2, acc2)
-        halves = tl.permute(tl.reshape(acc0, (BLOCK_M, 2, BN0 // 2)), (0, 2, 1))
-        left, right = tl.split(halves)
-        c0.store([row, col], left.to(c0.dtype))
-        c0.store([row, col + BN0 // 2], right.to(c0.dtype))
+        store_tile(c0, acc0, row, col, M, N, 0, 0, BLOCK_M, BN0, True, 1)   # in halves
         c1.store([row, col + BN0], acc1.to(c1.dtype))
         if BN2 > 0:
             c2.store([row, col + BN0 + BN1], acc2.to(c2.dtype))
@@ -147,10 +146,7 @@ def tall_kernel(a0, a1, b, c0, c1, M, N, K,
                 t1 = t1.to(tl.float32)
             acc0 = tl.dot(t0, b_tile, acc0)
             acc1 = tl.dot(t1, b_tile, acc1)
-        halves = tl.permute(tl.reshape(acc0, (BM0, 2, BLOCK_N // 2)), (0, 2, 1))
-        left, right = tl.split(halves)
-        c0.store([row, col], left.to(c0.dtype))
-        c0.store([row, col + BLOCK_N // 2], right.to(c0.dtype))
+        store_tile(c0, acc0, row, col, M, N, 0, 0, BM0, BLOCK_N, True, 1)   # in halves
         c1.store([row + BM0, col], acc1.to(c1.dtype))
 
 

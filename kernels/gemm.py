@@ -46,7 +46,7 @@ from swizzleperf.kernels.schedule.persistent_gemm import (data_parallel_tiles, d
                                                           schedule_grid, store_tile,
                                                           stream_k_buffers, stream_k_fixup,
                                                           stream_k_range, stream_k_segment,
-                                                          tail_rows, tma_supported)
+                                                          tail_split, tma_supported)
 from swizzleperf.kernels.spec import KernelSpec
 from swizzleperf.kernels.trace import TileTrace
 
@@ -144,7 +144,7 @@ def launch(inputs: dict, BLOCK_M: int, BLOCK_N: int, BLOCK_K: int, num_warps: in
     interpreter too, ``TMA=False`` forces pointers), else pointers;
     ``EPILOGUE_SUBTILE`` stores C in two halves (TMA only); ``FLATTEN`` and ``WARP_SPECIALIZE``
     are ``tl.range``'s options for the persistent loop; ``TAIL_BLOCK_N`` (0: none) cuts the
-    bottom rows of tiles, as many as ``tail_rows`` says, into BLOCK_M x TAIL_BLOCK_N tiles.
+    bottom rows of tiles, as many as ``tail_split`` says, into BLOCK_M x TAIL_BLOCK_N tiles.
     Raises ValueError for a STREAM_K outside 0-3 or a TAIL_BLOCK_N with STREAM_K.
     """
     a, b, c = inputs["a"], inputs["b"], inputs["c"]
@@ -164,8 +164,7 @@ def launch(inputs: dict, BLOCK_M: int, BLOCK_N: int, BLOCK_K: int, num_warps: in
     use_tma = (on_gpu if TMA is None else TMA) and tma_supported(a, b, c)
     workspace, flags = stream_k_buffers(a.device, programs, BLOCK_M, BLOCK_N)
     tail = TAIL_BLOCK_N or BLOCK_N   # without a tail the tail's operands are B's and C's again
-    rows = tail_rows(triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N), triton.cdiv(N, tail),
-                     programs, tail / BLOCK_N) if TAIL_BLOCK_N else 0
+    rows = tail_split(M, N, BLOCK_M, BLOCK_N, TAIL_BLOCK_N, programs)
     matmul_kernel[(programs,)](
         operands(a, [BLOCK_M, BLOCK_K], use_tma), operands(b, [BLOCK_K, BLOCK_N], use_tma),
         operands(c, [BLOCK_M, BLOCK_N // (2 if EPILOGUE_SUBTILE else 1)], use_tma),

@@ -33,7 +33,7 @@ import torch
 import triton
 
 from swizzleperf.kernels.schedule.persistent_gemm import (STREAM_K_VALUES, config_error, num_sms,
-                                                          schedule_grid, split_tiles, tail_rows)
+                                                          schedule_grid, split_tiles, tail_split)
 
 #: Tile shapes tried per shape (with every useful STREAM_K). In the first tuning run on one H100
 #: (triton 3.6, 2026-11-25, 27 per-rank shapes) 128 x 256 x 64 with 4 stages and C stored in two
@@ -93,9 +93,8 @@ def candidates(M: int, N: int, K: int, programs: int, itemsize: int = 2,
             splits.add(split)
             out.append(config)
         half = tile["BLOCK_N"] // 2
-        if tail and not config_error({**tile, "STREAM_K": 0, "TAIL_BLOCK_N": half}, itemsize) and tail_rows(
-                triton.cdiv(M, tile["BLOCK_M"]), triton.cdiv(N, tile["BLOCK_N"]), triton.cdiv(N, half),
-                min(programs, num_tiles), 0.5):
+        if tail and not config_error({**tile, "STREAM_K": 0, "TAIL_BLOCK_N": half}, itemsize) and tail_split(
+                M, N, tile["BLOCK_M"], tile["BLOCK_N"], half, min(programs, num_tiles)):
             out.append({**tile, "STREAM_K": 0, "TAIL_BLOCK_N": half})
     return out
 
@@ -107,11 +106,10 @@ def schedule_words(M: int, N: int, config: dict, programs: int) -> str:
     num_pid_m, num_pid_n = triton.cdiv(M, config["BLOCK_M"]), triton.cdiv(N, config["BLOCK_N"])
     tiles = num_pid_m * num_pid_n
     grid = schedule_grid(tiles, programs, config["STREAM_K"])
-    if config.get("TAIL_BLOCK_N"):
-        width = config["TAIL_BLOCK_N"]
-        rows = tail_rows(num_pid_m, num_pid_n, triton.cdiv(N, width), grid, width / config["BLOCK_N"])
-        if rows:
-            return f"tail ({rows} of {num_pid_m} rows as {rows * triton.cdiv(N, width)} tiles {width} wide)"
+    width = config.get("TAIL_BLOCK_N", 0)
+    rows = tail_split(M, N, config["BLOCK_M"], config["BLOCK_N"], width, grid)
+    if rows:
+        return f"tail ({rows} of {num_pid_m} rows as {rows * triton.cdiv(N, width)} tiles {width} wide)"
     stream_k_tiles = tiles - split_tiles(tiles, grid, config["STREAM_K"])
     return f"stream-K ({stream_k_tiles} of {tiles} tiles)" if stream_k_tiles else f"data-parallel ({tiles} tiles)"
 

@@ -445,6 +445,15 @@ def tail_rows(num_pid_m: int, num_pid_n: int, tail_pid_n: int, programs: int,
     return best if finish(best) < finish(0) else 0
 
 
+def tail_split(M: int, N: int, block_m: int, block_n: int, tail_block_n: int, programs: int) -> int:
+    """``tail_rows`` for an M x N output in BLOCK_M x BLOCK_N tiles with a tail ``tail_block_n``
+    wide on ``programs`` programs; 0 without a tail (``tail_block_n`` 0)."""
+    if not tail_block_n:
+        return 0
+    return tail_rows(triton.cdiv(M, block_m), triton.cdiv(N, block_n), triton.cdiv(N, tail_block_n),
+                     programs, tail_block_n / block_n)
+
+
 _BUFFERS: dict = {}
 
 
