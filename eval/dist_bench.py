@@ -172,7 +172,7 @@ def _time_pattern(spec, heap, problem, meta, pattern, args, group) -> dict:
     with runner.rank_state(spec, heap, problem, meta, 0, args.dtype) as (_, state):
         timing = runner.time_rank(runner.launcher(spec, heap, state, pattern, meta), heap,
                                   args.iterations, args.warmup, group)
-    return {"time_ms": timing["median_ms"], "iqr_ms": timing["iqr_ms"]}
+    return {"time_ms": timing["median_ms"], "iqr_ms": timing["iqr_ms"], "host_ms": timing["host_ms"]}
 
 
 def _time_baseline(spec, heap, problem, args, group) -> dict:
@@ -180,7 +180,8 @@ def _time_baseline(spec, heap, problem, args, group) -> dict:
                               args.dtype)
     torch_nccl = spec.baseline(inputs, problem, group)
     timing = runner.time_rank(torch_nccl.run, heap, args.iterations, args.warmup, group)
-    row = {"baseline_ms": timing["median_ms"], "baseline_iqr_ms": timing["iqr_ms"]}
+    row = {"baseline_ms": timing["median_ms"], "baseline_iqr_ms": timing["iqr_ms"],
+           "baseline_host_ms": timing["host_ms"]}
     if torch_nccl.compute is not None:
         compute = runner.time_rank(torch_nccl.compute, heap, args.iterations, args.warmup, group)
         row["baseline_compute_ms"] = compute["median_ms"]
@@ -258,6 +259,11 @@ def _rate(row: dict) -> str:
     return f"{row['tflops']:.0f} TFLOP/s"
 
 
+#: A timed row is labelled host-paced where queueing one launch took at least this share of its
+#: GPU time (runner.time_rank's ``host_ms``): the host then keeps the GPUs waiting between launches.
+HOST_BOUND = 0.9
+
+
 def markdown(rows: list, copy: dict | None, command: str, device_name: str) -> str:
     """The results as a markdown table (times measured with CUDA events on ``device_name``)."""
     world = rows[0]["world_size"] if rows else copy["world_size"]
@@ -276,6 +282,12 @@ def markdown(rows: list, copy: dict | None, command: str, device_name: str) -> s
         verdict = f"yes ({row['error']:.1e})" if row["verified"] else f"NO: {row['message'] or row['error']}"
         lines.append(f"| {row['kernel']} | {row['problem']} ({shape}) | {row['pattern']} | "
                      f"{timing} | {verdict} |")
+    paced = [r for r in rows if "time_ms" in r and r.get("host_ms", 0) >= HOST_BOUND * r["time_ms"]]
+    if paced:
+        lines += ["", f"Host-paced (rank 0 took at least {HOST_BOUND:.0%} of the launch's GPU time to "
+                  "queue it, so these times measure the host's Python work as much as the kernels): "
+                  + "; ".join(f"{r['kernel']} {r['problem']} {r['pattern']} (host {r['host_ms']:.3f} "
+                              f"of {r['time_ms']:.3f} ms)" for r in paced) + "."]
     parts = list({(r["kernel"], r["problem"]): r for r in rows
                   if r.get("bulk_sync_steps_ms")}.values())
     if parts:

@@ -47,3 +47,19 @@ def test_the_gemm_configuration_of_a_problem_comes_from_the_cache(tmp_path, monk
     assert bench._tuned(spec, spec.problems["llama70b-o-4k"], 4, args) == {}   # not measured: default
     assert bench._tuned(spec, spec.problems["llama70b-o-4k"], 2,
                         types.SimpleNamespace(gemm_configs="", dtype="bfloat16")) == {}
+
+
+def test_a_row_the_host_paced_is_labelled():
+    """A launch whose queueing took 0.62 of its 0.65 GPU ms is named under the table; one that
+    took 0.10 of 0.38 is not."""
+    def row(pattern, time_ms, host_ms):
+        return {"kernel": "all_gather_gemm", "problem": "llama8b-up-4k", "M": 4096, "N": 14336,
+                "K": 4096, "pattern": pattern, "world_size": 2, "verified": True, "error": 1.7e-3,
+                "message": "", "time_ms": time_ms, "iqr_ms": 0.01, "host_ms": host_ms,
+                "baseline_ms": 0.44, "baseline_iqr_ms": 0.01, "speedup": 0.44 / time_ms,
+                "tflops": 600.0}
+    text = bench.markdown([row("push", 0.38, 0.10), row("push_copy_engine", 0.65, 0.62)], None,
+                          "torchrun ...", "NVIDIA H100 80GB HBM3")
+    paced = [line for line in text.splitlines() if line.startswith("Host-paced")]
+    assert len(paced) == 1 and "push_copy_engine (host 0.620 of 0.650 ms)" in paced[0]
+    assert "llama8b-up-4k push (" not in paced[0]
