@@ -97,7 +97,6 @@ from swizzleperf.kernels.schedule.persistent_gemm import (data_parallel_tiles, m
 #: of them, took 0.66x at llama8b-up-4k.
 PATTERNS = ("push", "push_copy_engine", "bulk_sync", "pull")
 _PULL, _WAIT, _GATHERED = 0, 1, 2  # where the GEMM finds remote rows of A (SOURCE)
-_GATHERED_ROWS = tl.constexpr(_GATHERED)   # the same, for device code
 
 
 @triton.jit
@@ -119,17 +118,6 @@ def swizzle(pid, num_pid_m, num_pid_n):
 
 
 @triton.jit
-def _rank_tile(tile, rank, tiles_per_rank, num_pid_m, num_pid_n):
-    """Tile index ``tile`` through ``swizzle``: ``(src, chunk, pid_n)``, its row tile being row
-    tile ``chunk`` of rank ``src``'s rows (the rank-relative grid's row 0 is this rank's first)."""
-    pid_m, pid_n = swizzle(tile, num_pid_m, num_pid_n)
-    pid_m = (pid_m + rank * tiles_per_rank) % num_pid_m  # rank-relative -> global row tile
-    src = pid_m // tiles_per_rank                         # the rank that owns these rows
-    chunk = pid_m - src * tiles_per_rank                  # row tile inside src's rows
-    return src, chunk, pid_n
-
-
-@triton.jit
 def _gemm_piece(a, b, flags, errors, flag_kind, heap_bases, rank, epoch, max_spins, tile, k_lo,
                 k_hi, tiles_per_rank, num_pid_m, num_pid_n, rows_per_rank, N_local, K,
                 stride_am, stride_ak, stride_bk, stride_bn,
@@ -142,7 +130,10 @@ def _gemm_piece(a, b, flags, errors, flag_kind, heap_bases, rank, epoch, max_spi
     (SOURCE 0: ``a`` is the gathered A's pointer, translated) or from the local gathered A
     (SOURCE 1, 2; own rows always: this rank's shard lives there).
     """
-    src, chunk, pid_n = _rank_tile(tile, rank, tiles_per_rank, num_pid_m, num_pid_n)
+    pid_m, pid_n = swizzle(tile, num_pid_m, num_pid_n)
+    pid_m = (pid_m + rank * tiles_per_rank) % num_pid_m  # rank-relative -> global row tile
+    src = pid_m // tiles_per_rank                         # the rank that owns these rows
+    chunk = pid_m - src * tiles_per_rank                  # row tile inside src's rows
     if SOURCE == 1:
         if src != rank:
             device.wait(flags + src * tiles_per_rank + chunk, epoch, errors, flag_kind,
@@ -185,8 +176,8 @@ def all_gather_gemm_gemm(a, b, c, flags, errors, flag_kind, heap_bases, workspac
                          rank, epoch, max_spins, rows_per_rank, N_local, K,
                          stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                         WORLD_SIZE: tl.constexpr, SOURCE: tl.constexpr,
-                         SHARD_WAIT: tl.constexpr, STREAM_K: tl.constexpr, USE_TMA: tl.constexpr, STORE_TMA: tl.constexpr, SUBTILE: tl.constexpr,
+                         WORLD_SIZE: tl.constexpr, SOURCE: tl.constexpr, STREAM_K: tl.constexpr,
+                         USE_TMA: tl.constexpr, STORE_TMA: tl.constexpr, SUBTILE: tl.constexpr,
                          WARP_SPECIALIZE: tl.constexpr, FLATTEN: tl.constexpr,
                          DOT_IN_FP32: tl.constexpr):
     """Persistent GEMM ``C_r [M, N_local] = A [M, K] @ B_r [K, N_local]`` (kernels/schedule/persistent_gemm.py):
@@ -206,41 +197,15 @@ def all_gather_gemm_gemm(a, b, c, flags, errors, flag_kind, heap_bases, workspac
     num_pid_n = tl.cdiv(N_local, BLOCK_N)
     k_iters = tl.cdiv(K, BLOCK_K)
     num_dp_tiles = data_parallel_tiles(num_pid_m * num_pid_n, num_programs, STREAM_K)
-    if SOURCE == 1 and SHARD_WAIT:
-        # runs of this program's tiles whose rows are one rank's: the wait for that rank's whole
-        # shard before the run, then the run as a loop without waits (flattened: FLATTEN)
-        start = pid
-        while start < num_dp_tiles:
-            src, chunk, pid_n = _rank_tile(start, rank, tiles_per_rank, num_pid_m, num_pid_n)
-            if src != rank:
-                device.wait_all(flags + src * tiles_per_rank, tiles_per_rank, epoch, errors,
-                                flag_kind, src * tiles_per_rank, src, max_spins)
-            stop = start + num_programs
-            next_src, chunk, pid_n = _rank_tile(stop, rank, tiles_per_rank, num_pid_m, num_pid_n)
-            while (stop < num_dp_tiles) & (next_src == src):
-                stop += num_programs
-                next_src, chunk, pid_n = _rank_tile(stop, rank, tiles_per_rank, num_pid_m,
-                                                    num_pid_n)
-            for tile in tl.range(start, stop, num_programs, flatten=FLATTEN,
-                                 warp_specialize=WARP_SPECIALIZE):
-                accumulator, src, chunk, pid_n = _gemm_piece(
-                    a, b, flags, errors, flag_kind, heap_bases, rank, epoch, max_spins, tile, 0,
-                    k_iters, tiles_per_rank, num_pid_m, num_pid_n, rows_per_rank, N_local, K,
-                    stride_am, stride_ak, stride_bk, stride_bn, BLOCK_M, BLOCK_N, BLOCK_K,
-                    _GATHERED_ROWS, USE_TMA, DOT_IN_FP32)
-                _store_c(c, accumulator, src, chunk, pid_n, rows_per_rank, N_local, stride_cm,
-                         stride_cn, BLOCK_M, BLOCK_N, STORE_TMA, SUBTILE)
-            start = stop
-    else:
-        for tile in tl.range(pid, num_dp_tiles, num_programs, flatten=FLATTEN,
-                             warp_specialize=WARP_SPECIALIZE):
-            accumulator, src, chunk, pid_n = _gemm_piece(
-                a, b, flags, errors, flag_kind, heap_bases, rank, epoch, max_spins, tile, 0,
-                k_iters, tiles_per_rank, num_pid_m, num_pid_n, rows_per_rank, N_local, K,
-                stride_am, stride_ak, stride_bk, stride_bn, BLOCK_M, BLOCK_N, BLOCK_K, SOURCE,
-                USE_TMA, DOT_IN_FP32)
-            _store_c(c, accumulator, src, chunk, pid_n, rows_per_rank, N_local, stride_cm,
-                     stride_cn, BLOCK_M, BLOCK_N, STORE_TMA, SUBTILE)
+    for tile in tl.range(pid, num_dp_tiles, num_programs, flatten=FLATTEN,
+                         warp_specialize=WARP_SPECIALIZE):
+        accumulator, src, chunk, pid_n = _gemm_piece(
+            a, b, flags, errors, flag_kind, heap_bases, rank, epoch, max_spins, tile, 0, k_iters,
+            tiles_per_rank, num_pid_m, num_pid_n, rows_per_rank, N_local, K, stride_am,
+            stride_ak, stride_bk, stride_bn, BLOCK_M, BLOCK_N, BLOCK_K, SOURCE, USE_TMA,
+            DOT_IN_FP32)
+        _store_c(c, accumulator, src, chunk, pid_n, rows_per_rank, N_local, stride_cm,
+                 stride_cn, BLOCK_M, BLOCK_N, STORE_TMA, SUBTILE)
     if STREAM_K > 0:
         units = (num_pid_m * num_pid_n - num_dp_tiles) * k_iters
         first, stop = stream_k_range(pid, num_programs, units)
@@ -384,13 +349,11 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
     chunks = (world - 1) * triton.cdiv(rows, block_m)
     load_tma = tma_supported(gathered, b)
     store_tma = load_tma and tma_supported(c) and rows % block_m == 0
-    shard_wait = bool(meta.get("SHARD_WAIT", 1))
 
     def gemm(programs: int, source: int) -> Step:
         use_tma = load_tma and source != _PULL        # peers' rows: pointers, translated
-        # with SHARD_WAIT the waits sit between the loops over tiles, not in them
         run = gemm_launch(num_tiles, programs, meta, c.device, use_tma, store_tma and use_tma,
-                          a.dtype, flags=source == _WAIT and not shard_wait)
+                          a.dtype, flags=source == _WAIT)
         a_arg = operands(gathered, [block_m, meta["BLOCK_K"]], use_tma)
         b_arg = operands(b, [meta["BLOCK_K"], meta["BLOCK_N"]], use_tma)
         c_arg = operands(c, c_block(meta, store_tma and use_tma), store_tma and use_tma)
@@ -398,7 +361,7 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
             a_arg, b_arg, c_arg, state["flags"], heap.errors, state["flag_kind"], heap.heap_bases,
             run.workspace, run.sk_flags, heap.rank, epoch, heap.max_spins, rows, n_local, K,
             a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-            WORLD_SIZE=world, SOURCE=source, SHARD_WAIT=shard_wait,
+            WORLD_SIZE=world, SOURCE=source,
             STORE_TMA=store_tma and use_tma, **run.kwargs), name="gemm")
 
     def push(programs: int, signal: bool, stream: str) -> Step:

@@ -150,47 +150,6 @@ def wait(flag_pointer, expected, errors, kind, index, peer, max_spins,
     return value
 
 
-@triton.jit
-def wait_all(flag_pointer, count, expected, errors, kind, index, peer, max_spins,
-             BLOCK: tl.constexpr = 64, scope: tl.constexpr = tl.constexpr("sys")):
-    """Spin until each of the ``count`` local int32 flags from ``flag_pointer`` holds at least
-    ``expected`` (acquire, each flag by its own thread, ``BLOCK`` flags a poll: one round trip
-    for all of them instead of one per flag as ``wait`` in a loop would take).
-
-    Bounded as ``wait`` is: after ``max_spins`` polls of a block the first give-up of the launch
-    writes ``[SPIN_TIMEOUT, kind, index + i, peer, observed]`` (``i``: the first flag still
-    short) to ``errors``, and the rest of the flags are not waited for. Returns the smallest
-    value read.
-    """
-    offsets = tl.arange(0, BLOCK)
-    gave_up = tl.load(errors, volatile=True)
-    lowest = expected
-    for first in range(0, count, BLOCK):
-        mask = first + offsets < count
-        values = tl.atomic_add(flag_pointer + first + offsets, 0, mask=mask, sem="acquire",
-                               scope=scope)
-        values = tl.where(mask, values, expected)
-        spins = 0
-        while (tl.min(values, axis=0) < expected) & (spins < max_spins) & (gave_up == 0):
-            values = tl.atomic_add(flag_pointer + first + offsets, 0, mask=mask, sem="acquire",
-                                   scope=scope)
-            values = tl.where(mask, values, expected)
-            spins += 1
-            if spins % 1024 == 0:
-                gave_up = tl.load(errors, volatile=True)
-        low = tl.min(values, axis=0)
-        if low < expected:
-            gave_up = 1   # later blocks give up at once
-            if tl.atomic_cas(errors, 0, SPIN_TIMEOUT) == 0:
-                tl.store(errors + 1, kind)
-                tl.store(errors + 2, index + first + tl.argmin(values, axis=0))
-                tl.store(errors + 3, peer)
-                tl.store(errors + 4, low)
-        lowest = tl.minimum(lowest, low)
-    tl.debug_barrier()  # every thread of the program reads after the acquires
-    return lowest
-
-
 @triton.jit(do_not_specialize=["epoch"])
 def _barrier_kernel(signals, errors, heap_bases, rank, epoch, max_spins,
                     WORLD_SIZE: tl.constexpr, SIGNAL: tl.constexpr, WAIT: tl.constexpr):

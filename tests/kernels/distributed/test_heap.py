@@ -116,35 +116,3 @@ print(json.dumps({"signals": [h.signals.tolist() for h in heaps], "message": mes
     assert out["signals"] == [[2, 2, 2]] * 3
     assert out["message"].startswith("rank 1: gave up waiting for flag tile_ready[2] (set by rank "
                                      "0) after 4096 polls: it holds 0")
-
-
-def test_wait_all_passes_set_flags_and_names_the_first_missing_one():
-    """``device.wait_all`` over 70 flags in blocks of 64 (two polls a round): with all set it
-    returns at once with the smallest value; with flag 67 missing it gives up on the second
-    block and records that flag (index 10 + 67: the caller's numbering)."""
-    out = _interpret('''
-heaps = Heap.group(2, 1 << 16)
-flags, kind = heaps[1].flags(70, "chunk_ready")
-result = torch.zeros(2, dtype=torch.int32)
-
-@triton.jit
-def waiter(flags, count, expected, errors, kind, max_spins, result):
-    low = device.wait_all(flags, count, expected, errors, kind, 10, 0, max_spins)
-    tl.store(result, low)
-
-flags.copy_(torch.arange(5, 75, dtype=torch.int32))
-waiter[(1,)](flags, 70, 5, heaps[1].errors, kind, heaps[1].max_spins, result)
-heaps[1].check()
-all_set = int(result[0])
-flags[67] = 0
-waiter[(1,)](flags, 70, 5, heaps[1].errors, kind, heaps[1].max_spins, result)
-try:
-    heaps[1].check()
-    message = "no error"
-except SpinTimeout as exc:
-    message = str(exc)
-print(json.dumps({"all_set": all_set, "missing": int(result[0]), "message": message}))
-''')
-    assert out["all_set"] == 5 and out["missing"] == 0
-    assert out["message"].startswith("rank 1: gave up waiting for flag chunk_ready[77] (set by rank "
-                                     "0) after 4096 polls: it holds 0"), out["message"]
