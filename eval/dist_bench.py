@@ -4,10 +4,12 @@
 
 For every kernel, problem and overlap pattern: verification first (two launches, the output
 poisoned before each, against the torch reference of the inputs gathered over NCCL; the
-torch + NCCL baseline checked the same way), then timing of the kernel and of the baseline in
-the same run (CUDA events, every launch started from a barrier, the slowest rank's time;
-median and interquartile range), and the peer-copy bandwidth of a Triton kernel against the
-copy engine's. Rank 0 writes ``OUT.json`` and ``OUT.md``. A pattern that fails verification
+torch + NCCL baseline checked the same way), then the verified patterns of a problem, torch +
+NCCL and torch's compute alone timed together in interleaved rounds, each pattern paired with
+torch + NCCL in every round (CUDA events, the slowest rank's time; medians and interquartile
+ranges over the rounds; a speedup is the median of the rounds' ratios), the way from torch +
+NCCL to the perfect-overlap bound computed round by round, and the peer-copy bandwidth of a
+Triton kernel against the copy engine's. Rank 0 writes ``OUT.json`` and ``OUT.md``. A pattern that fails verification
 is not timed; the run goes on with the next one. Exit status 1 when anything failed.
 
 ``--order grouped-m:8`` runs the kernels with that catalog tile order spliced in for their
@@ -20,10 +22,12 @@ overriding it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
 import json
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -34,6 +38,9 @@ from swizzleperf.agent.verification.candidate import splice, target_args
 from swizzleperf.agent.verification.swizzles import UnknownSwizzleError, catalog_source
 from swizzleperf.kernels import distributed
 from swizzleperf.kernels.distributed import KERNELS, runner
+
+#: The contenders' names beside the patterns: torch + NCCL (the baseline) and its compute alone.
+TORCH_NCCL, TORCH_COMPUTE = "torch_nccl", "torch_compute"
 
 
 def load_spec(name: str, order: str | None = None):
@@ -72,7 +79,8 @@ def _parse(argv) -> argparse.Namespace:
     parser.add_argument("--problems", default="bench",
                         help="bench (each kernel's bench problems), or comma-separated names")
     parser.add_argument("--dtype", default="bfloat16")
-    parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--iterations", type=int, default=20,
+                        help="timed rounds of a problem's contenders (samples of a part timed alone)")
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--verify-only", action="store_true")
     parser.add_argument("--meta", default="", help="overrides, e.g. COMM_SMS=32,BLOCK_N=128")
@@ -112,7 +120,8 @@ def _problems(spec, selection: str) -> list:
 
 
 def bench_kernel(spec, heap, args, group=None) -> list:
-    """Rows of one kernel: every selected problem x pattern, verified then timed."""
+    """Rows of one kernel: every selected problem x pattern verified, then the verified patterns
+    of a problem timed together with torch + NCCL (``_time_problem``)."""
     rows = []
     patterns = spec.patterns if args.patterns == "all" else [
         p for p in args.patterns.split(",") if p in spec.patterns]
@@ -120,26 +129,27 @@ def bench_kernel(spec, heap, args, group=None) -> list:
         problem = spec.problems[problem_name]
         meta = spec.meta_for(problem_name, {**_tuned(spec, problem, heap.world_size, args),
                                             **_meta(args.meta)})
-        torch_nccl = None
+        block = []
         for pattern in patterns:
             row = {"kernel": spec.name, "problem": problem_name, **problem, "pattern": pattern,
                    "world_size": heap.world_size, "dtype": args.dtype, "meta": meta}
             check, base_check = runner.verify_rank(spec, heap, problem_name, pattern, meta,
-                                                   seed=len(rows) + 1, dtype=args.dtype,
+                                                   seed=len(rows) + len(block) + 1, dtype=args.dtype,
                                                    group=group)
             row.update(verified=_all_ranks(check.ok, group), error=check.error,
                        message=check.message, baseline_verified=_all_ranks(base_check.ok, group),
                        baseline_error=base_check.error)
-            if row["verified"] and not args.verify_only:
-                row.update(_time_pattern(spec, heap, problem, meta, pattern, args, group))
-                if torch_nccl is None:
-                    torch_nccl = _time_baseline(spec, heap, problem, args, group)
-                    torch_nccl.update(_breakdown(spec, heap, problem, meta, args, group))
-                row.update(torch_nccl)
-                row["speedup"] = row["baseline_ms"] / row["time_ms"]
+            block.append(row)
+        timed = [row for row in block if row["verified"]]
+        if timed and not args.verify_only:
+            _time_problem(spec, heap, problem, meta, timed, args, group)
+            parts = _breakdown(spec, heap, problem, meta, args, group)
+            for row in timed:
+                row.update(parts)
                 row["tflops"] = spec.flops(problem, heap.world_size) / row["time_ms"] * 1e-9
                 if spec.min_bytes is not None:
                     row["gbps"] = spec.min_bytes(problem, heap.world_size, args.dtype) / row["time_ms"] * 1e-6
+        for row in block:
             rows.append(row)
             if heap.rank == 0:
                 print(_line(row), flush=True)
@@ -168,24 +178,67 @@ def _all_ranks(ok: bool, group) -> bool:
     return int(flag.item()) == 0
 
 
-def _time_pattern(spec, heap, problem, meta, pattern, args, group) -> dict:
-    with runner.rank_state(spec, heap, problem, meta, 0, args.dtype) as (_, state):
-        timing = runner.time_rank(runner.launcher(spec, heap, state, pattern, meta), heap,
-                                  args.iterations, args.warmup, group)
-    return {"time_ms": timing["median_ms"], "iqr_ms": timing["iqr_ms"], "host_ms": timing["host_ms"]}
+def _time_problem(spec, heap, problem, meta, rows, args, group) -> None:
+    """Time every verified pattern of ``rows`` (one problem) and torch + NCCL, with torch's compute
+    alone where the baseline has one, interleaved in rounds, each pattern paired with torch +
+    NCCL in every round (agent/distributed/rank_worker.py's ``time_interleaved``, the measured
+    optimize's timer); fills each row's ``time_ms``, ``iqr_ms``, the baseline's figures, the
+    paired ``speedup`` (median over the rounds of torch + NCCL's time over the pattern's, with
+    ``speedup_iqr``), ``rounds_ms`` of every contender and ``host_ms`` (rank 0's median time to
+    queue one launch: where it nears ``time_ms`` the host set the pace). Each pattern runs on
+    its own heap state, so that their epoch-counted flags never meet."""
+    import torch.distributed as dist
+
+    from swizzleperf.agent.distributed.measured import SAMPLE_MS
+    from swizzleperf.agent.distributed.rank_worker import RankContext, time_interleaved
+    ctx = RankContext(heap.rank, heap.world_size, "cuda", heap, group or dist.group.WORLD,
+                      torch.cuda.get_device_name())
+    host = {}
+
+    def queued(name: str, launch):
+        host[name] = []
+
+        def run() -> None:
+            started = time.perf_counter()
+            launch()
+            host[name].append((time.perf_counter() - started) * 1e3)
+        return run
+
+    with contextlib.ExitStack() as stack:
+        fns = {}
+        for row in rows:
+            _, state = stack.enter_context(runner.rank_state(spec, heap, problem, meta, 0, args.dtype))
+            fns[row["pattern"]] = queued(row["pattern"],
+                                         runner.launcher(spec, heap, state, row["pattern"], meta))
+        inputs = spec.make_inputs(problem, heap.rank, heap.world_size, 0, heap.buffer.device, args.dtype)
+        torch_nccl = spec.baseline(inputs, problem, group)
+        fns[TORCH_NCCL] = queued(TORCH_NCCL, torch_nccl.run)
+        if torch_nccl.compute is not None:
+            fns[TORCH_COMPUTE] = queued(TORCH_COMPUTE, torch_nccl.compute)
+        timing = time_interleaved(ctx, fns, args.iterations, SAMPLE_MS, args.warmup,
+                                  pair_with=TORCH_NCCL)
+    contenders = timing["contenders"]
+    baseline = contenders[TORCH_NCCL]
+    rounds = {name: c["rounds_ms"] for name, c in contenders.items()}
+    common = {"baseline_ms": baseline["median_ms"], "baseline_iqr_ms": baseline["iqr_ms"],
+              "baseline_host_ms": statistics.median(host[TORCH_NCCL]), "rounds": timing["rounds"],
+              "rounds_ms": rounds}
+    if TORCH_COMPUTE in contenders:
+        common["baseline_compute_ms"] = contenders[TORCH_COMPUTE]["median_ms"]
+        common["baseline_compute_iqr_ms"] = contenders[TORCH_COMPUTE]["iqr_ms"]
+    for row in rows:
+        mine = contenders[row["pattern"]]
+        ratios = [t / m for t, m in zip(rounds[TORCH_NCCL], rounds[row["pattern"]])]
+        row.update(common, time_ms=mine["median_ms"], iqr_ms=mine["iqr_ms"],
+                   host_ms=statistics.median(host[row["pattern"]]),
+                   speedup=statistics.median(ratios), speedup_iqr=_iqr(ratios))
 
 
-def _time_baseline(spec, heap, problem, args, group) -> dict:
-    inputs = spec.make_inputs(problem, heap.rank, heap.world_size, 0, heap.buffer.device,
-                              args.dtype)
-    torch_nccl = spec.baseline(inputs, problem, group)
-    timing = runner.time_rank(torch_nccl.run, heap, args.iterations, args.warmup, group)
-    row = {"baseline_ms": timing["median_ms"], "baseline_iqr_ms": timing["iqr_ms"],
-           "baseline_host_ms": timing["host_ms"]}
-    if torch_nccl.compute is not None:
-        compute = runner.time_rank(torch_nccl.compute, heap, args.iterations, args.warmup, group)
-        row["baseline_compute_ms"] = compute["median_ms"]
-    return row
+def _iqr(values: list) -> float:
+    if len(values) < 2:
+        return 0.0
+    quartiles = statistics.quantiles(values, n=4)
+    return quartiles[2] - quartiles[0]
 
 
 def _breakdown(spec, heap, problem, meta, args, group) -> dict:
@@ -249,7 +302,48 @@ def _line(row: dict) -> str:
                f"(error {row['error']:.2e}; baseline {row['baseline_error']:.2e})"
     return (f"{row['kernel']:<20} {row['problem']:<22} {row['pattern']:<22} "
             f"{row['time_ms']:.3f} ± {row['iqr_ms']:.3f} ms  torch+NCCL {row['baseline_ms']:.3f} ± "
-            f"{row['baseline_iqr_ms']:.3f} ms  {row['speedup']:.2f}x  {_rate(row)}")
+            f"{row['baseline_iqr_ms']:.3f} ms  {_speedup(row)}  {_rate(row)}")
+
+
+def _speedup(row: dict) -> str:
+    """The paired speedup over torch + NCCL with its interquartile range over the rounds."""
+    spread = row.get("speedup_iqr")
+    return f"{row['speedup']:.2f}x" + ("" if spread is None else f" (IQR {spread:.2f})")
+
+
+def _fastest(rows: list) -> list:
+    """The timed row of least median time per (kernel, problem), in the order first seen."""
+    best = {}
+    for row in rows:
+        if "time_ms" in row:
+            key = (row["kernel"], row["problem"])
+            if key not in best or row["time_ms"] < best[key]["time_ms"]:
+                best[key] = row
+    return list(best.values())
+
+
+def overlap_bound(row: dict) -> dict | None:
+    """How far a timed row went from torch + NCCL towards the perfect-overlap bound, round by
+    round: bound_r = max(compute_r, torch_nccl_r - compute_r) (torch's compute alone, and the
+    rest of torch + NCCL taken as its communication), way_r = (torch_nccl_r - time_r) /
+    (torch_nccl_r - bound_r): 0 at torch + NCCL's time, 1 at the bound, above 1 past it. Returns
+    the medians (``way``, ``way_iqr``, ``bound_x``: torch + NCCL over the bound), or None without
+    the compute's rounds (a baseline with no compute part)."""
+    rounds = row.get("rounds_ms") or {}
+    if TORCH_COMPUTE not in rounds or row["pattern"] not in rounds:
+        return None
+    ways, bounds_x = [], []
+    for mine, total, compute in zip(rounds[row["pattern"]], rounds[TORCH_NCCL], rounds[TORCH_COMPUTE]):
+        bound = max(compute, total - compute)
+        if total > bound:
+            ways.append((total - mine) / (total - bound))
+            bounds_x.append(total / bound)
+    if not ways:
+        return None
+    return {"kernel": row["kernel"], "problem": row["problem"], "pattern": row["pattern"],
+            "time_ms": row["time_ms"], "baseline_ms": row["baseline_ms"],
+            "compute_ms": row["baseline_compute_ms"], "way": statistics.median(ways),
+            "way_iqr": _iqr(ways), "bound_x": statistics.median(bounds_x)}
 
 
 def _rate(row: dict) -> str:
@@ -276,12 +370,24 @@ def markdown(rows: list, copy: dict | None, command: str, device_name: str) -> s
                          if k in ("M", "N", "K", "B", "H", "H_kv", "S", "D"))
         if "time_ms" in row:
             timing = (f"{row['time_ms']:.3f} ± {row['iqr_ms']:.3f} | {row['baseline_ms']:.3f} ± "
-                      f"{row['baseline_iqr_ms']:.3f} | {row['speedup']:.2f}x | {_rate(row)}")
+                      f"{row['baseline_iqr_ms']:.3f} | {_speedup(row)} | {_rate(row)}")
         else:
             timing = "not timed | | |"
         verdict = f"yes ({row['error']:.1e})" if row["verified"] else f"NO: {row['message'] or row['error']}"
         lines.append(f"| {row['kernel']} | {row['problem']} ({shape}) | {row['pattern']} | "
                      f"{timing} | {verdict} |")
+    bounds = [b for b in (overlap_bound(r) for r in _fastest(rows)) if b]
+    if bounds:
+        lines += ["", "The fastest pattern against the perfect-overlap bound (bound = max of torch's "
+                  "compute alone and the rest of torch + NCCL, each round's own figures; way = (torch "
+                  "+ NCCL - pattern) / (torch + NCCL - bound), median and interquartile range over the "
+                  "rounds):", "",
+                  "| kernel | problem | fastest pattern | ms | torch + NCCL | compute alone | bound | "
+                  "way to the bound |", "|---|---|---|---|---|---|---|---|"]
+        for b in bounds:
+            lines.append(f"| {b['kernel']} | {b['problem']} | {b['pattern']} | {b['time_ms']:.3f} | "
+                         f"{b['baseline_ms']:.3f} | {b['compute_ms']:.3f} | {b['bound_x']:.2f}x | "
+                         f"{100 * b['way']:.0f} % (IQR {100 * b['way_iqr']:.0f}) |")
     paced = [r for r in rows if "time_ms" in r and r.get("host_ms", 0) >= HOST_BOUND * r["time_ms"]]
     if paced:
         lines += ["", f"Host-paced (rank 0 took at least {HOST_BOUND:.0%} of the launch's GPU time to "
@@ -328,7 +434,8 @@ def main(argv=None) -> int:
         names = KERNELS if args.kernels == "all" else args.kernels.split(",")
         specs = [load_spec(name, args.order) for name in names]
         world = dist.get_world_size()
-        size = max([s.heap_bytes(s.problems[p], world, args.dtype)
+        # every verified pattern of a problem holds its own heap state while they are timed together
+        size = max([s.heap_bytes(s.problems[p], world, args.dtype) * len(s.patterns)
                     for s in specs for p in _problems(s, args.problems)] + [0])
         size = max(size, 2 * args.copy_mib * (1 << 20)) + (64 << 20)
         heap = Heap.create(size)

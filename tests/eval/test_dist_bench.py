@@ -63,3 +63,67 @@ def test_a_row_the_host_paced_is_labelled():
     paced = [line for line in text.splitlines() if line.startswith("Host-paced")]
     assert len(paced) == 1 and "push_copy_engine (host 0.620 of 0.650 ms)" in paced[0]
     assert "llama8b-up-4k push (" not in paced[0]
+
+
+def test_the_way_to_the_overlap_bound_is_taken_round_by_round():
+    """Three rounds: torch + NCCL 1.0 / 1.1 / 0.9 ms, its compute alone 0.8 / 0.85 / 0.7 (the
+    bound, above the rest), the pattern 0.85 / 0.9 / 0.8. Counted by hand: ways 0.75, 0.8, 0.5
+    (median 0.75); bounds 1.25x, 1.294x, 1.286x (median 1.286x). The fastest pattern of the
+    problem is the one reported; a baseline without a compute part gives none."""
+    rounds = {"push": [0.85, 0.9, 0.8], "bulk_sync": [0.95, 1.0, 0.9], "torch_nccl": [1.0, 1.1, 0.9],
+              "torch_compute": [0.8, 0.85, 0.7]}
+    rows = [{"kernel": "all_gather_gemm", "problem": "p", "pattern": name, "time_ms": sorted(r)[1],
+             "baseline_ms": 1.0, "baseline_compute_ms": 0.8, "rounds_ms": rounds}
+            for name, r in rounds.items() if not name.startswith("torch")]
+    (fastest,) = bench._fastest(rows)
+    bound = bench.overlap_bound(fastest)
+    assert fastest["pattern"] == "push" and bound["way"] == pytest.approx(0.75)
+    assert bound["bound_x"] == pytest.approx(0.9 / 0.7)
+    assert bench.overlap_bound({**fastest, "rounds_ms": {k: v for k, v in rounds.items()
+                                                           if k != "torch_compute"}}) is None
+
+
+def test_a_problems_patterns_are_timed_together_each_on_its_own_state(monkeypatch):
+    """``_time_problem`` on CPU heaps with the timer replaced: one timing call holds every verified
+    pattern, torch + NCCL and torch's compute, paired with torch + NCCL; while it runs each
+    pattern has its own heap state (twice one state's allocations), freed afterwards; each row
+    gets its own contender's figures and the median of the rounds' ratios."""
+    import dataclasses
+    import torch
+    from swizzleperf.agent.distributed import rank_worker
+    from swizzleperf.kernels.distributed import runner
+    from swizzleperf.kernels.distributed.heap import Heap
+    from swizzleperf.kernels.distributed.spec import Baseline
+
+    spec = bench.load_spec("all_gather_gemm")
+    spec = dataclasses.replace(spec, baseline=lambda inputs, problem, group=None: Baseline(
+        lambda: None, lambda: None, compute=lambda: None))
+    heap = Heap.group(2, 3 * spec.heap_bytes(spec.problems["check"], 2, "bfloat16"))[0]
+    meta = spec.meta_for("check")
+    before = len(heap.allocations)
+    one_state = []
+    with runner.rank_state(spec, heap, spec.problems["check"], meta, 0, "bfloat16"):
+        one_state.append(len(heap.allocations) - before)
+    seen = {}
+
+    def fake_timer(ctx, fns, rounds, sample_ms, warmup, pair_with=None):
+        seen.update(names=list(fns), pair_with=pair_with, held=len(heap.allocations) - before)
+        for fn in fns.values():
+            fn()
+        times = {"push": [1.0, 2.0, 4.0], "bulk_sync": [2.0, 2.0, 2.0], "torch_nccl": [2.0, 3.0, 4.0],
+                 "torch_compute": [1.5, 1.5, 1.5]}
+        return {"rounds": 3, "contenders": {n: {"median_ms": sorted(t)[1], "iqr_ms": 0.5, "rounds_ms": t}
+                                            for n, t in times.items()}}
+    monkeypatch.setattr(rank_worker, "time_interleaved", fake_timer)
+    monkeypatch.setattr(runner, "launcher", lambda *a, **k: (lambda: None))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "cpu")
+    rows = [{"pattern": "push"}, {"pattern": "bulk_sync"}]
+    args = types.SimpleNamespace(dtype="bfloat16", iterations=3, warmup=1)
+    bench._time_problem(spec, heap, spec.problems["check"], meta, rows, args, group=object())
+    assert seen == {"names": ["push", "bulk_sync", "torch_nccl", "torch_compute"],
+                    "pair_with": "torch_nccl", "held": 2 * one_state[0]}
+    assert len(heap.allocations) == before
+    push, bulk = rows
+    assert push["time_ms"] == 2.0 and push["speedup"] == 1.5 and push["baseline_ms"] == 3.0  # ratios 2, 1.5, 1
+    assert bulk["speedup"] == 1.5 and bulk["baseline_compute_ms"] == 1.5
+    assert push["host_ms"] >= 0 and push["rounds_ms"]["torch_compute"] == [1.5, 1.5, 1.5]
