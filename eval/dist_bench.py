@@ -184,44 +184,34 @@ def _time_problem(spec, heap, problem, meta, rows, args, group) -> None:
     NCCL in every round (agent/distributed/rank_worker.py's ``time_interleaved``, the measured
     optimize's timer); fills each row's ``time_ms``, ``iqr_ms``, the baseline's figures, the
     paired ``speedup`` (median over the rounds of torch + NCCL's time over the pattern's, with
-    ``speedup_iqr``), ``rounds_ms`` of every contender and ``host_ms`` (rank 0's median time to
-    queue one launch: where it nears ``time_ms`` the host set the pace). Each pattern runs on
-    its own heap state, so that their epoch-counted flags never meet."""
+    ``speedup_iqr``), ``rounds_ms`` of every contender and ``host_ms`` (this rank's median time
+    to queue one launch; the timer lets the host queue ahead, so the times are the GPUs' work,
+    and where ``host_ms`` nears ``time_ms`` an application that launches eagerly would run at the
+    host's pace instead). Each pattern runs on its own heap state, so that their epoch-counted
+    flags never meet."""
     import torch.distributed as dist
 
     from swizzleperf.agent.distributed.measured import SAMPLE_MS
     from swizzleperf.agent.distributed.rank_worker import RankContext, time_interleaved
     ctx = RankContext(heap.rank, heap.world_size, "cuda", heap, group or dist.group.WORLD,
                       torch.cuda.get_device_name())
-    host = {}
-
-    def queued(name: str, launch):
-        host[name] = []
-
-        def run() -> None:
-            started = time.perf_counter()
-            launch()
-            host[name].append((time.perf_counter() - started) * 1e3)
-        return run
-
     with contextlib.ExitStack() as stack:
         fns = {}
         for row in rows:
             _, state = stack.enter_context(runner.rank_state(spec, heap, problem, meta, 0, args.dtype))
-            fns[row["pattern"]] = queued(row["pattern"],
-                                         runner.launcher(spec, heap, state, row["pattern"], meta))
+            fns[row["pattern"]] = runner.launcher(spec, heap, state, row["pattern"], meta)
         inputs = spec.make_inputs(problem, heap.rank, heap.world_size, 0, heap.buffer.device, args.dtype)
         torch_nccl = spec.baseline(inputs, problem, group)
-        fns[TORCH_NCCL] = queued(TORCH_NCCL, torch_nccl.run)
+        fns[TORCH_NCCL] = torch_nccl.run
         if torch_nccl.compute is not None:
-            fns[TORCH_COMPUTE] = queued(TORCH_COMPUTE, torch_nccl.compute)
+            fns[TORCH_COMPUTE] = torch_nccl.compute
         timing = time_interleaved(ctx, fns, args.iterations, SAMPLE_MS, args.warmup,
                                   pair_with=TORCH_NCCL)
     contenders = timing["contenders"]
     baseline = contenders[TORCH_NCCL]
     rounds = {name: c["rounds_ms"] for name, c in contenders.items()}
     common = {"baseline_ms": baseline["median_ms"], "baseline_iqr_ms": baseline["iqr_ms"],
-              "baseline_host_ms": statistics.median(host[TORCH_NCCL]), "rounds": timing["rounds"],
+              "baseline_host_ms": baseline["host_ms"], "rounds": timing["rounds"],
               "rounds_ms": rounds}
     if TORCH_COMPUTE in contenders:
         common["baseline_compute_ms"] = contenders[TORCH_COMPUTE]["median_ms"]
@@ -230,7 +220,7 @@ def _time_problem(spec, heap, problem, meta, rows, args, group) -> None:
         mine = contenders[row["pattern"]]
         ratios = [t / m for t, m in zip(rounds[TORCH_NCCL], rounds[row["pattern"]])]
         row.update(common, time_ms=mine["median_ms"], iqr_ms=mine["iqr_ms"],
-                   host_ms=statistics.median(host[row["pattern"]]),
+                   host_ms=mine["host_ms"],
                    speedup=statistics.median(ratios), speedup_iqr=_iqr(ratios))
 
 
@@ -391,7 +381,8 @@ def markdown(rows: list, copy: dict | None, command: str, device_name: str) -> s
     paced = [r for r in rows if "time_ms" in r and r.get("host_ms", 0) >= HOST_BOUND * r["time_ms"]]
     if paced:
         lines += ["", f"Host-paced (rank 0 took at least {HOST_BOUND:.0%} of the launch's GPU time to "
-                  "queue it, so these times measure the host's Python work as much as the kernels): "
+                  "queue it: the times above are the GPUs' with the launches queued ahead; launched "
+                  "one by one as an eager application does, these run at the host's pace): "
                   + "; ".join(f"{r['kernel']} {r['problem']} {r['pattern']} (host {r['host_ms']:.3f} "
                               f"of {r['time_ms']:.3f} ms)" for r in paced) + "."]
     parts = list({(r["kernel"], r["problem"]): r for r in rows

@@ -52,6 +52,10 @@ VERIFY_LAUNCHES = 2
 WARMUP_LAUNCHES = 3
 #: Launches per timed sample at most; fewer where one launch already fills ``sample_ms``.
 MAX_PER_SAMPLE = 20
+#: Each block of samples starts with the GPU asleep for this many ``sample_ms`` while the host
+#: queues the launches (``_time_samples``): a sample's launches take about ``sample_ms`` on the
+#: GPUs, so a host up to 1.5x slower than the GPUs at queueing them still does not set the pace.
+QUEUE_AHEAD = 1.5
 #: Timing stops early (after ``min_rounds``, checked every ``SETTLE_EVERY`` rounds) once every
 #: contender's interquartile range is within ``settle`` of its median: more rounds would not move
 #: a figure by more than that. On two H100s (2026-11-25, eval/results/dist_optimize_h100x2/ at commit 2f3ed18
@@ -485,6 +489,7 @@ def time_interleaved(ctx: RankContext, fns: dict, rounds: int, sample_ms: float,
     per_sample = max(1, min(MAX_PER_SAMPLE, int(sample_ms / max(slowest_probe, 1e-3))))
     per_sample = max(ctx.all_gather(per_sample))
     times = [[0.0] * len(names) for _ in range(rounds)]
+    host = {i: [] for i in range(len(names))}
     done = rounds
     for r in range(rounds):
         if min_rounds and settle > 0 and min_rounds <= r < rounds and (r - min_rounds) % SETTLE_EVERY == 0 \
@@ -494,8 +499,10 @@ def time_interleaved(ctx: RankContext, fns: dict, rounds: int, sample_ms: float,
         samples = {i: [] for i in range(len(names))}
         for block in _blocks(names, r, pair_with):
             ctx.heap.barrier()
-            for i, ms in _time_samples(ctx, [fns[names[i]] for i in block], per_sample):
+            for i, ms, queued in _time_samples(ctx, [fns[names[i]] for i in block], per_sample,
+                                               QUEUE_AHEAD * sample_ms):
                 samples[block[i]].append(ms / per_sample)
+                host[block[i]].append(queued / per_sample)
         for i, values in samples.items():
             times[r][i] = statistics.median(values)
     ctx.heap.barrier()
@@ -503,7 +510,8 @@ def time_interleaved(ctx: RankContext, fns: dict, rounds: int, sample_ms: float,
     out = {}
     for i, name in enumerate(names):
         column = [row[i] for row in slowest]
-        out[name] = {"median_ms": statistics.median(column), "iqr_ms": _iqr(column), "rounds_ms": column}
+        out[name] = {"median_ms": statistics.median(column), "iqr_ms": _iqr(column), "rounds_ms": column,
+                     "host_ms": statistics.median(host[i]) if host[i] else None}
     return {"rounds": done, "per_sample": per_sample, "contenders": out, "paired": pair_with is not None}
 
 
@@ -520,22 +528,55 @@ def _blocks(names: list, round_index: int, pair_with: str | None) -> list:
     return [[i, ref] if (round_index + j) % 2 == 0 else [ref, i] for j, i in enumerate(rotated)]
 
 
-def _time_samples(ctx: RankContext, fns: list, launches: int) -> list:
-    """``[(position, ms)]``: ``launches`` launches of each of ``fns`` back to back, in that order
-    (CUDA events, synchronised once at the end; the wall clock on the CPU)."""
+def _time_samples(ctx: RankContext, fns: list, launches: int, queue_ms: float = 0.0) -> list:
+    """``[(position, ms, host_ms)]``: ``launches`` launches of each of ``fns`` back to back, in that
+    order (CUDA events, synchronised once at the end; the wall clock on the CPU), and the host's
+    time to queue them (``time.perf_counter``). On a GPU the stream first sleeps about
+    ``queue_ms`` (``torch.cuda._sleep``), so that the host has queued the first launches before the
+    GPU reaches them: the samples time the GPUs' work, not the host's pace. Without it the first
+    contender of a block was timed at the host's pace wherever queueing a launch took about as
+    long as running it: AG + GEMM's push_copy_engine (four copies and four signal kernels a
+    launch) at llama70b-qkv-4k on two H200s, 0.55 ms a launch first after a barrier and 0.46
+    queued behind torch + NCCL, the host taking 0.44 ms to queue one (2026-11-26,
+    eval/results/pce_modes_h200x2/)."""
     if ctx.device == "cuda":
         import torch
+        if queue_ms > 0:
+            torch.cuda._sleep(int(queue_ms * _sleep_cycles_per_ms()))
         events = []
         for fn in fns:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
+            queued = time.perf_counter()
             for _ in range(launches):
                 fn()
+            events.append((start, end, (time.perf_counter() - queued) * 1e3))
             end.record()
-            events.append((start, end))
         torch.cuda.synchronize()
-        return [(k, start.elapsed_time(end)) for k, (start, end) in enumerate(events)]
-    return [(k, _time_block(ctx, fn, launches)) for k, fn in enumerate(fns)]
+        return [(k, start.elapsed_time(end), host) for k, (start, end, host) in enumerate(events)]
+    out = []
+    for k, fn in enumerate(fns):
+        ms = _time_block(ctx, fn, launches)
+        out.append((k, ms, ms))
+    return out
+
+
+_SLEEP_CYCLES_PER_MS: list = []
+
+
+def _sleep_cycles_per_ms() -> float:
+    """``torch.cuda._sleep``'s clock cycles per millisecond on this GPU, measured once (CUDA
+    events around a sleep of 10^7 cycles): the sleep spins on the SM clock, whose rate this is."""
+    if not _SLEEP_CYCLES_PER_MS:
+        import torch
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(1_000_000)   # the clock up from idle first
+        start.record()
+        torch.cuda._sleep(10_000_000)
+        end.record()
+        end.synchronize()
+        _SLEEP_CYCLES_PER_MS.append(10_000_000 / max(start.elapsed_time(end), 1e-3))
+    return _SLEEP_CYCLES_PER_MS[0]
 
 
 def _slowest(everyone: list, rounds: int, contenders: int) -> list:

@@ -211,26 +211,19 @@ def time_rank(launch: Callable[[], None], heap: Heap, iterations: int = 20,
     host's launch overhead overlaps the GPU work instead of being timed, the same for the
     kernels and for the torch + NCCL baseline (both synchronise the ranks inside every launch:
     a device barrier, a collective). A sample's time is the slowest rank's. Returns
-    ``{"median_ms", "iqr_ms", "samples", "host_ms"}`` over ``iterations`` samples, after
-    ``warmup`` untimed launches; ``host_ms``: this rank's median host time to queue one launch
-    (``time.perf_counter``). Where it reaches ``median_ms`` the host, not the GPUs, set the
-    pace: the launch's Python work (launches, descriptors, copies queued one by one) was not
-    hidden behind the GPU work.
+    ``{"median_ms", "iqr_ms", "samples"}`` over ``iterations`` samples, after ``warmup``
+    untimed launches.
     """
-    import time
-
     import torch.distributed as dist
     for _ in range(warmup):
         launch()
-    times, host = [], []
+    times = []
     for _ in range(iterations):
         heap.barrier()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        queued = time.perf_counter()
         for _ in range(launches_per_sample):
             launch()
-        host.append((time.perf_counter() - queued) * 1e3 / launches_per_sample)
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end) / launches_per_sample)
@@ -241,4 +234,4 @@ def time_rank(launch: Callable[[], None], heap: Heap, iterations: int = 20,
     slowest = torch.stack(everyone).max(dim=0).values.tolist()
     quartiles = statistics.quantiles(slowest, n=4) if len(slowest) > 1 else [slowest[0]] * 3
     return {"median_ms": statistics.median(slowest), "iqr_ms": quartiles[2] - quartiles[0],
-            "samples": len(slowest), "host_ms": statistics.median(host)}
+            "samples": len(slowest)}
