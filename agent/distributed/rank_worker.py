@@ -533,7 +533,10 @@ def _time_samples(ctx: RankContext, fns: list, launches: int, queue_ms: float = 
     order (CUDA events, synchronised once at the end; the wall clock on the CPU), and the host's
     time to queue them (``time.perf_counter``). On a GPU the stream first sleeps about
     ``queue_ms`` (``torch.cuda._sleep``), so that the host has queued the first launches before the
-    GPU reaches them: the samples time the GPUs' work, not the host's pace. Without it the first
+    GPU reaches them: the samples time the GPUs' work, not the host's pace; a device barrier after
+    the sleep (queued, the host not waiting) starts every rank's first sample together, as the
+    ranks' sleeps end apart (two H200s: up to several ms, all of it timed in the first
+    contender's sample without the barrier, eval/results/dist_gemm_h200x2_queued/). Without the sleep the first
     contender of a block was timed at the host's pace wherever queueing a launch took about as
     long as running it: AG + GEMM's push_copy_engine (four copies and four signal kernels a
     launch) at llama70b-qkv-4k on two H200s, 0.55 ms a launch first after a barrier and 0.46
@@ -543,6 +546,7 @@ def _time_samples(ctx: RankContext, fns: list, launches: int, queue_ms: float = 
         import torch
         if queue_ms > 0:
             torch.cuda._sleep(int(queue_ms * _sleep_cycles_per_ms()))
+            ctx.heap.device_barrier()   # the ranks' sleeps differ: their first samples start together
         events = []
         for fn in fns:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
