@@ -41,6 +41,10 @@ from swizzleperf.kernels.distributed import KERNELS, runner
 
 #: The contenders' names beside the patterns: torch + NCCL (the baseline) and its compute alone.
 TORCH_NCCL, TORCH_COMPUTE = "torch_nccl", "torch_compute"
+#: torch + NCCL timed a second time as a contender of its own: the A/A check of the timing.
+TORCH_NCCL_AGAIN = "torch_nccl_again"
+#: The pattern whose steps are also timed one by one (every GEMM kernel has it: no flags, no overlap).
+BULK_SYNC = "bulk_sync"
 
 
 def load_spec(name: str, order: str | None = None):
@@ -143,9 +147,7 @@ def bench_kernel(spec, heap, args, group=None) -> list:
         timed = [row for row in block if row["verified"]]
         if timed and not args.verify_only:
             _time_problem(spec, heap, problem, meta, timed, args, group)
-            parts = _breakdown(spec, heap, problem, meta, args, group)
             for row in timed:
-                row.update(parts)
                 row["tflops"] = spec.flops(problem, heap.world_size) / row["time_ms"] * 1e-9
                 if spec.min_bytes is not None:
                     row["gbps"] = spec.min_bytes(problem, heap.world_size, args.dtype) / row["time_ms"] * 1e-6
@@ -180,7 +182,8 @@ def _all_ranks(ok: bool, group) -> bool:
 
 def _time_problem(spec, heap, problem, meta, rows, args, group) -> None:
     """Time every verified pattern of ``rows`` (one problem) and torch + NCCL, with torch's compute
-    alone where the baseline has one, interleaved in rounds, each pattern paired with torch +
+    alone where the baseline has one and each step of ``bulk_sync`` alone (the parts the other
+    patterns overlap: ``bulk_sync_steps_ms``), interleaved in rounds, each pattern paired with torch +
     NCCL in every round (agent/distributed/rank_worker.py's ``time_interleaved``, the measured
     optimize's timer); fills each row's ``time_ms``, ``iqr_ms``, the baseline's figures, the
     paired ``speedup`` (median over the rounds of torch + NCCL's time over the pattern's, with
@@ -196,13 +199,20 @@ def _time_problem(spec, heap, problem, meta, rows, args, group) -> None:
     ctx = RankContext(heap.rank, heap.world_size, "cuda", heap, group or dist.group.WORLD,
                       torch.cuda.get_device_name())
     with contextlib.ExitStack() as stack:
-        fns = {}
+        fns, parts = {}, {}
         for row in rows:
             _, state = stack.enter_context(runner.rank_state(spec, heap, problem, meta, 0, args.dtype))
             fns[row["pattern"]] = runner.launcher(spec, heap, state, row["pattern"], meta)
+            if row["pattern"] == BULK_SYNC:   # its steps wait on no flag: each is timed alone too
+                for index, step in enumerate(spec.steps(heap, state, BULK_SYNC, 1, meta)):
+                    if not step.barrier:
+                        parts[f"{index}:{step.name}"] = f"{BULK_SYNC} {index}:{step.name}"
+                        fns[parts[f"{index}:{step.name}"]] = runner.launcher(spec, heap, state, BULK_SYNC,
+                                                                             meta, index)
         inputs = spec.make_inputs(problem, heap.rank, heap.world_size, 0, heap.buffer.device, args.dtype)
         torch_nccl = spec.baseline(inputs, problem, group)
         fns[TORCH_NCCL] = torch_nccl.run
+        fns[TORCH_NCCL_AGAIN] = torch_nccl.run   # the A/A check: the baseline against itself
         if torch_nccl.compute is not None:
             fns[TORCH_COMPUTE] = torch_nccl.compute
         timing = time_interleaved(ctx, fns, args.iterations, SAMPLE_MS, args.warmup,
@@ -210,12 +220,16 @@ def _time_problem(spec, heap, problem, meta, rows, args, group) -> None:
     contenders = timing["contenders"]
     baseline = contenders[TORCH_NCCL]
     rounds = {name: c["rounds_ms"] for name, c in contenders.items()}
+    again = [t / a for t, a in zip(rounds[TORCH_NCCL], rounds[TORCH_NCCL_AGAIN])]
     common = {"baseline_ms": baseline["median_ms"], "baseline_iqr_ms": baseline["iqr_ms"],
+              "aa_ratio": statistics.median(again), "aa_iqr": _iqr(again),
               "baseline_host_ms": baseline["host_ms"], "rounds": timing["rounds"],
               "rounds_ms": rounds}
     if TORCH_COMPUTE in contenders:
         common["baseline_compute_ms"] = contenders[TORCH_COMPUTE]["median_ms"]
         common["baseline_compute_iqr_ms"] = contenders[TORCH_COMPUTE]["iqr_ms"]
+    if parts:
+        common["bulk_sync_steps_ms"] = {part: contenders[name]["median_ms"] for part, name in parts.items()}
     for row in rows:
         mine = contenders[row["pattern"]]
         ratios = [t / m for t, m in zip(rounds[TORCH_NCCL], rounds[row["pattern"]])]
@@ -229,23 +243,6 @@ def _iqr(values: list) -> float:
         return 0.0
     quartiles = statistics.quantiles(values, n=4)
     return quartiles[2] - quartiles[0]
-
-
-def _breakdown(spec, heap, problem, meta, args, group) -> dict:
-    """Each step of the ``bulk_sync`` pattern timed alone (its steps wait on no flag): the
-    compute and communication parts that the overlapped patterns try to hide behind each other.
-    """
-    if "bulk_sync" not in spec.patterns:
-        return {}
-    parts = {}
-    with runner.rank_state(spec, heap, problem, meta, 0, args.dtype) as (_, state):
-        for index, step in enumerate(spec.steps(heap, state, "bulk_sync", 1, meta)):
-            if step.barrier:
-                continue
-            timing = runner.time_rank(runner.launcher(spec, heap, state, "bulk_sync", meta, index),
-                                      heap, args.iterations, args.warmup, group)
-            parts[f"{index}:{step.name}"] = timing["median_ms"]
-    return {"bulk_sync_steps_ms": parts}
 
 
 def bench_peer_copy(heap, mib: int, args, group=None) -> dict:
@@ -366,6 +363,11 @@ def markdown(rows: list, copy: dict | None, command: str, device_name: str) -> s
         verdict = f"yes ({row['error']:.1e})" if row["verified"] else f"NO: {row['message'] or row['error']}"
         lines.append(f"| {row['kernel']} | {row['problem']} ({shape}) | {row['pattern']} | "
                      f"{timing} | {verdict} |")
+    checks = [r for r in _fastest(rows) if "aa_ratio" in r]
+    if checks:
+        lines += ["", "A/A check, torch + NCCL timed against itself in the same rounds (median ratio, "
+                  "IQR): " + "; ".join(f"{r['kernel']} {r['problem']} {r['aa_ratio']:.3f}x "
+                                       f"({r['aa_iqr']:.3f})" for r in checks) + "."]
     bounds = [b for b in (overlap_bound(r) for r in _fastest(rows)) if b]
     if bounds:
         lines += ["", "The fastest pattern against the perfect-overlap bound (bound = max of torch's "
@@ -388,8 +390,8 @@ def markdown(rows: list, copy: dict | None, command: str, device_name: str) -> s
     parts = list({(r["kernel"], r["problem"]): r for r in rows
                   if r.get("bulk_sync_steps_ms")}.values())
     if parts:
-        lines += ["", "Time breakdown, each part timed alone (ms): the torch + NCCL baseline's "
-                  "compute, and the steps of this kernel's bulk_sync pattern.", "",
+        lines += ["", "Time breakdown, each part timed alone in the same rounds (ms): the torch + NCCL "
+                  "baseline's compute, and the steps of this kernel's bulk_sync pattern.", "",
                   "| kernel | problem | torch compute | torch collective (rest) | bulk_sync steps |",
                   "|---|---|---|---|---|"]
         for row in parts:

@@ -86,8 +86,9 @@ def test_the_way_to_the_overlap_bound_is_taken_round_by_round():
 def test_a_problems_patterns_are_timed_together_each_on_its_own_state(monkeypatch):
     """``_time_problem`` on CPU heaps with the timer replaced: one timing call holds every verified
     pattern, torch + NCCL and torch's compute, paired with torch + NCCL; while it runs each
-    pattern has its own heap state (twice one state's allocations), freed afterwards; each row
-    gets its own contender's figures and the median of the rounds' ratios."""
+    pattern has its own heap state (twice one state's allocations), freed afterwards; bulk_sync's
+    steps are timed alone in the same call; each row gets its own contender's figures and the
+    median of the rounds' ratios."""
     import dataclasses
     import torch
     from swizzleperf.agent.distributed import rank_worker
@@ -111,19 +112,24 @@ def test_a_problems_patterns_are_timed_together_each_on_its_own_state(monkeypatc
         for fn in fns.values():
             fn()
         times = {"push": [1.0, 2.0, 4.0], "bulk_sync": [2.0, 2.0, 2.0], "torch_nccl": [2.0, 3.0, 4.0],
-                 "torch_compute": [1.5, 1.5, 1.5]}
+                 "torch_nccl_again": [2.0, 3.0, 5.0], "torch_compute": [1.5, 1.5, 1.5]}
         return {"rounds": 3, "contenders": {n: {"median_ms": sorted(t)[1], "iqr_ms": 0.5, "rounds_ms": t,
-                                                "host_ms": 0.25} for n, t in times.items()}}
+                                                "host_ms": 0.25}
+                                            for n, t in ((n, times.get(n, [0.5] * 3)) for n in fns)}}
     monkeypatch.setattr(rank_worker, "time_interleaved", fake_timer)
     monkeypatch.setattr(runner, "launcher", lambda *a, **k: (lambda: None))
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "cpu")
     rows = [{"pattern": "push"}, {"pattern": "bulk_sync"}]
     args = types.SimpleNamespace(dtype="bfloat16", iterations=3, warmup=1)
     bench._time_problem(spec, heap, spec.problems["check"], meta, rows, args, group=object())
-    assert seen == {"names": ["push", "bulk_sync", "torch_nccl", "torch_compute"],
-                    "pair_with": "torch_nccl", "held": 2 * one_state[0]}
+    # bulk_sync's steps alone (its push, barrier, GEMM, barrier) on bulk_sync's own state
+    assert seen == {"names": ["push", "bulk_sync", "bulk_sync 0:push", "bulk_sync 2:gemm", "torch_nccl",
+                              "torch_nccl_again", "torch_compute"], "pair_with": "torch_nccl",
+                    "held": 2 * one_state[0]}
     assert len(heap.allocations) == before
     push, bulk = rows
     assert push["time_ms"] == 2.0 and push["speedup"] == 1.5 and push["baseline_ms"] == 3.0  # ratios 2, 1.5, 1
     assert bulk["speedup"] == 1.5 and bulk["baseline_compute_ms"] == 1.5
+    assert push["bulk_sync_steps_ms"] == {"0:push": 0.5, "2:gemm": 0.5}
+    assert push["aa_ratio"] == 1.0 and push["aa_iqr"] == pytest.approx(0.2)   # ratios 1, 1, 0.8
     assert push["host_ms"] == 0.25 and push["rounds_ms"]["torch_compute"] == [1.5, 1.5, 1.5]
