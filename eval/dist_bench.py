@@ -9,8 +9,9 @@ NCCL and torch's compute alone timed together in interleaved rounds, each patter
 torch + NCCL in every round (CUDA events, the slowest rank's time; medians and interquartile
 ranges over the rounds; a speedup is the median of the rounds' ratios), the way from torch +
 NCCL to the perfect-overlap bound computed round by round, and the peer-copy bandwidth of a
-Triton kernel against the copy engine's. Rank 0 writes ``OUT.json`` and ``OUT.md``. A pattern that fails verification
-is not timed; the run goes on with the next one. Exit status 1 when anything failed.
+Triton kernel against the copy engine's. Rank 0 writes ``OUT.json`` and ``OUT.md``. A pattern
+that fails verification is not timed; the run goes on with the next one. Exit status 1 when
+anything failed.
 
 ``--order grouped-m:8`` runs the kernels with that catalog tile order spliced in for their
 ``swizzle`` (as the optimizer splices a candidate), ``--order expert`` each with its spec's
@@ -34,6 +35,7 @@ from pathlib import Path
 
 import torch
 
+from swizzleperf.agent.distributed.rank_worker import _iqr
 from swizzleperf.agent.verification.candidate import splice, target_args
 from swizzleperf.agent.verification.swizzles import UnknownSwizzleError, catalog_source
 from swizzleperf.kernels import distributed
@@ -238,13 +240,6 @@ def _time_problem(spec, heap, problem, meta, rows, args, group) -> None:
                    speedup=statistics.median(ratios), speedup_iqr=_iqr(ratios))
 
 
-def _iqr(values: list) -> float:
-    if len(values) < 2:
-        return 0.0
-    quartiles = statistics.quantiles(values, n=4)
-    return quartiles[2] - quartiles[0]
-
-
 def bench_peer_copy(heap, mib: int, args, group=None) -> dict:
     """Triton put to the next rank vs the copy engine, all ranks at once, GB/s per rank."""
     from swizzleperf.kernels.distributed.peer_copy import peer_copy
@@ -341,7 +336,8 @@ def _rate(row: dict) -> str:
 
 
 #: A timed row is labelled host-paced where queueing one launch took at least this share of its
-#: GPU time (runner.time_rank's ``host_ms``): the host then keeps the GPUs waiting between launches.
+#: GPU time (the timer's ``host_ms``): launched one by one, without the timer's queueing ahead, the
+#: host would keep the GPUs waiting between launches.
 HOST_BOUND = 0.9
 
 

@@ -530,17 +530,18 @@ def _blocks(names: list, round_index: int, pair_with: str | None) -> list:
 
 def _time_samples(ctx: RankContext, fns: list, launches: int, queue_ms: float = 0.0) -> list:
     """``[(position, ms, host_ms)]``: ``launches`` launches of each of ``fns`` back to back, in that
-    order (CUDA events, synchronised once at the end; the wall clock on the CPU), and the host's
-    time to queue them (``time.perf_counter``). On a GPU the stream first sleeps about
-    ``queue_ms`` (``torch.cuda._sleep``), so that the host has queued the first launches before the
-    GPU reaches them: the samples time the GPUs' work, not the host's pace; a device barrier after
-    the sleep (queued, the host not waiting) starts every rank's first sample together, as the
-    ranks' sleeps end apart (two H200s: up to several ms, all of it timed in the first
-    contender's sample without the barrier, eval/results/dist_gemm_h200x2_queued/). Without the sleep the first
-    contender of a block was timed at the host's pace wherever queueing a launch took about as
-    long as running it: AG + GEMM's push_copy_engine (four copies and four signal kernels a
-    launch) at llama70b-qkv-4k on two H200s, 0.55 ms a launch first after a barrier and 0.46
-    queued behind torch + NCCL, the host taking 0.44 ms to queue one (2026-11-26,
+    order (CUDA events, synchronised once at the end; the wall clock on the CPU, where a launch
+    runs as it is queued and the host's time is the launches' own), and the host's time to queue
+    them (``time.perf_counter``). On a GPU the stream first sleeps about ``queue_ms``
+    (``torch.cuda._sleep``), so that the host has queued the first launches before the GPU
+    reaches them: the samples time the GPUs' work, not the host's pace. A device barrier after
+    the sleep (queued, the host not waiting) starts every rank's first sample together: the
+    ranks' sleeps end apart (two H200s: milliseconds, all of it timed in the first contender's
+    sample without the barrier, eval/results/dist_gemm_h200x2_queued/). Without the sleep the
+    first contender of a block was timed at the host's pace wherever queueing a launch took
+    about as long as running it: AG + GEMM's push_copy_engine (four copies and four signal
+    kernels a launch) at llama70b-qkv-4k on two H200s, 0.55 ms a launch first after a barrier
+    and 0.46 queued behind torch + NCCL, the host taking 0.44 ms to queue one (2026-11-26,
     eval/results/pce_modes_h200x2/)."""
     if ctx.device == "cuda":
         import torch
