@@ -444,7 +444,11 @@ SPEC = DistKernelSpec(
         "llama8b-up-4k": {"M": 4096, "N": 14336, "K": 4096},
     },
     bench_problems=("llama70b-up-8k", "llama70b-qkv-4k", "llama8b-up-4k"),
-    meta={**GEMM_META, "COMM_SMS": 16, "CE_GROUPS": 4},
+    # CE_GROUPS=1: one copy and one signal kernel per peer. On two H200s (2026-11-26,
+    # eval/results/ag_ce_groups_h200x2/) push_copy_engine ran at the same GPU time with 1 and 4
+    # groups at the three bench problems (within 0.3 %), and queueing a launch took the host
+    # 0.26-0.46 ms with 1 against 0.35-0.64 with 4: at llama8b-up-4k more than the GPUs' 0.33.
+    meta={**GEMM_META, "COMM_SMS": 16, "CE_GROUPS": 1},
     check_meta={**GEMM_CHECK_META, "COMM_SMS": 1, "CE_GROUPS": 2},
     knobs={"pattern": PATTERNS, "COMM_SMS": (8, 16, 32), "CE_GROUPS": (1, 2, 4, 8),
            **GEMM_TILE_KNOBS, "swizzle": ("row-major", "column-major", "grouped-m:8")},
