@@ -540,7 +540,7 @@ def _time_samples(ctx: RankContext, fns: list, launches: int, queue_ms: float = 
     sample without the barrier, eval/results/dist_gemm_h200x2_queued/). Without the sleep the
     first contender of a block was timed at the host's pace wherever queueing a launch took
     about as long as running it: AG + GEMM's push_copy_engine (four copies and four signal
-    kernels a launch) at llama70b-qkv-4k on two H200s, 0.55 ms a launch first after a barrier
+    kernels a launch, CE_GROUPS=4, its default then) at llama70b-qkv-4k on two H200s, 0.55 ms a launch first after a barrier
     and 0.46 queued behind torch + NCCL, the host taking 0.44 ms to queue one (2026-11-26,
     eval/results/pce_modes_h200x2/)."""
     if ctx.device == "cuda":
