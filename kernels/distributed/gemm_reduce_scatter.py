@@ -96,8 +96,6 @@ blocks and 32 B column blocks per K step (36 distinct), ``grouped-m:8`` 8 rows x
 """
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 import triton.language as tl
@@ -179,46 +177,21 @@ def _in_phase(owner, rank, PHASE: tl.constexpr):
 
 
 @triton.jit
-def _hand_over(accumulator, staging_ptr, slots, flags, heap_bases, rank, epoch, owner, local_m,
-               pid_n, num_pid_n, rows_per_rank, N, stride_sw, stride_sm, stride_sn,
+def _hand_over(accumulator, staging_ptr, flags, heap_bases, rank, epoch, owner, local_m, pid_n,
+               num_pid_n, rows_per_rank, N, stride_sw, stride_sm, stride_sn,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, WORLD_SIZE: tl.constexpr,
-               SIGNAL: tl.constexpr, SLOTS_TMA: tl.constexpr = False, SUBTILE: tl.constexpr = 0):
+               SIGNAL: tl.constexpr):
     """Store the partial tile into slot [r] of the owner's staging (in the input dtype); with
     SIGNAL, then ``flags[local tile, r] = epoch`` in the owner's heap (release after a CTA
-    barrier: all threads' stores before it are visible). With SLOTS_TMA (no SIGNAL) through
-    ``slots[owner]``, a descriptor of the owner's slot (``_slot_descriptors``), else through
-    pointers translated to the owner's heap."""
-    if SLOTS_TMA:
-        for candidate in tl.static_range(WORLD_SIZE):
-            if owner == candidate:
-                store_tile(slots[candidate], accumulator, local_m * BLOCK_M, pid_n * BLOCK_N,
-                           rows_per_rank, N, stride_sm, stride_sn, BLOCK_M, BLOCK_N, True, SUBTILE)
-    else:
-        slot = staging_ptr + rank * stride_sw                    # this rank's slot, in every heap
-        s_ptrs, mask = tile_pointers(slot, local_m, pid_n, rows_per_rank, N, stride_sm, stride_sn,
-                                     BLOCK_M, BLOCK_N)
-        device.store(s_ptrs, accumulator.to(staging_ptr.dtype.element_ty), rank, owner, heap_bases,
-                     mask=mask)
+    barrier: all threads' stores before it are visible)."""
+    slot = staging_ptr + rank * stride_sw                    # this rank's slot, in every heap
+    s_ptrs, mask = tile_pointers(slot, local_m, pid_n, rows_per_rank, N, stride_sm, stride_sn,
+                                 BLOCK_M, BLOCK_N)
+    device.store(s_ptrs, accumulator.to(staging_ptr.dtype.element_ty), rank, owner, heap_bases,
+                 mask=mask)
     if SIGNAL:
         device.signal(flags + (local_m * num_pid_n + pid_n) * WORLD_SIZE + rank, epoch, rank,
                       owner, heap_bases)
-
-
-@triton.jit
-def _slot_descriptors(staging_ptr, heap_bases, rank, rows_per_rank, N, stride_sw, stride_sm,
-                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, WORLD_SIZE: tl.constexpr,
-                      SUBTILE: tl.constexpr):
-    """A tuple of WORLD_SIZE tensor descriptors made on the device, entry ``o``: slot [r] of rank
-    o's staging, [rows_per_rank, N], blocks [BLOCK_M, BLOCK_N] (half as wide with SUBTILE); made
-    once per program (each takes a write of the descriptor and a fence). Rows past
-    rows_per_rank are clipped by the descriptor."""
-    slot = staging_ptr + rank * stride_sw                    # this rank's slot, in every heap
-    slots = ()
-    for owner in tl.static_range(WORLD_SIZE):
-        slots = slots + (tl.make_tensor_descriptor(device.translate(slot, rank, owner, heap_bases),
-                                                   [rows_per_rank, N], [stride_sm, 1],
-                                                   [BLOCK_M, BLOCK_N // (1 + SUBTILE)]),)
-    return slots
 
 
 @triton.jit
@@ -242,7 +215,7 @@ def _add_slots(accumulator, s_ptrs, mask, flags, flag, errors, flag_kind, rank, 
 
 
 @triton.jit
-def _finish(accumulator, staging_ptr, slots, out, flags, errors, flag_kind, heap_bases, rank, epoch,
+def _finish(accumulator, staging_ptr, out, flags, errors, flag_kind, heap_bases, rank, epoch,
             max_spins, owner, local_m, pid_n, num_pid_n, rows_per_rank, N, stride_sw, stride_sm,
             stride_sn, stride_om, stride_on,
             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, WORLD_SIZE: tl.constexpr,
@@ -252,9 +225,7 @@ def _finish(accumulator, staging_ptr, slots, out, flags, errors, flag_kind, heap
     EPILOGUE_REDUCE and a tile of this rank's own rows, summed here: after the flags of the
     W - 1 peers' partials of the tile (acquire), their slots of the local staging are added to
     the accumulator (this rank's own partial, still fp32; slots r - 1, r - 2, ...) and the sum
-    goes to ``out`` [rows_per_rank, N] (descriptor with STORE_TMA, else pointer). Without
-    EPILOGUE_REDUCE, STORE_TMA sends the hand-over through ``slots`` (``_hand_over``'s
-    SLOTS_TMA)."""
+    goes to ``out`` [rows_per_rank, N] (descriptor with STORE_TMA, else pointer)."""
     if EPILOGUE_REDUCE:
         if owner == rank:
             flag = (local_m * num_pid_n + pid_n) * WORLD_SIZE
@@ -265,13 +236,13 @@ def _finish(accumulator, staging_ptr, slots, out, flags, errors, flag_kind, heap
             store_tile(out, accumulator, local_m * BLOCK_M, pid_n * BLOCK_N, rows_per_rank, N,
                        stride_om, stride_on, BLOCK_M, BLOCK_N, STORE_TMA, SUBTILE)
         else:   # SIGNAL off: the data-parallel loop sets the flag one tile late (_whole_tile)
-            _hand_over(accumulator, staging_ptr, slots, flags, heap_bases, rank, epoch, owner,
-                       local_m, pid_n, num_pid_n, rows_per_rank, N, stride_sw, stride_sm, stride_sn,
+            _hand_over(accumulator, staging_ptr, flags, heap_bases, rank, epoch, owner, local_m,
+                       pid_n, num_pid_n, rows_per_rank, N, stride_sw, stride_sm, stride_sn,
                        BLOCK_M, BLOCK_N, WORLD_SIZE, SIGNAL)
     else:
-        _hand_over(accumulator, staging_ptr, slots, flags, heap_bases, rank, epoch, owner, local_m,
+        _hand_over(accumulator, staging_ptr, flags, heap_bases, rank, epoch, owner, local_m,
                    pid_n, num_pid_n, rows_per_rank, N, stride_sw, stride_sm, stride_sn,
-                   BLOCK_M, BLOCK_N, WORLD_SIZE, SIGNAL, STORE_TMA, SUBTILE)
+                   BLOCK_M, BLOCK_N, WORLD_SIZE, SIGNAL)
 
 
 @triton.jit(do_not_specialize=["epoch"])
@@ -311,11 +282,6 @@ def gemm_reduce_scatter_gemm(a, b, staging_ptr, out, flags, errors, flag_kind, h
     num_pid_n = tl.cdiv(N, BLOCK_N)
     k_iters = tl.cdiv(K_local, BLOCK_K)
     num_dp_tiles = data_parallel_tiles(num_pid_m * num_pid_n, num_programs, STREAM_K)
-    slots = staging_ptr     # the hand-over's stores: pointers, or with STORE_TMA descriptors
-    if STORE_TMA:
-        if not EPILOGUE_REDUCE:
-            slots = _slot_descriptors(staging_ptr, heap_bases, rank, rows_per_rank, N, stride_sw,
-                                      stride_sm, BLOCK_M, BLOCK_N, WORLD_SIZE, SUBTILE)
     pending = tl.full((), -1, tl.int32)      # epilogue_reduce: the flag one tile late (_whole_tile)
     pending_owner = tl.full((), 0, tl.int32)
     for tile in tl.range(pid, num_dp_tiles, num_programs, flatten=FLATTEN,
@@ -324,15 +290,15 @@ def gemm_reduce_scatter_gemm(a, b, staging_ptr, out, flags, errors, flag_kind, h
                                          WORLD_SIZE, EPILOGUE_REDUCE)
         if PHASE == 0:   # compiled: the loop body as it was, no branch around it
             pending, pending_owner = _whole_tile(
-                a, b, staging_ptr, slots, out, flags, errors, flag_kind, heap_bases, rank, epoch,
-                max_spins, owner, local_m, pid_n, num_pid_n, k_iters, rows_per_rank, N, K_local, stride_am,
+                a, b, staging_ptr, out, flags, errors, flag_kind, heap_bases, rank, epoch, max_spins,
+                owner, local_m, pid_n, num_pid_n, k_iters, rows_per_rank, N, K_local, stride_am,
                 stride_ak, stride_bk, stride_bn, stride_sw, stride_sm, stride_sn, stride_om,
                 stride_on, pending, pending_owner, BLOCK_M, BLOCK_N, BLOCK_K, WORLD_SIZE, SIGNAL,
                 EPILOGUE_REDUCE, USE_TMA, STORE_TMA, SUBTILE, DOT_IN_FP32)
         else:
             if _in_phase(owner, rank, PHASE):
                 pending, pending_owner = _whole_tile(
-                    a, b, staging_ptr, slots, out, flags, errors, flag_kind, heap_bases, rank, epoch,
+                    a, b, staging_ptr, out, flags, errors, flag_kind, heap_bases, rank, epoch,
                     max_spins, owner, local_m, pid_n, num_pid_n, k_iters, rows_per_rank, N, K_local,
                     stride_am, stride_ak, stride_bk, stride_bn, stride_sw, stride_sm, stride_sn,
                     stride_om, stride_on, pending, pending_owner, BLOCK_M, BLOCK_N, BLOCK_K,
@@ -348,7 +314,7 @@ def gemm_reduce_scatter_gemm(a, b, staging_ptr, out, flags, errors, flag_kind, h
             owner, local_m, pid_n = _tile_of(num_dp_tiles + sk_tile, rank, num_pid_m, num_pid_n,
                                              tiles_per_rank, WORLD_SIZE, EPILOGUE_REDUCE)
             if PHASE == 0:
-                _stream_k_piece(a, b, staging_ptr, slots, out, flags, errors, flag_kind, heap_bases, rank,
+                _stream_k_piece(a, b, staging_ptr, out, flags, errors, flag_kind, heap_bases, rank,
                                 epoch, max_spins, workspace, sk_flags, pid, num_programs, units,
                                 sk_tile, start, k_lo, k_hi, owner, local_m, pid_n, num_pid_n,
                                 k_iters, rows_per_rank, N, K_local, stride_am, stride_ak, stride_bk,
@@ -357,7 +323,7 @@ def gemm_reduce_scatter_gemm(a, b, staging_ptr, out, flags, errors, flag_kind, h
                                 USE_TMA, STORE_TMA, SUBTILE, DOT_IN_FP32)
             else:   # all of a tile's pieces or none, so that its hand-overs still pair up
                 if _in_phase(owner, rank, PHASE):
-                    _stream_k_piece(a, b, staging_ptr, slots, out, flags, errors, flag_kind, heap_bases,
+                    _stream_k_piece(a, b, staging_ptr, out, flags, errors, flag_kind, heap_bases,
                                     rank, epoch, max_spins, workspace, sk_flags, pid, num_programs,
                                     units, sk_tile, start, k_lo, k_hi, owner, local_m, pid_n,
                                     num_pid_n, k_iters, rows_per_rank, N, K_local, stride_am,
@@ -369,7 +335,7 @@ def gemm_reduce_scatter_gemm(a, b, staging_ptr, out, flags, errors, flag_kind, h
 
 
 @triton.jit
-def _stream_k_piece(a, b, staging_ptr, slots, out, flags, errors, flag_kind, heap_bases, rank, epoch,
+def _stream_k_piece(a, b, staging_ptr, out, flags, errors, flag_kind, heap_bases, rank, epoch,
                     max_spins, workspace, sk_flags, pid, num_programs, units, sk_tile, start,
                     k_lo, k_hi, owner, local_m, pid_n, num_pid_n, k_iters, rows_per_rank, N,
                     K_local, stride_am, stride_ak, stride_bk, stride_bn, stride_sw, stride_sm,
@@ -385,14 +351,14 @@ def _stream_k_piece(a, b, staging_ptr, slots, out, flags, errors, flag_kind, hea
     accumulator = stream_k_fixup(accumulator, workspace, sk_flags, pid, num_programs, units,
                                  sk_tile, start, k_hi, k_iters, BLOCK_M, BLOCK_N)
     if k_hi == k_iters:
-        _finish(accumulator, staging_ptr, slots, out, flags, errors, flag_kind, heap_bases, rank, epoch,
+        _finish(accumulator, staging_ptr, out, flags, errors, flag_kind, heap_bases, rank, epoch,
                 max_spins, owner, local_m, pid_n, num_pid_n, rows_per_rank, N, stride_sw,
                 stride_sm, stride_sn, stride_om, stride_on, BLOCK_M, BLOCK_N, WORLD_SIZE, SIGNAL,
                 EPILOGUE_REDUCE, STORE_TMA, SUBTILE)
 
 
 @triton.jit
-def _whole_tile(a, b, staging_ptr, slots, out, flags, errors, flag_kind, heap_bases, rank, epoch,
+def _whole_tile(a, b, staging_ptr, out, flags, errors, flag_kind, heap_bases, rank, epoch,
                 max_spins, owner, local_m, pid_n, num_pid_n, k_iters, rows_per_rank, N, K_local,
                 stride_am, stride_ak, stride_bk, stride_bn, stride_sw, stride_sm, stride_sn,
                 stride_om, stride_on, pending, pending_owner, BLOCK_M: tl.constexpr,
@@ -415,7 +381,7 @@ def _whole_tile(a, b, staging_ptr, slots, out, flags, errors, flag_kind, heap_ba
             device.signal(flags + pending, epoch, rank, pending_owner, heap_bases)
         pending = tl.where(owner == rank, -1, (local_m * num_pid_n + pid_n) * WORLD_SIZE + rank)
         pending_owner = owner
-    _finish(accumulator, staging_ptr, slots, out, flags, errors, flag_kind, heap_bases, rank, epoch,
+    _finish(accumulator, staging_ptr, out, flags, errors, flag_kind, heap_bases, rank, epoch,
             max_spins, owner, local_m, pid_n, num_pid_n, rows_per_rank, N, stride_sw, stride_sm,
             stride_sn, stride_om, stride_on, BLOCK_M, BLOCK_N, WORLD_SIZE, SIGNAL,
             EPILOGUE_REDUCE, STORE_TMA, SUBTILE)
@@ -511,13 +477,8 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
     b_arg = operands(b, [meta["BLOCK_K"], meta["BLOCK_N"]], use_tma)
 
     def gemm(programs: int, signal: bool, epilogue_reduce: bool = False, phase: int = 0) -> Step:
-        if epilogue_reduce:   # the sums go to out through its descriptor where row tiles divide it
-            store_tma = use_tma and tma_supported(out) and rows % meta["BLOCK_M"] == 0
-        else:                 # STAGING_TMA: bulk_sync's partials through descriptors of the slots
-            store_tma = (not signal and use_tma and bool(meta.get("STAGING_TMA", 0))
-                         and all(tma_supported(slot) for slot in staging))
-            if store_tma:     # made on the device (_slot_descriptors): their memory from torch
-                triton.set_allocator(_descriptor_scratch)
+        # the sums of epilogue_reduce go to out through its descriptor where row tiles divide it
+        store_tma = epilogue_reduce and use_tma and tma_supported(out) and rows % meta["BLOCK_M"] == 0
         run = gemm_launch(world * out_tiles, programs, meta, out.device, use_tma, store_tma, a.dtype,
                           flags=signal or epilogue_reduce)
         out_arg = operands(out, c_block(meta, store_tma), store_tma)
@@ -553,14 +514,6 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
             return [gemm(sms, False, True, 1), gemm(sms, False, True, 2), BARRIER]
         return [gemm(sms, False, True), BARRIER]
     raise ValueError(f"pattern must be one of {PATTERNS}, got {pattern!r}")
-
-
-def _descriptor_scratch(size: int, alignment: int, stream) -> torch.Tensor:
-    """The global memory Triton asks for the tensor descriptors a kernel makes on the device
-    (``triton.set_allocator``): ``size`` bytes on the current CUDA device (the CPU under the
-    interpreter)."""
-    on_gpu = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
-    return torch.empty(size, dtype=torch.int8, device="cuda" if on_gpu else "cpu")
 
 
 def output(state: dict) -> torch.Tensor:
