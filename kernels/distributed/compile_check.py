@@ -48,14 +48,15 @@ def compile_launch(fn, args, kwargs, arch: int) -> None:
     signature, constexprs, attrs = {}, {}, {}
     for index, param in enumerate(fn.params):
         value = bound.arguments[param.name]
-        if param.is_constexpr:
+        integer = isinstance(value, int) and not isinstance(value, bool)
+        # the JIT's specialisation: an integer 1 is a constant (a unit stride: the launch's stores
+        # and loads vectorise on it), 16-byte aligned tensors and integers divisible by 16 say so
+        if param.is_constexpr or (integer and value == 1 and not param.do_not_specialize):
             signature[param.name] = "constexpr"
             constexprs[param.name] = value
             continue
         signature[param.name] = _type(value)
-        # the JIT's specialisation: 16-byte aligned tensors, integers divisible by 16
-        if isinstance(value, torch.Tensor) or (isinstance(value, int) and not
-                                               isinstance(value, bool) and value % 16 == 0):
+        if isinstance(value, torch.Tensor) or (integer and value % 16 == 0):
             attrs[(index,)] = [["tt.divisibility", 16]]
     triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs),
                    target=GPUTarget("cuda", arch, 32), options=options)
