@@ -35,6 +35,7 @@ from pathlib import Path
 
 import torch
 
+from swizzleperf.agent.distributed.measured import HOST_PACED
 from swizzleperf.agent.distributed.rank_worker import _iqr
 from swizzleperf.agent.verification.candidate import splice, target_args
 from swizzleperf.agent.verification.swizzles import UnknownSwizzleError, catalog_source
@@ -335,12 +336,6 @@ def _rate(row: dict) -> str:
     return f"{row['tflops']:.0f} TFLOP/s"
 
 
-#: A timed row is labelled host-paced where queueing one launch took at least this share of its
-#: GPU time (the timer's ``host_ms``): launched one by one, without the timer's queueing ahead, the
-#: host would keep the GPUs waiting between launches.
-HOST_BOUND = 0.9
-
-
 def markdown(rows: list, copy: dict | None, command: str, device_name: str) -> str:
     """The results as a markdown table (times measured with CUDA events on ``device_name``)."""
     world = rows[0]["world_size"] if rows else copy["world_size"]
@@ -376,9 +371,9 @@ def markdown(rows: list, copy: dict | None, command: str, device_name: str) -> s
             lines.append(f"| {b['kernel']} | {b['problem']} | {b['pattern']} | {b['time_ms']:.3f} | "
                          f"{b['baseline_ms']:.3f} | {b['compute_ms']:.3f} | {b['bound_x']:.2f}x | "
                          f"{100 * b['way']:.0f} % (IQR {100 * b['way_iqr']:.0f}) |")
-    paced = [r for r in rows if "time_ms" in r and r.get("host_ms", 0) >= HOST_BOUND * r["time_ms"]]
+    paced = [r for r in rows if "time_ms" in r and (r.get("host_ms") or 0) >= HOST_PACED * r["time_ms"]]
     if paced:
-        lines += ["", f"Host-paced (rank 0 took at least {HOST_BOUND:.0%} of the launch's GPU time to "
+        lines += ["", f"Host-paced (rank 0 took at least {HOST_PACED:.0%} of the launch's GPU time to "
                   "queue it: the times above are the GPUs' with the launches queued ahead; launched "
                   "one by one as an eager application does, these run at the host's pace): "
                   + "; ".join(f"{r['kernel']} {r['problem']} {r['pattern']} (host {r['host_ms']:.3f} "

@@ -39,7 +39,8 @@ _DISTRIBUTED_FIGURES = ("predicted_time_ms", "predicted_compute_ms", "predicted_
                         "predicted_extrapolated_why", "calibrated_predicted_ms", "torch_nccl_predicted_ms",
                         "torch_nccl_ms", "torch_nccl_spread_ms", "paired_gain_ms", "paired_spread_ms",
                         "model_error_raw", "model_error_calibrated_before", "committed_ms",
-                        "committed_spread_ms", "committed_source", "verified_at", "config", "rounds_ms")
+                        "committed_spread_ms", "committed_source", "verified_at", "config", "rounds_ms",
+                        "host_ms")
 
 
 def build_report(state: dict, run: dict, target_message: str, extra: dict | None = None) -> dict:

@@ -423,3 +423,11 @@ def test_the_answer_names_the_kernels_default_by_its_configuration():
     default = {**_figures(0.38, 0.13), "name": "default", "config": {"pattern": "bulk_sync"}}
     line = dist_measured.answer(default, "measured", {})["line"]
     assert line.startswith('use the kernel\'s default {"pattern": "bulk_sync"}: 1.38x torch + NCCL'), line
+
+
+def test_an_answer_whose_launch_is_slow_to_queue_says_so():
+    """host_ms at 0.95 of the GPUs' 1.0 ms: the line names the host's pace; at 0.5 it says nothing."""
+    paced = dist_measured.answer({**_figures(0.10, 0.02), "host_ms": 0.95}, "measured", {})
+    assert paced["use"] == "configuration"
+    assert "queueing one launch took the host 0.950 ms, against the GPUs' 1.000" in paced["line"]
+    assert "host's pace" not in dist_measured.answer({**_figures(0.10, 0.02), "host_ms": 0.5}, "measured", {})["line"]
