@@ -1,6 +1,8 @@
 """eval/dist_bench.py's choices on CPU: a catalog tile order spliced into a kernel
-(``--order``, ``expert``), a bad order in one line, and the per-rank GEMM configuration taken
-from a measured cache file (``--gemm-configs``) for the problem's per-rank shape."""
+(``--order``, ``expert``), a bad order in one line, the per-rank GEMM configuration taken
+from a measured cache file (``--gemm-configs``) for the problem's per-rank shape, a problem's
+contenders timed together (the timer replaced), the way to the overlap bound round by round and
+the report's host-paced list."""
 from __future__ import annotations
 
 import inspect
