@@ -27,7 +27,6 @@ import contextlib
 import importlib
 import importlib.util
 import json
-import os
 import statistics
 import sys
 import time
@@ -403,17 +402,14 @@ def main(argv=None) -> int:
     """Entry point under torchrun; returns the exit status."""
     args = _parse(argv)
     import torch.distributed as dist
-    from swizzleperf.kernels.distributed.heap import NO_MULTICAST_ENV, Heap, HeapError
+    from swizzleperf.kernels.distributed.heap import Heap, HeapError
 
-    for key, value in NO_MULTICAST_ENV.items():
-        os.environ.setdefault(key, value)
-    if not torch.cuda.is_available() or "LOCAL_RANK" not in os.environ:
+    try:
+        runner.start_torchrun_rank()
+    except RuntimeError:
         print("bench: needs CUDA GPUs and torchrun (torchrun --nproc-per-node N -m "
               "swizzleperf.eval.dist_bench)", file=sys.stderr)
         return 2
-    local_rank = int(os.environ["LOCAL_RANK"])
-    torch.cuda.set_device(local_rank)
-    dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank))
     try:
         names = KERNELS if args.kernels == "all" else args.kernels.split(",")
         specs = [load_spec(name, args.order) for name in names]

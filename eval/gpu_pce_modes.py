@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import time
 import types
@@ -28,7 +27,7 @@ from pathlib import Path
 import torch
 
 from swizzleperf.kernels.distributed import load_spec, runner
-from swizzleperf.kernels.distributed.heap import NO_MULTICAST_ENV, Heap
+from swizzleperf.kernels.distributed.heap import Heap
 
 CONFIGS = Path(__file__).resolve().parent / "results" / "gemm_configs_hopper.json"
 
@@ -58,11 +57,7 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=4)
     args = parser.parse_args()
     from swizzleperf.eval.dist_bench import _tuned
-    for key, value in NO_MULTICAST_ENV.items():
-        os.environ.setdefault(key, value)
-    local_rank = int(os.environ["LOCAL_RANK"])
-    torch.cuda.set_device(local_rank)
-    torch.distributed.init_process_group("nccl", device_id=torch.device("cuda", local_rank))
+    runner.start_torchrun_rank()
     world = torch.distributed.get_world_size()
     spec = load_spec(args.kernel)
     problems = args.problems.split(",")

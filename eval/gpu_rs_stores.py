@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 
 import torch
@@ -49,13 +48,8 @@ def main() -> int:
     parser.add_argument("--sample-ms", type=float, default=20.0)
     args = parser.parse_args()
     from swizzleperf.agent.distributed.rank_worker import RankContext, time_interleaved
-    from swizzleperf.kernels.distributed.heap import NO_MULTICAST_ENV
     from swizzleperf.kernels.schedule.gemm_tuning import best_config
-    for key, value in NO_MULTICAST_ENV.items():
-        os.environ.setdefault(key, value)
-    local_rank = int(os.environ["LOCAL_RANK"])
-    torch.cuda.set_device(local_rank)
-    torch.distributed.init_process_group("nccl", device_id=torch.device("cuda", local_rank))
+    runner.start_torchrun_rank()
     rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
     spec = load_spec("gemm_reduce_scatter")
     heap = Heap.create(max(spec.heap_bytes(spec.problems[p], world, "bfloat16") for p in spec.bench_problems)

@@ -129,6 +129,28 @@ class StepRunner:
         self.main.wait_stream(self.comm)
 
 
+def start_torchrun_rank() -> int:
+    """This process as one rank under torchrun: NVLink multicast off (``heap.NO_MULTICAST_ENV``,
+    before any symmetric memory is made), GPU ``LOCAL_RANK`` made current, NCCL's default process
+    group started on it. Returns the local rank.
+
+    Raises:
+        RuntimeError: no CUDA GPU, or not started by torchrun (no ``LOCAL_RANK``).
+    """
+    import os
+
+    import torch.distributed as dist
+    from swizzleperf.kernels.distributed.heap import NO_MULTICAST_ENV
+    for key, value in NO_MULTICAST_ENV.items():
+        os.environ.setdefault(key, value)
+    if not torch.cuda.is_available() or "LOCAL_RANK" not in os.environ:
+        raise RuntimeError("needs CUDA GPUs and torchrun")
+    local_rank = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local_rank)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank))
+    return local_rank
+
+
 def gather_inputs(inputs: dict, world_size: int, group=None) -> list[dict]:
     """Every rank's input tensors, gathered over NCCL (a collective)."""
     import torch.distributed as dist
