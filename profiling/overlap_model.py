@@ -235,7 +235,8 @@ def host_s(p: dict, launches: int, barriers: int, comm_launches: int = 0, ce_cop
     """Seconds the host takes to enqueue one launch of a pattern (Python + driver): its kernel
     launches, its device barriers (a one-program launch each), the launches on the second
     stream (a stream switch and an event each), and its copy-engine copies (each a
-    ``Tensor.copy_`` and the launch of a one-program signal kernel)."""
+    ``Tensor.copy_`` and the stream's write of its flag, priced as a one-program launch: the
+    signal kernel it replaced on 2026-11-26, not fitted anew)."""
     return (launches * p["launch_s"] + barriers * p["barrier_launch_s"] + comm_launches * p["stream_s"]
             + ce_copies * (p["ce_call_s"] + p["barrier_launch_s"]))
 

@@ -25,13 +25,14 @@ with the GEMM is this kernel's overlap knob:
   tile it needs; local row tiles need no wait (*producer-consumer on two streams*);
 - ``push_copy_engine``: the same protocol with the copies done by the GPU's copy engines
   (``Tensor.copy_`` into the peer's gathered A, mapped in this process) on the "comm"
-  stream, ``CE_GROUPS`` copies per peer, each followed by a one-program kernel that signals
-  its chunks' flags; the GEMM keeps every SM but one (``push`` gives ``COMM_SMS`` of them to
-  copies that finish early in the GEMM and then idle). The one is for the signal kernels: the
-  persistent GEMM's programs stay resident until the end, each holding nearly all of an SM's
-  shared memory, so with every SM theirs a signal kernel found no SM while the GEMM's programs
-  waited for its flags (two H100s, 2026-11-25: the second launch at llama70b-up-8k gave up
-  after 2^24 polls, and the others ran 2.5x slower than bulk_sync);
+  stream, ``CE_GROUPS`` copies per peer, each followed by a write of its group's flag by the
+  stream itself (``Heap.signal_queued``, cuStreamWriteValue32); the GEMM has every SM
+  (``push`` gives ``COMM_SMS`` of them to copies that finish early in the GEMM and then idle)
+  and waits once per group of row tiles. Until 2026-11-26 a one-program kernel signalled each
+  group, and the GEMM left it one SM: the persistent GEMM's programs stay resident until the
+  end, each holding nearly all of an SM's shared memory, so with every SM theirs a signal
+  kernel found no SM while the GEMM's programs waited for its flags (two H100s, 2026-11-25:
+  the second launch at llama70b-up-8k gave up after 2^24 polls);
 - ``bulk_sync``: the same copy on all SMs, a barrier, then the GEMM without waits (no
   overlap: the reference point of the other two inside the same code).
 
@@ -118,26 +119,30 @@ def swizzle(pid, num_pid_m, num_pid_n):
 
 
 @triton.jit
-def _gemm_piece(a, b, flags, errors, flag_kind, heap_bases, rank, epoch, max_spins, tile, k_lo,
-                k_hi, tiles_per_rank, num_pid_m, num_pid_n, rows_per_rank, N_local, K,
-                stride_am, stride_ak, stride_bk, stride_bn,
+def _gemm_piece(a, b, flags, errors, flag_kind, heap_bases, rank, epoch, max_spins, flag_group,
+                acquired, tile, k_lo, k_hi, tiles_per_rank, num_pid_m, num_pid_n, rows_per_rank,
+                N_local, K, stride_am, stride_ak, stride_bk, stride_bn,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                 SOURCE: tl.constexpr, USE_TMA: tl.constexpr, DOT_IN_FP32: tl.constexpr):
-    """K steps ``k_lo .. k_hi`` of tile index ``tile``: ``(accumulator, src, chunk, pid_n)``.
+    """K steps ``k_lo .. k_hi`` of tile index ``tile``:
+    ``(accumulator, src, chunk, pid_n, acquired)``.
 
     ``swizzle`` maps the index to the rank-relative tile; its row tile is row tile ``chunk`` of
     rank ``src``'s rows. Remote rows are read after their flag (SOURCE 1), from ``src``'s heap
     (SOURCE 0: ``a`` is the gathered A's pointer, translated) or from the local gathered A
-    (SOURCE 1, 2; own rows always: this rank's shard lives there).
+    (SOURCE 1, 2; own rows always: this rank's shard lives there). One flag covers
+    ``flag_group`` consecutive row tiles of a source (the first one's flag); ``acquired`` is the
+    index of the flag this program acquired last, not waited for again.
     """
     pid_m, pid_n = swizzle(tile, num_pid_m, num_pid_n)
     pid_m = (pid_m + rank * tiles_per_rank) % num_pid_m  # rank-relative -> global row tile
     src = pid_m // tiles_per_rank                         # the rank that owns these rows
     chunk = pid_m - src * tiles_per_rank                  # row tile inside src's rows
     if SOURCE == 1:
-        if src != rank:
-            device.wait(flags + src * tiles_per_rank + chunk, epoch, errors, flag_kind,
-                        src * tiles_per_rank + chunk, src, max_spins)
+        flag = src * tiles_per_rank + chunk - chunk % flag_group
+        if src != rank and flag != acquired:
+            device.wait(flags + flag, epoch, errors, flag_kind, flag, src, max_spins)
+            acquired = flag
     accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     if USE_TMA:  # a: descriptor of the gathered A [M, K]; rows past src's are masked at the store
         accumulator = mainloop(a, b, src * rows_per_rank + chunk * BLOCK_M, pid_n * BLOCK_N,
@@ -152,7 +157,7 @@ def _gemm_piece(a, b, flags, errors, flag_kind, heap_bases, rank, epoch, max_spi
                                rows_per_rank, N_local, K, stride_am, stride_ak, stride_bk,
                                stride_bn, accumulator, BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA,
                                DOT_IN_FP32)
-    return accumulator, src, chunk, pid_n
+    return accumulator, src, chunk, pid_n, acquired
 
 
 @triton.jit
@@ -173,7 +178,7 @@ def _store_c(c, accumulator, src, chunk, pid_n, rows_per_rank, N_local, stride_c
 
 @triton.jit(do_not_specialize=["epoch"])
 def all_gather_gemm_gemm(a, b, c, flags, errors, flag_kind, heap_bases, workspace, sk_flags,
-                         rank, epoch, max_spins, rows_per_rank, N_local, K,
+                         rank, epoch, max_spins, flag_group, rows_per_rank, N_local, K,
                          stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                          WORLD_SIZE: tl.constexpr, SOURCE: tl.constexpr, STREAM_K: tl.constexpr,
@@ -188,7 +193,8 @@ def all_gather_gemm_gemm(a, b, c, flags, errors, flag_kind, heap_bases, workspac
     cdiv(rows_per_rank, BLOCK_M) row tiles, the last one masked where BLOCK_M does not divide.
     ``a`` is the gathered A [M, K] (descriptor with USE_TMA, else pointer; SOURCE 0 reads each
     rank's rows from that rank's copy), ``b`` B_r [K, N_local], ``c`` C_r [M, N_local]
-    (descriptor with STORE_TMA, else pointer); A and C are contiguous.
+    (descriptor with STORE_TMA, else pointer); A and C are contiguous. With SOURCE 1 a remote
+    row tile is read after the flag of its group of ``flag_group`` row tiles (``_gemm_piece``).
     """
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
@@ -197,10 +203,12 @@ def all_gather_gemm_gemm(a, b, c, flags, errors, flag_kind, heap_bases, workspac
     num_pid_n = tl.cdiv(N_local, BLOCK_N)
     k_iters = tl.cdiv(K, BLOCK_K)
     num_dp_tiles = data_parallel_tiles(num_pid_m * num_pid_n, num_programs, STREAM_K)
+    acquired = tl.full((), -1, tl.int32)
     for tile in tl.range(pid, num_dp_tiles, num_programs, flatten=FLATTEN,
                          warp_specialize=WARP_SPECIALIZE):
-        accumulator, src, chunk, pid_n = _gemm_piece(
-            a, b, flags, errors, flag_kind, heap_bases, rank, epoch, max_spins, tile, 0, k_iters,
+        accumulator, src, chunk, pid_n, acquired = _gemm_piece(
+            a, b, flags, errors, flag_kind, heap_bases, rank, epoch, max_spins, flag_group,
+            acquired, tile, 0, k_iters,
             tiles_per_rank, num_pid_m, num_pid_n, rows_per_rank, N_local, K, stride_am,
             stride_ak, stride_bk, stride_bn, BLOCK_M, BLOCK_N, BLOCK_K, SOURCE, USE_TMA,
             DOT_IN_FP32)
@@ -211,9 +219,9 @@ def all_gather_gemm_gemm(a, b, c, flags, errors, flag_kind, heap_bases, workspac
         first, stop = stream_k_range(pid, num_programs, units)
         while stop > first:  # this program's pieces, last first
             sk_tile, start, k_lo, k_hi = stream_k_segment(stop, first, k_iters)
-            accumulator, src, chunk, pid_n = _gemm_piece(
-                a, b, flags, errors, flag_kind, heap_bases, rank, epoch, max_spins,
-                num_dp_tiles + sk_tile, k_lo, k_hi, tiles_per_rank, num_pid_m, num_pid_n,
+            accumulator, src, chunk, pid_n, acquired = _gemm_piece(
+                a, b, flags, errors, flag_kind, heap_bases, rank, epoch, max_spins, flag_group,
+                acquired, num_dp_tiles + sk_tile, k_lo, k_hi, tiles_per_rank, num_pid_m, num_pid_n,
                 rows_per_rank, N_local, K, stride_am, stride_ak, stride_bk, stride_bn, BLOCK_M,
                 BLOCK_N, BLOCK_K, SOURCE, USE_TMA, DOT_IN_FP32)
             accumulator = stream_k_fixup(accumulator, workspace, sk_flags, pid, num_programs,
@@ -253,20 +261,19 @@ def all_gather_gemm_push(a_ptr, gathered_ptr, flags, heap_bases, rank, epoch, ro
             device.signal(flags + rank * chunks + chunk, epoch, rank, peer, heap_bases)
 
 
-@triton.jit(do_not_specialize=["epoch"])
-def all_gather_gemm_signal(flags, heap_bases, rank, peer, epoch, first, count):
-    """Set ``flags[first .. first + count)`` to ``epoch`` in ``peer``'s heap (release, system
-    scope): the chunks a copy engine wrote just before this launch on the same stream."""
-    for index in range(first, first + count):
-        device.signal(flags + index, epoch, rank, peer, heap_bases)
+def copy_engine_group(rows: int, meta: dict) -> int:
+    """Row tiles per copy of push_copy_engine (``CE_GROUPS`` copies of a shard of ``rows`` rows,
+    one flag each: the first row tile's)."""
+    return triton.cdiv(triton.cdiv(rows, meta["BLOCK_M"]), meta["CE_GROUPS"])
 
 
 def _push_copy_engine(heap, state: dict, epoch: int, meta: dict) -> Step:
-    """Copy-engine pushes of this rank's shard to every peer, chunk flags signalled after each."""
+    """Copy-engine pushes of this rank's shard to every peer, each group's flag written by the
+    stream after its copy (``Heap.signal_queued``: no kernel, no SM)."""
     a, gathered = state["a"], state["gathered"]
     rows, block_m, rank, world = a.shape[0], meta["BLOCK_M"], heap.rank, heap.world_size
     chunks = triton.cdiv(rows, block_m)
-    per_group = triton.cdiv(chunks, meta["CE_GROUPS"])
+    per_group = copy_engine_group(rows, meta)
     views = state.setdefault("peer_gathered", {})
 
     def run() -> None:
@@ -278,8 +285,7 @@ def _push_copy_engine(heap, state: dict, epoch: int, meta: dict) -> Step:
                 count = min(per_group, chunks - first)
                 start, stop = first * block_m, min(rows, (first + count) * block_m)
                 views[peer][start:stop].copy_(a[start:stop])
-                all_gather_gemm_signal[(1,)](state["flags"], heap.heap_bases, rank, peer, epoch,
-                                             rank * chunks + first, count, num_warps=1)
+                heap.signal_queued(state["flags"], rank * chunks + first, epoch, peer)
 
     return Step(run, stream="comm", name="push (copy engine)")
 
@@ -350,7 +356,7 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
     load_tma = tma_supported(gathered, b)
     store_tma = load_tma and tma_supported(c) and rows % block_m == 0
 
-    def gemm(programs: int, source: int) -> Step:
+    def gemm(programs: int, source: int, flag_group: int = 1) -> Step:
         use_tma = load_tma and source != _PULL        # peers' rows: pointers, translated
         run = gemm_launch(num_tiles, programs, meta, c.device, use_tma, store_tma and use_tma,
                           a.dtype, flags=source == _WAIT)
@@ -359,7 +365,8 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
         c_arg = operands(c, c_block(meta, store_tma and use_tma), store_tma and use_tma)
         return Step(lambda: all_gather_gemm_gemm[run.grid](
             a_arg, b_arg, c_arg, state["flags"], heap.errors, state["flag_kind"], heap.heap_bases,
-            run.workspace, run.sk_flags, heap.rank, epoch, heap.max_spins, rows, n_local, K,
+            run.workspace, run.sk_flags, heap.rank, epoch, heap.max_spins, flag_group, rows,
+            n_local, K,
             a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
             WORLD_SIZE=world, SOURCE=source,
             STORE_TMA=store_tma and use_tma, **run.kwargs), name="gemm")
@@ -375,8 +382,9 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
         return [gemm(sms, _PULL), BARRIER]
     if pattern == "push":   # the CPU runner runs the push of every rank before any GEMM
         return [push(comm_sms, True, "comm"), gemm(sms - comm_sms, _WAIT), BARRIER]
-    if pattern == "push_copy_engine":   # one SM left to the signal kernels (module docstring)
-        return [_push_copy_engine(heap, state, epoch, meta), gemm(sms - 1, _WAIT), BARRIER]
+    if pattern == "push_copy_engine":   # every SM: the copies and their flags use none
+        return [_push_copy_engine(heap, state, epoch, meta),
+                gemm(sms, _WAIT, copy_engine_group(rows, meta)), BARRIER]
     if pattern == "bulk_sync":
         return [push(sms, False, "main"), BARRIER, gemm(sms, _GATHERED), BARRIER]
     raise ValueError(f"pattern must be one of {PATTERNS}, got {pattern!r}")
@@ -444,7 +452,7 @@ SPEC = DistKernelSpec(
         "llama8b-up-4k": {"M": 4096, "N": 14336, "K": 4096},
     },
     bench_problems=("llama70b-up-8k", "llama70b-qkv-4k", "llama8b-up-4k"),
-    # CE_GROUPS=1: one copy and one signal kernel per peer. On two H200s (2026-11-26,
+    # CE_GROUPS=1: one copy and one flag per peer. On two H200s (2026-11-26,
     # eval/results/ag_ce_groups_h200x2/) push_copy_engine ran at the same GPU time with 1 and 4
     # groups at the three bench problems (within 0.3 %), and queueing a launch took the host
     # 0.26-0.46 ms with 1 against 0.35-0.64 with 4: at llama8b-up-4k more than the GPUs' 0.33.

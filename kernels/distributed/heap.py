@@ -227,6 +227,29 @@ class Heap:
             raw = self._handle.get_buffer(peer, (self.buffer.numel(),), torch.uint8, 0)
         return raw[offset:offset + nbytes].view(tensor.dtype).view(tensor.shape)
 
+    def signal_queued(self, flags: torch.Tensor, index: int, value: int, peer: int) -> None:
+        """Queue on the current stream a write of ``value`` to ``peer``'s copy of the int32
+        flag ``flags[index]``, after everything queued before it on that stream (copy-engine
+        copies included); no SM is used.
+
+        On a GPU this is ``cuStreamWriteValue32`` through torch's symmetric memory (a system-wide
+        memory fence precedes the write, CUDA driver API docs of CUstreamWriteValue_flags), so
+        a peer that acquires the flag sees the copies queued before it. In group mode (CPU)
+        the stream has already run them: a plain store.
+
+        Raises:
+            HeapError: ``flags`` is not an int32 tensor of this heap, or ``index`` is outside it.
+        """
+        if flags.dtype != torch.int32 or not 0 <= index < flags.numel():
+            raise HeapError(f"rank {self.rank}: signal_queued needs an int32 heap flag and an "
+                            f"index in 0..{flags.numel() - 1}, got {flags.dtype} [{index}]")
+        target = self.peer_view(flags, peer).reshape(-1)
+        if target.is_cuda:
+            from torch._C._distributed_c10d import _SymmetricMemory
+            _SymmetricMemory.stream_write_value32(target.view(torch.uint32), index, value)
+        else:
+            target[index] = value
+
     # ------------------------------------------------------------------ checks and barrier
     def check_symmetric(self) -> None:
         """Compare this rank's allocations with every other rank's (a collective in process mode).

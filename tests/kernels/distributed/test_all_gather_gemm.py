@@ -49,6 +49,33 @@ def test_every_pattern_on_cpu(world_size):
             assert rank_errors == errors["pull"][dtype], (pattern, dtype)
 
 
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_copy_engine_groups_share_one_flag(world_size):
+    """push_copy_engine with CE_GROUPS=1: each peer's shard (two 16-row tiles, M = 32 W) is one
+    copy and one flag, the first row tile's, written by the stream; the GEMM reads both row
+    tiles after that one flag (waiting for the second tile's own flag, never written, would
+    give up). The output equals pull's to the last bit."""
+    out = _interpret(
+        "w = %d\n"
+        "spec = dataclasses.replace(kernel.SPEC,\n"
+        "    problems={**kernel.SPEC.problems, 'check': {'M': 32 * w, 'N': 16 * w, 'K': 40}})\n"
+        "meta = spec.meta_for('check', {'CE_GROUPS': 1})\n"
+        "problem = spec.problems['check']\n"
+        "heaps = runner.Heap.group(w, spec.heap_bytes(problem, w, 'bfloat16'))\n"
+        "inputs = [spec.make_inputs(problem, r, w, 0) for r in range(w)]\n"
+        "states = [spec.setup(h, x, problem, meta) for h, x in zip(heaps, inputs)]\n"
+        "for epoch in (1, 2):\n"
+        "    runner._launch_group(spec, heaps, states, 'push_copy_engine', epoch, meta)\n"
+        "pull = [c.error for c in runner.run_group(spec, w, 'pull')]\n"
+        "ours = [runner.relative_error(spec.output(s), spec.reference(inputs, r))\n"
+        "        for r, s in enumerate(states)]\n"
+        "print(json.dumps({'flags': states[0]['flags'].tolist(), 'ours': ours, 'pull': pull}))\n"
+        % world_size)
+    # rank 0's flags, [source rank, row tile]: each peer wrote its group's first flag, epoch 2
+    assert out["flags"] == [0, 0] + [2, 0] * (world_size - 1)
+    assert out["ours"] == out["pull"] and all(0 < e < 5e-3 for e in out["ours"])
+
+
 def test_a_flag_that_never_comes_names_rank_and_flag():
     """Rank 1 skips its push: rank 0's GEMM gives up on its one remote row tile (M = 32: one
     16-row tile per rank, one column tile), rank 1's chunk 0, flag index 1 * 1 + 0, after

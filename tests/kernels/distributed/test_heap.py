@@ -51,6 +51,18 @@ def test_peer_view_is_the_peer_copy():
         heaps[0].peer_view(torch.zeros(4), 1)
 
 
+def test_signal_queued_writes_the_peer_flag():
+    """Group mode (CPU): the write lands in the peer's copy of the flag, nowhere else."""
+    heaps = Heap.group(2, 1 << 14)
+    flags = [h.flags(3, "ready")[0] for h in heaps]
+    heaps[0].signal_queued(flags[0], 2, 7, 1)
+    assert flags[1].tolist() == [0, 0, 7] and flags[0].tolist() == [0, 0, 0]
+    with pytest.raises(HeapError, match=r"index in 0..2, got torch.int32 \[3\]"):
+        heaps[0].signal_queued(flags[0], 3, 7, 1)
+    with pytest.raises(HeapError, match="int32 heap flag"):
+        heaps[0].signal_queued(heaps[0].zeros(3, dtype=torch.int64), 0, 7, 1)
+
+
 def test_ranks_with_different_allocations_are_named():
     mine = [Allocation("c", 256, 64, (4, 8), "torch.float16")]
     _compare_allocations(0, mine, 1, [(256, 64, (4, 8), "torch.float16")])
