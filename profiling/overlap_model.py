@@ -365,6 +365,25 @@ def _gemm_reduce_scatter(prob, w, pattern, meta, hw, p) -> dict:
         sums = (w - 1) * (m // w) * n * ELEMENT_BYTES / hbm_rate(sms, hw, p)
         return _parts(body + sums + barrier, host_s(p, 1, 1), gemm, body - gemm + sums, floor,
                       gemm=gemm, stores=store, sums=sums, tail=body + sums - gemm, barrier=barrier)
+    if pattern == "push_copy_engine":
+        # the other owners' rows first (local stores), then the copy engines take them to their
+        # owners group by group while the own rows are computed, each own tile summed in its
+        # epilogue after its group has come from every peer. Not fitted (added 2026-11-26): the
+        # copy rate is the spec's copy engine's; a measured run recalibrates.
+        rows = m // w
+        others = gemm_s(m - rows, n, k, meta, sms, hw)
+        own = gemm_s(rows, n, k, meta, sms, hw)
+        groups = min(meta["CE_GROUPS"], max(1, math.ceil(rows / meta["BLOCK_M"])))
+        group_s = rows * n * ELEMENT_BYTES / groups / hw.copy_engine_bytes_per_s
+        # owner d's group g comes last from the peer at distance W - 1, which sends to W - 2
+        # nearer owners first
+        ready = [((w - 2) * groups + g + 1) * group_s for g in range(groups)]
+        sums = (w - 1) * rows * n * ELEMENT_BYTES / hbm_rate(sms, hw, p)
+        body = _streamed_gemm_s((own + sums) / groups, ready)
+        gemm = others + own
+        return _parts(others + body + barrier, host_s(p, 2, 1, 1, (w - 1) * groups), gemm,
+                      others + body - gemm, floor, gemm=gemm, copies=group_s * groups * (w - 1),
+                      sums=sums, tail=others + body - gemm, barrier=barrier)
     raise _bad_pattern("gemm_reduce_scatter", pattern)
 
 

@@ -110,7 +110,7 @@ from swizzleperf.kernels.schedule.persistent_gemm import (data_parallel_tiles, m
                                                           stream_k_fixup, stream_k_range,
                                                           stream_k_segment)
 
-PATTERNS = ("bulk_sync", "producer_consumer", "epilogue_reduce")
+PATTERNS = ("bulk_sync", "producer_consumer", "epilogue_reduce", "push_copy_engine")
 
 
 @triton.jit
@@ -388,6 +388,109 @@ def _whole_tile(a, b, staging_ptr, out, flags, errors, flag_kind, heap_bases, ra
     return pending, pending_owner
 
 
+@triton.jit
+def _phase_tile(tile, rank, grid_m, num_pid_n, tiles_per_rank, WORLD_SIZE: tl.constexpr,
+                OWN: tl.constexpr):
+    """Tile index ``tile`` of a push_copy_engine launch through ``swizzle``: ``(owner, local_m,
+    pid_n)``. OWN=0: the grid of the other owners' rows [(W - 1) * tiles_per_rank, num_pid_n],
+    its row p row tile p % tiles_per_rank of owner (p // tiles_per_rank + r + 1) % W (owner
+    r + 1 first); OWN=1: the grid of this rank's rows [tiles_per_rank, num_pid_n]."""
+    pid_m, pid_n = swizzle(tile, grid_m, num_pid_n)
+    if OWN:
+        owner = rank
+        local_m = pid_m
+    else:
+        owner = (pid_m // tiles_per_rank + rank + 1) % WORLD_SIZE
+        local_m = pid_m % tiles_per_rank
+    return owner, local_m, pid_n
+
+
+@triton.jit
+def _phase_finish(accumulator, c, staging_ptr, flags, errors, flag_kind, rank, epoch, max_spins,
+                  flag_group, owner, local_m, pid_n, rows_per_rank, N, stride_sw, stride_sm,
+                  stride_sn, stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  WORLD_SIZE: tl.constexpr, OWN: tl.constexpr, STORE_TMA: tl.constexpr,
+                  SUBTILE: tl.constexpr):
+    """A finished tile of a push_copy_engine launch. OWN=0: the partial goes to this rank's
+    outbox ``c`` [W * rows_per_rank, N] at the owner's rows (local; the copy engines take it to
+    the owner). OWN=1: after the W - 1 peers' flags of the tile's group of ``flag_group`` row
+    tiles (acquire), their slots of the local staging are added to the fp32 accumulator (slots
+    r - 1, r - 2, ...) and the sum goes to ``c`` = out [rows_per_rank, N]."""
+    if OWN:
+        flag = (local_m - local_m % flag_group) * WORLD_SIZE
+        s_ptrs, mask = tile_pointers(staging_ptr, local_m, pid_n, rows_per_rank, N, stride_sm,
+                                     stride_sn, BLOCK_M, BLOCK_N)
+        accumulator = _add_slots(accumulator, s_ptrs, mask, flags, flag, errors, flag_kind, rank,
+                                 epoch, max_spins, stride_sw, WORLD_SIZE, WORLD_SIZE - 1, True)
+        store_tile(c, accumulator, local_m * BLOCK_M, pid_n * BLOCK_N, rows_per_rank, N,
+                   stride_cm, stride_cn, BLOCK_M, BLOCK_N, STORE_TMA, SUBTILE)
+    elif STORE_TMA:   # row tiles divide the rows: a tile never crosses into the next owner's
+        store_tile(c, accumulator, owner * rows_per_rank + local_m * BLOCK_M, pid_n * BLOCK_N,
+                   rows_per_rank, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, True, SUBTILE)
+    else:
+        store_tile(c + owner * rows_per_rank * stride_cm, accumulator, local_m * BLOCK_M,
+                   pid_n * BLOCK_N, rows_per_rank, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N,
+                   False)
+
+
+@triton.jit(do_not_specialize=["epoch"])
+def gemm_reduce_scatter_phase(a, b, c, staging_ptr, flags, errors, flag_kind, workspace,
+                              sk_flags, rank, epoch, max_spins, flag_group, rows_per_rank, N,
+                              K_local, stride_am, stride_ak, stride_bk, stride_bn, stride_sw,
+                              stride_sm, stride_sn, stride_cm, stride_cn,
+                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                              BLOCK_K: tl.constexpr, WORLD_SIZE: tl.constexpr,
+                              OWN: tl.constexpr, STREAM_K: tl.constexpr, USE_TMA: tl.constexpr,
+                              STORE_TMA: tl.constexpr, SUBTILE: tl.constexpr,
+                              WARP_SPECIALIZE: tl.constexpr, FLATTEN: tl.constexpr,
+                              DOT_IN_FP32: tl.constexpr):
+    """One of push_copy_engine's two persistent GEMMs of the partial ``A_r @ B_r``
+    (kernels/schedule/persistent_gemm.py's schedule): OWN=0 the other owners' rows, into this
+    rank's outbox ``c`` [W * rows_per_rank, N]; OWN=1 this rank's own rows, each tile summed with
+    the peers' partials in the epilogue and written to ``c`` = out [rows_per_rank, N]
+    (``_phase_finish``). ``a``, ``b``, ``c``: descriptors with USE_TMA / STORE_TMA, else
+    pointers; ``staging_ptr`` the local staging [W, rows_per_rank, N] (OWN=1 reads it)."""
+    pid = tl.program_id(0)
+    num_programs = tl.num_programs(0)
+    tiles_per_rank = tl.cdiv(rows_per_rank, BLOCK_M)
+    if OWN:
+        grid_m = tiles_per_rank
+    else:
+        grid_m = (WORLD_SIZE - 1) * tiles_per_rank
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    k_iters = tl.cdiv(K_local, BLOCK_K)
+    num_dp_tiles = data_parallel_tiles(grid_m * num_pid_n, num_programs, STREAM_K)
+    for tile in tl.range(pid, num_dp_tiles, num_programs, flatten=FLATTEN,
+                         warp_specialize=WARP_SPECIALIZE):
+        owner, local_m, pid_n = _phase_tile(tile, rank, grid_m, num_pid_n, tiles_per_rank,
+                                            WORLD_SIZE, OWN)
+        accumulator = _gemm_piece(a, b, owner, local_m, pid_n, 0, k_iters, rows_per_rank, N,
+                                  K_local, stride_am, stride_ak, stride_bk, stride_bn, BLOCK_M,
+                                  BLOCK_N, BLOCK_K, USE_TMA, DOT_IN_FP32)
+        _phase_finish(accumulator, c, staging_ptr, flags, errors, flag_kind, rank, epoch,
+                      max_spins, flag_group, owner, local_m, pid_n, rows_per_rank, N, stride_sw,
+                      stride_sm, stride_sn, stride_cm, stride_cn, BLOCK_M, BLOCK_N, WORLD_SIZE,
+                      OWN, STORE_TMA, SUBTILE)
+    if STREAM_K > 0:
+        units = (grid_m * num_pid_n - num_dp_tiles) * k_iters
+        first, stop = stream_k_range(pid, num_programs, units)
+        while stop > first:  # this program's pieces, last first
+            sk_tile, start, k_lo, k_hi = stream_k_segment(stop, first, k_iters)
+            owner, local_m, pid_n = _phase_tile(num_dp_tiles + sk_tile, rank, grid_m, num_pid_n,
+                                                tiles_per_rank, WORLD_SIZE, OWN)
+            accumulator = _gemm_piece(a, b, owner, local_m, pid_n, k_lo, k_hi, rows_per_rank, N,
+                                      K_local, stride_am, stride_ak, stride_bk, stride_bn,
+                                      BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA, DOT_IN_FP32)
+            accumulator = stream_k_fixup(accumulator, workspace, sk_flags, pid, num_programs,
+                                         units, sk_tile, start, k_hi, k_iters, BLOCK_M, BLOCK_N)
+            if k_hi == k_iters:
+                _phase_finish(accumulator, c, staging_ptr, flags, errors, flag_kind, rank, epoch,
+                              max_spins, flag_group, owner, local_m, pid_n, rows_per_rank, N,
+                              stride_sw, stride_sm, stride_sn, stride_cm, stride_cn, BLOCK_M,
+                              BLOCK_N, WORLD_SIZE, OWN, STORE_TMA, SUBTILE)
+            stop = start
+
+
 @triton.jit(do_not_specialize=["epoch"])
 def gemm_reduce_scatter_reduce(staging_ptr, out_ptr, flags, errors, flag_kind, rank, epoch,
                                max_spins, rows_per_rank, N, stride_sw, stride_sm, stride_sn,
@@ -413,6 +516,36 @@ def gemm_reduce_scatter_reduce(staging_ptr, out_ptr, flags, errors, flag_kind, r
 
 
 # ----------------------------------------------------------------------------------- host side
+def copy_engine_group(rows: int, meta: dict) -> int:
+    """Row tiles per copy of push_copy_engine (``CE_GROUPS`` copies of each owner's rows
+    ``rows``, one flag each: the first row tile's, column 0)."""
+    return triton.cdiv(triton.cdiv(rows, meta["BLOCK_M"]), meta["CE_GROUPS"])
+
+
+def _push_copy_engine(heap, state: dict, epoch: int, meta: dict) -> Step:
+    """After the GEMM of the other owners' rows (main stream), the copy engines take each
+    owner's rows of this rank's outbox to slot [r] of the owner's staging, owner r + 1 first, in
+    groups of row tiles, each group's flag written by the stream after its copy
+    (``Heap.signal_queued``: no SM)."""
+    outbox, staging, flags = state["outbox"], state["staging"], state["flags"]
+    rank, world = heap.rank, heap.world_size
+    rows, block_m = staging.shape[1], meta["BLOCK_M"]
+    row_tiles, group = triton.cdiv(rows, block_m), copy_engine_group(rows, meta)
+    views = state.setdefault("peer_staging", {})
+
+    def run() -> None:
+        for distance in range(1, world):
+            owner = (rank + distance) % world
+            if owner not in views:
+                views[owner] = heap.peer_view(staging, owner)[rank]
+            for first in range(0, row_tiles, group):
+                start, stop = first * block_m, min(rows, (first + group) * block_m)
+                views[owner][start:stop].copy_(outbox[owner * rows + start:owner * rows + stop])
+                heap.signal_queued(flags, first * world + rank, epoch, owner)
+
+    return Step(run, stream="comm", after_main=True, name="push (copy engine)")
+
+
 def make_inputs(problem: dict, rank: int, world_size: int, seed: int, device: str = "cpu",
                 dtype: str = "bfloat16") -> dict:
     """A_r [M, K/W] (rank r's feature slice of the activations) and B_r [K/W, N] (its rows of
@@ -491,6 +624,23 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
             STORE_TMA=store_tma, **run.kwargs),
             name="gemm" if not phase else f"gemm (phase {phase})")
 
+    def phase(programs: int, own: bool, flag_group: int = 1) -> Step:
+        """push_copy_engine's GEMM of the other owners' rows into the outbox, or of its own
+        rows summed in the epilogue (``gemm_reduce_scatter_phase``)."""
+        target = out if own else state.setdefault(
+            "outbox", torch.empty(world * rows, N, dtype=a.dtype, device=a.device))
+        store_tma = use_tma and tma_supported(target) and rows % meta["BLOCK_M"] == 0
+        grid_m = triton.cdiv(rows, meta["BLOCK_M"]) * (1 if own else world - 1)
+        run = gemm_launch(grid_m * triton.cdiv(N, meta["BLOCK_N"]), programs, meta, out.device,
+                          use_tma, store_tma, a.dtype, flags=own)
+        target_arg = operands(target, c_block(meta, store_tma), store_tma)
+        return Step(lambda: gemm_reduce_scatter_phase[run.grid](
+            a_arg, b_arg, target_arg, staging, state["flags"], heap.errors, state["flag_kind"],
+            run.workspace, run.sk_flags, heap.rank, epoch, heap.max_spins, flag_group, rows, N,
+            K_local, a.stride(0), a.stride(1), b.stride(0), b.stride(1), *staging_strides,
+            target.stride(0), target.stride(1), WORLD_SIZE=world, OWN=own, STORE_TMA=store_tma,
+            **run.kwargs), name="gemm (own rows)" if own else "gemm (other owners' rows)")
+
     # 16 fp32 accumulator elements per thread and up to W loads of as many in flight: 128 x 256
     # tiles take 16 warps (98 registers in sm_90 code from triton 3.6; 4 warps spill).
     reduce_warps = max(4, min(16, meta["BLOCK_M"] * meta["BLOCK_N"] // 2048))
@@ -506,6 +656,10 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
         return [gemm(sms, False), BARRIER, reduce(sms, False, "main"), BARRIER]
     if pattern == "producer_consumer":  # the CPU runner runs every rank's GEMM before any reduce
         return [gemm(sms - comm_sms, True), reduce(comm_sms, True, "comm"), BARRIER]
+    if pattern == "push_copy_engine":
+        group = copy_engine_group(rows, meta)
+        return [phase(sms, False), _push_copy_engine(heap, state, epoch, meta),
+                phase(sms, True, group), BARRIER]
     if pattern == "epilogue_reduce":
         if meta.get("STREAM_K", 0) >= 2:
             raise ValueError(_EPILOGUE_REDUCE_STREAM_K)
@@ -545,12 +699,14 @@ def baseline(inputs: dict, problem: dict, group=None) -> Baseline:
 
 
 def tile_orders(problem: dict, world_size: int, meta: dict) -> list:
-    """Two call sites: the GEMM's grid of W rounds of row tiles [W * cdiv(M/W, BLOCK_M),
-    cdiv(N, BLOCK_N)], and the reduce's grid of the rank's own rows [cdiv(M/W, BLOCK_M),
-    cdiv(N, BLOCK_N)]."""
+    """The grids the kernels walk through ``swizzle``: the GEMM's of W rounds of row tiles
+    [W * cdiv(M/W, BLOCK_M), cdiv(N, BLOCK_N)], the reduce's (and push_copy_engine's own-rows
+    GEMM's) of the rank's own rows [cdiv(M/W, BLOCK_M), cdiv(N, BLOCK_N)], and push_copy_engine's
+    GEMM of the other owners' rows [(W - 1) * cdiv(M/W, BLOCK_M), cdiv(N, BLOCK_N)]."""
     rows = triton.cdiv(problem["M"] // world_size, meta["BLOCK_M"])
     cols = triton.cdiv(problem["N"], meta["BLOCK_N"])
-    return [((world_size * rows, cols), (world_size * rows, cols)), ((rows, cols), (rows, cols))]
+    grids = [(world_size * rows, cols), (rows, cols), ((world_size - 1) * rows, cols)]
+    return [(grid, grid) for grid in grids]
 
 
 def constraints(problem: dict, world_size: int, pattern: str, meta: dict) -> str | None:
@@ -575,7 +731,8 @@ _EPILOGUE_REDUCE_STREAM_K = ("epilogue_reduce takes STREAM_K 0 or 1: with 2 or 3
 
 SPEC = DistKernelSpec(
     name="gemm_reduce_scatter",
-    kernel_names=("gemm_reduce_scatter_gemm", "gemm_reduce_scatter_reduce"),
+    kernel_names=("gemm_reduce_scatter_gemm", "gemm_reduce_scatter_reduce",
+                  "gemm_reduce_scatter_phase"),
     patterns=PATTERNS,
     problems={
         # W = 2: 24 output rows per owner (a full and a half row tile), K/W = 24 (a ragged K
@@ -590,13 +747,13 @@ SPEC = DistKernelSpec(
         "llama8b-down-4k": {"M": 4096, "N": 4096, "K": 14336},
     },
     bench_problems=("llama70b-down-8k", "llama70b-o-4k", "llama8b-down-4k"),
-    meta={**GEMM_META, "COMM_SMS": 16},
-    check_meta={**GEMM_CHECK_META, "COMM_SMS": 1},
-    knobs={"pattern": PATTERNS, "COMM_SMS": (8, 16, 32), **GEMM_TILE_KNOBS,
-           "swizzle": ("row-major", "column-major", "grouped-m:8")},
+    meta={**GEMM_META, "COMM_SMS": 16, "CE_GROUPS": 8},
+    check_meta={**GEMM_CHECK_META, "COMM_SMS": 1, "CE_GROUPS": 2},
+    knobs={"pattern": PATTERNS, "COMM_SMS": (8, 16, 32), "CE_GROUPS": (1, 2, 4, 8, 16),
+           **GEMM_TILE_KNOBS, "swizzle": ("row-major", "column-major", "grouped-m:8")},
     tile_orders=tile_orders,
     constraints=constraints,
-    pattern_knobs={"producer_consumer": ("COMM_SMS",)},
+    pattern_knobs={"producer_consumer": ("COMM_SMS",), "push_copy_engine": ("CE_GROUPS",)},
     tile_configs=GEMM_TILE_CONFIGS,
     compute_shape=lambda p, w: {"M": p["M"], "N": p["N"], "K": p["K"] // w},
     make_inputs=make_inputs,

@@ -106,7 +106,7 @@ class StepRunner:
     """Runs a rank's steps on its main stream and a second "comm" stream (GPUs).
 
     Comm-stream launches start after everything queued on the main stream before the launch
-    began, and the main stream waits for them before each barrier and at the end, so the two
+    began (``Step.after_main``: before the step), and the main stream waits for them before each barrier and at the end, so the two
     streams overlap only inside one launch of the kernel.
     """
 
@@ -122,6 +122,8 @@ class StepRunner:
                 self.main.wait_stream(self.comm)
                 self.heap.device_barrier()
             elif step.stream == "comm":
+                if step.after_main:
+                    self.comm.wait_stream(self.main)
                 with torch.cuda.stream(self.comm):
                     step.run()
             else:

@@ -28,12 +28,15 @@ Meta = Mapping[str, Any]
 
 @dataclass(frozen=True)
 class Step:
-    """One step of a rank: a launch (``run``) on ``stream`` ("main" or "comm"), or a barrier."""
+    """One step of a rank: a launch (``run``) on ``stream`` ("main" or "comm"), or a barrier.
+    ``after_main``: a "comm" step that starts after everything queued on the main stream
+    before it (else after what was queued before the launch began)."""
 
     run: Callable[[], None] | None = None
     stream: str = "main"
     barrier: bool = False
     name: str = ""
+    after_main: bool = False
 
 
 BARRIER = Step(barrier=True, name="barrier")

@@ -104,7 +104,7 @@ def test_a_prediction_is_fast():
 # ------------------------------------------------------------------------------ bound, interval, flag
 _PATTERNS = {"gemm_all_scatter": ("bulk_sync", "producer_consumer", "fused_sequential", "workgroup_specialized"),
              "all_gather_gemm": ("bulk_sync", "pull", "push", "push_copy_engine"),
-             "gemm_reduce_scatter": ("bulk_sync", "producer_consumer", "epilogue_reduce"),
+             "gemm_reduce_scatter": ("bulk_sync", "producer_consumer", "epilogue_reduce", "push_copy_engine"),
              "flash_decode": ("bulk_sync", "fused_push")}
 #: A typical problem and a weird one (sizes off every power of two, a tiny one) per kernel.
 _PROBLEMS = {"gemm_all_scatter": [QKV, {"M": 1000, "N": 3000, "K": 136}],

@@ -35,19 +35,43 @@ def test_every_pattern_on_cpu(world_size):
     """Two launches of each pattern in both dtypes; bulk_sync and producer_consumer sum the same
     slots in the same order, so their outputs are identical (same errors to the last bit);
     epilogue_reduce sums its own partial unrounded (its own error, within the same bound; on the
-    CPU in its two launches: the other owners' tiles, then the own ones)."""
+    CPU in its two launches: the other owners' tiles, then the own ones), and push_copy_engine
+    sums the same slots onto the same unrounded partial: epilogue_reduce's errors to the last bit."""
     errors = _interpret(
         "out = {p: {d: [c.error for c in runner.run_group(kernel.SPEC, %d, p, dtype=d)]\n"
         "           for d in ('bfloat16', 'float16')} for p in kernel.SPEC.patterns}\n"
         "print(json.dumps(out))\n" % world_size)
-    assert list(errors) == ["bulk_sync", "producer_consumer", "epilogue_reduce"]
+    assert list(errors) == ["bulk_sync", "producer_consumer", "epilogue_reduce", "push_copy_engine"]
     for pattern, by_dtype in errors.items():
         for dtype, rank_errors in by_dtype.items():
             limit = {"bfloat16": 8e-3, "float16": 6e-4}[dtype]
             assert len(rank_errors) == world_size
             assert all(0 < e < limit for e in rank_errors), (pattern, dtype, rank_errors)
-            if pattern != "epilogue_reduce":
-                assert rank_errors == errors["bulk_sync"][dtype], (pattern, dtype)
+            same_as = "epilogue_reduce" if pattern == "push_copy_engine" else (
+                pattern if pattern == "epilogue_reduce" else "bulk_sync")
+            assert rank_errors == errors[same_as][dtype], (pattern, dtype)
+
+
+def test_copy_engine_groups_share_one_flag():
+    """push_copy_engine with CE_GROUPS=1 at W = 2 (M = 64: two 16-row tiles per owner, N = 32:
+    two column tiles): each owner's rows go over in one copy with one flag, (row tile 0, source)
+    = index 0 * 2 + source, written by the stream; the own-rows GEMM sums all four tiles after
+    it (waiting on a tile's own flag, never written, would give up). Two launches: epoch 2."""
+    out = _interpret(
+        "spec = dataclasses.replace(kernel.SPEC,\n"
+        "    problems={**kernel.SPEC.problems, 'check': {'M': 64, 'N': 32, 'K': 32}})\n"
+        "meta = spec.meta_for('check', {'CE_GROUPS': 1})\n"
+        "problem = spec.problems['check']\n"
+        "heaps = runner.Heap.group(2, spec.heap_bytes(problem, 2, 'bfloat16'))\n"
+        "inputs = [spec.make_inputs(problem, r, 2, 0) for r in range(2)]\n"
+        "states = [spec.setup(h, x, problem, meta) for h, x in zip(heaps, inputs)]\n"
+        "for epoch in (1, 2):\n"
+        "    runner._launch_group(spec, heaps, states, 'push_copy_engine', epoch, meta)\n"
+        "errors = [runner.relative_error(spec.output(s), spec.reference(inputs, r))\n"
+        "          for r, s in enumerate(states)]\n"
+        "print(json.dumps({'flags': [s['flags'].tolist() for s in states], 'errors': errors}))\n")
+    assert out["flags"][0] == [0, 2] + [0] * 6 and out["flags"][1] == [2] + [0] * 7
+    assert all(0 < e < 8e-3 for e in out["errors"]), out["errors"]
 
 
 def test_a_flag_that_never_comes_names_rank_and_flag():
