@@ -527,21 +527,25 @@ def _push_copy_engine(heap, state: dict, epoch: int, meta: dict) -> Step:
     owner's rows of this rank's outbox to slot [r] of the owner's staging, owner r + 1 first, in
     groups of row tiles, each group's flag written by the stream after its copy
     (``Heap.signal_queued``: no SM)."""
-    outbox, staging, flags = state["outbox"], state["staging"], state["flags"]
     rank, world = heap.rank, heap.world_size
-    rows, block_m = staging.shape[1], meta["BLOCK_M"]
-    row_tiles, group = triton.cdiv(rows, block_m), copy_engine_group(rows, meta)
-    views = state.setdefault("peer_staging", {})
-
-    def run() -> None:
+    rows, block_m = state["staging"].shape[1], meta["BLOCK_M"]
+    group = copy_engine_group(rows, meta)
+    key = ("copies", block_m, group)
+    if key not in state:   # the copies' views, made once per state (host time counts per launch)
+        outbox, copies = state["outbox"], []
         for distance in range(1, world):
             owner = (rank + distance) % world
-            if owner not in views:
-                views[owner] = heap.peer_view(staging, owner)[rank]
-            for first in range(0, row_tiles, group):
+            slot = heap.peer_view(state["staging"], owner)[rank]
+            for first in range(0, triton.cdiv(rows, block_m), group):
                 start, stop = first * block_m, min(rows, (first + group) * block_m)
-                views[owner][start:stop].copy_(outbox[owner * rows + start:owner * rows + stop])
-                heap.signal_queued(flags, first * world + rank, epoch, owner)
+                copies.append((slot[start:stop], outbox[owner * rows + start:owner * rows + stop],
+                               first * world + rank, owner))
+        state[key] = copies
+
+    def run() -> None:
+        for destination, source, flag, owner in state[key]:
+            destination.copy_(source)
+            heap.signal_queued(state["flags"], flag, epoch, owner)
 
     return Step(run, stream="comm", after_main=True, name="push (copy engine)")
 

@@ -96,6 +96,7 @@ class Heap:
         self._checked = 0                # allocations already compared across ranks
         self._epoch = 0                  # barriers passed
         self._flag_kinds: list[str] = ["barrier"]
+        self._flag_views: dict = {}      # signal_queued's peer views of flag arrays
         self.signals = self.zeros(world_size, dtype=torch.int32, name="barrier")
         self.errors = self.zeros(_ERROR_WORDS, dtype=torch.int32, name="errors")
 
@@ -243,10 +244,14 @@ class Heap:
         if flags.dtype != torch.int32 or not 0 <= index < flags.numel():
             raise HeapError(f"rank {self.rank}: signal_queued needs an int32 heap flag and an "
                             f"index in 0..{flags.numel() - 1}, got {flags.dtype} [{index}]")
-        target = self.peer_view(flags, peer).reshape(-1)
+        key = (flags.data_ptr(), flags.numel(), peer)   # a view per flag array and peer, made once
+        target = self._flag_views.get(key)
+        if target is None:
+            target = self.peer_view(flags, peer).reshape(-1)
+            self._flag_views[key] = target = target.view(torch.uint32) if target.is_cuda else target
         if target.is_cuda:
             from torch._C._distributed_c10d import _SymmetricMemory
-            _SymmetricMemory.stream_write_value32(target.view(torch.uint32), index, value)
+            _SymmetricMemory.stream_write_value32(target, index, value)
         else:
             target[index] = value
 

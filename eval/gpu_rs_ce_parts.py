@@ -1,0 +1,100 @@
+"""Where GEMM + reduce-scatter's push_copy_engine spends its time (issue #23): on W GPUs, at each
+bench problem, the whole launch (at CE_GROUPS 4, 8 and 16) timed interleaved with each of its
+steps alone and with cuBLAS:
+
+- ``others``: the GEMM of the other owners' rows into the outbox (step 0);
+- ``copies``: the copy engines' copies of the outbox to the owners, each with its flag (step 1);
+- ``own_no_wait``: the GEMM of the own rows with the epilogue sums, every flag already set
+  (epoch 0: the waits pass at once), so the time of its compute and its sums alone (step 2);
+- ``cublas`` (``torch.matmul`` of the per-rank shape) and ``cublas_own_rows`` (of the rows of
+  one owner, the share of the own-rows GEMM);
+- ``bulk_sync`` for reference, and ``barrier`` (one device barrier, the step every pattern ends with).
+
+    torchrun --nproc-per-node 2 eval/gpu_rs_ce_parts.py --out OUT/rs_ce_parts.json
+
+Timed as eval/dist_bench.py times (agent/distributed/rank_worker.time_interleaved, paired with
+cuBLAS): medians and interquartile ranges over ``--rounds`` rounds, ms per launch, the slowest
+rank's. The whole launches share one epoch counter (they share the flags); the steps alone run
+at epoch 0. The per-rank GEMM configuration is the one tuned for the shape on this GPU
+(eval/results/gemm_configs_hopper.json). A diagnostic: nothing is verified here
+(eval/dist_bench.py verifies the same launch).
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+from pathlib import Path
+
+import torch
+
+from swizzleperf.kernels.distributed import load_spec, runner
+from swizzleperf.kernels.distributed.heap import Heap
+
+CONFIGS = Path(__file__).resolve().parent / "results" / "gemm_configs_hopper.json"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--sample-ms", type=float, default=20.0)
+    parser.add_argument("--groups", default="4,8,16", help="CE_GROUPS of the whole launches")
+    parser.add_argument("--problems", default="", help="comma-separated (default: the bench problems)")
+    args = parser.parse_args()
+    from swizzleperf.agent.distributed.rank_worker import RankContext, time_interleaved
+    from swizzleperf.kernels.schedule.gemm_tuning import best_config
+    runner.start_torchrun_rank()
+    rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
+    spec = load_spec("gemm_reduce_scatter")
+    problems = args.problems.split(",") if args.problems else list(spec.bench_problems)
+    heap = Heap.create(max(spec.heap_bytes(spec.problems[p], world, "bfloat16") for p in problems)
+                       + (64 << 20))
+    ctx = RankContext(rank, world, "cuda", heap, torch.distributed.group.WORLD, torch.cuda.get_device_name())
+    rows = []
+    for name in problems:
+        problem = spec.problems[name]
+        shape = spec.compute_shape(problem, world)
+        tuned = best_config(shape["M"], shape["N"], shape["K"], "bfloat16", torch.cuda.get_device_name(),
+                            path=CONFIGS) or {}
+        meta = spec.meta_for(name, tuned or None)
+        with runner.rank_state(spec, heap, problem, meta, 0, "bfloat16") as (inputs, state):
+            epochs = itertools.count(1)
+
+            def launch(pattern: str, knobs: dict, step: int | None = None):
+                run_steps, launch_meta = runner.StepRunner(heap), {**meta, **knobs}
+
+                def run() -> None:
+                    steps = spec.steps(heap, state, pattern, 0 if step is not None else next(epochs),
+                                       launch_meta)
+                    run_steps(steps if step is None else [steps[step]])
+                return run
+
+            a, b = inputs["a"], inputs["b"]
+            partial = torch.empty(shape["M"], shape["N"], dtype=a.dtype, device="cuda")
+            own = shape["M"] // world
+            fns = {f"push_copy_engine CE_GROUPS={g}": launch("push_copy_engine", {"CE_GROUPS": int(g)})
+                   for g in args.groups.split(",")}
+            fns.update({"others": launch("push_copy_engine", {}, 0),
+                        "copies": launch("push_copy_engine", {}, 1),
+                        "own_no_wait": launch("push_copy_engine", {}, 2),
+                        "bulk_sync": launch("bulk_sync", {}),
+                        "barrier": heap.device_barrier,
+                        "cublas": lambda: torch.matmul(a, b, out=partial),
+                        "cublas_own_rows": lambda: torch.matmul(a[:own], b, out=partial[:own])})
+            timed = time_interleaved(ctx, fns, args.rounds, args.sample_ms, pair_with="cublas")
+            timing = {n: {"median_ms": t["median_ms"], "iqr_ms": t["iqr_ms"], "host_ms": t["host_ms"]}
+                      for n, t in timed["contenders"].items()}
+        rows.append({"problem": name, "shape": shape, "world_size": world, "meta": meta, **timing})
+        if rank == 0:
+            print(name, {k: round(v["median_ms"], 4) for k, v in timing.items()}, flush=True)
+    if rank == 0:
+        Path(args.out).write_text(json.dumps({"device": torch.cuda.get_device_name(), "rows": rows,
+                                              "command": "torchrun --nproc-per-node 2 eval/gpu_rs_ce_parts.py --out OUT"},
+                                             indent=1, default=str))
+    torch.distributed.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
