@@ -24,11 +24,11 @@ with the GEMM is this kernel's overlap knob:
   (``NUM_SMS - COMM_SMS`` programs) waits (acquire, bounded) for the flag of each remote row
   tile it needs; local row tiles need no wait (*producer-consumer on two streams*);
 - ``push_copy_engine``: the same protocol with the copies done by the GPU's copy engines
-  (``Tensor.copy_`` into the peer's gathered A, mapped in this process) on the "comm"
-  stream, ``CE_GROUPS`` copies per peer, each followed by a write of its group's flag by the
-  stream itself (``Heap.signal_queued``, cuStreamWriteValue32); the GEMM has every SM
-  (``push`` gives ``COMM_SMS`` of them to copies that finish early in the GEMM and then idle)
-  and waits once per group of row tiles. Until 2026-11-26 a one-program kernel signalled each
+  (``Tensor.copy_`` into the peer's gathered A, mapped in this process) on streams beside the
+  GEMM's (``peer_copy.copy_engine_push``), ``CE_GROUPS`` copies per peer, each followed by a
+  write of its group's flag by its stream (``Heap.signal_queued``, cuStreamWriteValue32); the
+  GEMM has every SM (``push`` gives ``COMM_SMS`` of them to copies that finish early in the
+  GEMM and then idle) and waits once per group of row tiles. Until 2026-11-26 a one-program kernel signalled each
   group, and the GEMM left it one SM: the persistent GEMM's programs stay resident until the
   end, each holding nearly all of an SM's shared memory, so with every SM theirs a signal
   kernel found no SM while the GEMM's programs waited for its flags (two H100s, 2026-11-25:
@@ -38,8 +38,13 @@ with the GEMM is this kernel's overlap knob:
 
 Row tiles never straddle two ranks: each rank's M/W rows make cdiv(M/W, BLOCK_M) row tiles,
 the last one masked where BLOCK_M does not divide M/W (only at the small check problem).
-Every pattern ends with a device barrier: after it, no rank reads a peer's shard or writes a
-peer's gathered buffer any more, so the next launch may overwrite them.
+Every pattern but push_copy_engine ends with a device barrier: after it, no rank reads a peer's
+shard or writes a peer's gathered buffer any more, so the next launch may overwrite them.
+push_copy_engine instead alternates between two gathered A by the epoch's parity: this rank's
+copies of launch e + 2 into a peer's gathered A of launch e come after this rank's GEMM of
+launch e + 1 (the copies wait for the main stream), which waited for the peer's copies of e + 1,
+which came after the peer's GEMM of e, the last reader of that buffer; the flags count epochs,
+so one set serves both.
 
 The blocked loop, in pseudo-code (push, GEMM side)::
 
@@ -82,6 +87,7 @@ import triton
 import triton.language as tl
 
 from swizzleperf.kernels.distributed import device
+from swizzleperf.kernels.distributed.peer_copy import copy_engine_push, copy_streams
 from swizzleperf.kernels.distributed.spec import BARRIER, Baseline, DistKernelSpec, Step
 from swizzleperf.kernels.distributed.tiles import (GEMM_CHECK_META, GEMM_META, GEMM_TILE_CONFIGS,
                                                    GEMM_TILE_KNOBS, c_block, gemm_constraints,
@@ -268,26 +274,26 @@ def copy_engine_group(rows: int, meta: dict) -> int:
 
 
 def _push_copy_engine(heap, state: dict, epoch: int, meta: dict) -> Step:
-    """Copy-engine pushes of this rank's shard to every peer, each group's flag written by the
-    stream after its copy (``Heap.signal_queued``: no kernel, no SM)."""
-    a, gathered = state["a"], state["gathered"]
+    """Copy-engine pushes of this rank's shard into every peer's gathered A of this epoch's
+    parity, peer r - 1 first, each group's flag written by the stream after its copy
+    (``peer_copy.copy_engine_push``: no kernel, no SM)."""
+    a = state["a"]
     rows, block_m, rank, world = a.shape[0], meta["BLOCK_M"], heap.rank, heap.world_size
-    chunks = triton.cdiv(rows, block_m)
-    per_group = copy_engine_group(rows, meta)
-    views = state.setdefault("peer_gathered", {})
-
-    def run() -> None:
+    chunks, per_group = triton.cdiv(rows, block_m), copy_engine_group(rows, meta)
+    key = ("copies", epoch % 2, block_m, per_group)
+    if key not in state:   # the copies' views, made once per state (host time counts per launch)
+        copies = []
         for distance in range(1, world):
             peer = (rank - distance) % world
-            if peer not in views:
-                views[peer] = heap.peer_view(gathered, peer)[rank * rows:(rank + 1) * rows]
+            rows_there = heap.peer_view(state["gathered_pair"], peer)[epoch % 2,
+                                                                      rank * rows:(rank + 1) * rows]
             for first in range(0, chunks, per_group):
-                count = min(per_group, chunks - first)
-                start, stop = first * block_m, min(rows, (first + count) * block_m)
-                views[peer][start:stop].copy_(a[start:stop])
-                heap.signal_queued(state["flags"], rank * chunks + first, epoch, peer)
-
-    return Step(run, stream="comm", name="push (copy engine)")
+                start, stop = first * block_m, min(rows, (first + per_group) * block_m)
+                copies.append((rows_there[start:stop], a[start:stop], rank * chunks + first, peer))
+        state[key] = copies
+    streams = copy_streams(state, a.device)
+    return Step(lambda: copy_engine_push(heap, state[key], state["flags"], epoch, streams),
+                stream="comm", name="push (copy engine)")
 
 
 # ----------------------------------------------------------------------------------- host side
@@ -311,30 +317,33 @@ def make_inputs(problem: dict, rank: int, world_size: int, seed: int, device: st
 
 
 def heap_bytes(problem: dict, world_size: int, dtype: str) -> int:
-    """The gathered A [M, K] (this rank's shard is its rows r * M/W ..), one flag per row tile
+    """Two gathered A [M, K] (this rank's shard is their rows r * M/W ..), one flag per row tile
     (at most W * cdiv(M/W, 16): BLOCK_M >= 16) and 1 MiB for the control block and alignment.
     B_r and C_r stay outside the heap."""
     M, K = problem["M"], problem["K"]
     itemsize = getattr(torch, dtype).itemsize
     flags = world_size * triton.cdiv(M // world_size, 16)
-    return M * K * itemsize + 4 * flags + (1 << 20)
+    return 2 * M * K * itemsize + 4 * flags + (1 << 20)
 
 
 def setup(heap, inputs: dict, problem: dict, meta: dict) -> dict:
-    """The gathered A [M, K] in the heap with this rank's shard A_r copied into its rows
-    ``r * M/W ..`` (``a`` is that view: peers push into, and pull from, the same rows of every
-    heap), one flag per (source rank, row tile), C_r [M, N/W] outside the heap (no peer
+    """Two gathered A [M, K] in the heap (``gathered_pair``; ``gathered`` is the first, the one
+    every pattern but push_copy_engine uses) with this rank's shard A_r copied into their rows
+    ``r * M/W ..`` (``a`` is the first one's: peers push into, and pull from, the same rows of
+    every heap), one flag per (source rank, row tile), C_r [M, N/W] outside the heap (no peer
     touches it)."""
     rows, K = inputs["a"].shape
     M = rows * heap.world_size
-    gathered = heap.empty(M, K, dtype=inputs["a"].dtype, name="a_gathered")
+    gathered_pair = heap.empty(2, M, K, dtype=inputs["a"].dtype, name="a_gathered")
+    for gathered in gathered_pair:
+        gathered[heap.rank * rows:(heap.rank + 1) * rows].copy_(inputs["a"])
+    gathered = gathered_pair[0]
     a = gathered[heap.rank * rows:(heap.rank + 1) * rows]
-    a.copy_(inputs["a"])
     flags, kind = heap.flags(heap.world_size * triton.cdiv(rows, meta["BLOCK_M"]),
                              "a_chunk_ready")
     c = torch.empty(M, inputs["b"].shape[1], dtype=a.dtype, device=a.device)
-    return {"a": a, "gathered": gathered, "b": inputs["b"], "c": c, "flags": flags,
-            "flag_kind": kind}
+    return {"a": a, "gathered": gathered, "gathered_pair": gathered_pair, "b": inputs["b"], "c": c,
+            "flags": flags, "flag_kind": kind}
 
 
 def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
@@ -356,7 +365,7 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
     load_tma = tma_supported(gathered, b)
     store_tma = load_tma and tma_supported(c) and rows % block_m == 0
 
-    def gemm(programs: int, source: int, flag_group: int = 1) -> Step:
+    def gemm(programs: int, source: int, flag_group: int = 1, gathered=gathered) -> Step:
         use_tma = load_tma and source != _PULL        # peers' rows: pointers, translated
         run = gemm_launch(num_tiles, programs, meta, c.device, use_tma, store_tma and use_tma,
                           a.dtype, flags=source == _WAIT)
@@ -382,9 +391,10 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
         return [gemm(sms, _PULL), BARRIER]
     if pattern == "push":   # the CPU runner runs the push of every rank before any GEMM
         return [push(comm_sms, True, "comm"), gemm(sms - comm_sms, _WAIT), BARRIER]
-    if pattern == "push_copy_engine":   # every SM: the copies and their flags use none
+    if pattern == "push_copy_engine":   # every SM: the copies and their flags use none; no
+        # barrier: the gathered A alternates (module docstring)
         return [_push_copy_engine(heap, state, epoch, meta),
-                gemm(sms, _WAIT, copy_engine_group(rows, meta)), BARRIER]
+                gemm(sms, _WAIT, copy_engine_group(rows, meta), state["gathered_pair"][epoch % 2])]
     if pattern == "bulk_sync":
         return [push(sms, False, "main"), BARRIER, gemm(sms, _GATHERED), BARRIER]
     raise ValueError(f"pattern must be one of {PATTERNS}, got {pattern!r}")

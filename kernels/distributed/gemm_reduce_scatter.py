@@ -35,11 +35,24 @@ partials of it have arrived. Patterns:
   own rows before the others' makes its waits long, and a wait past its bound is a DEADLOCK
   verdict, not a hang. (The one-process CPU runner, whose ranks run one after another, runs it
   in two launches: every rank's tiles of the other owners, then every rank's own.)
+- ``push_copy_engine``: no SM stores to a peer. A persistent GEMM of the other owners' rows
+  (owner r + 1 first) stores their partials into a local outbox [W * M/W, N] (TMA); then the
+  copy engines (``Tensor.copy_`` into the owner's staging, mapped here, on up to
+  ``peer_copy.COPY_STREAMS`` streams) take each owner's rows in ``CE_GROUPS`` groups of row
+  tiles, each group's flag written by its stream after the copy (``Heap.signal_queued``), while
+  a second persistent GEMM computes the rank's own rows and sums each tile in its epilogue as
+  epilogue_reduce does, after the flags of its group from the W - 1 peers.
 
 Row tiles never straddle two owners: each owner's M/W rows make cdiv(M/W, BLOCK_M) row tiles,
 the last one masked where BLOCK_M does not divide M/W (only at the small check problem).
-Every pattern ends with a device barrier: after it no rank stores into a peer's staging any
-more and every owner has read its slots, so the next launch may overwrite them.
+Every pattern but push_copy_engine ends with a device barrier: after it no rank stores into a
+peer's staging any more and every owner has read its slots, so the next launch may overwrite
+them. push_copy_engine instead alternates between two stagings by the epoch's parity: a peer's
+copies of launch e + 2 into the staging of launch e come after its own-rows GEMM of launch e + 1
+(stream order), which waited for this rank's copies of e + 1, which came after this rank's
+own-rows GEMM of e, the last reader of that staging; the flags count epochs, so one set serves
+both stagings. (Its outbox is rewritten only after its copies: the launch ends with the main
+stream waiting for them.)
 
 The staging buffer [W, M/W, N] is in the input dtype, not fp32: the stores to peers are the
 kernel's whole communication, (W-1)/W * M * N elements per rank, and fp32 would double them.
@@ -101,6 +114,7 @@ import triton
 import triton.language as tl
 
 from swizzleperf.kernels.distributed import device
+from swizzleperf.kernels.distributed.peer_copy import copy_engine_push, copy_streams
 from swizzleperf.kernels.distributed.spec import BARRIER, Baseline, DistKernelSpec, Step
 from swizzleperf.kernels.distributed.tiles import (GEMM_CHECK_META, GEMM_META, GEMM_TILE_CONFIGS,
                                                    GEMM_TILE_KNOBS, c_block, gemm_constraints,
@@ -524,30 +538,26 @@ def copy_engine_group(rows: int, meta: dict) -> int:
 
 def _push_copy_engine(heap, state: dict, epoch: int, meta: dict) -> Step:
     """After the GEMM of the other owners' rows (main stream), the copy engines take each
-    owner's rows of this rank's outbox to slot [r] of the owner's staging, owner r + 1 first, in
-    groups of row tiles, each group's flag written by the stream after its copy
-    (``Heap.signal_queued``: no SM)."""
+    owner's rows of this rank's outbox to slot [r] of the owner's staging of this epoch's parity,
+    owner r + 1 first, in groups of row tiles, each group's flag written by the stream after its
+    copy (``peer_copy.copy_engine_push``: no SM)."""
     rank, world = heap.rank, heap.world_size
     rows, block_m = state["staging"].shape[1], meta["BLOCK_M"]
     group = copy_engine_group(rows, meta)
-    key = ("copies", block_m, group)
+    key = ("copies", epoch % 2, block_m, group)
     if key not in state:   # the copies' views, made once per state (host time counts per launch)
         outbox, copies = state["outbox"], []
         for distance in range(1, world):
             owner = (rank + distance) % world
-            slot = heap.peer_view(state["staging"], owner)[rank]
+            slot = heap.peer_view(state["staging_pair"], owner)[epoch % 2, rank]
             for first in range(0, triton.cdiv(rows, block_m), group):
                 start, stop = first * block_m, min(rows, (first + group) * block_m)
                 copies.append((slot[start:stop], outbox[owner * rows + start:owner * rows + stop],
                                first * world + rank, owner))
         state[key] = copies
-
-    def run() -> None:
-        for destination, source, flag, owner in state[key]:
-            destination.copy_(source)
-            heap.signal_queued(state["flags"], flag, epoch, owner)
-
-    return Step(run, stream="comm", after_main=True, name="push (copy engine)")
+    streams = copy_streams(state, state["outbox"].device)
+    return Step(lambda: copy_engine_push(heap, state[key], state["flags"], epoch, streams),
+                stream="comm", after_main=True, name="push (copy engine)")
 
 
 def make_inputs(problem: dict, rank: int, world_size: int, seed: int, device: str = "cpu",
@@ -570,26 +580,28 @@ def make_inputs(problem: dict, rank: int, world_size: int, seed: int, device: st
 
 
 def heap_bytes(problem: dict, world_size: int, dtype: str) -> int:
-    """The staging [W, M/W, N] in the input dtype, one flag per (16 x 16 tile, source) (the
+    """Two stagings [W, M/W, N] in the input dtype, one flag per (16 x 16 tile, source) (the
     smallest tiles) and 1 MiB for the control block and alignment. A_r, B_r and the output
     stay outside (no peer reads them)."""
     M, N = problem["M"], problem["N"]
     itemsize = getattr(torch, dtype).itemsize
     tiles = triton.cdiv(M // world_size, 16) * triton.cdiv(N, 16)
-    return M * N * itemsize + 4 * tiles * world_size + (1 << 20)
+    return 2 * M * N * itemsize + 4 * tiles * world_size + (1 << 20)
 
 
 def setup(heap, inputs: dict, problem: dict, meta: dict) -> dict:
-    """The staging [W, M/W, N] and one flag per (output tile, source rank) in the heap; the
+    """Two stagings [W, M/W, N] (``staging_pair``; ``staging`` is the first, the one every pattern
+    but push_copy_engine uses) and one flag per (output tile, source rank) in the heap; the
     output [M/W, N] outside."""
     world = heap.world_size
     a, b = inputs["a"], inputs["b"]
     rows, N = a.shape[0] // world, b.shape[1]
-    staging = heap.empty(world, rows, N, dtype=a.dtype, name="staging")
+    staging_pair = heap.empty(2, world, rows, N, dtype=a.dtype, name="staging")
     tiles = triton.cdiv(rows, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
     flags, kind = heap.flags(tiles * world, "partial_tile_ready")
     out = torch.empty(rows, N, dtype=a.dtype, device=a.device)
-    return {"a": a, "b": b, "staging": staging, "out": out, "flags": flags, "flag_kind": kind}
+    return {"a": a, "b": b, "staging": staging_pair[0], "staging_pair": staging_pair, "out": out,
+            "flags": flags, "flag_kind": kind}
 
 
 def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
@@ -628,7 +640,7 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
             STORE_TMA=store_tma, **run.kwargs),
             name="gemm" if not phase else f"gemm (phase {phase})")
 
-    def phase(programs: int, own: bool, flag_group: int = 1) -> Step:
+    def phase(programs: int, own: bool, flag_group: int = 1, slots=staging) -> Step:
         """push_copy_engine's GEMM of the other owners' rows into the outbox, or of its own
         rows summed in the epilogue (``gemm_reduce_scatter_phase``)."""
         target = out if own else state.setdefault(
@@ -639,7 +651,7 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
                           use_tma, store_tma, a.dtype, flags=own)
         target_arg = operands(target, c_block(meta, store_tma), store_tma)
         return Step(lambda: gemm_reduce_scatter_phase[run.grid](
-            a_arg, b_arg, target_arg, staging, state["flags"], heap.errors, state["flag_kind"],
+            a_arg, b_arg, target_arg, slots, state["flags"], heap.errors, state["flag_kind"],
             run.workspace, run.sk_flags, heap.rank, epoch, heap.max_spins, flag_group, rows, N,
             K_local, a.stride(0), a.stride(1), b.stride(0), b.stride(1), *staging_strides,
             target.stride(0), target.stride(1), WORLD_SIZE=world, OWN=own, STORE_TMA=store_tma,
@@ -660,10 +672,10 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
         return [gemm(sms, False), BARRIER, reduce(sms, False, "main"), BARRIER]
     if pattern == "producer_consumer":  # the CPU runner runs every rank's GEMM before any reduce
         return [gemm(sms - comm_sms, True), reduce(comm_sms, True, "comm"), BARRIER]
-    if pattern == "push_copy_engine":
+    if pattern == "push_copy_engine":   # no barrier: the staging alternates (module docstring)
         group = copy_engine_group(rows, meta)
         return [phase(sms, False), _push_copy_engine(heap, state, epoch, meta),
-                phase(sms, True, group), BARRIER]
+                phase(sms, True, group, state["staging_pair"][epoch % 2])]
     if pattern == "epilogue_reduce":
         if meta.get("STREAM_K", 0) >= 2:
             raise ValueError(_EPILOGUE_REDUCE_STREAM_K)

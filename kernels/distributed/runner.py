@@ -193,10 +193,47 @@ def launcher(spec: DistKernelSpec, heap: Heap, state: dict, pattern: str, meta: 
     return launch
 
 
+#: Launches that ``launch_outputs`` queues back to back after the synchronised ones (GPUs).
+BACK_TO_BACK = 4
+
+
+def launch_outputs(spec: DistKernelSpec, heap: Heap, state: dict, launch: Callable[[], None],
+                   launches: int, sync: Callable[[], None],
+                   phase: Callable[[str], None] = lambda text: None) -> list:
+    """This rank's outputs to check: the last of ``launches`` launches, each with the output
+    poisoned before it and the ranks synchronised around it, then on a GPU each of
+    ``BACK_TO_BACK`` launches queued back to back as they are timed (each output poisoned
+    before and copied after it on the stream), so a launch that reads what a later launch
+    overwrites, or a barrier-free hand-over that races, shows. ``phase`` hears what runs.
+
+    Raises:
+        SpinTimeout: a wait gave up (``Heap.check``).
+    """
+    for index in range(launches):
+        poison(spec.output(state))
+        heap.barrier()
+        phase(f"launch {index + 1} of {launches}")
+        launch()
+        sync()
+        heap.check()
+    outputs = [spec.output(state).clone()]
+    if outputs[0].is_cuda:
+        heap.barrier()
+        phase(f"{BACK_TO_BACK} launches back to back")
+        for _ in range(BACK_TO_BACK):
+            poison(spec.output(state))
+            launch()
+            outputs.append(spec.output(state).clone())
+        sync()
+        heap.check()
+    return outputs
+
+
 def verify_rank(spec: DistKernelSpec, heap: Heap, problem_name: str, pattern: str, meta: dict,
                 seed: int, dtype: str, group=None, launches: int = 2) -> tuple[RankCheck, RankCheck]:
-    """Verify this rank's output of ``launches`` launches (output poisoned before each) and the
-    torch + NCCL baseline's, both against the reference of the gathered inputs (a collective).
+    """Verify this rank's outputs (``launch_outputs``: ``launches`` synchronised launches, then
+    launches back to back) and the torch + NCCL baseline's, all against the reference of the
+    gathered inputs (a collective). The kernel's error is the worst of its outputs'.
 
     Returns:
         ``(kernel check, baseline check)`` of this rank; a spin-wait timeout becomes a failed
@@ -206,19 +243,14 @@ def verify_rank(spec: DistKernelSpec, heap: Heap, problem_name: str, pattern: st
     tolerance = spec.tolerance[dtype]
     with rank_state(spec, heap, problem, meta, seed, dtype) as (inputs, state):
         launch = launcher(spec, heap, state, pattern, meta)
-        message = ""
+        message, outputs = "", []
         try:
-            for _ in range(launches):
-                poison(spec.output(state))
-                heap.barrier()
-                launch()
-                torch.cuda.synchronize()
-                heap.check()
+            outputs = launch_outputs(spec, heap, state, launch, launches, torch.cuda.synchronize)
         except SpinTimeout as exc:
             message = str(exc)
         expected = spec.reference(gather_inputs(inputs, heap.world_size, group), heap.rank)
-        kernel = RankCheck(heap.rank, relative_error(spec.output(state), expected), tolerance,
-                           message)
+        error = max(relative_error(output, expected) for output in outputs or [spec.output(state)])
+        kernel = RankCheck(heap.rank, error, tolerance, message)
         torch_nccl = spec.baseline(inputs, problem, group)
         torch_nccl.run()
         baseline = RankCheck(heap.rank, relative_error(torch_nccl.result(), expected), tolerance)

@@ -13,8 +13,9 @@ stream or on a second, "comm" stream) and device barriers. The same steps run
   its grid at the SM count for this).
 
 Flags count *epochs*: launch e sets a flag to e and waits for ``>= e``, so flags are never reset
-between launches; every launch ends with a barrier, so launch e + 1 never overwrites buffers
-that a peer still reads for launch e.
+between launches; every launch ends with a barrier, or, where a pattern leaves it out (the
+push_copy_engine patterns), alternates the buffers that peers write by the epoch's parity, so
+launch e + 1 never overwrites buffers that a peer still reads for launch e.
 """
 from __future__ import annotations
 
