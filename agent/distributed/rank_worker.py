@@ -329,8 +329,9 @@ def compiled_permutation(ctx: RankContext, module, spec, sites: list) -> dict:
 
 def verify(ctx: RankContext, spec, name: str, pattern: str, meta: dict, seed: int, dtype: str) -> dict:
     """``VERIFY_LAUNCHES`` launches at problem ``name``, outputs poisoned before each, then on a
-    GPU launches back to back (``runner.launch_outputs``), then every rank's outputs against the
-    fp32 reference of all ranks' inputs (a rank's error: its worst output's). The ranks agree on the result:
+    GPU launches back to back with the linear input scaled (``runner.launch_outputs``), then
+    every rank's outputs against the fp32 reference of all ranks' inputs (a rank's error: its
+    worst output's). The ranks agree on the result:
     every rank raises the same MISMATCH naming the ranks that differ.
 
     Returns ``{"problem", "meta", "errors": [per rank], "tolerance"}``.
@@ -342,11 +343,11 @@ def verify(ctx: RankContext, spec, name: str, pattern: str, meta: dict, seed: in
     ctx.phase(f"setting up the {name} problem")
     with runner.rank_state(spec, ctx.heap, problem, meta, seed, dtype) as (inputs, state):
         launch = ctx.launcher(spec, state, pattern, meta)
-        outputs = runner.launch_outputs(spec, ctx.heap, state, launch, VERIFY_LAUNCHES, ctx.sync,
+        outputs = runner.launch_outputs(spec, ctx.heap, state, inputs, launch, VERIFY_LAUNCHES, ctx.sync,
                                         lambda text: ctx.phase(f"{text}: {pattern} at the {name} problem"))
         ctx.phase("waiting for its peers (inputs gathered for the reference)", waiting=True)
         expected = spec.reference(runner.gather_inputs(inputs, ctx.world_size, ctx.group), ctx.rank)
-        error = max(runner.relative_error(output, expected) for output in outputs)
+        error = max(runner.relative_error(output, scale * expected) for output, scale in outputs)
         ctx.heap.barrier()
     errors = ctx.all_gather(error)
     bad = [r for r, e in enumerate(errors) if not e <= tolerance]

@@ -476,6 +476,7 @@ SPEC = DistKernelSpec(
     tile_configs=GEMM_TILE_CONFIGS,
     compute_shape=lambda p, w: {"M": p["M"], "N": p["N"] // w, "K": p["K"]},
     make_inputs=make_inputs,
+    linear_input="b",
     heap_bytes=heap_bytes,
     setup=setup,
     steps=steps,

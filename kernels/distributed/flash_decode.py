@@ -511,6 +511,7 @@ SPEC = DistKernelSpec(
     constraints=constraints,
     pattern_knobs={"bulk_sync": ("SPLITS",), "fused_push": ("SPLITS",)},
     make_inputs=make_inputs,
+    linear_input="v",
     heap_bytes=heap_bytes,
     setup=setup,
     steps=steps,

@@ -773,6 +773,7 @@ SPEC = DistKernelSpec(
     tile_configs=GEMM_TILE_CONFIGS,
     compute_shape=lambda p, w: {"M": p["M"], "N": p["N"], "K": p["K"] // w},
     make_inputs=make_inputs,
+    linear_input="b",
     heap_bytes=heap_bytes,
     setup=setup,
     steps=steps,

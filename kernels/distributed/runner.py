@@ -193,18 +193,25 @@ def launcher(spec: DistKernelSpec, heap: Heap, state: dict, pattern: str, meta: 
     return launch
 
 
-#: Launches that ``launch_outputs`` queues back to back after the synchronised ones (GPUs).
-BACK_TO_BACK = 4
+#: The factors ``launch_outputs`` scales the spec's linear input by before each launch queued back
+#: to back: powers of two (exact in every float dtype), signs alternating, so a launch that reads
+#: a buffer of the launch before or after it, or leaves an element unwritten, is off by a factor
+#: of 2 at least; their product is 1 (the input ends as it began).
+BACK_TO_BACK = (-2.0, 0.5, -4.0, 0.25)
 
 
-def launch_outputs(spec: DistKernelSpec, heap: Heap, state: dict, launch: Callable[[], None],
-                   launches: int, sync: Callable[[], None],
-                   phase: Callable[[str], None] = lambda text: None) -> list:
-    """This rank's outputs to check: the last of ``launches`` launches, each with the output
-    poisoned before it and the ranks synchronised around it, then on a GPU each of
-    ``BACK_TO_BACK`` launches queued back to back as they are timed (each output poisoned
-    before and copied after it on the stream), so a launch that reads what a later launch
-    overwrites, or a barrier-free hand-over that races, shows. ``phase`` hears what runs.
+def launch_outputs(spec: DistKernelSpec, heap: Heap, state: dict, inputs: dict,
+                   launch: Callable[[], None], launches: int, sync: Callable[[], None],
+                   phase: Callable[[str], None] = lambda text: None,
+                   back_to_back: bool | None = None) -> list:
+    """This rank's outputs to check, ``[(output, scale)]``: the last of ``launches`` launches,
+    each with the output poisoned before it and the ranks synchronised around it (scale 1);
+    then, on a GPU and where the spec names a ``linear_input``, each of ``len(BACK_TO_BACK)``
+    launches queued back to back as they are timed, that input scaled on the stream before each
+    (the output copied on the stream after it; its scale is the product so far). Every rank
+    scales alike, so a launch that reads what a peer's later launch wrote, or what its earlier
+    one left, shows as a wrong scale: the races of a hand-over without a barrier. ``phase``
+    hears what runs; ``back_to_back`` forces the second part on or off (default: on a GPU).
 
     Raises:
         SpinTimeout: a wait gave up (``Heap.check``).
@@ -216,14 +223,17 @@ def launch_outputs(spec: DistKernelSpec, heap: Heap, state: dict, launch: Callab
         launch()
         sync()
         heap.check()
-    outputs = [spec.output(state).clone()]
-    if outputs[0].is_cuda:
+    outputs = [(spec.output(state).clone(), 1.0)]
+    linear = inputs.get(spec.linear_input) if spec.linear_input else None
+    if linear is not None and (linear.is_cuda if back_to_back is None else back_to_back):
         heap.barrier()
-        phase(f"{BACK_TO_BACK} launches back to back")
-        for _ in range(BACK_TO_BACK):
-            poison(spec.output(state))
+        phase(f"{len(BACK_TO_BACK)} launches back to back")
+        scale = 1.0
+        for factor in BACK_TO_BACK:
+            linear.mul_(factor)
+            scale *= factor
             launch()
-            outputs.append(spec.output(state).clone())
+            outputs.append((spec.output(state).clone(), scale))
         sync()
         heap.check()
     return outputs
@@ -232,7 +242,7 @@ def launch_outputs(spec: DistKernelSpec, heap: Heap, state: dict, launch: Callab
 def verify_rank(spec: DistKernelSpec, heap: Heap, problem_name: str, pattern: str, meta: dict,
                 seed: int, dtype: str, group=None, launches: int = 2) -> tuple[RankCheck, RankCheck]:
     """Verify this rank's outputs (``launch_outputs``: ``launches`` synchronised launches, then
-    launches back to back) and the torch + NCCL baseline's, all against the reference of the
+    launches back to back with the linear input scaled) and the torch + NCCL baseline's, all against the reference of the
     gathered inputs (a collective). The kernel's error is the worst of its outputs'.
 
     Returns:
@@ -245,11 +255,12 @@ def verify_rank(spec: DistKernelSpec, heap: Heap, problem_name: str, pattern: st
         launch = launcher(spec, heap, state, pattern, meta)
         message, outputs = "", []
         try:
-            outputs = launch_outputs(spec, heap, state, launch, launches, torch.cuda.synchronize)
+            outputs = launch_outputs(spec, heap, state, inputs, launch, launches, torch.cuda.synchronize)
         except SpinTimeout as exc:
             message = str(exc)
         expected = spec.reference(gather_inputs(inputs, heap.world_size, group), heap.rank)
-        error = max(relative_error(output, expected) for output in outputs or [spec.output(state)])
+        error = max(relative_error(output, scale * expected)
+                    for output, scale in outputs or [(spec.output(state), 1.0)])
         kernel = RankCheck(heap.rank, error, tolerance, message)
         torch_nccl = spec.baseline(inputs, problem, group)
         torch_nccl.run()

@@ -103,6 +103,10 @@ class DistKernelSpec:
         compute_shape: ``(problem, world_size) -> {"M", "N", "K"}``, the per-rank GEMM whose
             tile grid is the first of ``tile_orders`` (for the L2 simulator); None where the
             compute is not one GEMM.
+        linear_input: the input (a key of ``make_inputs``' dict that the state holds as is) that
+            the output is linear in: verification scales it on the stream between launches
+            queued back to back and expects each launch's output scaled alike
+            (``runner.launch_outputs``); None: no back-to-back check.
     """
 
     name: str
@@ -134,6 +138,7 @@ class DistKernelSpec:
     tile_configs: tuple = ()
     check_knobs: tuple = ()
     compute_shape: Callable[[Problem, int], dict] | None = None
+    linear_input: str | None = None
 
     def __post_init__(self) -> None:
         if "check" not in self.problems:
