@@ -323,9 +323,9 @@ def _all_gather_gemm(prob, w, pattern, meta, hw, p) -> dict:
         # the copies of distance j go out after those of distance j - 1, one group at a time
         ready = [0.0] * groups + [(i + 1) * group_s for i in range(groups * (w - 1))]
         body = _streamed_gemm_s(gemm / len(ready), ready)
-        host = host_s(p, 1, 1, 0, (w - 1) * groups)
-        return _parts(body + barrier, host, gemm, group_s * groups * (w - 1), floor,
-                      gemm=gemm, push=group_s * groups * (w - 1), tail=body - gemm, barrier=barrier)
+        host = host_s(p, 1, 0, 0, (w - 1) * groups)   # no barrier: the gathered A alternates
+        return _parts(body, host, gemm, group_s * groups * (w - 1), floor,
+                      gemm=gemm, push=group_s * groups * (w - 1), tail=body - gemm)
     raise _bad_pattern("all_gather_gemm", pattern)
 
 
@@ -366,24 +366,28 @@ def _gemm_reduce_scatter(prob, w, pattern, meta, hw, p) -> dict:
         return _parts(body + sums + barrier, host_s(p, 1, 1), gemm, body - gemm + sums, floor,
                       gemm=gemm, stores=store, sums=sums, tail=body + sums - gemm, barrier=barrier)
     if pattern == "push_copy_engine":
-        # the other owners' rows first (local stores), then the copy engines take them to their
-        # owners group by group while the own rows are computed, each own tile summed in its
-        # epilogue after its group has come from every peer. Not fitted (added 2026-11-26): the
-        # copy rate is the spec's copy engine's; a measured run recalibrates.
+        # the other owners' rows first (local stores) in SLICES launches, the copy engines taking
+        # each slice to its owners group by group (one stream, in order) while the next slice and
+        # then the own rows are computed, each own tile summed with its group's partials from
+        # every peer. Not fitted (added 2026-11-26): the copy rate is the spec's copy engine's,
+        # where and when the sums happen (SUM_IN_EPILOGUE) is not priced; a measured run
+        # recalibrates.
         rows = m // w
         others = gemm_s(m - rows, n, k, meta, sms, hw)
         own = gemm_s(rows, n, k, meta, sms, hw)
         groups = min(meta["CE_GROUPS"], max(1, math.ceil(rows / meta["BLOCK_M"])))
-        group_s = rows * n * ELEMENT_BYTES / groups / hw.copy_engine_bytes_per_s
-        # owner d's group g comes last from the peer at distance W - 1, which sends to W - 2
-        # nearer owners first
-        ready = [((w - 2) * groups + g + 1) * group_s for g in range(groups)]
+        slices = max(1, min(meta.get("SLICES", 1), groups))
+        group_s = (w - 1) * rows * n * ELEMENT_BYTES / groups / hw.copy_engine_bytes_per_s
+        ready, free = [], 0.0
+        for g in range(groups):     # a group goes out after its slice and the copies before it
+            free = max(free, others * (g * slices // groups + 1) / slices) + group_s
+            ready.append(free - others)
         sums = (w - 1) * rows * n * ELEMENT_BYTES / hbm_rate(sms, hw, p)
         body = _streamed_gemm_s((own + sums) / groups, ready)
         gemm = others + own
-        return _parts(others + body + barrier, host_s(p, 2, 1, 1, (w - 1) * groups), gemm,
-                      others + body - gemm, floor, gemm=gemm, copies=group_s * groups * (w - 1),
-                      sums=sums, tail=others + body - gemm, barrier=barrier)
+        return _parts(others + body, host_s(p, 1 + slices, 0, slices, (w - 1) * groups), gemm,
+                      others + body - gemm, floor, gemm=gemm, copies=group_s * groups, sums=sums,
+                      tail=others + body - gemm)
     raise _bad_pattern("gemm_reduce_scatter", pattern)
 
 
@@ -526,12 +530,15 @@ def knobs(kernel: str, pattern: str | None, meta: Mapping) -> dict:
         out["COMM_SMS"] = meta.get("COMM_SMS")
     if pattern == "push_copy_engine":
         out["CE_GROUPS"] = meta.get("CE_GROUPS")
+        if kernel == "gemm_reduce_scatter":
+            out["SLICES"] = meta.get("SLICES")
     return {k: v for k, v in out.items() if v is not None}
 
 
 #: The knobs the model prices; any other knob set (the persistent GEMM's STREAM_K, WARP_SPECIALIZE,
 #: EPILOGUE_SUBTILE, added after the fit) makes a prediction extrapolated.
-MODEL_KNOBS = {"BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "COMM_SMS", "CE_GROUPS", "SPLITS"}
+MODEL_KNOBS = {"BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "COMM_SMS", "CE_GROUPS", "SPLITS",
+               "SLICES"}
 
 _COMM_SMS_PATTERNS = {("gemm_all_scatter", "producer_consumer"), ("gemm_all_scatter", "workgroup_specialized"),
                       ("all_gather_gemm", "push"), ("gemm_reduce_scatter", "producer_consumer")}

@@ -24,8 +24,8 @@ with the GEMM is this kernel's overlap knob:
   (``NUM_SMS - COMM_SMS`` programs) waits (acquire, bounded) for the flag of each remote row
   tile it needs; local row tiles need no wait (*producer-consumer on two streams*);
 - ``push_copy_engine``: the same protocol with the copies done by the GPU's copy engines
-  (``Tensor.copy_`` into the peer's gathered A, mapped in this process) on streams beside the
-  GEMM's (``peer_copy.copy_engine_push``), ``CE_GROUPS`` copies per peer, each followed by a
+  (``Tensor.copy_`` into the peer's gathered A, mapped in this process) on the "comm" stream
+  (``peer_copy.copy_engine_push``), ``CE_GROUPS`` copies per peer, each followed by a
   write of its group's flag by its stream (``Heap.signal_queued``, cuStreamWriteValue32); the
   GEMM has every SM (``push`` gives ``COMM_SMS`` of them to copies that finish early in the
   GEMM and then idle) and waits once per group of row tiles. Until 2026-11-26 a one-program kernel signalled each
@@ -87,7 +87,7 @@ import triton
 import triton.language as tl
 
 from swizzleperf.kernels.distributed import device
-from swizzleperf.kernels.distributed.peer_copy import copy_engine_push, copy_streams
+from swizzleperf.kernels.distributed.peer_copy import copy_engine_push
 from swizzleperf.kernels.distributed.spec import BARRIER, Baseline, DistKernelSpec, Step
 from swizzleperf.kernels.distributed.tiles import (GEMM_CHECK_META, GEMM_META, GEMM_TILE_CONFIGS,
                                                    GEMM_TILE_KNOBS, c_block, gemm_constraints,
@@ -291,8 +291,7 @@ def _push_copy_engine(heap, state: dict, epoch: int, meta: dict) -> Step:
                 start, stop = first * block_m, min(rows, (first + per_group) * block_m)
                 copies.append((rows_there[start:stop], a[start:stop], rank * chunks + first, peer))
         state[key] = copies
-    streams = copy_streams(state, a.device)
-    return Step(lambda: copy_engine_push(heap, state[key], state["flags"], epoch, streams),
+    return Step(lambda: copy_engine_push(heap, state[key], state["flags"], epoch),
                 stream="comm", name="push (copy engine)")
 
 

@@ -37,8 +37,8 @@ partials of it have arrived. Patterns:
   in two launches: every rank's tiles of the other owners, then every rank's own.)
 - ``push_copy_engine``: no SM stores to a peer. A persistent GEMM of the other owners' rows
   (owner r + 1 first) stores their partials into a local outbox [W * M/W, N] (TMA); then the
-  copy engines (``Tensor.copy_`` into the owner's staging, mapped here, on up to
-  ``peer_copy.COPY_STREAMS`` streams) take each owner's rows in ``CE_GROUPS`` groups of row
+  copy engines (``Tensor.copy_`` into the owner's staging, mapped here, on the "comm" stream)
+  take each owner's rows in ``CE_GROUPS`` groups of row
   tiles, each group's flag written by its stream after the copy (``Heap.signal_queued``), while
   a second persistent GEMM computes the rank's own rows and sums each tile in its epilogue as
   epilogue_reduce does, after the flags of its group from the W - 1 peers.
@@ -114,7 +114,7 @@ import triton
 import triton.language as tl
 
 from swizzleperf.kernels.distributed import device
-from swizzleperf.kernels.distributed.peer_copy import copy_engine_push, copy_streams
+from swizzleperf.kernels.distributed.peer_copy import copy_engine_push
 from swizzleperf.kernels.distributed.spec import BARRIER, Baseline, DistKernelSpec, Step
 from swizzleperf.kernels.distributed.tiles import (GEMM_CHECK_META, GEMM_META, GEMM_TILE_CONFIGS,
                                                    GEMM_TILE_KNOBS, c_block, gemm_constraints,
@@ -403,39 +403,80 @@ def _whole_tile(a, b, staging_ptr, out, flags, errors, flag_kind, heap_bases, ra
 
 
 @triton.jit
-def _phase_tile(tile, rank, grid_m, num_pid_n, tiles_per_rank, WORLD_SIZE: tl.constexpr,
+def _phase_tile(tile, rank, grid_m, num_pid_n, row_lo, slice_rows, WORLD_SIZE: tl.constexpr,
                 OWN: tl.constexpr):
     """Tile index ``tile`` of a push_copy_engine launch through ``swizzle``: ``(owner, local_m,
-    pid_n)``. OWN=0: the grid of the other owners' rows [(W - 1) * tiles_per_rank, num_pid_n],
-    its row p row tile p % tiles_per_rank of owner (p // tiles_per_rank + r + 1) % W (owner
-    r + 1 first); OWN=1: the grid of this rank's rows [tiles_per_rank, num_pid_n]."""
+    pid_n)``. OWN=0: the grid of a slice of the other owners' rows [(W - 1) * slice_rows,
+    num_pid_n], its row p row tile row_lo + p % slice_rows of owner (p // slice_rows + r + 1) % W
+    (owner r + 1 first); OWN=1: the grid of this rank's rows [tiles_per_rank, num_pid_n]."""
     pid_m, pid_n = swizzle(tile, grid_m, num_pid_n)
     if OWN:
         owner = rank
         local_m = pid_m
     else:
-        owner = (pid_m // tiles_per_rank + rank + 1) % WORLD_SIZE
-        local_m = pid_m % tiles_per_rank
+        owner = (pid_m // slice_rows + rank + 1) % WORLD_SIZE
+        local_m = row_lo + pid_m % slice_rows
     return owner, local_m, pid_n
+
+
+@triton.jit
+def _slots(accumulator, staging_ptr, flags, errors, flag_kind, rank, epoch, max_spins, flag_group,
+           local_m, pid_n, rows_per_rank, N, stride_sw, stride_sm, stride_sn,
+           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, WORLD_SIZE: tl.constexpr):
+    """``accumulator`` plus the W - 1 peers' partials of own tile ``(local_m, pid_n)`` from the
+    local staging (slots r - 1, r - 2, ...), after their flags of the tile's group of
+    ``flag_group`` row tiles (acquire, bounded)."""
+    flag = (local_m - local_m % flag_group) * WORLD_SIZE
+    s_ptrs, mask = tile_pointers(staging_ptr, local_m, pid_n, rows_per_rank, N, stride_sm,
+                                 stride_sn, BLOCK_M, BLOCK_N)
+    return _add_slots(accumulator, s_ptrs, mask, flags, flag, errors, flag_kind, rank, epoch,
+                      max_spins, stride_sw, WORLD_SIZE, WORLD_SIZE - 1, True)
+
+
+@triton.jit
+def _phase_piece(a, b, staging_ptr, flags, errors, flag_kind, rank, epoch, max_spins, flag_group,
+                 owner, local_m, pid_n, k_lo, k_hi, rows_per_rank, N, K_local, stride_am,
+                 stride_ak, stride_bk, stride_bn, stride_sw, stride_sm, stride_sn,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                 WORLD_SIZE: tl.constexpr, OWN: tl.constexpr, SUM_IN_EPILOGUE: tl.constexpr,
+                 USE_TMA: tl.constexpr, DOT_IN_FP32: tl.constexpr):
+    """K steps ``k_lo .. k_hi`` of a push_copy_engine tile: the fp32 accumulator. Of an own
+    tile without SUM_IN_EPILOGUE, the piece with K step 0 starts from the peers' partials
+    (``_slots``) instead of zeros: their loads go out before the main loop's, not after it."""
+    accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if OWN and not SUM_IN_EPILOGUE:
+        if k_lo == 0:
+            accumulator = _slots(accumulator, staging_ptr, flags, errors, flag_kind, rank, epoch,
+                                 max_spins, flag_group, local_m, pid_n, rows_per_rank, N,
+                                 stride_sw, stride_sm, stride_sn, BLOCK_M, BLOCK_N, WORLD_SIZE)
+    if USE_TMA:
+        accumulator = mainloop(a, b, owner * rows_per_rank + local_m * BLOCK_M, pid_n * BLOCK_N,
+                               k_lo, k_hi, rows_per_rank, N, K_local, stride_am, stride_ak,
+                               stride_bk, stride_bn, accumulator, BLOCK_M, BLOCK_N, BLOCK_K,
+                               USE_TMA, DOT_IN_FP32)
+    else:
+        accumulator = mainloop(a + owner * rows_per_rank * stride_am, b, local_m * BLOCK_M,
+                               pid_n * BLOCK_N, k_lo, k_hi, rows_per_rank, N, K_local, stride_am,
+                               stride_ak, stride_bk, stride_bn, accumulator, BLOCK_M, BLOCK_N,
+                               BLOCK_K, USE_TMA, DOT_IN_FP32)
+    return accumulator
 
 
 @triton.jit
 def _phase_finish(accumulator, c, staging_ptr, flags, errors, flag_kind, rank, epoch, max_spins,
                   flag_group, owner, local_m, pid_n, rows_per_rank, N, stride_sw, stride_sm,
                   stride_sn, stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                  WORLD_SIZE: tl.constexpr, OWN: tl.constexpr, STORE_TMA: tl.constexpr,
-                  SUBTILE: tl.constexpr):
+                  WORLD_SIZE: tl.constexpr, OWN: tl.constexpr, SUM_IN_EPILOGUE: tl.constexpr,
+                  STORE_TMA: tl.constexpr, SUBTILE: tl.constexpr):
     """A finished tile of a push_copy_engine launch. OWN=0: the partial goes to this rank's
     outbox ``c`` [W * rows_per_rank, N] at the owner's rows (local; the copy engines take it to
-    the owner). OWN=1: after the W - 1 peers' flags of the tile's group of ``flag_group`` row
-    tiles (acquire), their slots of the local staging are added to the fp32 accumulator (slots
-    r - 1, r - 2, ...) and the sum goes to ``c`` = out [rows_per_rank, N]."""
+    the owner). OWN=1: the sum goes to ``c`` = out [rows_per_rank, N], with SUM_IN_EPILOGUE
+    after adding the peers' slots here (``_slots``)."""
     if OWN:
-        flag = (local_m - local_m % flag_group) * WORLD_SIZE
-        s_ptrs, mask = tile_pointers(staging_ptr, local_m, pid_n, rows_per_rank, N, stride_sm,
-                                     stride_sn, BLOCK_M, BLOCK_N)
-        accumulator = _add_slots(accumulator, s_ptrs, mask, flags, flag, errors, flag_kind, rank,
-                                 epoch, max_spins, stride_sw, WORLD_SIZE, WORLD_SIZE - 1, True)
+        if SUM_IN_EPILOGUE:
+            accumulator = _slots(accumulator, staging_ptr, flags, errors, flag_kind, rank, epoch,
+                                 max_spins, flag_group, local_m, pid_n, rows_per_rank, N,
+                                 stride_sw, stride_sm, stride_sn, BLOCK_M, BLOCK_N, WORLD_SIZE)
         store_tile(c, accumulator, local_m * BLOCK_M, pid_n * BLOCK_N, rows_per_rank, N,
                    stride_cm, stride_cn, BLOCK_M, BLOCK_N, STORE_TMA, SUBTILE)
     elif STORE_TMA:   # row tiles divide the rows: a tile never crosses into the next owner's
@@ -449,20 +490,22 @@ def _phase_finish(accumulator, c, staging_ptr, flags, errors, flag_kind, rank, e
 
 @triton.jit(do_not_specialize=["epoch"])
 def gemm_reduce_scatter_phase(a, b, c, staging_ptr, flags, errors, flag_kind, workspace,
-                              sk_flags, rank, epoch, max_spins, flag_group, rows_per_rank, N,
-                              K_local, stride_am, stride_ak, stride_bk, stride_bn, stride_sw,
-                              stride_sm, stride_sn, stride_cm, stride_cn,
+                              sk_flags, rank, epoch, max_spins, flag_group, row_lo, slice_rows,
+                              rows_per_rank, N, K_local, stride_am, stride_ak, stride_bk,
+                              stride_bn, stride_sw, stride_sm, stride_sn, stride_cm, stride_cn,
                               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                               BLOCK_K: tl.constexpr, WORLD_SIZE: tl.constexpr,
-                              OWN: tl.constexpr, STREAM_K: tl.constexpr, USE_TMA: tl.constexpr,
+                              OWN: tl.constexpr, SUM_IN_EPILOGUE: tl.constexpr,
+                              STREAM_K: tl.constexpr, USE_TMA: tl.constexpr,
                               STORE_TMA: tl.constexpr, SUBTILE: tl.constexpr,
                               WARP_SPECIALIZE: tl.constexpr, FLATTEN: tl.constexpr,
                               DOT_IN_FP32: tl.constexpr):
-    """One of push_copy_engine's two persistent GEMMs of the partial ``A_r @ B_r``
-    (kernels/schedule/persistent_gemm.py's schedule): OWN=0 the other owners' rows, into this
-    rank's outbox ``c`` [W * rows_per_rank, N]; OWN=1 this rank's own rows, each tile summed with
-    the peers' partials in the epilogue and written to ``c`` = out [rows_per_rank, N]
-    (``_phase_finish``). ``a``, ``b``, ``c``: descriptors with USE_TMA / STORE_TMA, else
+    """One of push_copy_engine's persistent GEMMs of the partial ``A_r @ B_r``
+    (kernels/schedule/persistent_gemm.py's schedule): OWN=0 row tiles ``row_lo .. row_lo +
+    slice_rows`` of the other owners' rows, into this rank's outbox ``c`` [W * rows_per_rank, N];
+    OWN=1 this rank's own rows, each tile summed with the peers' partials (first, or in the
+    epilogue with SUM_IN_EPILOGUE: ``_phase_piece``, ``_phase_finish``) and written to ``c`` =
+    out [rows_per_rank, N]. ``a``, ``b``, ``c``: descriptors with USE_TMA / STORE_TMA, else
     pointers; ``staging_ptr`` the local staging [W, rows_per_rank, N] (OWN=1 reads it)."""
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
@@ -470,38 +513,44 @@ def gemm_reduce_scatter_phase(a, b, c, staging_ptr, flags, errors, flag_kind, wo
     if OWN:
         grid_m = tiles_per_rank
     else:
-        grid_m = (WORLD_SIZE - 1) * tiles_per_rank
+        grid_m = (WORLD_SIZE - 1) * slice_rows
     num_pid_n = tl.cdiv(N, BLOCK_N)
     k_iters = tl.cdiv(K_local, BLOCK_K)
     num_dp_tiles = data_parallel_tiles(grid_m * num_pid_n, num_programs, STREAM_K)
     for tile in tl.range(pid, num_dp_tiles, num_programs, flatten=FLATTEN,
                          warp_specialize=WARP_SPECIALIZE):
-        owner, local_m, pid_n = _phase_tile(tile, rank, grid_m, num_pid_n, tiles_per_rank,
+        owner, local_m, pid_n = _phase_tile(tile, rank, grid_m, num_pid_n, row_lo, slice_rows,
                                             WORLD_SIZE, OWN)
-        accumulator = _gemm_piece(a, b, owner, local_m, pid_n, 0, k_iters, rows_per_rank, N,
-                                  K_local, stride_am, stride_ak, stride_bk, stride_bn, BLOCK_M,
-                                  BLOCK_N, BLOCK_K, USE_TMA, DOT_IN_FP32)
+        accumulator = _phase_piece(a, b, staging_ptr, flags, errors, flag_kind, rank, epoch,
+                                   max_spins, flag_group, owner, local_m, pid_n, 0, k_iters,
+                                   rows_per_rank, N, K_local, stride_am, stride_ak, stride_bk,
+                                   stride_bn, stride_sw, stride_sm, stride_sn, BLOCK_M, BLOCK_N,
+                                   BLOCK_K, WORLD_SIZE, OWN, SUM_IN_EPILOGUE, USE_TMA,
+                                   DOT_IN_FP32)
         _phase_finish(accumulator, c, staging_ptr, flags, errors, flag_kind, rank, epoch,
                       max_spins, flag_group, owner, local_m, pid_n, rows_per_rank, N, stride_sw,
                       stride_sm, stride_sn, stride_cm, stride_cn, BLOCK_M, BLOCK_N, WORLD_SIZE,
-                      OWN, STORE_TMA, SUBTILE)
+                      OWN, SUM_IN_EPILOGUE, STORE_TMA, SUBTILE)
     if STREAM_K > 0:
         units = (grid_m * num_pid_n - num_dp_tiles) * k_iters
         first, stop = stream_k_range(pid, num_programs, units)
         while stop > first:  # this program's pieces, last first
             sk_tile, start, k_lo, k_hi = stream_k_segment(stop, first, k_iters)
             owner, local_m, pid_n = _phase_tile(num_dp_tiles + sk_tile, rank, grid_m, num_pid_n,
-                                                tiles_per_rank, WORLD_SIZE, OWN)
-            accumulator = _gemm_piece(a, b, owner, local_m, pid_n, k_lo, k_hi, rows_per_rank, N,
-                                      K_local, stride_am, stride_ak, stride_bk, stride_bn,
-                                      BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA, DOT_IN_FP32)
+                                                row_lo, slice_rows, WORLD_SIZE, OWN)
+            accumulator = _phase_piece(a, b, staging_ptr, flags, errors, flag_kind, rank, epoch,
+                                       max_spins, flag_group, owner, local_m, pid_n, k_lo, k_hi,
+                                       rows_per_rank, N, K_local, stride_am, stride_ak, stride_bk,
+                                       stride_bn, stride_sw, stride_sm, stride_sn, BLOCK_M,
+                                       BLOCK_N, BLOCK_K, WORLD_SIZE, OWN, SUM_IN_EPILOGUE,
+                                       USE_TMA, DOT_IN_FP32)
             accumulator = stream_k_fixup(accumulator, workspace, sk_flags, pid, num_programs,
                                          units, sk_tile, start, k_hi, k_iters, BLOCK_M, BLOCK_N)
             if k_hi == k_iters:
                 _phase_finish(accumulator, c, staging_ptr, flags, errors, flag_kind, rank, epoch,
                               max_spins, flag_group, owner, local_m, pid_n, rows_per_rank, N,
                               stride_sw, stride_sm, stride_sn, stride_cm, stride_cn, BLOCK_M,
-                              BLOCK_N, WORLD_SIZE, OWN, STORE_TMA, SUBTILE)
+                              BLOCK_N, WORLD_SIZE, OWN, SUM_IN_EPILOGUE, STORE_TMA, SUBTILE)
             stop = start
 
 
@@ -536,27 +585,37 @@ def copy_engine_group(rows: int, meta: dict) -> int:
     return triton.cdiv(triton.cdiv(rows, meta["BLOCK_M"]), meta["CE_GROUPS"])
 
 
-def _push_copy_engine(heap, state: dict, epoch: int, meta: dict) -> Step:
-    """After the GEMM of the other owners' rows (main stream), the copy engines take each
-    owner's rows of this rank's outbox to slot [r] of the owner's staging of this epoch's parity,
-    owner r + 1 first, in groups of row tiles, each group's flag written by the stream after its
-    copy (``peer_copy.copy_engine_push``: no SM)."""
+def copy_engine_slices(rows: int, meta: dict) -> list:
+    """push_copy_engine's slices of the other owners' rows, ``[(first row tile, end), ...]``:
+    ``SLICES`` GEMM launches (at most one per copy group), each followed by the copies of its
+    groups, which then overlap the next slice's GEMM."""
+    row_tiles, group = triton.cdiv(rows, meta["BLOCK_M"]), copy_engine_group(rows, meta)
+    groups = triton.cdiv(row_tiles, group)
+    count = max(1, min(meta.get("SLICES", 1), groups))
+    return [(j * groups // count * group, min(row_tiles, (j + 1) * groups // count * group))
+            for j in range(count)]
+
+
+def _push_copy_engine(heap, state: dict, epoch: int, meta: dict, row_lo: int, row_hi: int) -> Step:
+    """After the GEMM of row tiles ``row_lo .. row_hi`` of the other owners' rows (main
+    stream), the copy engines take them from this rank's outbox to slot [r] of each owner's
+    staging of this epoch's parity, owner r + 1 first, in groups of row tiles, each group's flag
+    written by the stream after its copy (``peer_copy.copy_engine_push``: no SM)."""
     rank, world = heap.rank, heap.world_size
     rows, block_m = state["staging"].shape[1], meta["BLOCK_M"]
     group = copy_engine_group(rows, meta)
-    key = ("copies", epoch % 2, block_m, group)
+    key = ("copies", epoch % 2, block_m, group, row_lo, row_hi)
     if key not in state:   # the copies' views, made once per state (host time counts per launch)
         outbox, copies = state["outbox"], []
         for distance in range(1, world):
             owner = (rank + distance) % world
             slot = heap.peer_view(state["staging_pair"], owner)[epoch % 2, rank]
-            for first in range(0, triton.cdiv(rows, block_m), group):
+            for first in range(row_lo, row_hi, group):
                 start, stop = first * block_m, min(rows, (first + group) * block_m)
                 copies.append((slot[start:stop], outbox[owner * rows + start:owner * rows + stop],
                                first * world + rank, owner))
         state[key] = copies
-    streams = copy_streams(state, state["outbox"].device)
-    return Step(lambda: copy_engine_push(heap, state[key], state["flags"], epoch, streams),
+    return Step(lambda: copy_engine_push(heap, state[key], state["flags"], epoch),
                 stream="comm", after_main=True, name="push (copy engine)")
 
 
@@ -640,22 +699,25 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
             STORE_TMA=store_tma, **run.kwargs),
             name="gemm" if not phase else f"gemm (phase {phase})")
 
-    def phase(programs: int, own: bool, flag_group: int = 1, slots=staging) -> Step:
-        """push_copy_engine's GEMM of the other owners' rows into the outbox, or of its own
-        rows summed in the epilogue (``gemm_reduce_scatter_phase``)."""
+    def phase(programs: int, own: bool, flag_group: int = 1, slots=staging, row_lo: int = 0,
+              slice_rows: int = 0) -> Step:
+        """push_copy_engine's GEMM of a slice of the other owners' rows into the outbox, or of
+        its own rows summed with the peers' partials (``gemm_reduce_scatter_phase``)."""
         target = out if own else state.setdefault(
             "outbox", torch.empty(world * rows, N, dtype=a.dtype, device=a.device))
         store_tma = use_tma and tma_supported(target) and rows % meta["BLOCK_M"] == 0
-        grid_m = triton.cdiv(rows, meta["BLOCK_M"]) * (1 if own else world - 1)
+        grid_m = triton.cdiv(rows, meta["BLOCK_M"]) if own else (world - 1) * slice_rows
         run = gemm_launch(grid_m * triton.cdiv(N, meta["BLOCK_N"]), programs, meta, out.device,
                           use_tma, store_tma, a.dtype, flags=own)
         target_arg = operands(target, c_block(meta, store_tma), store_tma)
         return Step(lambda: gemm_reduce_scatter_phase[run.grid](
             a_arg, b_arg, target_arg, slots, state["flags"], heap.errors, state["flag_kind"],
-            run.workspace, run.sk_flags, heap.rank, epoch, heap.max_spins, flag_group, rows, N,
-            K_local, a.stride(0), a.stride(1), b.stride(0), b.stride(1), *staging_strides,
-            target.stride(0), target.stride(1), WORLD_SIZE=world, OWN=own, STORE_TMA=store_tma,
-            **run.kwargs), name="gemm (own rows)" if own else "gemm (other owners' rows)")
+            run.workspace, run.sk_flags, heap.rank, epoch, heap.max_spins, flag_group, row_lo,
+            max(1, slice_rows), rows, N, K_local, a.stride(0), a.stride(1), b.stride(0),
+            b.stride(1), *staging_strides, target.stride(0), target.stride(1), WORLD_SIZE=world,
+            OWN=own, SUM_IN_EPILOGUE=bool(meta.get("SUM_IN_EPILOGUE", 0)), STORE_TMA=store_tma,
+            **run.kwargs), name="gemm (own rows)" if own else
+            f"gemm (other owners' row tiles {row_lo}..{row_lo + slice_rows - 1})")
 
     # 16 fp32 accumulator elements per thread and up to W loads of as many in flight: 128 x 256
     # tiles take 16 warps (98 registers in sm_90 code from triton 3.6; 4 warps spill).
@@ -673,9 +735,12 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
     if pattern == "producer_consumer":  # the CPU runner runs every rank's GEMM before any reduce
         return [gemm(sms - comm_sms, True), reduce(comm_sms, True, "comm"), BARRIER]
     if pattern == "push_copy_engine":   # no barrier: the staging alternates (module docstring)
-        group = copy_engine_group(rows, meta)
-        return [phase(sms, False), _push_copy_engine(heap, state, epoch, meta),
-                phase(sms, True, group, state["staging_pair"][epoch % 2])]
+        out_steps = []
+        for row_lo, row_hi in copy_engine_slices(rows, meta):
+            out_steps += [phase(sms, False, row_lo=row_lo, slice_rows=row_hi - row_lo),
+                          _push_copy_engine(heap, state, epoch, meta, row_lo, row_hi)]
+        return out_steps + [phase(sms, True, copy_engine_group(rows, meta),
+                                  state["staging_pair"][epoch % 2])]
     if pattern == "epilogue_reduce":
         if meta.get("STREAM_K", 0) >= 2:
             raise ValueError(_EPILOGUE_REDUCE_STREAM_K)
@@ -718,10 +783,14 @@ def tile_orders(problem: dict, world_size: int, meta: dict) -> list:
     """The grids the kernels walk through ``swizzle``: the GEMM's of W rounds of row tiles
     [W * cdiv(M/W, BLOCK_M), cdiv(N, BLOCK_N)], the reduce's (and push_copy_engine's own-rows
     GEMM's) of the rank's own rows [cdiv(M/W, BLOCK_M), cdiv(N, BLOCK_N)], and push_copy_engine's
-    GEMM of the other owners' rows [(W - 1) * cdiv(M/W, BLOCK_M), cdiv(N, BLOCK_N)]."""
+    GEMMs of slices of the other owners' rows [(W - 1) * slice rows, cdiv(N, BLOCK_N)]
+    (``copy_engine_slices``)."""
     rows = triton.cdiv(problem["M"] // world_size, meta["BLOCK_M"])
     cols = triton.cdiv(problem["N"], meta["BLOCK_N"])
-    grids = [(world_size * rows, cols), (rows, cols), ((world_size - 1) * rows, cols)]
+    grids = [(world_size * rows, cols), (rows, cols)]
+    for lo, hi in copy_engine_slices(problem["M"] // world_size, {"CE_GROUPS": 1, **meta}):
+        if ((world_size - 1) * (hi - lo), cols) not in grids:
+            grids.append(((world_size - 1) * (hi - lo), cols))
     return [(grid, grid) for grid in grids]
 
 
@@ -763,13 +832,16 @@ SPEC = DistKernelSpec(
         "llama8b-down-4k": {"M": 4096, "N": 4096, "K": 14336},
     },
     bench_problems=("llama70b-down-8k", "llama70b-o-4k", "llama8b-down-4k"),
-    meta={**GEMM_META, "COMM_SMS": 16, "CE_GROUPS": 8},
-    check_meta={**GEMM_CHECK_META, "COMM_SMS": 1, "CE_GROUPS": 2},
+    meta={**GEMM_META, "COMM_SMS": 16, "CE_GROUPS": 8, "SLICES": 2, "SUM_IN_EPILOGUE": 0},
+    check_meta={**GEMM_CHECK_META, "COMM_SMS": 1, "CE_GROUPS": 2, "SLICES": 2,
+                "SUM_IN_EPILOGUE": 0},
     knobs={"pattern": PATTERNS, "COMM_SMS": (8, 16, 32), "CE_GROUPS": (1, 2, 4, 8, 16),
+           "SLICES": (1, 2, 4), "SUM_IN_EPILOGUE": (0, 1),
            **GEMM_TILE_KNOBS, "swizzle": ("row-major", "column-major", "grouped-m:8")},
     tile_orders=tile_orders,
     constraints=constraints,
-    pattern_knobs={"producer_consumer": ("COMM_SMS",), "push_copy_engine": ("CE_GROUPS",)},
+    pattern_knobs={"producer_consumer": ("COMM_SMS",),
+                   "push_copy_engine": ("CE_GROUPS", "SLICES", "SUM_IN_EPILOGUE")},
     tile_configs=GEMM_TILE_CONFIGS,
     compute_shape=lambda p, w: {"M": p["M"], "N": p["N"], "K": p["K"] // w},
     make_inputs=make_inputs,

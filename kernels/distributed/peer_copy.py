@@ -31,41 +31,15 @@ def peer_copy(heap, src: torch.Tensor, dst: torch.Tensor, peer: int, programs: i
                                   BLOCK=block, num_warps=8)
 
 
-#: Streams that push_copy_engine's copies go out on, round robin: a copy followed by its flag
-#: write (whose system-wide fence waits for the copy's stores to land) leaves a copy engine idle
-#: between copies on one stream. Two H100s, 2026-11-26: 32 MiB in eight copies on one stream
-#: took 141 us (227 GB/s), where one copy of 1 GiB runs at 392 GB/s
-#: (eval/results/rs_ce_parts_h100x2/, eval/results/dist_gemm_h100x2.md).
-COPY_STREAMS = 4
-
-
-def copy_engine_push(heap, copies: list, flags: torch.Tensor, epoch: int, streams: list) -> None:
+def copy_engine_push(heap, copies: list, flags: torch.Tensor, epoch: int) -> None:
     """Queue ``copies`` (``(destination, source, flag_index, peer)``: a view of ``peer``'s heap
-    mapped here, a local tensor of the same shape, and the index in ``flags`` to set) on the copy
-    engines: each a ``Tensor.copy_`` followed by ``flags[flag_index] = epoch`` in ``peer``'s heap
-    written by the stream (``Heap.signal_queued``), round robin over ``streams`` (CUDA streams,
-    each first waiting for the current stream, which then waits for all of them). With no
-    streams (CPU) they run in order on the current one."""
-    if not streams:
-        for destination, source, flag, peer in copies:
-            destination.copy_(source)
-            heap.signal_queued(flags, flag, epoch, peer)
-        return
-    current = torch.cuda.current_stream()
-    used = streams[:len(copies)]
-    for stream in used:
-        stream.wait_stream(current)
-    for index, (destination, source, flag, peer) in enumerate(copies):
-        with torch.cuda.stream(used[index % len(used)]):
-            destination.copy_(source)
-            heap.signal_queued(flags, flag, epoch, peer)
-    for stream in used:
-        current.wait_stream(stream)
-
-
-def copy_streams(state: dict, device: torch.device) -> list:
-    """The state's copy streams (``COPY_STREAMS`` CUDA streams on a GPU, made once; none on CPU)."""
-    if "copy_streams" not in state:
-        state["copy_streams"] = ([torch.cuda.Stream(device) for _ in range(COPY_STREAMS)]
-                                 if device.type == "cuda" else [])
-    return state["copy_streams"]
+    mapped here, a local tensor of the same shape, and the index in ``flags`` to set) on the
+    current stream, in order: each a ``Tensor.copy_`` (a copy engine's) followed by
+    ``flags[flag_index] = epoch`` in ``peer``'s heap written by the stream
+    (``Heap.signal_queued``: no SM). One stream, so the groups land in the order the peers read
+    them: on two H100s (2026-11-26, eval/results/rs_ce_parts_h100x2/) eight copies of 4 MiB
+    took 139-141 us on one stream and on four, and GEMM + RS llama70b-o-4k ran 0.403-0.413 ms
+    a launch on one and 0.451-0.456 on four (its first groups came later)."""
+    for destination, source, flag, peer in copies:
+        destination.copy_(source)
+        heap.signal_queued(flags, flag, epoch, peer)
