@@ -322,7 +322,7 @@ def _all_gather_gemm(prob, w, pattern, meta, hw, p) -> dict:
         group_s = shard / groups / hw.copy_engine_bytes_per_s
         # the copies of distance j go out after those of distance j - 1, one group at a time
         ready = [0.0] * groups + [(i + 1) * group_s for i in range(groups * (w - 1))]
-        body = _streamed_gemm_s(gemm / len(ready), ready)
+        body = max(gemm, _streamed_gemm_s(gemm / len(ready), ready))   # (the sum's rounding)
         host = host_s(p, 1, 0, 0, (w - 1) * groups)   # no barrier: the gathered A alternates
         return _parts(body, host, gemm, group_s * groups * (w - 1), floor,
                       gemm=gemm, push=group_s * groups * (w - 1), tail=body - gemm)
@@ -383,7 +383,8 @@ def _gemm_reduce_scatter(prob, w, pattern, meta, hw, p) -> dict:
             free = max(free, others * (g * slices // groups + 1) / slices) + group_s
             ready.append(free - others)
         sums = (w - 1) * rows * n * ELEMENT_BYTES / hbm_rate(sms, hw, p)
-        body = _streamed_gemm_s((own + sums) / groups, ready)
+        # two GEMMs take at least the time of one over the same tiles (the floor's)
+        body = max(_streamed_gemm_s((own + sums) / groups, ready), floor[0] - others)
         gemm = others + own
         return _parts(others + body, host_s(p, 1 + slices, 0, slices, (w - 1) * groups), gemm,
                       others + body - gemm, floor, gemm=gemm, copies=group_s * groups, sums=sums,
