@@ -1,13 +1,12 @@
 """Where GEMM + reduce-scatter's push_copy_engine spends its time (issue #23): on W GPUs, at each
-bench problem, the whole launch (at each of ``--variants``: SLICES / SUM_AHEAD / CE_GROUPS)
+bench problem, the whole launch (at each of ``--variants``: SLICES / SUM_IN_EPILOGUE / CE_GROUPS)
 timed interleaved with each of its steps alone (at SLICES=1 and the kernel's other defaults) and
 with cuBLAS:
 
 - ``others``: the GEMM of the other owners' rows into the outbox (step 0);
 - ``copies``: the copy engines' copies of the outbox to the owners, each with its flag (step 1);
 - ``own_no_wait``: the GEMM of the own rows with the peers' partials summed, every flag already
-  set (epoch 0: the waits pass at once), so the time of its compute and its sums alone (step 2),
-  and ``own_no_wait_in_epilogue`` the same with SUM_AHEAD=0;
+  set (epoch 0: the waits pass at once), so the time of its compute and its sums alone (step 2);
 - ``cublas`` (``torch.matmul`` of the per-rank shape) and ``cublas_own_rows`` (of the rows of
   one owner, the share of the own-rows GEMM);
 - ``bulk_sync`` for reference, and ``barrier`` (one device barrier, the step every pattern ends with).
@@ -41,8 +40,8 @@ def main() -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--sample-ms", type=float, default=20.0)
-    parser.add_argument("--variants", default="1/0/4,2/0/8,2/1/8,2/1/4,1/1/8,4/1/8",
-                        help="whole launches: SLICES/SUM_AHEAD/CE_GROUPS, comma-separated")
+    parser.add_argument("--variants", default="1/1/4,1/0/8,2/0/8,2/1/8,2/0/4,4/0/8",
+                        help="whole launches: SLICES/SUM_IN_EPILOGUE/CE_GROUPS, comma-separated")
     parser.add_argument("--problems", default="", help="comma-separated (default: the bench problems)")
     args = parser.parse_args()
     from swizzleperf.agent.distributed.rank_worker import RankContext, time_interleaved
@@ -78,13 +77,13 @@ def main() -> int:
             own = shape["M"] // world
             fns = {}
             for variant in args.variants.split(","):
-                slices, ahead, groups = (int(x) for x in variant.split("/"))
-                fns[f"push_copy_engine SLICES={slices} SUM_AHEAD={ahead} CE_GROUPS={groups}"] = \
-                    launch("push_copy_engine", {"SLICES": slices, "SUM_AHEAD": ahead, "CE_GROUPS": groups})
+                slices, in_epilogue, groups = (int(x) for x in variant.split("/"))
+                fns[f"push_copy_engine SLICES={slices} SUM_IN_EPILOGUE={in_epilogue} CE_GROUPS={groups}"] = \
+                    launch("push_copy_engine", {"SLICES": slices, "SUM_IN_EPILOGUE": in_epilogue,
+                                                "CE_GROUPS": groups})
             fns.update({"others": launch("push_copy_engine", {"SLICES": 1}, 0),
                         "copies": launch("push_copy_engine", {"SLICES": 1}, 1),
                         "own_no_wait": launch("push_copy_engine", {"SLICES": 1}, 2),
-                        "own_no_wait_in_epilogue": launch("push_copy_engine", {"SLICES": 1, "SUM_AHEAD": 0}, 2),
                         "bulk_sync": launch("bulk_sync", {}),
                         "barrier": heap.device_barrier,
                         "cublas": lambda: torch.matmul(a, b, out=partial),

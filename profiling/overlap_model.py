@@ -370,7 +370,7 @@ def _gemm_reduce_scatter(prob, w, pattern, meta, hw, p) -> dict:
         # each slice to its owners group by group (one stream, in order) while the next slice and
         # then the own rows are computed, each own tile summed with its group's partials from
         # every peer. Not fitted (added 2026-11-26): the copy rate is the spec's copy engine's,
-        # whether the sums' loads go out a tile ahead (SUM_AHEAD) is not priced; a measured run
+        # where and when the sums happen (SUM_IN_EPILOGUE) is not priced; a measured run
         # recalibrates.
         rows = m // w
         others = gemm_s(m - rows, n, k, meta, sms, hw)

@@ -434,28 +434,21 @@ def _slots(accumulator, staging_ptr, flags, errors, flag_kind, rank, epoch, max_
 
 
 @triton.jit
-def _peer_partial_ahead(staging_ptr, flags, rank, epoch, flag_group, tile, valid, grid_m,
-                        num_pid_n, rows_per_rank, N, stride_sw, stride_sm, stride_sn,
-                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, WORLD_SIZE: tl.constexpr):
-    """``(partial, ready)``: the one peer's partial of own tile index ``tile`` (W = 2), loaded
-    now if its group's flag is already set (one poll, acquire; ``valid`` false: none), so that
-    the load runs under the current tile's main loop; zeros and ready = 0 otherwise."""
-    owner, local_m, pid_n = _phase_tile(tile, rank, grid_m, num_pid_n, 0, 1, WORLD_SIZE, True)
-    source = (rank + 1) % WORLD_SIZE
-    flag = (local_m - local_m % flag_group) * WORLD_SIZE + source
-    ready = valid & (tl.atomic_add(flags + flag, 0, sem="acquire", scope="sys") >= epoch)
-    tl.debug_barrier()   # every thread loads after the acquire
-    s_ptrs, mask = tile_pointers(staging_ptr + source * stride_sw, local_m, pid_n, rows_per_rank,
-                                 N, stride_sm, stride_sn, BLOCK_M, BLOCK_N)
-    return tl.load(s_ptrs, mask=tl.where(ready, mask, False), other=0.0), ready
-
-
-@triton.jit
-def _phase_piece(a, b, owner, local_m, pid_n, k_lo, k_hi, rows_per_rank, N, K_local, stride_am,
-                 stride_ak, stride_bk, stride_bn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                 BLOCK_K: tl.constexpr, USE_TMA: tl.constexpr, DOT_IN_FP32: tl.constexpr):
-    """K steps ``k_lo .. k_hi`` of a push_copy_engine tile: the fp32 accumulator."""
+def _phase_piece(a, b, staging_ptr, flags, errors, flag_kind, rank, epoch, max_spins, flag_group,
+                 owner, local_m, pid_n, k_lo, k_hi, rows_per_rank, N, K_local, stride_am,
+                 stride_ak, stride_bk, stride_bn, stride_sw, stride_sm, stride_sn,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                 WORLD_SIZE: tl.constexpr, OWN: tl.constexpr, SUM_IN_EPILOGUE: tl.constexpr,
+                 USE_TMA: tl.constexpr, DOT_IN_FP32: tl.constexpr):
+    """K steps ``k_lo .. k_hi`` of a push_copy_engine tile: the fp32 accumulator. Of an own
+    tile without SUM_IN_EPILOGUE, the piece with K step 0 starts from the peers' partials
+    (``_slots``) instead of zeros: their loads go out before the main loop's, not after it."""
     accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if OWN and not SUM_IN_EPILOGUE:
+        if k_lo == 0:
+            accumulator = _slots(accumulator, staging_ptr, flags, errors, flag_kind, rank, epoch,
+                                 max_spins, flag_group, local_m, pid_n, rows_per_rank, N,
+                                 stride_sw, stride_sm, stride_sn, BLOCK_M, BLOCK_N, WORLD_SIZE)
     if USE_TMA:
         accumulator = mainloop(a, b, owner * rows_per_rank + local_m * BLOCK_M, pid_n * BLOCK_N,
                                k_lo, k_hi, rows_per_rank, N, K_local, stride_am, stride_ak,
@@ -470,17 +463,17 @@ def _phase_piece(a, b, owner, local_m, pid_n, k_lo, k_hi, rows_per_rank, N, K_lo
 
 
 @triton.jit
-def _phase_finish(accumulator, summed, c, staging_ptr, flags, errors, flag_kind, rank, epoch,
-                  max_spins, flag_group, owner, local_m, pid_n, rows_per_rank, N, stride_sw,
-                  stride_sm, stride_sn, stride_cm, stride_cn, BLOCK_M: tl.constexpr,
-                  BLOCK_N: tl.constexpr, WORLD_SIZE: tl.constexpr, OWN: tl.constexpr,
+def _phase_finish(accumulator, c, staging_ptr, flags, errors, flag_kind, rank, epoch, max_spins,
+                  flag_group, owner, local_m, pid_n, rows_per_rank, N, stride_sw, stride_sm,
+                  stride_sn, stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  WORLD_SIZE: tl.constexpr, OWN: tl.constexpr, SUM_IN_EPILOGUE: tl.constexpr,
                   STORE_TMA: tl.constexpr, SUBTILE: tl.constexpr):
     """A finished tile of a push_copy_engine launch. OWN=0: the partial goes to this rank's
     outbox ``c`` [W * rows_per_rank, N] at the owner's rows (local; the copy engines take it to
-    the owner). OWN=1: unless ``summed``, the peers' slots are added here (``_slots``), then the
-    sum goes to ``c`` = out [rows_per_rank, N]."""
+    the owner). OWN=1: the sum goes to ``c`` = out [rows_per_rank, N], with SUM_IN_EPILOGUE
+    after adding the peers' slots here (``_slots``)."""
     if OWN:
-        if not summed:
+        if SUM_IN_EPILOGUE:
             accumulator = _slots(accumulator, staging_ptr, flags, errors, flag_kind, rank, epoch,
                                  max_spins, flag_group, local_m, pid_n, rows_per_rank, N,
                                  stride_sw, stride_sm, stride_sn, BLOCK_M, BLOCK_N, WORLD_SIZE)
@@ -502,7 +495,7 @@ def gemm_reduce_scatter_phase(a, b, c, staging_ptr, flags, errors, flag_kind, wo
                               stride_bn, stride_sw, stride_sm, stride_sn, stride_cm, stride_cn,
                               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                               BLOCK_K: tl.constexpr, WORLD_SIZE: tl.constexpr,
-                              OWN: tl.constexpr, SUM_AHEAD: tl.constexpr,
+                              OWN: tl.constexpr, SUM_IN_EPILOGUE: tl.constexpr,
                               STREAM_K: tl.constexpr, USE_TMA: tl.constexpr,
                               STORE_TMA: tl.constexpr, SUBTILE: tl.constexpr,
                               WARP_SPECIALIZE: tl.constexpr, FLATTEN: tl.constexpr,
@@ -510,10 +503,9 @@ def gemm_reduce_scatter_phase(a, b, c, staging_ptr, flags, errors, flag_kind, wo
     """One of push_copy_engine's persistent GEMMs of the partial ``A_r @ B_r``
     (kernels/schedule/persistent_gemm.py's schedule): OWN=0 row tiles ``row_lo .. row_lo +
     slice_rows`` of the other owners' rows, into this rank's outbox ``c`` [W * rows_per_rank, N];
-    OWN=1 this rank's own rows, each tile summed with the peers' partials in its epilogue and
-    written to ``c`` = out [rows_per_rank, N]; with SUM_AHEAD (W = 2) a program loads the peer's
-    partial of its next data-parallel tile during this tile's main loop where its flag is
-    already set (``_peer_partial_ahead``), else in the epilogue as without it. ``a``, ``b``, ``c``: descriptors with USE_TMA / STORE_TMA, else
+    OWN=1 this rank's own rows, each tile summed with the peers' partials (first, or in the
+    epilogue with SUM_IN_EPILOGUE: ``_phase_piece``, ``_phase_finish``) and written to ``c`` =
+    out [rows_per_rank, N]. ``a``, ``b``, ``c``: descriptors with USE_TMA / STORE_TMA, else
     pointers; ``staging_ptr`` the local staging [W, rows_per_rank, N] (OWN=1 reads it)."""
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
@@ -525,31 +517,20 @@ def gemm_reduce_scatter_phase(a, b, c, staging_ptr, flags, errors, flag_kind, wo
     num_pid_n = tl.cdiv(N, BLOCK_N)
     k_iters = tl.cdiv(K_local, BLOCK_K)
     num_dp_tiles = data_parallel_tiles(grid_m * num_pid_n, num_programs, STREAM_K)
-    if OWN and SUM_AHEAD:
-        ahead, ahead_ready = _peer_partial_ahead(
-            staging_ptr, flags, rank, epoch, flag_group, pid, pid < num_dp_tiles, grid_m,
-            num_pid_n, rows_per_rank, N, stride_sw, stride_sm, stride_sn, BLOCK_M, BLOCK_N,
-            WORLD_SIZE)
     for tile in tl.range(pid, num_dp_tiles, num_programs, flatten=FLATTEN,
                          warp_specialize=WARP_SPECIALIZE):
         owner, local_m, pid_n = _phase_tile(tile, rank, grid_m, num_pid_n, row_lo, slice_rows,
                                             WORLD_SIZE, OWN)
-        summed = False
-        if OWN and SUM_AHEAD:
-            partial, summed = ahead, ahead_ready
-            ahead, ahead_ready = _peer_partial_ahead(
-                staging_ptr, flags, rank, epoch, flag_group, tile + num_programs,
-                tile + num_programs < num_dp_tiles, grid_m, num_pid_n, rows_per_rank, N,
-                stride_sw, stride_sm, stride_sn, BLOCK_M, BLOCK_N, WORLD_SIZE)
-        accumulator = _phase_piece(a, b, owner, local_m, pid_n, 0, k_iters, rows_per_rank, N,
-                                   K_local, stride_am, stride_ak, stride_bk, stride_bn, BLOCK_M,
-                                   BLOCK_N, BLOCK_K, USE_TMA, DOT_IN_FP32)
-        if OWN and SUM_AHEAD:
-            accumulator += partial.to(tl.float32)   # zeros where it was not loaded ahead
-        _phase_finish(accumulator, summed, c, staging_ptr, flags, errors, flag_kind, rank, epoch,
+        accumulator = _phase_piece(a, b, staging_ptr, flags, errors, flag_kind, rank, epoch,
+                                   max_spins, flag_group, owner, local_m, pid_n, 0, k_iters,
+                                   rows_per_rank, N, K_local, stride_am, stride_ak, stride_bk,
+                                   stride_bn, stride_sw, stride_sm, stride_sn, BLOCK_M, BLOCK_N,
+                                   BLOCK_K, WORLD_SIZE, OWN, SUM_IN_EPILOGUE, USE_TMA,
+                                   DOT_IN_FP32)
+        _phase_finish(accumulator, c, staging_ptr, flags, errors, flag_kind, rank, epoch,
                       max_spins, flag_group, owner, local_m, pid_n, rows_per_rank, N, stride_sw,
                       stride_sm, stride_sn, stride_cm, stride_cn, BLOCK_M, BLOCK_N, WORLD_SIZE,
-                      OWN, STORE_TMA, SUBTILE)
+                      OWN, SUM_IN_EPILOGUE, STORE_TMA, SUBTILE)
     if STREAM_K > 0:
         units = (grid_m * num_pid_n - num_dp_tiles) * k_iters
         first, stop = stream_k_range(pid, num_programs, units)
@@ -557,16 +538,19 @@ def gemm_reduce_scatter_phase(a, b, c, staging_ptr, flags, errors, flag_kind, wo
             sk_tile, start, k_lo, k_hi = stream_k_segment(stop, first, k_iters)
             owner, local_m, pid_n = _phase_tile(num_dp_tiles + sk_tile, rank, grid_m, num_pid_n,
                                                 row_lo, slice_rows, WORLD_SIZE, OWN)
-            accumulator = _phase_piece(a, b, owner, local_m, pid_n, k_lo, k_hi, rows_per_rank, N,
-                                       K_local, stride_am, stride_ak, stride_bk, stride_bn,
-                                       BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA, DOT_IN_FP32)
+            accumulator = _phase_piece(a, b, staging_ptr, flags, errors, flag_kind, rank, epoch,
+                                       max_spins, flag_group, owner, local_m, pid_n, k_lo, k_hi,
+                                       rows_per_rank, N, K_local, stride_am, stride_ak, stride_bk,
+                                       stride_bn, stride_sw, stride_sm, stride_sn, BLOCK_M,
+                                       BLOCK_N, BLOCK_K, WORLD_SIZE, OWN, SUM_IN_EPILOGUE,
+                                       USE_TMA, DOT_IN_FP32)
             accumulator = stream_k_fixup(accumulator, workspace, sk_flags, pid, num_programs,
                                          units, sk_tile, start, k_hi, k_iters, BLOCK_M, BLOCK_N)
             if k_hi == k_iters:
-                _phase_finish(accumulator, False, c, staging_ptr, flags, errors, flag_kind, rank,
-                              epoch, max_spins, flag_group, owner, local_m, pid_n, rows_per_rank,
-                              N, stride_sw, stride_sm, stride_sn, stride_cm, stride_cn, BLOCK_M,
-                              BLOCK_N, WORLD_SIZE, OWN, STORE_TMA, SUBTILE)
+                _phase_finish(accumulator, c, staging_ptr, flags, errors, flag_kind, rank, epoch,
+                              max_spins, flag_group, owner, local_m, pid_n, rows_per_rank, N,
+                              stride_sw, stride_sm, stride_sn, stride_cm, stride_cn, BLOCK_M,
+                              BLOCK_N, WORLD_SIZE, OWN, SUM_IN_EPILOGUE, STORE_TMA, SUBTILE)
             stop = start
 
 
@@ -731,7 +715,7 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
             run.workspace, run.sk_flags, heap.rank, epoch, heap.max_spins, flag_group, row_lo,
             max(1, slice_rows), rows, N, K_local, a.stride(0), a.stride(1), b.stride(0),
             b.stride(1), *staging_strides, target.stride(0), target.stride(1), WORLD_SIZE=world,
-            OWN=own, SUM_AHEAD=own and world == 2 and bool(meta.get("SUM_AHEAD", 0)), STORE_TMA=store_tma,
+            OWN=own, SUM_IN_EPILOGUE=bool(meta.get("SUM_IN_EPILOGUE", 0)), STORE_TMA=store_tma,
             **run.kwargs), name="gemm (own rows)" if own else
             f"gemm (other owners' row tiles {row_lo}..{row_lo + slice_rows - 1})")
 
@@ -848,15 +832,16 @@ SPEC = DistKernelSpec(
         "llama8b-down-4k": {"M": 4096, "N": 4096, "K": 14336},
     },
     bench_problems=("llama70b-down-8k", "llama70b-o-4k", "llama8b-down-4k"),
-    meta={**GEMM_META, "COMM_SMS": 16, "CE_GROUPS": 8, "SLICES": 2, "SUM_AHEAD": 1},
-    check_meta={**GEMM_CHECK_META, "COMM_SMS": 1, "CE_GROUPS": 2, "SLICES": 2, "SUM_AHEAD": 1},
+    meta={**GEMM_META, "COMM_SMS": 16, "CE_GROUPS": 8, "SLICES": 2, "SUM_IN_EPILOGUE": 0},
+    check_meta={**GEMM_CHECK_META, "COMM_SMS": 1, "CE_GROUPS": 2, "SLICES": 2,
+                "SUM_IN_EPILOGUE": 0},
     knobs={"pattern": PATTERNS, "COMM_SMS": (8, 16, 32), "CE_GROUPS": (1, 2, 4, 8, 16),
-           "SLICES": (1, 2, 4), "SUM_AHEAD": (0, 1),
+           "SLICES": (1, 2, 4), "SUM_IN_EPILOGUE": (0, 1),
            **GEMM_TILE_KNOBS, "swizzle": ("row-major", "column-major", "grouped-m:8")},
     tile_orders=tile_orders,
     constraints=constraints,
     pattern_knobs={"producer_consumer": ("COMM_SMS",),
-                   "push_copy_engine": ("CE_GROUPS", "SLICES", "SUM_AHEAD")},
+                   "push_copy_engine": ("CE_GROUPS", "SLICES", "SUM_IN_EPILOGUE")},
     tile_configs=GEMM_TILE_CONFIGS,
     compute_shape=lambda p, w: {"M": p["M"], "N": p["N"], "K": p["K"] // w},
     make_inputs=make_inputs,
