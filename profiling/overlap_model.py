@@ -99,6 +99,8 @@ class OverlapPrediction:
         interval_ms: ``[lo, hi]`` around ``time_ms`` (see the module's docstring).
         extrapolated: the hardware, W, shape or a knob lies outside what was measured.
         extrapolated_why: one line per reason, ``"; "``-joined (empty when not extrapolated).
+        gpu_ms, gpu_interval_ms: the launch with the host's time left out (launches queued ahead,
+            as the measured runs time them: ``time_ms`` where the GPUs set the pace).
     """
 
     time_ms: float
@@ -112,6 +114,8 @@ class OverlapPrediction:
     interval_ms: list = field(default_factory=list)
     extrapolated: bool = False
     extrapolated_why: str = ""
+    gpu_ms: float = 0.0
+    gpu_interval_ms: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -598,10 +602,13 @@ def _prediction(out: dict, hw, world_size: int, why: list, q: float) -> OverlapP
     notes = "bound" if lower > max(out["gpu"], out["host"]) else "host" if out["host"] > out["gpu"] else "gpu"
     q = 2 * q if why else q
     interval = [max(lower, total * math.exp(-q)) * 1e3, total * math.exp(q) * 1e3]
+    gpu = max(out["gpu"], lower)
     return OverlapPrediction(time_ms=total * 1e3, compute_ms=compute * 1e3, comm_ms=comm * 1e3,
                              hidden_share=hidden, source=f"simulated:{hw.name}x{world_size}",
                              breakdown=parts, notes=notes, lower_bound_ms=lower * 1e3,
-                             interval_ms=interval, extrapolated=bool(why), extrapolated_why="; ".join(why))
+                             interval_ms=interval, extrapolated=bool(why), extrapolated_why="; ".join(why),
+                             gpu_ms=gpu * 1e3,
+                             gpu_interval_ms=[max(lower, gpu * math.exp(-q)) * 1e3, gpu * math.exp(q) * 1e3])
 
 
 def _check(hw, dtype: str, world_size: int) -> None:

@@ -746,9 +746,18 @@ class DistEvaluator:
         return out
 
     def _predict(self, pattern: str, meta: dict) -> dict:
+        """The model's prediction as a dict. Measured mode: ``time_ms`` (and its interval) is the
+        GPUs' time with the launches queued ahead, what the ranks time (``eager_time_ms``: with
+        the host's pace, the model's ``time_ms``), so that a pattern whose host time exceeds its
+        GPU time (GEMM + RS push_copy_engine: eight copies a launch) is ranked, calibrated and
+        pruned on what is measured."""
         from swizzleperf.profiling.overlap_model import predict
-        return predict(self.spec.name, self.problem, self.world_size, pattern, meta,
-                       self.target.spec, self.dtype).to_dict()
+        prediction = predict(self.spec.name, self.problem, self.world_size, pattern, meta,
+                             self.target.spec, self.dtype).to_dict()
+        if self.mode == "measured":
+            prediction.update(eager_time_ms=prediction["time_ms"], time_ms=prediction["gpu_ms"],
+                              interval_ms=prediction["gpu_interval_ms"])
+        return prediction
 
     def baseline_prediction(self) -> dict:
         """The overlap model's torch + NCCL figures at this problem and W (computed once)."""

@@ -275,6 +275,27 @@ def _scripted_run(tmp_path, iterations: int = 2, proposer=None, **options):
     return outcome, json.loads((run_dir / "report.json").read_text()), ranks
 
 
+def test_measured_runs_rank_patterns_by_the_gpus_time_not_the_hosts(tmp_path):
+    """The ranks time launches queued ahead (the GPUs' pace), so a measured run ranks and prunes
+    on the model's GPU time: GEMM + RS push_copy_engine at llama8b-down-4k on two H100s takes the
+    host about 0.5 ms to queue and the GPUs about 0.32 ms to run (eval/results/dist_gemm_h100x2_ce/);
+    the run of 2026-11-26 that ranked it by the host's time never tried it."""
+    options = run.RunOptions(kernel=str(GRS), workdir=str(tmp_path / ".sp"), iterations=1, plateau=10,
+                             world_size=2, problem="llama8b-down-4k")
+    spec, target = load_spec(GRS), _measured_cpu_target()
+    record, run_id = RunRecord(Path(options.workdir)), "ranking"
+    run_dir = Path(options.workdir) / "runs" / run_id
+    run_dir.mkdir(parents=True)
+    evaluator = run._build_dist_loop(options, spec, target, record, run_id, run_dir, lambda k, d: None,
+                                     None).evaluator
+    default = {"BLOCK_M": 128, "BLOCK_N": 256, "STREAM_K": 0, "CE_GROUPS": 8, "SLICES": 2}
+    pce = next(e for e in evaluator.rank_configurations() if e["pattern"] == "push_copy_engine"
+               and all(e["meta"].get(k) == v for k, v in default.items()))
+    raw = pce["raw"]      # eight copies a launch: the host's time is over the GPUs' in the model too
+    assert raw["time_ms"] == raw["gpu_ms"] < raw["eager_time_ms"] and raw["notes"] == "host"
+    assert pce["key"] == pytest.approx(evaluator.calibration.predict(raw, "push_copy_engine"))
+
+
 def test_every_measured_configuration_contends_for_the_answer_and_teaches_the_next(tmp_path):
     """The run of 2026-11-25 at llama70b-down-8k answered 'torch + NCCL, best found 3.438' (the
     kernel's default) although the expert order measured 2.878 against torch + NCCL's 3.145 in the
