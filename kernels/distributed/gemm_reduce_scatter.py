@@ -832,7 +832,12 @@ SPEC = DistKernelSpec(
         "llama8b-down-4k": {"M": 4096, "N": 4096, "K": 14336},
     },
     bench_problems=("llama70b-down-8k", "llama70b-o-4k", "llama8b-down-4k"),
-    meta={**GEMM_META, "COMM_SMS": 16, "CE_GROUPS": 8, "SLICES": 2, "SUM_IN_EPILOGUE": 0},
+    # push_copy_engine: two slices, a copy per slice and owner (CE_GROUPS=2). On two H100s
+    # (2026-11-26, eval/results/rs_ce_parts_h100x2/, eval/results/dist_optimize_h100x2_ce/) one slice
+    # left the own rows waiting for the copies at llama70b-o-4k (0.403-0.475 ms against 0.386-0.388
+    # with two), four cost a launch more (0.405-0.450); 2, 4 and 8 groups ran within 0.5 % of each
+    # other, and every copy is host time (eight: ~0.5 ms to queue a launch of ~0.33-0.39).
+    meta={**GEMM_META, "COMM_SMS": 16, "CE_GROUPS": 2, "SLICES": 2, "SUM_IN_EPILOGUE": 0},
     check_meta={**GEMM_CHECK_META, "COMM_SMS": 1, "CE_GROUPS": 2, "SLICES": 2,
                 "SUM_IN_EPILOGUE": 0},
     knobs={"pattern": PATTERNS, "COMM_SMS": (8, 16, 32), "CE_GROUPS": (1, 2, 4, 8, 16),
