@@ -288,9 +288,9 @@ def test_measured_runs_rank_patterns_by_the_gpus_time_not_the_hosts(tmp_path):
     run_dir.mkdir(parents=True)
     evaluator = run._build_dist_loop(options, spec, target, record, run_id, run_dir, lambda k, d: None,
                                      None).evaluator
-    default = {"BLOCK_M": 128, "BLOCK_N": 256, "STREAM_K": 0, "CE_GROUPS": 8, "SLICES": 2}
+    eight_copies = {"BLOCK_M": 128, "BLOCK_N": 256, "STREAM_K": 0, "CE_GROUPS": 8, "SLICES": 2}
     pce = next(e for e in evaluator.rank_configurations() if e["pattern"] == "push_copy_engine"
-               and all(e["meta"].get(k) == v for k, v in default.items()))
+               and all(e["meta"].get(k) == v for k, v in eight_copies.items()))
     raw = pce["raw"]      # eight copies a launch: the host's time is over the GPUs' in the model too
     assert raw["time_ms"] == raw["gpu_ms"] < raw["eager_time_ms"] and raw["notes"] == "host"
     assert pce["key"] == pytest.approx(evaluator.calibration.predict(raw, "push_copy_engine"))
