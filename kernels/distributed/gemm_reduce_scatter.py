@@ -35,13 +35,16 @@ partials of it have arrived. Patterns:
   own rows before the others' makes its waits long, and a wait past its bound is a DEADLOCK
   verdict, not a hang. (The one-process CPU runner, whose ranks run one after another, runs it
   in two launches: every rank's tiles of the other owners, then every rank's own.)
-- ``push_copy_engine``: no SM stores to a peer. A persistent GEMM of the other owners' rows
-  (owner r + 1 first) stores their partials into a local outbox [W * M/W, N] (TMA); then the
-  copy engines (``Tensor.copy_`` into the owner's staging, mapped here, on the "comm" stream)
-  take each owner's rows in ``CE_GROUPS`` groups of row
-  tiles, each group's flag written by its stream after the copy (``Heap.signal_queued``), while
-  a second persistent GEMM computes the rank's own rows and sums each tile in its epilogue as
-  epilogue_reduce does, after the flags of its group from the W - 1 peers.
+- ``push_copy_engine``: no SM stores to a peer. Persistent GEMMs of the other owners' rows
+  (owner r + 1 first) store their partials into a local outbox [W * M/W, N] (TMA), in ``SLICES``
+  launches of row tiles; after each, the copy engines (``Tensor.copy_`` into the owner's staging,
+  mapped here, on the "comm" stream) take that slice's rows in groups (``CE_GROUPS`` over all
+  the rows), each group's flag written by the stream after its copy (``Heap.signal_queued``),
+  while the next slice, and last a persistent GEMM of the rank's own rows, run. An own tile waits
+  for its group's flags from the W - 1 peers and starts its accumulator from their partials
+  (``SUM_IN_EPILOGUE=1``: adds them in the epilogue, as epilogue_reduce does). On two H100s
+  (2026-11-26, eval/results/rs_ce_parts_h100x2/) one slice left the own rows waiting for the
+  copies at llama70b-o-4k, and the sums cost the own rows ~10 % over cuBLAS either way.
 
 Row tiles never straddle two owners: each owner's M/W rows make cdiv(M/W, BLOCK_M) row tiles,
 the last one masked where BLOCK_M does not divide M/W (only at the small check problem).
