@@ -87,7 +87,7 @@ import triton
 import triton.language as tl
 
 from swizzleperf.kernels.distributed import device
-from swizzleperf.kernels.distributed.peer_copy import copy_engine_push
+from swizzleperf.kernels.distributed.peer_copy import copy_engine_group, copy_engine_push
 from swizzleperf.kernels.distributed.spec import BARRIER, Baseline, DistKernelSpec, Step
 from swizzleperf.kernels.distributed.tiles import (GEMM_CHECK_META, GEMM_META, GEMM_TILE_CONFIGS,
                                                    GEMM_TILE_KNOBS, c_block, gemm_constraints,
@@ -265,12 +265,6 @@ def all_gather_gemm_push(a_ptr, gathered_ptr, flags, heap_bases, rank, epoch, ro
             dst += BLOCK_K * stride_ak
         if SIGNAL:  # release after a CTA barrier: all threads' stores before it are visible
             device.signal(flags + rank * chunks + chunk, epoch, rank, peer, heap_bases)
-
-
-def copy_engine_group(rows: int, meta: dict) -> int:
-    """Row tiles per copy of push_copy_engine (``CE_GROUPS`` copies of a shard of ``rows`` rows,
-    one flag each: the first row tile's)."""
-    return triton.cdiv(triton.cdiv(rows, meta["BLOCK_M"]), meta["CE_GROUPS"])
 
 
 def _push_copy_engine(heap, state: dict, epoch: int, meta: dict) -> Step:

@@ -117,7 +117,7 @@ import triton
 import triton.language as tl
 
 from swizzleperf.kernels.distributed import device
-from swizzleperf.kernels.distributed.peer_copy import copy_engine_push
+from swizzleperf.kernels.distributed.peer_copy import copy_engine_group, copy_engine_push
 from swizzleperf.kernels.distributed.spec import BARRIER, Baseline, DistKernelSpec, Step
 from swizzleperf.kernels.distributed.tiles import (GEMM_CHECK_META, GEMM_META, GEMM_TILE_CONFIGS,
                                                    GEMM_TILE_KNOBS, c_block, gemm_constraints,
@@ -172,7 +172,18 @@ def _gemm_piece(a, b, owner, local_m, pid_n, k_lo, k_hi, rows_per_rank, N, K_loc
                 USE_TMA: tl.constexpr, DOT_IN_FP32: tl.constexpr):
     """K steps ``k_lo .. k_hi`` of the partial tile ``(local_m, pid_n)`` of ``owner``'s rows:
     the fp32 accumulator."""
-    accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    return _accumulate(tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), a, b, owner, local_m, pid_n,
+                       k_lo, k_hi, rows_per_rank, N, K_local, stride_am, stride_ak, stride_bk,
+                       stride_bn, BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA, DOT_IN_FP32)
+
+
+@triton.jit
+def _accumulate(accumulator, a, b, owner, local_m, pid_n, k_lo, k_hi, rows_per_rank, N, K_local,
+                stride_am, stride_ak, stride_bk, stride_bn,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                USE_TMA: tl.constexpr, DOT_IN_FP32: tl.constexpr):
+    """``accumulator`` (fp32) plus K steps ``k_lo .. k_hi`` of the partial tile ``(local_m,
+    pid_n)`` of ``owner``'s rows."""
     if USE_TMA:  # a: descriptor of A_r [M, K_local]; rows past the owner's are masked at the store
         accumulator = mainloop(a, b, owner * rows_per_rank + local_m * BLOCK_M, pid_n * BLOCK_N,
                                k_lo, k_hi, rows_per_rank, N, K_local, stride_am, stride_ak,
@@ -452,17 +463,9 @@ def _phase_piece(a, b, staging_ptr, flags, errors, flag_kind, rank, epoch, max_s
             accumulator = _slots(accumulator, staging_ptr, flags, errors, flag_kind, rank, epoch,
                                  max_spins, flag_group, local_m, pid_n, rows_per_rank, N,
                                  stride_sw, stride_sm, stride_sn, BLOCK_M, BLOCK_N, WORLD_SIZE)
-    if USE_TMA:
-        accumulator = mainloop(a, b, owner * rows_per_rank + local_m * BLOCK_M, pid_n * BLOCK_N,
-                               k_lo, k_hi, rows_per_rank, N, K_local, stride_am, stride_ak,
-                               stride_bk, stride_bn, accumulator, BLOCK_M, BLOCK_N, BLOCK_K,
-                               USE_TMA, DOT_IN_FP32)
-    else:
-        accumulator = mainloop(a + owner * rows_per_rank * stride_am, b, local_m * BLOCK_M,
-                               pid_n * BLOCK_N, k_lo, k_hi, rows_per_rank, N, K_local, stride_am,
-                               stride_ak, stride_bk, stride_bn, accumulator, BLOCK_M, BLOCK_N,
-                               BLOCK_K, USE_TMA, DOT_IN_FP32)
-    return accumulator
+    return _accumulate(accumulator, a, b, owner, local_m, pid_n, k_lo, k_hi, rows_per_rank, N,
+                       K_local, stride_am, stride_ak, stride_bk, stride_bn, BLOCK_M, BLOCK_N,
+                       BLOCK_K, USE_TMA, DOT_IN_FP32)
 
 
 @triton.jit
@@ -582,12 +585,6 @@ def gemm_reduce_scatter_reduce(staging_ptr, out_ptr, flags, errors, flag_kind, r
 
 
 # ----------------------------------------------------------------------------------- host side
-def copy_engine_group(rows: int, meta: dict) -> int:
-    """Row tiles per copy of push_copy_engine (``CE_GROUPS`` copies of each owner's rows
-    ``rows``, one flag each: the first row tile's, column 0)."""
-    return triton.cdiv(triton.cdiv(rows, meta["BLOCK_M"]), meta["CE_GROUPS"])
-
-
 def copy_engine_slices(rows: int, meta: dict) -> list:
     """push_copy_engine's slices of the other owners' rows, ``[(first row tile, end), ...]``:
     ``SLICES`` GEMM launches (at most one per copy group), each followed by the copies of its

@@ -31,6 +31,12 @@ def peer_copy(heap, src: torch.Tensor, dst: torch.Tensor, peer: int, programs: i
                                   BLOCK=block, num_warps=8)
 
 
+def copy_engine_group(rows: int, meta: dict) -> int:
+    """Row tiles per copy of a push_copy_engine pattern: ``CE_GROUPS`` copies of ``rows`` rows
+    (a shard, an owner's rows) in row tiles of ``BLOCK_M``, one flag each (the first row tile's)."""
+    return triton.cdiv(triton.cdiv(rows, meta["BLOCK_M"]), meta["CE_GROUPS"])
+
+
 def copy_engine_push(heap, copies: list, flags: torch.Tensor, epoch: int) -> None:
     """Queue ``copies`` (``(destination, source, flag_index, peer)``: a view of ``peer``'s heap
     mapped here, a local tensor of the same shape, and the index in ``flags`` to set) on the
