@@ -1,7 +1,7 @@
 """Registers and spills of a distributed kernel's launches for sm_90, without a GPU: every launch of
 the given patterns at a problem of ``--size`` (M = N = K, large enough that the bench's tile
 configuration takes its TMA paths: row tiles dividing the rows; tensor descriptors taken as on a
-Hopper GPU), compiled as the JIT would (``compile_check.compile_launch``), then ``ptxas -v`` (the
+Hopper GPU, ``compile_check.descriptors_as_on_hopper``), compiled as the JIT would (``compile_check.compile_launch``), then ``ptxas -v`` (the
 one Triton ships) on its PTX.
 
     PYTHONPATH=/tmp/tri36 python eval/ptxas_registers.py gemm_reduce_scatter \\
@@ -21,24 +21,6 @@ import subprocess
 import tempfile
 
 
-def _tma_as_on_hopper(kernel: str) -> None:
-    """Make the kernel module take its tensor-descriptor paths for CPU tensors, as it does for
-    CUDA tensors on sm_90 (``tma_supported`` checks the device: on CPU every launch would compile
-    its pointer path, which is not what runs on a Hopper GPU)."""
-    import importlib
-
-    from swizzleperf.kernels.schedule import persistent_gemm
-
-    def aligned(*tensors) -> bool:
-        return all(t.dim() == 2 and t.stride(1) == 1 and t.data_ptr() % 16 == 0
-                   and (t.stride(0) * t.element_size()) % 16 == 0 for t in tensors)
-
-    module = importlib.import_module(f"swizzleperf.kernels.distributed.{kernel}")
-    for target in (module, persistent_gemm):
-        if hasattr(target, "tma_supported"):
-            target.tma_supported = aligned
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("kernel")
@@ -54,7 +36,6 @@ def main() -> int:
     from swizzleperf.kernels.distributed import compile_check, load_spec
 
     spec = load_spec(args.kernel)
-    _tma_as_on_hopper(args.kernel)
     n = args.size
     spec = dataclasses.replace(spec, problems={**spec.problems, "check": {"M": n, "N": n, "K": n}})
     ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
@@ -89,7 +70,8 @@ def main() -> int:
         for variant in variants:
             knobs = {**config, **{k: int(v) for k, v in variant.items()}}
             print(f"== {pattern} {variant or ''}", flush=True)
-            compile_check._launch(spec, 2, pattern, knobs)
+            with compile_check.descriptors_as_on_hopper(args.kernel):
+                compile_check._launch(spec, 2, pattern, knobs)
     return 0
 
 

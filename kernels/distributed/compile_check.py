@@ -11,6 +11,7 @@ type errors in code generation) before a GPU machine is used. Exit status 1 on a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 
@@ -62,10 +63,34 @@ def compile_launch(fn, args, kwargs, arch: int) -> None:
                    target=GPUTarget("cuda", arch, 32), options=options)
 
 
+@contextlib.contextmanager
+def descriptors_as_on_hopper(name: str):
+    """Within it, kernel ``name`` takes its tensor-descriptor (TMA) paths for CPU tensors as it
+    does for CUDA tensors on sm_90: its ``tma_supported`` checks alignment only, not the device
+    (on CPU every launch would otherwise build its pointer paths, not what runs on Hopper)."""
+    import importlib
+    module = importlib.import_module(f"swizzleperf.kernels.distributed.{name}")
+    original = module.tma_supported
+
+    def aligned(*tensors) -> bool:
+        return all(t.dim() == 2 and t.stride(1) == 1 and t.data_ptr() % 16 == 0
+                   and (t.stride(0) * t.element_size()) % 16 == 0 for t in tensors)
+
+    module.tma_supported = aligned
+    try:
+        yield
+    finally:
+        module.tma_supported = original
+
+
 def check(name: str, arch: int = 90, space: bool = False) -> list:
     """Compile every launch of every pattern of kernel ``name`` (with ``space``: of every
     configuration the optimizer's policy may propose, ``spec.space`` at each bench problem and
-    W = 2, 4, 8); returns the failures. Launches that compile alike are compiled once."""
+    W = 2, 4, 8), through its pointer paths and, where it has them, its tensor-descriptor paths
+    (``descriptors_as_on_hopper``); returns the failures. Launches that compile alike are
+    compiled once."""
+    import importlib
+
     from triton.runtime.jit import JITFunction
 
     from swizzleperf.kernels.distributed import load_spec
@@ -82,14 +107,20 @@ def check(name: str, arch: int = 90, space: bool = False) -> list:
     original = JITFunction.run
     JITFunction.run = fake_run
     try:
+        descriptors = hasattr(importlib.import_module(f"swizzleperf.kernels.distributed.{name}"),
+                              "tma_supported")
         for world_size, pattern, config in _configurations(spec, space):
             label = f"{name} W={world_size} {pattern} {config}" if space else f"{name} {pattern}"
-            try:
-                _launch(spec, world_size, pattern, config)
-                print(f"{label}: compiled for sm_{arch}", flush=True)
-            except Exception as exc:  # report every configuration's failure, then exit 1
-                failures.append(f"{label}: {type(exc).__name__}: {exc}")
-                print(failures[-1], flush=True)
+            for tma in (False, True) if descriptors else (False,):
+                try:
+                    with descriptors_as_on_hopper(name) if tma else contextlib.nullcontext():
+                        _launch(spec, world_size, pattern, config)
+                    print(f"{label}{' (tensor descriptors)' if tma else ''}: compiled for sm_{arch}",
+                          flush=True)
+                except Exception as exc:  # report every configuration's failure, then exit 1
+                    failures.append(f"{label}{' (tensor descriptors)' if tma else ''}: "
+                                    f"{type(exc).__name__}: {exc}")
+                    print(failures[-1], flush=True)
     finally:
         JITFunction.run = original
     print(f"{name}: {len(compiled)} distinct launches compiled, {len(failures)} failures", flush=True)
