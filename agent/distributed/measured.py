@@ -264,7 +264,8 @@ def host_note(f: dict) -> str:
     if host is None or not gpu or host < HOST_PACED * gpu:
         return ""
     return (f"; queueing one launch took the host {host:.3f} ms, against the GPUs' {gpu:.3f}: launched "
-            f"one by one it runs at the host's pace (queued ahead or in a CUDA graph, at the GPUs')")
+            f"one by one it runs at the host's pace (queued ahead of the GPUs, at theirs; capture in a "
+            f"CUDA graph is not tried here)")
 
 
 def _fused_note(references: dict | None, best_ms: float) -> str:
