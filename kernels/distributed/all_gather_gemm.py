@@ -28,11 +28,11 @@ with the GEMM is this kernel's overlap knob:
   (``peer_copy.copy_engine_push``), ``CE_GROUPS`` copies per peer, each followed by a
   write of its group's flag by its stream (``Heap.signal_queued``, cuStreamWriteValue32); the
   GEMM has every SM (``push`` gives ``COMM_SMS`` of them to copies that finish early in the
-  GEMM and then idle) and waits once per group of row tiles. Until 2026-11-26 a one-program kernel signalled each
-  group, and the GEMM left it one SM: the persistent GEMM's programs stay resident until the
-  end, each holding nearly all of an SM's shared memory, so with every SM theirs a signal
-  kernel found no SM while the GEMM's programs waited for its flags (two H100s, 2026-11-25:
-  the second launch at llama70b-up-8k gave up after 2^24 polls);
+  GEMM and then idle) and waits once per group of row tiles. Until 2026-11-26 a one-program
+  kernel signalled each group, and the GEMM left it one SM: the persistent GEMM's programs stay
+  resident until the end, each holding nearly all of an SM's shared memory, so with every SM
+  theirs a signal kernel found no SM while the GEMM's programs waited for its flags (two H100s,
+  2026-11-25: the second launch at llama70b-up-8k gave up after 2^24 polls);
 - ``bulk_sync``: the same copy on all SMs, a barrier, then the GEMM without waits (no
   overlap: the reference point of the other two inside the same code).
 

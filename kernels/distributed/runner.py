@@ -106,8 +106,9 @@ class StepRunner:
     """Runs a rank's steps on its main stream and a second "comm" stream (GPUs).
 
     Comm-stream launches start after everything queued on the main stream before the launch
-    began (``Step.after_main``: before the step), and the main stream waits for them before each barrier and at the end, so the two
-    streams overlap only inside one launch of the kernel.
+    began (``Step.after_main``: before the step), and the main stream waits for them before
+    each barrier and at the end, so the two streams overlap only inside one launch of the
+    kernel.
     """
 
     def __init__(self, heap: Heap) -> None:
@@ -242,8 +243,9 @@ def launch_outputs(spec: DistKernelSpec, heap: Heap, state: dict, inputs: dict,
 def verify_rank(spec: DistKernelSpec, heap: Heap, problem_name: str, pattern: str, meta: dict,
                 seed: int, dtype: str, group=None, launches: int = 2) -> tuple[RankCheck, RankCheck]:
     """Verify this rank's outputs (``launch_outputs``: ``launches`` synchronised launches, then
-    launches back to back with the linear input scaled) and the torch + NCCL baseline's, all against the reference of the
-    gathered inputs (a collective). The kernel's error is the worst of its outputs'.
+    launches back to back with the linear input scaled) and the torch + NCCL baseline's, all
+    against the reference of the gathered inputs (a collective). The kernel's error is the worst
+    of its outputs'.
 
     Returns:
         ``(kernel check, baseline check)`` of this rank; a spin-wait timeout becomes a failed
