@@ -24,15 +24,11 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
-from pathlib import Path
 
 import torch
 
+from swizzleperf.eval.rank_timing import time_problems
 from swizzleperf.kernels.distributed import load_spec, runner
-from swizzleperf.kernels.distributed.heap import Heap
-
-CONFIGS = Path(__file__).resolve().parent / "results" / "gemm_configs_hopper.json"
 
 
 def main() -> int:
@@ -44,61 +40,42 @@ def main() -> int:
                         help="whole launches: SLICES/SUM_IN_EPILOGUE/CE_GROUPS, comma-separated")
     parser.add_argument("--problems", default="", help="comma-separated (default: the bench problems)")
     args = parser.parse_args()
-    from swizzleperf.agent.distributed.rank_worker import RankContext, time_interleaved
-    from swizzleperf.kernels.schedule.gemm_tuning import best_config
-    runner.start_torchrun_rank()
-    rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
+
+    def contenders(heap, spec, meta, shape, inputs, state) -> dict:
+        epochs = itertools.count(1)
+
+        def launch(pattern: str, knobs: dict, step: int | None = None):
+            run_steps, launch_meta = runner.StepRunner(heap), {**meta, **knobs}
+
+            def run() -> None:
+                steps = spec.steps(heap, state, pattern, 0 if step is not None else next(epochs),
+                                   launch_meta)
+                run_steps(steps if step is None else [steps[step]])
+            return run
+
+        a, b = inputs["a"], inputs["b"]
+        partial = torch.empty(shape["M"], shape["N"], dtype=a.dtype, device="cuda")
+        own = shape["M"] // heap.world_size
+        fns = {}
+        for variant in args.variants.split(","):
+            slices, in_epilogue, groups = (int(x) for x in variant.split("/"))
+            fns[f"push_copy_engine SLICES={slices} SUM_IN_EPILOGUE={in_epilogue} CE_GROUPS={groups}"] = \
+                launch("push_copy_engine", {"SLICES": slices, "SUM_IN_EPILOGUE": in_epilogue,
+                                            "CE_GROUPS": groups})
+        fns.update({"others": launch("push_copy_engine", {"SLICES": 1}, 0),
+                    "copies": launch("push_copy_engine", {"SLICES": 1}, 1),
+                    "own_no_wait": launch("push_copy_engine", {"SLICES": 1}, 2),
+                    "bulk_sync": launch("bulk_sync", {}),
+                    "barrier": heap.device_barrier,
+                    "cublas": lambda: torch.matmul(a, b, out=partial),
+                    "cublas_own_rows": lambda: torch.matmul(a[:own], b, out=partial[:own])})
+        return fns
+
     spec = load_spec("gemm_reduce_scatter")
     problems = args.problems.split(",") if args.problems else list(spec.bench_problems)
-    heap = Heap.create(max(spec.heap_bytes(spec.problems[p], world, "bfloat16") for p in problems)
-                       + (64 << 20))
-    ctx = RankContext(rank, world, "cuda", heap, torch.distributed.group.WORLD, torch.cuda.get_device_name())
-    rows = []
-    for name in problems:
-        problem = spec.problems[name]
-        shape = spec.compute_shape(problem, world)
-        tuned = best_config(shape["M"], shape["N"], shape["K"], "bfloat16", torch.cuda.get_device_name(),
-                            path=CONFIGS) or {}
-        meta = spec.meta_for(name, tuned or None)
-        with runner.rank_state(spec, heap, problem, meta, 0, "bfloat16") as (inputs, state):
-            epochs = itertools.count(1)
-
-            def launch(pattern: str, knobs: dict, step: int | None = None):
-                run_steps, launch_meta = runner.StepRunner(heap), {**meta, **knobs}
-
-                def run() -> None:
-                    steps = spec.steps(heap, state, pattern, 0 if step is not None else next(epochs),
-                                       launch_meta)
-                    run_steps(steps if step is None else [steps[step]])
-                return run
-
-            a, b = inputs["a"], inputs["b"]
-            partial = torch.empty(shape["M"], shape["N"], dtype=a.dtype, device="cuda")
-            own = shape["M"] // world
-            fns = {}
-            for variant in args.variants.split(","):
-                slices, in_epilogue, groups = (int(x) for x in variant.split("/"))
-                fns[f"push_copy_engine SLICES={slices} SUM_IN_EPILOGUE={in_epilogue} CE_GROUPS={groups}"] = \
-                    launch("push_copy_engine", {"SLICES": slices, "SUM_IN_EPILOGUE": in_epilogue,
-                                                "CE_GROUPS": groups})
-            fns.update({"others": launch("push_copy_engine", {"SLICES": 1}, 0),
-                        "copies": launch("push_copy_engine", {"SLICES": 1}, 1),
-                        "own_no_wait": launch("push_copy_engine", {"SLICES": 1}, 2),
-                        "bulk_sync": launch("bulk_sync", {}),
-                        "barrier": heap.device_barrier,
-                        "cublas": lambda: torch.matmul(a, b, out=partial),
-                        "cublas_own_rows": lambda: torch.matmul(a[:own], b, out=partial[:own])})
-            timed = time_interleaved(ctx, fns, args.rounds, args.sample_ms, pair_with="cublas")
-            timing = {n: {"median_ms": t["median_ms"], "iqr_ms": t["iqr_ms"], "host_ms": t["host_ms"]}
-                      for n, t in timed["contenders"].items()}
-        rows.append({"problem": name, "shape": shape, "world_size": world, "meta": meta, **timing})
-        if rank == 0:
-            print(name, {k: round(v["median_ms"], 4) for k, v in timing.items()}, flush=True)
-    if rank == 0:
-        Path(args.out).write_text(json.dumps({"device": torch.cuda.get_device_name(), "rows": rows,
-                                              "command": "torchrun --nproc-per-node 2 eval/gpu_rs_ce_parts.py --out OUT"},
-                                             indent=1, default=str))
-    torch.distributed.destroy_process_group()
+    time_problems("gemm_reduce_scatter", problems, contenders, args.out,
+                  "torchrun --nproc-per-node 2 eval/gpu_rs_ce_parts.py --out OUT", args.rounds,
+                  args.sample_ms, pair_with="cublas", fields=("median_ms", "iqr_ms", "host_ms"))
     return 0
 
 

@@ -19,15 +19,12 @@ verifies the same launch).
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 
 import torch
 
+from swizzleperf.eval.rank_timing import time_problems
 from swizzleperf.kernels.distributed import load_spec, runner
 from swizzleperf.kernels.distributed.heap import Heap
-
-CONFIGS = Path(__file__).resolve().parent / "results" / "gemm_configs_hopper.json"
 
 
 class _LocalStores:
@@ -47,38 +44,17 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--sample-ms", type=float, default=20.0)
     args = parser.parse_args()
-    from swizzleperf.agent.distributed.rank_worker import RankContext, time_interleaved
-    from swizzleperf.kernels.schedule.gemm_tuning import best_config
-    runner.start_torchrun_rank()
-    rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
+
+    def contenders(heap, spec, meta, shape, inputs, state) -> dict:
+        remote = runner.launcher(spec, heap, state, "bulk_sync", meta, 0)
+        local = runner.launcher(spec, _LocalStores(heap), state, "bulk_sync", meta, 0)
+        partial = torch.empty(shape["M"], shape["N"], dtype=torch.bfloat16, device="cuda")
+        return {"gemm_step_remote_stores": remote, "gemm_step_local_stores": local,
+                "cublas": lambda: torch.matmul(inputs["a"], inputs["b"], out=partial)}
+
     spec = load_spec("gemm_reduce_scatter")
-    heap = Heap.create(max(spec.heap_bytes(spec.problems[p], world, "bfloat16") for p in spec.bench_problems)
-                       + (64 << 20))
-    ctx = RankContext(rank, world, "cuda", heap, torch.distributed.group.WORLD, torch.cuda.get_device_name())
-    rows = []
-    for name in spec.bench_problems:
-        problem = spec.problems[name]
-        shape = spec.compute_shape(problem, world)
-        tuned = best_config(shape["M"], shape["N"], shape["K"], "bfloat16", torch.cuda.get_device_name(),
-                            path=CONFIGS) or {}
-        meta = spec.meta_for(name, tuned or None)
-        with runner.rank_state(spec, heap, problem, meta, 0, "bfloat16") as (inputs, state):
-            remote = runner.launcher(spec, heap, state, "bulk_sync", meta, 0)
-            local = runner.launcher(spec, _LocalStores(heap), state, "bulk_sync", meta, 0)
-            partial = torch.empty(shape["M"], shape["N"], dtype=torch.bfloat16, device="cuda")
-            cublas = lambda: torch.matmul(inputs["a"], inputs["b"], out=partial)
-            timed = time_interleaved(ctx, {"gemm_step_remote_stores": remote, "gemm_step_local_stores": local,
-                                           "cublas": cublas}, args.rounds, args.sample_ms)
-            timing = {name: {"median_ms": t["median_ms"], "iqr_ms": t["iqr_ms"]}
-                      for name, t in timed["contenders"].items()}
-        rows.append({"problem": name, "shape": shape, "world_size": world, "meta": meta, **timing})
-        if rank == 0:
-            print(name, {k: round(v["median_ms"], 4) for k, v in timing.items()}, flush=True)
-    if rank == 0:
-        Path(args.out).write_text(json.dumps({"device": torch.cuda.get_device_name(), "rows": rows,
-                                              "command": "torchrun --nproc-per-node 2 eval/gpu_rs_stores.py --out OUT"},
-                                             indent=1, default=str))
-    torch.distributed.destroy_process_group()
+    time_problems("gemm_reduce_scatter", list(spec.bench_problems), contenders, args.out,
+                  "torchrun --nproc-per-node 2 eval/gpu_rs_stores.py --out OUT", args.rounds, args.sample_ms)
     return 0
 
 

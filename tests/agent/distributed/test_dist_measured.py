@@ -32,16 +32,25 @@ def _measured_cpu_target(world_size: int = 2):
                                   f"measured: {world_size} CPU rank processes (the interpreter)")
 
 
+def _measured_loop(tmp_path, kernel, problem: str, run_id: str, iterations: int = 1, proposer=None,
+                   **options) -> tuple:
+    """A measured run's loop on CPU ranks (W = 2, the H100 spec), built but not driven:
+    ``(loop, options, spec, target, record, run_dir)``."""
+    options = run.RunOptions(kernel=str(kernel), workdir=str(tmp_path / ".sp"), iterations=iterations,
+                             plateau=10, world_size=2, problem=problem, **options)
+    spec, target = load_spec(kernel), _measured_cpu_target()
+    record = RunRecord(Path(options.workdir))
+    run_dir = Path(options.workdir) / "runs" / run_id
+    run_dir.mkdir(parents=True)
+    loop = run._build_dist_loop(options, spec, target, record, run_id, run_dir, lambda k, d: None, proposer)
+    return loop, options, spec, target, record, run_dir
+
+
 def test_a_measured_run_on_cpu_ranks_answers_use_torch_nccl(tmp_path):
     """Two CPU ranks, the all-gather + GEMM at a tiny shape of the user's: verified on the ranks,
     timed against torch, recalibrated, answered by the measurements."""
-    options = run.RunOptions(kernel=str(AGG), workdir=str(tmp_path / ".sp"), iterations=1, plateau=10,
-                             world_size=2, problem="M=48,N=48,K=40")
-    spec, target = load_spec(AGG), _measured_cpu_target()
-    record, run_id = RunRecord(Path(options.workdir)), "measured-cpu"
-    run_dir = Path(options.workdir) / "runs" / run_id
-    run_dir.mkdir(parents=True)
-    loop = run._build_dist_loop(options, spec, target, record, run_id, run_dir, lambda k, d: None, None)
+    run_id = "measured-cpu"
+    loop, options, spec, target, record, run_dir = _measured_loop(tmp_path, AGG, "M=48,N=48,K=40", run_id)
     ev = loop.evaluator
     ev.pool_device, ev.max_spins = "cpu", 1 << 14
     ev.ranks.rounds, ev.ranks.sample_ms, ev.ranks.warmup = 2, 1.0, 1
@@ -260,13 +269,9 @@ def _scripted_run(tmp_path, iterations: int = 2, proposer=None, **options):
     text = GRS.read_text()
     kernel = tmp_path / GRS.name
     kernel.write_text(splice(text, "swizzle", catalog_source("row-major", target_args(text, "swizzle"))))
-    options = run.RunOptions(kernel=str(kernel), workdir=str(tmp_path / ".sp"), iterations=iterations, plateau=10,
-                             world_size=2, problem="llama70b-down-8k", **options)
-    spec, target = load_spec(kernel), _measured_cpu_target()
-    record, run_id = RunRecord(Path(options.workdir)), "scripted"
-    run_dir = Path(options.workdir) / "runs" / run_id
-    run_dir.mkdir(parents=True)
-    loop = run._build_dist_loop(options, spec, target, record, run_id, run_dir, lambda k, d: None, proposer)
+    run_id = "scripted"
+    loop, options, spec, target, record, run_dir = _measured_loop(tmp_path, kernel, "llama70b-down-8k", run_id,
+                                                                  iterations, proposer, **options)
     ranks = loop.evaluator._ranks = ScriptedRanks(DOWN_8K, OTHER)
     record.create_run(run_id, {"kernel": spec.name, "kernel_path": str(kernel), "hardware": "h100",
                                "mode": "measured", "proposer": loop.proposer.describe(), "run_dir": run_id},
@@ -280,14 +285,7 @@ def test_measured_runs_rank_patterns_by_the_gpus_time_not_the_hosts(tmp_path):
     on the model's GPU time: GEMM + RS push_copy_engine at llama8b-down-4k on two H100s takes the
     host about 0.5 ms to queue and the GPUs about 0.32 ms to run (eval/results/dist_gemm_h100x2_ce/);
     the run of 2026-11-26 that ranked it by the host's time never tried it."""
-    options = run.RunOptions(kernel=str(GRS), workdir=str(tmp_path / ".sp"), iterations=1, plateau=10,
-                             world_size=2, problem="llama8b-down-4k")
-    spec, target = load_spec(GRS), _measured_cpu_target()
-    record, run_id = RunRecord(Path(options.workdir)), "ranking"
-    run_dir = Path(options.workdir) / "runs" / run_id
-    run_dir.mkdir(parents=True)
-    evaluator = run._build_dist_loop(options, spec, target, record, run_id, run_dir, lambda k, d: None,
-                                     None).evaluator
+    evaluator = _measured_loop(tmp_path, GRS, "llama8b-down-4k", "ranking")[0].evaluator
     eight_copies = {"BLOCK_M": 128, "BLOCK_N": 256, "STREAM_K": 0, "CE_GROUPS": 8, "SLICES": 2}
     pce = next(e for e in evaluator.rank_configurations() if e["pattern"] == "push_copy_engine"
                and all(e["meta"].get(k) == v for k, v in eight_copies.items()))
