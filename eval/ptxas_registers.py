@@ -28,7 +28,7 @@ def main() -> int:
     parser.add_argument("--size", type=int, default=512)
     parser.add_argument("--config", default='{"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, '
                                             '"num_stages": 4, "EPILOGUE_SUBTILE": 1}')
-    parser.add_argument("--meta", action="append", default=[], help="KNOB=VALUE, one variant each")
+    parser.add_argument("--meta", action="append", default=[], help="KNOB=VALUE[,KNOB=VALUE...], one variant each")
     args = parser.parse_args()
     import triton
     from triton.runtime.jit import JITFunction
@@ -60,12 +60,14 @@ def main() -> int:
         os.unlink(f.name)
         info = " | ".join(l.split(":", 1)[-1].strip() for l in done.stderr.splitlines()
                           if "registers" in l or "spill" in l)
+        prefetches = compiled[-1].asm["ptx"].count("prefetch.global")
+        info += f" | {prefetches} prefetch instructions" if prefetches else ""
         flags = {k: v for k, v in kwargs.items() if k.isupper() and isinstance(v, bool)}
         print(f"{self.__name__} {flags}: {info}", flush=True)
 
     triton.compile, JITFunction.run = keep, report
     config = json.loads(args.config)
-    variants = [dict(kv.split("=", 1) for kv in [m]) for m in args.meta] or [{}]
+    variants = [dict(kv.split("=", 1) for kv in m.split(",")) for m in args.meta] or [{}]
     for pattern in (args.patterns.split(",") if args.patterns else spec.patterns):
         for variant in variants:
             knobs = {**config, **{k: int(v) for k, v in variant.items()}}

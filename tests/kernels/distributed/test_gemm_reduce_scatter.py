@@ -55,18 +55,22 @@ def test_copy_engine_slices_and_where_it_sums():
     """push_copy_engine at W = 2 with its other owners' rows in one, two or four GEMM launches
     (M = 128: four 16-row tiles per owner, CE_GROUPS=4: a copy per row tile), the peers'
     partials added first or in the epilogue; in the epilogue it sums as epilogue_reduce does,
-    to the last bit."""
+    to the last bit. PREFETCH_PARTIALS=1 (``/p``) changes no result: under the interpreter its
+    prefetch is nothing (no inline PTX), so this checks only the path around it (the next tile's
+    coordinates); GPU runs check the prefetch itself (eval/results/rs_prefetch_h100x2/)."""
     errors = _interpret(
         "spec = dataclasses.replace(kernel.SPEC,\n"
         "    problems={**kernel.SPEC.problems, 'check': {'M': 128, 'N': 32, 'K': 32}})\n"
-        "runs = {f'{s}/{e}': [c.error for c in runner.run_group(spec, 2, 'push_copy_engine',\n"
-        "            meta={'CE_GROUPS': 4, 'SLICES': s, 'SUM_IN_EPILOGUE': e}, dtype='float16')]\n"
-        "        for s, e in ((1, 1), (2, 0), (4, 0), (4, 1))}\n"
+        "runs = {f'{s}/{e}' + ('/p' if p else ''): [c.error for c in runner.run_group(spec, 2,\n"
+        "            'push_copy_engine', meta={'CE_GROUPS': 4, 'SLICES': s, 'SUM_IN_EPILOGUE': e,\n"
+        "                                      'PREFETCH_PARTIALS': p}, dtype='float16')]\n"
+        "        for s, e, p in ((1, 1, 0), (2, 0, 0), (4, 0, 0), (4, 1, 0), (2, 0, 1), (4, 1, 1))}\n"
         "runs['epilogue_reduce'] = [c.error for c in runner.run_group(spec, 2, 'epilogue_reduce',\n"
         "                                                             dtype='float16')]\n"
         "print(json.dumps(runs))\n")
     assert all(0 < e < 6e-4 for run in errors.values() for e in run), errors
     assert errors["1/1"] == errors["4/1"] == errors["epilogue_reduce"], errors
+    assert errors["2/0/p"] == errors["2/0"] and errors["4/1/p"] == errors["4/1"], errors
     assert kernel.copy_engine_slices(64, {"BLOCK_M": 16, "CE_GROUPS": 4, "SLICES": 2}) == [(0, 2), (2, 4)]
     assert kernel.copy_engine_slices(40, {"BLOCK_M": 16, "CE_GROUPS": 2, "SLICES": 4}) == [(0, 2), (2, 3)]
 
