@@ -1,13 +1,13 @@
 """Where GEMM + reduce-scatter's push_copy_engine spends its time (issue #23): on W GPUs, at each
-bench problem, the whole launch (at each of ``--variants``: SLICES / SUM_IN_EPILOGUE / CE_GROUPS
-[/ PREFETCH_PARTIALS, 0 when absent]) timed interleaved with each of its steps alone (at SLICES=1
-and the kernel's other defaults) and with cuBLAS:
+bench problem, the whole launch (at each of ``--variants``: SLICES / SUM_IN_EPILOGUE / CE_GROUPS)
+timed interleaved with each of its steps alone (at SLICES=1 and the kernel's other defaults) and
+with cuBLAS:
 
 - ``others``: the GEMM of the other owners' rows into the outbox (step 0);
 - ``copies``: the copy engines' copies of the outbox to the owners, each with its flag (step 1);
-- ``own_no_wait``: the GEMM of the own rows with the peers' partials summed, every flag already
-  set (epoch 0: the waits pass at once), so the time of its compute and its sums alone (step 2);
-  ``own_no_wait E/P`` the same with SUM_IN_EPILOGUE=E and PREFETCH_PARTIALS=P (``--own-variants``);
+- ``own_no_wait SUM_IN_EPILOGUE=E``: the GEMM of the own rows with the peers' partials summed,
+  first (E=0) or in the epilogue (E=1; each E of ``--own-variants``), every flag already set
+  (epoch 0: the waits pass at once), so the time of its compute and its sums alone (step 2);
 - ``cublas`` (``torch.matmul`` of the per-rank shape) and ``cublas_own_rows`` (of the rows of
   one owner, the share of the own-rows GEMM);
 - ``bulk_sync`` for reference, and ``barrier`` (one device barrier, the step every pattern ends with).
@@ -37,11 +37,10 @@ def main() -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--sample-ms", type=float, default=20.0)
-    parser.add_argument("--variants", default="2/0/2,2/0/2/1,2/1/2,2/1/2/1,2/1/8/1",
-                        help="whole launches: SLICES/SUM_IN_EPILOGUE/CE_GROUPS[/PREFETCH_PARTIALS], "
-                             "comma-separated")
-    parser.add_argument("--own-variants", default="0/1,1/0,1/1",
-                        help="the own rows alone besides the default: SUM_IN_EPILOGUE/PREFETCH_PARTIALS")
+    parser.add_argument("--variants", default="2/0/2,2/1/1,2/1/2,2/1/4,4/1/2",
+                        help="whole launches: SLICES/SUM_IN_EPILOGUE/CE_GROUPS, comma-separated")
+    parser.add_argument("--own-variants", default="0,1",
+                        help="the own rows alone at each SUM_IN_EPILOGUE, comma-separated")
     parser.add_argument("--problems", default="", help="comma-separated (default: the bench problems)")
     args = parser.parse_args()
 
@@ -62,19 +61,15 @@ def main() -> int:
         own = shape["M"] // heap.world_size
         fns = {}
         for variant in args.variants.split(","):
-            slices, in_epilogue, groups, prefetch = ([int(x) for x in variant.split("/")] + [0])[:4]
-            fns[f"push_copy_engine SLICES={slices} SUM_IN_EPILOGUE={in_epilogue} CE_GROUPS={groups}"
-                + (f" PREFETCH_PARTIALS={prefetch}" if prefetch else "")] = \
+            slices, in_epilogue, groups = (int(x) for x in variant.split("/"))
+            fns[f"push_copy_engine SLICES={slices} SUM_IN_EPILOGUE={in_epilogue} CE_GROUPS={groups}"] = \
                 launch("push_copy_engine", {"SLICES": slices, "SUM_IN_EPILOGUE": in_epilogue,
-                                            "CE_GROUPS": groups, "PREFETCH_PARTIALS": prefetch})
-        for variant in filter(None, args.own_variants.split(",")):
-            in_epilogue, prefetch = (int(x) for x in variant.split("/"))
-            fns[f"own_no_wait {in_epilogue}/{prefetch}"] = launch(
-                "push_copy_engine", {"SLICES": 1, "SUM_IN_EPILOGUE": in_epilogue,
-                                     "PREFETCH_PARTIALS": prefetch}, 2)
+                                            "CE_GROUPS": groups})
+        for in_epilogue in filter(None, args.own_variants.split(",")):
+            fns[f"own_no_wait SUM_IN_EPILOGUE={in_epilogue}"] = launch(
+                "push_copy_engine", {"SLICES": 1, "SUM_IN_EPILOGUE": int(in_epilogue)}, 2)
         fns.update({"others": launch("push_copy_engine", {"SLICES": 1}, 0),
                     "copies": launch("push_copy_engine", {"SLICES": 1}, 1),
-                    "own_no_wait": launch("push_copy_engine", {"SLICES": 1}, 2),
                     "bulk_sync": launch("bulk_sync", {}),
                     "barrier": heap.device_barrier,
                     "cublas": lambda: torch.matmul(a, b, out=partial),

@@ -60,8 +60,6 @@ def main() -> int:
         os.unlink(f.name)
         info = " | ".join(l.split(":", 1)[-1].strip() for l in done.stderr.splitlines()
                           if "registers" in l or "spill" in l)
-        prefetches = compiled[-1].asm["ptx"].count("prefetch.global")
-        info += f" | {prefetches} prefetch instructions" if prefetches else ""
         flags = {k: v for k, v in kwargs.items() if k.isupper() and isinstance(v, bool)}
         print(f"{self.__name__} {flags}: {info}", flush=True)
 

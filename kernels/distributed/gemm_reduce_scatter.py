@@ -40,11 +40,14 @@ partials of it have arrived. Patterns:
   launches of row tiles; after each, the copy engines (``Tensor.copy_`` into the owner's staging,
   mapped here, on the "comm" stream) take that slice's rows in groups (``CE_GROUPS`` over all
   the rows), each group's flag written by the stream after its copy (``Heap.signal_queued``),
-  while the next slice, and last a persistent GEMM of the rank's own rows, run. An own tile waits
-  for its group's flags from the W - 1 peers and starts its accumulator from their partials
-  (``SUM_IN_EPILOGUE=1``: adds them in the epilogue, as epilogue_reduce does). On two H100s
-  (2026-11-26, eval/results/rs_ce_parts_h100x2/) one slice left the own rows waiting for the
-  copies at llama70b-o-4k, and the sums cost the own rows ~10 % over cuBLAS either way.
+  while the next slice, and last a persistent GEMM of the rank's own rows, run. An own tile
+  waits for its group's flags from the W - 1 peers after its main loop and adds their partials
+  in its epilogue, as epilogue_reduce does (``SUM_IN_EPILOGUE=0``: waits before its main loop and
+  starts its accumulator from them). On two H100s (2026-11-26, eval/results/rs_ce_parts_h100x2/)
+  one slice left the own rows waiting for the copies at llama70b-o-4k, and the sums cost the own
+  rows ~10 % over cuBLAS either way; with two copy groups the epilogue's sum made the launch ~1 %
+  faster (eval/results/rs_prefetch_h100x2/): a tile of the group copied last waits at the end
+  of its main loop instead of before it.
 
 Row tiles never straddle two owners: each owner's M/W rows make cdiv(M/W, BLOCK_M) row tiles,
 the last one masked where BLOCK_M does not divide M/W (only at the small check problem).
@@ -123,8 +126,7 @@ from swizzleperf.kernels.distributed.tiles import (GEMM_CHECK_META, GEMM_META, G
                                                    GEMM_TILE_KNOBS, c_block, gemm_constraints,
                                                    gemm_launch, num_sms, operands, tile_pointers,
                                                    tma_supported)
-from swizzleperf.kernels.schedule.persistent_gemm import (data_parallel_tiles, mainloop,
-                                                          prefetch_tile_l2, store_tile,
+from swizzleperf.kernels.schedule.persistent_gemm import (data_parallel_tiles, mainloop, store_tile,
                                                           stream_k_fixup, stream_k_range,
                                                           stream_k_segment)
 
@@ -449,19 +451,6 @@ def _slots(accumulator, staging_ptr, flags, errors, flag_kind, rank, epoch, max_
 
 
 @triton.jit
-def _prefetch_slots(staging_ptr, rank, local_m, pid_n, rows_per_rank, N, stride_sw, stride_sm,
-                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, WORLD_SIZE: tl.constexpr):
-    """Prefetch the W - 1 peers' partials of own tile ``(local_m, pid_n)`` (the local staging's
-    slots r - 1, r - 2, ...) into L2, before their flags: L2 is where this GPU's memory is
-    coherent, so a copy that lands after the prefetch updates the lines there (the prefetch
-    is then wasted, never stale)."""
-    for i in tl.static_range(WORLD_SIZE - 1):
-        source = (rank + 2 * WORLD_SIZE - 1 - i) % WORLD_SIZE
-        prefetch_tile_l2(staging_ptr + source * stride_sw, local_m, pid_n, rows_per_rank, N,
-                         stride_sm, BLOCK_M, BLOCK_N)
-
-
-@triton.jit
 def _phase_piece(a, b, staging_ptr, flags, errors, flag_kind, rank, epoch, max_spins, flag_group,
                  owner, local_m, pid_n, k_lo, k_hi, rows_per_rank, N, K_local, stride_am,
                  stride_ak, stride_bk, stride_bn, stride_sw, stride_sm, stride_sn,
@@ -519,17 +508,14 @@ def gemm_reduce_scatter_phase(a, b, c, staging_ptr, flags, errors, flag_kind, wo
                               STREAM_K: tl.constexpr, USE_TMA: tl.constexpr,
                               STORE_TMA: tl.constexpr, SUBTILE: tl.constexpr,
                               WARP_SPECIALIZE: tl.constexpr, FLATTEN: tl.constexpr,
-                              DOT_IN_FP32: tl.constexpr, PREFETCH_PARTIALS: tl.constexpr):
+                              DOT_IN_FP32: tl.constexpr):
     """One of push_copy_engine's persistent GEMMs of the partial ``A_r @ B_r``
     (kernels/schedule/persistent_gemm.py's schedule): OWN=0 row tiles ``row_lo .. row_lo +
     slice_rows`` of the other owners' rows, into this rank's outbox ``c`` [W * rows_per_rank, N];
     OWN=1 this rank's own rows, each tile summed with the peers' partials (first, or in the
     epilogue with SUM_IN_EPILOGUE: ``_phase_piece``, ``_phase_finish``) and written to ``c`` =
     out [rows_per_rank, N]. ``a``, ``b``, ``c``: descriptors with USE_TMA / STORE_TMA, else
-    pointers; ``staging_ptr`` the local staging [W, rows_per_rank, N] (OWN=1 reads it).
-    PREFETCH_PARTIALS (OWN=1, data-parallel tiles): before a tile's main loop, the partials its
-    sum loads after that main loop go to L2 (``_prefetch_slots``): with SUM_IN_EPILOGUE this
-    tile's, else the program's next tile's."""
+    pointers; ``staging_ptr`` the local staging [W, rows_per_rank, N] (OWN=1 reads it)."""
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
     tiles_per_rank = tl.cdiv(rows_per_rank, BLOCK_M)
@@ -544,15 +530,6 @@ def gemm_reduce_scatter_phase(a, b, c, staging_ptr, flags, errors, flag_kind, wo
                          warp_specialize=WARP_SPECIALIZE):
         owner, local_m, pid_n = _phase_tile(tile, rank, grid_m, num_pid_n, row_lo, slice_rows,
                                             WORLD_SIZE, OWN)
-        if OWN and PREFETCH_PARTIALS:
-            if SUM_IN_EPILOGUE:
-                _prefetch_slots(staging_ptr, rank, local_m, pid_n, rows_per_rank, N, stride_sw,
-                                stride_sm, BLOCK_M, BLOCK_N, WORLD_SIZE)
-            elif tile + num_programs < num_dp_tiles:
-                _, next_m, next_n = _phase_tile(tile + num_programs, rank, grid_m, num_pid_n,
-                                                row_lo, slice_rows, WORLD_SIZE, OWN)
-                _prefetch_slots(staging_ptr, rank, next_m, next_n, rows_per_rank, N, stride_sw,
-                                stride_sm, BLOCK_M, BLOCK_N, WORLD_SIZE)
         accumulator = _phase_piece(a, b, staging_ptr, flags, errors, flag_kind, rank, epoch,
                                    max_spins, flag_group, owner, local_m, pid_n, 0, k_iters,
                                    rows_per_rank, N, K_local, stride_am, stride_ak, stride_bk,
@@ -741,8 +718,8 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
             run.workspace, run.sk_flags, heap.rank, epoch, heap.max_spins, flag_group, row_lo,
             max(1, slice_rows), rows, N, K_local, a.stride(0), a.stride(1), b.stride(0),
             b.stride(1), *staging_strides, target.stride(0), target.stride(1), WORLD_SIZE=world,
-            OWN=own, SUM_IN_EPILOGUE=bool(meta.get("SUM_IN_EPILOGUE", 0)), STORE_TMA=store_tma,
-            PREFETCH_PARTIALS=own and bool(meta.get("PREFETCH_PARTIALS", 0)), **run.kwargs), name="gemm (own rows)" if own else
+            OWN=own, SUM_IN_EPILOGUE=bool(meta.get("SUM_IN_EPILOGUE", 1)), STORE_TMA=store_tma,
+            **run.kwargs), name="gemm (own rows)" if own else
             f"gemm (other owners' row tiles {row_lo}..{row_lo + slice_rows - 1})")
 
     # 16 fp32 accumulator elements per thread and up to W loads of as many in flight: 128 x 256
@@ -863,18 +840,20 @@ SPEC = DistKernelSpec(
     # left the own rows waiting for the copies at llama70b-o-4k (0.403-0.475 ms against 0.386-0.388
     # with two), four cost a launch more (0.405-0.450); 2, 4 and 8 groups ran within 0.5 % of each
     # other, and every copy is host time (eight: ~0.5 ms to queue a launch of ~0.33-0.39).
-    meta={**GEMM_META, "COMM_SMS": 16, "CE_GROUPS": 2, "SLICES": 2, "SUM_IN_EPILOGUE": 0,
-          "PREFETCH_PARTIALS": 0},
+    # The peers' partials summed in the own tiles' epilogue: on two H100s (2026-11-26,
+    # eval/results/rs_prefetch_h100x2/) 0.381 against 0.385 ms first at llama70b-o-4k, 0.319
+    # against 0.322 at llama8b-down-4k (the own rows alone: 0.193 against 0.195 and 0.160
+    # against 0.162); prefetching them into L2 a main loop ahead made both slower (0.386, 0.323).
+    meta={**GEMM_META, "COMM_SMS": 16, "CE_GROUPS": 2, "SLICES": 2, "SUM_IN_EPILOGUE": 1},
     check_meta={**GEMM_CHECK_META, "COMM_SMS": 1, "CE_GROUPS": 2, "SLICES": 2,
-                "SUM_IN_EPILOGUE": 0, "PREFETCH_PARTIALS": 0},
+                "SUM_IN_EPILOGUE": 1},
     knobs={"pattern": PATTERNS, "COMM_SMS": (8, 16, 32), "CE_GROUPS": (1, 2, 4, 8, 16),
-           "SLICES": (1, 2, 4), "SUM_IN_EPILOGUE": (0, 1), "PREFETCH_PARTIALS": (0, 1),
+           "SLICES": (1, 2, 4), "SUM_IN_EPILOGUE": (0, 1),
            **GEMM_TILE_KNOBS, "swizzle": ("row-major", "column-major", "grouped-m:8")},
     tile_orders=tile_orders,
     constraints=constraints,
     pattern_knobs={"producer_consumer": ("COMM_SMS",),
-                   "push_copy_engine": ("CE_GROUPS", "SLICES", "SUM_IN_EPILOGUE",
-                                        "PREFETCH_PARTIALS")},
+                   "push_copy_engine": ("CE_GROUPS", "SLICES", "SUM_IN_EPILOGUE")},
     tile_configs=GEMM_TILE_CONFIGS,
     compute_shape=lambda p, w: {"M": p["M"], "N": p["N"], "K": p["K"] // w},
     make_inputs=make_inputs,

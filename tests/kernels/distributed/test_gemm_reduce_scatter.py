@@ -36,7 +36,7 @@ def test_every_pattern_on_cpu(world_size):
     slots in the same order, so their outputs are identical (same errors to the last bit);
     epilogue_reduce sums its own partial unrounded (its own error, within the same bound; on the
     CPU in its two launches: the other owners' tiles, then the own ones), and push_copy_engine
-    starts its own tiles' accumulators from the peers' partials (its own sum order)."""
+    sums its own tiles in their epilogues as epilogue_reduce does (SUM_IN_EPILOGUE=1, its default)."""
     errors = _interpret(
         "out = {p: {d: [c.error for c in runner.run_group(kernel.SPEC, %d, p, dtype=d)]\n"
         "           for d in ('bfloat16', 'float16')} for p in kernel.SPEC.patterns}\n"
@@ -49,28 +49,26 @@ def test_every_pattern_on_cpu(world_size):
             assert all(0 < e < limit for e in rank_errors), (pattern, dtype, rank_errors)
             if pattern == "producer_consumer":
                 assert rank_errors == errors["bulk_sync"][dtype], (pattern, dtype)
+            if pattern == "push_copy_engine":
+                assert rank_errors == errors["epilogue_reduce"][dtype], (pattern, dtype)
 
 
 def test_copy_engine_slices_and_where_it_sums():
     """push_copy_engine at W = 2 with its other owners' rows in one, two or four GEMM launches
     (M = 128: four 16-row tiles per owner, CE_GROUPS=4: a copy per row tile), the peers'
     partials added first or in the epilogue; in the epilogue it sums as epilogue_reduce does,
-    to the last bit. PREFETCH_PARTIALS=1 (``/p``) changes no result: under the interpreter its
-    prefetch is nothing (no inline PTX), so this checks only the path around it (the next tile's
-    coordinates); GPU runs check the prefetch itself (eval/results/rs_prefetch_h100x2/)."""
+    to the last bit."""
     errors = _interpret(
         "spec = dataclasses.replace(kernel.SPEC,\n"
         "    problems={**kernel.SPEC.problems, 'check': {'M': 128, 'N': 32, 'K': 32}})\n"
-        "runs = {f'{s}/{e}' + ('/p' if p else ''): [c.error for c in runner.run_group(spec, 2,\n"
-        "            'push_copy_engine', meta={'CE_GROUPS': 4, 'SLICES': s, 'SUM_IN_EPILOGUE': e,\n"
-        "                                      'PREFETCH_PARTIALS': p}, dtype='float16')]\n"
-        "        for s, e, p in ((1, 1, 0), (2, 0, 0), (4, 0, 0), (4, 1, 0), (2, 0, 1), (4, 1, 1))}\n"
+        "runs = {f'{s}/{e}': [c.error for c in runner.run_group(spec, 2, 'push_copy_engine',\n"
+        "            meta={'CE_GROUPS': 4, 'SLICES': s, 'SUM_IN_EPILOGUE': e}, dtype='float16')]\n"
+        "        for s, e in ((1, 1), (2, 0), (4, 0), (4, 1))}\n"
         "runs['epilogue_reduce'] = [c.error for c in runner.run_group(spec, 2, 'epilogue_reduce',\n"
         "                                                             dtype='float16')]\n"
         "print(json.dumps(runs))\n")
     assert all(0 < e < 6e-4 for run in errors.values() for e in run), errors
     assert errors["1/1"] == errors["4/1"] == errors["epilogue_reduce"], errors
-    assert errors["2/0/p"] == errors["2/0"] and errors["4/1/p"] == errors["4/1"], errors
     assert kernel.copy_engine_slices(64, {"BLOCK_M": 16, "CE_GROUPS": 4, "SLICES": 2}) == [(0, 2), (2, 4)]
     assert kernel.copy_engine_slices(40, {"BLOCK_M": 16, "CE_GROUPS": 2, "SLICES": 4}) == [(0, 2), (2, 3)]
 
