@@ -132,20 +132,21 @@ def wait(flag_pointer, expected, errors, kind, index, peer, max_spins,
     peer still ends after about one bound. Returns the last value read.
     """
     value = tl.atomic_add(flag_pointer, 0, sem="acquire", scope=scope)
-    # a wait of this rank gave up already (a dead peer): don't spend another bound here
-    gave_up = tl.load(errors, volatile=True)
-    spins = 0
-    while (value < expected) & (spins < max_spins) & (gave_up == 0):
-        value = tl.atomic_add(flag_pointer, 0, sem="acquire", scope=scope)
-        spins += 1
-        if spins % 1024 == 0:
-            gave_up = tl.load(errors, volatile=True)
-    if value < expected:
-        if tl.atomic_cas(errors, 0, SPIN_TIMEOUT) == 0:
-            tl.store(errors + 1, kind)
-            tl.store(errors + 2, index)
-            tl.store(errors + 3, peer)
-            tl.store(errors + 4, value)
+    if value < expected:   # a flag already set costs one load, not two
+        # a wait of this rank gave up already (a dead peer): don't spend another bound here
+        gave_up = tl.load(errors, volatile=True)
+        spins = 0
+        while (value < expected) & (spins < max_spins) & (gave_up == 0):
+            value = tl.atomic_add(flag_pointer, 0, sem="acquire", scope=scope)
+            spins += 1
+            if spins % 1024 == 0:
+                gave_up = tl.load(errors, volatile=True)
+        if value < expected:
+            if tl.atomic_cas(errors, 0, SPIN_TIMEOUT) == 0:
+                tl.store(errors + 1, kind)
+                tl.store(errors + 2, index)
+                tl.store(errors + 3, peer)
+                tl.store(errors + 4, value)
     tl.debug_barrier()  # every thread of the program reads after the acquire
     return value
 

@@ -438,54 +438,68 @@ def _phase_tile(tile, rank, grid_m, num_pid_n, row_lo, slice_rows, WORLD_SIZE: t
 
 @triton.jit
 def _slots(accumulator, staging_ptr, flags, errors, flag_kind, rank, epoch, max_spins, flag_group,
-           local_m, pid_n, rows_per_rank, N, stride_sw, stride_sm, stride_sn,
+           acquired, local_m, pid_n, rows_per_rank, N, stride_sw, stride_sm, stride_sn,
            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, WORLD_SIZE: tl.constexpr):
-    """``accumulator`` plus the W - 1 peers' partials of own tile ``(local_m, pid_n)`` from the
-    local staging (slots r - 1, r - 2, ...), after their flags of the tile's group of
-    ``flag_group`` row tiles (acquire, bounded)."""
+    """``(accumulator plus the W - 1 peers' partials of own tile (local_m, pid_n), acquired)``:
+    the partials from the local staging (slots r - 1, r - 2, ...), after the peers' flags of the
+    tile's group of ``flag_group`` row tiles (acquire, bounded) unless this program acquired
+    them already: ``acquired`` is the first flag index of the group it acquired last, -1 for
+    none (the peers' copies of a whole group land before its flags, so one acquire serves
+    every tile of the group)."""
     flag = (local_m - local_m % flag_group) * WORLD_SIZE
+    if flag != acquired:
+        for i in tl.static_range(WORLD_SIZE - 1):
+            source = (rank + 2 * WORLD_SIZE - 1 - i) % WORLD_SIZE
+            device.wait(flags + flag + source, epoch, errors, flag_kind, flag + source, source,
+                        max_spins)
+        acquired = flag
     s_ptrs, mask = tile_pointers(staging_ptr, local_m, pid_n, rows_per_rank, N, stride_sm,
                                  stride_sn, BLOCK_M, BLOCK_N)
-    return _add_slots(accumulator, s_ptrs, mask, flags, flag, errors, flag_kind, rank, epoch,
-                      max_spins, stride_sw, WORLD_SIZE, WORLD_SIZE - 1, True)
+    accumulator = _add_slots(accumulator, s_ptrs, mask, flags, flag, errors, flag_kind, rank,
+                             epoch, max_spins, stride_sw, WORLD_SIZE, WORLD_SIZE - 1, False)
+    return accumulator, acquired
 
 
 @triton.jit
 def _phase_piece(a, b, staging_ptr, flags, errors, flag_kind, rank, epoch, max_spins, flag_group,
-                 owner, local_m, pid_n, k_lo, k_hi, rows_per_rank, N, K_local, stride_am,
+                 acquired, owner, local_m, pid_n, k_lo, k_hi, rows_per_rank, N, K_local, stride_am,
                  stride_ak, stride_bk, stride_bn, stride_sw, stride_sm, stride_sn,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                  WORLD_SIZE: tl.constexpr, OWN: tl.constexpr, SUM_IN_EPILOGUE: tl.constexpr,
                  USE_TMA: tl.constexpr, DOT_IN_FP32: tl.constexpr):
-    """K steps ``k_lo .. k_hi`` of a push_copy_engine tile: the fp32 accumulator. Of an own
-    tile without SUM_IN_EPILOGUE, the piece with K step 0 starts from the peers' partials
-    (``_slots``) instead of zeros: their loads go out before the main loop's, not after it."""
+    """K steps ``k_lo .. k_hi`` of a push_copy_engine tile: ``(the fp32 accumulator,
+    acquired)`` (``_slots``). Of an own tile without SUM_IN_EPILOGUE, the piece with K step 0
+    starts from the peers' partials instead of zeros: their loads go out before the main
+    loop's, not after it."""
     accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     if OWN and not SUM_IN_EPILOGUE:
         if k_lo == 0:
-            accumulator = _slots(accumulator, staging_ptr, flags, errors, flag_kind, rank, epoch,
-                                 max_spins, flag_group, local_m, pid_n, rows_per_rank, N,
-                                 stride_sw, stride_sm, stride_sn, BLOCK_M, BLOCK_N, WORLD_SIZE)
-    return _accumulate(accumulator, a, b, owner, local_m, pid_n, k_lo, k_hi, rows_per_rank, N,
-                       K_local, stride_am, stride_ak, stride_bk, stride_bn, BLOCK_M, BLOCK_N,
-                       BLOCK_K, USE_TMA, DOT_IN_FP32)
+            accumulator, acquired = _slots(accumulator, staging_ptr, flags, errors, flag_kind,
+                                           rank, epoch, max_spins, flag_group, acquired, local_m,
+                                           pid_n, rows_per_rank, N, stride_sw, stride_sm,
+                                           stride_sn, BLOCK_M, BLOCK_N, WORLD_SIZE)
+    accumulator = _accumulate(accumulator, a, b, owner, local_m, pid_n, k_lo, k_hi, rows_per_rank,
+                              N, K_local, stride_am, stride_ak, stride_bk, stride_bn, BLOCK_M,
+                              BLOCK_N, BLOCK_K, USE_TMA, DOT_IN_FP32)
+    return accumulator, acquired
 
 
 @triton.jit
 def _phase_finish(accumulator, c, staging_ptr, flags, errors, flag_kind, rank, epoch, max_spins,
-                  flag_group, owner, local_m, pid_n, rows_per_rank, N, stride_sw, stride_sm,
+                  flag_group, acquired, owner, local_m, pid_n, rows_per_rank, N, stride_sw, stride_sm,
                   stride_sn, stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   WORLD_SIZE: tl.constexpr, OWN: tl.constexpr, SUM_IN_EPILOGUE: tl.constexpr,
                   STORE_TMA: tl.constexpr, SUBTILE: tl.constexpr):
     """A finished tile of a push_copy_engine launch. OWN=0: the partial goes to this rank's
     outbox ``c`` [W * rows_per_rank, N] at the owner's rows (local; the copy engines take it to
     the owner). OWN=1: the sum goes to ``c`` = out [rows_per_rank, N], with SUM_IN_EPILOGUE
-    after adding the peers' slots here (``_slots``)."""
+    after adding the peers' slots here (``_slots``). Returns ``acquired`` (``_slots``)."""
     if OWN:
         if SUM_IN_EPILOGUE:
-            accumulator = _slots(accumulator, staging_ptr, flags, errors, flag_kind, rank, epoch,
-                                 max_spins, flag_group, local_m, pid_n, rows_per_rank, N,
-                                 stride_sw, stride_sm, stride_sn, BLOCK_M, BLOCK_N, WORLD_SIZE)
+            accumulator, acquired = _slots(accumulator, staging_ptr, flags, errors, flag_kind,
+                                           rank, epoch, max_spins, flag_group, acquired, local_m,
+                                           pid_n, rows_per_rank, N, stride_sw, stride_sm,
+                                           stride_sn, BLOCK_M, BLOCK_N, WORLD_SIZE)
         store_tile(c, accumulator, local_m * BLOCK_M, pid_n * BLOCK_N, rows_per_rank, N,
                    stride_cm, stride_cn, BLOCK_M, BLOCK_N, STORE_TMA, SUBTILE)
     elif STORE_TMA:   # row tiles divide the rows: a tile never crosses into the next owner's
@@ -495,6 +509,7 @@ def _phase_finish(accumulator, c, staging_ptr, flags, errors, flag_kind, rank, e
         store_tile(c + owner * rows_per_rank * stride_cm, accumulator, local_m * BLOCK_M,
                    pid_n * BLOCK_N, rows_per_rank, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N,
                    False)
+    return acquired
 
 
 @triton.jit(do_not_specialize=["epoch"])
@@ -526,20 +541,23 @@ def gemm_reduce_scatter_phase(a, b, c, staging_ptr, flags, errors, flag_kind, wo
     num_pid_n = tl.cdiv(N, BLOCK_N)
     k_iters = tl.cdiv(K_local, BLOCK_K)
     num_dp_tiles = data_parallel_tiles(grid_m * num_pid_n, num_programs, STREAM_K)
+    acquired = tl.full((), -1, tl.int32)
     for tile in tl.range(pid, num_dp_tiles, num_programs, flatten=FLATTEN,
                          warp_specialize=WARP_SPECIALIZE):
         owner, local_m, pid_n = _phase_tile(tile, rank, grid_m, num_pid_n, row_lo, slice_rows,
                                             WORLD_SIZE, OWN)
-        accumulator = _phase_piece(a, b, staging_ptr, flags, errors, flag_kind, rank, epoch,
-                                   max_spins, flag_group, owner, local_m, pid_n, 0, k_iters,
-                                   rows_per_rank, N, K_local, stride_am, stride_ak, stride_bk,
-                                   stride_bn, stride_sw, stride_sm, stride_sn, BLOCK_M, BLOCK_N,
-                                   BLOCK_K, WORLD_SIZE, OWN, SUM_IN_EPILOGUE, USE_TMA,
-                                   DOT_IN_FP32)
-        _phase_finish(accumulator, c, staging_ptr, flags, errors, flag_kind, rank, epoch,
-                      max_spins, flag_group, owner, local_m, pid_n, rows_per_rank, N, stride_sw,
-                      stride_sm, stride_sn, stride_cm, stride_cn, BLOCK_M, BLOCK_N, WORLD_SIZE,
-                      OWN, SUM_IN_EPILOGUE, STORE_TMA, SUBTILE)
+        accumulator, acquired = _phase_piece(a, b, staging_ptr, flags, errors, flag_kind, rank,
+                                             epoch, max_spins, flag_group, acquired, owner,
+                                             local_m, pid_n, 0, k_iters, rows_per_rank, N,
+                                             K_local, stride_am, stride_ak, stride_bk, stride_bn,
+                                             stride_sw, stride_sm, stride_sn, BLOCK_M, BLOCK_N,
+                                             BLOCK_K, WORLD_SIZE, OWN, SUM_IN_EPILOGUE, USE_TMA,
+                                             DOT_IN_FP32)
+        acquired = _phase_finish(accumulator, c, staging_ptr, flags, errors, flag_kind, rank,
+                                 epoch, max_spins, flag_group, acquired, owner, local_m, pid_n,
+                                 rows_per_rank, N, stride_sw, stride_sm, stride_sn, stride_cm,
+                                 stride_cn, BLOCK_M, BLOCK_N, WORLD_SIZE, OWN, SUM_IN_EPILOGUE,
+                                 STORE_TMA, SUBTILE)
     if STREAM_K > 0:
         units = (grid_m * num_pid_n - num_dp_tiles) * k_iters
         first, stop = stream_k_range(pid, num_programs, units)
@@ -547,19 +565,19 @@ def gemm_reduce_scatter_phase(a, b, c, staging_ptr, flags, errors, flag_kind, wo
             sk_tile, start, k_lo, k_hi = stream_k_segment(stop, first, k_iters)
             owner, local_m, pid_n = _phase_tile(num_dp_tiles + sk_tile, rank, grid_m, num_pid_n,
                                                 row_lo, slice_rows, WORLD_SIZE, OWN)
-            accumulator = _phase_piece(a, b, staging_ptr, flags, errors, flag_kind, rank, epoch,
-                                       max_spins, flag_group, owner, local_m, pid_n, k_lo, k_hi,
-                                       rows_per_rank, N, K_local, stride_am, stride_ak, stride_bk,
-                                       stride_bn, stride_sw, stride_sm, stride_sn, BLOCK_M,
-                                       BLOCK_N, BLOCK_K, WORLD_SIZE, OWN, SUM_IN_EPILOGUE,
-                                       USE_TMA, DOT_IN_FP32)
+            accumulator, acquired = _phase_piece(
+                a, b, staging_ptr, flags, errors, flag_kind, rank, epoch, max_spins, flag_group,
+                acquired, owner, local_m, pid_n, k_lo, k_hi, rows_per_rank, N, K_local, stride_am,
+                stride_ak, stride_bk, stride_bn, stride_sw, stride_sm, stride_sn, BLOCK_M, BLOCK_N,
+                BLOCK_K, WORLD_SIZE, OWN, SUM_IN_EPILOGUE, USE_TMA, DOT_IN_FP32)
             accumulator = stream_k_fixup(accumulator, workspace, sk_flags, pid, num_programs,
                                          units, sk_tile, start, k_hi, k_iters, BLOCK_M, BLOCK_N)
             if k_hi == k_iters:
-                _phase_finish(accumulator, c, staging_ptr, flags, errors, flag_kind, rank, epoch,
-                              max_spins, flag_group, owner, local_m, pid_n, rows_per_rank, N,
-                              stride_sw, stride_sm, stride_sn, stride_cm, stride_cn, BLOCK_M,
-                              BLOCK_N, WORLD_SIZE, OWN, SUM_IN_EPILOGUE, STORE_TMA, SUBTILE)
+                acquired = _phase_finish(accumulator, c, staging_ptr, flags, errors, flag_kind,
+                                         rank, epoch, max_spins, flag_group, acquired, owner,
+                                         local_m, pid_n, rows_per_rank, N, stride_sw, stride_sm,
+                                         stride_sn, stride_cm, stride_cn, BLOCK_M, BLOCK_N,
+                                         WORLD_SIZE, OWN, SUM_IN_EPILOGUE, STORE_TMA, SUBTILE)
             stop = start
 
 

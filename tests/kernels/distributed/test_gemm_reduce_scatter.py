@@ -95,6 +95,29 @@ def test_copy_engine_groups_share_one_flag():
     assert all(0 < e < 8e-3 for e in out["errors"]), out["errors"]
 
 
+def test_copy_engine_own_rows_wait_once_per_group_and_for_each_group():
+    """push_copy_engine at W = 2 on two programs (M = 128: four 16-row tiles per owner, N = 32:
+    two column tiles, CE_GROUPS=2: row tiles 0-1 and 2-3 in two copies, one flag each): rank 1's
+    copy of the second group never comes, so rank 0's own rows, whose programs each sum tiles of
+    both groups (tiles p, p + 2, ...: rows 0 then 2), acquire the first group's flag once and
+    still wait for the second's, (row tile 2, source 1) = index 5, and give up there."""
+    message = _interpret(
+        "original = kernel.copy_engine_push\n"
+        "def some_copies(heap, copies, flags, epoch):\n"
+        "    original(heap, [c for c in copies if heap.rank == 0 or c[2] < 4], flags, epoch)\n"
+        "kernel.copy_engine_push = some_copies\n"
+        "spec = dataclasses.replace(kernel.SPEC,\n"
+        "    problems={**kernel.SPEC.problems, 'check': {'M': 128, 'N': 32, 'K': 32}})\n"
+        "try:\n"
+        "    runner.run_group(spec, 2, 'push_copy_engine', launches=1,\n"
+        "                     meta={'CE_GROUPS': 2, 'SLICES': 2, 'NUM_SMS': 2})\n"
+        "    print(json.dumps('no error'))\n"
+        "except SpinTimeout as exc:\n"
+        "    print(json.dumps(str(exc)))\n")
+    assert message.startswith("rank 0: gave up waiting for flag partial_tile_ready[5] (set by "
+                              "rank 1)"), message
+
+
 def test_a_flag_that_never_comes_names_rank_and_flag():
     """Rank 1 skips its GEMM: rank 0's reduce waits for rank 1's partial of its one tile first
     (arrival order: source r - 1 first; M = 32, N = 16: one 16 x 16 tile per owner) and gives
