@@ -8,6 +8,9 @@ with cuBLAS:
 - ``own_no_wait SUM_IN_EPILOGUE=E``: the GEMM of the own rows with the peers' partials summed,
   first (E=0) or in the epilogue (E=1; each E of ``--own-variants``), every flag already set
   (epoch 0: the waits pass at once), so the time of its compute and its sums alone (step 2);
+- ``others_in_two_slices``: step 0 in two launches (SLICES=2, no copies between them);
+- ``no_copies``: the whole launch at the defaults without its copies (the GEMMs alone, back to
+  back, every flag already set: epoch 0), so the whole launch's time over it is the copies' cost;
 - ``cublas`` (``torch.matmul`` of the per-rank shape) and ``cublas_own_rows`` (of the rows of
   one owner, the share of the own-rows GEMM);
 - ``bulk_sync`` for reference, and ``barrier`` (one device barrier, the step every pattern ends with).
@@ -47,13 +50,21 @@ def main() -> int:
     def contenders(heap, spec, meta, shape, inputs, state) -> dict:
         epochs = itertools.count(1)
 
-        def launch(pattern: str, knobs: dict, step: int | None = None):
+        def launch(pattern: str, knobs: dict, step=None):
+            """One launch of ``pattern`` a call; ``step``: only that step (an index), those
+            steps (a tuple), or only the main stream's steps (``"main"``: no copies), at epoch 0."""
             run_steps, launch_meta = runner.StepRunner(heap), {**meta, **knobs}
 
             def run() -> None:
                 steps = spec.steps(heap, state, pattern, 0 if step is not None else next(epochs),
                                    launch_meta)
-                run_steps(steps if step is None else [steps[step]])
+                if step == "main":
+                    steps = [s for s in steps if s.stream != "comm"]
+                elif isinstance(step, tuple):
+                    steps = [steps[i] for i in step]
+                elif step is not None:
+                    steps = [steps[step]]
+                run_steps(steps)
             return run
 
         a, b = inputs["a"], inputs["b"]
@@ -69,6 +80,8 @@ def main() -> int:
             fns[f"own_no_wait SUM_IN_EPILOGUE={in_epilogue}"] = launch(
                 "push_copy_engine", {"SLICES": 1, "SUM_IN_EPILOGUE": int(in_epilogue)}, 2)
         fns.update({"others": launch("push_copy_engine", {"SLICES": 1}, 0),
+                    "others_in_two_slices": launch("push_copy_engine", {"SLICES": 2}, (0, 2)),
+                    "no_copies": launch("push_copy_engine", {}, "main"),
                     "copies": launch("push_copy_engine", {"SLICES": 1}, 1),
                     "bulk_sync": launch("bulk_sync", {}),
                     "barrier": heap.device_barrier,
