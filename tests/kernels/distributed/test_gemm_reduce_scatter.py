@@ -103,8 +103,8 @@ def test_copy_engine_own_rows_wait_once_per_group_and_for_each_group():
     still wait for the second's, (row tile 2, source 1) = index 5, and give up there."""
     message = _interpret(
         "original = kernel.copy_engine_push\n"
-        "def some_copies(heap, copies, flags, epoch):\n"
-        "    original(heap, [c for c in copies if heap.rank == 0 or c[2] < 4], flags, epoch)\n"
+        "def some_copies(heap, copies, *rest):\n"
+        "    original(heap, [c for c in copies if heap.rank == 0 or c[2] < 4], *rest)\n"
         "kernel.copy_engine_push = some_copies\n"
         "spec = dataclasses.replace(kernel.SPEC,\n"
         "    problems={**kernel.SPEC.problems, 'check': {'M': 128, 'N': 32, 'K': 32}})\n"
