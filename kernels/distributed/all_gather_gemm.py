@@ -285,8 +285,7 @@ def _push_copy_engine(heap, state: dict, epoch: int, meta: dict) -> Step:
                 start, stop = first * block_m, min(rows, (first + per_group) * block_m)
                 copies.append((rows_there[start:stop], a[start:stop], rank * chunks + first, peer))
         state[key] = copies
-    peer_streams = bool(meta.get("CE_PEER_STREAMS", 0))
-    return Step(lambda: copy_engine_push(heap, state[key], state["flags"], epoch, peer_streams),
+    return Step(lambda: copy_engine_push(heap, state[key], state["flags"], epoch),
                 stream="comm", name="push (copy engine)")
 
 

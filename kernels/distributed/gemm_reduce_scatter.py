@@ -636,8 +636,7 @@ def _push_copy_engine(heap, state: dict, epoch: int, meta: dict, row_lo: int, ro
                 copies.append((slot[start:stop], outbox[owner * rows + start:owner * rows + stop],
                                first * world + rank, owner))
         state[key] = copies
-    peer_streams = bool(meta.get("CE_PEER_STREAMS", 0))
-    return Step(lambda: copy_engine_push(heap, state[key], state["flags"], epoch, peer_streams),
+    return Step(lambda: copy_engine_push(heap, state[key], state["flags"], epoch),
                 stream="comm", after_main=True, name="push (copy engine)")
 
 

@@ -37,50 +37,15 @@ def copy_engine_group(rows: int, meta: dict) -> int:
     return triton.cdiv(triton.cdiv(rows, meta["BLOCK_M"]), meta["CE_GROUPS"])
 
 
-def copy_engine_push(heap, copies: list, flags: torch.Tensor, epoch: int,
-                     peer_streams: bool = False) -> None:
+def copy_engine_push(heap, copies: list, flags: torch.Tensor, epoch: int) -> None:
     """Queue ``copies`` (``(destination, source, flag_index, peer)``: a view of ``peer``'s heap
-    mapped here, a local tensor of the same shape, and the index in ``flags`` to set) after
-    everything on the current stream, each a ``Tensor.copy_`` (a copy engine's) followed by
+    mapped here, a local tensor of the same shape, and the index in ``flags`` to set) on the
+    current stream, in order: each a ``Tensor.copy_`` (a copy engine's) followed by
     ``flags[flag_index] = epoch`` in ``peer``'s heap written by the stream
-    (``Heap.signal_queued``: no SM); the current stream then waits for all of them.
-
-    In order on the current stream by default, so the groups land in the order the peers read
+    (``Heap.signal_queued``: no SM). One stream, so the groups land in the order the peers read
     them: on two H100s (2026-11-26, eval/results/rs_ce_parts_h100x2/) eight copies of 4 MiB
     took 139-141 us on one stream and on four, and GEMM + RS llama70b-o-4k ran 0.403-0.413 ms
-    a launch on one and 0.451-0.456 on four (its first groups came later). With
-    ``peer_streams`` (and two peers or more) each peer's copies go in order on a stream of
-    their own, so the copies to different peers run at the same time."""
-    by_peer: dict = {}
-    for copy in copies:
-        by_peer.setdefault(copy[3] if peer_streams else None, []).append(copy)
-    if len(by_peer) < 2 or not heap.buffer.is_cuda:
-        _queue_copies(heap, copies, flags, epoch)
-        return
-    current = torch.cuda.current_stream()
-    forked = []
-    for peer, theirs in by_peer.items():
-        stream = _peer_stream(heap.buffer.device, (peer - heap.rank) % heap.world_size)
-        stream.wait_stream(current)
-        with torch.cuda.stream(stream):
-            _queue_copies(heap, theirs, flags, epoch)
-        forked.append(stream)
-    for stream in forked:
-        current.wait_stream(stream)
-
-
-def _queue_copies(heap, copies: list, flags: torch.Tensor, epoch: int) -> None:
+    a launch on one and 0.451-0.456 on four (its first groups came later)."""
     for destination, source, flag, peer in copies:
         destination.copy_(source)
         heap.signal_queued(flags, flag, epoch, peer)
-
-
-_PEER_STREAMS: dict = {}
-
-
-def _peer_stream(device: torch.device, distance: int):
-    """The copy stream of the peers ``distance`` ranks ahead, one per device, made once."""
-    key = (str(device), distance)
-    if key not in _PEER_STREAMS:
-        _PEER_STREAMS[key] = torch.cuda.Stream(device=device)
-    return _PEER_STREAMS[key]
