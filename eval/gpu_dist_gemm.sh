@@ -10,12 +10,7 @@
 set -uo pipefail
 OUTDIR=${1:?usage: gpu_dist_gemm.sh OUTDIR [bench args]}; shift
 mkdir -p "$OUTDIR"
-export TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-SITE=$(mktemp -d)/site   # swizzleperf.<folder> -> ./<folder> (pyproject's package-dir), no install
-mkdir -p "$SITE/swizzleperf"
-for folder in agent kernels sandbox profiling hwspecs prompts eval; do ln -s "$PWD/$folder" "$SITE/swizzleperf/$folder"; done
-export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
-timeout ${BENCH_TIMEOUT:-400} torchrun --nproc-per-node ${WORLD_SIZE:-2} -m swizzleperf.eval.dist_bench \
+timeout ${BENCH_TIMEOUT:-400} bash eval/gpu_torchrun.sh -m swizzleperf.eval.dist_bench \
   --kernels "${KERNELS:-all_gather_gemm,gemm_reduce_scatter,gemm_all_scatter}" --patterns "${PATTERNS:-all}" \
   --problems "${PROBLEMS:-bench}" --order expert --gemm-configs eval/results/gemm_configs_hopper.json \
   --copy-mib 0 --out "$OUTDIR/${NAME:-dist_2gpu}" "$@" 2>&1 | grep -vE "^(W|E)[0-9]{4} " | tail -40

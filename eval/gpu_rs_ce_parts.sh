@@ -15,10 +15,5 @@ for meta in ${VERIFY_META:-}; do
   KERNELS=gemm_reduce_scatter PATTERNS=push_copy_engine NAME=verify_$i \
     bash eval/gpu_dist_gemm.sh "$OUTDIR" --verify-only --meta "$meta"
 done
-export TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-SITE=$(mktemp -d)/site   # swizzleperf.<folder> -> ./<folder> (pyproject's package-dir), no install
-mkdir -p "$SITE/swizzleperf"
-for folder in agent kernels sandbox profiling hwspecs prompts eval; do ln -s "$PWD/$folder" "$SITE/swizzleperf/$folder"; done
-export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
-timeout ${PARTS_TIMEOUT:-420} torchrun --nproc-per-node ${WORLD_SIZE:-2} eval/gpu_rs_ce_parts.py \
+timeout ${PARTS_TIMEOUT:-420} bash eval/gpu_torchrun.sh eval/gpu_rs_ce_parts.py \
   --out "$OUTDIR/rs_ce_parts.json" "$@" 2>&1 | grep -vE "^(W|E)[0-9]{4} " | tail -30
