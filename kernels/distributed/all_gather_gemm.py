@@ -92,7 +92,7 @@ from swizzleperf.kernels.distributed.spec import BARRIER, Baseline, DistKernelSp
 from swizzleperf.kernels.distributed.tiles import (GEMM_CHECK_META, GEMM_META, GEMM_TILE_CONFIGS,
                                                    GEMM_TILE_KNOBS, c_block, gemm_constraints,
                                                    gemm_launch, num_sms, operands, tma_supported)
-from swizzleperf.kernels.schedule.persistent_gemm import (data_parallel_tiles, mainloop, store_tile,
+from swizzleperf.kernels.schedule.persistent_gemm import (cdiv, data_parallel_tiles, mainloop, store_tile,
                                                           stream_k_fixup, stream_k_range,
                                                           stream_k_segment)
 
@@ -273,7 +273,7 @@ def _push_copy_engine(heap, state: dict, epoch: int, meta: dict) -> Step:
     (``peer_copy.copy_engine_push``: no kernel, no SM)."""
     a = state["a"]
     rows, block_m, rank, world = a.shape[0], meta["BLOCK_M"], heap.rank, heap.world_size
-    chunks, per_group = triton.cdiv(rows, block_m), copy_engine_group(rows, meta)
+    chunks, per_group = cdiv(rows, block_m), copy_engine_group(rows, meta)
     key = ("copies", epoch % 2, block_m, per_group)
     if key not in state:   # the copies' views, made once per state (host time counts per launch)
         copies = []
@@ -315,7 +315,7 @@ def heap_bytes(problem: dict, world_size: int, dtype: str) -> int:
     B_r and C_r stay outside the heap."""
     M, K = problem["M"], problem["K"]
     itemsize = getattr(torch, dtype).itemsize
-    flags = world_size * triton.cdiv(M // world_size, 16)
+    flags = world_size * cdiv(M // world_size, 16)
     return 2 * M * K * itemsize + 4 * flags + (1 << 20)
 
 
@@ -332,7 +332,7 @@ def setup(heap, inputs: dict, problem: dict, meta: dict) -> dict:
         gathered[heap.rank * rows:(heap.rank + 1) * rows].copy_(inputs["a"])
     gathered = gathered_pair[0]
     a = gathered[heap.rank * rows:(heap.rank + 1) * rows]
-    flags, kind = heap.flags(heap.world_size * triton.cdiv(rows, meta["BLOCK_M"]),
+    flags, kind = heap.flags(heap.world_size * cdiv(rows, meta["BLOCK_M"]),
                              "a_chunk_ready")
     c = torch.empty(M, inputs["b"].shape[1], dtype=a.dtype, device=a.device)
     return {"a": a, "gathered": gathered, "gathered_pair": gathered_pair, "b": inputs["b"], "c": c,
@@ -353,8 +353,8 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
     if not 0 < comm_sms < sms:
         raise ValueError(f"COMM_SMS must be in 1..{sms - 1} (the GPU has {sms} SMs), got {comm_sms}")
     world, block_m = heap.world_size, meta["BLOCK_M"]
-    num_tiles = world * triton.cdiv(rows, block_m) * triton.cdiv(n_local, meta["BLOCK_N"])
-    chunks = (world - 1) * triton.cdiv(rows, block_m)
+    num_tiles = world * cdiv(rows, block_m) * cdiv(n_local, meta["BLOCK_N"])
+    chunks = (world - 1) * cdiv(rows, block_m)
     load_tma = tma_supported(gathered, b)
     store_tma = load_tma and tma_supported(c) and rows % block_m == 0
 
@@ -423,8 +423,8 @@ def baseline(inputs: dict, problem: dict, group=None) -> Baseline:
 def tile_orders(problem: dict, world_size: int, meta: dict) -> list:
     """The GEMM's rank-relative tile grid [W * cdiv(M/W, BLOCK_M), cdiv(N/W, BLOCK_N)] (row
     tiles never straddle two ranks' rows; own rows first)."""
-    rows = triton.cdiv(problem["M"] // world_size, meta["BLOCK_M"])
-    grid = (world_size * rows, triton.cdiv(problem["N"] // world_size, meta["BLOCK_N"]))
+    rows = cdiv(problem["M"] // world_size, meta["BLOCK_M"])
+    grid = (world_size * rows, cdiv(problem["N"] // world_size, meta["BLOCK_N"]))
     return [(grid, grid)]
 
 

@@ -54,7 +54,7 @@ from swizzleperf.kernels.distributed.tiles import (GEMM_CHECK_META, GEMM_META, G
                                                    GEMM_TILE_KNOBS, c_block, gemm_constraints,
                                                    gemm_launch, num_sms, operands, tile_pointers,
                                                    tma_supported)
-from swizzleperf.kernels.schedule.persistent_gemm import (data_parallel_tiles, mainloop, store_tile,
+from swizzleperf.kernels.schedule.persistent_gemm import (cdiv, data_parallel_tiles, mainloop, store_tile,
                                                           stream_k_fixup, stream_k_range,
                                                           stream_k_segment)
 
@@ -245,7 +245,7 @@ def make_inputs(problem: dict, rank: int, world_size: int, seed: int, device: st
 def heap_bytes(problem: dict, world_size: int, dtype: str) -> int:
     """C [M, N] plus one flag per tile (at most one per 16x16 elements) and the control block."""
     itemsize = getattr(torch, dtype).itemsize
-    tiles = triton.cdiv(problem["M"], 16) * triton.cdiv(problem["N"], 16)
+    tiles = cdiv(problem["M"], 16) * cdiv(problem["N"], 16)
     return problem["M"] * problem["N"] * itemsize + 4 * tiles + (1 << 20)
 
 
@@ -253,7 +253,7 @@ def setup(heap, inputs: dict, problem: dict, meta: dict) -> dict:
     """C [M, N] in the heap (every rank's block lands there) and the tile flags."""
     M, N = problem["M"], problem["N"]
     n_local = inputs["b"].shape[1]
-    num_tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(n_local, meta["BLOCK_N"])
+    num_tiles = cdiv(M, meta["BLOCK_M"]) * cdiv(n_local, meta["BLOCK_N"])
     c = heap.empty(M, N, dtype=inputs["a"].dtype, name="c")
     flags, kind = heap.flags(num_tiles, "tile_ready")
     return {"a": inputs["a"], "b": inputs["b"], "c": c, "flags": flags, "flag_kind": kind,
@@ -350,8 +350,8 @@ def baseline(inputs: dict, problem: dict, group=None) -> Baseline:
 def tile_orders(problem: dict, world_size: int, meta: dict) -> list:
     """The local block's tile grid [cdiv(M, BLOCK_M), cdiv(N/W, BLOCK_N)], walked by ``swizzle``
     in the GEMM and, in the same order, by the scatter."""
-    grid = (triton.cdiv(problem["M"], meta["BLOCK_M"]),
-            triton.cdiv(problem["N"] // world_size, meta["BLOCK_N"]))
+    grid = (cdiv(problem["M"], meta["BLOCK_M"]),
+            cdiv(problem["N"] // world_size, meta["BLOCK_N"]))
     return [(grid, grid)]
 
 

@@ -115,6 +115,8 @@ blocks and 32 B column blocks per K step (36 distinct), ``grouped-m:8`` 8 rows x
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
@@ -126,7 +128,7 @@ from swizzleperf.kernels.distributed.tiles import (GEMM_CHECK_META, GEMM_META, G
                                                    GEMM_TILE_KNOBS, c_block, gemm_constraints,
                                                    gemm_launch, num_sms, operands, tile_pointers,
                                                    tma_supported)
-from swizzleperf.kernels.schedule.persistent_gemm import (data_parallel_tiles, mainloop, store_tile,
+from swizzleperf.kernels.schedule.persistent_gemm import (cdiv, data_parallel_tiles, mainloop, store_tile,
                                                           stream_k_fixup, stream_k_range,
                                                           stream_k_segment)
 
@@ -610,8 +612,8 @@ def copy_engine_slices(rows: int, meta: dict) -> list:
     """push_copy_engine's slices of the other owners' rows, ``[(first row tile, end), ...]``:
     ``SLICES`` GEMM launches (at most one per copy group), each followed by the copies of its
     groups, which then overlap the next slice's GEMM."""
-    row_tiles, group = triton.cdiv(rows, meta["BLOCK_M"]), copy_engine_group(rows, meta)
-    groups = triton.cdiv(row_tiles, group)
+    row_tiles, group = cdiv(rows, meta["BLOCK_M"]), copy_engine_group(rows, meta)
+    groups = cdiv(row_tiles, group)
     count = max(1, min(meta.get("SLICES", 1), groups))
     return [(j * groups // count * group, min(row_tiles, (j + 1) * groups // count * group))
             for j in range(count)]
@@ -665,7 +667,7 @@ def heap_bytes(problem: dict, world_size: int, dtype: str) -> int:
     stay outside (no peer reads them)."""
     M, N = problem["M"], problem["N"]
     itemsize = getattr(torch, dtype).itemsize
-    tiles = triton.cdiv(M // world_size, 16) * triton.cdiv(N, 16)
+    tiles = cdiv(M // world_size, 16) * cdiv(N, 16)
     return 2 * M * N * itemsize + 4 * tiles * world_size + (1 << 20)
 
 
@@ -677,7 +679,7 @@ def setup(heap, inputs: dict, problem: dict, meta: dict) -> dict:
     a, b = inputs["a"], inputs["b"]
     rows, N = a.shape[0] // world, b.shape[1]
     staging_pair = heap.empty(2, world, rows, N, dtype=a.dtype, name="staging")
-    tiles = triton.cdiv(rows, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
+    tiles = cdiv(rows, meta["BLOCK_M"]) * cdiv(N, meta["BLOCK_N"])
     flags, kind = heap.flags(tiles * world, "partial_tile_ready")
     out = torch.empty(rows, N, dtype=a.dtype, device=a.device)
     return {"a": a, "b": b, "staging": staging_pair[0], "staging_pair": staging_pair, "out": out,
@@ -685,11 +687,25 @@ def setup(heap, inputs: dict, problem: dict, meta: dict) -> dict:
 
 
 def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
-    """One launch of ``pattern`` (see the module docstring) for this rank.
+    """One launch of ``pattern`` (see the module docstring) for this rank. What does not change
+    from launch to launch (descriptors, grids, the copies' views) is made once per state and
+    ``meta`` (``_plan``): the host queues a launch sooner.
 
     Raises:
         ValueError: an unknown pattern, or COMM_SMS that leaves no program for the GEMM.
     """
+    key = ("plan", pattern, tuple(sorted(meta.items())))
+    try:
+        plan = state.get(key)
+    except TypeError:   # a meta value that cannot be a key: planned for this launch only
+        return _plan(heap, state, pattern, meta)(epoch)
+    if plan is None:
+        plan = state[key] = _plan(heap, state, pattern, meta)
+    return plan(epoch)
+
+
+def _plan(heap, state: dict, pattern: str, meta: dict):
+    """``steps``'s launches of ``pattern`` with ``meta``: a function of the epoch to the steps."""
     a, b, staging, out = state["a"], state["b"], state["staging"], state["out"]
     K_local = a.shape[1]
     world, (rows, N) = heap.world_size, out.shape
@@ -698,20 +714,20 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
     if not 0 < comm_sms < sms:
         raise ValueError(f"COMM_SMS must be in 1..{sms - 1} (the GPU has {sms} SMs), got {comm_sms}")
     tiles = dict(BLOCK_M=meta["BLOCK_M"], BLOCK_N=meta["BLOCK_N"])
-    out_tiles = triton.cdiv(rows, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
+    out_tiles = cdiv(rows, meta["BLOCK_M"]) * cdiv(N, meta["BLOCK_N"])
     staging_strides = (staging.stride(0), staging.stride(1), staging.stride(2))
 
     use_tma = tma_supported(a, b)
     a_arg = operands(a, [meta["BLOCK_M"], meta["BLOCK_K"]], use_tma)
     b_arg = operands(b, [meta["BLOCK_K"], meta["BLOCK_N"]], use_tma)
 
-    def gemm(programs: int, signal: bool, epilogue_reduce: bool = False, phase: int = 0) -> Step:
+    def gemm(programs: int, signal: bool, epilogue_reduce: bool = False, phase: int = 0):
         # the sums of epilogue_reduce go to out through its descriptor where row tiles divide it
         store_tma = epilogue_reduce and use_tma and tma_supported(out) and rows % meta["BLOCK_M"] == 0
         run = gemm_launch(world * out_tiles, programs, meta, out.device, use_tma, store_tma, a.dtype,
                           flags=signal or epilogue_reduce)
         out_arg = operands(out, c_block(meta, store_tma), store_tma)
-        return Step(lambda: gemm_reduce_scatter_gemm[run.grid](
+        return lambda epoch: Step(lambda: gemm_reduce_scatter_gemm[run.grid](
             a_arg, b_arg, staging, out_arg, state["flags"], heap.errors, state["flag_kind"],
             heap.heap_bases, run.workspace, run.sk_flags, heap.rank, epoch, heap.max_spins, rows,
             N, K_local, a.stride(0), a.stride(1), b.stride(0), b.stride(1), *staging_strides,
@@ -720,56 +736,62 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
             STORE_TMA=store_tma, **run.kwargs),
             name="gemm" if not phase else f"gemm (phase {phase})")
 
-    def phase(programs: int, own: bool, flag_group: int = 1, slots=staging, row_lo: int = 0,
-              slice_rows: int = 0) -> Step:
+    def phase(programs: int, own: bool, flag_group: int = 1, row_lo: int = 0, slice_rows: int = 0):
         """push_copy_engine's GEMM of a slice of the other owners' rows into the outbox, or of
-        its own rows summed with the peers' partials (``gemm_reduce_scatter_phase``)."""
+        its own rows summed with the peers' partials from the staging of the epoch's parity
+        (``gemm_reduce_scatter_phase``)."""
         target = out if own else state.setdefault(
             "outbox", torch.empty(world * rows, N, dtype=a.dtype, device=a.device))
         store_tma = use_tma and tma_supported(target) and rows % meta["BLOCK_M"] == 0
-        grid_m = triton.cdiv(rows, meta["BLOCK_M"]) if own else (world - 1) * slice_rows
-        run = gemm_launch(grid_m * triton.cdiv(N, meta["BLOCK_N"]), programs, meta, out.device,
+        grid_m = cdiv(rows, meta["BLOCK_M"]) if own else (world - 1) * slice_rows
+        run = gemm_launch(grid_m * cdiv(N, meta["BLOCK_N"]), programs, meta, out.device,
                           use_tma, store_tma, a.dtype, flags=own)
         target_arg = operands(target, c_block(meta, store_tma), store_tma)
-        return Step(lambda: gemm_reduce_scatter_phase[run.grid](
-            a_arg, b_arg, target_arg, slots, state["flags"], heap.errors, state["flag_kind"],
-            run.workspace, run.sk_flags, heap.rank, epoch, heap.max_spins, flag_group, row_lo,
-            max(1, slice_rows), rows, N, K_local, a.stride(0), a.stride(1), b.stride(0),
-            b.stride(1), *staging_strides, target.stride(0), target.stride(1), WORLD_SIZE=world,
-            OWN=own, SUM_IN_EPILOGUE=bool(meta.get("SUM_IN_EPILOGUE", 1)), STORE_TMA=store_tma,
-            **run.kwargs), name="gemm (own rows)" if own else
+        sum_in_epilogue = bool(meta.get("SUM_IN_EPILOGUE", 1))
+        return lambda epoch: Step(lambda: gemm_reduce_scatter_phase[run.grid](
+            a_arg, b_arg, target_arg, state["staging_pair"][epoch % 2] if own else staging,
+            state["flags"], heap.errors, state["flag_kind"], run.workspace, run.sk_flags,
+            heap.rank, epoch, heap.max_spins, flag_group, row_lo, max(1, slice_rows), rows, N,
+            K_local, a.stride(0), a.stride(1), b.stride(0), b.stride(1), *staging_strides,
+            target.stride(0), target.stride(1), WORLD_SIZE=world, OWN=own,
+            SUM_IN_EPILOGUE=sum_in_epilogue, STORE_TMA=store_tma, **run.kwargs),
+            name="gemm (own rows)" if own else
             f"gemm (other owners' row tiles {row_lo}..{row_lo + slice_rows - 1})")
 
     # 16 fp32 accumulator elements per thread and up to W loads of as many in flight: 128 x 256
     # tiles take 16 warps (98 registers in sm_90 code from triton 3.6; 4 warps spill).
     reduce_warps = max(4, min(16, meta["BLOCK_M"] * meta["BLOCK_N"] // 2048))
 
-    def reduce(programs: int, wait: bool, stream: str) -> Step:
+    def reduce(programs: int, wait: bool, stream: str):
         grid = (min(programs, out_tiles),)
-        return Step(lambda: gemm_reduce_scatter_reduce[grid](
+        return lambda epoch: Step(lambda: gemm_reduce_scatter_reduce[grid](
             staging, out, state["flags"], heap.errors, state["flag_kind"], heap.rank, epoch,
             heap.max_spins, rows, N, *staging_strides, out.stride(0), out.stride(1),
             WORLD_SIZE=world, WAIT=wait, num_warps=reduce_warps, **tiles), stream=stream, name="reduce")
 
+    barrier = lambda epoch: BARRIER  # noqa: E731
     if pattern == "bulk_sync":
-        return [gemm(sms, False), BARRIER, reduce(sms, False, "main"), BARRIER]
-    if pattern == "producer_consumer":  # the CPU runner runs every rank's GEMM before any reduce
-        return [gemm(sms - comm_sms, True), reduce(comm_sms, True, "comm"), BARRIER]
-    if pattern == "push_copy_engine":   # no barrier: the staging alternates (module docstring)
-        out_steps = []
+        plan = [gemm(sms, False), barrier, reduce(sms, False, "main"), barrier]
+    elif pattern == "producer_consumer":  # the CPU runner runs every rank's GEMM before any reduce
+        plan = [gemm(sms - comm_sms, True), reduce(comm_sms, True, "comm"), barrier]
+    elif pattern == "push_copy_engine":   # no barrier: the staging alternates (module docstring)
+        plan = []
         for row_lo, row_hi in copy_engine_slices(rows, meta):
-            out_steps += [phase(sms, False, row_lo=row_lo, slice_rows=row_hi - row_lo),
-                          _push_copy_engine(heap, state, epoch, meta, row_lo, row_hi)]
-        return out_steps + [phase(sms, True, copy_engine_group(rows, meta),
-                                  state["staging_pair"][epoch % 2])]
-    if pattern == "epilogue_reduce":
+            plan += [phase(sms, False, row_lo=row_lo, slice_rows=row_hi - row_lo),
+                     functools.partial(_push_copy_engine, heap, state, meta=meta, row_lo=row_lo,
+                                       row_hi=row_hi)]
+        plan.append(phase(sms, True, copy_engine_group(rows, meta)))
+    elif pattern == "epilogue_reduce":
         if meta.get("STREAM_K", 0) >= 2:
             raise ValueError(_EPILOGUE_REDUCE_STREAM_K)
         if out.device.type == "cpu":  # the interpreter runs one rank's programs at a time: the
             # peers' tiles of every rank first, then each rank's own tiles (the same epilogues)
-            return [gemm(sms, False, True, 1), gemm(sms, False, True, 2), BARRIER]
-        return [gemm(sms, False, True), BARRIER]
-    raise ValueError(f"pattern must be one of {PATTERNS}, got {pattern!r}")
+            plan = [gemm(sms, False, True, 1), gemm(sms, False, True, 2), barrier]
+        else:
+            plan = [gemm(sms, False, True), barrier]
+    else:
+        raise ValueError(f"pattern must be one of {PATTERNS}, got {pattern!r}")
+    return lambda epoch: [make(epoch) for make in plan]
 
 
 def output(state: dict) -> torch.Tensor:
@@ -806,8 +828,8 @@ def tile_orders(problem: dict, world_size: int, meta: dict) -> list:
     GEMM's) of the rank's own rows [cdiv(M/W, BLOCK_M), cdiv(N, BLOCK_N)], and push_copy_engine's
     GEMMs of slices of the other owners' rows [(W - 1) * slice rows, cdiv(N, BLOCK_N)]
     (``copy_engine_slices``)."""
-    rows = triton.cdiv(problem["M"] // world_size, meta["BLOCK_M"])
-    cols = triton.cdiv(problem["N"], meta["BLOCK_N"])
+    rows = cdiv(problem["M"] // world_size, meta["BLOCK_M"])
+    cols = cdiv(problem["N"], meta["BLOCK_N"])
     grids = [(world_size * rows, cols), (rows, cols)]
     for lo, hi in copy_engine_slices(problem["M"] // world_size, {"CE_GROUPS": 1, **meta}):
         if ((world_size - 1) * (hi - lo), cols) not in grids:

@@ -28,9 +28,9 @@ import os
 from typing import Sequence
 
 import torch
-import triton
 
 from swizzleperf.kernels.distributed import device
+from swizzleperf.kernels.schedule.persistent_gemm import cdiv
 
 #: Allocation alignment in bytes: a multiple of every dtype's size and of a 128-byte L2 line.
 ALIGN = 256
@@ -168,7 +168,7 @@ class Heap:
             else tuple(int(s) for s in shape)
         itemsize = torch.empty((), dtype=dtype).element_size()
         nbytes = math.prod(shape) * itemsize
-        start = triton.cdiv(self._offset, ALIGN) * ALIGN
+        start = cdiv(self._offset, ALIGN) * ALIGN
         if start + nbytes > self.buffer.numel():
             raise HeapError(f"rank {self.rank}: heap full: {name or 'tensor'} {list(shape)} "
                             f"{dtype} needs {nbytes} bytes at offset {start}, heap holds "

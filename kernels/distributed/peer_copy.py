@@ -12,6 +12,7 @@ import triton
 import triton.language as tl
 
 from swizzleperf.kernels.distributed import device
+from swizzleperf.kernels.schedule.persistent_gemm import cdiv
 
 
 @triton.jit
@@ -34,7 +35,7 @@ def peer_copy(heap, src: torch.Tensor, dst: torch.Tensor, peer: int, programs: i
 def copy_engine_group(rows: int, meta: dict) -> int:
     """Row tiles per copy of a push_copy_engine pattern: ``CE_GROUPS`` copies of ``rows`` rows
     (a shard, an owner's rows) in row tiles of ``BLOCK_M``, one flag each (the first row tile's)."""
-    return triton.cdiv(triton.cdiv(rows, meta["BLOCK_M"]), meta["CE_GROUPS"])
+    return cdiv(cdiv(rows, meta["BLOCK_M"]), meta["CE_GROUPS"])
 
 
 def copy_engine_push(heap, copies: list, flags: torch.Tensor, epoch: int) -> None:

@@ -374,6 +374,14 @@ def operands(tensor: torch.Tensor, block_shape: list, use_tma: bool):
     return descriptor(tensor, block_shape) if use_tma else tensor
 
 
+def cdiv(a: int, b: int) -> int:
+    """``ceil(a / b)`` of two host integers. Host code calls this, not ``triton.cdiv``, which goes
+    through Triton's constexpr-function wrapper: profiled on two H100s' host (2026-11-26,
+    eval/results/host_profile_h100x2/), 16 such calls took ~80 us of the ~0.6 ms it took to
+    queue one launch of GEMM + RS push_copy_engine."""
+    return -(-a // b)
+
+
 def split_tiles(num_tiles: int, programs: int, stream_k: int) -> int:
     """Tiles computed data-parallel (the first ones in tile order); the rest are stream-K.
 
@@ -450,7 +458,7 @@ def tail_split(M: int, N: int, block_m: int, block_n: int, tail_block_n: int, pr
     wide on ``programs`` programs; 0 without a tail (``tail_block_n`` 0)."""
     if not tail_block_n:
         return 0
-    return tail_rows(triton.cdiv(M, block_m), triton.cdiv(N, block_n), triton.cdiv(N, tail_block_n),
+    return tail_rows(cdiv(M, block_m), cdiv(N, block_n), cdiv(N, tail_block_n),
                      programs, tail_block_n / block_n)
 
 
