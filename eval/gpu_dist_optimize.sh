@@ -9,7 +9,8 @@
 #
 #   bash eval/gpu_dist_optimize.sh OUTDIR          # repository root, .whl/ carried, two GPUs
 #
-# Env: CASES ("kernel:problem ...", default the eight below), ITERATIONS (proposals per run,
+# Env: CASES ("kernel:problem ...", default the eight below), WORLD_SIZE (GPUs, default 2),
+# ITERATIONS (proposals per run,
 # default 10), BENCH_TIMEOUT (seconds per kernel's bench, 90), BENCH_ITERATIONS (10), BUDGET_S (the
 # whole script's seconds, default 560, so that it ends within a 10-minute device call), SMOKE=1
 # (first the rank pool's smoke test, eval/gpu_dist_smoke.py), PACK (a folder, e.g. $OUT on the
@@ -46,7 +47,7 @@ BENCH_FILES=()
 for K in all_gather_gemm gemm_reduce_scatter gemm_all_scatter; do
   P=$(for c in $CASES; do [ "${c%%:*}" = "$K" ] && printf '%s,' "${c#*:}"; done)
   [ -z "$P" ] && continue
-  timeout ${BENCH_TIMEOUT:-90} torchrun --nproc-per-node 2 -m swizzleperf.eval.dist_bench \
+  timeout ${BENCH_TIMEOUT:-90} torchrun --nproc-per-node ${WORLD_SIZE:-2} -m swizzleperf.eval.dist_bench \
     --kernels "$K" --problems "${P%,}" --iterations "${BENCH_ITERATIONS:-10}" --copy-mib 0 \
     --gemm-configs eval/results/gemm_configs_hopper.json --out "$OUTDIR/bench_$K" > "$OUTDIR/bench_$K.log" 2>&1
   stamp "bench $K ${P%,}: exit $?"
@@ -63,14 +64,14 @@ for c in $CASES; do
     stamp "optimize $K $P: skipped, $LEFT s of BUDGET_S=${BUDGET_S:-560} left for $(( RUNS_LEFT + 1 )) runs"; continue
   fi
   timeout -k 15 $(( SHARE + 25 )) python3 -m swizzleperf.agent.cli optimize "kernels/distributed/$K.py" \
-    --world-size 2 --problem "$P" -n "${ITERATIONS:-10}" --plateau 100 --no-ncu --workdir "$OUTDIR/ws" \
+    --world-size ${WORLD_SIZE:-2} --problem "$P" -n "${ITERATIONS:-10}" --plateau 100 --no-ncu --workdir "$OUTDIR/ws" \
     --time-budget $(( SHARE - ${START_S:-10} )) > "$OUTDIR/optimize_${K}_${P}.log" 2>&1
   stamp "optimize $K $P (time budget $(( SHARE - ${START_S:-10} )) s): exit $?"
   grep -m1 -E "answer|stopped" "$OUTDIR/optimize_${K}_${P}.log"
 done
 python3 eval/dist_optimize_table.py --workdir "$OUTDIR/ws" --bench "${BENCH_FILES[@]}" \
   --out "$OUTDIR/dist_optimize_h100x2" \
-  --command "CASES='$CASES' ITERATIONS=${ITERATIONS:-10} bash eval/gpu_dist_optimize.sh OUTDIR"
+  --command "CASES='$CASES' WORLD_SIZE=${WORLD_SIZE:-2} ITERATIONS=${ITERATIONS:-10} bash eval/gpu_dist_optimize.sh OUTDIR"
 stamp "done"
 if [ -n "${PACK:-}" ]; then
   mkdir -p "$PACK" && cp "$OUTDIR"/dist_optimize_h100x2.* "$PACK"/ 2>/dev/null
