@@ -375,7 +375,10 @@ def _gemm_reduce_scatter(prob, w, pattern, meta, hw, p) -> dict:
         # then the own rows are computed, each own tile summed with its group's partials from
         # every peer. Not fitted (added 2026-11-26): the copy rate is the spec's copy engine's,
         # where and when the sums happen (SUM_IN_EPILOGUE) is not priced; a measured run
-        # recalibrates.
+        # recalibrates. Known miss: at W = 4 on four H100s (2026-11-26,
+        # eval/results/dist_gemm_h100x4/) it priced llama70b-o-4k at 0.265 ms, measured 0.366
+        # (bulk_sync: 0.327 priced, 0.287 measured): the (W - 1) x CE_GROUPS copies there ran
+        # slower than the copy engine's rate measured between two GPUs.
         rows = m // w
         others = gemm_s(m - rows, n, k, meta, sms, hw)
         own = gemm_s(rows, n, k, meta, sms, hw)
