@@ -26,8 +26,8 @@ import pytest
 
 from swizzleperf.agent.verification.candidate import splice, target_args
 from swizzleperf.agent.verification.verify import Verdict, VerifyConfig, verify
-from swizzleperf.kernels.schedule.persistent_gemm import (config_error, schedule_grid, shared_bytes,
-                                                          split_tiles, tail_rows)
+from swizzleperf.kernels.schedule.persistent_gemm import (cdiv, config_error, schedule_grid,
+                                                          shared_bytes, split_tiles, tail_rows)
 
 
 def _interpret(code: str) -> object:
@@ -140,6 +140,13 @@ def test_tail_rows_counted_by_hand():
     assert "excludes STREAM_K=1" in config_error({**meta, "STREAM_K": 1, "TAIL_BLOCK_N": 128})
     for bad in (256, 96, 8):
         assert "TAIL_BLOCK_N must be 0 (no tail) or a power of two" in config_error({**meta, "TAIL_BLOCK_N": bad})
+
+
+def test_cdiv_is_tritons_on_host_integers():
+    import triton
+    for a in (0, 1, 15, 16, 17, 4095, 4096, 4097, 1 << 40):
+        for b in (1, 2, 16, 128, 132):
+            assert cdiv(a, b) == triton.cdiv(a, b), (a, b)
 
 
 def test_split_tiles_counted_by_hand():
