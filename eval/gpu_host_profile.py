@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from swizzleperf.eval.rank_timing import CONFIGS
+from swizzleperf.eval.rank_timing import tuned_meta
 
 DEFAULT_CASES = ("gemm_reduce_scatter:llama70b-o-4k:push_copy_engine,"
                  "gemm_reduce_scatter:llama70b-o-4k:bulk_sync,"
@@ -53,7 +53,6 @@ def main() -> int:
 
     from swizzleperf.kernels.distributed import load_spec, runner
     from swizzleperf.kernels.distributed.heap import Heap
-    from swizzleperf.kernels.schedule.gemm_tuning import best_config
     runner.start_torchrun_rank()
     rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
     cases = [c.split(":") for c in args.cases.split(",")]
@@ -64,10 +63,7 @@ def main() -> int:
     for kernel, problem_name, pattern in cases:
         spec = specs[kernel]
         problem = spec.problems[problem_name]
-        shape = spec.compute_shape(problem, world)
-        tuned = best_config(shape["M"], shape["N"], shape["K"], "bfloat16",
-                            torch.cuda.get_device_name(), path=CONFIGS) or {}
-        meta = spec.meta_for(problem_name, tuned or None)
+        meta = tuned_meta(spec, problem_name, world)
         with runner.rank_state(spec, heap, problem, meta, 0, "bfloat16") as (_, state):
             launch = runner.launcher(spec, heap, state, pattern, meta)
             for _ in range(5):

@@ -1,5 +1,5 @@
 """The frame of the GPU diagnostics that time parts of a distributed kernel on W GPUs under torchrun
-(eval/gpu_rs_stores.py, eval/gpu_rs_ce_parts.py): per problem, the per-rank GEMM configuration
+(eval/gpu_rs_stores.py, eval/gpu_rs_ce_parts.py; eval/gpu_host_profile.py takes its ``tuned_meta``): per problem, the per-rank GEMM configuration
 tuned for the shape on this GPU (eval/results/gemm_configs_hopper.json), the kernel's state, the
 script's contenders timed interleaved (agent/distributed/rank_worker.time_interleaved, the slowest
 rank's figures), a line per problem on rank 0 and one JSON file of every row."""
@@ -14,6 +14,17 @@ import torch
 CONFIGS = Path(__file__).resolve().parent / "results" / "gemm_configs_hopper.json"
 
 
+def tuned_meta(spec, problem_name: str, world_size: int) -> dict:
+    """The launch meta of ``spec`` at ``problem_name`` on ``world_size`` ranks with the per-rank
+    GEMM configuration tuned for its shape on this GPU (``CONFIGS``; the spec's default where
+    there is none), bfloat16."""
+    from swizzleperf.kernels.schedule.gemm_tuning import best_config
+    shape = spec.compute_shape(spec.problems[problem_name], world_size)
+    tuned = best_config(shape["M"], shape["N"], shape["K"], "bfloat16", torch.cuda.get_device_name(),
+                        path=CONFIGS) or {}
+    return spec.meta_for(problem_name, tuned or None)
+
+
 def time_problems(kernel: str, problems: list, contenders: Callable[..., dict], out: str,
                   command: str, rounds: int, sample_ms: float, pair_with: str | None = None,
                   fields: tuple = ("median_ms", "iqr_ms")) -> None:
@@ -24,7 +35,6 @@ def time_problems(kernel: str, problems: list, contenders: Callable[..., dict], 
     from swizzleperf.agent.distributed.rank_worker import RankContext, time_interleaved
     from swizzleperf.kernels.distributed import load_spec, runner
     from swizzleperf.kernels.distributed.heap import Heap
-    from swizzleperf.kernels.schedule.gemm_tuning import best_config
     runner.start_torchrun_rank()
     rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
     spec = load_spec(kernel)
@@ -35,9 +45,7 @@ def time_problems(kernel: str, problems: list, contenders: Callable[..., dict], 
     for name in problems:
         problem = spec.problems[name]
         shape = spec.compute_shape(problem, world)
-        tuned = best_config(shape["M"], shape["N"], shape["K"], "bfloat16", torch.cuda.get_device_name(),
-                            path=CONFIGS) or {}
-        meta = spec.meta_for(name, tuned or None)
+        meta = tuned_meta(spec, name, world)
         with runner.rank_state(spec, heap, problem, meta, 0, "bfloat16") as (inputs, state):
             timed = time_interleaved(ctx, contenders(heap, spec, meta, shape, inputs, state), rounds,
                                      sample_ms, pair_with=pair_with)

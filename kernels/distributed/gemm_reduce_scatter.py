@@ -228,6 +228,17 @@ def _hand_over(accumulator, staging_ptr, flags, heap_bases, rank, epoch, owner, 
 
 
 @triton.jit
+def _wait_sources(flags, flag, errors, flag_kind, rank, epoch, max_spins, WORLD_SIZE: tl.constexpr,
+                  SLOTS: tl.constexpr):
+    """Wait (acquire, bounded) for the flags ``flags[flag + source]`` of the first SLOTS sources
+    in arrival order: r - 1, r - 2, ..., the rank itself last."""
+    for i in tl.static_range(SLOTS):
+        source = (rank + 2 * WORLD_SIZE - 1 - i) % WORLD_SIZE
+        device.wait(flags + flag + source, epoch, errors, flag_kind, flag + source, source,
+                    max_spins)
+
+
+@triton.jit
 def _add_slots(accumulator, s_ptrs, mask, flags, flag, errors, flag_kind, rank, epoch, max_spins,
                stride_sw, WORLD_SIZE: tl.constexpr, SLOTS: tl.constexpr, WAIT: tl.constexpr):
     """``accumulator`` (fp32) plus the first SLOTS slots of one tile of the local staging
@@ -236,10 +247,7 @@ def _add_slots(accumulator, s_ptrs, mask, flags, flag, errors, flag_kind, rank, 
     sources' flags ``flags[flag + source]`` (the tile's W flags from index ``flag``; acquire, bounded), every flag first, so that the loads
     are then in flight together."""
     if WAIT:
-        for i in tl.static_range(SLOTS):
-            source = (rank + 2 * WORLD_SIZE - 1 - i) % WORLD_SIZE
-            device.wait(flags + flag + source, epoch, errors, flag_kind, flag + source, source,
-                        max_spins)
+        _wait_sources(flags, flag, errors, flag_kind, rank, epoch, max_spins, WORLD_SIZE, SLOTS)
     for i in tl.static_range(SLOTS):
         source = (rank + 2 * WORLD_SIZE - 1 - i) % WORLD_SIZE
         partial = tl.load(s_ptrs + source * stride_sw, mask=mask, other=0.0)
@@ -450,10 +458,8 @@ def _slots(accumulator, staging_ptr, flags, errors, flag_kind, rank, epoch, max_
     every tile of the group)."""
     flag = (local_m - local_m % flag_group) * WORLD_SIZE
     if flag != acquired:
-        for i in tl.static_range(WORLD_SIZE - 1):
-            source = (rank + 2 * WORLD_SIZE - 1 - i) % WORLD_SIZE
-            device.wait(flags + flag + source, epoch, errors, flag_kind, flag + source, source,
-                        max_spins)
+        _wait_sources(flags, flag, errors, flag_kind, rank, epoch, max_spins, WORLD_SIZE,
+                      WORLD_SIZE - 1)
         acquired = flag
     s_ptrs, mask = tile_pointers(staging_ptr, local_m, pid_n, rows_per_rank, N, stride_sm,
                                  stride_sn, BLOCK_M, BLOCK_N)
