@@ -47,7 +47,10 @@ partials of it have arrived. Patterns:
   one slice left the own rows waiting for the copies at llama70b-o-4k, and the sums cost the own
   rows ~10 % over cuBLAS either way; with two copy groups the epilogue's sum made the launch ~1 %
   faster (eval/results/rs_prefetch_h100x2/): a tile of the group copied last waits at the end
-  of its main loop instead of before it.
+  of its main loop instead of before it. Its copies are (W - 1) / W of the partial, one after
+  another on one stream: at W = 4 on four H100s (eval/results/dist_gemm_h100x4/) they outlasted
+  the GEMM at llama70b-o-4k and llama8b-down-4k, where bulk_sync was faster (0.287 against 0.366
+  ms at o-4k); copies to the peers on a stream each were no faster.
 
 Row tiles never straddle two owners: each owner's M/W rows make cdiv(M/W, BLOCK_M) row tiles,
 the last one masked where BLOCK_M does not divide M/W (only at the small check problem).
