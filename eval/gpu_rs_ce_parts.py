@@ -8,6 +8,8 @@ with cuBLAS:
 - ``own_no_wait SUM_IN_EPILOGUE=E``: the GEMM of the own rows with the peers' partials summed,
   first (E=0) or in the epilogue (E=1; each E of ``--own-variants``), every flag already set
   (epoch 0: the waits pass at once), so the time of its compute and its sums alone (step 2);
+- for each knob set of ``--knobs`` (e.g. ``SUM_TMA=1;FLATTEN=1``): the whole launch and the own
+  rows alone with those knobs over the defaults;
 - ``others_in_two_slices``: step 0 in two launches (SLICES=2, no copies between them);
 - ``no_copies``: the whole launch at the defaults without its copies (the GEMMs alone, back to
   back, every flag already set: epoch 0), so the whole launch's time over it is the copies' cost;
@@ -44,6 +46,9 @@ def main() -> int:
                         help="whole launches: SLICES/SUM_IN_EPILOGUE/CE_GROUPS, comma-separated")
     parser.add_argument("--own-variants", default="0,1",
                         help="the own rows alone at each SUM_IN_EPILOGUE, comma-separated")
+    parser.add_argument("--knobs", default="",
+                        help="more variants, each a whole launch and the own rows alone (no wait): "
+                             "knob sets KNOB=VALUE[,KNOB=VALUE...] over the defaults, ';'-separated")
     parser.add_argument("--problems", default="", help="comma-separated (default: the bench problems)")
     args = parser.parse_args()
 
@@ -79,6 +84,10 @@ def main() -> int:
         for in_epilogue in filter(None, args.own_variants.split(",")):
             fns[f"own_no_wait SUM_IN_EPILOGUE={in_epilogue}"] = launch(
                 "push_copy_engine", {"SLICES": 1, "SUM_IN_EPILOGUE": int(in_epilogue)}, 2)
+        for knob_set in filter(None, args.knobs.split(";")):
+            knobs = {k: int(v) for k, v in (kv.split("=", 1) for kv in knob_set.split(","))}
+            fns[f"push_copy_engine {knob_set}"] = launch("push_copy_engine", knobs)
+            fns[f"own_no_wait {knob_set}"] = launch("push_copy_engine", {**knobs, "SLICES": 1}, 2)
         fns.update({"others": launch("push_copy_engine", {"SLICES": 1}, 0),
                     "others_in_two_slices": launch("push_copy_engine", {"SLICES": 2}, (0, 2)),
                     "no_copies": launch("push_copy_engine", {}, "main"),

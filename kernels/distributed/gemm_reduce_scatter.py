@@ -450,6 +450,54 @@ def _phase_tile(tile, rank, grid_m, num_pid_n, row_lo, slice_rows, WORLD_SIZE: t
 
 
 @triton.jit
+def _acquire_group(flags, errors, flag_kind, rank, epoch, max_spins, flag_group, acquired, local_m,
+                   WORLD_SIZE: tl.constexpr):
+    """``(the first flag index of own row tile local_m's group of flag_group row tiles,
+    acquired)``: the W - 1 peers' flags of that group waited for (acquire, bounded) unless
+    ``acquired``, the group this program acquired last (-1 for none), is that group already
+    (the peers' copies of a whole group land before its flags, so one acquire serves every tile
+    of the group)."""
+    flag = (local_m - local_m % flag_group) * WORLD_SIZE
+    if flag != acquired:
+        _wait_sources(flags, flag, errors, flag_kind, rank, epoch, max_spins, WORLD_SIZE,
+                      WORLD_SIZE - 1)
+        acquired = flag
+    return flag, acquired
+
+
+@triton.jit
+def _store_sum_tma(c, slots, accumulator, flags, errors, flag_kind, rank, epoch, max_spins,
+                   flag_group, acquired, local_m, pid_n, rows_per_rank,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, WORLD_SIZE: tl.constexpr,
+                   SUBTILE: tl.constexpr):
+    """Own tile ``(local_m, pid_n)``: ``accumulator`` plus the W - 1 peers' partials, loaded
+    through ``slots`` (the descriptor of the local staging seen as [W * rows_per_rank, N], block
+    that of ``c``) after the group's flags (``_acquire_group``), stored through ``c`` (out's
+    descriptor); with SUBTILE in two halves, each summed and stored (the same sums as ``_slots``,
+    in the same order: bit for bit). Row tiles divide the rows (the caller's condition for
+    STORE_TMA). Returns ``acquired``."""
+    _, acquired = _acquire_group(flags, errors, flag_kind, rank, epoch, max_spins, flag_group,
+                                 acquired, local_m, WORLD_SIZE)
+    row = local_m * BLOCK_M
+    col = pid_n * BLOCK_N
+    if SUBTILE:
+        halves = tl.permute(tl.reshape(accumulator, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
+        left, right = tl.split(halves)
+        for i in tl.static_range(WORLD_SIZE - 1):
+            source = (rank + 2 * WORLD_SIZE - 1 - i) % WORLD_SIZE
+            left += slots.load([source * rows_per_rank + row, col]).to(tl.float32)
+            right += slots.load([source * rows_per_rank + row, col + BLOCK_N // 2]).to(tl.float32)
+        c.store([row, col], left.to(c.dtype))
+        c.store([row, col + BLOCK_N // 2], right.to(c.dtype))
+    else:
+        for i in tl.static_range(WORLD_SIZE - 1):
+            source = (rank + 2 * WORLD_SIZE - 1 - i) % WORLD_SIZE
+            accumulator += slots.load([source * rows_per_rank + row, col]).to(tl.float32)
+        c.store([row, col], accumulator.to(c.dtype))
+    return acquired
+
+
+@triton.jit
 def _slots(accumulator, staging_ptr, flags, errors, flag_kind, rank, epoch, max_spins, flag_group,
            acquired, local_m, pid_n, rows_per_rank, N, stride_sw, stride_sm, stride_sn,
            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, WORLD_SIZE: tl.constexpr):
@@ -459,11 +507,8 @@ def _slots(accumulator, staging_ptr, flags, errors, flag_kind, rank, epoch, max_
     them already: ``acquired`` is the first flag index of the group it acquired last, -1 for
     none (the peers' copies of a whole group land before its flags, so one acquire serves
     every tile of the group)."""
-    flag = (local_m - local_m % flag_group) * WORLD_SIZE
-    if flag != acquired:
-        _wait_sources(flags, flag, errors, flag_kind, rank, epoch, max_spins, WORLD_SIZE,
-                      WORLD_SIZE - 1)
-        acquired = flag
+    flag, acquired = _acquire_group(flags, errors, flag_kind, rank, epoch, max_spins,
+                                    flag_group, acquired, local_m, WORLD_SIZE)
     s_ptrs, mask = tile_pointers(staging_ptr, local_m, pid_n, rows_per_rank, N, stride_sm,
                                  stride_sn, BLOCK_M, BLOCK_N)
     accumulator = _add_slots(accumulator, s_ptrs, mask, flags, flag, errors, flag_kind, rank,
@@ -500,12 +545,18 @@ def _phase_finish(accumulator, c, staging_ptr, flags, errors, flag_kind, rank, e
                   flag_group, acquired, owner, local_m, pid_n, rows_per_rank, N, stride_sw, stride_sm,
                   stride_sn, stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   WORLD_SIZE: tl.constexpr, OWN: tl.constexpr, SUM_IN_EPILOGUE: tl.constexpr,
-                  STORE_TMA: tl.constexpr, SUBTILE: tl.constexpr):
+                  STORE_TMA: tl.constexpr, SUBTILE: tl.constexpr, SUM_TMA: tl.constexpr):
     """A finished tile of a push_copy_engine launch. OWN=0: the partial goes to this rank's
     outbox ``c`` [W * rows_per_rank, N] at the owner's rows (local; the copy engines take it to
     the owner). OWN=1: the sum goes to ``c`` = out [rows_per_rank, N], with SUM_IN_EPILOGUE
-    after adding the peers' slots here (``_slots``). Returns ``acquired`` (``_slots``)."""
-    if OWN:
+    after adding the peers' slots here (``_slots``; with SUM_TMA ``staging_ptr`` is the
+    staging's descriptor and the slots come through it, ``_store_sum_tma``). Returns
+    ``acquired`` (``_slots``)."""
+    if OWN and SUM_TMA:
+        acquired = _store_sum_tma(c, staging_ptr, accumulator, flags, errors, flag_kind, rank,
+                                  epoch, max_spins, flag_group, acquired, local_m, pid_n,
+                                  rows_per_rank, BLOCK_M, BLOCK_N, WORLD_SIZE, SUBTILE)
+    elif OWN:
         if SUM_IN_EPILOGUE:
             accumulator, acquired = _slots(accumulator, staging_ptr, flags, errors, flag_kind,
                                            rank, epoch, max_spins, flag_group, acquired, local_m,
@@ -534,14 +585,16 @@ def gemm_reduce_scatter_phase(a, b, c, staging_ptr, flags, errors, flag_kind, wo
                               STREAM_K: tl.constexpr, USE_TMA: tl.constexpr,
                               STORE_TMA: tl.constexpr, SUBTILE: tl.constexpr,
                               WARP_SPECIALIZE: tl.constexpr, FLATTEN: tl.constexpr,
-                              DOT_IN_FP32: tl.constexpr):
+                              DOT_IN_FP32: tl.constexpr, SUM_TMA: tl.constexpr = False):
     """One of push_copy_engine's persistent GEMMs of the partial ``A_r @ B_r``
     (kernels/schedule/persistent_gemm.py's schedule): OWN=0 row tiles ``row_lo .. row_lo +
     slice_rows`` of the other owners' rows, into this rank's outbox ``c`` [W * rows_per_rank, N];
     OWN=1 this rank's own rows, each tile summed with the peers' partials (first, or in the
     epilogue with SUM_IN_EPILOGUE: ``_phase_piece``, ``_phase_finish``) and written to ``c`` =
     out [rows_per_rank, N]. ``a``, ``b``, ``c``: descriptors with USE_TMA / STORE_TMA, else
-    pointers; ``staging_ptr`` the local staging [W, rows_per_rank, N] (OWN=1 reads it)."""
+    pointers; ``staging_ptr`` the local staging [W, rows_per_rank, N] (OWN=1 reads it), or with
+    SUM_TMA (OWN=1, SUM_IN_EPILOGUE, STORE_TMA) its descriptor as [W * rows_per_rank, N] with
+    C's block."""
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
     tiles_per_rank = tl.cdiv(rows_per_rank, BLOCK_M)
@@ -568,7 +621,7 @@ def gemm_reduce_scatter_phase(a, b, c, staging_ptr, flags, errors, flag_kind, wo
                                  epoch, max_spins, flag_group, acquired, owner, local_m, pid_n,
                                  rows_per_rank, N, stride_sw, stride_sm, stride_sn, stride_cm,
                                  stride_cn, BLOCK_M, BLOCK_N, WORLD_SIZE, OWN, SUM_IN_EPILOGUE,
-                                 STORE_TMA, SUBTILE)
+                                 STORE_TMA, SUBTILE, SUM_TMA)
     if STREAM_K > 0:
         units = (grid_m * num_pid_n - num_dp_tiles) * k_iters
         first, stop = stream_k_range(pid, num_programs, units)
@@ -588,7 +641,8 @@ def gemm_reduce_scatter_phase(a, b, c, staging_ptr, flags, errors, flag_kind, wo
                                          rank, epoch, max_spins, flag_group, acquired, owner,
                                          local_m, pid_n, rows_per_rank, N, stride_sw, stride_sm,
                                          stride_sn, stride_cm, stride_cn, BLOCK_M, BLOCK_N,
-                                         WORLD_SIZE, OWN, SUM_IN_EPILOGUE, STORE_TMA, SUBTILE)
+                                         WORLD_SIZE, OWN, SUM_IN_EPILOGUE, STORE_TMA, SUBTILE,
+                                         SUM_TMA)
             stop = start
 
 
@@ -757,13 +811,20 @@ def _plan(heap, state: dict, pattern: str, meta: dict):
                           use_tma, store_tma, a.dtype, flags=own)
         target_arg = operands(target, c_block(meta, store_tma), store_tma)
         sum_in_epilogue = bool(meta.get("SUM_IN_EPILOGUE", 1))
+        # the own tiles' sums read the staging of the epoch's parity: through a descriptor each
+        # with SUM_TMA, where out's stores go through one
+        slots = [s.view(world * rows, N) for s in state["staging_pair"]]
+        sum_tma = (own and sum_in_epilogue and store_tma and bool(meta.get("SUM_TMA", 0))
+                   and tma_supported(*slots))
+        sources = ([operands(s, c_block(meta, True), True) for s in slots] if sum_tma
+                   else list(state["staging_pair"]) if own else [staging, staging])
         return lambda epoch: Step(lambda: gemm_reduce_scatter_phase[run.grid](
-            a_arg, b_arg, target_arg, state["staging_pair"][epoch % 2] if own else staging,
+            a_arg, b_arg, target_arg, sources[epoch % 2],
             state["flags"], heap.errors, state["flag_kind"], run.workspace, run.sk_flags,
             heap.rank, epoch, heap.max_spins, flag_group, row_lo, max(1, slice_rows), rows, N,
             K_local, a.stride(0), a.stride(1), b.stride(0), b.stride(1), *staging_strides,
             target.stride(0), target.stride(1), WORLD_SIZE=world, OWN=own,
-            SUM_IN_EPILOGUE=sum_in_epilogue, STORE_TMA=store_tma, **run.kwargs),
+            SUM_IN_EPILOGUE=sum_in_epilogue, STORE_TMA=store_tma, SUM_TMA=sum_tma, **run.kwargs),
             name="gemm (own rows)" if own else
             f"gemm (other owners' row tiles {row_lo}..{row_lo + slice_rows - 1})")
 
@@ -893,16 +954,17 @@ SPEC = DistKernelSpec(
     # eval/results/rs_prefetch_h100x2/) 0.381 against 0.385 ms first at llama70b-o-4k, 0.319
     # against 0.322 at llama8b-down-4k (the own rows alone: 0.193 against 0.195 and 0.160
     # against 0.162); prefetching them into L2 a main loop ahead made both slower (0.386, 0.323).
-    meta={**GEMM_META, "COMM_SMS": 16, "CE_GROUPS": 2, "SLICES": 2, "SUM_IN_EPILOGUE": 1},
+    meta={**GEMM_META, "COMM_SMS": 16, "CE_GROUPS": 2, "SLICES": 2, "SUM_IN_EPILOGUE": 1,
+          "SUM_TMA": 0},
     check_meta={**GEMM_CHECK_META, "COMM_SMS": 1, "CE_GROUPS": 2, "SLICES": 2,
-                "SUM_IN_EPILOGUE": 1},
+                "SUM_IN_EPILOGUE": 1, "SUM_TMA": 0},
     knobs={"pattern": PATTERNS, "COMM_SMS": (8, 16, 32), "CE_GROUPS": (1, 2, 4, 8, 16),
-           "SLICES": (1, 2, 4), "SUM_IN_EPILOGUE": (0, 1),
+           "SLICES": (1, 2, 4), "SUM_IN_EPILOGUE": (0, 1), "SUM_TMA": (0, 1),
            **GEMM_TILE_KNOBS, "swizzle": ("row-major", "column-major", "grouped-m:8")},
     tile_orders=tile_orders,
     constraints=constraints,
     pattern_knobs={"producer_consumer": ("COMM_SMS",),
-                   "push_copy_engine": ("CE_GROUPS", "SLICES", "SUM_IN_EPILOGUE")},
+                   "push_copy_engine": ("CE_GROUPS", "SLICES", "SUM_IN_EPILOGUE", "SUM_TMA")},
     tile_configs=GEMM_TILE_CONFIGS,
     compute_shape=lambda p, w: {"M": p["M"], "N": p["N"], "K": p["K"] // w},
     make_inputs=make_inputs,
