@@ -131,8 +131,7 @@ from swizzleperf.kernels.distributed.tiles import (GEMM_CHECK_META, GEMM_META, G
                                                    GEMM_TILE_KNOBS, c_block, gemm_constraints,
                                                    gemm_launch, num_sms, operands, tile_pointers,
                                                    tma_supported)
-from swizzleperf.kernels.schedule.persistent_gemm import (cdiv, data_parallel_tiles, mainloop,
-                                                          prefetch_tile_l2, store_tile,
+from swizzleperf.kernels.schedule.persistent_gemm import (cdiv, data_parallel_tiles, mainloop, store_tile,
                                                           stream_k_fixup, stream_k_range,
                                                           stream_k_segment)
 
@@ -244,23 +243,17 @@ def _wait_sources(flags, flag, errors, flag_kind, rank, epoch, max_spins, WORLD_
 
 @triton.jit
 def _add_slots(accumulator, s_ptrs, mask, flags, flag, errors, flag_kind, rank, epoch, max_spins,
-               stride_sw, WORLD_SIZE: tl.constexpr, SLOTS: tl.constexpr, WAIT: tl.constexpr,
-               EVICT_FIRST: tl.constexpr = False):
+               stride_sw, WORLD_SIZE: tl.constexpr, SLOTS: tl.constexpr, WAIT: tl.constexpr):
     """``accumulator`` (fp32) plus the first SLOTS slots of one tile of the local staging
     (``s_ptrs``, ``mask``: the tile in slot 0), in arrival order: source r - 1, r - 2, ..., the
     rank's own last (a fixed order per rank, so the sums are deterministic). With WAIT, after the
     sources' flags ``flags[flag + source]`` (the tile's W flags from index ``flag``; acquire, bounded), every flag first, so that the loads
-    are then in flight together. EVICT_FIRST: the slots' lines leave L2 first after these loads
-    (they are read once)."""
+    are then in flight together."""
     if WAIT:
         _wait_sources(flags, flag, errors, flag_kind, rank, epoch, max_spins, WORLD_SIZE, SLOTS)
     for i in tl.static_range(SLOTS):
         source = (rank + 2 * WORLD_SIZE - 1 - i) % WORLD_SIZE
-        if EVICT_FIRST:
-            partial = tl.load(s_ptrs + source * stride_sw, mask=mask, other=0.0,
-                              eviction_policy="evict_first")
-        else:
-            partial = tl.load(s_ptrs + source * stride_sw, mask=mask, other=0.0)
+        partial = tl.load(s_ptrs + source * stride_sw, mask=mask, other=0.0)
         accumulator += partial.to(tl.float32)
     return accumulator
 
@@ -507,8 +500,7 @@ def _store_sum_tma(c, slots, accumulator, flags, errors, flag_kind, rank, epoch,
 @triton.jit
 def _slots(accumulator, staging_ptr, flags, errors, flag_kind, rank, epoch, max_spins, flag_group,
            acquired, local_m, pid_n, rows_per_rank, N, stride_sw, stride_sm, stride_sn,
-           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, WORLD_SIZE: tl.constexpr,
-           EVICT_FIRST: tl.constexpr = False):
+           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, WORLD_SIZE: tl.constexpr):
     """``(accumulator plus the W - 1 peers' partials of own tile (local_m, pid_n), acquired)``:
     the partials from the local staging (slots r - 1, r - 2, ...), after the peers' flags of the
     tile's group of ``flag_group`` row tiles (acquire, bounded) unless this program acquired
@@ -520,22 +512,8 @@ def _slots(accumulator, staging_ptr, flags, errors, flag_kind, rank, epoch, max_
     s_ptrs, mask = tile_pointers(staging_ptr, local_m, pid_n, rows_per_rank, N, stride_sm,
                                  stride_sn, BLOCK_M, BLOCK_N)
     accumulator = _add_slots(accumulator, s_ptrs, mask, flags, flag, errors, flag_kind, rank,
-                             epoch, max_spins, stride_sw, WORLD_SIZE, WORLD_SIZE - 1, False,
-                             EVICT_FIRST)
+                             epoch, max_spins, stride_sw, WORLD_SIZE, WORLD_SIZE - 1, False)
     return accumulator, acquired
-
-
-@triton.jit
-def _prefetch_slots(staging_ptr, rank, local_m, pid_n, rows_per_rank, N, stride_sw, stride_sm,
-                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, WORLD_SIZE: tl.constexpr):
-    """Prefetch the W - 1 peers' partials of own tile ``(local_m, pid_n)`` (the local staging's
-    slots r - 1, r - 2, ...) into L2 at the evict-last priority, before their flags: L2 is
-    where this GPU's memory is coherent, so a copy that lands after the prefetch updates the
-    lines there (the prefetch is then wasted, never stale)."""
-    for i in tl.static_range(WORLD_SIZE - 1):
-        source = (rank + 2 * WORLD_SIZE - 1 - i) % WORLD_SIZE
-        prefetch_tile_l2(staging_ptr + source * stride_sw, local_m, pid_n, rows_per_rank, N,
-                         stride_sm, BLOCK_M, BLOCK_N)
 
 
 @triton.jit
@@ -567,8 +545,7 @@ def _phase_finish(accumulator, c, staging_ptr, flags, errors, flag_kind, rank, e
                   flag_group, acquired, owner, local_m, pid_n, rows_per_rank, N, stride_sw, stride_sm,
                   stride_sn, stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   WORLD_SIZE: tl.constexpr, OWN: tl.constexpr, SUM_IN_EPILOGUE: tl.constexpr,
-                  STORE_TMA: tl.constexpr, SUBTILE: tl.constexpr, SUM_TMA: tl.constexpr,
-                  PREFETCH_PARTIALS: tl.constexpr):
+                  STORE_TMA: tl.constexpr, SUBTILE: tl.constexpr, SUM_TMA: tl.constexpr):
     """A finished tile of a push_copy_engine launch. OWN=0: the partial goes to this rank's
     outbox ``c`` [W * rows_per_rank, N] at the owner's rows (local; the copy engines take it to
     the owner). OWN=1: the sum goes to ``c`` = out [rows_per_rank, N], with SUM_IN_EPILOGUE
@@ -584,8 +561,7 @@ def _phase_finish(accumulator, c, staging_ptr, flags, errors, flag_kind, rank, e
             accumulator, acquired = _slots(accumulator, staging_ptr, flags, errors, flag_kind,
                                            rank, epoch, max_spins, flag_group, acquired, local_m,
                                            pid_n, rows_per_rank, N, stride_sw, stride_sm,
-                                           stride_sn, BLOCK_M, BLOCK_N, WORLD_SIZE,
-                                           PREFETCH_PARTIALS == 2)
+                                           stride_sn, BLOCK_M, BLOCK_N, WORLD_SIZE)
         store_tile(c, accumulator, local_m * BLOCK_M, pid_n * BLOCK_N, rows_per_rank, N,
                    stride_cm, stride_cn, BLOCK_M, BLOCK_N, STORE_TMA, SUBTILE)
     elif STORE_TMA:   # row tiles divide the rows: a tile never crosses into the next owner's
@@ -609,8 +585,7 @@ def gemm_reduce_scatter_phase(a, b, c, staging_ptr, flags, errors, flag_kind, wo
                               STREAM_K: tl.constexpr, USE_TMA: tl.constexpr,
                               STORE_TMA: tl.constexpr, SUBTILE: tl.constexpr,
                               WARP_SPECIALIZE: tl.constexpr, FLATTEN: tl.constexpr,
-                              DOT_IN_FP32: tl.constexpr, SUM_TMA: tl.constexpr = False,
-                              PREFETCH_PARTIALS: tl.constexpr = 0):
+                              DOT_IN_FP32: tl.constexpr, SUM_TMA: tl.constexpr = False):
     """One of push_copy_engine's persistent GEMMs of the partial ``A_r @ B_r``
     (kernels/schedule/persistent_gemm.py's schedule): OWN=0 row tiles ``row_lo .. row_lo +
     slice_rows`` of the other owners' rows, into this rank's outbox ``c`` [W * rows_per_rank, N];
@@ -635,9 +610,6 @@ def gemm_reduce_scatter_phase(a, b, c, staging_ptr, flags, errors, flag_kind, wo
                          warp_specialize=WARP_SPECIALIZE):
         owner, local_m, pid_n = _phase_tile(tile, rank, grid_m, num_pid_n, row_lo, slice_rows,
                                             WORLD_SIZE, OWN)
-        if OWN and PREFETCH_PARTIALS > 0:
-            _prefetch_slots(staging_ptr, rank, local_m, pid_n, rows_per_rank, N, stride_sw,
-                            stride_sm, BLOCK_M, BLOCK_N, WORLD_SIZE)
         accumulator, acquired = _phase_piece(a, b, staging_ptr, flags, errors, flag_kind, rank,
                                              epoch, max_spins, flag_group, acquired, owner,
                                              local_m, pid_n, 0, k_iters, rows_per_rank, N,
@@ -649,7 +621,7 @@ def gemm_reduce_scatter_phase(a, b, c, staging_ptr, flags, errors, flag_kind, wo
                                  epoch, max_spins, flag_group, acquired, owner, local_m, pid_n,
                                  rows_per_rank, N, stride_sw, stride_sm, stride_sn, stride_cm,
                                  stride_cn, BLOCK_M, BLOCK_N, WORLD_SIZE, OWN, SUM_IN_EPILOGUE,
-                                 STORE_TMA, SUBTILE, SUM_TMA, PREFETCH_PARTIALS)
+                                 STORE_TMA, SUBTILE, SUM_TMA)
     if STREAM_K > 0:
         units = (grid_m * num_pid_n - num_dp_tiles) * k_iters
         first, stop = stream_k_range(pid, num_programs, units)
@@ -670,7 +642,7 @@ def gemm_reduce_scatter_phase(a, b, c, staging_ptr, flags, errors, flag_kind, wo
                                          local_m, pid_n, rows_per_rank, N, stride_sw, stride_sm,
                                          stride_sn, stride_cm, stride_cn, BLOCK_M, BLOCK_N,
                                          WORLD_SIZE, OWN, SUM_IN_EPILOGUE, STORE_TMA, SUBTILE,
-                                         SUM_TMA, PREFETCH_PARTIALS)
+                                         SUM_TMA)
             stop = start
 
 
@@ -852,9 +824,7 @@ def _plan(heap, state: dict, pattern: str, meta: dict):
             heap.rank, epoch, heap.max_spins, flag_group, row_lo, max(1, slice_rows), rows, N,
             K_local, a.stride(0), a.stride(1), b.stride(0), b.stride(1), *staging_strides,
             target.stride(0), target.stride(1), WORLD_SIZE=world, OWN=own,
-            SUM_IN_EPILOGUE=sum_in_epilogue, STORE_TMA=store_tma, SUM_TMA=sum_tma,
-            PREFETCH_PARTIALS=int(meta.get("PREFETCH_PARTIALS", 0)) if own and not sum_tma else 0,
-            **run.kwargs),
+            SUM_IN_EPILOGUE=sum_in_epilogue, STORE_TMA=store_tma, SUM_TMA=sum_tma, **run.kwargs),
             name="gemm (own rows)" if own else
             f"gemm (other owners' row tiles {row_lo}..{row_lo + slice_rows - 1})")
 
@@ -985,18 +955,16 @@ SPEC = DistKernelSpec(
     # against 0.322 at llama8b-down-4k (the own rows alone: 0.193 against 0.195 and 0.160
     # against 0.162); prefetching them into L2 a main loop ahead made both slower (0.386, 0.323).
     meta={**GEMM_META, "COMM_SMS": 16, "CE_GROUPS": 2, "SLICES": 2, "SUM_IN_EPILOGUE": 1,
-          "SUM_TMA": 0, "PREFETCH_PARTIALS": 0},
+          "SUM_TMA": 0},
     check_meta={**GEMM_CHECK_META, "COMM_SMS": 1, "CE_GROUPS": 2, "SLICES": 2,
-                "SUM_IN_EPILOGUE": 1, "SUM_TMA": 0, "PREFETCH_PARTIALS": 0},
+                "SUM_IN_EPILOGUE": 1, "SUM_TMA": 0},
     knobs={"pattern": PATTERNS, "COMM_SMS": (8, 16, 32), "CE_GROUPS": (1, 2, 4, 8, 16),
            "SLICES": (1, 2, 4), "SUM_IN_EPILOGUE": (0, 1), "SUM_TMA": (0, 1),
-           "PREFETCH_PARTIALS": (0, 1, 2),
            **GEMM_TILE_KNOBS, "swizzle": ("row-major", "column-major", "grouped-m:8")},
     tile_orders=tile_orders,
     constraints=constraints,
     pattern_knobs={"producer_consumer": ("COMM_SMS",),
-                   "push_copy_engine": ("CE_GROUPS", "SLICES", "SUM_IN_EPILOGUE", "SUM_TMA",
-                                        "PREFETCH_PARTIALS")},
+                   "push_copy_engine": ("CE_GROUPS", "SLICES", "SUM_IN_EPILOGUE", "SUM_TMA")},
     tile_configs=GEMM_TILE_CONFIGS,
     compute_shape=lambda p, w: {"M": p["M"], "N": p["N"], "K": p["K"] // w},
     make_inputs=make_inputs,

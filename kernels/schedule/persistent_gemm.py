@@ -253,37 +253,6 @@ else:
         return tl.load(pointers)
 
 
-if _INLINE_PTX:
-    @triton.jit
-    def _prefetch_l2_evict_last(pointers):
-        """Ask L2 for the 128-byte line of each of ``pointers``, kept past normal lines (PTX
-        ``prefetch.global.L2::evict_last``, sm_80+: a hint, nothing waits for it, no register
-        holds the data)."""
-        tl.inline_asm_elementwise("prefetch.global.L2::evict_last [$1];\n\tmov.u32 $0, 0;", "=r,l",
-                                  [pointers.to(tl.int64, bitcast=True)], dtype=tl.int32,
-                                  is_pure=False, pack=1)
-else:
-    @triton.jit
-    def _prefetch_l2_evict_last(pointers):
-        """Nothing (the interpreter and non-NVIDIA GPUs: no inline PTX; a prefetch is a hint)."""
-        pass
-
-
-@triton.jit
-def prefetch_tile_l2(base, pid_m, pid_n, M, N, stride_m,
-                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """Prefetch tile ``(pid_m, pid_n)`` of a row-major [M, N] matrix at ``base`` (unit column
-    stride, row stride ``stride_m`` elements) into L2 at the evict-last priority, so that
-    lines streamed meanwhile (a B larger than L2) evict other lines first: one prefetch per
-    128-byte line of each row, addresses clamped into the matrix. For a tile loaded a main loop
-    later, which then finds it in L2 instead of DRAM."""
-    LINE: tl.constexpr = 1024 // base.dtype.element_ty.primitive_bitwidth   # elements per line
-    LINES: tl.constexpr = (BLOCK_N + LINE - 1) // LINE
-    rows = tl.minimum(pid_m * BLOCK_M + tl.arange(0, BLOCK_M), M - 1)
-    cols = tl.minimum(pid_n * BLOCK_N + tl.arange(0, LINES) * LINE, N - 1)
-    _prefetch_l2_evict_last(base + rows[:, None].to(tl.int64) * stride_m + cols[None, :])
-
-
 @triton.jit
 def stream_k_owner(step, num_programs, units):
     """The program whose stream-K range (``stream_k_range``) holds K step ``step`` of ``units``
