@@ -953,11 +953,16 @@ SPEC = DistKernelSpec(
     # The peers' partials summed in the own tiles' epilogue: on two H100s (2026-11-26,
     # eval/results/rs_prefetch_h100x2/) 0.381 against 0.385 ms first at llama70b-o-4k, 0.319
     # against 0.322 at llama8b-down-4k (the own rows alone: 0.193 against 0.195 and 0.160
-    # against 0.162); prefetching them into L2 a main loop ahead made both slower (0.386, 0.323).
+    # against 0.162); prefetching them into L2 a main loop ahead made both slower (0.386, 0.323),
+    # at the evict-last priority too (own rows 0.1949 against 0.1934 ms at o-4k, the sums' loads
+    # evict-first or not; eval/results/rs_sum_tma_h100x2/2_prefetch_evict_last/, knob since removed).
+    # Loaded through the staging's descriptor (SUM_TMA), the launch was 1.1-2.1 us faster at both
+    # in three leases of two H100s (2026-11-26, the same folder; e.g. 0.3774 against 0.3794 ms at
+    # o-4k, 0.3173 against 0.3181 at down-4k).
     meta={**GEMM_META, "COMM_SMS": 16, "CE_GROUPS": 2, "SLICES": 2, "SUM_IN_EPILOGUE": 1,
-          "SUM_TMA": 0},
+          "SUM_TMA": 1},
     check_meta={**GEMM_CHECK_META, "COMM_SMS": 1, "CE_GROUPS": 2, "SLICES": 2,
-                "SUM_IN_EPILOGUE": 1, "SUM_TMA": 0},
+                "SUM_IN_EPILOGUE": 1, "SUM_TMA": 1},
     knobs={"pattern": PATTERNS, "COMM_SMS": (8, 16, 32), "CE_GROUPS": (1, 2, 4, 8, 16),
            "SLICES": (1, 2, 4), "SUM_IN_EPILOGUE": (0, 1), "SUM_TMA": (0, 1),
            **GEMM_TILE_KNOBS, "swizzle": ("row-major", "column-major", "grouped-m:8")},
