@@ -128,8 +128,7 @@ from swizzleperf.kernels.distributed import device
 from swizzleperf.kernels.distributed.peer_copy import copy_engine_group, copy_engine_push
 from swizzleperf.kernels.distributed.spec import BARRIER, Baseline, DistKernelSpec, Step
 from swizzleperf.kernels.distributed.tiles import (GEMM_CHECK_META, GEMM_META, GEMM_TILE_CONFIGS,
-                                                   GEMM_TILE_KNOBS, SM90_SHARED_BYTES, c_block,
-                                                   gemm_constraints,
+                                                   GEMM_TILE_KNOBS, c_block, gemm_constraints,
                                                    gemm_launch, num_sms, operands, tile_pointers,
                                                    tma_supported)
 from swizzleperf.kernels.schedule.persistent_gemm import (cdiv, data_parallel_tiles, mainloop, store_tile,
@@ -577,39 +576,6 @@ def _phase_finish(accumulator, c, staging_ptr, flags, errors, flag_kind, rank, e
     return acquired
 
 
-@triton.jit
-def _own_rows_by_group(a, b, c, slots, flags, errors, flag_kind, rank, epoch, max_spins,
-                       flag_group, pid, num_programs, grid_m, num_pid_n, k_iters, rows_per_rank, N,
-                       K_local, stride_am, stride_ak, stride_bk, stride_bn,
-                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                       WORLD_SIZE: tl.constexpr, USE_TMA: tl.constexpr, SUBTILE: tl.constexpr,
-                       FLATTEN: tl.constexpr, DOT_IN_FP32: tl.constexpr,
-                       NUM_GROUPS: tl.constexpr):
-    """push_copy_engine's own tiles, copy group by copy group (GROUP_WAITS): tile ``u`` of the
-    own grid in group order (group g holds tiles g * flag_group * num_pid_n onwards) goes to
-    program ``u mod num_programs``, as in the one loop; before its first tile of a group a
-    program acquires the group's flags (``_acquire_group``), and its loop over the group's tiles
-    sums each through ``slots`` with no wait (``_store_sum_tma``)."""
-    tiles_per_group = flag_group * num_pid_n
-    for g in tl.static_range(NUM_GROUPS):   # unrolled: each group's loop stays top-level
-        group_lo = g * tiles_per_group
-        group_rows = tl.minimum(flag_group, grid_m - g * flag_group)
-        group_hi = group_lo + group_rows * num_pid_n
-        first = group_lo + (pid - group_lo % num_programs + num_programs) % num_programs
-        if first < group_hi:
-            _acquire_group(flags, errors, flag_kind, rank, epoch, max_spins, flag_group,
-                           tl.full((), -1, tl.int32), g * flag_group, WORLD_SIZE)
-        for tile in tl.range(first, group_hi, num_programs, flatten=FLATTEN):
-            pid_m, pid_n = swizzle(tile - group_lo, group_rows, num_pid_n)
-            local_m = g * flag_group + pid_m
-            accumulator = _gemm_piece(a, b, rank, local_m, pid_n, 0, k_iters, rows_per_rank, N,
-                                      K_local, stride_am, stride_ak, stride_bk, stride_bn,
-                                      BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA, DOT_IN_FP32)
-            _store_sum_tma(c, slots, accumulator, flags, errors, flag_kind, rank, epoch,
-                           max_spins, flag_group, g * flag_group, local_m, pid_n, rows_per_rank,
-                           BLOCK_M, BLOCK_N, WORLD_SIZE, SUBTILE, False)
-
-
 @triton.jit(do_not_specialize=["epoch"])
 def gemm_reduce_scatter_phase(a, b, c, staging_ptr, flags, errors, flag_kind, workspace,
                               sk_flags, rank, epoch, max_spins, flag_group, row_lo, slice_rows,
@@ -622,7 +588,7 @@ def gemm_reduce_scatter_phase(a, b, c, staging_ptr, flags, errors, flag_kind, wo
                               STORE_TMA: tl.constexpr, SUBTILE: tl.constexpr,
                               WARP_SPECIALIZE: tl.constexpr, FLATTEN: tl.constexpr,
                               DOT_IN_FP32: tl.constexpr, SUM_TMA: tl.constexpr = False,
-                              WAIT: tl.constexpr = True, GROUP_WAITS: tl.constexpr = 0):
+                              WAIT: tl.constexpr = True):
     """One of push_copy_engine's persistent GEMMs of the partial ``A_r @ B_r``
     (kernels/schedule/persistent_gemm.py's schedule): OWN=0 row tiles ``row_lo .. row_lo +
     slice_rows`` of the other owners' rows, into this rank's outbox ``c`` [W * rows_per_rank, N];
@@ -631,14 +597,7 @@ def gemm_reduce_scatter_phase(a, b, c, staging_ptr, flags, errors, flag_kind, wo
     out [rows_per_rank, N]. ``a``, ``b``, ``c``: descriptors with USE_TMA / STORE_TMA, else
     pointers; ``staging_ptr`` the local staging [W, rows_per_rank, N] (OWN=1 reads it), or with
     SUM_TMA (OWN=1, SUM_IN_EPILOGUE, STORE_TMA) its descriptor as [W * rows_per_rank, N] with
-    C's block.
-
-    GROUP_WAITS (OWN=1 with SUM_TMA, data-parallel; the number of copy groups, 0 for off): the own
-    tiles go copy group by copy group
-    (``flag_group`` row tiles each; the tile order ``swizzle`` over each group's rows), a
-    program waiting for a group's flags once before its tiles of the group, so that the loop
-    over them holds no wait and can be flattened: Triton then pipelines the partials' loads with
-    the main loops (``_own_rows_by_group``)."""
+    C's block."""
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
     tiles_per_rank = tl.cdiv(rows_per_rank, BLOCK_M)
@@ -650,13 +609,6 @@ def gemm_reduce_scatter_phase(a, b, c, staging_ptr, flags, errors, flag_kind, wo
     k_iters = tl.cdiv(K_local, BLOCK_K)
     num_dp_tiles = data_parallel_tiles(grid_m * num_pid_n, num_programs, STREAM_K)
     acquired = tl.full((), -1, tl.int32)
-    if GROUP_WAITS:
-        num_dp_tiles = 0   # every tile below, none in the loops after
-        _own_rows_by_group(a, b, c, staging_ptr, flags, errors, flag_kind, rank, epoch,
-                           max_spins, flag_group, pid, num_programs, grid_m, num_pid_n, k_iters,
-                           rows_per_rank, N, K_local, stride_am, stride_ak, stride_bk, stride_bn,
-                           BLOCK_M, BLOCK_N, BLOCK_K, WORLD_SIZE, USE_TMA, SUBTILE, FLATTEN,
-                           DOT_IN_FP32, GROUP_WAITS)
     for tile in tl.range(pid, num_dp_tiles, num_programs, flatten=FLATTEN,
                          warp_specialize=WARP_SPECIALIZE):
         owner, local_m, pid_n = _phase_tile(tile, rank, grid_m, num_pid_n, row_lo, slice_rows,
@@ -722,17 +674,6 @@ def gemm_reduce_scatter_reduce(staging_ptr, out_ptr, flags, errors, flag_kind, r
 
 
 # ----------------------------------------------------------------------------------- host side
-def grouped_stages(meta: dict, itemsize: int) -> int:
-    """The pipeline depth of push_copy_engine's own-rows launch with GROUP_WAITS: ``num_stages``
-    at most, as many as fit in sm_90's shared memory beside 1.5 partial tiles [BLOCK_M, BLOCK_N]
-    of pipelined loads and epilogue (Triton's count for 128 x 256 x 64 bf16 tiles,
-    EPILOGUE_SUBTILE: 246,808 B at 3 stages, which do not fit, 197,648 B at 2; sm_90, triton
-    3.6)."""
-    operand = (meta["BLOCK_M"] * meta["BLOCK_K"] + meta["BLOCK_K"] * meta["BLOCK_N"]) * itemsize
-    partial = meta["BLOCK_M"] * meta["BLOCK_N"] * itemsize * 3 // 2
-    return max(1, min(meta["num_stages"], (SM90_SHARED_BYTES - partial) // operand))
-
-
 def copy_engine_slices(rows: int, meta: dict) -> list:
     """push_copy_engine's slices of the other owners' rows, ``[(first row tile, end), ...]``:
     ``SLICES`` GEMM launches (at most one per copy group), each followed by the copies of its
@@ -880,11 +821,6 @@ def _plan(heap, state: dict, pattern: str, meta: dict):
                    and tma_supported(*slots))
         sources = ([operands(s, c_block(meta, True), True) for s in slots] if sum_tma
                    else list(state["staging_pair"]) if own else [staging, staging])
-        kwargs = dict(run.kwargs)
-        group_waits = sum_tma and bool(meta.get("GROUP_WAITS", 0)) and not meta.get("STREAM_K", 0)
-        if group_waits:   # its loops flattened, the partials' loads pipelined: fewer stages fit
-            kwargs.update(FLATTEN=bool(meta.get("FLATTEN", 1)),
-                          num_stages=grouped_stages(meta, a.element_size()))
         return lambda epoch: Step(lambda: gemm_reduce_scatter_phase[run.grid](
             a_arg, b_arg, target_arg, sources[epoch % 2],
             state["flags"], heap.errors, state["flag_kind"], run.workspace, run.sk_flags,
@@ -892,9 +828,7 @@ def _plan(heap, state: dict, pattern: str, meta: dict):
             K_local, a.stride(0), a.stride(1), b.stride(0), b.stride(1), *staging_strides,
             target.stride(0), target.stride(1), WORLD_SIZE=world, OWN=own,
             SUM_IN_EPILOGUE=sum_in_epilogue, STORE_TMA=store_tma, SUM_TMA=sum_tma,
-            WAIT=not (sum_tma and meta.get("DIAG_NO_WAIT", 0)),
-            GROUP_WAITS=cdiv(grid_m, flag_group) if group_waits else 0,
-            **kwargs),
+            WAIT=not (sum_tma and meta.get("DIAG_NO_WAIT", 0)), **run.kwargs),
             name="gemm (own rows)" if own else
             f"gemm (other owners' row tiles {row_lo}..{row_lo + slice_rows - 1})")
 
@@ -1030,18 +964,16 @@ SPEC = DistKernelSpec(
     # in three leases of two H100s (2026-11-26, the same folder; e.g. 0.3774 against 0.3794 ms at
     # o-4k, 0.3173 against 0.3181 at down-4k).
     meta={**GEMM_META, "COMM_SMS": 16, "CE_GROUPS": 2, "SLICES": 2, "SUM_IN_EPILOGUE": 1,
-          "SUM_TMA": 1, "GROUP_WAITS": 0},
+          "SUM_TMA": 1},
     check_meta={**GEMM_CHECK_META, "COMM_SMS": 1, "CE_GROUPS": 2, "SLICES": 2,
-                "SUM_IN_EPILOGUE": 1, "SUM_TMA": 1, "GROUP_WAITS": 0},
+                "SUM_IN_EPILOGUE": 1, "SUM_TMA": 1},
     knobs={"pattern": PATTERNS, "COMM_SMS": (8, 16, 32), "CE_GROUPS": (1, 2, 4, 8, 16),
            "SLICES": (1, 2, 4), "SUM_IN_EPILOGUE": (0, 1), "SUM_TMA": (0, 1),
-           "GROUP_WAITS": (0, 1),
            **GEMM_TILE_KNOBS, "swizzle": ("row-major", "column-major", "grouped-m:8")},
     tile_orders=tile_orders,
     constraints=constraints,
     pattern_knobs={"producer_consumer": ("COMM_SMS",),
-                   "push_copy_engine": ("CE_GROUPS", "SLICES", "SUM_IN_EPILOGUE", "SUM_TMA",
-                                        "GROUP_WAITS")},
+                   "push_copy_engine": ("CE_GROUPS", "SLICES", "SUM_IN_EPILOGUE", "SUM_TMA")},
     tile_configs=GEMM_TILE_CONFIGS,
     compute_shape=lambda p, w: {"M": p["M"], "N": p["N"], "K": p["K"] // w},
     make_inputs=make_inputs,
