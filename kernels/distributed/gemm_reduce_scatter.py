@@ -469,16 +469,15 @@ def _acquire_group(flags, errors, flag_kind, rank, epoch, max_spins, flag_group,
 def _store_sum_tma(c, slots, accumulator, flags, errors, flag_kind, rank, epoch, max_spins,
                    flag_group, acquired, local_m, pid_n, rows_per_rank,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, WORLD_SIZE: tl.constexpr,
-                   SUBTILE: tl.constexpr, WAIT: tl.constexpr = True):
+                   SUBTILE: tl.constexpr):
     """Own tile ``(local_m, pid_n)``: ``accumulator`` plus the W - 1 peers' partials, loaded
     through ``slots`` (the descriptor of the local staging seen as [W * rows_per_rank, N], block
     that of ``c``) after the group's flags (``_acquire_group``), stored through ``c`` (out's
     descriptor); with SUBTILE in two halves, each summed and stored (the same sums as ``_slots``,
     in the same order: bit for bit). Row tiles divide the rows (the caller's condition for
     STORE_TMA). Returns ``acquired``."""
-    if WAIT:
-        _, acquired = _acquire_group(flags, errors, flag_kind, rank, epoch, max_spins,
-                                     flag_group, acquired, local_m, WORLD_SIZE)
+    _, acquired = _acquire_group(flags, errors, flag_kind, rank, epoch, max_spins, flag_group,
+                                 acquired, local_m, WORLD_SIZE)
     row = local_m * BLOCK_M
     col = pid_n * BLOCK_N
     if SUBTILE:
@@ -546,8 +545,7 @@ def _phase_finish(accumulator, c, staging_ptr, flags, errors, flag_kind, rank, e
                   flag_group, acquired, owner, local_m, pid_n, rows_per_rank, N, stride_sw, stride_sm,
                   stride_sn, stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   WORLD_SIZE: tl.constexpr, OWN: tl.constexpr, SUM_IN_EPILOGUE: tl.constexpr,
-                  STORE_TMA: tl.constexpr, SUBTILE: tl.constexpr, SUM_TMA: tl.constexpr,
-                  WAIT: tl.constexpr = True):
+                  STORE_TMA: tl.constexpr, SUBTILE: tl.constexpr, SUM_TMA: tl.constexpr):
     """A finished tile of a push_copy_engine launch. OWN=0: the partial goes to this rank's
     outbox ``c`` [W * rows_per_rank, N] at the owner's rows (local; the copy engines take it to
     the owner). OWN=1: the sum goes to ``c`` = out [rows_per_rank, N], with SUM_IN_EPILOGUE
@@ -557,7 +555,7 @@ def _phase_finish(accumulator, c, staging_ptr, flags, errors, flag_kind, rank, e
     if OWN and SUM_TMA:
         acquired = _store_sum_tma(c, staging_ptr, accumulator, flags, errors, flag_kind, rank,
                                   epoch, max_spins, flag_group, acquired, local_m, pid_n,
-                                  rows_per_rank, BLOCK_M, BLOCK_N, WORLD_SIZE, SUBTILE, WAIT)
+                                  rows_per_rank, BLOCK_M, BLOCK_N, WORLD_SIZE, SUBTILE)
     elif OWN:
         if SUM_IN_EPILOGUE:
             accumulator, acquired = _slots(accumulator, staging_ptr, flags, errors, flag_kind,
@@ -587,8 +585,7 @@ def gemm_reduce_scatter_phase(a, b, c, staging_ptr, flags, errors, flag_kind, wo
                               STREAM_K: tl.constexpr, USE_TMA: tl.constexpr,
                               STORE_TMA: tl.constexpr, SUBTILE: tl.constexpr,
                               WARP_SPECIALIZE: tl.constexpr, FLATTEN: tl.constexpr,
-                              DOT_IN_FP32: tl.constexpr, SUM_TMA: tl.constexpr = False,
-                              WAIT: tl.constexpr = True):
+                              DOT_IN_FP32: tl.constexpr, SUM_TMA: tl.constexpr = False):
     """One of push_copy_engine's persistent GEMMs of the partial ``A_r @ B_r``
     (kernels/schedule/persistent_gemm.py's schedule): OWN=0 row tiles ``row_lo .. row_lo +
     slice_rows`` of the other owners' rows, into this rank's outbox ``c`` [W * rows_per_rank, N];
@@ -624,7 +621,7 @@ def gemm_reduce_scatter_phase(a, b, c, staging_ptr, flags, errors, flag_kind, wo
                                  epoch, max_spins, flag_group, acquired, owner, local_m, pid_n,
                                  rows_per_rank, N, stride_sw, stride_sm, stride_sn, stride_cm,
                                  stride_cn, BLOCK_M, BLOCK_N, WORLD_SIZE, OWN, SUM_IN_EPILOGUE,
-                                 STORE_TMA, SUBTILE, SUM_TMA, WAIT)
+                                 STORE_TMA, SUBTILE, SUM_TMA)
     if STREAM_K > 0:
         units = (grid_m * num_pid_n - num_dp_tiles) * k_iters
         first, stop = stream_k_range(pid, num_programs, units)
@@ -645,7 +642,7 @@ def gemm_reduce_scatter_phase(a, b, c, staging_ptr, flags, errors, flag_kind, wo
                                          local_m, pid_n, rows_per_rank, N, stride_sw, stride_sm,
                                          stride_sn, stride_cm, stride_cn, BLOCK_M, BLOCK_N,
                                          WORLD_SIZE, OWN, SUM_IN_EPILOGUE, STORE_TMA, SUBTILE,
-                                         SUM_TMA, WAIT)
+                                         SUM_TMA)
             stop = start
 
 
@@ -827,8 +824,7 @@ def _plan(heap, state: dict, pattern: str, meta: dict):
             heap.rank, epoch, heap.max_spins, flag_group, row_lo, max(1, slice_rows), rows, N,
             K_local, a.stride(0), a.stride(1), b.stride(0), b.stride(1), *staging_strides,
             target.stride(0), target.stride(1), WORLD_SIZE=world, OWN=own,
-            SUM_IN_EPILOGUE=sum_in_epilogue, STORE_TMA=store_tma, SUM_TMA=sum_tma,
-            WAIT=not (sum_tma and meta.get("DIAG_NO_WAIT", 0)), **run.kwargs),
+            SUM_IN_EPILOGUE=sum_in_epilogue, STORE_TMA=store_tma, SUM_TMA=sum_tma, **run.kwargs),
             name="gemm (own rows)" if own else
             f"gemm (other owners' row tiles {row_lo}..{row_lo + slice_rows - 1})")
 
