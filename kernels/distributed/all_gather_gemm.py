@@ -148,6 +148,8 @@ def _gemm_piece(a, b, flags, errors, flag_kind, heap_bases, rank, epoch, max_spi
         flag = src * tiles_per_rank + chunk - chunk % flag_group
         if src != rank and flag != acquired:
             device.wait(flags + flag, epoch, errors, flag_kind, flag, src, max_spins)
+            if USE_TMA:   # the rows are then read through the descriptor
+                device.fence_async_reads()
             acquired = flag
     accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     if USE_TMA:  # a: descriptor of the gathered A [M, K]; rows past src's are masked at the store

@@ -18,6 +18,9 @@ raises it as ``SpinTimeout`` (``Heap.check``). No launch waits forever on a dead
 """
 from __future__ import annotations
 
+import os
+
+import torch
 import triton
 import triton.language as tl
 
@@ -149,6 +152,22 @@ def wait(flag_pointer, expected, errors, kind, index, peer, max_spins,
                 tl.store(errors + 4, value)
     tl.debug_barrier()  # every thread of the program reads after the acquire
     return value
+
+
+if os.environ.get("TRITON_INTERPRET") != "1" and torch.version.hip is None:
+    @triton.jit
+    def fence_async_reads():
+        """Order this thread's earlier generic-proxy accesses, an acquire of a flag among them,
+        before its later async-proxy ones (PTX ``fence.proxy.async.global``, sm_90): a tensor
+        descriptor (TMA) load after ``wait`` then sees what the flag's release published. The
+        PTX memory model orders the two proxies only through such a fence."""
+        tl.inline_asm_elementwise("fence.proxy.async.global;\n\tmov.u32 $0, 0;", "=r", [],
+                                  dtype=tl.int32, is_pure=False, pack=1)
+else:
+    @triton.jit
+    def fence_async_reads():
+        """Nothing: the interpreter has no proxies, and ROCm's loads are all one kind."""
+        pass
 
 
 @triton.jit(do_not_specialize=["epoch"])

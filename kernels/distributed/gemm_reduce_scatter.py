@@ -451,16 +451,19 @@ def _phase_tile(tile, rank, grid_m, num_pid_n, row_lo, slice_rows, WORLD_SIZE: t
 
 @triton.jit
 def _acquire_group(flags, errors, flag_kind, rank, epoch, max_spins, flag_group, acquired, local_m,
-                   WORLD_SIZE: tl.constexpr):
+                   WORLD_SIZE: tl.constexpr, ASYNC_READS: tl.constexpr = False):
     """``(the first flag index of own row tile local_m's group of flag_group row tiles,
     acquired)``: the W - 1 peers' flags of that group waited for (acquire, bounded) unless
     ``acquired``, the group this program acquired last (-1 for none), is that group already
     (the peers' copies of a whole group land before its flags, so one acquire serves every tile
-    of the group)."""
+    of the group). ASYNC_READS: the partials are then read through a descriptor
+    (``device.fence_async_reads`` after the wait)."""
     flag = (local_m - local_m % flag_group) * WORLD_SIZE
     if flag != acquired:
         _wait_sources(flags, flag, errors, flag_kind, rank, epoch, max_spins, WORLD_SIZE,
                       WORLD_SIZE - 1)
+        if ASYNC_READS:
+            device.fence_async_reads()
         acquired = flag
     return flag, acquired
 
@@ -477,7 +480,7 @@ def _store_sum_tma(c, slots, accumulator, flags, errors, flag_kind, rank, epoch,
     in the same order: bit for bit). Row tiles divide the rows (the caller's condition for
     STORE_TMA). Returns ``acquired``."""
     _, acquired = _acquire_group(flags, errors, flag_kind, rank, epoch, max_spins, flag_group,
-                                 acquired, local_m, WORLD_SIZE)
+                                 acquired, local_m, WORLD_SIZE, True)
     row = local_m * BLOCK_M
     col = pid_n * BLOCK_N
     if SUBTILE:
