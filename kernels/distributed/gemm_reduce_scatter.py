@@ -43,11 +43,16 @@ partials of it have arrived. Patterns:
   while the next slice, and last a persistent GEMM of the rank's own rows, run. An own tile
   waits for its group's flags from the W - 1 peers after its main loop and adds their partials
   in its epilogue, as epilogue_reduce does (``SUM_IN_EPILOGUE=0``: waits before its main loop and
-  starts its accumulator from them). On two H100s (2026-11-26, eval/results/rs_ce_parts_h100x2/)
+  starts its accumulator from them), loading them through a descriptor of the staging where C
+  is stored through one (``SUM_TMA``, after a proxy fence: ``device.fence_async_reads``). On two H100s (2026-11-26, eval/results/rs_ce_parts_h100x2/)
   one slice left the own rows waiting for the copies at llama70b-o-4k, and the sums cost the own
   rows ~10 % over cuBLAS either way; with two copy groups the epilogue's sum made the launch ~1 %
   faster (eval/results/rs_prefetch_h100x2/): a tile of the group copied last waits at the end
-  of its main loop instead of before it. Its copies are (W - 1) / W of the partial, one after
+  of its main loop instead of before it; the descriptor loads another 1-2 us a launch
+  (eval/results/rs_sum_tma_h100x2/). Measured there too: the own rows' loop cannot be
+  flattened while it waits on flags (3x slower), and without the waits (a diagnostic, not a
+  correct kernel) the flattened loop, whose partials' loads Triton then pipelines, saved only
+  3 us of the ~15 us the sums cost. Its copies are (W - 1) / W of the partial, one after
   another on one stream: at W = 4 on four H100s (eval/results/dist_gemm_h100x4/) they outlasted
   the GEMM at llama70b-o-4k and llama8b-down-4k, where bulk_sync was faster (0.287 against 0.366
   ms at o-4k); copies to the peers on a stream each were no faster.
