@@ -1,0 +1,82 @@
+"""Where GEMM + reduce-scatter's push_copy_engine own rows spend what the sums cost (issue #23), on
+ONE GPU: rank 0 of a W = 2 group whose two heaps both live on this GPU (``Heap.group``), at each
+problem its GEMM of the other owners' rows (the first step: no sums) and its GEMM of its own rows
+with the peer's partials summed (the last step), every flag already set (epoch 0: the waits pass at
+once; the partials are whatever the staging holds: nothing is verified here, eval/dist_bench.py
+verifies the same launches). Each launch is timed (CUDA events around ``--launches`` launches,
+after a warm-up) and then run once more between ``cudaProfilerStart`` / ``Stop``, so that
+
+    ncu --profile-from-start off --set full -o OUT/own_rows bash eval/gpu_torchrun.sh eval/gpu_rs_own_rows_ncu.py
+
+(``WORLD_SIZE=1``: one process) profiles exactly one launch of each contender, in the order this
+script prints. The per-rank GEMM configuration is the one tuned for the shape on this GPU
+(eval/results/gemm_configs_hopper.json), as in the bench.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+
+import torch
+
+from swizzleperf.eval.rank_timing import tuned_meta
+from swizzleperf.kernels.distributed import load_spec
+from swizzleperf.kernels.distributed.heap import Heap
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", required=True, help="JSON of the times and the profiled order")
+    parser.add_argument("--problems", default="llama70b-o-4k,llama8b-down-4k")
+    parser.add_argument("--launches", type=int, default=20)
+    args = parser.parse_args()
+    spec = load_spec("gemm_reduce_scatter")
+    world = 2
+    rows, profiled = [], []
+    for name in args.problems.split(","):
+        problem = spec.problems[name]
+        meta = {**tuned_meta(spec, name, world), "SLICES": 1}
+        heaps = Heap.group(world, spec.heap_bytes(problem, world, "bfloat16") + (64 << 20), device="cuda")
+        inputs = spec.make_inputs(problem, 0, world, 0, "cuda", "bfloat16")
+        state = spec.setup(heaps[0], inputs, problem, meta)
+        contenders = {}
+        for label, knobs in (("others", {}), ("own SUM_TMA=1", {"SUM_TMA": 1}),
+                             ("own SUM_TMA=0", {"SUM_TMA": 0})):
+            steps = spec.steps(heaps[0], state, "push_copy_engine", 0, {**meta, **knobs})
+            contenders[label] = steps[0].run if label == "others" else steps[-1].run
+        times = {}
+        for label, run in contenders.items():
+            for _ in range(3):
+                run()
+            samples = []
+            for _ in range(args.launches):
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                run()
+                end.record()
+                torch.cuda.synchronize()
+                samples.append(start.elapsed_time(end))
+            times[label] = {"median_ms": statistics.median(samples), "min_ms": min(samples)}
+        torch.cuda.synchronize()
+        torch.cuda.cudart().cudaProfilerStart()
+        for label, run in contenders.items():
+            run()
+            profiled.append(f"{name} {label}")
+        torch.cuda.synchronize()
+        torch.cuda.cudart().cudaProfilerStop()
+        rows.append({"problem": name, "shape": spec.compute_shape(problem, world), "meta": meta,
+                     "times": times})
+        print(name, json.dumps(times), flush=True)
+        del heaps, state
+        torch.cuda.empty_cache()
+    with open(args.out, "w") as f:
+        json.dump({"device": torch.cuda.get_device_name(), "rows": rows, "profiled_in_order": profiled,
+                   "command": "ncu --profile-from-start off --set full -o OUT/own_rows bash "
+                              "eval/gpu_torchrun.sh eval/gpu_rs_own_rows_ncu.py --out OUT/times.json"},
+                  f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
