@@ -1,10 +1,11 @@
 """Where GEMM + reduce-scatter's push_copy_engine own rows spend what the sums cost (issue #23), on
 ONE GPU: rank 0 of a W = 2 group whose two heaps both live on this GPU (``Heap.group``), at each
-problem its GEMM of the other owners' rows (the first step: no sums) and its GEMM of its own rows
+problem its GEMM of the other owners' rows (the first step: no sums; flattened as by default,
+and not: FLATTEN=0) and its GEMM of its own rows
 with the peer's partials summed (the last step), every flag already set (epoch 0: the waits pass at
 once; the partials are whatever the staging holds: nothing is verified here, eval/dist_bench.py
-verifies the same launches). Each launch is timed (CUDA events around ``--launches`` launches,
-after a warm-up) and then run once more between ``cudaProfilerStart`` / ``Stop``, so that
+verifies the same launches). Each launch is timed (CUDA events around ``--launches`` launches
+back to back, queued behind a GPU sleep, five samples, after a warm-up) and then run once more between ``cudaProfilerStart`` / ``Stop``, so that
 
     ncu --profile-from-start off --set full -o OUT/own_rows bash eval/gpu_torchrun.sh eval/gpu_rs_own_rows_ncu.py
 
@@ -41,8 +42,8 @@ def main() -> int:
         inputs = spec.make_inputs(problem, 0, world, 0, "cuda", "bfloat16")
         state = spec.setup(heaps[0], inputs, problem, meta)
         contenders = {}
-        for label, knobs in (("others", {}), ("own SUM_TMA=1", {"SUM_TMA": 1}),
-                             ("own SUM_TMA=0", {"SUM_TMA": 0})):
+        for label, knobs in (("others", {}), ("others FLATTEN=0", {"FLATTEN": 0}),
+                             ("own SUM_TMA=1", {"SUM_TMA": 1}), ("own SUM_TMA=0", {"SUM_TMA": 0})):
             steps = spec.steps(heaps[0], state, "push_copy_engine", 0, {**meta, **knobs})
             contenders[label] = steps[0].run if label == "others" else steps[-1].run
         times = {}
@@ -50,13 +51,15 @@ def main() -> int:
             for _ in range(3):
                 run()
             samples = []
-            for _ in range(args.launches):
+            for _ in range(5):   # launches back to back: the host queues ahead of the GPU
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                torch.cuda._sleep(50_000_000)
                 start.record()
-                run()
+                for _ in range(args.launches):
+                    run()
                 end.record()
                 torch.cuda.synchronize()
-                samples.append(start.elapsed_time(end))
+                samples.append(start.elapsed_time(end) / args.launches)
             times[label] = {"median_ms": statistics.median(samples), "min_ms": min(samples)}
         torch.cuda.synchronize()
         torch.cuda.cudart().cudaProfilerStart()
