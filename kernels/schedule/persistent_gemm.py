@@ -241,27 +241,7 @@ if _INLINE_PTX:
         return tl.inline_asm_elementwise("ld.global.f32 $0, [$1];", "=f,l",
                                          [pointers.to(tl.int64, bitcast=True)],
                                          dtype=tl.float32, is_pure=False, pack=1)
-    @triton.jit
-    def load_opaque(pointers):
-        """``*pointers`` of a 16-bit dtype, loaded where the caller's use lays them out, through
-        inline PTX that Triton's software pipeliner does not move (a ``tl.load`` in a flattened
-        persistent loop is pipelined across tiles, taking shared memory for its stages): two
-        neighbours of a thread's registers one 32-bit load where they are adjacent in memory
-        (the accumulator's layout), else two 16-bit loads."""
-        return tl.inline_asm_elementwise(
-            "{\n\t.reg .pred adjacent;\n\t.reg .b16 lo, hi;\n\t.reg .s64 gap;\n\t"
-            "sub.s64 gap, $2, $1;\n\tsetp.eq.s64 adjacent, gap, 2;\n\t"
-            "@adjacent ld.global.b32 $0, [$1];\n\t"
-            "@!adjacent ld.global.b16 lo, [$1];\n\t@!adjacent ld.global.b16 hi, [$2];\n\t"
-            "@!adjacent mov.b32 $0, {lo, hi};\n\t}",
-            "=r,l,l", [pointers.to(tl.int64, bitcast=True)], dtype=pointers.dtype.element_ty,
-            is_pure=False, pack=2)
 else:
-    @triton.jit
-    def load_opaque(pointers):
-        """``*pointers`` (the interpreter and non-NVIDIA GPUs: no inline PTX)."""
-        return tl.load(pointers)
-
     @triton.jit
     def _slot_store(pointers, values):
         """``*pointers = values`` (the interpreter and non-NVIDIA GPUs: no inline PTX)."""
