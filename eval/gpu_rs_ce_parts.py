@@ -7,8 +7,7 @@ with cuBLAS:
 - ``copies``: the copy engines' copies of the outbox to the owners, each with its flag (step 1);
 - ``own_no_wait SUM_IN_EPILOGUE=E``: the GEMM of the own rows with the peers' partials summed,
   first (E=0) or in the epilogue (E=1; each E of ``--own-variants``), every flag already set
-  (epoch 0: the waits pass at once), so the time of its compute and its sums alone (the steps
-  after the copies: one launch, or one per copy group with OWN_BY_GROUP);
+  (epoch 0: the waits pass at once), so the time of its compute and its sums alone (step 2);
 - for each knob set of ``--knobs`` (e.g. ``SUM_TMA=1;FLATTEN=1``): the whole launch and the own
   rows alone with those knobs over the defaults;
 - ``others_in_two_slices``: step 0 in two launches (SLICES=2, no copies between them);
@@ -58,8 +57,7 @@ def main() -> int:
 
         def launch(pattern: str, knobs: dict, step=None):
             """One launch of ``pattern`` a call; ``step``: only that step (an index), those
-            steps (a tuple or a slice), or only the main stream's steps (``"main"``: no copies),
-            at epoch 0."""
+            steps (a tuple), or only the main stream's steps (``"main"``: no copies), at epoch 0."""
             run_steps, launch_meta = runner.StepRunner(heap), {**meta, **knobs}
 
             def run() -> None:
@@ -69,8 +67,6 @@ def main() -> int:
                     steps = [s for s in steps if s.stream != "comm"]
                 elif isinstance(step, tuple):
                     steps = [steps[i] for i in step]
-                elif isinstance(step, slice):
-                    steps = steps[step]
                 elif step is not None:
                     steps = [steps[step]]
                 run_steps(steps)
@@ -87,12 +83,11 @@ def main() -> int:
                                             "CE_GROUPS": groups})
         for in_epilogue in filter(None, args.own_variants.split(",")):
             fns[f"own_no_wait SUM_IN_EPILOGUE={in_epilogue}"] = launch(
-                "push_copy_engine", {"SLICES": 1, "SUM_IN_EPILOGUE": int(in_epilogue)}, slice(2, None))
+                "push_copy_engine", {"SLICES": 1, "SUM_IN_EPILOGUE": int(in_epilogue)}, 2)
         for knob_set in filter(None, args.knobs.split(";")):
             knobs = {k: int(v) for k, v in (kv.split("=", 1) for kv in knob_set.split(","))}
             fns[f"push_copy_engine {knob_set}"] = launch("push_copy_engine", knobs)
-            fns[f"own_no_wait {knob_set}"] = launch("push_copy_engine", {**knobs, "SLICES": 1},
-                                                    slice(2, None))
+            fns[f"own_no_wait {knob_set}"] = launch("push_copy_engine", {**knobs, "SLICES": 1}, 2)
         fns.update({"others": launch("push_copy_engine", {"SLICES": 1}, 0),
                     "others_in_two_slices": launch("push_copy_engine", {"SLICES": 2}, (0, 2)),
                     "no_copies": launch("push_copy_engine", {}, "main"),

@@ -136,8 +136,7 @@ from swizzleperf.kernels.distributed.tiles import (GEMM_CHECK_META, GEMM_META, G
                                                    GEMM_TILE_KNOBS, c_block, gemm_constraints,
                                                    gemm_launch, num_sms, operands, tile_pointers,
                                                    tma_supported)
-from swizzleperf.kernels.schedule.persistent_gemm import (cdiv, data_parallel_tiles, mainloop,
-                                                          store_tile,
+from swizzleperf.kernels.schedule.persistent_gemm import (cdiv, data_parallel_tiles, mainloop, store_tile,
                                                           stream_k_fixup, stream_k_range,
                                                           stream_k_segment)
 
@@ -444,12 +443,11 @@ def _phase_tile(tile, rank, grid_m, num_pid_n, row_lo, slice_rows, WORLD_SIZE: t
     """Tile index ``tile`` of a push_copy_engine launch through ``swizzle``: ``(owner, local_m,
     pid_n)``. OWN=0: the grid of a slice of the other owners' rows [(W - 1) * slice_rows,
     num_pid_n], its row p row tile row_lo + p % slice_rows of owner (p // slice_rows + r + 1) % W
-    (owner r + 1 first); OWN=1: the grid of this rank's row tiles row_lo .. row_lo + slice_rows
-    [slice_rows, num_pid_n]."""
+    (owner r + 1 first); OWN=1: the grid of this rank's rows [tiles_per_rank, num_pid_n]."""
     pid_m, pid_n = swizzle(tile, grid_m, num_pid_n)
     if OWN:
         owner = rank
-        local_m = row_lo + pid_m
+        local_m = pid_m
     else:
         owner = (pid_m // slice_rows + rank + 1) % WORLD_SIZE
         local_m = row_lo + pid_m % slice_rows
@@ -458,17 +456,15 @@ def _phase_tile(tile, rank, grid_m, num_pid_n, row_lo, slice_rows, WORLD_SIZE: t
 
 @triton.jit
 def _acquire_group(flags, errors, flag_kind, rank, epoch, max_spins, flag_group, acquired, local_m,
-                   WORLD_SIZE: tl.constexpr, ASYNC_READS: tl.constexpr = False,
-                   WAIT: tl.constexpr = True):
+                   WORLD_SIZE: tl.constexpr, ASYNC_READS: tl.constexpr = False):
     """``(the first flag index of own row tile local_m's group of flag_group row tiles,
     acquired)``: the W - 1 peers' flags of that group waited for (acquire, bounded) unless
     ``acquired``, the group this program acquired last (-1 for none), is that group already
     (the peers' copies of a whole group land before its flags, so one acquire serves every tile
     of the group). ASYNC_READS: the partials are then read through a descriptor
-    (``device.fence_async_reads`` after the wait). WAIT=False: no wait (the launch acquired its
-    one group before its loop)."""
+    (``device.fence_async_reads`` after the wait)."""
     flag = (local_m - local_m % flag_group) * WORLD_SIZE
-    if WAIT and flag != acquired:
+    if flag != acquired:
         _wait_sources(flags, flag, errors, flag_kind, rank, epoch, max_spins, WORLD_SIZE,
                       WORLD_SIZE - 1)
         if ASYNC_READS:
@@ -481,7 +477,7 @@ def _acquire_group(flags, errors, flag_kind, rank, epoch, max_spins, flag_group,
 def _store_sum_tma(c, slots, accumulator, flags, errors, flag_kind, rank, epoch, max_spins,
                    flag_group, acquired, local_m, pid_n, rows_per_rank,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, WORLD_SIZE: tl.constexpr,
-                   SUBTILE: tl.constexpr, WAIT: tl.constexpr = True):
+                   SUBTILE: tl.constexpr):
     """Own tile ``(local_m, pid_n)``: ``accumulator`` plus the W - 1 peers' partials, loaded
     through ``slots`` (the descriptor of the local staging seen as [W * rows_per_rank, N], block
     that of ``c``) after the group's flags (``_acquire_group``), stored through ``c`` (out's
@@ -489,7 +485,7 @@ def _store_sum_tma(c, slots, accumulator, flags, errors, flag_kind, rank, epoch,
     in the same order: bit for bit). Row tiles divide the rows (the caller's condition for
     STORE_TMA). Returns ``acquired``."""
     _, acquired = _acquire_group(flags, errors, flag_kind, rank, epoch, max_spins, flag_group,
-                                 acquired, local_m, WORLD_SIZE, True, WAIT)
+                                 acquired, local_m, WORLD_SIZE, True)
     row = local_m * BLOCK_M
     col = pid_n * BLOCK_N
     if SUBTILE:
@@ -512,17 +508,15 @@ def _store_sum_tma(c, slots, accumulator, flags, errors, flag_kind, rank, epoch,
 @triton.jit
 def _slots(accumulator, staging_ptr, flags, errors, flag_kind, rank, epoch, max_spins, flag_group,
            acquired, local_m, pid_n, rows_per_rank, N, stride_sw, stride_sm, stride_sn,
-           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, WORLD_SIZE: tl.constexpr,
-           WAIT: tl.constexpr = True):
+           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, WORLD_SIZE: tl.constexpr):
     """``(accumulator plus the W - 1 peers' partials of own tile (local_m, pid_n), acquired)``:
     the partials from the local staging (slots r - 1, r - 2, ...), after the peers' flags of the
     tile's group of ``flag_group`` row tiles (acquire, bounded) unless this program acquired
     them already: ``acquired`` is the first flag index of the group it acquired last, -1 for
     none (the peers' copies of a whole group land before its flags, so one acquire serves
-    every tile of the group; WAIT=False: no wait, the launch acquired its one group before its
-    loop)."""
+    every tile of the group)."""
     flag, acquired = _acquire_group(flags, errors, flag_kind, rank, epoch, max_spins,
-                                    flag_group, acquired, local_m, WORLD_SIZE, False, WAIT)
+                                    flag_group, acquired, local_m, WORLD_SIZE)
     s_ptrs, mask = tile_pointers(staging_ptr, local_m, pid_n, rows_per_rank, N, stride_sm,
                                  stride_sn, BLOCK_M, BLOCK_N)
     accumulator = _add_slots(accumulator, s_ptrs, mask, flags, flag, errors, flag_kind, rank,
@@ -531,53 +525,12 @@ def _slots(accumulator, staging_ptr, flags, errors, flag_kind, rank, epoch, max_
 
 
 @triton.jit
-def _sum_store_quarter(c, staging_ptr, quarter, rank, row, col, stride_sw, stride_sm,
-                       BLOCK_M: tl.constexpr, QUARTER: tl.constexpr, WORLD_SIZE: tl.constexpr):
-    """``quarter`` [BLOCK_M, QUARTER] of an own tile at ``(row, col)`` plus the W - 1 peers'
-    partials of it from the local staging (slots r - 1, r - 2, ...: ``_slots``'s sums in its
-    order), stored through ``c`` (block [BLOCK_M, QUARTER]). The tile is whole."""
-    offs_m = row + tl.arange(0, BLOCK_M)
-    offs_n = col + tl.arange(0, QUARTER)
-    s_ptrs = staging_ptr + offs_m[:, None] * stride_sm + offs_n[None, :]
-    for i in tl.static_range(WORLD_SIZE - 1):
-        source = (rank + 2 * WORLD_SIZE - 1 - i) % WORLD_SIZE
-        quarter += tl.load(s_ptrs + source * stride_sw).to(tl.float32)
-    c.store([row, col], quarter.to(c.dtype))
-
-
-@triton.jit
-def _store_sum_quarters(c, staging_ptr, accumulator, rank, local_m, pid_n, stride_sw, stride_sm,
-                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, WORLD_SIZE: tl.constexpr):
-    """Own tile ``(local_m, pid_n)`` summed with the peers' partials and stored in four
-    quarters of BLOCK_N / 4 columns (``_sum_store_quarter``): the epilogue of a flattened loop
-    holds a quarter of C and of each partial in shared memory, not halves, so that the main
-    loop keeps its stages (OWN_BY_GROUP: 128 x 256 x 64 tiles at 4 stages)."""
-    QUARTER: tl.constexpr = BLOCK_N // 4
-    row = local_m * BLOCK_M
-    col = pid_n * BLOCK_N
-    halves = tl.permute(tl.reshape(accumulator, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
-    left, right = tl.split(halves)
-    quarters = tl.permute(tl.reshape(left, (BLOCK_M, 2, QUARTER)), (0, 2, 1))
-    first, second = tl.split(quarters)
-    _sum_store_quarter(c, staging_ptr, first, rank, row, col, stride_sw, stride_sm, BLOCK_M,
-                       QUARTER, WORLD_SIZE)
-    _sum_store_quarter(c, staging_ptr, second, rank, row, col + QUARTER, stride_sw, stride_sm,
-                       BLOCK_M, QUARTER, WORLD_SIZE)
-    quarters = tl.permute(tl.reshape(right, (BLOCK_M, 2, QUARTER)), (0, 2, 1))
-    third, fourth = tl.split(quarters)
-    _sum_store_quarter(c, staging_ptr, third, rank, row, col + 2 * QUARTER, stride_sw, stride_sm,
-                       BLOCK_M, QUARTER, WORLD_SIZE)
-    _sum_store_quarter(c, staging_ptr, fourth, rank, row, col + 3 * QUARTER, stride_sw,
-                       stride_sm, BLOCK_M, QUARTER, WORLD_SIZE)
-
-
-@triton.jit
 def _phase_piece(a, b, staging_ptr, flags, errors, flag_kind, rank, epoch, max_spins, flag_group,
                  acquired, owner, local_m, pid_n, k_lo, k_hi, rows_per_rank, N, K_local, stride_am,
                  stride_ak, stride_bk, stride_bn, stride_sw, stride_sm, stride_sn,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                  WORLD_SIZE: tl.constexpr, OWN: tl.constexpr, SUM_IN_EPILOGUE: tl.constexpr,
-                 USE_TMA: tl.constexpr, DOT_IN_FP32: tl.constexpr, TILE_WAITS: tl.constexpr = True):
+                 USE_TMA: tl.constexpr, DOT_IN_FP32: tl.constexpr):
     """K steps ``k_lo .. k_hi`` of a push_copy_engine tile: ``(the fp32 accumulator,
     acquired)`` (``_slots``). Of an own tile without SUM_IN_EPILOGUE, the piece with K step 0
     starts from the peers' partials instead of zeros: their loads go out before the main
@@ -588,7 +541,7 @@ def _phase_piece(a, b, staging_ptr, flags, errors, flag_kind, rank, epoch, max_s
             accumulator, acquired = _slots(accumulator, staging_ptr, flags, errors, flag_kind,
                                            rank, epoch, max_spins, flag_group, acquired, local_m,
                                            pid_n, rows_per_rank, N, stride_sw, stride_sm,
-                                           stride_sn, BLOCK_M, BLOCK_N, WORLD_SIZE, TILE_WAITS)
+                                           stride_sn, BLOCK_M, BLOCK_N, WORLD_SIZE)
     accumulator = _accumulate(accumulator, a, b, owner, local_m, pid_n, k_lo, k_hi, rows_per_rank,
                               N, K_local, stride_am, stride_ak, stride_bk, stride_bn, BLOCK_M,
                               BLOCK_N, BLOCK_K, USE_TMA, DOT_IN_FP32)
@@ -600,30 +553,23 @@ def _phase_finish(accumulator, c, staging_ptr, flags, errors, flag_kind, rank, e
                   flag_group, acquired, owner, local_m, pid_n, rows_per_rank, N, stride_sw, stride_sm,
                   stride_sn, stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   WORLD_SIZE: tl.constexpr, OWN: tl.constexpr, SUM_IN_EPILOGUE: tl.constexpr,
-                  STORE_TMA: tl.constexpr, SUBTILE: tl.constexpr, SUM_TMA: tl.constexpr,
-                  TILE_WAITS: tl.constexpr = True):
+                  STORE_TMA: tl.constexpr, SUBTILE: tl.constexpr, SUM_TMA: tl.constexpr):
     """A finished tile of a push_copy_engine launch. OWN=0: the partial goes to this rank's
     outbox ``c`` [W * rows_per_rank, N] at the owner's rows (local; the copy engines take it to
     the owner). OWN=1: the sum goes to ``c`` = out [rows_per_rank, N], with SUM_IN_EPILOGUE
     after adding the peers' slots here (``_slots``; with SUM_TMA ``staging_ptr`` is the
     staging's descriptor and the slots come through it, ``_store_sum_tma``). Returns
-    ``acquired`` (``_slots``). TILE_WAITS=False: the launch acquired its one copy group before its
-    loop; no wait here, the sum stored in quarters (``_store_sum_quarters``, ``c``'s block
-    [BLOCK_M, BLOCK_N / 4])."""
-    if OWN and not TILE_WAITS:
-        _store_sum_quarters(c, staging_ptr, accumulator, rank, local_m, pid_n, stride_sw,
-                            stride_sm, BLOCK_M, BLOCK_N, WORLD_SIZE)
-    elif OWN and SUM_TMA:
+    ``acquired`` (``_slots``)."""
+    if OWN and SUM_TMA:
         acquired = _store_sum_tma(c, staging_ptr, accumulator, flags, errors, flag_kind, rank,
                                   epoch, max_spins, flag_group, acquired, local_m, pid_n,
-                                  rows_per_rank, BLOCK_M, BLOCK_N, WORLD_SIZE, SUBTILE,
-                                  TILE_WAITS)
+                                  rows_per_rank, BLOCK_M, BLOCK_N, WORLD_SIZE, SUBTILE)
     elif OWN:
         if SUM_IN_EPILOGUE:
             accumulator, acquired = _slots(accumulator, staging_ptr, flags, errors, flag_kind,
                                            rank, epoch, max_spins, flag_group, acquired, local_m,
                                            pid_n, rows_per_rank, N, stride_sw, stride_sm,
-                                           stride_sn, BLOCK_M, BLOCK_N, WORLD_SIZE, TILE_WAITS)
+                                           stride_sn, BLOCK_M, BLOCK_N, WORLD_SIZE)
         store_tile(c, accumulator, local_m * BLOCK_M, pid_n * BLOCK_N, rows_per_rank, N,
                    stride_cm, stride_cn, BLOCK_M, BLOCK_N, STORE_TMA, SUBTILE)
     elif STORE_TMA:   # row tiles divide the rows: a tile never crosses into the next owner's
@@ -647,8 +593,7 @@ def gemm_reduce_scatter_phase(a, b, c, staging_ptr, flags, errors, flag_kind, wo
                               STREAM_K: tl.constexpr, USE_TMA: tl.constexpr,
                               STORE_TMA: tl.constexpr, SUBTILE: tl.constexpr,
                               WARP_SPECIALIZE: tl.constexpr, FLATTEN: tl.constexpr,
-                              DOT_IN_FP32: tl.constexpr, SUM_TMA: tl.constexpr = False,
-                              TILE_WAITS: tl.constexpr = True):
+                              DOT_IN_FP32: tl.constexpr, SUM_TMA: tl.constexpr = False):
     """One of push_copy_engine's persistent GEMMs of the partial ``A_r @ B_r``
     (kernels/schedule/persistent_gemm.py's schedule): OWN=0 row tiles ``row_lo .. row_lo +
     slice_rows`` of the other owners' rows, into this rank's outbox ``c`` [W * rows_per_rank, N];
@@ -662,10 +607,7 @@ def gemm_reduce_scatter_phase(a, b, c, staging_ptr, flags, errors, flag_kind, wo
     num_programs = tl.num_programs(0)
     tiles_per_rank = tl.cdiv(rows_per_rank, BLOCK_M)
     if OWN:
-        grid_m = slice_rows
-        if not TILE_WAITS:   # one copy group: its flags once, before the loop (which may be flattened)
-            _acquire_group(flags, errors, flag_kind, rank, epoch, max_spins, flag_group,
-                           tl.full((), -1, tl.int32), row_lo, WORLD_SIZE, SUM_TMA)
+        grid_m = tiles_per_rank
     else:
         grid_m = (WORLD_SIZE - 1) * slice_rows
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -682,12 +624,12 @@ def gemm_reduce_scatter_phase(a, b, c, staging_ptr, flags, errors, flag_kind, wo
                                              K_local, stride_am, stride_ak, stride_bk, stride_bn,
                                              stride_sw, stride_sm, stride_sn, BLOCK_M, BLOCK_N,
                                              BLOCK_K, WORLD_SIZE, OWN, SUM_IN_EPILOGUE, USE_TMA,
-                                             DOT_IN_FP32, TILE_WAITS)
+                                             DOT_IN_FP32)
         acquired = _phase_finish(accumulator, c, staging_ptr, flags, errors, flag_kind, rank,
                                  epoch, max_spins, flag_group, acquired, owner, local_m, pid_n,
                                  rows_per_rank, N, stride_sw, stride_sm, stride_sn, stride_cm,
                                  stride_cn, BLOCK_M, BLOCK_N, WORLD_SIZE, OWN, SUM_IN_EPILOGUE,
-                                 STORE_TMA, SUBTILE, SUM_TMA, TILE_WAITS)
+                                 STORE_TMA, SUBTILE, SUM_TMA)
     if STREAM_K > 0:
         units = (grid_m * num_pid_n - num_dp_tiles) * k_iters
         first, stop = stream_k_range(pid, num_programs, units)
@@ -699,7 +641,7 @@ def gemm_reduce_scatter_phase(a, b, c, staging_ptr, flags, errors, flag_kind, wo
                 a, b, staging_ptr, flags, errors, flag_kind, rank, epoch, max_spins, flag_group,
                 acquired, owner, local_m, pid_n, k_lo, k_hi, rows_per_rank, N, K_local, stride_am,
                 stride_ak, stride_bk, stride_bn, stride_sw, stride_sm, stride_sn, BLOCK_M, BLOCK_N,
-                BLOCK_K, WORLD_SIZE, OWN, SUM_IN_EPILOGUE, USE_TMA, DOT_IN_FP32, TILE_WAITS)
+                BLOCK_K, WORLD_SIZE, OWN, SUM_IN_EPILOGUE, USE_TMA, DOT_IN_FP32)
             accumulator = stream_k_fixup(accumulator, workspace, sk_flags, pid, num_programs,
                                          units, sk_tile, start, k_hi, k_iters, BLOCK_M, BLOCK_N)
             if k_hi == k_iters:
@@ -708,7 +650,7 @@ def gemm_reduce_scatter_phase(a, b, c, staging_ptr, flags, errors, flag_kind, wo
                                          local_m, pid_n, rows_per_rank, N, stride_sw, stride_sm,
                                          stride_sn, stride_cm, stride_cn, BLOCK_M, BLOCK_N,
                                          WORLD_SIZE, OWN, SUM_IN_EPILOGUE, STORE_TMA, SUBTILE,
-                                         SUM_TMA, TILE_WAITS)
+                                         SUM_TMA)
             stop = start
 
 
@@ -865,38 +807,32 @@ def _plan(heap, state: dict, pattern: str, meta: dict):
             STORE_TMA=store_tma, **run.kwargs),
             name="gemm" if not phase else f"gemm (phase {phase})")
 
-    def phase(programs: int, own: bool, flag_group: int = 1, row_lo: int = 0, slice_rows: int = 0,
-              tile_waits: bool = True):
+    def phase(programs: int, own: bool, flag_group: int = 1, row_lo: int = 0, slice_rows: int = 0):
         """push_copy_engine's GEMM of a slice of the other owners' rows into the outbox, or of
-        row tiles ``row_lo .. row_lo + slice_rows`` of its own rows summed with the peers'
-        partials from the staging of the epoch's parity (``gemm_reduce_scatter_phase``; without
-        ``tile_waits`` the rows are one copy group, acquired before the loop, which is then
-        flattened)."""
+        its own rows summed with the peers' partials from the staging of the epoch's parity
+        (``gemm_reduce_scatter_phase``)."""
         target = out if own else state.setdefault(
             "outbox", torch.empty(world * rows, N, dtype=a.dtype, device=a.device))
         store_tma = use_tma and tma_supported(target) and rows % meta["BLOCK_M"] == 0
-        grid_m = slice_rows if own else (world - 1) * slice_rows
+        grid_m = cdiv(rows, meta["BLOCK_M"]) if own else (world - 1) * slice_rows
         run = gemm_launch(grid_m * cdiv(N, meta["BLOCK_N"]), programs, meta, out.device,
-                          use_tma, store_tma, a.dtype, flags=own and tile_waits)
-        target_arg = operands(target, c_block(meta, store_tma) if tile_waits else
-                              [meta["BLOCK_M"], meta["BLOCK_N"] // 4], store_tma)
+                          use_tma, store_tma, a.dtype, flags=own)
+        target_arg = operands(target, c_block(meta, store_tma), store_tma)
         sum_in_epilogue = bool(meta.get("SUM_IN_EPILOGUE", 1))
         # the own tiles' sums read the staging of the epoch's parity: through a descriptor each
         # with SUM_TMA, where out's stores go through one
         slots = [s.view(world * rows, N) for s in state["staging_pair"]]
-        # (without tile_waits: the sums in quarters, through pointers)
-        sum_tma = (own and tile_waits and sum_in_epilogue and store_tma
-                   and bool(meta.get("SUM_TMA", 0)) and tma_supported(*slots))
+        sum_tma = (own and sum_in_epilogue and store_tma and bool(meta.get("SUM_TMA", 0))
+                   and tma_supported(*slots))
         sources = ([operands(s, c_block(meta, True), True) for s in slots] if sum_tma
                    else list(state["staging_pair"]) if own else [staging, staging])
         return lambda epoch: Step(lambda: gemm_reduce_scatter_phase[run.grid](
             a_arg, b_arg, target_arg, sources[epoch % 2],
             state["flags"], heap.errors, state["flag_kind"], run.workspace, run.sk_flags,
-            heap.rank, epoch, heap.max_spins, flag_group, row_lo, slice_rows, rows, N,
+            heap.rank, epoch, heap.max_spins, flag_group, row_lo, max(1, slice_rows), rows, N,
             K_local, a.stride(0), a.stride(1), b.stride(0), b.stride(1), *staging_strides,
             target.stride(0), target.stride(1), WORLD_SIZE=world, OWN=own,
-            SUM_IN_EPILOGUE=sum_in_epilogue, STORE_TMA=store_tma, SUM_TMA=sum_tma,
-            TILE_WAITS=tile_waits, **run.kwargs),
+            SUM_IN_EPILOGUE=sum_in_epilogue, STORE_TMA=store_tma, SUM_TMA=sum_tma, **run.kwargs),
             name="gemm (own rows)" if own else
             f"gemm (other owners' row tiles {row_lo}..{row_lo + slice_rows - 1})")
 
@@ -922,16 +858,7 @@ def _plan(heap, state: dict, pattern: str, meta: dict):
             plan += [phase(sms, False, row_lo=row_lo, slice_rows=row_hi - row_lo),
                      functools.partial(_push_copy_engine, heap, state, meta=meta, row_lo=row_lo,
                                        row_hi=row_hi)]
-        group, row_tiles = copy_engine_group(rows, meta), cdiv(rows, meta["BLOCK_M"])
-        if (meta.get("OWN_BY_GROUP", 0) and bool(meta.get("SUM_IN_EPILOGUE", 1)) and use_tma
-                and tma_supported(out) and rows % meta["BLOCK_M"] == 0
-                and N % meta["BLOCK_N"] == 0 and meta["BLOCK_N"] * a.element_size() >= 64):
-            # a launch per copy group, its flags acquired once before a loop free of waits,
-            # flattened; whole tiles, C stored in quarters of at least 16 bytes a row
-            plan += [phase(sms, True, group, lo, min(group, row_tiles - lo), tile_waits=False)
-                     for lo in range(0, row_tiles, group)]
-        else:
-            plan.append(phase(sms, True, group, 0, row_tiles))
+        plan.append(phase(sms, True, copy_engine_group(rows, meta)))
     elif pattern == "epilogue_reduce":
         if meta.get("STREAM_K", 0) >= 2:
             raise ValueError(_EPILOGUE_REDUCE_STREAM_K)
@@ -1041,18 +968,16 @@ SPEC = DistKernelSpec(
     # in three leases of two H100s (2026-11-26, the same folder; e.g. 0.3774 against 0.3794 ms at
     # o-4k, 0.3173 against 0.3181 at down-4k).
     meta={**GEMM_META, "COMM_SMS": 16, "CE_GROUPS": 2, "SLICES": 2, "SUM_IN_EPILOGUE": 1,
-          "SUM_TMA": 1, "OWN_BY_GROUP": 0},
+          "SUM_TMA": 1},
     check_meta={**GEMM_CHECK_META, "COMM_SMS": 1, "CE_GROUPS": 2, "SLICES": 2,
-                "SUM_IN_EPILOGUE": 1, "SUM_TMA": 1, "OWN_BY_GROUP": 0},
+                "SUM_IN_EPILOGUE": 1, "SUM_TMA": 1},
     knobs={"pattern": PATTERNS, "COMM_SMS": (8, 16, 32), "CE_GROUPS": (1, 2, 4, 8, 16),
            "SLICES": (1, 2, 4), "SUM_IN_EPILOGUE": (0, 1), "SUM_TMA": (0, 1),
-           "OWN_BY_GROUP": (0, 1),
            **GEMM_TILE_KNOBS, "swizzle": ("row-major", "column-major", "grouped-m:8")},
     tile_orders=tile_orders,
     constraints=constraints,
     pattern_knobs={"producer_consumer": ("COMM_SMS",),
-                   "push_copy_engine": ("CE_GROUPS", "SLICES", "SUM_IN_EPILOGUE", "SUM_TMA",
-                                        "OWN_BY_GROUP")},
+                   "push_copy_engine": ("CE_GROUPS", "SLICES", "SUM_IN_EPILOGUE", "SUM_TMA")},
     tile_configs=GEMM_TILE_CONFIGS,
     compute_shape=lambda p, w: {"M": p["M"], "N": p["N"], "K": p["K"] // w},
     make_inputs=make_inputs,

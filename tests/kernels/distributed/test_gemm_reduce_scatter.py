@@ -58,26 +58,21 @@ def test_copy_engine_slices_and_where_it_sums():
     (M = 128: four 16-row tiles per owner, CE_GROUPS=4: a copy per row tile), the peers'
     partials added first or in the epilogue; in the epilogue it sums as epilogue_reduce does,
     to the last bit, with the partials loaded through pointers or through the staging's
-    descriptor (SUM_TMA, C stored whole or in halves: EPILOGUE_SUBTILE), and with the own rows
-    in a launch per copy group (OWN_BY_GROUP: four launches here, one per row tile, C stored in
-    quarters of 32-column tiles)."""
+    descriptor (SUM_TMA, C stored whole or in halves: EPILOGUE_SUBTILE)."""
     errors = _interpret(
         "spec = dataclasses.replace(kernel.SPEC,\n"
         "    problems={**kernel.SPEC.problems, 'check': {'M': 128, 'N': 32, 'K': 32}})\n"
-        "runs = {f'{s}/{e}/{t}/{h}/{g}': [c.error for c in runner.run_group(spec, 2,\n"
-        "            'push_copy_engine', meta={'CE_GROUPS': 4, 'SLICES': s, 'SUM_IN_EPILOGUE': e,\n"
-        "                  'SUM_TMA': t, 'EPILOGUE_SUBTILE': h, 'OWN_BY_GROUP': g,\n"
-        "                  'BLOCK_N': 32 if g else 16},\n"
-        "            dtype='float16')]\n"
-        "        for s, e, t, h, g in ((1, 1, 0, 0, 0), (2, 0, 0, 0, 0), (4, 0, 0, 0, 0),\n"
-        "                              (4, 1, 0, 0, 0), (2, 1, 1, 0, 0), (2, 1, 1, 1, 0),\n"
-        "                              (2, 1, 1, 1, 1))}\n"
+        "runs = {f'{s}/{e}/{t}/{h}': [c.error for c in runner.run_group(spec, 2, 'push_copy_engine',\n"
+        "            meta={'CE_GROUPS': 4, 'SLICES': s, 'SUM_IN_EPILOGUE': e, 'SUM_TMA': t,\n"
+        "                  'EPILOGUE_SUBTILE': h}, dtype='float16')]\n"
+        "        for s, e, t, h in ((1, 1, 0, 0), (2, 0, 0, 0), (4, 0, 0, 0), (4, 1, 0, 0),\n"
+        "                           (2, 1, 1, 0), (2, 1, 1, 1))}\n"
         "runs['epilogue_reduce'] = [c.error for c in runner.run_group(spec, 2, 'epilogue_reduce',\n"
         "                                                             dtype='float16')]\n"
         "print(json.dumps(runs))\n")
     assert all(0 < e < 6e-4 for run in errors.values() for e in run), errors
-    assert (errors["1/1/0/0/0"] == errors["4/1/0/0/0"] == errors["2/1/1/0/0"]
-            == errors["2/1/1/1/0"] == errors["2/1/1/1/1"] == errors["epilogue_reduce"]), errors
+    assert (errors["1/1/0/0"] == errors["4/1/0/0"] == errors["2/1/1/0"] == errors["2/1/1/1"]
+            == errors["epilogue_reduce"]), errors
     assert kernel.copy_engine_slices(64, {"BLOCK_M": 16, "CE_GROUPS": 4, "SLICES": 2}) == [(0, 2), (2, 4)]
     assert kernel.copy_engine_slices(40, {"BLOCK_M": 16, "CE_GROUPS": 2, "SLICES": 4}) == [(0, 2), (2, 3)]
 
@@ -104,16 +99,14 @@ def test_copy_engine_groups_share_one_flag():
     assert all(0 < e < 8e-3 for e in out["errors"]), out["errors"]
 
 
-@pytest.mark.parametrize("sum_tma,by_group", [(0, 0), (1, 0), (1, 1)])
-def test_copy_engine_own_rows_wait_once_per_group_and_for_each_group(sum_tma, by_group):
+@pytest.mark.parametrize("sum_tma", [0, 1])
+def test_copy_engine_own_rows_wait_once_per_group_and_for_each_group(sum_tma):
     """push_copy_engine at W = 2 on two programs (M = 128: four 16-row tiles per owner, N = 32:
     two column tiles, CE_GROUPS=2: row tiles 0-1 and 2-3 in two copies, one flag each): rank 1's
     copy of the second group never comes, so rank 0's own rows, whose programs each sum tiles of
     both groups (tiles p, p + 2, ...: rows 0 then 2), acquire the first group's flag once and
     still wait for the second's, (row tile 2, source 1) = index 5, and give up there; the
-    partials loaded through pointers or the staging's descriptor (SUM_TMA), or the own rows in a
-    launch per group whose programs acquire its flags before their loop (OWN_BY_GROUP, one
-    column tile of 32)."""
+    partials loaded through pointers or the staging's descriptor (SUM_TMA)."""
     message = _interpret(
         "original = kernel.copy_engine_push\n"
         "def some_copies(heap, copies, *rest):\n"
@@ -123,11 +116,10 @@ def test_copy_engine_own_rows_wait_once_per_group_and_for_each_group(sum_tma, by
         "    problems={**kernel.SPEC.problems, 'check': {'M': 128, 'N': 32, 'K': 32}})\n"
         "try:\n"
         "    runner.run_group(spec, 2, 'push_copy_engine', launches=1,\n"
-        "                     meta={'CE_GROUPS': 2, 'SLICES': 2, 'NUM_SMS': 2, 'SUM_TMA': %d,\n"
-        "                           'OWN_BY_GROUP': %d, 'BLOCK_N': %d})\n"
+        "                     meta={'CE_GROUPS': 2, 'SLICES': 2, 'NUM_SMS': 2, 'SUM_TMA': %d})\n"
         "    print(json.dumps('no error'))\n"
         "except SpinTimeout as exc:\n"
-        "    print(json.dumps(str(exc)))\n" % (sum_tma, by_group, 32 if by_group else 16))
+        "    print(json.dumps(str(exc)))\n" % sum_tma)
     assert message.startswith("rank 0: gave up waiting for flag partial_tile_ready[5] (set by "
                               "rank 1)"), message
 
