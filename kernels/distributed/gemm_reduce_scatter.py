@@ -44,15 +44,17 @@ partials of it have arrived. Patterns:
   waits for its group's flags from the W - 1 peers after its main loop and adds their partials
   in its epilogue, as epilogue_reduce does (``SUM_IN_EPILOGUE=0``: waits before its main loop and
   starts its accumulator from them), loading them through a descriptor of the staging where C
-  is stored through one (``SUM_TMA``, after a proxy fence: ``device.fence_async_reads``). On two H100s (2026-11-26, eval/results/rs_ce_parts_h100x2/)
-  one slice left the own rows waiting for the copies at llama70b-o-4k, and the sums cost the own
-  rows ~10 % over cuBLAS either way; with two copy groups the epilogue's sum made the launch ~1 %
-  faster (eval/results/rs_prefetch_h100x2/): a tile of the group copied last waits at the end
-  of its main loop instead of before it; the descriptor loads another 1-2 us a launch
-  (eval/results/rs_sum_tma_h100x2/). Measured there too: the own rows' loop cannot be
-  flattened while it waits on flags (3x slower), and without the waits (a diagnostic, not a
-  correct kernel) the flattened loop, whose partials' loads Triton then pipelines, saved only
-  3 us of the ~15 us the sums cost. Its copies are (W - 1) / W of the partial, one after
+  is stored through one (``SUM_TMA``, after a proxy fence: ``device.fence_async_reads``). On two
+  H100s (2026-11-26, eval/results/rs_ce_parts_h100x2/) one slice left the own rows waiting for
+  the copies at llama70b-o-4k, and the own rows took ~10 % over cuBLAS's share either way; with
+  two copy groups the epilogue's sum made the launch ~1 % faster (eval/results/rs_prefetch_h100x2/):
+  a tile of the group copied last waits at the end of its main loop instead of before it; the
+  descriptor loads another 1-2 us a launch (eval/results/rs_sum_tma_h100x2/). What the own rows
+  cost over the other rows is their loop, not their sums: on one H100 under ncu they took what
+  the other rows' GEMM takes with its loop not flattened (eval/results/rs_own_rows_ncu_h100/);
+  a loop that waits on flags cannot be flattened (3x slower), and a launch per copy group with
+  the wait before a flattened loop was slower still (eval/results/rs_sum_tma_h100x2/). Its
+  copies are (W - 1) / W of the partial, one after
   another on one stream: at W = 4 on four H100s (eval/results/dist_gemm_h100x4/) they outlasted
   the GEMM at llama70b-o-4k and llama8b-down-4k, where bulk_sync was faster (0.287 against 0.366
   ms at o-4k); copies to the peers on a stream each were no faster.
@@ -136,7 +138,8 @@ from swizzleperf.kernels.distributed.tiles import (GEMM_CHECK_META, GEMM_META, G
                                                    GEMM_TILE_KNOBS, c_block, gemm_constraints,
                                                    gemm_launch, num_sms, operands, tile_pointers,
                                                    tma_supported)
-from swizzleperf.kernels.schedule.persistent_gemm import (cdiv, data_parallel_tiles, mainloop, store_tile,
+from swizzleperf.kernels.schedule.persistent_gemm import (cdiv, column_halves, data_parallel_tiles,
+                                                          mainloop, store_tile,
                                                           stream_k_fixup, stream_k_range,
                                                           stream_k_segment)
 
@@ -236,12 +239,19 @@ def _hand_over(accumulator, staging_ptr, flags, heap_bases, rank, epoch, owner, 
 
 
 @triton.jit
+def _arrival_source(rank, i, WORLD_SIZE: tl.constexpr):
+    """The rank whose slot of the staging is summed i-th: r - 1, r - 2, ..., the rank itself
+    last (a fixed order per rank: the sums are deterministic)."""
+    return (rank + 2 * WORLD_SIZE - 1 - i) % WORLD_SIZE
+
+
+@triton.jit
 def _wait_sources(flags, flag, errors, flag_kind, rank, epoch, max_spins, WORLD_SIZE: tl.constexpr,
                   SLOTS: tl.constexpr):
     """Wait (acquire, bounded) for the flags ``flags[flag + source]`` of the first SLOTS sources
     in arrival order: r - 1, r - 2, ..., the rank itself last."""
     for i in tl.static_range(SLOTS):
-        source = (rank + 2 * WORLD_SIZE - 1 - i) % WORLD_SIZE
+        source = _arrival_source(rank, i, WORLD_SIZE)
         device.wait(flags + flag + source, epoch, errors, flag_kind, flag + source, source,
                     max_spins)
 
@@ -257,7 +267,7 @@ def _add_slots(accumulator, s_ptrs, mask, flags, flag, errors, flag_kind, rank, 
     if WAIT:
         _wait_sources(flags, flag, errors, flag_kind, rank, epoch, max_spins, WORLD_SIZE, SLOTS)
     for i in tl.static_range(SLOTS):
-        source = (rank + 2 * WORLD_SIZE - 1 - i) % WORLD_SIZE
+        source = _arrival_source(rank, i, WORLD_SIZE)
         partial = tl.load(s_ptrs + source * stride_sw, mask=mask, other=0.0)
         accumulator += partial.to(tl.float32)
     return accumulator
@@ -489,17 +499,16 @@ def _store_sum_tma(c, slots, accumulator, flags, errors, flag_kind, rank, epoch,
     row = local_m * BLOCK_M
     col = pid_n * BLOCK_N
     if SUBTILE:
-        halves = tl.permute(tl.reshape(accumulator, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
-        left, right = tl.split(halves)
+        left, right = column_halves(accumulator, BLOCK_M, BLOCK_N)
         for i in tl.static_range(WORLD_SIZE - 1):
-            source = (rank + 2 * WORLD_SIZE - 1 - i) % WORLD_SIZE
+            source = _arrival_source(rank, i, WORLD_SIZE)
             left += slots.load([source * rows_per_rank + row, col]).to(tl.float32)
             right += slots.load([source * rows_per_rank + row, col + BLOCK_N // 2]).to(tl.float32)
         c.store([row, col], left.to(c.dtype))
         c.store([row, col + BLOCK_N // 2], right.to(c.dtype))
     else:
         for i in tl.static_range(WORLD_SIZE - 1):
-            source = (rank + 2 * WORLD_SIZE - 1 - i) % WORLD_SIZE
+            source = _arrival_source(rank, i, WORLD_SIZE)
             accumulator += slots.load([source * rows_per_rank + row, col]).to(tl.float32)
         c.store([row, col], accumulator.to(c.dtype))
     return acquired

@@ -137,6 +137,13 @@ def mainloop(a, b, row, col, k_lo, k_hi, M, N, K, stride_am, stride_ak, stride_b
 
 
 @triton.jit
+def column_halves(tile, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """``(tile[:, :BLOCK_N / 2], tile[:, BLOCK_N / 2:])`` of a [BLOCK_M, BLOCK_N] tile, each
+    element staying in the thread that holds it (reshape, permute, split)."""
+    return tl.split(tl.permute(tl.reshape(tile, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1)))
+
+
+@triton.jit
 def store_tile(c, accumulator, row, col, M, N, stride_cm, stride_cn,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
                SUBTILE: tl.constexpr = 0):
@@ -147,8 +154,7 @@ def store_tile(c, accumulator, row, col, M, N, stride_cm, stride_cn,
     ``c`` with masks."""
     if USE_TMA:
         if SUBTILE:
-            halves = tl.permute(tl.reshape(accumulator, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
-            left, right = tl.split(halves)
+            left, right = column_halves(accumulator, BLOCK_M, BLOCK_N)
             c.store([row, col], left.to(c.dtype))
             c.store([row, col + BLOCK_N // 2], right.to(c.dtype))
         else:
