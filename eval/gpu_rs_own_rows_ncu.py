@@ -1,17 +1,20 @@
-"""Where GEMM + reduce-scatter's push_copy_engine own rows spend what the sums cost (issue #23), on
-ONE GPU: rank 0 of a W = 2 group whose two heaps both live on this GPU (``Heap.group``), at each
-problem its GEMM of the other owners' rows (the first step: no sums; flattened as by default,
-and not: FLATTEN=0) and its GEMM of its own rows
-with the peer's partials summed (the last step), every flag already set (epoch 0: the waits pass at
-once; the partials are whatever the staging holds: nothing is verified here, eval/dist_bench.py
-verifies the same launches). Each launch is timed (CUDA events around ``--launches`` launches
-back to back, queued behind a GPU sleep, five samples, after a warm-up) and then run once more between ``cudaProfilerStart`` / ``Stop``, so that
+"""GEMM + reduce-scatter's push_copy_engine own rows against its other owners' rows (issue #23),
+on ONE GPU: rank 0 of a W = 2 group whose two heaps both live on this GPU (``Heap.group``). At
+each problem: the GEMM of the other owners' rows (the first step, no sums), flattened as
+launched and not (FLATTEN=0); the own rows with the peer's partials summed (every launch after
+the copies) through the staging's descriptor and through pointers, and at each knob set of
+``--knobs``. Every flag is already set (epoch 0: the waits pass at once) and the partials are
+whatever the staging holds: nothing is verified here (eval/dist_bench.py verifies the same
+launches). Each contender is timed (CUDA events around ``--launches`` launches back to back,
+queued behind a GPU sleep, five samples, after a warm-up) and then run once more between
+``cudaProfilerStart`` / ``Stop``, so that
 
     ncu --profile-from-start off --set full -o OUT/own_rows bash eval/gpu_torchrun.sh eval/gpu_rs_own_rows_ncu.py
 
 (``WORLD_SIZE=1``: one process) profiles exactly one launch of each contender, in the order this
 script prints. The per-rank GEMM configuration is the one tuned for the shape on this GPU
-(eval/results/gemm_configs_hopper.json), as in the bench.
+(eval/results/gemm_configs_hopper.json), as in the bench. First results:
+eval/results/rs_own_rows_ncu_h100/.
 """
 from __future__ import annotations
 
@@ -31,6 +34,9 @@ def main() -> int:
     parser.add_argument("--out", required=True, help="JSON of the times and the profiled order")
     parser.add_argument("--problems", default="llama70b-o-4k,llama8b-down-4k")
     parser.add_argument("--launches", type=int, default=20)
+    parser.add_argument("--knobs", default="",
+                        help="more own-rows contenders: knob sets KNOB=VALUE[,KNOB=VALUE...] over the "
+                             "defaults, ';'-separated")
     args = parser.parse_args()
     spec = load_spec("gemm_reduce_scatter")
     world = 2
@@ -42,10 +48,18 @@ def main() -> int:
         inputs = spec.make_inputs(problem, 0, world, 0, "cuda", "bfloat16")
         state = spec.setup(heaps[0], inputs, problem, meta)
         contenders = {}
-        for label, knobs in (("others", {}), ("others FLATTEN=0", {"FLATTEN": 0}),
-                             ("own SUM_TMA=1", {"SUM_TMA": 1}), ("own SUM_TMA=0", {"SUM_TMA": 0})):
+        variants = [("others", {}), ("others FLATTEN=0", {"FLATTEN": 0}),
+                    ("own SUM_TMA=1", {"SUM_TMA": 1}), ("own SUM_TMA=0", {"SUM_TMA": 0})]
+        variants += [(f"own {knob_set}", {k: int(v) for k, v in (kv.split("=", 1)
+                                                               for kv in knob_set.split(","))})
+                     for knob_set in filter(None, args.knobs.split(";"))]
+        for label, knobs in variants:
             steps = spec.steps(heaps[0], state, "push_copy_engine", 0, {**meta, **knobs})
-            contenders[label] = steps[0].run if label == "others" else steps[-1].run
+            if label.startswith("others"):
+                contenders[label] = steps[0].run
+            else:   # every own-rows launch: the steps after the copies
+                own = [s.run for s in steps[2:]]
+                contenders[label] = lambda own=own: [run() for run in own]
         times = {}
         for label, run in contenders.items():
             for _ in range(3):
