@@ -37,6 +37,7 @@ import torch
 from swizzleperf.agent.distributed.measured import HOST_PACED
 from swizzleperf.agent.distributed.rank_worker import _iqr
 from swizzleperf.agent.verification.candidate import splice, target_args
+from swizzleperf.agent.verification.simulate import parse_meta
 from swizzleperf.agent.verification.swizzles import UnknownSwizzleError, catalog_source
 from swizzleperf.kernels import distributed
 from swizzleperf.kernels.distributed import KERNELS, runner
@@ -99,11 +100,6 @@ def _parse(argv) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _meta(text: str) -> dict:
-    pairs = [item.split("=", 1) for item in text.split(",") if item]
-    return {key: int(value) for key, value in pairs}
-
-
 def _tuned(spec, problem: dict, world_size: int, args) -> dict:
     """The per-rank GEMM configuration measured for this problem's per-rank shape on this GPU
     (``--gemm-configs``), as knobs of the spec, or {} (the spec's default) where there is none or
@@ -134,7 +130,7 @@ def bench_kernel(spec, heap, args, group=None) -> list:
     for problem_name in _problems(spec, args.problems):
         problem = spec.problems[problem_name]
         meta = spec.meta_for(problem_name, {**_tuned(spec, problem, heap.world_size, args),
-                                            **_meta(args.meta)})
+                                            **parse_meta(args.meta)})
         block = []
         for pattern in patterns:
             row = {"kernel": spec.name, "problem": problem_name, **problem, "pattern": pattern,

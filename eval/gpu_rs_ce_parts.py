@@ -33,6 +33,7 @@ import itertools
 
 import torch
 
+from swizzleperf.agent.verification.simulate import parse_meta
 from swizzleperf.eval.rank_timing import time_problems
 from swizzleperf.kernels.distributed import load_spec, runner
 
@@ -85,7 +86,7 @@ def main() -> int:
             fns[f"own_no_wait SUM_IN_EPILOGUE={in_epilogue}"] = launch(
                 "push_copy_engine", {"SLICES": 1, "SUM_IN_EPILOGUE": int(in_epilogue)}, 2)
         for knob_set in filter(None, args.knobs.split(";")):
-            knobs = {k: int(v) for k, v in (kv.split("=", 1) for kv in knob_set.split(","))}
+            knobs = parse_meta(knob_set)
             fns[f"push_copy_engine {knob_set}"] = launch("push_copy_engine", knobs)
             fns[f"own_no_wait {knob_set}"] = launch("push_copy_engine", {**knobs, "SLICES": 1}, 2)
         fns.update({"others": launch("push_copy_engine", {"SLICES": 1}, 0),

@@ -24,6 +24,7 @@ import statistics
 
 import torch
 
+from swizzleperf.agent.verification.simulate import parse_meta
 from swizzleperf.eval.rank_timing import tuned_meta
 from swizzleperf.kernels.distributed import load_spec
 from swizzleperf.kernels.distributed.heap import Heap
@@ -50,8 +51,7 @@ def main() -> int:
         contenders = {}
         variants = [("others", {}), ("others FLATTEN=0", {"FLATTEN": 0}),
                     ("own SUM_TMA=1", {"SUM_TMA": 1}), ("own SUM_TMA=0", {"SUM_TMA": 0})]
-        variants += [(f"own {knob_set}", {k: int(v) for k, v in (kv.split("=", 1)
-                                                               for kv in knob_set.split(","))})
+        variants += [(f"own {knob_set}", parse_meta(knob_set))
                      for knob_set in filter(None, args.knobs.split(";"))]
         for label, knobs in variants:
             steps = spec.steps(heaps[0], state, "push_copy_engine", 0, {**meta, **knobs})

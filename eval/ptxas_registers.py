@@ -33,6 +33,7 @@ def main() -> int:
     import triton
     from triton.runtime.jit import JITFunction
 
+    from swizzleperf.agent.verification.simulate import parse_meta
     from swizzleperf.kernels.distributed import compile_check, load_spec
 
     spec = load_spec(args.kernel)
@@ -66,10 +67,10 @@ def main() -> int:
 
     triton.compile, JITFunction.run = keep, report
     config = json.loads(args.config)
-    variants = [dict(kv.split("=", 1) for kv in m.split(",")) for m in args.meta] or [{}]
+    variants = [parse_meta(m) for m in args.meta] or [{}]
     for pattern in (args.patterns.split(",") if args.patterns else spec.patterns):
         for variant in variants:
-            knobs = {**config, **{k: int(v) for k, v in variant.items()}}
+            knobs = {**config, **variant}
             print(f"== {pattern} {variant or ''}", flush=True)
             with compile_check.descriptors_as_on_hopper(args.kernel):
                 compile_check._launch(spec, 2, pattern, knobs)

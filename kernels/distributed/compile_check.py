@@ -69,14 +69,11 @@ def descriptors_as_on_hopper(name: str):
     does for CUDA tensors on sm_90: its ``tma_supported`` checks alignment only, not the device
     (on CPU every launch would otherwise build its pointer paths, not what runs on Hopper)."""
     import importlib
+
+    from swizzleperf.kernels.schedule.persistent_gemm import tma_aligned
     module = importlib.import_module(f"swizzleperf.kernels.distributed.{name}")
     original = module.tma_supported
-
-    def aligned(*tensors) -> bool:
-        return all(t.dim() == 2 and t.stride(1) == 1 and t.data_ptr() % 16 == 0
-                   and (t.stride(0) * t.element_size()) % 16 == 0 for t in tensors)
-
-    module.tma_supported = aligned
+    module.tma_supported = tma_aligned
     try:
         yield
     finally:

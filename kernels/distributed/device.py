@@ -18,11 +18,10 @@ raises it as ``SpinTimeout`` (``Heap.check``). No launch waits forever on a dead
 """
 from __future__ import annotations
 
-import os
-
-import torch
 import triton
 import triton.language as tl
+
+from swizzleperf.kernels.schedule.persistent_gemm import INLINE_PTX
 
 #: Error record codes written by ``wait`` (word 0 of ``Heap.errors``).
 SPIN_TIMEOUT = tl.constexpr(1)
@@ -154,7 +153,7 @@ def wait(flag_pointer, expected, errors, kind, index, peer, max_spins,
     return value
 
 
-if os.environ.get("TRITON_INTERPRET") != "1" and torch.version.hip is None:
+if INLINE_PTX:
     @triton.jit
     def fence_async_reads():
         """Order this thread's earlier generic-proxy accesses, an acquire of a flag among them,

@@ -54,10 +54,10 @@ partials of it have arrived. Patterns:
   the other rows' GEMM takes with its loop not flattened (eval/results/rs_own_rows_ncu_h100/);
   a loop that waits on flags cannot be flattened (3x slower), and a launch per copy group with
   the wait before a flattened loop was slower still (eval/results/rs_sum_tma_h100x2/). Its
-  copies are (W - 1) / W of the partial, one after
-  another on one stream: at W = 4 on four H100s (eval/results/dist_gemm_h100x4/) they outlasted
-  the GEMM at llama70b-o-4k and llama8b-down-4k, where bulk_sync was faster (0.287 against 0.366
-  ms at o-4k); copies to the peers on a stream each were no faster.
+  copies are (W - 1) / W of the partial, one after another on one stream: at W = 4 on four
+  H100s (eval/results/dist_gemm_h100x4/) they outlasted the GEMM at llama70b-o-4k and
+  llama8b-down-4k, where bulk_sync was faster (0.287 against 0.366 ms at o-4k); copies to the
+  peers on a stream each were no faster.
 
 Row tiles never straddle two owners: each owner's M/W rows make cdiv(M/W, BLOCK_M) row tiles,
 the last one masked where BLOCK_M does not divide M/W (only at the small check problem).

@@ -83,9 +83,9 @@ import triton.language as tl
 #: ``tail_rows``), 0 when absent; FLATTEN (``tl.range``'s other option), the kernel's default
 #: when absent.
 SCHEDULE_KNOBS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "STREAM_K")
-#: Whether device code may use inline PTX (``stream_k_fixup``'s hand-over): not under the Triton
-#: interpreter, which cannot run it, nor on ROCm.
-_INLINE_PTX = os.environ.get("TRITON_INTERPRET") != "1" and torch.version.hip is None
+#: Whether device code may use inline PTX (``stream_k_fixup``'s hand-over, the distributed kernels'
+#: proxy fence): not under the Triton interpreter, which cannot run it, nor on ROCm.
+INLINE_PTX = os.environ.get("TRITON_INTERPRET") != "1" and torch.version.hip is None
 
 #: Values of STREAM_K: 0 data-parallel (every tile whole, in waves of P); 1 the partial last
 #: wave stream-K; 2 the partial wave and one full wave before it stream-K; 3 every tile
@@ -230,7 +230,7 @@ def slot_offsets(BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     return (register * (BLOCK_M // 16) + row // 16) * 32 + lane
 
 
-if _INLINE_PTX:
+if INLINE_PTX:
     @triton.jit
     def _slot_store(pointers, values):
         """``*pointers = values`` element by element, in the values' own register layout (PTX
@@ -353,16 +353,20 @@ def warp_specialize_effective() -> bool:
     return torch.cuda.is_available() and _capability(torch.cuda.current_device())[0] >= 10
 
 
+def tma_aligned(*tensors: torch.Tensor) -> bool:
+    """Whether each of these tensors is 2-D with a unit inner stride and a 16-byte aligned base
+    and outer stride (the tensor-map rules of cuTensorMapEncodeTiled, CUDA Driver API)."""
+    return all(t.dim() == 2 and t.stride(1) == 1 and t.data_ptr() % 16 == 0
+               and (t.stride(0) * t.element_size()) % 16 == 0 for t in tensors)
+
+
 def tma_supported(*tensors: torch.Tensor) -> bool:
     """Whether tensor descriptors can carry these 2-D tensors: under the interpreter (triton
     3.9's runs them), or on a CUDA GPU of compute capability >= 9.0 (the bulk tensor copy
     engine). Each needs a unit inner stride, a 16-byte aligned base and outer stride (the
     tensor-map rules of cuTensorMapEncodeTiled, CUDA Driver API)."""
-    for tensor in tensors:
-        if tensor.dim() != 2 or tensor.stride(1) != 1:
-            return False
-        if tensor.data_ptr() % 16 or (tensor.stride(0) * tensor.element_size()) % 16:
-            return False
+    if not tma_aligned(*tensors):
+        return False
     if os.environ.get("TRITON_INTERPRET") == "1":
         return True
     device = tensors[0].device
