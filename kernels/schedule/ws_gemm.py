@@ -1,0 +1,290 @@
+"""
+A warp-specialized persistent GEMM for Hopper, written in Gluon
+================================================================
+
+Why
+---
+``persistent_gemm`` is Triton's persistent loop: the same warps issue the TMA loads, wait for
+them, run ``wgmma`` and write the epilogue. On Hopper, Triton 3.6 and 3.9 do not
+warp-specialize that loop (``tl.range(..., warp_specialize=True)`` builds the same PTX for
+sm_90: ``persistent_gemm.warp_specialize_effective``), and that GEMM stayed at 0.87-0.99x of
+cuBLAS at several per-rank shapes (eval/results/rank_gemm_hopper.md). cuBLAS's Hopper kernels
+(``nvjet_sm90_*``) give the loads to a producer warp and the math to consumer warp groups.
+
+Gluon (``triton.experimental.gluon``, in triton 3.6 and newer) lets a kernel say which warps do
+what. This one does, for ``C [M, N] = A [M, K] @ B [K, N]`` in bf16 / fp16, fp32 accumulation:
+
+- **A load partition**: one warp (``worker_num_regs`` 40 registers a thread), walking the same
+  tiles as the consumers. For each K step it waits until a stage of the shared-memory ring is
+  empty, then issues the TMA loads of the A and B tiles into it; the copies' completion
+  (bytes counted by an mbarrier) marks the stage ready.
+- **The default partition** (``num_warps`` warps, 4 or 8: one or two warp groups of 64 rows of
+  wgmma each): for each K step it waits for the stage, issues ``wgmma`` asynchronously, keeps one
+  in flight and releases the stage of the previous one. At the tile's end it waits for the
+  last ``wgmma``, rounds the fp32 accumulator to C's dtype into shared memory and stores it with
+  TMA; meanwhile the load warp is already filling the ring with the next tile's first stages.
+- **Persistent, grouped tile order**: ``P`` programs (at most one per SM) walk tiles ``pid, pid +
+  P, ...``; ``tile_coordinates`` maps a tile index to its ``(pid_m, pid_n)`` in groups of
+  ``GROUP_M`` rows (Triton's matmul tutorial order): tiles running at once share A and B tiles
+  in L2.
+
+The same source compiles under triton 3.6 and 3.9: the TMA copies were renamed between them
+(``async_copy_global_to_shared`` / ``async_copy_shared_to_global`` in 3.6, ``async_load`` /
+``async_store`` in 3.9, where the old names raise), and ``_tma_load`` / ``_tma_store`` pick
+whichever the installed Triton has.
+
+Gluon kernels do not run under the Triton interpreter: on the CPU this module is compiled for
+sm_90 (``compile_for_hopper``) and its tile order run (``tile_coordinates`` is plain Triton);
+numerics are checked on a GPU (tests/kernels/schedule/test_ws_gemm.py, marked ``gpu``).
+
+Measured (eval/results/ws_gemm_h100/, one H100, triton 3.6, 2026-11-26, against cuBLAS and the
+tuned Triton persistent GEMM in the same interleaved rounds, 28 shapes): 128 x 256 x 64 tiles,
+8 consumer warps, 3 stages come within 1 % of the Triton GEMM at the data-parallel shapes
+(0.98-1.02x of cuBLAS) and reach 0.988x and 0.993x at 8192 x 896 x 14336 in two runs, where the
+Triton GEMM is at 0.924x and 0.927x (its slow mode: eval/results/bimodal_896/). This kernel is
+data-parallel only: at 4096 x 1280 x 8192 (160 tiles on 132 SMs) it is at 0.66x, where the
+Triton GEMM's stream-K schedule is at 0.87x. A fourth stage (C stored in halves to make room)
+gained nothing.
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+import triton
+import triton.language as tl
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,
+                                                               warpgroup_mma, warpgroup_mma_wait)
+
+# triton 3.6 names the TMA copies async_copy_global_to_shared / async_copy_shared_to_global;
+# 3.9 renamed them async_load / async_store and the old names raise RuntimeError.
+_tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+_tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
+
+#: Registers a thread of the load warp keeps (``setmaxnreg``): it holds a few scalars. The
+#: consumers get what is left of the kernel's ``maxnreg`` budget (Gluon's warp_specialize).
+LOAD_WARP_REGISTERS = gl.constexpr(40)
+
+#: The knobs of one configuration, all required by ``matmul``.
+KNOBS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "GROUP_M")
+
+
+@triton.jit
+def tile_coordinates(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    """``(pid_m, pid_n)`` of tile index ``tile`` of a ``num_pid_m x num_pid_n`` grid of tiles:
+    groups of ``GROUP_M`` rows of tiles, column by column inside a group (Triton's matmul
+    tutorial order). A ``triton.jit`` function (Gluon kernels call it), so the interpreter can
+    check on the CPU that it is a permutation."""
+    tiles_in_group = GROUP_M * num_pid_n
+    group = tile // tiles_in_group
+    first_m = group * GROUP_M
+    rows = tl.minimum(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + (tile % tiles_in_group) % rows
+    pid_n = (tile % tiles_in_group) // rows
+    return pid_m, pid_n
+
+
+@gluon.jit
+def _load_partition(a_desc, b_desc, a_ring, b_ring, ready, empty, M, N, K,
+                    BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
+                    GROUP_M: gl.constexpr):
+    """The producer: the TMA loads of every K step of this program's tiles, into the ring."""
+    STAGES: gl.constexpr = a_ring.shape[0]
+    num_pid_m = gl.cdiv(M, BLOCK_M)
+    num_pid_n = gl.cdiv(N, BLOCK_N)
+    k_iters = gl.cdiv(K, BLOCK_K)
+    step = 0
+    for tile in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
+        pid_m, pid_n = tile_coordinates(tile, num_pid_m, num_pid_n, GROUP_M)
+        for k in range(k_iters):
+            stage = step % STAGES
+            # An mbarrier starts in phase 0 with phase "-1" complete: the first pass over the
+            # ring waits on parity 1 and goes through.
+            mbarrier.wait(empty.index(stage), ((step // STAGES) & 1) ^ 1)
+            mbarrier.expect(ready.index(stage), a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+            _tma_load(a_desc, [pid_m * BLOCK_M, k * BLOCK_K], ready.index(stage), a_ring.index(stage))
+            _tma_load(b_desc, [k * BLOCK_K, pid_n * BLOCK_N], ready.index(stage), b_ring.index(stage))
+            step += 1
+
+
+@gluon.jit
+def _mma_partition(c_desc, a_ring, b_ring, ready, empty, c_smem, M, N, K,
+                   BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
+                   GROUP_M: gl.constexpr, EPILOGUE_SPLIT: gl.constexpr, num_warps: gl.constexpr):
+    """The consumers: wgmma over the ring, then the epilogue of each tile (C through TMA)."""
+    STAGES: gl.constexpr = a_ring.shape[0]
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                         instr_shape=[16, BLOCK_N, 16])
+    num_pid_m = gl.cdiv(M, BLOCK_M)
+    num_pid_n = gl.cdiv(N, BLOCK_N)
+    k_iters = gl.cdiv(K, BLOCK_K)
+    step = 0
+    for tile in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
+        pid_m, pid_n = tile_coordinates(tile, num_pid_m, num_pid_n, GROUP_M)
+        acc = gl.zeros((BLOCK_M, BLOCK_N), dtype=gl.float32, layout=acc_layout)
+        for k in range(k_iters):
+            stage = step % STAGES
+            mbarrier.wait(ready.index(stage), (step // STAGES) & 1)
+            acc = warpgroup_mma(a_ring.index(stage), b_ring.index(stage), acc, is_async=True)
+            # At most one wgmma in flight: the previous step's has read its stage, free it.
+            acc = warpgroup_mma_wait(1, deps=(acc, a_ring.index(stage), b_ring.index(stage)))[0]
+            mbarrier.arrive(empty.index((step + STAGES - 1) % STAGES), pred=k > 0)
+            step += 1
+        acc = warpgroup_mma_wait(0, deps=(acc, ))
+        mbarrier.arrive(empty.index((step + STAGES - 1) % STAGES))
+        # The previous tile's TMA store has long finished reading c_smem; make sure.
+        tma.store_wait(0)
+        if EPILOGUE_SPLIT == 2:
+            left, right = acc.reshape([BLOCK_M, 2, BLOCK_N // 2]).permute(0, 2, 1).split()
+            c_smem.store(left.to(c_desc.dtype))
+            fence_async_shared()
+            _tma_store(c_desc, [pid_m * BLOCK_M, pid_n * BLOCK_N], c_smem)
+            tma.store_wait(0)
+            c_smem.store(right.to(c_desc.dtype))
+            fence_async_shared()
+            _tma_store(c_desc, [pid_m * BLOCK_M, pid_n * BLOCK_N + BLOCK_N // 2], c_smem)
+        else:
+            c_smem.store(acc.to(c_desc.dtype))
+            fence_async_shared()
+            _tma_store(c_desc, [pid_m * BLOCK_M, pid_n * BLOCK_N], c_smem)
+    tma.store_wait(0)
+
+
+@gluon.jit
+def ws_matmul_kernel(a_desc, b_desc, c_desc, M, N, K, GROUP_M: gl.constexpr,
+                     num_stages: gl.constexpr, num_warps: gl.constexpr):
+    """C = A @ B. ``a_desc`` A [M, K] (block [BLOCK_M, BLOCK_K]), ``b_desc`` B [K, N] (block
+    [BLOCK_K, BLOCK_N]), ``c_desc`` C [M, N] (block [BLOCK_M, BLOCK_N]): Gluon tensor
+    descriptors with NVMMA shared layouts. Grid: at most one program per SM, at most one per
+    tile."""
+    BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
+    BLOCK_N: gl.constexpr = b_desc.block_type.shape[1]
+    BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
+    EPILOGUE_SPLIT: gl.constexpr = BLOCK_N // c_desc.block_type.shape[1]
+    a_ring = gl.allocate_shared_memory(a_desc.dtype, [num_stages] + a_desc.block_type.shape, a_desc.layout)
+    b_ring = gl.allocate_shared_memory(b_desc.dtype, [num_stages] + b_desc.block_type.shape, b_desc.layout)
+    c_smem = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [num_stages, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [num_stages, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(num_stages):
+        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=1)
+    gl.warp_specialize([
+        (_mma_partition, (c_desc, a_ring, b_ring, ready, empty, c_smem, M, N, K,
+                          BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, EPILOGUE_SPLIT, num_warps)),
+        (_load_partition, (a_desc, b_desc, a_ring, b_ring, ready, empty, M, N, K,
+                           BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M)),
+    ], [1], [LOAD_WARP_REGISTERS])
+
+
+def _gl_dtype(dtype: torch.dtype):
+    return {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}[dtype]
+
+
+def descriptors(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, meta: dict) -> tuple:
+    """The Gluon tensor descriptors of A [M, K], B [K, N] and C [M, N] for a configuration."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+    bm, bn, bk = meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"]
+    out = []
+    split = meta.get("EPILOGUE_SPLIT", 1)
+    for tensor, block in ((a, [bm, bk]), (b, [bk, bn]), (c, [bm, bn // split])):
+        layout = gl.NVMMASharedLayout.get_default_for(block, _gl_dtype(tensor.dtype))
+        out.append(TensorDescriptor(tensor, list(tensor.shape), list(tensor.stride()), block, layout))
+    return tuple(out)
+
+
+def shared_bytes(meta: dict, itemsize: int = 2) -> int:
+    """Shared memory of a configuration (bytes): the ring of A and B stages, C's tile and two
+    mbarriers a stage."""
+    bm, bn, bk, stages = meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"], meta["num_stages"]
+    split = meta.get("EPILOGUE_SPLIT", 1)
+    return stages * (bm * bk + bk * bn) * itemsize + bm * bn // split * itemsize + 16 * stages
+
+
+#: Shared memory a Hopper program may use (bytes): 227 KiB (CUDA C++ Programming Guide, compute
+#: capability 9.0).
+HOPPER_SHARED_BYTES = 232448
+
+
+def config_error(meta: dict, itemsize: int = 2) -> str | None:
+    """Why a configuration cannot build, or None. Each wgmma warp group covers 64 rows, so
+    BLOCK_M is 64 per warp group (``num_warps`` 4 or 8); BLOCK_N at most 256 (wgmma's N)."""
+    missing = [k for k in KNOBS if k not in meta]
+    if missing:
+        return f"missing knobs {missing}"
+    if meta["num_warps"] not in (4, 8):
+        return "num_warps must be 4 or 8 (one or two warp groups)"
+    if meta["BLOCK_M"] != 16 * meta["num_warps"] * (meta["BLOCK_M"] // (16 * meta["num_warps"])) \
+            or meta["BLOCK_M"] < 16 * meta["num_warps"]:
+        return f"BLOCK_M {meta['BLOCK_M']} is not a multiple of {16 * meta['num_warps']}"
+    if not (8 <= meta["BLOCK_N"] <= 256):
+        return f"BLOCK_N {meta['BLOCK_N']} outside wgmma's 8..256"
+    if meta.get("EPILOGUE_SPLIT", 1) not in (1, 2):
+        return "EPILOGUE_SPLIT must be 1 or 2"
+    if meta["num_stages"] < 2:
+        return "num_stages must be 2 or more"
+    used = shared_bytes(meta, itemsize)
+    if used > HOPPER_SHARED_BYTES:
+        return f"{used} B of shared memory > {HOPPER_SHARED_BYTES}"
+    return None
+
+
+def maxnreg(meta: dict) -> int:
+    """The kernel's register cap a thread (a multiple of 8, at most 255): the register file
+    (65536 32-bit registers an SM, CUDA C++ Programming Guide, compute capability 9.0) shared by
+    ``num_warps`` consumer warps and the load warp's warp group (4 warps: registers are
+    reallocated by warp group)."""
+    return min(255, 65536 // ((meta["num_warps"] + 4) * 32)) // 8 * 8
+
+
+def compile_for_hopper(meta: dict, M: int, N: int, K: int, dtype: torch.dtype = torch.bfloat16):
+    """Compile ``ws_matmul_kernel`` for sm_90 on any machine (no GPU needed): Triton's code
+    generation, then ptxas. Returns Triton's compiled kernel (``.asm["ptx"]``,
+    ``.metadata.shared`` in bytes). Raises ValueError where ``config_error`` refuses the
+    configuration, and Triton's CompilationError where the kernel does not build."""
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+    from triton.runtime.jit import mangle_type
+    error = config_error(meta, torch.tensor([], dtype=dtype).element_size())
+    if error:
+        raise ValueError(error)
+    a, b, c = (torch.empty(shape, dtype=dtype) for shape in ((M, K), (K, N), (M, N)))
+    descs = dict(zip(("a_desc", "b_desc", "c_desc"), descriptors(a, b, c, meta)))
+    constexprs = {"GROUP_M": meta["GROUP_M"], "num_stages": meta["num_stages"], "num_warps": meta["num_warps"]}
+    signature = {**{k: mangle_type(v) for k, v in descs.items()}, "M": "i32", "N": "i32", "K": "i32",
+                 **{k: "constexpr" for k in constexprs}}
+    return triton.compile(GluonASTSource(fn=ws_matmul_kernel, signature=signature, constexprs=constexprs),
+                          target=GPUTarget("cuda", 90, 32),
+                          options={"num_warps": meta["num_warps"], "maxnreg": maxnreg(meta)})
+
+
+@functools.lru_cache(maxsize=None)
+def _num_sms(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, meta: dict, c: torch.Tensor | None = None,
+           programs: int | None = None) -> torch.Tensor:
+    """``C = A @ B`` on a Hopper GPU: A [M, K], B [K, N] bf16 or fp16 (row-major, 16-byte aligned
+    rows), C [M, N] of the same dtype (allocated when not given). ``programs``: the persistent
+    grid (default: the SMs, at most one per tile). Raises ValueError for a configuration
+    ``config_error`` refuses or operands of other dtypes or shapes."""
+    error = config_error(meta, a.element_size())
+    if error:
+        raise ValueError(error)
+    if a.dtype not in (torch.bfloat16, torch.float16) or b.dtype != a.dtype:
+        raise ValueError(f"A and B must both be bf16 or fp16, got {a.dtype} and {b.dtype}")
+    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(f"shapes {tuple(a.shape)} @ {tuple(b.shape)} do not multiply")
+    M, K = a.shape
+    N = b.shape[1]
+    if c is None:
+        c = torch.empty((M, N), dtype=a.dtype, device=a.device)
+    a_desc, b_desc, c_desc = descriptors(a, b, c, meta)
+    tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
+    grid = min(programs or _num_sms(a.device.index or 0), tiles)
+    ws_matmul_kernel[(grid, )](a_desc, b_desc, c_desc, M, N, K, meta["GROUP_M"], meta["num_stages"],
+                               num_warps=meta["num_warps"], maxnreg=maxnreg(meta))
+    return c
