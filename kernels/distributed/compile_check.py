@@ -23,7 +23,11 @@ _TYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32",
 
 
 def _type(value) -> str:
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonDescriptor
+    from triton.runtime.jit import mangle_type
     from triton.tools.tensor_descriptor import TensorDescriptor
+    if isinstance(value, GluonDescriptor):   # a Gluon descriptor: its type names its layout
+        return mangle_type(value)
     if isinstance(value, TensorDescriptor):   # a host-side tensor descriptor (TMA)
         return f"tensordesc<{_TYPES[value.base.dtype]}[{','.join(map(str, value.block_shape))}]>"
     if isinstance(value, torch.Tensor):
@@ -37,13 +41,19 @@ def _type(value) -> str:
     raise TypeError(f"argument type {type(value).__name__} has no Triton signature type")
 
 
-def compile_launch(fn, args, kwargs, arch: int) -> None:
-    """Compile ``fn`` as ``fn[grid](*args, **kwargs)`` would, for ``cuda:arch``."""
+def compile_launch(fn, args, kwargs, arch: int):
+    """Compile ``fn`` as ``fn[grid](*args, **kwargs)`` would, for ``cuda:arch``; returns Triton's
+    compiled kernel (``.asm``, ``.metadata``)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    options = {k: kwargs.pop(k) for k in ("num_warps", "num_stages") if k in kwargs}
+    from triton.experimental.gluon._runtime import GluonASTSource, GluonJITFunction
+
+    options = {k: kwargs.pop(k) for k in ("num_warps", "num_stages", "maxnreg") if k in kwargs}
+    for name, value in options.items():   # a Gluon kernel may also take them as parameters
+        if name in fn.arg_names:
+            kwargs[name] = value
     bound = fn.signature.bind(*args, **kwargs)
     bound.apply_defaults()
     signature, constexprs, attrs = {}, {}, {}
@@ -59,8 +69,9 @@ def compile_launch(fn, args, kwargs, arch: int) -> None:
         signature[param.name] = _type(value)
         if isinstance(value, torch.Tensor) or (integer and value % 16 == 0):
             attrs[(index,)] = [["tt.divisibility", 16]]
-    triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs),
-                   target=GPUTarget("cuda", arch, 32), options=options)
+    source = GluonASTSource if isinstance(fn, GluonJITFunction) else ASTSource
+    return triton.compile(source(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs),
+                          target=GPUTarget("cuda", arch, 32), options=options)
 
 
 @contextlib.contextmanager
@@ -70,14 +81,16 @@ def descriptors_as_on_hopper(name: str):
     (on CPU every launch would otherwise build its pointer paths, not what runs on Hopper)."""
     import importlib
 
+    from swizzleperf.kernels.schedule import ws_gemm
     from swizzleperf.kernels.schedule.persistent_gemm import tma_aligned
     module = importlib.import_module(f"swizzleperf.kernels.distributed.{name}")
-    original = module.tma_supported
+    original, runs_here = module.tma_supported, ws_gemm.runs_here
     module.tma_supported = tma_aligned
+    ws_gemm.runs_here = lambda: True   # the Gluon kernels too, as on Hopper
     try:
         yield
     finally:
-        module.tma_supported = original
+        module.tma_supported, ws_gemm.runs_here = original, runs_here
 
 
 def check(name: str, arch: int = 90, space: bool = False) -> list:

@@ -130,6 +130,9 @@ import functools
 import torch
 import triton
 import triton.language as tl
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
 
 from swizzleperf.kernels.distributed import device
 from swizzleperf.kernels.distributed.peer_copy import copy_engine_group, copy_engine_push
@@ -138,6 +141,7 @@ from swizzleperf.kernels.distributed.tiles import (GEMM_CHECK_META, GEMM_META, G
                                                    GEMM_TILE_KNOBS, c_block, gemm_constraints,
                                                    gemm_launch, num_sms, operands, tile_pointers,
                                                    tma_supported)
+from swizzleperf.kernels.schedule import ws_gemm
 from swizzleperf.kernels.schedule.persistent_gemm import (cdiv, column_halves, data_parallel_tiles,
                                                           mainloop, store_tile,
                                                           stream_k_fixup, stream_k_range,
@@ -687,6 +691,77 @@ def gemm_reduce_scatter_reduce(staging_ptr, out_ptr, flags, errors, flag_kind, r
         tl.store(o_ptrs, accumulator.to(out_ptr.dtype.element_ty), mask=o_mask)
 
 
+@triton.jit
+def _own_order(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    """The own rows' tile order for the warp-specialized kernel: ``swizzle`` (GROUP_M unused)."""
+    return swizzle(tile, num_pid_m, num_pid_n)
+
+
+@gluon.jit
+def _sum_partials(acc, local_m, pid_n, c_smem, state, args, WORLD_SIZE: gl.constexpr):
+    """ws_gemm's epilogue for an own tile ``(local_m, pid_n)``: after the group's flags
+    (``_acquire_group``, then the proxy fence), the W - 1 peers' partials come in through
+    ``slots`` (the staging as [W * rows_per_rank, N], C's block) one at a time into ``c_smem``
+    and are added in arrival order (the sums of ``_store_sum_tma``, in the same order); the sum
+    goes out through ``c_desc``. ``state``: ``(acquired, partial loads so far)`` (the mbarrier
+    ``part_bar``'s phase)."""
+    c_desc, slots, part_bar, flags, errors, flag_kind, rank, epoch, max_spins, flag_group, \
+        rows_per_rank = args
+    acquired, loads = state
+    BLOCK_M: gl.constexpr = acc.shape[0]
+    BLOCK_N: gl.constexpr = acc.shape[1]
+    _, acquired = _acquire_group(flags, errors, flag_kind, rank, epoch, max_spins, flag_group,
+                                 acquired, local_m, WORLD_SIZE, True)
+    row = local_m * BLOCK_M
+    col = pid_n * BLOCK_N
+    tma.store_wait(0)   # the previous tile's store has read c_smem
+    for i in gl.static_range(WORLD_SIZE - 1):
+        source = _arrival_source(rank, i, WORLD_SIZE)
+        mbarrier.expect(part_bar, slots.block_type.nbytes)
+        ws_gemm.tma_load(slots, [source * rows_per_rank + row, col], part_bar, c_smem)
+        mbarrier.wait(part_bar, loads & 1)
+        loads += 1
+        acc = acc + c_smem.load(acc.type.layout).to(gl.float32)
+        ws_gemm.thread_barrier()   # every thread has read c_smem before the next copy lands in it
+        fence_async_shared()
+    c_smem.store(acc.to(c_desc.dtype))
+    fence_async_shared()
+    ws_gemm.tma_store(c_desc, [row, col], c_smem)
+    return acquired, loads
+
+
+@gluon.jit(do_not_specialize=["epoch"])
+def gemm_reduce_scatter_own_ws(a_desc, b_desc, c_desc, slots, flags, errors, flag_kind, rank,
+                               epoch, max_spins, flag_group, rows_per_rank, N, K_local,
+                               WORLD_SIZE: gl.constexpr, num_stages: gl.constexpr,
+                               num_warps: gl.constexpr):
+    """push_copy_engine's GEMM of this rank's own rows, warp-specialized (``WS_OWN=1``,
+    kernels/schedule/ws_gemm.py): a load warp streams A_r's own rows [rank * rows_per_rank :
+    + rows_per_rank, K_local] and B_r through a ring of ``num_stages`` stages, across tiles, while
+    the consumers' epilogue of a tile waits for its copy group's flags and adds the peers'
+    partials (``_sum_partials``) into out [rows_per_rank, N]. Gluon descriptors: ``a_desc`` A_r
+    (block [BLOCK_M, BLOCK_K]), ``b_desc`` B_r ([BLOCK_K, BLOCK_N]), ``c_desc`` out and
+    ``slots`` the staging of the epoch's parity as [W * rows_per_rank, N] ([BLOCK_M, BLOCK_N]).
+    Row tiles divide rows_per_rank (the host's condition)."""
+    num_pid_m = gl.cdiv(rows_per_rank, a_desc.block_type.shape[0])
+    num_pid_n = gl.cdiv(N, b_desc.block_type.shape[1])
+    a_ring, b_ring, ready, empty = ws_gemm.allocate_ring(a_desc, b_desc, num_stages)
+    c_smem = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
+    part_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(part_bar, count=1)
+    epilogue_args = (c_desc, slots, part_bar, flags, errors, flag_kind, rank, epoch, max_spins,
+                     flag_group, rows_per_rank)
+    gl.warp_specialize([
+        (ws_gemm.mma_partition, (a_ring, b_ring, ready, empty, c_smem, num_pid_m, num_pid_n,
+                                 K_local, gl.constexpr(_own_order), 1, gl.constexpr(_sum_partials),
+                                 epilogue_args, WORLD_SIZE, (gl.to_tensor(-1), gl.to_tensor(0)),
+                                 num_warps)),
+        (ws_gemm.load_partition, (a_desc, b_desc, a_ring, b_ring, ready, empty,
+                                  rank * rows_per_rank, num_pid_m, num_pid_n, K_local,
+                                  gl.constexpr(_own_order), 1)),
+    ], [1], [ws_gemm.LOAD_WARP_REGISTERS])
+
+
 # ----------------------------------------------------------------------------------- host side
 def copy_engine_slices(rows: int, meta: dict) -> list:
     """push_copy_engine's slices of the other owners' rows, ``[(first row tile, end), ...]``:
@@ -835,6 +910,8 @@ def _plan(heap, state: dict, pattern: str, meta: dict):
                    and tma_supported(*slots))
         sources = ([operands(s, c_block(meta, True), True) for s in slots] if sum_tma
                    else list(state["staging_pair"]) if own else [staging, staging])
+        if sum_tma and meta.get("WS_OWN", 0) and ws_gemm.runs_here():
+            return own_rows_ws(programs, flag_group, slots)
         return lambda epoch: Step(lambda: gemm_reduce_scatter_phase[run.grid](
             a_arg, b_arg, target_arg, sources[epoch % 2],
             state["flags"], heap.errors, state["flag_kind"], run.workspace, run.sk_flags,
@@ -844,6 +921,27 @@ def _plan(heap, state: dict, pattern: str, meta: dict):
             SUM_IN_EPILOGUE=sum_in_epilogue, STORE_TMA=store_tma, SUM_TMA=sum_tma, **run.kwargs),
             name="gemm (own rows)" if own else
             f"gemm (other owners' row tiles {row_lo}..{row_lo + slice_rows - 1})")
+
+    def own_rows_ws(programs: int, flag_group: int, slots: list):
+        """push_copy_engine's own rows through the warp-specialized kernel (``WS_OWN``,
+        ``gemm_reduce_scatter_own_ws``), ``WS_STAGES`` stages (3 by default: 128 x 256 x 64
+        tiles and C's whole tile fit sm_90's shared memory)."""
+        ws_meta = {"BLOCK_M": meta["BLOCK_M"], "BLOCK_N": meta["BLOCK_N"], "BLOCK_K": meta["BLOCK_K"],
+                   "num_warps": meta.get("num_warps", 8), "num_stages": meta.get("WS_STAGES", 3),
+                   "GROUP_M": 1}
+        error = ws_gemm.config_error(ws_meta, a.element_size())
+        if error:
+            raise ValueError(f"WS_OWN: {error}")
+        bm, bn, bk = ws_meta["BLOCK_M"], ws_meta["BLOCK_N"], ws_meta["BLOCK_K"]
+        descs = (ws_gemm.descriptor(a, [bm, bk]), ws_gemm.descriptor(b, [bk, bn]),
+                 ws_gemm.descriptor(out, [bm, bn]))
+        slot_descs = [ws_gemm.descriptor(s, [bm, bn]) for s in slots]
+        grid = (min(programs, out_tiles),)
+        return lambda epoch: Step(lambda: gemm_reduce_scatter_own_ws[grid](
+            *descs, slot_descs[epoch % 2], state["flags"], heap.errors, state["flag_kind"],
+            heap.rank, epoch, heap.max_spins, flag_group, rows, N, K_local, WORLD_SIZE=world,
+            num_stages=ws_meta["num_stages"], num_warps=ws_meta["num_warps"],
+            maxnreg=ws_gemm.maxnreg(ws_meta)), name="gemm (own rows, warp-specialized)")
 
     # 16 fp32 accumulator elements per thread and up to W loads of as many in flight: 128 x 256
     # tiles take 16 warps (98 registers in sm_90 code from triton 3.6; 4 warps spill).
@@ -977,16 +1075,17 @@ SPEC = DistKernelSpec(
     # in three leases of two H100s (2026-11-26, the same folder; e.g. 0.3774 against 0.3794 ms at
     # o-4k, 0.3173 against 0.3181 at down-4k).
     meta={**GEMM_META, "COMM_SMS": 16, "CE_GROUPS": 2, "SLICES": 2, "SUM_IN_EPILOGUE": 1,
-          "SUM_TMA": 1},
+          "SUM_TMA": 1, "WS_OWN": 0},
     check_meta={**GEMM_CHECK_META, "COMM_SMS": 1, "CE_GROUPS": 2, "SLICES": 2,
                 "SUM_IN_EPILOGUE": 1, "SUM_TMA": 1},
     knobs={"pattern": PATTERNS, "COMM_SMS": (8, 16, 32), "CE_GROUPS": (1, 2, 4, 8, 16),
-           "SLICES": (1, 2, 4), "SUM_IN_EPILOGUE": (0, 1), "SUM_TMA": (0, 1),
+           "SLICES": (1, 2, 4), "SUM_IN_EPILOGUE": (0, 1), "SUM_TMA": (0, 1), "WS_OWN": (0, 1),
            **GEMM_TILE_KNOBS, "swizzle": ("row-major", "column-major", "grouped-m:8")},
     tile_orders=tile_orders,
     constraints=constraints,
     pattern_knobs={"producer_consumer": ("COMM_SMS",),
-                   "push_copy_engine": ("CE_GROUPS", "SLICES", "SUM_IN_EPILOGUE", "SUM_TMA")},
+                   "push_copy_engine": ("CE_GROUPS", "SLICES", "SUM_IN_EPILOGUE", "SUM_TMA",
+                                        "WS_OWN")},
     tile_configs=GEMM_TILE_CONFIGS,
     compute_shape=lambda p, w: {"M": p["M"], "N": p["N"], "K": p["K"] // w},
     make_inputs=make_inputs,

@@ -30,7 +30,7 @@ what. This one does, for ``C [M, N] = A [M, K] @ B [K, N]`` in bf16 / fp16, fp32
 
 The same source compiles under triton 3.6 and 3.9: the TMA copies were renamed between them
 (``async_copy_global_to_shared`` / ``async_copy_shared_to_global`` in 3.6, ``async_load`` /
-``async_store`` in 3.9, where the old names raise), and ``_tma_load`` / ``_tma_store`` pick
+``async_store`` in 3.9, where the old names raise), and ``tma_load`` / ``tma_store`` pick
 whichever the installed Triton has.
 
 Gluon kernels do not run under the Triton interpreter: on the CPU this module is compiled for
@@ -60,8 +60,10 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 
 # triton 3.6 names the TMA copies async_copy_global_to_shared / async_copy_shared_to_global;
 # 3.9 renamed them async_load / async_store and the old names raise RuntimeError.
-_tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
-_tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
+tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
+# A barrier of the partition's threads: gl.thread_barrier in 3.6, gl.barrier in 3.9.
+thread_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
 
 #: Registers a thread of the load warp keeps (``setmaxnreg``): it holds a few scalars. The
 #: consumers get what is left of the kernel's ``maxnreg`` budget (Gluon's warp_specialize).
@@ -87,42 +89,50 @@ def tile_coordinates(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 
 @gluon.jit
-def _load_partition(a_desc, b_desc, a_ring, b_ring, ready, empty, M, N, K,
-                    BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
-                    GROUP_M: gl.constexpr):
-    """The producer: the TMA loads of every K step of this program's tiles, into the ring."""
+def load_partition(a_desc, b_desc, a_ring, b_ring, ready, empty, a_row0, num_pid_m, num_pid_n, K,
+                   ORDER: gl.constexpr, GROUP_M: gl.constexpr):
+    """The producer: the TMA loads of every K step of this program's tiles into the ring of
+    stages (``ready[s]`` counts the bytes in, ``empty[s]`` is the consumers' release). Tile
+    ``tile`` is ``ORDER(tile, num_pid_m, num_pid_n, GROUP_M)``; its A rows start at ``a_row0 +
+    pid_m * BLOCK_M``."""
+    BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
+    BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
+    BLOCK_N: gl.constexpr = b_desc.block_type.shape[1]
     STAGES: gl.constexpr = a_ring.shape[0]
-    num_pid_m = gl.cdiv(M, BLOCK_M)
-    num_pid_n = gl.cdiv(N, BLOCK_N)
     k_iters = gl.cdiv(K, BLOCK_K)
     step = 0
     for tile in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
-        pid_m, pid_n = tile_coordinates(tile, num_pid_m, num_pid_n, GROUP_M)
+        pid_m, pid_n = ORDER(tile, num_pid_m, num_pid_n, GROUP_M)
         for k in range(k_iters):
             stage = step % STAGES
             # An mbarrier starts in phase 0 with phase "-1" complete: the first pass over the
             # ring waits on parity 1 and goes through.
             mbarrier.wait(empty.index(stage), ((step // STAGES) & 1) ^ 1)
             mbarrier.expect(ready.index(stage), a_desc.block_type.nbytes + b_desc.block_type.nbytes)
-            _tma_load(a_desc, [pid_m * BLOCK_M, k * BLOCK_K], ready.index(stage), a_ring.index(stage))
-            _tma_load(b_desc, [k * BLOCK_K, pid_n * BLOCK_N], ready.index(stage), b_ring.index(stage))
+            tma_load(a_desc, [a_row0 + pid_m * BLOCK_M, k * BLOCK_K], ready.index(stage), a_ring.index(stage))
+            tma_load(b_desc, [k * BLOCK_K, pid_n * BLOCK_N], ready.index(stage), b_ring.index(stage))
             step += 1
 
 
 @gluon.jit
-def _mma_partition(c_desc, a_ring, b_ring, ready, empty, c_smem, M, N, K,
-                   BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
-                   GROUP_M: gl.constexpr, EPILOGUE_SPLIT: gl.constexpr, num_warps: gl.constexpr):
-    """The consumers: wgmma over the ring, then the epilogue of each tile (C through TMA)."""
+def mma_partition(a_ring, b_ring, ready, empty, c_smem, num_pid_m, num_pid_n, K, ORDER: gl.constexpr,
+                  GROUP_M: gl.constexpr, EPILOGUE: gl.constexpr, epilogue_args,
+                  EPILOGUE_CONST: gl.constexpr, state, num_warps: gl.constexpr):
+    """The consumers: for each tile, wgmma over the ring (one in flight, the stage before it
+    released), then ``state = EPILOGUE(acc, pid_m, pid_n, c_smem, state, epilogue_args,
+    EPILOGUE_CONST)`` with the fp32 accumulator [BLOCK_M, BLOCK_N] in wgmma's layout; ``c_smem``
+    is the epilogue's shared memory, ``state`` a value carried from tile to tile,
+    ``EPILOGUE_CONST`` a compile-time value (a tuple's constants arrive as tensors)."""
+    BLOCK_M: gl.constexpr = a_ring.shape[1]
+    BLOCK_K: gl.constexpr = a_ring.shape[2]
+    BLOCK_N: gl.constexpr = b_ring.shape[2]
     STAGES: gl.constexpr = a_ring.shape[0]
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                          instr_shape=[16, BLOCK_N, 16])
-    num_pid_m = gl.cdiv(M, BLOCK_M)
-    num_pid_n = gl.cdiv(N, BLOCK_N)
     k_iters = gl.cdiv(K, BLOCK_K)
     step = 0
     for tile in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
-        pid_m, pid_n = tile_coordinates(tile, num_pid_m, num_pid_n, GROUP_M)
+        pid_m, pid_n = ORDER(tile, num_pid_m, num_pid_n, GROUP_M)
         acc = gl.zeros((BLOCK_M, BLOCK_N), dtype=gl.float32, layout=acc_layout)
         for k in range(k_iters):
             stage = step % STAGES
@@ -134,48 +144,68 @@ def _mma_partition(c_desc, a_ring, b_ring, ready, empty, c_smem, M, N, K,
             step += 1
         acc = warpgroup_mma_wait(0, deps=(acc, ))
         mbarrier.arrive(empty.index((step + STAGES - 1) % STAGES))
-        # The previous tile's TMA store has long finished reading c_smem; make sure.
-        tma.store_wait(0)
-        if EPILOGUE_SPLIT == 2:
-            left, right = acc.reshape([BLOCK_M, 2, BLOCK_N // 2]).permute(0, 2, 1).split()
-            c_smem.store(left.to(c_desc.dtype))
-            fence_async_shared()
-            _tma_store(c_desc, [pid_m * BLOCK_M, pid_n * BLOCK_N], c_smem)
-            tma.store_wait(0)
-            c_smem.store(right.to(c_desc.dtype))
-            fence_async_shared()
-            _tma_store(c_desc, [pid_m * BLOCK_M, pid_n * BLOCK_N + BLOCK_N // 2], c_smem)
-        else:
-            c_smem.store(acc.to(c_desc.dtype))
-            fence_async_shared()
-            _tma_store(c_desc, [pid_m * BLOCK_M, pid_n * BLOCK_N], c_smem)
+        state = EPILOGUE(acc, pid_m, pid_n, c_smem, state, epilogue_args, EPILOGUE_CONST)
     tma.store_wait(0)
+
+
+@gluon.jit
+def store_c(acc, pid_m, pid_n, c_smem, state, epilogue_args, UNUSED: gl.constexpr):
+    """The plain epilogue: the tile rounded to C's dtype and stored through TMA, in
+    ``EPILOGUE_SPLIT`` column pieces through ``c_smem`` ([BLOCK_M, BLOCK_N / EPILOGUE_SPLIT]).
+    ``epilogue_args``: ``(c_desc, )``."""
+    c_desc = epilogue_args[0]
+    BLOCK_M: gl.constexpr = acc.shape[0]
+    BLOCK_N: gl.constexpr = acc.shape[1]
+    EPILOGUE_SPLIT: gl.constexpr = BLOCK_N // c_desc.block_type.shape[1]
+    # The previous tile's TMA store has long finished reading c_smem; make sure.
+    tma.store_wait(0)
+    if EPILOGUE_SPLIT == 2:
+        left, right = acc.reshape([BLOCK_M, 2, BLOCK_N // 2]).permute(0, 2, 1).split()
+        c_smem.store(left.to(c_desc.dtype))
+        fence_async_shared()
+        tma_store(c_desc, [pid_m * BLOCK_M, pid_n * BLOCK_N], c_smem)
+        tma.store_wait(0)
+        c_smem.store(right.to(c_desc.dtype))
+        fence_async_shared()
+        tma_store(c_desc, [pid_m * BLOCK_M, pid_n * BLOCK_N + BLOCK_N // 2], c_smem)
+    else:
+        c_smem.store(acc.to(c_desc.dtype))
+        fence_async_shared()
+        tma_store(c_desc, [pid_m * BLOCK_M, pid_n * BLOCK_N], c_smem)
+    return state
+
+
+@gluon.jit
+def allocate_ring(a_desc, b_desc, num_stages: gl.constexpr):
+    """``(a_ring, b_ring, ready, empty)``: ``num_stages`` stages of A and B tiles in shared
+    memory and their two mbarriers each, initialised (count 1)."""
+    a_ring = gl.allocate_shared_memory(a_desc.dtype, [num_stages] + a_desc.block_type.shape, a_desc.layout)
+    b_ring = gl.allocate_shared_memory(b_desc.dtype, [num_stages] + b_desc.block_type.shape, b_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [num_stages, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [num_stages, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(num_stages):
+        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=1)
+    return a_ring, b_ring, ready, empty
 
 
 @gluon.jit
 def ws_matmul_kernel(a_desc, b_desc, c_desc, M, N, K, GROUP_M: gl.constexpr,
                      num_stages: gl.constexpr, num_warps: gl.constexpr):
     """C = A @ B. ``a_desc`` A [M, K] (block [BLOCK_M, BLOCK_K]), ``b_desc`` B [K, N] (block
-    [BLOCK_K, BLOCK_N]), ``c_desc`` C [M, N] (block [BLOCK_M, BLOCK_N]): Gluon tensor
-    descriptors with NVMMA shared layouts. Grid: at most one program per SM, at most one per
-    tile."""
-    BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
-    BLOCK_N: gl.constexpr = b_desc.block_type.shape[1]
-    BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
-    EPILOGUE_SPLIT: gl.constexpr = BLOCK_N // c_desc.block_type.shape[1]
-    a_ring = gl.allocate_shared_memory(a_desc.dtype, [num_stages] + a_desc.block_type.shape, a_desc.layout)
-    b_ring = gl.allocate_shared_memory(b_desc.dtype, [num_stages] + b_desc.block_type.shape, b_desc.layout)
+    [BLOCK_K, BLOCK_N]), ``c_desc`` C [M, N] (block [BLOCK_M, BLOCK_N / EPILOGUE_SPLIT]): Gluon
+    tensor descriptors with NVMMA shared layouts. Grid: at most one program per SM, at most one
+    per tile."""
+    num_pid_m = gl.cdiv(M, a_desc.block_type.shape[0])
+    num_pid_n = gl.cdiv(N, b_desc.block_type.shape[1])
+    a_ring, b_ring, ready, empty = allocate_ring(a_desc, b_desc, num_stages)
     c_smem = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
-    ready = gl.allocate_shared_memory(gl.int64, [num_stages, 1], mbarrier.MBarrierLayout())
-    empty = gl.allocate_shared_memory(gl.int64, [num_stages, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(num_stages):
-        mbarrier.init(ready.index(i), count=1)
-        mbarrier.init(empty.index(i), count=1)
     gl.warp_specialize([
-        (_mma_partition, (c_desc, a_ring, b_ring, ready, empty, c_smem, M, N, K,
-                          BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, EPILOGUE_SPLIT, num_warps)),
-        (_load_partition, (a_desc, b_desc, a_ring, b_ring, ready, empty, M, N, K,
-                           BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M)),
+        (mma_partition, (a_ring, b_ring, ready, empty, c_smem, num_pid_m, num_pid_n, K,
+                         gl.constexpr(tile_coordinates), GROUP_M, gl.constexpr(store_c), (c_desc, ),
+                         0, gl.to_tensor(0), num_warps)),
+        (load_partition, (a_desc, b_desc, a_ring, b_ring, ready, empty, 0, num_pid_m, num_pid_n, K,
+                          gl.constexpr(tile_coordinates), GROUP_M)),
     ], [1], [LOAD_WARP_REGISTERS])
 
 
@@ -183,16 +213,19 @@ def _gl_dtype(dtype: torch.dtype):
     return {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}[dtype]
 
 
+def descriptor(tensor: torch.Tensor, block: list):
+    """A Gluon tensor descriptor of a 2-D bf16 / fp16 tensor, block ``block``, in the NVMMA shared
+    layout wgmma and TMA share (the widest swizzle the block's rows allow)."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+    layout = gl.NVMMASharedLayout.get_default_for(list(block), _gl_dtype(tensor.dtype))
+    return TensorDescriptor(tensor, list(tensor.shape), list(tensor.stride()), list(block), layout)
+
+
 def descriptors(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, meta: dict) -> tuple:
     """The Gluon tensor descriptors of A [M, K], B [K, N] and C [M, N] for a configuration."""
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
     bm, bn, bk = meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"]
-    out = []
     split = meta.get("EPILOGUE_SPLIT", 1)
-    for tensor, block in ((a, [bm, bk]), (b, [bk, bn]), (c, [bm, bn // split])):
-        layout = gl.NVMMASharedLayout.get_default_for(block, _gl_dtype(tensor.dtype))
-        out.append(TensorDescriptor(tensor, list(tensor.shape), list(tensor.stride()), block, layout))
-    return tuple(out)
+    return descriptor(a, [bm, bk]), descriptor(b, [bk, bn]), descriptor(c, [bm, bn // split])
 
 
 def shared_bytes(meta: dict, itemsize: int = 2) -> int:
@@ -258,6 +291,15 @@ def compile_for_hopper(meta: dict, M: int, N: int, K: int, dtype: torch.dtype = 
     return triton.compile(GluonASTSource(fn=ws_matmul_kernel, signature=signature, constexprs=constexprs),
                           target=GPUTarget("cuda", 90, 32),
                           options={"num_warps": meta["num_warps"], "maxnreg": maxnreg(meta)})
+
+
+def runs_here() -> bool:
+    """Whether Gluon kernels can launch here: a CUDA GPU of compute capability 9.x (Hopper), not
+    the interpreter (which does not run Gluon) nor ROCm."""
+    import os
+    if os.environ.get("TRITON_INTERPRET") == "1" or torch.version.hip is not None:
+        return False
+    return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
 
 
 @functools.lru_cache(maxsize=None)
