@@ -53,7 +53,12 @@ partials of it have arrived. Patterns:
   cost over the other rows is their loop, not their sums: on one H100 under ncu they took what
   the other rows' GEMM takes with its loop not flattened (eval/results/rs_own_rows_ncu_h100/);
   a loop that waits on flags cannot be flattened (3x slower), and a launch per copy group with
-  the wait before a flattened loop was slower still (eval/results/rs_sum_tma_h100x2/). Its
+  the wait before a flattened loop was slower still (eval/results/rs_sum_tma_h100x2/). With
+  ``WS_OWN`` (the default where Gluon runs: Hopper) the own rows are a warp-specialized Gluon
+  kernel instead (``gemm_reduce_scatter_own_ws``, kernels/schedule/ws_gemm.py): a load warp runs
+  ahead across tiles while the consumers' epilogue waits for the flags and sums, so the wait no
+  longer drains the loads; the own rows alone 4 us faster at o-4k, the launch ~2 us
+  (eval/results/rs_ws_own_h100x2/). Its
   copies are (W - 1) / W of the partial, one after another on one stream: at W = 4 on four
   H100s (eval/results/dist_gemm_h100x4/) they outlasted the GEMM at llama70b-o-4k and
   llama8b-down-4k, where bulk_sync was faster (0.287 against 0.366 ms at o-4k); copies to the
@@ -1074,8 +1079,12 @@ SPEC = DistKernelSpec(
     # Loaded through the staging's descriptor (SUM_TMA), the launch was 1.1-2.1 us faster at both
     # in three leases of two H100s (2026-11-26, the same folder; e.g. 0.3774 against 0.3794 ms at
     # o-4k, 0.3173 against 0.3181 at down-4k).
+    # The own rows through the warp-specialized Gluon kernel (WS_OWN, where a Hopper GPU runs
+    # Gluon; the Triton loop elsewhere): on two H100s (2026-11-26, eval/results/rs_ws_own_h100x2/),
+    # alternating in one lease, 0.368 against 0.370-0.371 ms at o-4k (86 % of the way against
+    # 84 %) and 0.311 against 0.312-0.313 at down-4k (85 % against 83 %).
     meta={**GEMM_META, "COMM_SMS": 16, "CE_GROUPS": 2, "SLICES": 2, "SUM_IN_EPILOGUE": 1,
-          "SUM_TMA": 1, "WS_OWN": 0},
+          "SUM_TMA": 1, "WS_OWN": 1},
     check_meta={**GEMM_CHECK_META, "COMM_SMS": 1, "CE_GROUPS": 2, "SLICES": 2,
                 "SUM_IN_EPILOGUE": 1, "SUM_TMA": 1},
     knobs={"pattern": PATTERNS, "COMM_SMS": (8, 16, 32), "CE_GROUPS": (1, 2, 4, 8, 16),
