@@ -28,6 +28,12 @@ what. This one does, for ``C [M, N] = A [M, K] @ B [K, N]`` in bf16 / fp16, fp32
   ``GROUP_M`` rows (Triton's matmul tutorial order): tiles running at once share A and B tiles
   in L2.
 
+The two partitions (``load_partition``, ``mma_partition``) take the tile order and the
+epilogue as compile-time functions, so other kernels reuse them with their own: GEMM + RS
+push_copy_engine's own rows (kernels/distributed/gemm_reduce_scatter.py, ``WS_OWN``) wait for
+the peers' partials and add them in the epilogue. ``ws_matmul_kernel`` is the plain GEMM
+(``tile_coordinates``, ``store_c``).
+
 The same source compiles under triton 3.6 and 3.9: the TMA copies were renamed between them
 (``async_copy_global_to_shared`` / ``async_copy_shared_to_global`` in 3.6, ``async_load`` /
 ``async_store`` in 3.9, where the old names raise), and ``tma_load`` / ``tma_store`` pick
