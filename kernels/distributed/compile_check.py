@@ -75,6 +75,28 @@ def compile_launch(fn, args, kwargs, arch: int):
 
 
 @contextlib.contextmanager
+def compiling_launches(arch: int = 90):
+    """Within it, every ``kernel[grid](...)`` launch (Triton and Gluon) is compiled for
+    ``cuda:arch`` instead of run; yields ``{(kernel name, its keyword arguments): Triton's
+    compiled kernel}``, each distinct launch compiled once."""
+    from triton.runtime.jit import JITFunction
+    compiled = {}
+
+    def fake_run(self, *args, grid, warmup, **kwargs):
+        key = (self.__name__, tuple(sorted((k, str(v)) for k, v in kwargs.items())))
+        if key not in compiled:
+            compiled[key] = None   # a launch that fails to compile is not tried again
+            compiled[key] = compile_launch(self, args, dict(kwargs), arch)
+
+    original = JITFunction.run
+    JITFunction.run = fake_run
+    try:
+        yield compiled
+    finally:
+        JITFunction.run = original
+
+
+@contextlib.contextmanager
 def descriptors_as_on_hopper(name: str):
     """Within it, kernel ``name`` takes its tensor-descriptor (TMA) paths for CPU tensors as it
     does for CUDA tensors on sm_90: its ``tma_supported`` checks alignment only, not the device
@@ -101,22 +123,11 @@ def check(name: str, arch: int = 90, space: bool = False) -> list:
     compiled once."""
     import importlib
 
-    from triton.runtime.jit import JITFunction
-
     from swizzleperf.kernels.distributed import load_spec
 
     spec = load_spec(name)
-    failures, compiled = [], set()
-
-    def fake_run(self, *args, grid, warmup, **kwargs):
-        key = (self.__name__, tuple(sorted((k, str(v)) for k, v in kwargs.items())))
-        if key not in compiled:
-            compiled.add(key)
-            compile_launch(self, args, dict(kwargs), arch)
-
-    original = JITFunction.run
-    JITFunction.run = fake_run
-    try:
+    failures = []
+    with compiling_launches(arch) as compiled:
         descriptors = hasattr(importlib.import_module(f"swizzleperf.kernels.distributed.{name}"),
                               "tma_supported")
         for world_size, pattern, config in _configurations(spec, space):
@@ -131,8 +142,6 @@ def check(name: str, arch: int = 90, space: bool = False) -> list:
                     failures.append(f"{label}{' (tensor descriptors)' if tma else ''}: "
                                     f"{type(exc).__name__}: {exc}")
                     print(failures[-1], flush=True)
-    finally:
-        JITFunction.run = original
     print(f"{name}: {len(compiled)} distinct launches compiled, {len(failures)} failures", flush=True)
     return failures
 

@@ -54,8 +54,6 @@ gained nothing.
 """
 from __future__ import annotations
 
-import functools
-
 import torch
 import triton
 import triton.language as tl
@@ -63,6 +61,8 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,
                                                                warpgroup_mma, warpgroup_mma_wait)
+
+from swizzleperf.kernels.schedule import persistent_gemm
 
 # triton 3.6 names the TMA copies async_copy_global_to_shared / async_copy_shared_to_global;
 # 3.9 renamed them async_load / async_store and the old names raise RuntimeError.
@@ -235,16 +235,11 @@ def descriptors(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, meta: dict) -
 
 
 def shared_bytes(meta: dict, itemsize: int = 2) -> int:
-    """Shared memory of a configuration (bytes): the ring of A and B stages, C's tile and two
-    mbarriers a stage."""
-    bm, bn, bk, stages = meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"], meta["num_stages"]
-    split = meta.get("EPILOGUE_SPLIT", 1)
-    return stages * (bm * bk + bk * bn) * itemsize + bm * bn // split * itemsize + 16 * stages
-
-
-#: Shared memory a Hopper program may use (bytes): 227 KiB (CUDA C++ Programming Guide, compute
-#: capability 9.0).
-HOPPER_SHARED_BYTES = 232448
+    """Shared memory of a configuration (bytes): what the Triton schedule's count gives for the
+    ring of A and B stages and C's tile (halved with EPILOGUE_SPLIT 2), plus two mbarriers a
+    stage."""
+    halves = {"EPILOGUE_SUBTILE": meta.get("EPILOGUE_SPLIT", 1) == 2}
+    return persistent_gemm.shared_bytes({**meta, **halves}, itemsize) + 16 * meta["num_stages"]
 
 
 def config_error(meta: dict, itemsize: int = 2) -> str | None:
@@ -255,8 +250,7 @@ def config_error(meta: dict, itemsize: int = 2) -> str | None:
         return f"missing knobs {missing}"
     if meta["num_warps"] not in (4, 8):
         return "num_warps must be 4 or 8 (one or two warp groups)"
-    if meta["BLOCK_M"] != 16 * meta["num_warps"] * (meta["BLOCK_M"] // (16 * meta["num_warps"])) \
-            or meta["BLOCK_M"] < 16 * meta["num_warps"]:
+    if meta["BLOCK_M"] % (16 * meta["num_warps"]) or meta["BLOCK_M"] < 16 * meta["num_warps"]:
         return f"BLOCK_M {meta['BLOCK_M']} is not a multiple of {16 * meta['num_warps']}"
     if not (8 <= meta["BLOCK_N"] <= 256):
         return f"BLOCK_N {meta['BLOCK_N']} outside wgmma's 8..256"
@@ -265,8 +259,8 @@ def config_error(meta: dict, itemsize: int = 2) -> str | None:
     if meta["num_stages"] < 2:
         return "num_stages must be 2 or more"
     used = shared_bytes(meta, itemsize)
-    if used > HOPPER_SHARED_BYTES:
-        return f"{used} B of shared memory > {HOPPER_SHARED_BYTES}"
+    if used > persistent_gemm.SM90_SHARED_BYTES:
+        return f"{used} B of shared memory > {persistent_gemm.SM90_SHARED_BYTES}"
     return None
 
 
@@ -301,16 +295,9 @@ def compile_for_hopper(meta: dict, M: int, N: int, K: int, dtype: torch.dtype = 
 
 def runs_here() -> bool:
     """Whether Gluon kernels can launch here: a CUDA GPU of compute capability 9.x (Hopper), not
-    the interpreter (which does not run Gluon) nor ROCm."""
-    import os
-    if os.environ.get("TRITON_INTERPRET") == "1" or torch.version.hip is not None:
-        return False
-    return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
-
-
-@functools.lru_cache(maxsize=None)
-def _num_sms(index: int) -> int:
-    return torch.cuda.get_device_properties(index).multi_processor_count
+    the interpreter (which does not run Gluon) nor ROCm (``persistent_gemm.INLINE_PTX``)."""
+    return (persistent_gemm.INLINE_PTX and torch.cuda.is_available()
+            and torch.cuda.get_device_capability()[0] == 9)
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, meta: dict, c: torch.Tensor | None = None,
@@ -332,7 +319,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, meta: dict, c: torch.Tensor | None 
         c = torch.empty((M, N), dtype=a.dtype, device=a.device)
     a_desc, b_desc, c_desc = descriptors(a, b, c, meta)
     tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
-    grid = min(programs or _num_sms(a.device.index or 0), tiles)
+    grid = min(programs or persistent_gemm.num_sms(a.device), tiles)
     ws_matmul_kernel[(grid, )](a_desc, b_desc, c_desc, M, N, K, meta["GROUP_M"], meta["num_stages"],
                                num_warps=meta["num_warps"], maxnreg=maxnreg(meta))
     return c
