@@ -45,11 +45,11 @@ numerics are checked on a GPU (tests/kernels/schedule/test_ws_gemm.py, marked ``
 
 Measured (eval/results/ws_gemm_h100/, one H100, triton 3.6, 2026-11-26, against cuBLAS and the
 tuned Triton persistent GEMM in the same interleaved rounds, 28 shapes): 128 x 256 x 64 tiles,
-8 consumer warps, 3 stages come within 1 % of the Triton GEMM at the data-parallel shapes
-(0.98-1.02x of cuBLAS) and reach 0.988x and 0.993x at 8192 x 896 x 14336 in two runs, where the
-Triton GEMM is at 0.924x and 0.927x (its slow mode: eval/results/bimodal_896/). This kernel is
-data-parallel only: at 4096 x 1280 x 8192 (160 tiles on 132 SMs) it is at 0.66x, where the
-Triton GEMM's stream-K schedule is at 0.87x. A fourth stage (C stored in halves to make room)
+8 consumer warps, 3 stages come within 1-2 % of the Triton GEMM at the data-parallel shapes
+(0.97-1.03x of cuBLAS) and reach 0.988x, 0.993x and 0.959x at 8192 x 896 x 14336 in three runs,
+where the Triton GEMM is at 0.924x, 0.927x and 0.919x (its slow mode: eval/results/bimodal_896/).
+This kernel is data-parallel only: at 4096 x 1280 x 8192 (160 tiles on 132 SMs) it is at
+0.65-0.67x, where the Triton GEMM's stream-K schedule is at 0.86-0.88x. A fourth stage (C stored in halves to make room)
 gained nothing.
 """
 from __future__ import annotations
