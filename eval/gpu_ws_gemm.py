@@ -27,10 +27,13 @@ DEFAULT_CONFIGS = "128x256x64 w8 s3 g8 e1;128x256x64 w8 s4 g8 e2;128x256x64 w8 s
 
 def parse_config(text: str) -> dict:
     """``128x256x64 w8 s3 g8 e2`` -> the knobs of kernels/schedule/ws_gemm.py (``e``:
-    EPILOGUE_SPLIT)."""
+    EPILOGUE_SPLIT); ``256+64x128x64 ...``: BLOCK_M 256 and BLOCK_M_LOW 64 (a 320-row tile of
+    two consumers)."""
     words = text.split()
-    bm, bn, bk = (int(x) for x in words[0].split("x"))
-    knobs = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": 8, "num_stages": 3, "GROUP_M": 8}
+    rows, bn, bk = words[0].split("x")
+    bm, _, low = rows.partition("+")
+    knobs = {"BLOCK_M": int(bm), "BLOCK_N": int(bn), "BLOCK_K": int(bk), "num_warps": 8, "num_stages": 3,
+             "GROUP_M": 8, "BLOCK_M_LOW": int(low or 0)}
     for word in words[1:]:
         key = {"w": "num_warps", "s": "num_stages", "g": "GROUP_M", "e": "EPILOGUE_SPLIT"}[word[0]]
         knobs[key] = int(word[1:])
@@ -81,7 +84,8 @@ def main(argv=None) -> int:
             launches["triton"] = lambda cfg=triton_config, inputs=inputs: spec.launch(inputs, **cfg, NUM_SMS=programs)
             row["triton_config"] = gemm_tuning.name(triton_config)
         for config in configs:
-            label = "ws " + " ".join([f"{config['BLOCK_M']}x{config['BLOCK_N']}x{config['BLOCK_K']}",
+            tile_m = f"{config['BLOCK_M']}+{config['BLOCK_M_LOW']}" if config["BLOCK_M_LOW"] else config["BLOCK_M"]
+            label = "ws " + " ".join([f"{tile_m}x{config['BLOCK_N']}x{config['BLOCK_K']}",
                                      f"w{config['num_warps']}", f"s{config['num_stages']}",
                                      f"g{config['GROUP_M']}", f"e{config.get('EPILOGUE_SPLIT', 1)}"])
             c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)

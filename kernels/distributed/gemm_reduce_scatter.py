@@ -703,8 +703,8 @@ def _own_order(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 
 @gluon.jit
-def _sum_partials(acc, local_m, pid_n, c_smem, state, args, WORLD_SIZE: gl.constexpr):
-    """ws_gemm's epilogue for an own tile ``(local_m, pid_n)``: after the group's flags
+def _sum_partials(acc, row, col, c_smem, state, args, WORLD_SIZE: gl.constexpr):
+    """ws_gemm's epilogue for an own tile at ``(row, col)`` of out: after the group's flags
     (``_acquire_group``, then the proxy fence), the W - 1 peers' partials come in through
     ``slots`` (the staging as [W * rows_per_rank, N], C's block) one at a time into ``c_smem``
     and are added in arrival order (the sums of ``_store_sum_tma``, in the same order); the sum
@@ -714,11 +714,8 @@ def _sum_partials(acc, local_m, pid_n, c_smem, state, args, WORLD_SIZE: gl.const
         rows_per_rank = args
     acquired, loads = state
     BLOCK_M: gl.constexpr = acc.shape[0]
-    BLOCK_N: gl.constexpr = acc.shape[1]
     _, acquired = _acquire_group(flags, errors, flag_kind, rank, epoch, max_spins, flag_group,
-                                 acquired, local_m, WORLD_SIZE, True)
-    row = local_m * BLOCK_M
-    col = pid_n * BLOCK_N
+                                 acquired, row // BLOCK_M, WORLD_SIZE, True)
     tma.store_wait(0)   # the previous tile's store has read c_smem
     for i in gl.static_range(WORLD_SIZE - 1):
         source = _arrival_source(rank, i, WORLD_SIZE)
@@ -760,10 +757,10 @@ def gemm_reduce_scatter_own_ws(a_desc, b_desc, c_desc, slots, flags, errors, fla
         (ws_gemm.mma_partition, (a_ring, b_ring, ready, empty, c_smem, num_pid_m, num_pid_n,
                                  K_local, gl.constexpr(_own_order), 1, gl.constexpr(_sum_partials),
                                  epilogue_args, WORLD_SIZE, (gl.to_tensor(-1), gl.to_tensor(0)),
-                                 num_warps)),
+                                 num_warps, a_desc.block_type.shape[0], 0)),
         (ws_gemm.load_partition, (a_desc, b_desc, a_ring, b_ring, ready, empty,
                                   rank * rows_per_rank, num_pid_m, num_pid_n, K_local,
-                                  gl.constexpr(_own_order), 1)),
+                                  gl.constexpr(_own_order), 1, a_desc, a_ring, 0)),
     ], [1], [ws_gemm.LOAD_WARP_REGISTERS])
 
 

@@ -75,7 +75,14 @@ thread_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
 #: consumers get what is left of the kernel's ``maxnreg`` budget (Gluon's warp_specialize).
 LOAD_WARP_REGISTERS = gl.constexpr(40)
 
-#: The knobs of one configuration, all required by ``matmul``.
+#: The second consumer partition's warps (one warp group: 64 rows of wgmma at a time) and
+#: registers a thread (``BLOCK_M_LOW`` rows of fp32 accumulator, 64 registers at 64 x 128, plus
+#: addresses and loop state).
+LOW_WARPS = gl.constexpr(4)
+LOW_CONSUMER_REGISTERS = gl.constexpr(104)
+
+#: The knobs of one configuration, all required by ``matmul`` (``BLOCK_M_LOW`` and
+#: ``EPILOGUE_SPLIT`` are optional, 0 and 1 by default).
 KNOBS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "GROUP_M")
 
 
@@ -96,26 +103,35 @@ def tile_coordinates(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 @gluon.jit
 def load_partition(a_desc, b_desc, a_ring, b_ring, ready, empty, a_row0, num_pid_m, num_pid_n, K,
-                   ORDER: gl.constexpr, GROUP_M: gl.constexpr):
+                   ORDER: gl.constexpr, GROUP_M: gl.constexpr, low_desc, low_ring,
+                   BLOCK_M_LOW: gl.constexpr):
     """The producer: the TMA loads of every K step of this program's tiles into the ring of
     stages (``ready[s]`` counts the bytes in, ``empty[s]`` is the consumers' release). Tile
     ``tile`` is ``ORDER(tile, num_pid_m, num_pid_n, GROUP_M)``; its A rows start at ``a_row0 +
-    pid_m * BLOCK_M``."""
+    pid_m * (BLOCK_M + BLOCK_M_LOW)``. With ``BLOCK_M_LOW`` > 0 the tile's last BLOCK_M_LOW rows of
+    A go through ``low_desc`` into ``low_ring`` (the second consumer's); with 0 those two are not
+    used (pass ``a_desc``, ``a_ring``)."""
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[1]
     STAGES: gl.constexpr = a_ring.shape[0]
+    TILE_M: gl.constexpr = BLOCK_M + BLOCK_M_LOW
+    STAGE_BYTES: gl.constexpr = (a_desc.block_type.nbytes + b_desc.block_type.nbytes
+                                 + (low_desc.block_type.nbytes if BLOCK_M_LOW > 0 else 0))
     k_iters = gl.cdiv(K, BLOCK_K)
     step = 0
     for tile in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
         pid_m, pid_n = ORDER(tile, num_pid_m, num_pid_n, GROUP_M)
+        row = a_row0 + pid_m * TILE_M
         for k in range(k_iters):
             stage = step % STAGES
             # An mbarrier starts in phase 0 with phase "-1" complete: the first pass over the
             # ring waits on parity 1 and goes through.
             mbarrier.wait(empty.index(stage), ((step // STAGES) & 1) ^ 1)
-            mbarrier.expect(ready.index(stage), a_desc.block_type.nbytes + b_desc.block_type.nbytes)
-            tma_load(a_desc, [a_row0 + pid_m * BLOCK_M, k * BLOCK_K], ready.index(stage), a_ring.index(stage))
+            mbarrier.expect(ready.index(stage), STAGE_BYTES)
+            tma_load(a_desc, [row, k * BLOCK_K], ready.index(stage), a_ring.index(stage))
+            if BLOCK_M_LOW > 0:
+                tma_load(low_desc, [row + BLOCK_M, k * BLOCK_K], ready.index(stage), low_ring.index(stage))
             tma_load(b_desc, [k * BLOCK_K, pid_n * BLOCK_N], ready.index(stage), b_ring.index(stage))
             step += 1
 
@@ -123,11 +139,14 @@ def load_partition(a_desc, b_desc, a_ring, b_ring, ready, empty, a_row0, num_pid
 @gluon.jit
 def mma_partition(a_ring, b_ring, ready, empty, c_smem, num_pid_m, num_pid_n, K, ORDER: gl.constexpr,
                   GROUP_M: gl.constexpr, EPILOGUE: gl.constexpr, epilogue_args,
-                  EPILOGUE_CONST: gl.constexpr, state, num_warps: gl.constexpr):
-    """The consumers: for each tile, wgmma over the ring (one in flight, the stage before it
-    released), then ``state = EPILOGUE(acc, pid_m, pid_n, c_smem, state, epilogue_args,
-    EPILOGUE_CONST)`` with the fp32 accumulator [BLOCK_M, BLOCK_N] in wgmma's layout; ``c_smem``
-    is the epilogue's shared memory, ``state`` a value carried from tile to tile,
+                  EPILOGUE_CONST: gl.constexpr, state, num_warps: gl.constexpr,
+                  TILE_M: gl.constexpr, ROW_OFFSET: gl.constexpr):
+    """A consumer: for each tile, wgmma over the ring (one in flight, the stage before it
+    released), then ``state = EPILOGUE(acc, row, col, c_smem, state, epilogue_args,
+    EPILOGUE_CONST)`` with the fp32 accumulator [BLOCK_M, BLOCK_N] in wgmma's layout, ``(row,
+    col)`` its first element in C (``pid_m * TILE_M + ROW_OFFSET``, ``pid_n * BLOCK_N``: a tile of
+    TILE_M rows may be computed by two consumers, the second from ROW_OFFSET on); ``c_smem`` is
+    the epilogue's shared memory, ``state`` a value carried from tile to tile,
     ``EPILOGUE_CONST`` a compile-time value (a tuple's constants arrive as tensors)."""
     BLOCK_M: gl.constexpr = a_ring.shape[1]
     BLOCK_K: gl.constexpr = a_ring.shape[2]
@@ -150,12 +169,13 @@ def mma_partition(a_ring, b_ring, ready, empty, c_smem, num_pid_m, num_pid_n, K,
             step += 1
         acc = warpgroup_mma_wait(0, deps=(acc, ))
         mbarrier.arrive(empty.index((step + STAGES - 1) % STAGES))
-        state = EPILOGUE(acc, pid_m, pid_n, c_smem, state, epilogue_args, EPILOGUE_CONST)
+        state = EPILOGUE(acc, pid_m * TILE_M + ROW_OFFSET, pid_n * BLOCK_N, c_smem, state, epilogue_args,
+                         EPILOGUE_CONST)
     tma.store_wait(0)
 
 
 @gluon.jit
-def store_c(acc, pid_m, pid_n, c_smem, state, epilogue_args, UNUSED: gl.constexpr):
+def store_c(acc, row, col, c_smem, state, epilogue_args, UNUSED: gl.constexpr):
     """The plain epilogue: the tile rounded to C's dtype and stored through TMA, in
     ``EPILOGUE_SPLIT`` column pieces through ``c_smem`` ([BLOCK_M, BLOCK_N / EPILOGUE_SPLIT]).
     ``epilogue_args``: ``(c_desc, )``."""
@@ -169,50 +189,72 @@ def store_c(acc, pid_m, pid_n, c_smem, state, epilogue_args, UNUSED: gl.constexp
         left, right = acc.reshape([BLOCK_M, 2, BLOCK_N // 2]).permute(0, 2, 1).split()
         c_smem.store(left.to(c_desc.dtype))
         fence_async_shared()
-        tma_store(c_desc, [pid_m * BLOCK_M, pid_n * BLOCK_N], c_smem)
+        tma_store(c_desc, [row, col], c_smem)
         tma.store_wait(0)
         c_smem.store(right.to(c_desc.dtype))
         fence_async_shared()
-        tma_store(c_desc, [pid_m * BLOCK_M, pid_n * BLOCK_N + BLOCK_N // 2], c_smem)
+        tma_store(c_desc, [row, col + BLOCK_N // 2], c_smem)
     else:
         c_smem.store(acc.to(c_desc.dtype))
         fence_async_shared()
-        tma_store(c_desc, [pid_m * BLOCK_M, pid_n * BLOCK_N], c_smem)
+        tma_store(c_desc, [row, col], c_smem)
     return state
 
 
 @gluon.jit
-def allocate_ring(a_desc, b_desc, num_stages: gl.constexpr):
+def allocate_ring(a_desc, b_desc, num_stages: gl.constexpr, consumers: gl.constexpr = 1):
     """``(a_ring, b_ring, ready, empty)``: ``num_stages`` stages of A and B tiles in shared
-    memory and their two mbarriers each, initialised (count 1)."""
+    memory and their two mbarriers each, initialised (``ready`` count 1, ``empty`` count
+    ``consumers``: every consumer partition releases each stage)."""
     a_ring = gl.allocate_shared_memory(a_desc.dtype, [num_stages] + a_desc.block_type.shape, a_desc.layout)
     b_ring = gl.allocate_shared_memory(b_desc.dtype, [num_stages] + b_desc.block_type.shape, b_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [num_stages, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [num_stages, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(num_stages):
         mbarrier.init(ready.index(i), count=1)
-        mbarrier.init(empty.index(i), count=1)
+        mbarrier.init(empty.index(i), count=consumers)
     return a_ring, b_ring, ready, empty
 
 
 @gluon.jit
-def ws_matmul_kernel(a_desc, b_desc, c_desc, M, N, K, GROUP_M: gl.constexpr,
-                     num_stages: gl.constexpr, num_warps: gl.constexpr):
+def ws_matmul_kernel(a_desc, b_desc, c_desc, low_desc, c_low_desc, M, N, K, GROUP_M: gl.constexpr,
+                     num_stages: gl.constexpr, BLOCK_M_LOW: gl.constexpr, num_warps: gl.constexpr):
     """C = A @ B. ``a_desc`` A [M, K] (block [BLOCK_M, BLOCK_K]), ``b_desc`` B [K, N] (block
     [BLOCK_K, BLOCK_N]), ``c_desc`` C [M, N] (block [BLOCK_M, BLOCK_N / EPILOGUE_SPLIT]): Gluon
-    tensor descriptors with NVMMA shared layouts. Grid: at most one program per SM, at most one
-    per tile."""
-    num_pid_m = gl.cdiv(M, a_desc.block_type.shape[0])
+    tensor descriptors with NVMMA shared layouts. With ``BLOCK_M_LOW`` > 0 a tile is BLOCK_M +
+    BLOCK_M_LOW rows; a second consumer partition of 4 warps computes its last BLOCK_M_LOW rows
+    from the same B tiles, through ``low_desc`` (A, block [BLOCK_M_LOW, BLOCK_K]) and
+    ``c_low_desc`` (C, block [BLOCK_M_LOW, BLOCK_N / EPILOGUE_SPLIT]); with 0 those two are
+    ``a_desc`` and ``c_desc`` again, unused. Grid: at most one program per SM, at most one per
+    tile."""
+    TILE_M: gl.constexpr = a_desc.block_type.shape[0] + BLOCK_M_LOW
+    num_pid_m = gl.cdiv(M, TILE_M)
     num_pid_n = gl.cdiv(N, b_desc.block_type.shape[1])
-    a_ring, b_ring, ready, empty = allocate_ring(a_desc, b_desc, num_stages)
+    a_ring, b_ring, ready, empty = allocate_ring(a_desc, b_desc, num_stages, 1 + (BLOCK_M_LOW > 0))
     c_smem = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
-    gl.warp_specialize([
-        (mma_partition, (a_ring, b_ring, ready, empty, c_smem, num_pid_m, num_pid_n, K,
-                         gl.constexpr(tile_coordinates), GROUP_M, gl.constexpr(store_c), (c_desc, ),
-                         0, gl.to_tensor(0), num_warps)),
-        (load_partition, (a_desc, b_desc, a_ring, b_ring, ready, empty, 0, num_pid_m, num_pid_n, K,
-                          gl.constexpr(tile_coordinates), GROUP_M)),
-    ], [1], [LOAD_WARP_REGISTERS])
+    if BLOCK_M_LOW > 0:
+        low_ring = gl.allocate_shared_memory(low_desc.dtype, [num_stages] + low_desc.block_type.shape,
+                                             low_desc.layout)
+        c_low_smem = gl.allocate_shared_memory(c_low_desc.dtype, c_low_desc.block_type.shape,
+                                               c_low_desc.layout)
+        gl.warp_specialize([
+            (mma_partition, (a_ring, b_ring, ready, empty, c_smem, num_pid_m, num_pid_n, K,
+                             gl.constexpr(tile_coordinates), GROUP_M, gl.constexpr(store_c), (c_desc, ),
+                             0, gl.to_tensor(0), num_warps, TILE_M, 0)),
+            (mma_partition, (low_ring, b_ring, ready, empty, c_low_smem, num_pid_m, num_pid_n, K,
+                             gl.constexpr(tile_coordinates), GROUP_M, gl.constexpr(store_c),
+                             (c_low_desc, ), 0, gl.to_tensor(0), LOW_WARPS, TILE_M, TILE_M - BLOCK_M_LOW)),
+            (load_partition, (a_desc, b_desc, a_ring, b_ring, ready, empty, 0, num_pid_m, num_pid_n, K,
+                              gl.constexpr(tile_coordinates), GROUP_M, low_desc, low_ring, BLOCK_M_LOW)),
+        ], [LOW_WARPS, 1], [LOW_CONSUMER_REGISTERS, LOAD_WARP_REGISTERS])
+    else:
+        gl.warp_specialize([
+            (mma_partition, (a_ring, b_ring, ready, empty, c_smem, num_pid_m, num_pid_n, K,
+                             gl.constexpr(tile_coordinates), GROUP_M, gl.constexpr(store_c), (c_desc, ),
+                             0, gl.to_tensor(0), num_warps, TILE_M, 0)),
+            (load_partition, (a_desc, b_desc, a_ring, b_ring, ready, empty, 0, num_pid_m, num_pid_n, K,
+                              gl.constexpr(tile_coordinates), GROUP_M, a_desc, a_ring, 0)),
+        ], [1], [LOAD_WARP_REGISTERS])
 
 
 def _gl_dtype(dtype: torch.dtype):
@@ -228,18 +270,27 @@ def descriptor(tensor: torch.Tensor, block: list):
 
 
 def descriptors(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, meta: dict) -> tuple:
-    """The Gluon tensor descriptors of A [M, K], B [K, N] and C [M, N] for a configuration."""
+    """The Gluon tensor descriptors ``(a, b, c, a_low, c_low)`` of A [M, K], B [K, N] and C [M, N]
+    for a configuration; ``a_low`` / ``c_low`` are the second consumer's blocks of A and C
+    (``BLOCK_M_LOW`` rows), or ``a`` / ``c`` again where it has none."""
     bm, bn, bk = meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"]
     split = meta.get("EPILOGUE_SPLIT", 1)
-    return descriptor(a, [bm, bk]), descriptor(b, [bk, bn]), descriptor(c, [bm, bn // split])
+    a_desc, c_desc = descriptor(a, [bm, bk]), descriptor(c, [bm, bn // split])
+    low = meta.get("BLOCK_M_LOW", 0)
+    a_low, c_low = ((descriptor(a, [low, bk]), descriptor(c, [low, bn // split])) if low
+                    else (a_desc, c_desc))
+    return a_desc, descriptor(b, [bk, bn]), c_desc, a_low, c_low
 
 
 def shared_bytes(meta: dict, itemsize: int = 2) -> int:
     """Shared memory of a configuration (bytes): what the Triton schedule's count gives for the
-    ring of A and B stages and C's tile (halved with EPILOGUE_SPLIT 2), plus two mbarriers a
-    stage."""
+    ring of A and B stages and C's tile (halved with EPILOGUE_SPLIT 2), the second consumer's A
+    stages and C block where ``BLOCK_M_LOW`` > 0, plus two mbarriers a stage."""
     halves = {"EPILOGUE_SUBTILE": meta.get("EPILOGUE_SPLIT", 1) == 2}
-    return persistent_gemm.shared_bytes({**meta, **halves}, itemsize) + 16 * meta["num_stages"]
+    low = meta.get("BLOCK_M_LOW", 0)
+    low_bytes = low * (meta["num_stages"] * meta["BLOCK_K"] + meta["BLOCK_N"] // meta.get("EPILOGUE_SPLIT", 1))
+    return (persistent_gemm.shared_bytes({**meta, **halves}, itemsize) + low_bytes * itemsize
+            + 16 * meta["num_stages"])
 
 
 def config_error(meta: dict, itemsize: int = 2) -> str | None:
@@ -258,6 +309,8 @@ def config_error(meta: dict, itemsize: int = 2) -> str | None:
         return "EPILOGUE_SPLIT must be 1 or 2"
     if meta["num_stages"] < 2:
         return "num_stages must be 2 or more"
+    if meta.get("BLOCK_M_LOW", 0) not in (0, 64):
+        return "BLOCK_M_LOW must be 0 or 64 (one warp group of wgmma)"
     used = shared_bytes(meta, itemsize)
     if used > persistent_gemm.SM90_SHARED_BYTES:
         return f"{used} B of shared memory > {persistent_gemm.SM90_SHARED_BYTES}"
@@ -267,9 +320,10 @@ def config_error(meta: dict, itemsize: int = 2) -> str | None:
 def maxnreg(meta: dict) -> int:
     """The kernel's register cap a thread (a multiple of 8, at most 255): the register file
     (65536 32-bit registers an SM, CUDA C++ Programming Guide, compute capability 9.0) shared by
-    ``num_warps`` consumer warps and the load warp's warp group (4 warps: registers are
-    reallocated by warp group)."""
-    return min(255, 65536 // ((meta["num_warps"] + 4) * 32)) // 8 * 8
+    ``num_warps`` consumer warps, the second consumer's 4 where ``BLOCK_M_LOW`` > 0, and the
+    load warp's warp group (4 warps: registers are reallocated by warp group)."""
+    warps = meta["num_warps"] + 4 + (LOW_WARPS.value if meta.get("BLOCK_M_LOW", 0) else 0)
+    return min(255, 65536 // (warps * 32)) // 8 * 8
 
 
 def compile_for_hopper(meta: dict, M: int, N: int, K: int, dtype: torch.dtype = torch.bfloat16):
@@ -284,8 +338,9 @@ def compile_for_hopper(meta: dict, M: int, N: int, K: int, dtype: torch.dtype = 
     if error:
         raise ValueError(error)
     a, b, c = (torch.empty(shape, dtype=dtype) for shape in ((M, K), (K, N), (M, N)))
-    descs = dict(zip(("a_desc", "b_desc", "c_desc"), descriptors(a, b, c, meta)))
-    constexprs = {"GROUP_M": meta["GROUP_M"], "num_stages": meta["num_stages"], "num_warps": meta["num_warps"]}
+    descs = dict(zip(("a_desc", "b_desc", "c_desc", "low_desc", "c_low_desc"), descriptors(a, b, c, meta)))
+    constexprs = {"GROUP_M": meta["GROUP_M"], "num_stages": meta["num_stages"],
+                  "BLOCK_M_LOW": meta.get("BLOCK_M_LOW", 0), "num_warps": meta["num_warps"]}
     signature = {**{k: mangle_type(v) for k, v in descs.items()}, "M": "i32", "N": "i32", "K": "i32",
                  **{k: "constexpr" for k in constexprs}}
     return triton.compile(GluonASTSource(fn=ws_matmul_kernel, signature=signature, constexprs=constexprs),
@@ -305,7 +360,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, meta: dict, c: torch.Tensor | None 
     """``C = A @ B`` on a Hopper GPU: A [M, K], B [K, N] bf16 or fp16 (row-major, 16-byte aligned
     rows), C [M, N] of the same dtype (allocated when not given). ``programs``: the persistent
     grid (default: the SMs, at most one per tile). Raises ValueError for a configuration
-    ``config_error`` refuses or operands of other dtypes or shapes."""
+    ``config_error`` refuses, operands of other dtypes or shapes, or rows TMA cannot address
+    (not 16-byte aligned: K or N not a multiple of 8 for 2-byte dtypes)."""
     error = config_error(meta, a.element_size())
     if error:
         raise ValueError(error)
@@ -317,9 +373,15 @@ def matmul(a: torch.Tensor, b: torch.Tensor, meta: dict, c: torch.Tensor | None 
     N = b.shape[1]
     if c is None:
         c = torch.empty((M, N), dtype=a.dtype, device=a.device)
-    a_desc, b_desc, c_desc = descriptors(a, b, c, meta)
-    tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
+    for name, tensor in (("A", a), ("B", b), ("C", c)):
+        # TMA's rule (CUDA driver API, cuTensorMapEncodeTiled): rows 16-byte aligned, unit stride.
+        if tensor.stride(1) != 1 or (tensor.stride(0) * tensor.element_size()) % 16 or tensor.data_ptr() % 16:
+            raise ValueError(f"{name} {tuple(tensor.shape)} with strides {tensor.stride()}: TMA needs "
+                             "row-major rows starting at 16-byte aligned addresses")
+    a_desc, b_desc, c_desc, low_desc, c_low_desc = descriptors(a, b, c, meta)
+    low = meta.get("BLOCK_M_LOW", 0)
+    tiles = triton.cdiv(M, meta["BLOCK_M"] + low) * triton.cdiv(N, meta["BLOCK_N"])
     grid = min(programs or persistent_gemm.num_sms(a.device), tiles)
-    ws_matmul_kernel[(grid, )](a_desc, b_desc, c_desc, M, N, K, meta["GROUP_M"], meta["num_stages"],
-                               num_warps=meta["num_warps"], maxnreg=maxnreg(meta))
+    ws_matmul_kernel[(grid, )](a_desc, b_desc, c_desc, low_desc, c_low_desc, M, N, K, meta["GROUP_M"],
+                               meta["num_stages"], low, num_warps=meta["num_warps"], maxnreg=maxnreg(meta))
     return c

@@ -17,10 +17,12 @@ from swizzleperf.kernels.schedule import ws_gemm
 from swizzleperf.kernels.schedule.persistent_gemm import SM90_SHARED_BYTES
 
 BASE = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3, "GROUP_M": 8}
+#: cuBLAS's 320 x 128 tile: 256 rows for the 8 consumer warps, 64 for a second consumer of 4.
+TALL = {**BASE, "BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_M_LOW": 64, "EPILOGUE_SPLIT": 2}
 
 
 @pytest.mark.parametrize("meta", [BASE, {**BASE, "num_stages": 4, "EPILOGUE_SPLIT": 2},
-                                  {**BASE, "BLOCK_N": 128, "num_warps": 4, "num_stages": 6}])
+                                  {**BASE, "BLOCK_N": 128, "num_warps": 4, "num_stages": 6}, TALL])
 def test_compiles_for_sm_90_with_a_load_warp_and_wgmma(meta):
     """The PTX holds what makes it the kernel it claims to be: registers handed between warp
     groups (setmaxnreg), TMA loads and stores, asynchronous wgmma; Triton's shared memory count
@@ -43,8 +45,21 @@ def test_config_error_refuses_what_cannot_build():
     assert "multiple of 128" in ws_gemm.config_error({**BASE, "BLOCK_M": 64})
     assert "BLOCK_N" in ws_gemm.config_error({**BASE, "BLOCK_N": 512})
     assert "missing" in ws_gemm.config_error({"BLOCK_M": 128})
+    assert ws_gemm.config_error(TALL) is None
+    assert "BLOCK_M_LOW" in ws_gemm.config_error({**TALL, "BLOCK_M_LOW": 128})
+    assert "shared memory" in ws_gemm.config_error({**TALL, "EPILOGUE_SPLIT": 1})   # 248 KB
     with pytest.raises(ValueError, match="shared memory"):
         ws_gemm.compile_for_hopper({**BASE, "num_stages": 4}, 256, 256, 256)
+
+
+def test_matmul_refuses_rows_tma_cannot_address():
+    """K or N not a multiple of 8 (bf16 rows not 16-byte aligned) or a transposed operand: a
+    ValueError before anything launches (so this runs on the CPU)."""
+    a, b = torch.ones(64, 72, dtype=torch.bfloat16), torch.ones(72, 300, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="B .* 16-byte"):
+        ws_gemm.matmul(a, b, BASE)
+    with pytest.raises(ValueError, match="A .* 16-byte"):
+        ws_gemm.matmul(torch.ones(72, 64, dtype=torch.bfloat16).t(), b[:, :256], BASE)
 
 
 def test_tile_order_is_a_permutation_in_groups_of_rows():
@@ -80,12 +95,13 @@ def test_tile_order_is_a_permutation_in_groups_of_rows():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("shape", [(4096, 1280, 8192), (300, 520, 200), (129, 264, 72)])
+@pytest.mark.parametrize("shape", [(4096, 1280, 8192), (300, 520, 200), (129, 264, 72), (700, 264, 136)])
 @pytest.mark.parametrize("meta", [BASE, {**BASE, "num_stages": 4, "EPILOGUE_SPLIT": 2},
-                                  {**BASE, "BLOCK_N": 128, "num_warps": 4, "num_stages": 6}])
+                                  {**BASE, "BLOCK_N": 128, "num_warps": 4, "num_stages": 6}, TALL])
 def test_numerics_on_hopper(shape, meta):
     """Fresh random inputs, C poisoned with NaN: within bf16 rounding of the fp32 product,
-    ragged edges included (TMA zero-fills loads and clips stores out of bounds)."""
+    ragged edges included (TMA zero-fills loads and clips stores out of bounds), the second
+    consumer's rows of a 320-row tile partly or wholly past M among them."""
     if torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("needs Hopper (sm_90) or newer")
     M, N, K = shape
