@@ -162,10 +162,24 @@ if INLINE_PTX:
         PTX memory model orders the two proxies only through such a fence."""
         tl.inline_asm_elementwise("fence.proxy.async.global;\n\tmov.u32 $0, 0;", "=r", [],
                                   dtype=tl.int32, is_pure=False, pack=1)
+
+    @triton.jit
+    def bulk_stores_done():
+        """Wait until this thread's bulk (TMA) stores have completed, their writes performed
+        (PTX ``cp.async.bulk.wait_group 0``, not the ``.read`` form that only frees the shared
+        memory), then order them before its later generic-proxy accesses (``fence.proxy.async
+        .global``): a ``signal`` after it publishes what the stores wrote."""
+        tl.inline_asm_elementwise("cp.async.bulk.wait_group 0;\n\tfence.proxy.async.global;\n\tmov.u32 $0, 0;",
+                                  "=r", [], dtype=tl.int32, is_pure=False, pack=1)
 else:
     @triton.jit
     def fence_async_reads():
         """Nothing: the interpreter has no proxies, and ROCm's loads are all one kind."""
+        pass
+
+    @triton.jit
+    def bulk_stores_done():
+        """Nothing: no bulk stores without inline PTX (the interpreter, ROCm)."""
         pass
 
 

@@ -47,6 +47,8 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
 
 from swizzleperf.kernels.distributed import device
 from swizzleperf.kernels.distributed.spec import BARRIER, Baseline, DistKernelSpec, Step
@@ -54,11 +56,21 @@ from swizzleperf.kernels.distributed.tiles import (GEMM_CHECK_META, GEMM_META, G
                                                    GEMM_TILE_KNOBS, c_block, gemm_constraints,
                                                    gemm_launch, num_sms, operands, tile_pointers,
                                                    tma_supported)
+from swizzleperf.kernels.schedule import ws_gemm
 from swizzleperf.kernels.schedule.persistent_gemm import (cdiv, data_parallel_tiles, mainloop, store_tile,
                                                           stream_k_fixup, stream_k_range,
                                                           stream_k_segment)
 
 PATTERNS = ("bulk_sync", "producer_consumer", "fused_sequential", "workgroup_specialized")
+#: The warp-specialized GEMM's configurations the built-in policy also searches (bulk_sync and
+#: producer_consumer): 128 x 256 x 64 with 3 stages and C's whole tile, and cuBLAS's 320 x 128
+#: tile as 256 + 64 rows, 32-wide K steps in 6 stages, C in halves (the best of each kind on an
+#: H100 at the per-rank shapes, eval/results/ws_gemm_h100/5_tall_tiles/).
+WS_TILE_CONFIGS = (
+    {**GEMM_META, "WS_GEMM": 1, "num_stages": 3, "EPILOGUE_SUBTILE": 0},
+    {**GEMM_META, "WS_GEMM": 1, "BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 6,
+     "EPILOGUE_SUBTILE": 1, "BLOCK_M_LOW": 64},
+)
 _LOCAL, _SIGNAL, _EVERY_RANK = 0, 1, 2  # what the GEMM worker does with a finished tile
 
 
@@ -223,6 +235,68 @@ def gemm_all_scatter_specialized(a, b, c_ptr, flags, errors, flag_kind, heap_bas
                         stride_cm, stride_cn, BLOCK_M, BLOCK_N, WORLD_SIZE, True)
 
 
+@triton.jit
+def _ws_order(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    """The warp-specialized GEMM's tile order: ``swizzle`` (GROUP_M unused), as the scatter's."""
+    return swizzle(tile, num_pid_m, num_pid_n)
+
+
+@gluon.jit
+def _ws_signal_previous(tiles_done, args):
+    """Release the flag of this program's tile ``tiles_done - 1`` (tile index ``program_id +
+    (tiles_done - 1) * num_programs``, the loop's) once its TMA store has completed
+    (``device.bulk_stores_done``, then ``device.signal``: release, GPU scope, after a barrier of
+    the partition). Nothing before the first tile."""
+    c_desc, flags, heap_bases, rank, epoch = args
+    if tiles_done > 0:
+        device.bulk_stores_done()
+        tile = gl.program_id(0) + (tiles_done - 1) * gl.num_programs(0)
+        device.signal(flags + tile, epoch, rank, rank, heap_bases, scope="gpu")
+
+
+@gluon.jit
+def _ws_store_signal(acc, row, col, c_smem, tiles_done, args, UNUSED: gl.constexpr):
+    """ws_gemm's epilogue for producer_consumer: the previous tile's flag (its store has had this
+    tile's main loop to complete: ``_ws_signal_previous``), then this tile rounded to C's dtype
+    and stored through TMA (``c_desc``, the local block). The last tile's flag is
+    ``_ws_signal_previous`` again, after the loop. ``args``: ``(c_desc, flags, heap_bases, rank,
+    epoch)``; returns ``tiles_done + 1``."""
+    _ws_signal_previous(tiles_done, args)
+    ws_gemm.store_c(acc, row, col, c_smem, 0, (args[0], ), 0)
+    return tiles_done + 1
+
+
+@gluon.jit(do_not_specialize=["epoch"])
+def gemm_all_scatter_gemm_ws(a_desc, b_desc, c_desc, a_low_desc, c_low_desc, flags,
+                             heap_bases, rank, epoch, M, N_local, K,
+                             SIGNAL: gl.constexpr, num_stages: gl.constexpr,
+                             BLOCK_M_LOW: gl.constexpr, num_warps: gl.constexpr):
+    """The local block's GEMM, warp-specialized (``WS_GEMM=1``, kernels/schedule/ws_gemm.py): a
+    load warp streams A [M, K] and B_r [K, N_local] through a ring of ``num_stages`` stages
+    while the consumers compute tiles in ``swizzle`` order. SIGNAL 0 (bulk_sync): C's tiles go
+    out through ``c_desc`` (the local block, TMA), and with ``BLOCK_M_LOW`` > 0 a tile is
+    BLOCK_M + BLOCK_M_LOW rows, the last ones by a second consumer (``a_low_desc``,
+    ``c_low_desc``); SIGNAL 1 (producer_consumer): each tile through ``c_desc`` too, and its
+    flag once the store has completed (``_ws_store_signal``), BLOCK_M_LOW 0."""
+    if SIGNAL:
+        num_pid_m = gl.cdiv(M, a_desc.block_type.shape[0])
+        num_pid_n = gl.cdiv(N_local, b_desc.block_type.shape[1])
+        a_ring, b_ring, ready, empty = ws_gemm.allocate_ring(a_desc, b_desc, num_stages)
+        c_smem = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
+        gl.warp_specialize([
+            (ws_gemm.mma_partition, (a_ring, b_ring, ready, empty, c_smem, num_pid_m, num_pid_n, K,
+                                     gl.constexpr(_ws_order), 1, gl.constexpr(_ws_store_signal),
+                                     (c_desc, flags, heap_bases, rank, epoch), 0, gl.to_tensor(0),
+                                     num_warps, a_desc.block_type.shape[0], 0,
+                                     gl.constexpr(_ws_signal_previous))),
+            (ws_gemm.load_partition, (a_desc, b_desc, a_ring, b_ring, ready, empty, 0, num_pid_m,
+                                      num_pid_n, K, gl.constexpr(_ws_order), 1, a_desc, a_ring, 0)),
+        ], [1], [ws_gemm.LOAD_WARP_REGISTERS])
+    else:
+        ws_gemm.gemm_partitions(a_desc, b_desc, c_desc, a_low_desc, c_low_desc, M, N_local, K,
+                                gl.constexpr(_ws_order), 1, num_stages, BLOCK_M_LOW, num_warps)
+
+
 # ----------------------------------------------------------------------------------- host side
 def make_inputs(problem: dict, rank: int, world_size: int, seed: int, device: str = "cpu",
                 dtype: str = "bfloat16") -> dict:
@@ -284,6 +358,8 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
     local = c[:, heap.rank * n_local:(heap.rank + 1) * n_local]     # this rank's block of C
 
     def gemm(programs: int, mode: int) -> Step:
+        if meta.get("WS_GEMM", 0) and use_tma and tma_supported(local) and ws_gemm.runs_here():
+            return gemm_ws(programs, mode)
         store_tma = mode == _LOCAL and use_tma and tma_supported(local)  # no flag after a TMA store
         run = gemm_launch(state["num_tiles"], programs, meta, c.device, use_tma, store_tma, a.dtype,
                           flags=mode == _SIGNAL)
@@ -292,6 +368,19 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
             a_arg, b_arg, c_arg, c, state["flags"], heap.heap_bases, run.workspace, run.sk_flags,
             heap.rank, epoch, *shape, WORLD_SIZE=heap.world_size, MODE=mode,
             STORE_TMA=store_tma, **run.kwargs), name=f"gemm mode {mode}")
+
+    def gemm_ws(programs: int, mode: int) -> Step:
+        """The local block's GEMM through the warp-specialized Gluon kernel (``WS_GEMM``, Hopper):
+        TMA stores, and in producer_consumer a flag per tile after its store."""
+        ws_meta = ws_config(meta)
+        descs = ws_gemm.descriptors(a, b, local, ws_meta)
+        tile_m = ws_meta["BLOCK_M"] + ws_meta["BLOCK_M_LOW"]
+        grid = (min(programs, cdiv(M, tile_m) * cdiv(n_local, ws_meta["BLOCK_N"])),)
+        return Step(lambda: gemm_all_scatter_gemm_ws[grid](
+            *descs, state["flags"], heap.heap_bases, heap.rank, epoch, M, n_local, K,
+            SIGNAL=mode == _SIGNAL, num_stages=ws_meta["num_stages"],
+            BLOCK_M_LOW=ws_meta["BLOCK_M_LOW"], num_warps=ws_meta["num_warps"],
+            maxnreg=ws_gemm.maxnreg(ws_meta)), name=f"gemm mode {mode} (warp-specialized)")
 
     def scatter(programs: int, wait: bool, stream: str) -> Step:
         grid = (min(programs, state["num_tiles"]),)
@@ -314,6 +403,16 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
             WORLD_SIZE=heap.world_size, **kwargs),
             name="specialized"), BARRIER]
     raise ValueError(f"pattern must be one of {PATTERNS}, got {pattern!r}")
+
+
+def ws_config(meta: dict) -> dict:
+    """The warp-specialized GEMM's knobs (kernels/schedule/ws_gemm.py) for ``meta``: its tiles,
+    warps and stages, C stored in two column halves with EPILOGUE_SUBTILE, BLOCK_M_LOW rows of a
+    second consumer (0 by default); the tile order is ``swizzle``'s."""
+    return {"BLOCK_M": meta["BLOCK_M"], "BLOCK_N": meta["BLOCK_N"], "BLOCK_K": meta["BLOCK_K"],
+            "num_warps": meta["num_warps"], "num_stages": meta["num_stages"], "GROUP_M": 1,
+            "EPILOGUE_SPLIT": 2 if meta.get("EPILOGUE_SUBTILE", 0) else 1,
+            "BLOCK_M_LOW": meta.get("BLOCK_M_LOW", 0)}
 
 
 def output(state: dict) -> torch.Tensor:
@@ -357,9 +456,22 @@ def tile_orders(problem: dict, world_size: int, meta: dict) -> list:
 
 def constraints(problem: dict, world_size: int, pattern: str, meta: dict) -> str | None:
     """The tiles must fit one program's shared memory, COMM_SMS must leave SMs to the GEMM, and N
-    must split evenly over the ranks."""
+    must split evenly over the ranks. WS_GEMM (the warp-specialized GEMM) serves bulk_sync and
+    producer_consumer, its configuration must build (``ws_gemm.config_error``), and a second
+    consumer's rows (BLOCK_M_LOW) only in bulk_sync (the scatter's flags are per BLOCK_M x
+    BLOCK_N tile)."""
     if problem["N"] % world_size:
         return f"N must be a multiple of the world size {world_size}, got {problem['N']}"
+    if meta.get("BLOCK_M_LOW", 0) and not meta.get("WS_GEMM", 0):
+        return f"BLOCK_M_LOW must be 0 without WS_GEMM, got {meta['BLOCK_M_LOW']}"
+    if meta.get("WS_GEMM", 0):
+        if pattern not in ("bulk_sync", "producer_consumer"):
+            return f"WS_GEMM must be 0 with pattern {pattern} (bulk_sync and producer_consumer use it)"
+        if meta.get("BLOCK_M_LOW", 0) and pattern != "bulk_sync":
+            return f"BLOCK_M_LOW must be 0 with pattern {pattern} (its flags are per BLOCK_M x BLOCK_N tile)"
+        error = ws_gemm.config_error(ws_config(meta))
+        if error:
+            return f"WS_GEMM: {error}"
     return gemm_constraints(meta, 2, comm_sms=True)
 
 
@@ -380,14 +492,14 @@ SPEC = DistKernelSpec(
         "llama70b-up-1k": {"M": 1024, "N": 28672, "K": 8192},
     },
     bench_problems=("iris-4096", "iris-8192x3584x14336", "llama70b-qkv-4k", "llama70b-up-1k"),
-    meta={**GEMM_META, "COMM_SMS": 16},
+    meta={**GEMM_META, "COMM_SMS": 16, "WS_GEMM": 0, "BLOCK_M_LOW": 0},
     check_meta={**GEMM_CHECK_META, "COMM_SMS": 1},
-    knobs={"pattern": PATTERNS, "COMM_SMS": (8, 16, 32), **GEMM_TILE_KNOBS,
-           "swizzle": ("row-major", "column-major", "grouped-m:8")},
+    knobs={"pattern": PATTERNS, "COMM_SMS": (8, 16, 32), **GEMM_TILE_KNOBS, "WS_GEMM": (0, 1),
+           "BLOCK_M_LOW": (0, 64), "swizzle": ("row-major", "column-major", "grouped-m:8")},
     tile_orders=tile_orders,
     constraints=constraints,
     pattern_knobs={"producer_consumer": ("COMM_SMS",), "workgroup_specialized": ("COMM_SMS",)},
-    tile_configs=GEMM_TILE_CONFIGS,
+    tile_configs=GEMM_TILE_CONFIGS + WS_TILE_CONFIGS,
     compute_shape=lambda p, w: {"M": p["M"], "N": p["N"] // w, "K": p["K"]},
     make_inputs=make_inputs,
     # no back-to-back check: peers write this rank's C, so a copy of C after launch e races with

@@ -140,14 +140,16 @@ def load_partition(a_desc, b_desc, a_ring, b_ring, ready, empty, a_row0, num_pid
 def mma_partition(a_ring, b_ring, ready, empty, c_smem, num_pid_m, num_pid_n, K, ORDER: gl.constexpr,
                   GROUP_M: gl.constexpr, EPILOGUE: gl.constexpr, epilogue_args,
                   EPILOGUE_CONST: gl.constexpr, state, num_warps: gl.constexpr,
-                  TILE_M: gl.constexpr, ROW_OFFSET: gl.constexpr):
+                  TILE_M: gl.constexpr, ROW_OFFSET: gl.constexpr, FINISH: gl.constexpr = None):
     """A consumer: for each tile, wgmma over the ring (one in flight, the stage before it
     released), then ``state = EPILOGUE(acc, row, col, c_smem, state, epilogue_args,
     EPILOGUE_CONST)`` with the fp32 accumulator [BLOCK_M, BLOCK_N] in wgmma's layout, ``(row,
     col)`` its first element in C (``pid_m * TILE_M + ROW_OFFSET``, ``pid_n * BLOCK_N``: a tile of
     TILE_M rows may be computed by two consumers, the second from ROW_OFFSET on); ``c_smem`` is
     the epilogue's shared memory, ``state`` a value carried from tile to tile,
-    ``EPILOGUE_CONST`` a compile-time value (a tuple's constants arrive as tensors)."""
+    ``EPILOGUE_CONST`` a compile-time value (a tuple's constants arrive as tensors). After the
+    last tile, ``FINISH(state, epilogue_args)`` where given (an epilogue that defers work to
+    the next tile finishes it there)."""
     BLOCK_M: gl.constexpr = a_ring.shape[1]
     BLOCK_K: gl.constexpr = a_ring.shape[2]
     BLOCK_N: gl.constexpr = b_ring.shape[2]
@@ -171,6 +173,8 @@ def mma_partition(a_ring, b_ring, ready, empty, c_smem, num_pid_m, num_pid_n, K,
         mbarrier.arrive(empty.index((step + STAGES - 1) % STAGES))
         state = EPILOGUE(acc, pid_m * TILE_M + ROW_OFFSET, pid_n * BLOCK_N, c_smem, state, epilogue_args,
                          EPILOGUE_CONST)
+    if FINISH is not None:
+        FINISH(state, epilogue_args)
     tma.store_wait(0)
 
 
@@ -217,16 +221,12 @@ def allocate_ring(a_desc, b_desc, num_stages: gl.constexpr, consumers: gl.conste
 
 
 @gluon.jit
-def ws_matmul_kernel(a_desc, b_desc, c_desc, low_desc, c_low_desc, M, N, K, GROUP_M: gl.constexpr,
-                     num_stages: gl.constexpr, BLOCK_M_LOW: gl.constexpr, num_warps: gl.constexpr):
-    """C = A @ B. ``a_desc`` A [M, K] (block [BLOCK_M, BLOCK_K]), ``b_desc`` B [K, N] (block
-    [BLOCK_K, BLOCK_N]), ``c_desc`` C [M, N] (block [BLOCK_M, BLOCK_N / EPILOGUE_SPLIT]): Gluon
-    tensor descriptors with NVMMA shared layouts. With ``BLOCK_M_LOW`` > 0 a tile is BLOCK_M +
-    BLOCK_M_LOW rows; a second consumer partition of 4 warps computes its last BLOCK_M_LOW rows
-    from the same B tiles, through ``low_desc`` (A, block [BLOCK_M_LOW, BLOCK_K]) and
-    ``c_low_desc`` (C, block [BLOCK_M_LOW, BLOCK_N / EPILOGUE_SPLIT]); with 0 those two are
-    ``a_desc`` and ``c_desc`` again, unused. Grid: at most one program per SM, at most one per
-    tile."""
+def gemm_partitions(a_desc, b_desc, c_desc, low_desc, c_low_desc, M, N, K, ORDER: gl.constexpr,
+                    GROUP_M: gl.constexpr, num_stages: gl.constexpr, BLOCK_M_LOW: gl.constexpr,
+                    num_warps: gl.constexpr):
+    """The shared memory and the partitions of ``C = A @ B`` with C's tiles stored through TMA
+    (``store_c``), tiles in ``ORDER``: the body of ``ws_matmul_kernel``, and of other kernels'
+    GEMMs that only differ in their tile order. Descriptors as ``ws_matmul_kernel``'s."""
     TILE_M: gl.constexpr = a_desc.block_type.shape[0] + BLOCK_M_LOW
     num_pid_m = gl.cdiv(M, TILE_M)
     num_pid_n = gl.cdiv(N, b_desc.block_type.shape[1])
@@ -238,23 +238,36 @@ def ws_matmul_kernel(a_desc, b_desc, c_desc, low_desc, c_low_desc, M, N, K, GROU
         c_low_smem = gl.allocate_shared_memory(c_low_desc.dtype, c_low_desc.block_type.shape,
                                                c_low_desc.layout)
         gl.warp_specialize([
-            (mma_partition, (a_ring, b_ring, ready, empty, c_smem, num_pid_m, num_pid_n, K,
-                             gl.constexpr(tile_coordinates), GROUP_M, gl.constexpr(store_c), (c_desc, ),
-                             0, gl.to_tensor(0), num_warps, TILE_M, 0)),
-            (mma_partition, (low_ring, b_ring, ready, empty, c_low_smem, num_pid_m, num_pid_n, K,
-                             gl.constexpr(tile_coordinates), GROUP_M, gl.constexpr(store_c),
-                             (c_low_desc, ), 0, gl.to_tensor(0), LOW_WARPS, TILE_M, TILE_M - BLOCK_M_LOW)),
+            (mma_partition, (a_ring, b_ring, ready, empty, c_smem, num_pid_m, num_pid_n, K, ORDER, GROUP_M,
+                             gl.constexpr(store_c), (c_desc, ), 0, gl.to_tensor(0), num_warps, TILE_M, 0)),
+            (mma_partition, (low_ring, b_ring, ready, empty, c_low_smem, num_pid_m, num_pid_n, K, ORDER,
+                             GROUP_M, gl.constexpr(store_c), (c_low_desc, ), 0, gl.to_tensor(0), LOW_WARPS,
+                             TILE_M, TILE_M - BLOCK_M_LOW)),
             (load_partition, (a_desc, b_desc, a_ring, b_ring, ready, empty, 0, num_pid_m, num_pid_n, K,
-                              gl.constexpr(tile_coordinates), GROUP_M, low_desc, low_ring, BLOCK_M_LOW)),
+                              ORDER, GROUP_M, low_desc, low_ring, BLOCK_M_LOW)),
         ], [LOW_WARPS, 1], [LOW_CONSUMER_REGISTERS, LOAD_WARP_REGISTERS])
     else:
         gl.warp_specialize([
-            (mma_partition, (a_ring, b_ring, ready, empty, c_smem, num_pid_m, num_pid_n, K,
-                             gl.constexpr(tile_coordinates), GROUP_M, gl.constexpr(store_c), (c_desc, ),
-                             0, gl.to_tensor(0), num_warps, TILE_M, 0)),
+            (mma_partition, (a_ring, b_ring, ready, empty, c_smem, num_pid_m, num_pid_n, K, ORDER, GROUP_M,
+                             gl.constexpr(store_c), (c_desc, ), 0, gl.to_tensor(0), num_warps, TILE_M, 0)),
             (load_partition, (a_desc, b_desc, a_ring, b_ring, ready, empty, 0, num_pid_m, num_pid_n, K,
-                              gl.constexpr(tile_coordinates), GROUP_M, a_desc, a_ring, 0)),
+                              ORDER, GROUP_M, a_desc, a_ring, 0)),
         ], [1], [LOAD_WARP_REGISTERS])
+
+
+@gluon.jit
+def ws_matmul_kernel(a_desc, b_desc, c_desc, low_desc, c_low_desc, M, N, K, GROUP_M: gl.constexpr,
+                     num_stages: gl.constexpr, BLOCK_M_LOW: gl.constexpr, num_warps: gl.constexpr):
+    """C = A @ B. ``a_desc`` A [M, K] (block [BLOCK_M, BLOCK_K]), ``b_desc`` B [K, N] (block
+    [BLOCK_K, BLOCK_N]), ``c_desc`` C [M, N] (block [BLOCK_M, BLOCK_N / EPILOGUE_SPLIT]): Gluon
+    tensor descriptors with NVMMA shared layouts. With ``BLOCK_M_LOW`` > 0 a tile is BLOCK_M +
+    BLOCK_M_LOW rows; a second consumer partition of 4 warps computes its last BLOCK_M_LOW rows
+    from the same B tiles, through ``low_desc`` (A, block [BLOCK_M_LOW, BLOCK_K]) and
+    ``c_low_desc`` (C, block [BLOCK_M_LOW, BLOCK_N / EPILOGUE_SPLIT]); with 0 those two are
+    ``a_desc`` and ``c_desc`` again, unused. Tiles in ``tile_coordinates`` order. Grid: at most
+    one program per SM, at most one per tile."""
+    gemm_partitions(a_desc, b_desc, c_desc, low_desc, c_low_desc, M, N, K, gl.constexpr(tile_coordinates),
+                    GROUP_M, num_stages, BLOCK_M_LOW, num_warps)
 
 
 def _gl_dtype(dtype: torch.dtype):

@@ -85,3 +85,50 @@ def test_the_gemm_schedules_through_the_interpreter(world_size):
         "print(json.dumps(out))\n" % world_size)
     for rank_errors in errors:
         assert len(rank_errors) == world_size and all(0 < e < 6e-4 for e in rank_errors), errors
+
+
+@pytest.mark.parametrize("pattern, config, instructions", [
+    ("bulk_sync", kernel.WS_TILE_CONFIGS[1], ("cp.async.bulk.tensor.2d.global.shared::cta",)),
+    ("producer_consumer", kernel.WS_TILE_CONFIGS[0],
+     ("cp.async.bulk.tensor.2d.global.shared::cta", "cp.async.bulk.wait_group 0",
+      "fence.proxy.async.global", "atom.global.gpu.release"))])
+def test_the_warp_specialized_gemm_compiles_for_sm_90(pattern, config, instructions):
+    """WS_GEMM at its two configurations, on a problem whose blocks TMA can address (as on
+    Hopper): the local block's GEMM is the Gluon kernel, with a load warp and wgmma; bulk_sync's
+    stores C through TMA (the 320-row tile's two consumers included), producer_consumer's too,
+    and releases each tile's flag after its store has completed (not only read its shared
+    memory) and a proxy fence. Gluon does not run in the interpreter: the
+    numerics ran on two H100s (eval/results/ws_all_scatter_h100x2/)."""
+    from swizzleperf.kernels.distributed import compile_check
+    from swizzleperf.kernels.distributed.heap import Heap
+    problem = {"M": 640, "N": 512, "K": 256}
+    meta = dict(kernel.SPEC.meta_for("iris-4096", config), NUM_SMS=132)
+    assert kernel.SPEC.constraints(problem, 2, pattern, meta) is None
+    heaps = Heap.group(2, kernel.SPEC.heap_bytes(problem, 2, "bfloat16"))
+    inputs = kernel.SPEC.make_inputs(problem, 0, 2, 0, "cpu", "bfloat16")
+    with compile_check.compiling_launches(90) as launches, \
+            compile_check.descriptors_as_on_hopper("gemm_all_scatter"):
+        state = kernel.SPEC.setup(heaps[0], inputs, problem, meta)
+        for step in kernel.SPEC.steps(heaps[0], state, pattern, 1, meta):
+            if not step.barrier:
+                step.run()
+    compiled = {name: k for (name, _), k in launches.items()}
+    assert "gemm_all_scatter_gemm" not in compiled
+    ptx = compiled["gemm_all_scatter_gemm_ws"].asm["ptx"]
+    for instruction in ("setmaxnreg", "wgmma.mma_async") + instructions:
+        assert instruction in ptx, instruction
+
+
+def test_ws_gemm_constraints():
+    """WS_GEMM only where a pattern uses it, a second consumer only in bulk_sync, and only
+    configurations the Gluon kernel can build."""
+    problem, tall = kernel.SPEC.problems["iris-4096"], kernel.WS_TILE_CONFIGS[1]
+    meta = lambda config: dict(kernel.SPEC.meta_for("iris-4096", config), NUM_SMS=132)  # noqa: E731
+    assert kernel.SPEC.constraints(problem, 2, "bulk_sync", meta(tall)) is None
+    assert "BLOCK_M_LOW" in kernel.SPEC.constraints(problem, 2, "producer_consumer", meta(tall))
+    assert "WS_GEMM" in kernel.SPEC.constraints(problem, 2, "fused_sequential", meta(tall))
+    assert "BLOCK_M_LOW" in kernel.SPEC.constraints(problem, 2, "bulk_sync", meta({"BLOCK_M_LOW": 64}))
+    assert kernel.SPEC.constraints(problem, 2, "producer_consumer", meta({"WS_GEMM": 1})) is None
+    # 4 stages of 128 x 256 x 64 and C's whole tile: 256 KiB > 227
+    assert "shared memory" in kernel.SPEC.constraints(problem, 2, "bulk_sync",
+                                                      meta({"WS_GEMM": 1, "EPILOGUE_SUBTILE": 0}))
