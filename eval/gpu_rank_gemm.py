@@ -196,6 +196,84 @@ def tune(part: str, out: str, rounds: int, cache: str | None) -> None:
                                          "part": part, "rows": results}, indent=1))
 
 
+#: The kernels whose GEMM has a warp-specialized path (``WS_GEMM``, kernels/distributed/tiles.py):
+#: a shape only they produce may take it.
+WS_KERNELS = ("all_gather_gemm", "gemm_all_scatter")
+
+
+def ws(inputs: list, out: str, rounds: int) -> None:
+    """For each tuned shape (``tune``'s rows) that only WS_KERNELS produce: the warp-specialized
+    GEMM (kernels/schedule/ws_gemm.py) at each of ``tiles.WS_TILE_CONFIGS`` checked on fresh
+    random inputs with C poisoned, then timed interleaved with cuBLAS and the tuned Triton
+    configuration (``rounds`` rounds, L2 flushed, CUDA events); the row keeps the faster of the
+    two schedules, with this run's timings of it and of cuBLAS. Other rows are copied as they
+    are. Writes ``tune``'s format (``report`` reads it), plus per row ``ws_ms`` / ``triton_ms``."""
+    import torch
+
+    from swizzleperf.kernels.distributed.tiles import WS_TILE_CONFIGS, ws_config
+    from swizzleperf.kernels.schedule import gemm_tuning, ws_gemm
+    spec = gemm_module()
+    rows, header = [], {}
+    for path in inputs:
+        data = json.loads(Path(path).read_text())
+        header = {k: v for k, v in data.items() if k != "rows"}
+        rows += data["rows"]
+    # every row written first: a run cut short by its time limit keeps the tuned rows it did not reach
+    Path(out).write_text(json.dumps({**header, "rows": rows}, indent=1))
+    for index, row in enumerate(rows):
+        if not all(kernel in WS_KERNELS for kernel, _, _ in row["sources"]):
+            continue
+        started = time.time()
+        inputs_ = spec.make_inputs(row, 7, "cuda", "bfloat16")
+        a, b = inputs_["a"], inputs_["b"]
+        expected = torch.matmul(a.float(), b.float())
+        c_ref = torch.empty_like(inputs_["c"])
+        launches = {"cublas": lambda: torch.matmul(a, b, out=c_ref),
+                    "triton": lambda: spec.launch(inputs_, **row["config"], NUM_SMS=row["programs"])}
+        ws_out, errors = {}, {}
+        for config in WS_TILE_CONFIGS:
+            meta = {**ws_config(config), "GROUP_M": 8}   # grouped-m:8, the kernels' swizzle
+            label = gemm_tuning.name(config)
+            c = torch.full_like(inputs_["c"], float("nan"))
+            try:
+                ws_gemm.matmul(a, b, meta, c=c, programs=row["programs"])
+                torch.cuda.synchronize()
+                errors[label] = gemm_tuning.relative_error(c, expected)
+            except Exception as exc:  # recorded, not fatal
+                errors[label] = f"{type(exc).__name__}: {str(exc)[:200]}"
+            if isinstance(errors[label], float) and errors[label] <= spec.tolerance["bfloat16"]:
+                launches[label] = lambda meta=meta, c=c: ws_gemm.matmul(a, b, meta, c=c, programs=row["programs"])
+                ws_out[label] = config
+        for fn in launches.values():
+            fn()
+        torch.cuda.synchronize()
+        times = gemm_tuning.interleaved(launches, rounds)
+        best = min(["triton", *ws_out], key=lambda n: times[n]["median_ms"])   # ties: Triton
+        record = dict(row)
+        record.update({"triton_ms": times["triton"]["median_ms"], "ws_errors": errors,
+                       "ws_ms": {n: times[n]["median_ms"] for n in ws_out},
+                       "ours_ms": times[best]["median_ms"], "spread_ms": times[best]["spread_ms"],
+                       "cublas_ms": times["cublas"]["median_ms"],
+                       "cublas_spread_ms": times["cublas"]["spread_ms"]})
+        if best != "triton":
+            record.update({"config": ws_out[best], "rel_error": errors[best],
+                           "schedule": f"warp-specialized ({cdiv_tiles(row, ws_out[best])} tiles)"})
+        rows[index] = record
+        print(f"ws {row['M']}x{row['N']}x{row['K']}: cuBLAS {times['cublas']['median_ms']:.4f} "
+              + "  ".join(f"{n} {times[n]['median_ms']:.4f}" for n in times if n != "cublas")
+              + f" -> {best} {record['cublas_ms'] / record['ours_ms']:.3f}x [{time.time() - started:.1f} s]",
+              flush=True)
+        torch.cuda.empty_cache()
+        # after every shape: a run cut short by its time limit keeps what it finished
+        Path(out).write_text(json.dumps({**header, "rows": rows}, indent=1))
+
+
+def cdiv_tiles(shape: dict, config: dict) -> int:
+    """Tiles of ``config`` (BLOCK_M + BLOCK_M_LOW rows) over ``shape``'s M x N."""
+    rows = config["BLOCK_M"] + config.get("BLOCK_M_LOW", 0)
+    return -(-shape["M"] // rows) * -(-shape["N"] // config["BLOCK_N"])
+
+
 def _loop_variants() -> list:
     """The default configuration with the persistent loop flattened or not (``FLATTEN``) and,
     where it changes the kernel (``warp_specialize_effective``), warp-specialized or not: what
@@ -304,15 +382,17 @@ def write_report(rows: list, out: str) -> None:
         summary[device] = {"geomean_cublas_over_ours": math.exp(sum(map(math.log, ratios)) / len(ratios)),
                            "shapes": len(ratios), "below_0_95": sum(x < 0.95 for x in ratios),
                            "worst_shape": "x".join(map(str, worst)), "worst_ratio": shapes_seen[worst]}
-    command = "bash eval/gpu_rank_gemm.sh (eval/gpu_rank_gemm.py warm / check / tune / report)"
+    command = "bash eval/gpu_rank_gemm.sh (eval/gpu_rank_gemm.py warm / check / tune / ws / report)"
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(f"{out}.json").write_text(json.dumps({"command": command, "summary": summary, "rows": rows}, indent=1))
     lines = [f"# Per-rank GEMM against cuBLAS on Hopper (measured: CUDA events)", "",
              f"`{command}`: kernels/gemm.py's persistent schedule (kernels/schedule/persistent_gemm.py, "
-             f"tile order {ORDER}, all SMs) tuned per shape by kernels/schedule/gemm_tuning.py; each row "
-             "timed against torch.matmul interleaved launch by launch, L2 flushed before each "
-             "launch, median of the rounds (spread = interquartile range of ours). ratio = "
-             "cublas_ms / ours_ms (> 1: ours faster).", ""]
+             f"tile order {ORDER}, all SMs) tuned per shape by kernels/schedule/gemm_tuning.py; at the "
+             f"shapes only {' and '.join(WS_KERNELS)} produce, the faster of it and their warp-specialized "
+             "Gluon GEMM (WS_GEMM, kernels/schedule/ws_gemm.py; schedule \"warp-specialized\", config "
+             "\"gluon\") timed in one more interleaved run; each row timed against torch.matmul interleaved "
+             "launch by launch, L2 flushed before each launch, median of the rounds (spread = "
+             "interquartile range of ours). ratio = cublas_ms / ours_ms (> 1: ours faster).", ""]
     for device, s in summary.items():
         lines.append(f"- **{device}**: geometric mean {s['geomean_cublas_over_ours']:.3f} over "
                      f"{s['shapes']} distinct per-rank shapes; {s['below_0_95']} below 0.95; worst "
@@ -342,6 +422,10 @@ def main(argv=None) -> int:
     t.add_argument("--rounds", type=int, default=25)
     t.add_argument("--cache", default=None, help="the configuration cache (default: gemm_tuning's)")
     sub.add_parser("probe").add_argument("--out", required=True)
+    w = sub.add_parser("ws", help="the warp-specialized GEMM against the tuned one, where the kernels have it")
+    w.add_argument("inputs", nargs="+")
+    w.add_argument("--out", required=True)
+    w.add_argument("--rounds", type=int, default=25)
     r = sub.add_parser("report")
     r.add_argument("inputs", nargs="+")
     r.add_argument("--out", required=True, help="path prefix of OUT.json / OUT.md")
@@ -360,6 +444,8 @@ def main(argv=None) -> int:
         tune(args.part, args.out, args.rounds, args.cache)
     elif args.command == "probe":
         probe(args.out)
+    elif args.command == "ws":
+        ws(args.inputs, args.out, args.rounds)
     elif args.command == "merge":
         merge(args.inputs, args.out, args.configs, args.configs_out)
     else:

@@ -2,7 +2,8 @@
 # The per-rank GEMM against cuBLAS on a machine of one or more Hopper GPUs (eval/gpu_rank_gemm.py):
 # every configuration compiled in parallel, checked on ragged shapes with C poisoned, then every
 # per-rank shape tuned and timed against torch.matmul, the shapes dealt out over the GPUs (one
-# process each), the persistent loop's options probed, and the report written (with the winning
+# process each), the warp-specialized GEMM timed against the tuned one at the shapes of the kernels
+# that have it, the persistent loop's options probed, and the report written (with the winning
 # configurations as a cache file for eval/dist_bench.py --gemm-configs). With DIST=1 and
 # two GPUs or more, then the distributed kernels at W = 2: every pattern verified at the check
 # problem, and AG + GEMM and GEMM + RS verified and timed at their bench problems with the
@@ -53,7 +54,13 @@ cat "$OUTDIR"/tune_*.log >> "$LOG"; rm -f "$OUTDIR"/tune_*.log
 if [ "${PROBE:-1}" = 1 ]; then
   timeout 90 python3 eval/gpu_rank_gemm.py probe --out "$OUTDIR/loop_options.json" 2>&1 | tee -a "$LOG" | tail -3
 fi
-python3 eval/gpu_rank_gemm.py report "$OUTDIR"/tune_*.json --out "$OUTDIR/rank_gemm_hopper" \
+# The warp-specialized GEMM against the tuned one where the kernels have it (WS=0 skips it).
+TUNED=$(ls "$OUTDIR"/tune_*.json)
+if [ "${WS:-1}" = 1 ]; then
+  timeout ${WS_TIMEOUT:-200} python3 eval/gpu_rank_gemm.py ws $TUNED --out "$OUTDIR/ws.json" 2>&1 | tee -a "$LOG" | grep "^ws "
+  [ -s "$OUTDIR/ws.json" ] && TUNED="$OUTDIR/ws.json"
+fi
+python3 eval/gpu_rank_gemm.py report $TUNED --out "$OUTDIR/rank_gemm_hopper" \
   --configs-out "$OUTDIR/gemm_configs_hopper.json" 2>&1 | tee -a "$LOG" | tail -34
 if [ -n "${OPTIMIZER:-}" ]; then
   wait "$OPTIMIZER"; echo "optimize: exit $?" | tee -a "$LOG"

@@ -85,13 +85,17 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
 
 from swizzleperf.kernels.distributed import device
 from swizzleperf.kernels.distributed.peer_copy import copy_engine_group, copy_engine_push
 from swizzleperf.kernels.distributed.spec import BARRIER, Baseline, DistKernelSpec, Step
 from swizzleperf.kernels.distributed.tiles import (GEMM_CHECK_META, GEMM_META, GEMM_TILE_CONFIGS,
-                                                   GEMM_TILE_KNOBS, c_block, gemm_constraints,
-                                                   gemm_launch, num_sms, operands, tma_supported)
+                                                   GEMM_TILE_KNOBS, WS_TILE_CONFIGS, c_block,
+                                                   gemm_constraints, gemm_launch, num_sms, operands,
+                                                   tma_supported, ws_config, ws_gemm_error)
+from swizzleperf.kernels.schedule import ws_gemm
 from swizzleperf.kernels.schedule.persistent_gemm import (cdiv, data_parallel_tiles, mainloop, store_tile,
                                                           stream_k_fixup, stream_k_range,
                                                           stream_k_segment)
@@ -240,6 +244,62 @@ def all_gather_gemm_gemm(a, b, c, flags, errors, flag_kind, heap_bases, workspac
             stop = start
 
 
+@triton.jit
+def _ws_order(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    """The warp-specialized GEMM's tile order: ``swizzle`` (GROUP_M unused), rotated by the
+    kernel to start at this rank's rows (``ws_gemm.rotated``), as the Triton GEMM's."""
+    return swizzle(tile, num_pid_m, num_pid_n)
+
+
+@gluon.jit
+def _wait_rows(row, rows_in_tile, args):
+    """The load warp's wait before a tile of A rows ``row .. row + rows_in_tile - 1`` (the
+    gathered A's; clipped at M): for every other rank whose rows they include, the flags of the
+    copy groups that hold them (a group of ``per_group`` row tiles of ``flag_rows`` rows, its
+    first tile's flag: ``flags[src * chunks + first]``), acquire, bounded (``device.wait``); then
+    the proxy fence, since the rows are read through TMA. A tile may span two ranks' rows (a
+    320-row tile where a rank has 512). ``args``: ``(flags, errors, flag_kind, rank, epoch,
+    max_spins, rows_per_rank, flag_rows, per_group, M)``."""
+    flags, errors, flag_kind, rank, epoch, max_spins, rows_per_rank, flag_rows, per_group, M = args
+    chunks = gl.cdiv(rows_per_rank, flag_rows)
+    last = gl.minimum(row + rows_in_tile, M) - 1
+    for src in range(row // rows_per_rank, last // rows_per_rank + 1):
+        if src != rank:
+            first = (gl.maximum(row - src * rows_per_rank, 0) // flag_rows) // per_group * per_group
+            stop = gl.minimum(last - src * rows_per_rank, rows_per_rank - 1) // flag_rows + 1
+            for group in range(first, stop, per_group):
+                flag = src * chunks + group
+                device.wait(flags + flag, epoch, errors, flag_kind, flag, src, max_spins)
+    device.fence_async_reads()
+
+
+@gluon.jit(do_not_specialize=["epoch"])
+def all_gather_gemm_ws(a_desc, b_desc, c_desc, a_low_desc, c_low_desc, flags, errors, flag_kind,
+                       rank, epoch, max_spins, rows_per_rank, flag_rows, per_group, M, N_local, K,
+                       WAIT: gl.constexpr, num_stages: gl.constexpr, BLOCK_M_LOW: gl.constexpr,
+                       num_warps: gl.constexpr):
+    """``C_r [M, N_local] = A [M, K] @ B_r [K, N_local]`` warp-specialized (``WS_GEMM=1``,
+    kernels/schedule/ws_gemm.py): a load warp streams the gathered A and B_r through a ring of
+    ``num_stages`` stages, tiles of BLOCK_M (+ BLOCK_M_LOW, a second consumer's) rows over all M
+    rows in ``swizzle`` order starting at the tile of this rank's first row; C through TMA. With
+    WAIT (push_copy_engine) the load warp waits for the flags of the peers' rows a tile needs
+    (``_wait_rows``) before its loads, while the consumers compute what is loaded; without
+    (bulk_sync) A is complete at launch. Descriptors: ``a_desc`` / ``a_low_desc`` the gathered A
+    [M, K], ``b_desc`` B_r, ``c_desc`` / ``c_low_desc`` C_r."""
+    TILE_M: gl.constexpr = a_desc.block_type.shape[0] + BLOCK_M_LOW
+    first_pid_m = (rank * rows_per_rank) // TILE_M
+    if WAIT:
+        ws_gemm.gemm_partitions(a_desc, b_desc, c_desc, a_low_desc, c_low_desc, M, N_local, K,
+                                gl.constexpr(_ws_order), 1, num_stages, BLOCK_M_LOW, num_warps,
+                                first_pid_m, gl.constexpr(_wait_rows),
+                                (flags, errors, flag_kind, rank, epoch, max_spins, rows_per_rank,
+                                 flag_rows, per_group, M))
+    else:
+        ws_gemm.gemm_partitions(a_desc, b_desc, c_desc, a_low_desc, c_low_desc, M, N_local, K,
+                                gl.constexpr(_ws_order), 1, num_stages, BLOCK_M_LOW, num_warps,
+                                first_pid_m, None, 0)
+
+
 @triton.jit(do_not_specialize=["epoch"])
 def all_gather_gemm_push(a_ptr, gathered_ptr, flags, heap_bases, rank, epoch, rows_per_rank, K,
                          stride_am, stride_ak,
@@ -361,6 +421,9 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
     store_tma = load_tma and tma_supported(c) and rows % block_m == 0
 
     def gemm(programs: int, source: int, flag_group: int = 1, gathered=gathered) -> Step:
+        if (meta.get("WS_GEMM", 0) and source != _PULL and load_tma and tma_supported(c)
+                and ws_gemm.runs_here()):
+            return gemm_ws(programs, source == _WAIT, flag_group, gathered)
         use_tma = load_tma and source != _PULL        # peers' rows: pointers, translated
         run = gemm_launch(num_tiles, programs, meta, c.device, use_tma, store_tma and use_tma,
                           a.dtype, flags=source == _WAIT)
@@ -374,6 +437,23 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
             a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
             WORLD_SIZE=world, SOURCE=source,
             STORE_TMA=store_tma and use_tma, **run.kwargs), name="gemm")
+
+    def gemm_ws(programs: int, wait: bool, flag_group: int, gathered: torch.Tensor) -> Step:
+        """The GEMM through the warp-specialized Gluon kernel (``WS_GEMM``, Hopper), over the
+        gathered A ``gathered``; with ``wait`` its load warp waits for the peers' rows."""
+        ws_meta = ws_config(meta)
+        key = ("ws descriptors", gathered.data_ptr(), tuple(sorted(ws_meta.items())))
+        if key not in state:   # made once per state and buffer (host time counts per launch)
+            a_desc, b_desc, c_desc, a_low, c_low = ws_gemm.descriptors(gathered, b, c, ws_meta)
+            state[key] = (a_desc, b_desc, c_desc, a_low, c_low)
+        tile_m = ws_meta["BLOCK_M"] + ws_meta["BLOCK_M_LOW"]
+        grid = (min(programs, cdiv(world * rows, tile_m) * cdiv(n_local, ws_meta["BLOCK_N"])),)
+        return Step(lambda: all_gather_gemm_ws[grid](
+            *state[key], state["flags"], heap.errors, state["flag_kind"], heap.rank, epoch,
+            heap.max_spins, rows, block_m, flag_group, world * rows, n_local, K, WAIT=wait,
+            num_stages=ws_meta["num_stages"], BLOCK_M_LOW=ws_meta["BLOCK_M_LOW"],
+            num_warps=ws_meta["num_warps"], maxnreg=ws_gemm.maxnreg(ws_meta)),
+            name="gemm (warp-specialized)")
 
     def push(programs: int, signal: bool, stream: str) -> Step:
         grid = (max(1, min(programs, chunks)),)
@@ -431,12 +511,14 @@ def tile_orders(problem: dict, world_size: int, meta: dict) -> list:
 
 
 def constraints(problem: dict, world_size: int, pattern: str, meta: dict) -> str | None:
-    """M and N must split evenly over the ranks, the tiles fit one program's shared memory, and
-    COMM_SMS leave SMs to the GEMM."""
+    """M and N must split evenly over the ranks, the tiles fit one program's shared memory,
+    COMM_SMS leave SMs to the GEMM, and with WS_GEMM the warp-specialized GEMM's configuration
+    build (``tiles.ws_gemm_error``). push_copy_engine and bulk_sync run it (its 320-row tile
+    included); push and pull run the Triton GEMM with the same tiles."""
     if problem["M"] % world_size or problem["N"] % world_size:
         return (f"M and N must be multiples of the world size {world_size}, got M={problem['M']}, "
                 f"N={problem['N']}")
-    return gemm_constraints(meta, 2, comm_sms=True)
+    return ws_gemm_error(meta) or gemm_constraints(meta, 2, comm_sms=True)
 
 
 SPEC = DistKernelSpec(
@@ -461,14 +543,15 @@ SPEC = DistKernelSpec(
     # eval/results/ag_ce_groups_h200x2/) push_copy_engine ran at the same GPU time with 1 and 4
     # groups at the three bench problems (within 0.3 %), and queueing a launch took the host
     # 0.26-0.46 ms with 1 against 0.35-0.64 with 4: at llama8b-up-4k more than the GPUs' 0.33.
-    meta={**GEMM_META, "COMM_SMS": 16, "CE_GROUPS": 1},
+    meta={**GEMM_META, "COMM_SMS": 16, "CE_GROUPS": 1, "WS_GEMM": 0, "BLOCK_M_LOW": 0},
     check_meta={**GEMM_CHECK_META, "COMM_SMS": 1, "CE_GROUPS": 2},
     knobs={"pattern": PATTERNS, "COMM_SMS": (8, 16, 32), "CE_GROUPS": (1, 2, 4, 8),
-           **GEMM_TILE_KNOBS, "swizzle": ("row-major", "column-major", "grouped-m:8")},
+           **GEMM_TILE_KNOBS, "WS_GEMM": (0, 1), "BLOCK_M_LOW": (0, 64),
+           "swizzle": ("row-major", "column-major", "grouped-m:8")},
     tile_orders=tile_orders,
     constraints=constraints,
     pattern_knobs={"push": ("COMM_SMS",), "push_copy_engine": ("CE_GROUPS",)},
-    tile_configs=GEMM_TILE_CONFIGS,
+    tile_configs=GEMM_TILE_CONFIGS + WS_TILE_CONFIGS,
     compute_shape=lambda p, w: {"M": p["M"], "N": p["N"] // w, "K": p["K"]},
     make_inputs=make_inputs,
     linear_input="b",

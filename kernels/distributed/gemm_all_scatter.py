@@ -53,24 +53,16 @@ from triton.experimental.gluon import language as gl
 from swizzleperf.kernels.distributed import device
 from swizzleperf.kernels.distributed.spec import BARRIER, Baseline, DistKernelSpec, Step
 from swizzleperf.kernels.distributed.tiles import (GEMM_CHECK_META, GEMM_META, GEMM_TILE_CONFIGS,
-                                                   GEMM_TILE_KNOBS, c_block, gemm_constraints,
-                                                   gemm_launch, num_sms, operands, tile_pointers,
-                                                   tma_supported)
+                                                   GEMM_TILE_KNOBS, WS_TILE_CONFIGS, c_block,
+                                                   gemm_constraints, gemm_launch, num_sms, operands,
+                                                   tile_pointers, tma_supported, ws_config,
+                                                   ws_gemm_error)
 from swizzleperf.kernels.schedule import ws_gemm
 from swizzleperf.kernels.schedule.persistent_gemm import (cdiv, data_parallel_tiles, mainloop, store_tile,
                                                           stream_k_fixup, stream_k_range,
                                                           stream_k_segment)
 
 PATTERNS = ("bulk_sync", "producer_consumer", "fused_sequential", "workgroup_specialized")
-#: The warp-specialized GEMM's configurations the built-in policy also searches (bulk_sync and
-#: producer_consumer): 128 x 256 x 64 with 3 stages and C's whole tile, and cuBLAS's 320 x 128
-#: tile as 256 + 64 rows, 32-wide K steps in 6 stages, C in halves (the best of each kind on an
-#: H100 at the per-rank shapes, eval/results/ws_gemm_h100/5_tall_tiles/).
-WS_TILE_CONFIGS = (
-    {**GEMM_META, "WS_GEMM": 1, "num_stages": 3, "EPILOGUE_SUBTILE": 0},
-    {**GEMM_META, "WS_GEMM": 1, "BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 6,
-     "EPILOGUE_SUBTILE": 1, "BLOCK_M_LOW": 64},
-)
 _LOCAL, _SIGNAL, _EVERY_RANK = 0, 1, 2  # what the GEMM worker does with a finished tile
 
 
@@ -287,14 +279,15 @@ def gemm_all_scatter_gemm_ws(a_desc, b_desc, c_desc, a_low_desc, c_low_desc, fla
             (ws_gemm.mma_partition, (a_ring, b_ring, ready, empty, c_smem, num_pid_m, num_pid_n, K,
                                      gl.constexpr(_ws_order), 1, gl.constexpr(_ws_store_signal),
                                      (c_desc, flags, heap_bases, rank, epoch), 0, gl.to_tensor(0),
-                                     num_warps, a_desc.block_type.shape[0], 0,
+                                     num_warps, a_desc.block_type.shape[0], 0, 0,
                                      gl.constexpr(_ws_signal_previous))),
             (ws_gemm.load_partition, (a_desc, b_desc, a_ring, b_ring, ready, empty, 0, num_pid_m,
-                                      num_pid_n, K, gl.constexpr(_ws_order), 1, a_desc, a_ring, 0)),
+                                      num_pid_n, K, gl.constexpr(_ws_order), 1, a_desc, a_ring, 0, 0,
+                                      None, 0)),
         ], [1], [ws_gemm.LOAD_WARP_REGISTERS])
     else:
         ws_gemm.gemm_partitions(a_desc, b_desc, c_desc, a_low_desc, c_low_desc, M, N_local, K,
-                                gl.constexpr(_ws_order), 1, num_stages, BLOCK_M_LOW, num_warps)
+                                gl.constexpr(_ws_order), 1, num_stages, BLOCK_M_LOW, num_warps, 0, None, 0)
 
 
 # ----------------------------------------------------------------------------------- host side
@@ -358,7 +351,8 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
     local = c[:, heap.rank * n_local:(heap.rank + 1) * n_local]     # this rank's block of C
 
     def gemm(programs: int, mode: int) -> Step:
-        if meta.get("WS_GEMM", 0) and use_tma and tma_supported(local) and ws_gemm.runs_here():
+        if (meta.get("WS_GEMM", 0) and mode != _EVERY_RANK and use_tma and tma_supported(local)
+                and not (mode == _SIGNAL and meta.get("BLOCK_M_LOW", 0)) and ws_gemm.runs_here()):
             return gemm_ws(programs, mode)
         store_tma = mode == _LOCAL and use_tma and tma_supported(local)  # no flag after a TMA store
         run = gemm_launch(state["num_tiles"], programs, meta, c.device, use_tma, store_tma, a.dtype,
@@ -405,16 +399,6 @@ def steps(heap, state: dict, pattern: str, epoch: int, meta: dict) -> list:
     raise ValueError(f"pattern must be one of {PATTERNS}, got {pattern!r}")
 
 
-def ws_config(meta: dict) -> dict:
-    """The warp-specialized GEMM's knobs (kernels/schedule/ws_gemm.py) for ``meta``: its tiles,
-    warps and stages, C stored in two column halves with EPILOGUE_SUBTILE, BLOCK_M_LOW rows of a
-    second consumer (0 by default); the tile order is ``swizzle``'s."""
-    return {"BLOCK_M": meta["BLOCK_M"], "BLOCK_N": meta["BLOCK_N"], "BLOCK_K": meta["BLOCK_K"],
-            "num_warps": meta["num_warps"], "num_stages": meta["num_stages"], "GROUP_M": 1,
-            "EPILOGUE_SPLIT": 2 if meta.get("EPILOGUE_SUBTILE", 0) else 1,
-            "BLOCK_M_LOW": meta.get("BLOCK_M_LOW", 0)}
-
-
 def output(state: dict) -> torch.Tensor:
     """This rank's C [M, N]."""
     return state["c"]
@@ -456,23 +440,13 @@ def tile_orders(problem: dict, world_size: int, meta: dict) -> list:
 
 def constraints(problem: dict, world_size: int, pattern: str, meta: dict) -> str | None:
     """The tiles must fit one program's shared memory, COMM_SMS must leave SMs to the GEMM, and N
-    must split evenly over the ranks. WS_GEMM (the warp-specialized GEMM) serves bulk_sync and
-    producer_consumer, its configuration must build (``ws_gemm.config_error``), and a second
-    consumer's rows (BLOCK_M_LOW) only in bulk_sync (the scatter's flags are per BLOCK_M x
-    BLOCK_N tile)."""
+    must split evenly over the ranks; with WS_GEMM the warp-specialized GEMM's configuration must
+    build (``tiles.ws_gemm_error``). It serves bulk_sync, and producer_consumer without a second
+    consumer's rows (the scatter's flags are per BLOCK_M x BLOCK_N tile); elsewhere the Triton GEMM
+    runs with the same tiles."""
     if problem["N"] % world_size:
         return f"N must be a multiple of the world size {world_size}, got {problem['N']}"
-    if meta.get("BLOCK_M_LOW", 0) and not meta.get("WS_GEMM", 0):
-        return f"BLOCK_M_LOW must be 0 without WS_GEMM, got {meta['BLOCK_M_LOW']}"
-    if meta.get("WS_GEMM", 0):
-        if pattern not in ("bulk_sync", "producer_consumer"):
-            return f"WS_GEMM must be 0 with pattern {pattern} (bulk_sync and producer_consumer use it)"
-        if meta.get("BLOCK_M_LOW", 0) and pattern != "bulk_sync":
-            return f"BLOCK_M_LOW must be 0 with pattern {pattern} (its flags are per BLOCK_M x BLOCK_N tile)"
-        error = ws_gemm.config_error(ws_config(meta))
-        if error:
-            return f"WS_GEMM: {error}"
-    return gemm_constraints(meta, 2, comm_sms=True)
+    return ws_gemm_error(meta) or gemm_constraints(meta, 2, comm_sms=True)
 
 
 SPEC = DistKernelSpec(

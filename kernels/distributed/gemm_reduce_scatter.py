@@ -757,10 +757,10 @@ def gemm_reduce_scatter_own_ws(a_desc, b_desc, c_desc, slots, flags, errors, fla
         (ws_gemm.mma_partition, (a_ring, b_ring, ready, empty, c_smem, num_pid_m, num_pid_n,
                                  K_local, gl.constexpr(_own_order), 1, gl.constexpr(_sum_partials),
                                  epilogue_args, WORLD_SIZE, (gl.to_tensor(-1), gl.to_tensor(0)),
-                                 num_warps, a_desc.block_type.shape[0], 0)),
+                                 num_warps, a_desc.block_type.shape[0], 0, 0)),
         (ws_gemm.load_partition, (a_desc, b_desc, a_ring, b_ring, ready, empty,
                                   rank * rows_per_rank, num_pid_m, num_pid_n, K_local,
-                                  gl.constexpr(_own_order), 1, a_desc, a_ring, 0)),
+                                  gl.constexpr(_own_order), 1, a_desc, a_ring, 0, 0, None, 0)),
     ], [1], [ws_gemm.LOAD_WARP_REGISTERS])
 
 

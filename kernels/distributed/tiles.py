@@ -20,7 +20,7 @@ from swizzleperf.kernels.schedule.persistent_gemm import (SM90_SHARED_BYTES, STR
 
 __all__ = ["GEMM_META", "GEMM_CHECK_META", "GEMM_TILE_CONFIGS", "GEMM_TILE_KNOBS", "SM90_SHARED_BYTES",
            "GemmLaunch", "dot_in_fp32", "gemm_constraints", "gemm_launch", "num_sms", "operands",
-           "tile_pointers", "tma_supported"]
+           "WS_TILE_CONFIGS", "tile_pointers", "tma_supported", "ws_config", "ws_gemm_error"]
 
 #: The default per-rank GEMM configuration: 128 x 256 x 64 tiles, 8 warps, 4 stages with C
 #: stored in two halves (the epilogue's shared memory halved so that 4 stages fit), data-parallel.
@@ -70,6 +70,43 @@ def gemm_constraints(meta: dict, itemsize: int, comm_sms: bool) -> str | None:
     if comm_sms and not 0 < meta["COMM_SMS"] < sms:
         return f"COMM_SMS must be in 1..{sms - 1} (the GPU has {sms} SMs), got {meta['COMM_SMS']}"
     return None
+
+
+#: The warp-specialized GEMM's configurations the built-in policy also searches where a kernel
+#: has a ``WS_GEMM`` path (kernels/schedule/ws_gemm.py): 128 x 256 x 64 with 3 stages and C's whole
+#: tile, and cuBLAS's 320 x 128 tile as 256 + 64 rows, 32-wide K steps in 6 stages, C in halves
+#: (the best of each kind on one H100 at the per-rank shapes, 2026-11-26:
+#: eval/results/ws_gemm_h100/5_tall_tiles/).
+WS_TILE_CONFIGS = (
+    {**GEMM_META, "WS_GEMM": 1, "num_stages": 3, "EPILOGUE_SUBTILE": 0},
+    {**GEMM_META, "WS_GEMM": 1, "BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 6,
+     "EPILOGUE_SUBTILE": 1, "BLOCK_M_LOW": 64},
+)
+
+
+def ws_config(meta: dict) -> dict:
+    """The warp-specialized GEMM's knobs (kernels/schedule/ws_gemm.py) for a kernel's ``meta``:
+    its tiles, warps and stages, C stored in two column halves with EPILOGUE_SUBTILE, BLOCK_M_LOW
+    rows of a second consumer (0 by default); tile orders are the kernels' own."""
+    return {"BLOCK_M": meta["BLOCK_M"], "BLOCK_N": meta["BLOCK_N"], "BLOCK_K": meta["BLOCK_K"],
+            "num_warps": meta["num_warps"], "num_stages": meta["num_stages"], "GROUP_M": 1,
+            "EPILOGUE_SPLIT": 2 if meta.get("EPILOGUE_SUBTILE", 0) else 1,
+            "BLOCK_M_LOW": meta.get("BLOCK_M_LOW", 0)}
+
+
+def ws_gemm_error(meta: dict) -> str | None:
+    """Why ``meta``'s WS_GEMM / BLOCK_M_LOW cannot run, or None: a second consumer's rows
+    (BLOCK_M_LOW) only with WS_GEMM, and a configuration the Gluon kernel builds
+    (``ws_gemm.config_error``: shared memory, warps, tiles). A pattern without a warp-specialized
+    path ignores WS_GEMM and BLOCK_M_LOW and runs the Triton GEMM with the same tiles (so a
+    per-shape configuration with WS_GEMM, eval/results/gemm_configs_hopper.json, can be every
+    pattern's default), which ``gemm_constraints`` checks."""
+    from swizzleperf.kernels.schedule import ws_gemm
+    low = meta.get("BLOCK_M_LOW", 0)
+    if not meta.get("WS_GEMM", 0):
+        return f"BLOCK_M_LOW must be 0 without WS_GEMM, got {low}" if low else None
+    error = ws_gemm.config_error(ws_config(meta))
+    return f"WS_GEMM: {error}" if error else None
 
 
 @dataclass(frozen=True)

@@ -116,11 +116,15 @@ def schedule_words(M: int, N: int, config: dict, programs: int) -> str:
 
 def name(config: dict) -> str:
     """``128x256x64 w8 s4 sub sk1 ws``: a configuration in one short word (``sub``: C stored in
-    two halves, ``ws``: warp-specialized loop, ``t128``: a tail of 128 wide tiles)."""
+    two halves, ``ws``: warp-specialized loop, ``t128``: a tail of 128 wide tiles; ``gluon``: the
+    distributed kernels' warp-specialized Gluon GEMM, ``WS_GEMM``, its tile ``256+64`` rows with
+    ``BLOCK_M_LOW`` 64)."""
     extra = (" sub" if config.get("EPILOGUE_SUBTILE") else "") + f" sk{config.get('STREAM_K', 0)}" + \
         (" ws" if config.get("WARP_SPECIALIZE") else "") + \
-        (f" t{config['TAIL_BLOCK_N']}" if config.get("TAIL_BLOCK_N") else "")
-    return (f"{config['BLOCK_M']}x{config['BLOCK_N']}x{config['BLOCK_K']} w{config['num_warps']} "
+        (f" t{config['TAIL_BLOCK_N']}" if config.get("TAIL_BLOCK_N") else "") + \
+        (" gluon" if config.get("WS_GEMM") else "")
+    rows = f"{config['BLOCK_M']}+{config['BLOCK_M_LOW']}" if config.get("BLOCK_M_LOW") else config["BLOCK_M"]
+    return (f"{rows}x{config['BLOCK_N']}x{config['BLOCK_K']} w{config['num_warps']} "
             f"s{config['num_stages']}{extra}")
 
 

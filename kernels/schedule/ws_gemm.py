@@ -101,16 +101,27 @@ def tile_coordinates(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
     return pid_m, pid_n
 
 
+@triton.jit
+def rotated(ORDER: tl.constexpr, tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr, first_pid_m):
+    """``ORDER``'s tile ``(pid_m, pid_n)`` with its row tile moved ``first_pid_m`` row tiles on,
+    cyclically: a rank-relative order (all-gather + GEMM's: own rows first) over a fixed grid."""
+    pid_m, pid_n = ORDER(tile, num_pid_m, num_pid_n, GROUP_M)
+    return (pid_m + first_pid_m) % num_pid_m, pid_n
+
+
 @gluon.jit
 def load_partition(a_desc, b_desc, a_ring, b_ring, ready, empty, a_row0, num_pid_m, num_pid_n, K,
                    ORDER: gl.constexpr, GROUP_M: gl.constexpr, low_desc, low_ring,
-                   BLOCK_M_LOW: gl.constexpr):
+                   BLOCK_M_LOW: gl.constexpr, first_pid_m, WAIT: gl.constexpr, wait_args):
     """The producer: the TMA loads of every K step of this program's tiles into the ring of
     stages (``ready[s]`` counts the bytes in, ``empty[s]`` is the consumers' release). Tile
     ``tile`` is ``ORDER(tile, num_pid_m, num_pid_n, GROUP_M)``; its A rows start at ``a_row0 +
     pid_m * (BLOCK_M + BLOCK_M_LOW)``. With ``BLOCK_M_LOW`` > 0 the tile's last BLOCK_M_LOW rows of
     A go through ``low_desc`` into ``low_ring`` (the second consumer's); with 0 those two are not
-    used (pass ``a_desc``, ``a_ring``)."""
+    used (pass ``a_desc``, ``a_ring``). ``first_pid_m``: the order's row tiles are rotated to
+    start there (``rotated``). ``WAIT``: None, or called as ``WAIT(row, TILE_M, wait_args)``
+    before the loads of each tile whose A rows start at ``row`` (a wait for the rows to have
+    arrived: the consumers go on with the stages already loaded)."""
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[1]
@@ -121,8 +132,10 @@ def load_partition(a_desc, b_desc, a_ring, b_ring, ready, empty, a_row0, num_pid
     k_iters = gl.cdiv(K, BLOCK_K)
     step = 0
     for tile in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
-        pid_m, pid_n = ORDER(tile, num_pid_m, num_pid_n, GROUP_M)
+        pid_m, pid_n = rotated(ORDER, tile, num_pid_m, num_pid_n, GROUP_M, first_pid_m)
         row = a_row0 + pid_m * TILE_M
+        if WAIT is not None:
+            WAIT(row, TILE_M, wait_args)
         for k in range(k_iters):
             stage = step % STAGES
             # An mbarrier starts in phase 0 with phase "-1" complete: the first pass over the
@@ -140,7 +153,7 @@ def load_partition(a_desc, b_desc, a_ring, b_ring, ready, empty, a_row0, num_pid
 def mma_partition(a_ring, b_ring, ready, empty, c_smem, num_pid_m, num_pid_n, K, ORDER: gl.constexpr,
                   GROUP_M: gl.constexpr, EPILOGUE: gl.constexpr, epilogue_args,
                   EPILOGUE_CONST: gl.constexpr, state, num_warps: gl.constexpr,
-                  TILE_M: gl.constexpr, ROW_OFFSET: gl.constexpr, FINISH: gl.constexpr = None):
+                  TILE_M: gl.constexpr, ROW_OFFSET: gl.constexpr, first_pid_m, FINISH: gl.constexpr = None):
     """A consumer: for each tile, wgmma over the ring (one in flight, the stage before it
     released), then ``state = EPILOGUE(acc, row, col, c_smem, state, epilogue_args,
     EPILOGUE_CONST)`` with the fp32 accumulator [BLOCK_M, BLOCK_N] in wgmma's layout, ``(row,
@@ -149,7 +162,7 @@ def mma_partition(a_ring, b_ring, ready, empty, c_smem, num_pid_m, num_pid_n, K,
     the epilogue's shared memory, ``state`` a value carried from tile to tile,
     ``EPILOGUE_CONST`` a compile-time value (a tuple's constants arrive as tensors). After the
     last tile, ``FINISH(state, epilogue_args)`` where given (an epilogue that defers work to
-    the next tile finishes it there)."""
+    the next tile finishes it there). Tiles in ``rotated`` order, as ``load_partition``'s."""
     BLOCK_M: gl.constexpr = a_ring.shape[1]
     BLOCK_K: gl.constexpr = a_ring.shape[2]
     BLOCK_N: gl.constexpr = b_ring.shape[2]
@@ -159,7 +172,7 @@ def mma_partition(a_ring, b_ring, ready, empty, c_smem, num_pid_m, num_pid_n, K,
     k_iters = gl.cdiv(K, BLOCK_K)
     step = 0
     for tile in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
-        pid_m, pid_n = ORDER(tile, num_pid_m, num_pid_n, GROUP_M)
+        pid_m, pid_n = rotated(ORDER, tile, num_pid_m, num_pid_n, GROUP_M, first_pid_m)
         acc = gl.zeros((BLOCK_M, BLOCK_N), dtype=gl.float32, layout=acc_layout)
         for k in range(k_iters):
             stage = step % STAGES
@@ -223,10 +236,12 @@ def allocate_ring(a_desc, b_desc, num_stages: gl.constexpr, consumers: gl.conste
 @gluon.jit
 def gemm_partitions(a_desc, b_desc, c_desc, low_desc, c_low_desc, M, N, K, ORDER: gl.constexpr,
                     GROUP_M: gl.constexpr, num_stages: gl.constexpr, BLOCK_M_LOW: gl.constexpr,
-                    num_warps: gl.constexpr):
+                    num_warps: gl.constexpr, first_pid_m, WAIT: gl.constexpr, wait_args):
     """The shared memory and the partitions of ``C = A @ B`` with C's tiles stored through TMA
-    (``store_c``), tiles in ``ORDER``: the body of ``ws_matmul_kernel``, and of other kernels'
-    GEMMs that only differ in their tile order. Descriptors as ``ws_matmul_kernel``'s."""
+    (``store_c``), tiles in ``ORDER`` rotated by ``first_pid_m`` row tiles, the load warp
+    calling ``WAIT`` before each tile's loads where it is not None (``load_partition``): the
+    body of ``ws_matmul_kernel``, and of other kernels' GEMMs that differ only in their tile
+    order and in what A's rows wait for. Descriptors as ``ws_matmul_kernel``'s."""
     TILE_M: gl.constexpr = a_desc.block_type.shape[0] + BLOCK_M_LOW
     num_pid_m = gl.cdiv(M, TILE_M)
     num_pid_n = gl.cdiv(N, b_desc.block_type.shape[1])
@@ -239,19 +254,21 @@ def gemm_partitions(a_desc, b_desc, c_desc, low_desc, c_low_desc, M, N, K, ORDER
                                                c_low_desc.layout)
         gl.warp_specialize([
             (mma_partition, (a_ring, b_ring, ready, empty, c_smem, num_pid_m, num_pid_n, K, ORDER, GROUP_M,
-                             gl.constexpr(store_c), (c_desc, ), 0, gl.to_tensor(0), num_warps, TILE_M, 0)),
+                             gl.constexpr(store_c), (c_desc, ), 0, gl.to_tensor(0), num_warps, TILE_M, 0,
+                             first_pid_m)),
             (mma_partition, (low_ring, b_ring, ready, empty, c_low_smem, num_pid_m, num_pid_n, K, ORDER,
                              GROUP_M, gl.constexpr(store_c), (c_low_desc, ), 0, gl.to_tensor(0), LOW_WARPS,
-                             TILE_M, TILE_M - BLOCK_M_LOW)),
+                             TILE_M, TILE_M - BLOCK_M_LOW, first_pid_m)),
             (load_partition, (a_desc, b_desc, a_ring, b_ring, ready, empty, 0, num_pid_m, num_pid_n, K,
-                              ORDER, GROUP_M, low_desc, low_ring, BLOCK_M_LOW)),
+                              ORDER, GROUP_M, low_desc, low_ring, BLOCK_M_LOW, first_pid_m, WAIT, wait_args)),
         ], [LOW_WARPS, 1], [LOW_CONSUMER_REGISTERS, LOAD_WARP_REGISTERS])
     else:
         gl.warp_specialize([
             (mma_partition, (a_ring, b_ring, ready, empty, c_smem, num_pid_m, num_pid_n, K, ORDER, GROUP_M,
-                             gl.constexpr(store_c), (c_desc, ), 0, gl.to_tensor(0), num_warps, TILE_M, 0)),
+                             gl.constexpr(store_c), (c_desc, ), 0, gl.to_tensor(0), num_warps, TILE_M, 0,
+                             first_pid_m)),
             (load_partition, (a_desc, b_desc, a_ring, b_ring, ready, empty, 0, num_pid_m, num_pid_n, K,
-                              ORDER, GROUP_M, a_desc, a_ring, 0)),
+                              ORDER, GROUP_M, a_desc, a_ring, 0, first_pid_m, WAIT, wait_args)),
         ], [1], [LOAD_WARP_REGISTERS])
 
 
@@ -267,7 +284,7 @@ def ws_matmul_kernel(a_desc, b_desc, c_desc, low_desc, c_low_desc, M, N, K, GROU
     ``a_desc`` and ``c_desc`` again, unused. Tiles in ``tile_coordinates`` order. Grid: at most
     one program per SM, at most one per tile."""
     gemm_partitions(a_desc, b_desc, c_desc, low_desc, c_low_desc, M, N, K, gl.constexpr(tile_coordinates),
-                    GROUP_M, num_stages, BLOCK_M_LOW, num_warps)
+                    GROUP_M, num_stages, BLOCK_M_LOW, num_warps, 0, None, 0)
 
 
 def _gl_dtype(dtype: torch.dtype):

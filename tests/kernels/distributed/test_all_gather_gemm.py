@@ -173,3 +173,48 @@ def test_the_gemm_schedules_through_the_interpreter(world_size):
         "print(json.dumps(out))\n" % world_size)
     for rank_errors in errors:
         assert len(rank_errors) == world_size and all(0 < e < 6e-4 for e in rank_errors), errors
+
+
+@pytest.mark.parametrize("pattern, config, world_size", [
+    ("push_copy_engine", kernel.WS_TILE_CONFIGS[0], 2), ("push_copy_engine", kernel.WS_TILE_CONFIGS[1], 4),
+    ("bulk_sync", kernel.WS_TILE_CONFIGS[1], 2)])
+def test_the_warp_specialized_gemm_compiles_for_sm_90(pattern, config, world_size):
+    """WS_GEMM, on a problem whose operands TMA can address (as on Hopper): the GEMM is the
+    Gluon kernel, with a load warp, wgmma and TMA; in push_copy_engine its load warp acquires
+    the peers' flags and fences the proxies before reading their rows through TMA (a 320-row
+    tile spans two ranks' rows: 512 rows a rank). Gluon does not run in the
+    interpreter: the numerics ran on H100s (eval/results/ws_all_gather_h100x2/)."""
+    from swizzleperf.kernels.distributed import compile_check
+    from swizzleperf.kernels.distributed.heap import Heap
+    problem = {"M": 512 * world_size, "N": 256 * world_size, "K": 256}
+    meta = dict(kernel.SPEC.meta_for("llama70b-qkv-4k", config), NUM_SMS=132)
+    assert kernel.SPEC.constraints(problem, world_size, pattern, meta) is None
+    heaps = Heap.group(world_size, kernel.SPEC.heap_bytes(problem, world_size, "bfloat16"))
+    inputs = kernel.SPEC.make_inputs(problem, 0, world_size, 0, "cpu", "bfloat16")
+    with compile_check.compiling_launches(90) as launches, \
+            compile_check.descriptors_as_on_hopper("all_gather_gemm"):
+        state = kernel.SPEC.setup(heaps[0], inputs, problem, meta)
+        for step in kernel.SPEC.steps(heaps[0], state, pattern, 1, meta):
+            if not step.barrier and step.stream != "comm":
+                step.run()
+    compiled = {name: k for (name, _), k in launches.items()}
+    assert "all_gather_gemm_gemm" not in compiled
+    ptx = compiled["all_gather_gemm_ws"].asm["ptx"]
+    waits = ("ld.global.sys.acquire", "fence.proxy.async.global") if pattern == "push_copy_engine" else ()
+    for instruction in ("setmaxnreg", "wgmma.mma_async", "cp.async.bulk.tensor.2d") + waits:
+        assert instruction in ptx, instruction
+    if pattern == "bulk_sync":
+        assert "sys.acquire" not in ptx
+
+
+def test_ws_gemm_constraints():
+    """WS_GEMM in configurations the Gluon kernel builds; patterns without its path (push, pull)
+    take the same configurations with the Triton GEMM."""
+    problem = kernel.SPEC.problems["llama70b-qkv-4k"]
+    meta = lambda config: dict(kernel.SPEC.meta_for("llama70b-qkv-4k", config), NUM_SMS=132)  # noqa: E731
+    for config in kernel.WS_TILE_CONFIGS:
+        for pattern in kernel.PATTERNS:
+            assert kernel.SPEC.constraints(problem, 2, pattern, meta(config)) is None
+    assert "BLOCK_M_LOW" in kernel.SPEC.constraints(problem, 2, "bulk_sync", meta({"BLOCK_M_LOW": 64}))
+    assert "shared memory" in kernel.SPEC.constraints(problem, 2, "bulk_sync",
+                                                      meta({"WS_GEMM": 1, "EPILOGUE_SUBTILE": 0}))

@@ -120,15 +120,32 @@ def test_the_warp_specialized_gemm_compiles_for_sm_90(pattern, config, instructi
 
 
 def test_ws_gemm_constraints():
-    """WS_GEMM only where a pattern uses it, a second consumer only in bulk_sync, and only
-    configurations the Gluon kernel can build."""
+    """Only configurations the Gluon kernel can build, a second consumer's rows only with it;
+    patterns without its path take the same configurations with the Triton GEMM."""
     problem, tall = kernel.SPEC.problems["iris-4096"], kernel.WS_TILE_CONFIGS[1]
     meta = lambda config: dict(kernel.SPEC.meta_for("iris-4096", config), NUM_SMS=132)  # noqa: E731
-    assert kernel.SPEC.constraints(problem, 2, "bulk_sync", meta(tall)) is None
-    assert "BLOCK_M_LOW" in kernel.SPEC.constraints(problem, 2, "producer_consumer", meta(tall))
-    assert "WS_GEMM" in kernel.SPEC.constraints(problem, 2, "fused_sequential", meta(tall))
+    for pattern in kernel.PATTERNS:
+        assert kernel.SPEC.constraints(problem, 2, pattern, meta(tall)) is None
     assert "BLOCK_M_LOW" in kernel.SPEC.constraints(problem, 2, "bulk_sync", meta({"BLOCK_M_LOW": 64}))
     assert kernel.SPEC.constraints(problem, 2, "producer_consumer", meta({"WS_GEMM": 1})) is None
     # 4 stages of 128 x 256 x 64 and C's whole tile: 256 KiB > 227
     assert "shared memory" in kernel.SPEC.constraints(problem, 2, "bulk_sync",
                                                       meta({"WS_GEMM": 1, "EPILOGUE_SUBTILE": 0}))
+
+
+def test_producer_consumer_takes_the_triton_gemm_for_a_320_row_tile():
+    """The scatter's flags are per BLOCK_M x BLOCK_N tile, so producer_consumer runs the 320-row
+    configuration's tiles with the Triton GEMM (as on Hopper, compiled for sm_90)."""
+    from swizzleperf.kernels.distributed import compile_check
+    from swizzleperf.kernels.distributed.heap import Heap
+    problem = {"M": 640, "N": 512, "K": 256}
+    meta = dict(kernel.SPEC.meta_for("iris-4096", kernel.WS_TILE_CONFIGS[1]), NUM_SMS=132)
+    heaps = Heap.group(2, kernel.SPEC.heap_bytes(problem, 2, "bfloat16"))
+    inputs = kernel.SPEC.make_inputs(problem, 0, 2, 0, "cpu", "bfloat16")
+    with compile_check.compiling_launches(90) as launches, \
+            compile_check.descriptors_as_on_hopper("gemm_all_scatter"):
+        state = kernel.SPEC.setup(heaps[0], inputs, problem, meta)
+        for step in kernel.SPEC.steps(heaps[0], state, "producer_consumer", 1, meta):
+            if not step.barrier:
+                step.run()
+    assert {name for name, _ in launches} == {"gemm_all_scatter_gemm", "gemm_all_scatter_scatter"}
