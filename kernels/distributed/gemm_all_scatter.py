@@ -234,27 +234,18 @@ def _ws_order(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 
 @gluon.jit
-def _ws_signal_previous(tiles_done, args):
-    """Release the flag of this program's tile ``tiles_done - 1`` (tile index ``program_id +
-    (tiles_done - 1) * num_programs``, the loop's) once its TMA store has completed
-    (``device.bulk_stores_done``, then ``device.signal``: release, GPU scope, after a barrier of
-    the partition). Nothing before the first tile."""
-    c_desc, flags, heap_bases, rank, epoch = args
-    if tiles_done > 0:
-        device.bulk_stores_done()
-        tile = gl.program_id(0) + (tiles_done - 1) * gl.num_programs(0)
-        device.signal(flags + tile, epoch, rank, rank, heap_bases, scope="gpu")
-
-
-@gluon.jit
 def _ws_store_signal(acc, row, col, c_smem, tiles_done, args, UNUSED: gl.constexpr):
-    """ws_gemm's epilogue for producer_consumer: the previous tile's flag (its store has had this
-    tile's main loop to complete: ``_ws_signal_previous``), then this tile rounded to C's dtype
-    and stored through TMA (``c_desc``, the local block). The last tile's flag is
-    ``_ws_signal_previous`` again, after the loop. ``args``: ``(c_desc, flags, heap_bases, rank,
-    epoch)``; returns ``tiles_done + 1``."""
-    _ws_signal_previous(tiles_done, args)
-    ws_gemm.store_c(acc, row, col, c_smem, 0, (args[0], ), 0)
+    """ws_gemm's epilogue for producer_consumer: the tile stored through TMA (``ws_gemm.store_c``:
+    ``c_desc``, the local block), then, once the store has completed (``device.bulk_stores_done``:
+    its writes performed, then the proxy fence), its flag released (``device.signal``: GPU scope,
+    after a barrier of the partition). The tile index is the loop's, ``program_id + tiles_done *
+    num_programs``. ``args``: ``(c_desc, flags, heap_bases, rank, epoch)``; returns
+    ``tiles_done + 1``."""
+    c_desc, flags, heap_bases, rank, epoch = args
+    ws_gemm.store_c(acc, row, col, c_smem, 0, (c_desc, ), 0)
+    device.bulk_stores_done()
+    tile = gl.program_id(0) + tiles_done * gl.num_programs(0)
+    device.signal(flags + tile, epoch, rank, rank, heap_bases, scope="gpu")
     return tiles_done + 1
 
 
@@ -279,8 +270,7 @@ def gemm_all_scatter_gemm_ws(a_desc, b_desc, c_desc, a_low_desc, c_low_desc, fla
             (ws_gemm.mma_partition, (a_ring, b_ring, ready, empty, c_smem, num_pid_m, num_pid_n, K,
                                      gl.constexpr(_ws_order), 1, gl.constexpr(_ws_store_signal),
                                      (c_desc, flags, heap_bases, rank, epoch), 0, gl.to_tensor(0),
-                                     num_warps, a_desc.block_type.shape[0], 0, 0,
-                                     gl.constexpr(_ws_signal_previous))),
+                                     num_warps, a_desc.block_type.shape[0], 0, 0)),
             (ws_gemm.load_partition, (a_desc, b_desc, a_ring, b_ring, ready, empty, 0, num_pid_m,
                                       num_pid_n, K, gl.constexpr(_ws_order), 1, a_desc, a_ring, 0, 0,
                                       None, 0)),

@@ -153,16 +153,15 @@ def load_partition(a_desc, b_desc, a_ring, b_ring, ready, empty, a_row0, num_pid
 def mma_partition(a_ring, b_ring, ready, empty, c_smem, num_pid_m, num_pid_n, K, ORDER: gl.constexpr,
                   GROUP_M: gl.constexpr, EPILOGUE: gl.constexpr, epilogue_args,
                   EPILOGUE_CONST: gl.constexpr, state, num_warps: gl.constexpr,
-                  TILE_M: gl.constexpr, ROW_OFFSET: gl.constexpr, first_pid_m, FINISH: gl.constexpr = None):
+                  TILE_M: gl.constexpr, ROW_OFFSET: gl.constexpr, first_pid_m):
     """A consumer: for each tile, wgmma over the ring (one in flight, the stage before it
     released), then ``state = EPILOGUE(acc, row, col, c_smem, state, epilogue_args,
     EPILOGUE_CONST)`` with the fp32 accumulator [BLOCK_M, BLOCK_N] in wgmma's layout, ``(row,
     col)`` its first element in C (``pid_m * TILE_M + ROW_OFFSET``, ``pid_n * BLOCK_N``: a tile of
     TILE_M rows may be computed by two consumers, the second from ROW_OFFSET on); ``c_smem`` is
     the epilogue's shared memory, ``state`` a value carried from tile to tile,
-    ``EPILOGUE_CONST`` a compile-time value (a tuple's constants arrive as tensors). After the
-    last tile, ``FINISH(state, epilogue_args)`` where given (an epilogue that defers work to
-    the next tile finishes it there). Tiles in ``rotated`` order, as ``load_partition``'s."""
+    ``EPILOGUE_CONST`` a compile-time value (a tuple's constants arrive as tensors). Tiles in
+    ``rotated`` order, as ``load_partition``'s."""
     BLOCK_M: gl.constexpr = a_ring.shape[1]
     BLOCK_K: gl.constexpr = a_ring.shape[2]
     BLOCK_N: gl.constexpr = b_ring.shape[2]
@@ -186,8 +185,6 @@ def mma_partition(a_ring, b_ring, ready, empty, c_smem, num_pid_m, num_pid_n, K,
         mbarrier.arrive(empty.index((step + STAGES - 1) % STAGES))
         state = EPILOGUE(acc, pid_m * TILE_M + ROW_OFFSET, pid_n * BLOCK_N, c_smem, state, epilogue_args,
                          EPILOGUE_CONST)
-    if FINISH is not None:
-        FINISH(state, epilogue_args)
     tma.store_wait(0)
 
 
