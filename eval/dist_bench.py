@@ -127,6 +127,8 @@ def bench_kernel(spec, heap, args, group=None) -> list:
     rows = []
     patterns = spec.patterns if args.patterns == "all" else [
         p for p in args.patterns.split(",") if p in spec.patterns]
+    from swizzleperf.kernels.schedule.persistent_gemm import num_sms
+    sms = num_sms()
     for problem_name in _problems(spec, args.problems):
         problem = spec.problems[problem_name]
         meta = spec.meta_for(problem_name, {**_tuned(spec, problem, heap.world_size, args),
@@ -135,6 +137,13 @@ def bench_kernel(spec, heap, args, group=None) -> list:
         for pattern in patterns:
             row = {"kernel": spec.name, "problem": problem_name, **problem, "pattern": pattern,
                    "world_size": heap.world_size, "dtype": args.dtype, "meta": meta}
+            refused = spec.constraints(problem, heap.world_size, pattern, {"NUM_SMS": sms, **meta}) \
+                if spec.constraints is not None else None
+            if refused:   # a configuration the kernel cannot run (--meta over a tuned one): said, not launched
+                row.update(verified=False, error=float("nan"), message=f"refused: {refused}",
+                           baseline_verified=False)
+                block.append(row)
+                continue
             check, base_check = runner.verify_rank(spec, heap, problem_name, pattern, meta,
                                                    seed=len(rows) + len(block) + 1, dtype=args.dtype,
                                                    group=group)

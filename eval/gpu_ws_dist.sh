@@ -18,6 +18,6 @@ else both=bulk_sync,producer_consumer; tall=bulk_sync; fi
 W=${WORLD_SIZE:-2}
 PATTERNS=${PATTERNS:-$both} NAME=triton_w$W bash eval/gpu_dist_gemm.sh "$OUTDIR"
 PATTERNS=${PATTERNS:-$both} NAME=ws_w$W bash eval/gpu_dist_gemm.sh "$OUTDIR" \
-  --meta WS_GEMM=1,BLOCK_M=128,BLOCK_N=256,BLOCK_K=64,num_warps=8,num_stages=3,EPILOGUE_SUBTILE=0,STREAM_K=0
+  --meta WS_GEMM=1,BLOCK_M=128,BLOCK_N=256,BLOCK_K=64,num_warps=8,num_stages=3,EPILOGUE_SUBTILE=0,STREAM_K=0,BLOCK_M_LOW=0
 PATTERNS=${TALL_PATTERNS:-$tall} NAME=tall_w$W bash eval/gpu_dist_gemm.sh "$OUTDIR" \
   --meta WS_GEMM=1,BLOCK_M=256,BLOCK_N=128,BLOCK_K=32,num_warps=8,num_stages=6,EPILOGUE_SUBTILE=1,BLOCK_M_LOW=64,STREAM_K=0

@@ -338,6 +338,10 @@ def config_error(meta: dict, itemsize: int = 2) -> str | None:
         return "num_stages must be 2 or more"
     if meta.get("BLOCK_M_LOW", 0) not in (0, 64):
         return "BLOCK_M_LOW must be 0 or 64 (one warp group of wgmma)"
+    if meta.get("BLOCK_M_LOW", 0) and meta["BLOCK_N"] > 128:
+        # 64 x BLOCK_N fp32 in 4 warps: 64 registers a thread at 128 columns, within
+        # LOW_CONSUMER_REGISTERS; 128 at 256 columns is not (ptxas fails)
+        return f"BLOCK_M_LOW needs BLOCK_N <= 128 (the second consumer's registers), got {meta['BLOCK_N']}"
     used = shared_bytes(meta, itemsize)
     if used > persistent_gemm.SM90_SHARED_BYTES:
         return f"{used} B of shared memory > {persistent_gemm.SM90_SHARED_BYTES}"

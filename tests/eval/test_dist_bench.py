@@ -135,3 +135,21 @@ def test_a_problems_patterns_are_timed_together_each_on_its_own_state(monkeypatc
     assert push["bulk_sync_steps_ms"] == {"0:push": 0.5, "2:gemm": 0.5}
     assert push["aa_ratio"] == 1.0 and push["aa_iqr"] == pytest.approx(0.2)   # ratios 1, 1, 0.8
     assert push["host_ms"] == 0.25 and push["rounds_ms"]["torch_compute"] == [1.5, 1.5, 1.5]
+
+
+def test_a_configuration_the_kernel_refuses_is_recorded_not_launched(monkeypatch):
+    """``--meta`` over a problem's tuned configuration can make one the kernel cannot build (here
+    a second consumer's rows with 256-wide tiles); each pattern's row says why, nothing launches."""
+    from swizzleperf.kernels.distributed import runner
+    from swizzleperf.kernels.distributed.heap import Heap
+
+    spec = bench.load_spec("all_gather_gemm")
+    heap = Heap.group(2, spec.heap_bytes(spec.problems["check"], 2, "bfloat16"))[0]
+    monkeypatch.setattr(runner, "verify_rank", lambda *a, **k: pytest.fail("launched a refused configuration"))
+    args = types.SimpleNamespace(patterns="push_copy_engine,bulk_sync", problems="check", gemm_configs="",
+                                 meta="WS_GEMM=1,BLOCK_M=256,BLOCK_M_LOW=64,BLOCK_N=256,BLOCK_K=32,num_warps=8,num_stages=2,NUM_SMS=132", dtype="bfloat16",
+                                 verify_only=True)
+    rows = bench.bench_kernel(spec, heap, args)
+    assert [r["pattern"] for r in rows] == ["push_copy_engine", "bulk_sync"]
+    assert all(not r["verified"] and r["message"].startswith("refused: WS_GEMM:") and "registers" in r["message"]
+               for r in rows)

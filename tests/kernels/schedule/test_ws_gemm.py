@@ -47,6 +47,7 @@ def test_config_error_refuses_what_cannot_build():
     assert "missing" in ws_gemm.config_error({"BLOCK_M": 128})
     assert ws_gemm.config_error(TALL) is None
     assert "BLOCK_M_LOW" in ws_gemm.config_error({**TALL, "BLOCK_M_LOW": 128})
+    assert "registers" in ws_gemm.config_error({**TALL, "BLOCK_M": 128, "BLOCK_N": 256, "num_stages": 2})
     assert "shared memory" in ws_gemm.config_error({**TALL, "EPILOGUE_SPLIT": 1})   # 248 KB
     with pytest.raises(ValueError, match="shared memory"):
         ws_gemm.compile_for_hopper({**BASE, "num_stages": 4}, 256, 256, 256)
