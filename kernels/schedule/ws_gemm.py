@@ -28,11 +28,19 @@ what. This one does, for ``C [M, N] = A [M, K] @ B [K, N]`` in bf16 / fp16, fp32
   ``GROUP_M`` rows (Triton's matmul tutorial order): tiles running at once share A and B tiles
   in L2.
 
-The two partitions (``load_partition``, ``mma_partition``) take the tile order and the
-epilogue as compile-time functions, so other kernels reuse them with their own: GEMM + RS
-push_copy_engine's own rows (kernels/distributed/gemm_reduce_scatter.py, ``WS_OWN``) wait for
-the peers' partials and add them in the epilogue. ``ws_matmul_kernel`` is the plain GEMM
-(``tile_coordinates``, ``store_c``).
+- **A second consumer** (``BLOCK_M_LOW`` 64): a tile of BLOCK_M + 64 rows, its last 64 computed
+  by another partition of 4 warps from the same B tiles: cuBLAS's 320 x 128 tile (``nvjet_sm90_tst_
+  320x128``) as 256 + 64, since Triton's blocks are powers of two. At N = 1280 that is 130 tiles, one
+  wave on 132 SMs, where 128 x 256 tiles make 160.
+
+The partitions (``load_partition``, ``mma_partition``) take the tile order, its rotation
+(``rotated``: a rank-relative order over a fixed grid), a wait before each tile's loads and the
+epilogue as compile-time functions, so other kernels reuse them with their own
+(``gemm_partitions`` is the body with C stored through TMA): GEMM + RS push_copy_engine's own rows
+(kernels/distributed/gemm_reduce_scatter.py, ``WS_OWN``) add the peers' partials in the epilogue;
+AG + GEMM (``WS_GEMM``) waits in the load warp for the peers' rows of A; GEMM + all-scatter
+producer_consumer releases a flag per tile once its store has completed. ``ws_matmul_kernel`` is
+the plain GEMM (``tile_coordinates``, ``store_c``).
 
 The same source compiles under triton 3.6 and 3.9: the TMA copies were renamed between them
 (``async_copy_global_to_shared`` / ``async_copy_shared_to_global`` in 3.6, ``async_load`` /
@@ -48,9 +56,11 @@ tuned Triton persistent GEMM in the same interleaved rounds, 28 shapes): 128 x 2
 8 consumer warps, 3 stages come within 1-2 % of the Triton GEMM at the data-parallel shapes
 (0.97-1.03x of cuBLAS) and reach 0.988x, 0.993x and 0.959x at 8192 x 896 x 14336 in three runs,
 where the Triton GEMM is at 0.924x, 0.927x and 0.919x (its slow mode: eval/results/bimodal_896/).
-This kernel is data-parallel only: at 4096 x 1280 x 8192 (160 tiles on 132 SMs) it is at
-0.65-0.67x, where the Triton GEMM's stream-K schedule is at 0.86-0.88x. A fourth stage (C stored in halves to make room)
-gained nothing.
+This kernel is data-parallel only: at 4096 x 1280 x 8192 (160 tiles of 128 x 256 on 132 SMs) it is
+at 0.65-0.67x, where the Triton GEMM's stream-K schedule is at 0.86-0.88x; with the 320-row tile (32-wide
+K steps, 6 stages) it is at 0.972-0.980x there and 0.976-0.985x at 4096 x 2560 x 8192
+(eval/results/ws_gemm_h100/5_tall_tiles/, eval/results/rank_gemm_hopper.md). A fourth stage (C
+stored in halves to make room) gained nothing.
 """
 from __future__ import annotations
 
