@@ -293,11 +293,13 @@ def all_gather_gemm_ws(a_desc, b_desc, c_desc, a_low_desc, c_low_desc, flags, er
                                 gl.constexpr(_ws_order), 1, num_stages, BLOCK_M_LOW, num_warps,
                                 first_pid_m, gl.constexpr(_wait_rows),
                                 (flags, errors, flag_kind, rank, epoch, max_spins, rows_per_rank,
-                                 flag_rows, per_group, M))
+                                 flag_rows, per_group, M), gl.constexpr(ws_gemm.store_c), (c_desc, ),
+                                (c_low_desc, ))
     else:
         ws_gemm.gemm_partitions(a_desc, b_desc, c_desc, a_low_desc, c_low_desc, M, N_local, K,
                                 gl.constexpr(_ws_order), 1, num_stages, BLOCK_M_LOW, num_warps,
-                                first_pid_m, None, 0)
+                                first_pid_m, None, 0, gl.constexpr(ws_gemm.store_c), (c_desc, ),
+                                (c_low_desc, ))
 
 
 @triton.jit(do_not_specialize=["epoch"])

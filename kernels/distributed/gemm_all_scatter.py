@@ -262,22 +262,13 @@ def gemm_all_scatter_gemm_ws(a_desc, b_desc, c_desc, a_low_desc, c_low_desc, fla
     ``c_low_desc``); SIGNAL 1 (producer_consumer): each tile through ``c_desc`` too, and its
     flag once the store has completed (``_ws_store_signal``), BLOCK_M_LOW 0."""
     if SIGNAL:
-        num_pid_m = gl.cdiv(M, a_desc.block_type.shape[0])
-        num_pid_n = gl.cdiv(N_local, b_desc.block_type.shape[1])
-        a_ring, b_ring, ready, empty = ws_gemm.allocate_ring(a_desc, b_desc, num_stages)
-        c_smem = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
-        gl.warp_specialize([
-            (ws_gemm.mma_partition, (a_ring, b_ring, ready, empty, c_smem, num_pid_m, num_pid_n, K,
-                                     gl.constexpr(_ws_order), 1, gl.constexpr(_ws_store_signal),
-                                     (c_desc, flags, heap_bases, rank, epoch), 0, gl.to_tensor(0),
-                                     num_warps, a_desc.block_type.shape[0], 0, 0)),
-            (ws_gemm.load_partition, (a_desc, b_desc, a_ring, b_ring, ready, empty, 0, num_pid_m,
-                                      num_pid_n, K, gl.constexpr(_ws_order), 1, a_desc, a_ring, 0, 0,
-                                      None, 0)),
-        ], [1], [ws_gemm.LOAD_WARP_REGISTERS])
+        ws_gemm.gemm_partitions(a_desc, b_desc, c_desc, a_low_desc, c_low_desc, M, N_local, K,
+                                gl.constexpr(_ws_order), 1, num_stages, 0, num_warps, 0, None, 0,
+                                gl.constexpr(_ws_store_signal), (c_desc, flags, heap_bases, rank, epoch), 0)
     else:
         ws_gemm.gemm_partitions(a_desc, b_desc, c_desc, a_low_desc, c_low_desc, M, N_local, K,
-                                gl.constexpr(_ws_order), 1, num_stages, BLOCK_M_LOW, num_warps, 0, None, 0)
+                                gl.constexpr(_ws_order), 1, num_stages, BLOCK_M_LOW, num_warps, 0, None, 0,
+                                gl.constexpr(ws_gemm.store_c), (c_desc, ), (c_low_desc, ))
 
 
 # ----------------------------------------------------------------------------------- host side

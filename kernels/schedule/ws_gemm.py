@@ -243,12 +243,16 @@ def allocate_ring(a_desc, b_desc, num_stages: gl.constexpr, consumers: gl.conste
 @gluon.jit
 def gemm_partitions(a_desc, b_desc, c_desc, low_desc, c_low_desc, M, N, K, ORDER: gl.constexpr,
                     GROUP_M: gl.constexpr, num_stages: gl.constexpr, BLOCK_M_LOW: gl.constexpr,
-                    num_warps: gl.constexpr, first_pid_m, WAIT: gl.constexpr, wait_args):
-    """The shared memory and the partitions of ``C = A @ B`` with C's tiles stored through TMA
-    (``store_c``), tiles in ``ORDER`` rotated by ``first_pid_m`` row tiles, the load warp
-    calling ``WAIT`` before each tile's loads where it is not None (``load_partition``): the
-    body of ``ws_matmul_kernel``, and of other kernels' GEMMs that differ only in their tile
-    order and in what A's rows wait for. Descriptors as ``ws_matmul_kernel``'s."""
+                    num_warps: gl.constexpr, first_pid_m, WAIT: gl.constexpr, wait_args,
+                    EPILOGUE: gl.constexpr, epilogue_args, low_epilogue_args):
+    """The shared memory and the partitions of ``C = A @ B``: tiles in ``ORDER`` rotated by
+    ``first_pid_m`` row tiles, the load warp calling ``WAIT`` before each tile's loads where it
+    is not None (``load_partition``), each consumer's tile through ``EPILOGUE`` (``mma_partition``;
+    ``store_c`` stores it through TMA) with ``epilogue_args``, the second consumer's (BLOCK_M_LOW
+    > 0) with ``low_epilogue_args``; the epilogues' shared memory is C's block of ``c_desc`` /
+    ``c_low_desc``. The body of ``ws_matmul_kernel``, and of other kernels' GEMMs that differ in
+    their tile order, in what A's rows wait for and in their epilogue. Descriptors as
+    ``ws_matmul_kernel``'s."""
     TILE_M: gl.constexpr = a_desc.block_type.shape[0] + BLOCK_M_LOW
     num_pid_m = gl.cdiv(M, TILE_M)
     num_pid_n = gl.cdiv(N, b_desc.block_type.shape[1])
@@ -261,10 +265,9 @@ def gemm_partitions(a_desc, b_desc, c_desc, low_desc, c_low_desc, M, N, K, ORDER
                                                c_low_desc.layout)
         gl.warp_specialize([
             (mma_partition, (a_ring, b_ring, ready, empty, c_smem, num_pid_m, num_pid_n, K, ORDER, GROUP_M,
-                             gl.constexpr(store_c), (c_desc, ), 0, gl.to_tensor(0), num_warps, TILE_M, 0,
-                             first_pid_m)),
+                             EPILOGUE, epilogue_args, 0, gl.to_tensor(0), num_warps, TILE_M, 0, first_pid_m)),
             (mma_partition, (low_ring, b_ring, ready, empty, c_low_smem, num_pid_m, num_pid_n, K, ORDER,
-                             GROUP_M, gl.constexpr(store_c), (c_low_desc, ), 0, gl.to_tensor(0), LOW_WARPS,
+                             GROUP_M, EPILOGUE, low_epilogue_args, 0, gl.to_tensor(0), LOW_WARPS,
                              TILE_M, TILE_M - BLOCK_M_LOW, first_pid_m)),
             (load_partition, (a_desc, b_desc, a_ring, b_ring, ready, empty, 0, num_pid_m, num_pid_n, K,
                               ORDER, GROUP_M, low_desc, low_ring, BLOCK_M_LOW, first_pid_m, WAIT, wait_args)),
@@ -272,8 +275,7 @@ def gemm_partitions(a_desc, b_desc, c_desc, low_desc, c_low_desc, M, N, K, ORDER
     else:
         gl.warp_specialize([
             (mma_partition, (a_ring, b_ring, ready, empty, c_smem, num_pid_m, num_pid_n, K, ORDER, GROUP_M,
-                             gl.constexpr(store_c), (c_desc, ), 0, gl.to_tensor(0), num_warps, TILE_M, 0,
-                             first_pid_m)),
+                             EPILOGUE, epilogue_args, 0, gl.to_tensor(0), num_warps, TILE_M, 0, first_pid_m)),
             (load_partition, (a_desc, b_desc, a_ring, b_ring, ready, empty, 0, num_pid_m, num_pid_n, K,
                               ORDER, GROUP_M, a_desc, a_ring, 0, first_pid_m, WAIT, wait_args)),
         ], [1], [LOAD_WARP_REGISTERS])
@@ -291,7 +293,8 @@ def ws_matmul_kernel(a_desc, b_desc, c_desc, low_desc, c_low_desc, M, N, K, GROU
     ``a_desc`` and ``c_desc`` again, unused. Tiles in ``tile_coordinates`` order. Grid: at most
     one program per SM, at most one per tile."""
     gemm_partitions(a_desc, b_desc, c_desc, low_desc, c_low_desc, M, N, K, gl.constexpr(tile_coordinates),
-                    GROUP_M, num_stages, BLOCK_M_LOW, num_warps, 0, None, 0)
+                    GROUP_M, num_stages, BLOCK_M_LOW, num_warps, 0, None, 0, gl.constexpr(store_c), (c_desc, ),
+                    (c_low_desc, ))
 
 
 def _gl_dtype(dtype: torch.dtype):
