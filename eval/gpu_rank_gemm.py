@@ -254,11 +254,7 @@ def ws(inputs: list, out: str, rounds: int) -> None:
             fn()
         torch.cuda.synchronize()
         times = gemm_tuning.interleaved(launches, rounds)
-        best = min(["triton", *ws_out], key=lambda n: times[n]["median_ms"])   # ties: Triton
-        # the kernels' default at the shape (the configuration cache): not the 320-row tile, whose
-        # tiles span two ranks' rows in AG + GEMM push_copy_engine (module docstring)
-        default = min(["triton", *(n for n in ws_out if not ws_out[n].get("BLOCK_M_LOW"))],
-                      key=lambda n: times[n]["median_ms"])
+        best, default = choose_schedules({n: t["median_ms"] for n, t in times.items()}, ws_out)
         record = dict(row)
         record.update({"triton_config": row["config"],
                        "default_config": row["config"] if default == "triton" else ws_out[default],
@@ -279,6 +275,17 @@ def ws(inputs: list, out: str, rounds: int) -> None:
         torch.cuda.empty_cache()
         # after every shape: a run cut short by its time limit keeps what it finished
         Path(out).write_text(json.dumps({**header, "rows": rows}, indent=1))
+
+
+def choose_schedules(median_ms: dict, ws_configs: dict) -> tuple:
+    """``(best, default)``: the fastest of "triton" and the WS configurations ``ws_configs``
+    (label -> configuration) by ``median_ms`` (label -> ms; a tie goes to the Triton GEMM), and
+    the fastest of those a kernel's every WS pattern runs as timed alone: not the 320-row tile
+    (BLOCK_M_LOW), whose tiles span two ranks' rows in AG + GEMM push_copy_engine (``ws``)."""
+    best = min(["triton", *ws_configs], key=median_ms.__getitem__)
+    default = min(["triton", *(n for n, c in ws_configs.items() if not c.get("BLOCK_M_LOW"))],
+                  key=median_ms.__getitem__)
+    return best, default
 
 
 def cdiv_tiles(shape: dict, config: dict) -> int:

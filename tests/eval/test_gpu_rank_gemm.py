@@ -31,3 +31,33 @@ def test_merge_keeps_one_row_per_device_and_problem_the_later_one(tmp_path):
     assert json.loads((tmp_path / "c.json").read_text()) == {"k1": {"config": 1}, "k2": {"config": 2}}
     text = (tmp_path / "m.md").read_text()
     assert "**NVIDIA H100**: geometric mean" in text and "**NVIDIA H200**" in text
+
+
+def test_the_320_row_tile_may_win_a_row_but_is_not_a_default():
+    """``ws``'s choice: the row keeps the fastest schedule; the configuration cache (the kernels'
+    default) the fastest without a second consumer's rows; a tie goes to the Triton GEMM."""
+    plain, tall = {"WS_GEMM": 1, "BLOCK_M": 128}, {"WS_GEMM": 1, "BLOCK_M": 256, "BLOCK_M_LOW": 64}
+    ws = {"plain": plain, "tall": tall}
+    assert gpu_rank_gemm.choose_schedules({"triton": 0.13, "plain": 0.17, "tall": 0.117}, ws) == ("tall", "triton")
+    assert gpu_rank_gemm.choose_schedules({"triton": 0.32, "plain": 0.30, "tall": 0.39}, ws) == ("plain", "plain")
+    assert gpu_rank_gemm.choose_schedules({"triton": 0.30, "plain": 0.30, "tall": 0.31}, ws) == ("triton", "triton")
+    assert gpu_rank_gemm.choose_schedules({"triton": 0.30}, {}) == ("triton", "triton")
+
+
+def test_the_cache_takes_the_default_configuration(tmp_path):
+    """``report --configs-out`` writes a ``ws`` row's ``default_config`` (and its time), the table its
+    fastest ``config``."""
+    row = {**_row("NVIDIA H100", "qkv", 0.117, 0.115, N=1280, K=8192), "sources": [["gemm_all_scatter", "qkv", 8]],
+           "config": {"WS_GEMM": 1, "BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 32, "num_warps": 8, "num_stages": 6,
+                      "BLOCK_M_LOW": 64},
+           "default_config": {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4,
+                              "STREAM_K": 2},
+           "default_ms": 0.131, "cublas_spread_ms": 0.001, "rel_error": 1e-3, "programs": 132, "triton": "3.6.0",
+           "date": "2026-11-26"}
+    (tmp_path / "ws.json").write_text(json.dumps({"rows": [row]}))
+    gpu_rank_gemm.main(["report", str(tmp_path / "ws.json"), "--out", str(tmp_path / "r"),
+                        "--configs-out", str(tmp_path / "c.json")])
+    (entry, ) = json.loads((tmp_path / "c.json").read_text()).values()
+    assert entry["config"] == row["default_config"] and entry["ours_ms"] == 0.131
+    (reported, ) = json.loads((tmp_path / "r.json").read_text())["rows"]
+    assert reported["config"] == row["config"] and "256+64x128x32" in (tmp_path / "r.md").read_text()
