@@ -2,9 +2,11 @@
 
 Every GEMM of ``all_gather_gemm``, ``gemm_reduce_scatter`` and ``gemm_all_scatter`` is the
 Hopper schedule of kernels/schedule/persistent_gemm.py (tensor descriptors, a persistent loop over the
-SMs given to compute, stream-K for the last waves); each kernel module keeps its own ``swizzle``
-(the rewrite target: which tile index computes which tile) and its own prologue / epilogue
-(waits on flags, stores to peers, signals); what is common to the three lives here and there.
+SMs given to compute, stream-K for the last waves), or, where a configuration says ``WS_GEMM=1`` (AG +
+GEMM and GEMM + all-scatter) or ``WS_OWN=1`` (GEMM + RS's own rows), the warp-specialized Gluon GEMM of
+kernels/schedule/ws_gemm.py; each kernel module keeps its own ``swizzle`` (the rewrite target: which
+tile index computes which tile, in both) and its own prologue / epilogue (waits on flags, stores to
+peers, signals); what is common to the three lives here and there.
 """
 from __future__ import annotations
 
