@@ -149,3 +149,14 @@ def test_producer_consumer_takes_the_triton_gemm_for_a_320_row_tile():
             if not step.barrier:
                 step.run()
     assert {name for name, _ in launches} == {"gemm_all_scatter_gemm", "gemm_all_scatter_scatter"}
+
+
+def test_workgroup_specialized_takes_no_stream_k():
+    """triton 3.6 does not build workgroup_specialized with stream-K tiles: the policy must not
+    propose it (the other patterns keep STREAM_K)."""
+    problem = kernel.SPEC.problems["iris-4096"]
+    meta = dict(kernel.SPEC.meta_for("iris-4096", {"STREAM_K": 1}), NUM_SMS=132)
+    assert "STREAM_K" in kernel.SPEC.constraints(problem, 2, "workgroup_specialized", meta)
+    assert kernel.SPEC.constraints(problem, 2, "producer_consumer", meta) is None
+    assert not [c for c in kernel.SPEC.space("iris-4096", 2, 132)
+                if c["pattern"] == "workgroup_specialized" and c.get("STREAM_K")]
