@@ -115,6 +115,26 @@ def descriptors_as_on_hopper(name: str):
         module.tma_supported, ws_gemm.runs_here = original, runs_here
 
 
+def compile_steps(name: str, problem: dict, meta: dict, pattern: str, world_size: int = 2,
+                  arch: int = 90, streams: tuple = ("main", "comm")) -> dict:
+    """``{kernel name: Triton's compiled kernel}`` of one launch of ``pattern`` of kernel ``name``
+    for rank 0 of ``world_size`` CPU heaps at ``problem`` with ``meta``, compiled for ``cuda:arch``
+    with the tensor-descriptor and Gluon paths taken as on Hopper (``descriptors_as_on_hopper``);
+    steps on other streams than ``streams`` and barriers are not run. A problem large enough
+    for the bench's tiles, unlike ``check``'s."""
+    from swizzleperf.kernels.distributed import load_spec
+    from swizzleperf.kernels.distributed.heap import Heap
+    spec = load_spec(name)
+    heaps = Heap.group(world_size, spec.heap_bytes(problem, world_size, spec.dtypes[0]))
+    inputs = spec.make_inputs(problem, 0, world_size, 0, "cpu", spec.dtypes[0])
+    with compiling_launches(arch) as launches, descriptors_as_on_hopper(name):
+        state = spec.setup(heaps[0], inputs, problem, meta)
+        for step in spec.steps(heaps[0], state, pattern, 1, meta):
+            if not step.barrier and step.stream in streams:
+                step.run()
+    return {kernel: compiled for (kernel, _), compiled in launches.items()}
+
+
 def check(name: str, arch: int = 90, space: bool = False) -> list:
     """Compile every launch of every pattern of kernel ``name`` (with ``space``: of every
     configuration the optimizer's policy may propose, ``spec.space`` at each bench problem and

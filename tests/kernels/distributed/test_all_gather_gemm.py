@@ -185,19 +185,11 @@ def test_the_warp_specialized_gemm_compiles_for_sm_90(pattern, config, world_siz
     tile spans two ranks' rows: 512 rows a rank). Gluon does not run in the
     interpreter: the numerics ran on H100s (eval/results/ws_all_gather_h100x2/)."""
     from swizzleperf.kernels.distributed import compile_check
-    from swizzleperf.kernels.distributed.heap import Heap
     problem = {"M": 512 * world_size, "N": 256 * world_size, "K": 256}
     meta = dict(kernel.SPEC.meta_for("llama70b-qkv-4k", config), NUM_SMS=132)
     assert kernel.SPEC.constraints(problem, world_size, pattern, meta) is None
-    heaps = Heap.group(world_size, kernel.SPEC.heap_bytes(problem, world_size, "bfloat16"))
-    inputs = kernel.SPEC.make_inputs(problem, 0, world_size, 0, "cpu", "bfloat16")
-    with compile_check.compiling_launches(90) as launches, \
-            compile_check.descriptors_as_on_hopper("all_gather_gemm"):
-        state = kernel.SPEC.setup(heaps[0], inputs, problem, meta)
-        for step in kernel.SPEC.steps(heaps[0], state, pattern, 1, meta):
-            if not step.barrier and step.stream != "comm":
-                step.run()
-    compiled = {name: k for (name, _), k in launches.items()}
+    compiled = compile_check.compile_steps("all_gather_gemm", problem, meta, pattern, world_size,
+                                           streams=("main", ))
     assert "all_gather_gemm_gemm" not in compiled
     ptx = compiled["all_gather_gemm_ws"].asm["ptx"]
     waits = ("ld.global.sys.acquire", "fence.proxy.async.global") if pattern == "push_copy_engine" else ()

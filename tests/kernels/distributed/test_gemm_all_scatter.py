@@ -100,19 +100,10 @@ def test_the_warp_specialized_gemm_compiles_for_sm_90(pattern, config, instructi
     memory) and a proxy fence. Gluon does not run in the interpreter: the
     numerics ran on two H100s (eval/results/ws_all_scatter_h100x2/)."""
     from swizzleperf.kernels.distributed import compile_check
-    from swizzleperf.kernels.distributed.heap import Heap
     problem = {"M": 640, "N": 512, "K": 256}
     meta = dict(kernel.SPEC.meta_for("iris-4096", config), NUM_SMS=132)
     assert kernel.SPEC.constraints(problem, 2, pattern, meta) is None
-    heaps = Heap.group(2, kernel.SPEC.heap_bytes(problem, 2, "bfloat16"))
-    inputs = kernel.SPEC.make_inputs(problem, 0, 2, 0, "cpu", "bfloat16")
-    with compile_check.compiling_launches(90) as launches, \
-            compile_check.descriptors_as_on_hopper("gemm_all_scatter"):
-        state = kernel.SPEC.setup(heaps[0], inputs, problem, meta)
-        for step in kernel.SPEC.steps(heaps[0], state, pattern, 1, meta):
-            if not step.barrier:
-                step.run()
-    compiled = {name: k for (name, _), k in launches.items()}
+    compiled = compile_check.compile_steps("gemm_all_scatter", problem, meta, pattern)
     assert "gemm_all_scatter_gemm" not in compiled
     ptx = compiled["gemm_all_scatter_gemm_ws"].asm["ptx"]
     for instruction in ("setmaxnreg", "wgmma.mma_async") + instructions:
@@ -137,18 +128,10 @@ def test_producer_consumer_takes_the_triton_gemm_for_a_320_row_tile():
     """The scatter's flags are per BLOCK_M x BLOCK_N tile, so producer_consumer runs the 320-row
     configuration's tiles with the Triton GEMM (as on Hopper, compiled for sm_90)."""
     from swizzleperf.kernels.distributed import compile_check
-    from swizzleperf.kernels.distributed.heap import Heap
     problem = {"M": 640, "N": 512, "K": 256}
     meta = dict(kernel.SPEC.meta_for("iris-4096", kernel.WS_TILE_CONFIGS[1]), NUM_SMS=132)
-    heaps = Heap.group(2, kernel.SPEC.heap_bytes(problem, 2, "bfloat16"))
-    inputs = kernel.SPEC.make_inputs(problem, 0, 2, 0, "cpu", "bfloat16")
-    with compile_check.compiling_launches(90) as launches, \
-            compile_check.descriptors_as_on_hopper("gemm_all_scatter"):
-        state = kernel.SPEC.setup(heaps[0], inputs, problem, meta)
-        for step in kernel.SPEC.steps(heaps[0], state, "producer_consumer", 1, meta):
-            if not step.barrier:
-                step.run()
-    assert {name for name, _ in launches} == {"gemm_all_scatter_gemm", "gemm_all_scatter_scatter"}
+    compiled = compile_check.compile_steps("gemm_all_scatter", problem, meta, "producer_consumer")
+    assert set(compiled) == {"gemm_all_scatter_gemm", "gemm_all_scatter_scatter"}
 
 
 def test_workgroup_specialized_takes_no_stream_k():

@@ -237,17 +237,9 @@ def test_the_warp_specialized_own_rows_compile_for_sm_90():
     rows, as on Hopper): its own rows are the Gluon kernel, which builds for sm_90 with the flag
     wait's acquire, the proxy fence before the partials' TMA loads, and a load warp."""
     from swizzleperf.kernels.distributed import compile_check
-    from swizzleperf.kernels.distributed.heap import Heap
     problem = {"M": 512, "N": 512, "K": 256}
     meta = dict(kernel.SPEC.meta_for("llama70b-o-4k", {"WS_OWN": 1}), NUM_SMS=132)
-    heaps = Heap.group(2, kernel.SPEC.heap_bytes(problem, 2, "bfloat16"))
-    inputs = kernel.SPEC.make_inputs(problem, 0, 2, 0, "cpu", "bfloat16")
-    with compile_check.compiling_launches(90) as launches, \
-            compile_check.descriptors_as_on_hopper("gemm_reduce_scatter"):
-        state = kernel.SPEC.setup(heaps[0], inputs, problem, meta)
-        for step in kernel.SPEC.steps(heaps[0], state, "push_copy_engine", 1, meta):
-            step.run()
-    compiled = {name: k for (name, _), k in launches.items()}
+    compiled = compile_check.compile_steps("gemm_reduce_scatter", problem, meta, "push_copy_engine")
     ptx = compiled["gemm_reduce_scatter_own_ws"].asm["ptx"]
     for instruction in ("ld.global.sys.acquire", "fence.proxy.async.global", "setmaxnreg",
                         "wgmma.mma_async"):
