@@ -58,7 +58,9 @@ partials of it have arrived. Patterns:
   kernel instead (``gemm_reduce_scatter_own_ws``, kernels/schedule/ws_gemm.py): a load warp runs
   ahead across tiles while the consumers' epilogue waits for the flags and sums, so the wait no
   longer drains the loads; the own rows alone 4 us faster at o-4k, the launch ~2 us
-  (eval/results/rs_ws_own_h100x2/). Its
+  (eval/results/rs_ws_own_h100x2/). The load warp also loads the first peer's partial of a tile
+  into the epilogue's shared memory during the tile's main loop (1.5-2 us a launch at o-4k,
+  0-1 us at down-4k: ``5_prefetch_partial/``). Its
   copies are (W - 1) / W of the partial, one after another on one stream: at W = 4 on four
   H100s (eval/results/dist_gemm_h100x4/) they outlasted the GEMM at llama70b-o-4k and
   llama8b-down-4k, where bulk_sync was faster (0.287 against 0.366 ms at o-4k); copies to the
@@ -703,33 +705,72 @@ def _own_order(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 
 @gluon.jit
+def _prefetch_partial(row, col, count, args):
+    """The load warp's half of an own tile's sum (``ws_gemm.load_partition``'s ``PREFETCH``,
+    during the tile's main loop): once the consumers have released ``c_smem`` (``c_free``'s phase
+    ``count``: the previous tile's store has read it, ``_release_c``) and the first peer in arrival
+    order (r - 1) has flagged the tile's copy group (acquire, bounded, then the proxy fence), its
+    partial of the tile comes through TMA into ``c_smem``, its bytes counted by ``part_ready``. So
+    the partials' reads, W - 1 tiles at the end of every tile otherwise and all programs' at
+    once, overlap the main loop. ``args``: ``(slots, c_smem, c_free, part_ready, flags, errors,
+    flag_kind, epoch, max_spins, flag_group, rows_per_rank, first_source, world_size)``."""
+    slots, c_smem, c_free, part_ready, flags, errors, flag_kind, epoch, max_spins, flag_group, \
+        rows_per_rank, first_source, world_size = args
+    BLOCK_M: gl.constexpr = slots.block_type.shape[0]
+    local_m = row // BLOCK_M
+    flag = (local_m - local_m % flag_group) * world_size + first_source
+    mbarrier.wait(c_free, count & 1)
+    device.wait(flags + flag, epoch, errors, flag_kind, flag, first_source, max_spins)
+    device.fence_async_reads()
+    mbarrier.expect(part_ready, slots.block_type.nbytes)
+    ws_gemm.tma_load(slots, [first_source * rows_per_rank + row, col], part_ready, c_smem)
+
+
+@gluon.jit
+def _release_c(args):
+    """The consumers' release of ``c_smem`` early in a tile's main loop (``ws_gemm.mma_partition``'s
+    ``STARTED``): the previous tile's TMA store has read it (``store_wait``), every consumer thread
+    has passed that, then one arrival on ``c_free`` lets ``_prefetch_partial`` load into it."""
+    c_free = args[3]
+    tma.store_wait(0)
+    ws_gemm.thread_barrier()
+    mbarrier.arrive(c_free)
+
+
+@gluon.jit
 def _sum_partials(acc, row, col, c_smem, state, args, WORLD_SIZE: gl.constexpr):
-    """ws_gemm's epilogue for an own tile at ``(row, col)`` of out: after the group's flags
-    (``_acquire_group``, then the proxy fence), the W - 1 peers' partials come in through
-    ``slots`` (the staging as [W * rows_per_rank, N], C's block) one at a time into ``c_smem``
-    and are added in arrival order (the sums of ``_store_sum_tma``, in the same order); the sum
-    goes out through ``c_desc``. ``state``: ``(acquired, partial loads so far)`` (the mbarrier
-    ``part_bar``'s phase)."""
-    c_desc, slots, part_bar, flags, errors, flag_kind, rank, epoch, max_spins, flag_group, \
-        rows_per_rank = args
-    acquired, loads = state
+    """ws_gemm's epilogue for an own tile at ``(row, col)`` of out: the first peer's partial
+    (r - 1's), loaded into ``c_smem`` during the main loop by ``_prefetch_partial``, is added
+    once ``part_ready`` has its bytes; with W > 2 the other W - 2 peers' partials then come in
+    through ``slots`` (the staging as [W * rows_per_rank, N], C's block) one at a time into
+    ``c_smem``, after the group's flags (``_acquire_group``, then the proxy fence), and are added
+    in arrival order (the sums of ``_store_sum_tma``, in the same order); the sum goes out
+    through ``c_desc`` from ``c_smem``. ``state``: ``(acquired, partial loads so far,
+    tiles so far)`` (the phases of the mbarriers ``part_bar`` and ``part_ready``)."""
+    c_desc, slots, part_bar, c_free, part_ready, flags, errors, flag_kind, rank, epoch, \
+        max_spins, flag_group, rows_per_rank = args
+    acquired, loads, count = state
     BLOCK_M: gl.constexpr = acc.shape[0]
-    _, acquired = _acquire_group(flags, errors, flag_kind, rank, epoch, max_spins, flag_group,
-                                 acquired, row // BLOCK_M, WORLD_SIZE, True)
-    tma.store_wait(0)   # the previous tile's store has read c_smem
-    for i in gl.static_range(WORLD_SIZE - 1):
-        source = _arrival_source(rank, i, WORLD_SIZE)
-        mbarrier.expect(part_bar, slots.block_type.nbytes)
-        ws_gemm.tma_load(slots, [source * rows_per_rank + row, col], part_bar, c_smem)
-        mbarrier.wait(part_bar, loads & 1)
-        loads += 1
-        acc = acc + c_smem.load(acc.type.layout).to(gl.float32)
-        ws_gemm.thread_barrier()   # every thread has read c_smem before the next copy lands in it
+    mbarrier.wait(part_ready, count & 1)
+    acc = acc + c_smem.load(acc.type.layout).to(gl.float32)
+    ws_gemm.thread_barrier()   # every thread has read c_smem before it is written again
+    if WORLD_SIZE > 2:
+        _, acquired = _acquire_group(flags, errors, flag_kind, rank, epoch, max_spins, flag_group,
+                                     acquired, row // BLOCK_M, WORLD_SIZE, True)
         fence_async_shared()
+        for i in gl.static_range(1, WORLD_SIZE - 1):
+            source = _arrival_source(rank, i, WORLD_SIZE)
+            mbarrier.expect(part_bar, slots.block_type.nbytes)
+            ws_gemm.tma_load(slots, [source * rows_per_rank + row, col], part_bar, c_smem)
+            mbarrier.wait(part_bar, loads & 1)
+            loads += 1
+            acc = acc + c_smem.load(acc.type.layout).to(gl.float32)
+            ws_gemm.thread_barrier()   # every thread has read c_smem before the next copy lands in it
+            fence_async_shared()
     c_smem.store(acc.to(c_desc.dtype))
     fence_async_shared()
     ws_gemm.tma_store(c_desc, [row, col], c_smem)
-    return acquired, loads
+    return acquired, loads, count + 1
 
 
 @gluon.jit(do_not_specialize=["epoch"])
@@ -739,28 +780,40 @@ def gemm_reduce_scatter_own_ws(a_desc, b_desc, c_desc, slots, flags, errors, fla
                                num_warps: gl.constexpr):
     """push_copy_engine's GEMM of this rank's own rows, warp-specialized (``WS_OWN=1``,
     kernels/schedule/ws_gemm.py): a load warp streams A_r's own rows [rank * rows_per_rank :
-    + rows_per_rank, K_local] and B_r through a ring of ``num_stages`` stages, across tiles, while
-    the consumers' epilogue of a tile waits for its copy group's flags and adds the peers'
-    partials (``_sum_partials``) into out [rows_per_rank, N]. Gluon descriptors: ``a_desc`` A_r
-    (block [BLOCK_M, BLOCK_K]), ``b_desc`` B_r ([BLOCK_K, BLOCK_N]), ``c_desc`` out and
-    ``slots`` the staging of the epoch's parity as [W * rows_per_rank, N] ([BLOCK_M, BLOCK_N]).
-    Row tiles divide rows_per_rank (the host's condition)."""
+    + rows_per_rank, K_local] and B_r through a ring of ``num_stages`` stages, across tiles, and
+    during each tile's main loop also the first peer's partial of the tile into the epilogue's
+    shared memory (``_prefetch_partial``, once the tile's copy group is flagged); the consumers'
+    epilogue adds it and the other peers' partials (``_sum_partials``) into out [rows_per_rank,
+    N]. Gluon descriptors: ``a_desc`` A_r (block [BLOCK_M, BLOCK_K]), ``b_desc`` B_r ([BLOCK_K,
+    BLOCK_N]), ``c_desc`` out and ``slots`` the staging of the epoch's parity as [W *
+    rows_per_rank, N] ([BLOCK_M, BLOCK_N]). Row tiles divide rows_per_rank (the host's
+    condition)."""
     num_pid_m = gl.cdiv(rows_per_rank, a_desc.block_type.shape[0])
     num_pid_n = gl.cdiv(N, b_desc.block_type.shape[1])
     a_ring, b_ring, ready, empty = ws_gemm.allocate_ring(a_desc, b_desc, num_stages)
     c_smem = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
+    # part_bar: the consumers' own partial loads (W > 2); c_free: c_smem released for the next
+    # prefetch; part_ready: the prefetched partial's bytes
     part_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    c_free = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    part_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     mbarrier.init(part_bar, count=1)
-    epilogue_args = (c_desc, slots, part_bar, flags, errors, flag_kind, rank, epoch, max_spins,
-                     flag_group, rows_per_rank)
+    mbarrier.init(c_free, count=1)
+    mbarrier.init(part_ready, count=1)
+    epilogue_args = (c_desc, slots, part_bar, c_free, part_ready, flags, errors, flag_kind, rank,
+                     epoch, max_spins, flag_group, rows_per_rank)
+    prefetch_args = (slots, c_smem, c_free, part_ready, flags, errors, flag_kind, epoch, max_spins,
+                     flag_group, rows_per_rank, _arrival_source(rank, 0, WORLD_SIZE), WORLD_SIZE)
     gl.warp_specialize([
         (ws_gemm.mma_partition, (a_ring, b_ring, ready, empty, c_smem, num_pid_m, num_pid_n,
                                  K_local, gl.constexpr(_own_order), 1, gl.constexpr(_sum_partials),
-                                 epilogue_args, WORLD_SIZE, (gl.to_tensor(-1), gl.to_tensor(0)),
-                                 num_warps, a_desc.block_type.shape[0], 0, 0)),
+                                 epilogue_args, WORLD_SIZE,
+                                 (gl.to_tensor(-1), gl.to_tensor(0), gl.to_tensor(0)), num_warps,
+                                 a_desc.block_type.shape[0], 0, 0, gl.constexpr(_release_c))),
         (ws_gemm.load_partition, (a_desc, b_desc, a_ring, b_ring, ready, empty,
                                   rank * rows_per_rank, num_pid_m, num_pid_n, K_local,
-                                  gl.constexpr(_own_order), 1, a_desc, a_ring, 0, 0, None, 0)),
+                                  gl.constexpr(_own_order), 1, a_desc, a_ring, 0, 0, None, 0,
+                                  gl.constexpr(_prefetch_partial), prefetch_args)),
     ], [1], [ws_gemm.LOAD_WARP_REGISTERS])
 
 

@@ -37,7 +37,8 @@ The partitions (``load_partition``, ``mma_partition``) take the tile order, its 
 (``rotated``: a rank-relative order over a fixed grid), a wait before each tile's loads and the
 epilogue as compile-time functions, so other kernels reuse them with their own
 (``gemm_partitions`` is the body with C stored through TMA): GEMM + RS push_copy_engine's own rows
-(kernels/distributed/gemm_reduce_scatter.py, ``WS_OWN``) add the peers' partials in the epilogue;
+(kernels/distributed/gemm_reduce_scatter.py, ``WS_OWN``) add the peers' partials in the epilogue,
+the first loaded by the load warp during the tile's main loop (``PREFETCH`` / ``STARTED``);
 AG + GEMM (``WS_GEMM``) waits in the load warp for the peers' rows of A; GEMM + all-scatter
 producer_consumer releases a flag per tile once its store has completed. ``ws_matmul_kernel`` is
 the plain GEMM (``tile_coordinates``, ``store_c``).
@@ -122,7 +123,8 @@ def rotated(ORDER: tl.constexpr, tile, num_pid_m, num_pid_n, GROUP_M: tl.constex
 @gluon.jit
 def load_partition(a_desc, b_desc, a_ring, b_ring, ready, empty, a_row0, num_pid_m, num_pid_n, K,
                    ORDER: gl.constexpr, GROUP_M: gl.constexpr, low_desc, low_ring,
-                   BLOCK_M_LOW: gl.constexpr, first_pid_m, WAIT: gl.constexpr, wait_args):
+                   BLOCK_M_LOW: gl.constexpr, first_pid_m, WAIT: gl.constexpr, wait_args,
+                   PREFETCH: gl.constexpr = None, prefetch_args=0):
     """The producer: the TMA loads of every K step of this program's tiles into the ring of
     stages (``ready[s]`` counts the bytes in, ``empty[s]`` is the consumers' release). Tile
     ``tile`` is ``ORDER(tile, num_pid_m, num_pid_n, GROUP_M)``; its A rows start at ``a_row0 +
@@ -131,7 +133,12 @@ def load_partition(a_desc, b_desc, a_ring, b_ring, ready, empty, a_row0, num_pid
     used (pass ``a_desc``, ``a_ring``). ``first_pid_m``: the order's row tiles are rotated to
     start there (``rotated``). ``WAIT``: None, or called as ``WAIT(row, TILE_M, wait_args)``
     before the loads of each tile whose A rows start at ``row`` (a wait for the rows to have
-    arrived: the consumers go on with the stages already loaded)."""
+    arrived: the consumers go on with the stages already loaded). ``PREFETCH``: None, or called
+    as ``PREFETCH(row, col, count, prefetch_args)`` once a tile, ``count`` its index among this
+    program's tiles, ``(row, col)`` its first element in C (A's row less ``a_row0``), after the
+    loads of its K step ``min(STAGES, k_iters - 1)`` (a load for the tile's epilogue, issued while
+    the consumers still have the ring's stages to work on; ``mma_partition``'s ``STARTED`` is the
+    other half)."""
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[1]
@@ -141,6 +148,7 @@ def load_partition(a_desc, b_desc, a_ring, b_ring, ready, empty, a_row0, num_pid
                                  + (low_desc.block_type.nbytes if BLOCK_M_LOW > 0 else 0))
     k_iters = gl.cdiv(K, BLOCK_K)
     step = 0
+    count = 0
     for tile in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
         pid_m, pid_n = rotated(ORDER, tile, num_pid_m, num_pid_n, GROUP_M, first_pid_m)
         row = a_row0 + pid_m * TILE_M
@@ -157,13 +165,18 @@ def load_partition(a_desc, b_desc, a_ring, b_ring, ready, empty, a_row0, num_pid
                 tma_load(low_desc, [row + BLOCK_M, k * BLOCK_K], ready.index(stage), low_ring.index(stage))
             tma_load(b_desc, [k * BLOCK_K, pid_n * BLOCK_N], ready.index(stage), b_ring.index(stage))
             step += 1
+            if PREFETCH is not None:
+                if k == gl.minimum(STAGES, k_iters - 1):
+                    PREFETCH(pid_m * TILE_M, pid_n * BLOCK_N, count, prefetch_args)
+        count += 1
 
 
 @gluon.jit
 def mma_partition(a_ring, b_ring, ready, empty, c_smem, num_pid_m, num_pid_n, K, ORDER: gl.constexpr,
                   GROUP_M: gl.constexpr, EPILOGUE: gl.constexpr, epilogue_args,
                   EPILOGUE_CONST: gl.constexpr, state, num_warps: gl.constexpr,
-                  TILE_M: gl.constexpr, ROW_OFFSET: gl.constexpr, first_pid_m):
+                  TILE_M: gl.constexpr, ROW_OFFSET: gl.constexpr, first_pid_m,
+                  STARTED: gl.constexpr = None):
     """A consumer: for each tile, wgmma over the ring (one in flight, the stage before it
     released), then ``state = EPILOGUE(acc, row, col, c_smem, state, epilogue_args,
     EPILOGUE_CONST)`` with the fp32 accumulator [BLOCK_M, BLOCK_N] in wgmma's layout, ``(row,
@@ -171,7 +184,10 @@ def mma_partition(a_ring, b_ring, ready, empty, c_smem, num_pid_m, num_pid_n, K,
     TILE_M rows may be computed by two consumers, the second from ROW_OFFSET on); ``c_smem`` is
     the epilogue's shared memory, ``state`` a value carried from tile to tile,
     ``EPILOGUE_CONST`` a compile-time value (a tuple's constants arrive as tensors). Tiles in
-    ``rotated`` order, as ``load_partition``'s."""
+    ``rotated`` order, as ``load_partition``'s. ``STARTED``: None, or called as
+    ``STARTED(epilogue_args)`` once a tile, after its K step ``min(1, k_iters - 1)`` has been
+    issued and the stage before it released (where the previous tile's epilogue has had a K
+    step's time to finish: ``load_partition``'s ``PREFETCH`` waits for it)."""
     BLOCK_M: gl.constexpr = a_ring.shape[1]
     BLOCK_K: gl.constexpr = a_ring.shape[2]
     BLOCK_N: gl.constexpr = b_ring.shape[2]
@@ -191,6 +207,9 @@ def mma_partition(a_ring, b_ring, ready, empty, c_smem, num_pid_m, num_pid_n, K,
             acc = warpgroup_mma_wait(1, deps=(acc, a_ring.index(stage), b_ring.index(stage)))[0]
             mbarrier.arrive(empty.index((step + STAGES - 1) % STAGES), pred=k > 0)
             step += 1
+            if STARTED is not None:
+                if k == gl.minimum(1, k_iters - 1):
+                    STARTED(epilogue_args)
         acc = warpgroup_mma_wait(0, deps=(acc, ))
         mbarrier.arrive(empty.index((step + STAGES - 1) % STAGES))
         state = EPILOGUE(acc, pid_m * TILE_M + ROW_OFFSET, pid_n * BLOCK_N, c_smem, state, epilogue_args,
