@@ -208,9 +208,10 @@ def ws(inputs: list, out: str, rounds: int) -> None:
     configuration (``rounds`` rounds, L2 flushed, CUDA events); the row keeps the faster of the
     two schedules, with this run's timings of it and of cuBLAS. Other rows are copied as they
     are. Writes ``tune``'s format (``report`` reads it), plus per row ``ws_ms`` / ``triton_ms``,
-    ``triton_config``, and ``default_config`` / ``default_ms``: the faster of the Triton GEMM and
-    the WS configurations without a second consumer's rows, which ``report`` writes to the
-    configuration cache (the kernels' default at the shape). The 320-row tile (BLOCK_M_LOW 64) is
+    ``triton_config``, and ``default_config`` / ``default_ms``: the Triton GEMM or a WS
+    configuration without a second consumer's rows (``choose_schedules``, ``AG_WS_MARGIN`` at
+    all-gather + GEMM's shapes), which ``report`` writes to the configuration cache (the kernels'
+    default at the shape). The 320-row tile (BLOCK_M_LOW 64) is
     in the table where it is faster alone but is not a default: in AG + GEMM push_copy_engine its
     tiles span two ranks' rows, and the grouped order reaches the peers' rows before they have
     arrived (eval/results/ws_dist_h100x4/)."""
@@ -254,7 +255,8 @@ def ws(inputs: list, out: str, rounds: int) -> None:
             fn()
         torch.cuda.synchronize()
         times = gemm_tuning.interleaved(launches, rounds)
-        best, default = choose_schedules({n: t["median_ms"] for n, t in times.items()}, ws_out)
+        margin = AG_WS_MARGIN if any(k == "all_gather_gemm" for k, _, _ in row["sources"]) else 0.0
+        best, default = choose_schedules({n: t["median_ms"] for n, t in times.items()}, ws_out, margin)
         record = dict(row)
         record.update({"triton_config": row["config"],
                        "default_config": row["config"] if default == "triton" else ws_out[default],
@@ -277,14 +279,28 @@ def ws(inputs: list, out: str, rounds: int) -> None:
         Path(out).write_text(json.dumps({**header, "rows": rows}, indent=1))
 
 
-def choose_schedules(median_ms: dict, ws_configs: dict) -> tuple:
+#: How much slower alone (a fraction of the Triton GEMM's time) the WS GEMM may be and still be the
+#: default at a shape that all-gather + GEMM produces. Inside its push_copy_engine, the fastest
+#: pattern at every bench problem, the WS GEMM's load warp waits for the peers' rows while the
+#: consumers compute, where the Triton loop's waits stop its only warps: paired on two H100s
+#: (eval/results/ws_all_gather_h100x2/, 2026-11-26), WS over Triton inside was 0.978 at llama8b-up-4k
+#: (0.317 against 0.324 ms) where alone it was 0.996-1.002 over five runs, 0.991 at qkv-4k (alone
+#: 0.984-1.001) and 1.009 at up-8k (alone 1.023-1.063, so the Triton GEMM stays the default there).
+AG_WS_MARGIN = 0.01
+
+
+def choose_schedules(median_ms: dict, ws_configs: dict, margin: float = 0.0) -> tuple:
     """``(best, default)``: the fastest of "triton" and the WS configurations ``ws_configs``
     (label -> configuration) by ``median_ms`` (label -> ms; a tie goes to the Triton GEMM), and
-    the fastest of those a kernel's every WS pattern runs as timed alone: not the 320-row tile
-    (BLOCK_M_LOW), whose tiles span two ranks' rows in AG + GEMM push_copy_engine (``ws``)."""
+    the kernels' default: the fastest WS configuration that every WS pattern runs (not the 320-row
+    tile, BLOCK_M_LOW, whose tiles span two ranks' rows in AG + GEMM push_copy_engine: ``ws``)
+    where it is faster than the Triton GEMM by more than ``-margin`` of the Triton GEMM's time
+    (``AG_WS_MARGIN`` at all-gather + GEMM's shapes, else 0: strictly faster), else the Triton GEMM."""
     best = min(["triton", *ws_configs], key=median_ms.__getitem__)
-    default = min(["triton", *(n for n, c in ws_configs.items() if not c.get("BLOCK_M_LOW"))],
-                  key=median_ms.__getitem__)
+    plain = [n for n, c in ws_configs.items() if not c.get("BLOCK_M_LOW")]
+    fastest_ws = min(plain, key=median_ms.__getitem__) if plain else None
+    default = (fastest_ws if fastest_ws and median_ms[fastest_ws] < median_ms["triton"] * (1 + margin)
+               else "triton")
     return best, default
 
 

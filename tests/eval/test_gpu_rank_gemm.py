@@ -44,6 +44,20 @@ def test_the_320_row_tile_may_win_a_row_but_is_not_a_default():
     assert gpu_rank_gemm.choose_schedules({"triton": 0.30}, {}) == ("triton", "triton")
 
 
+def test_all_gather_shapes_take_the_ws_gemm_within_the_margin():
+    """At all-gather + GEMM's shapes (``margin``) the WS GEMM is the default while it is slower
+    alone by less than the margin; beyond it, and at other shapes when it is slower at all, the
+    Triton GEMM is; the row's fastest schedule is unaffected."""
+    ws = {"plain": {"WS_GEMM": 1, "BLOCK_M": 128}}
+    margin = gpu_rank_gemm.AG_WS_MARGIN
+    within = {"triton": 0.300, "plain": 0.300 * (1 + margin / 2)}
+    beyond = {"triton": 0.300, "plain": 0.300 * (1 + 2 * margin)}
+    assert gpu_rank_gemm.choose_schedules(within, ws, margin) == ("triton", "plain")
+    assert gpu_rank_gemm.choose_schedules(within, ws) == ("triton", "triton")
+    assert gpu_rank_gemm.choose_schedules(beyond, ws, margin) == ("triton", "triton")
+    assert gpu_rank_gemm.choose_schedules({"triton": 0.30, "plain": 0.29}, ws, margin) == ("plain", "plain")
+
+
 def test_the_cache_takes_the_default_configuration(tmp_path):
     """``report --configs-out`` writes a ``ws`` row's ``default_config`` (and its time), the table its
     fastest ``config``."""
