@@ -73,6 +73,26 @@ def test_sizes_counted_by_hand():
         kernel.make_inputs({"M": 4, "N": 8, "K": 4}, 0, 3, 0)
 
 
+def test_every_pattern_runs_the_check_problem_s_default_meta():
+    """The check problem's meta is one every pattern takes (the constraints refuse none): bench
+    --verify-only and the measured optimize's check verify every pattern there."""
+    problem = kernel.SPEC.problems["check"]
+    meta = {**kernel.SPEC.meta_for("check"), "NUM_SMS": 4}
+    assert [p for p in kernel.PATTERNS if kernel.SPEC.constraints(problem, 2, p, meta)] == []
+
+
+@pytest.mark.parametrize("pattern", ["bulk_sync", "producer_consumer", "fused_sequential"])
+def test_stream_k_through_the_interpreter(pattern):
+    """The patterns other than workgroup_specialized with stream-K over the last wave (the check
+    problem's own meta is data-parallel): numerics as without."""
+    errors = _interpret(
+        "out = [[c.error for c in runner.run_group(kernel.SPEC, 2, %r, dtype='float16',\n"
+        "        meta={'STREAM_K': 1})]]\n"
+        "print(json.dumps(out))\n" % pattern)
+    for rank_errors in errors:
+        assert len(rank_errors) == 2 and all(0 < e < 6e-4 for e in rank_errors), errors
+
+
 @pytest.mark.parametrize("world_size", [2, 3])
 def test_the_gemm_schedules_through_the_interpreter(world_size):
     """The per-rank GEMM data-parallel, with stream-K for the last wave, the last two and all tiles
