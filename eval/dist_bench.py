@@ -30,6 +30,7 @@ import json
 import statistics
 import sys
 import time
+import traceback
 from pathlib import Path
 
 import torch
@@ -172,7 +173,9 @@ def _bench_or_record(spec, heap, args) -> list:
     try:
         return bench_kernel(spec, heap, args)
     except Exception as exc:  # recorded as the kernel's failure; the bench goes on
-        message = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+        message = (f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                   + (f" ({Path(where.filename).name}:{where.lineno})" if where else ""))
         print(f"bench: {spec.name} failed: {message}", file=sys.stderr, flush=True)
         heap.reset(mark)
         return [{"kernel": spec.name, "problem": "-", "pattern": "-", "world_size":
