@@ -731,7 +731,7 @@ def _release_c(args):
     """The consumers' release of ``c_smem`` early in a tile's main loop (``ws_gemm.mma_partition``'s
     ``STARTED``): the previous tile's TMA store has read it (``store_wait``), every consumer thread
     has passed that, then one arrival on ``c_free`` lets ``_prefetch_partial`` load into it."""
-    c_free = args[3]
+    c_free = args[3]   # _sum_partials's epilogue_args: (c_desc, slots, part_bar, c_free, ...)
     tma.store_wait(0)
     ws_gemm.thread_barrier()
     mbarrier.arrive(c_free)
