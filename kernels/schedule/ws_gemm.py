@@ -136,9 +136,9 @@ def load_partition(a_desc, b_desc, a_ring, b_ring, ready, empty, a_row0, num_pid
     arrived: the consumers go on with the stages already loaded). ``PREFETCH``: None, or called
     as ``PREFETCH(row, col, count, prefetch_args)`` once a tile, ``count`` its index among this
     program's tiles, ``(row, col)`` its first element in C (A's row less ``a_row0``), after the
-    loads of its K step ``min(STAGES, k_iters - 1)`` (a load for the tile's epilogue, issued while
-    the consumers still have the ring's stages to work on; ``mma_partition``'s ``STARTED`` is the
-    other half)."""
+    loads of its last K step (a load for the tile's epilogue, issued while the consumers still
+    have the ring's stages to work on: a wait in it holds up no load of the tile's own;
+    ``mma_partition``'s ``STARTED`` is the other half)."""
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[1]
@@ -166,7 +166,7 @@ def load_partition(a_desc, b_desc, a_ring, b_ring, ready, empty, a_row0, num_pid
             tma_load(b_desc, [k * BLOCK_K, pid_n * BLOCK_N], ready.index(stage), b_ring.index(stage))
             step += 1
             if PREFETCH is not None:
-                if k == gl.minimum(STAGES, k_iters - 1):
+                if k == k_iters - 1:
                     PREFETCH(pid_m * TILE_M, pid_n * BLOCK_N, count, prefetch_args)
         count += 1
 
