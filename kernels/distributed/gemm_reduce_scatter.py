@@ -59,8 +59,10 @@ partials of it have arrived. Patterns:
   ahead across tiles while the consumers' epilogue waits for the flags and sums, so the wait no
   longer drains the loads; the own rows alone 4 us faster at o-4k, the launch ~2 us
   (eval/results/rs_ws_own_h100x2/). The load warp also loads the first peer's partial of a tile
-  into the epilogue's shared memory during the tile's main loop (1.5-2 us a launch at o-4k,
-  0-1 us at down-4k: ``5_prefetch_partial/``). Its
+  into the epilogue's shared memory once it has issued the tile's last loads, while the
+  consumers still work through the ring (1.5-2 us a launch at o-4k, 0-1 us at down-4k:
+  ``5_prefetch_partial/``; issued earlier in the tile, its wait for the flags stalled the tile's
+  own loads where copies came late, SLICES=1: ``6_prefetch_after_last_step_h200x2/``). Its
   copies are (W - 1) / W of the partial, one after another on one stream: at W = 4 on four
   H100s (eval/results/dist_gemm_h100x4/) they outlasted the GEMM at llama70b-o-4k and
   llama8b-down-4k, where bulk_sync was faster (0.287 against 0.366 ms at o-4k); copies to the
@@ -707,12 +709,12 @@ def _own_order(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 @gluon.jit
 def _prefetch_partial(row, col, count, args):
     """The load warp's half of an own tile's sum (``ws_gemm.load_partition``'s ``PREFETCH``,
-    during the tile's main loop): once the consumers have released ``c_smem`` (``c_free``'s phase
+    after the tile's last loads): once the consumers have released ``c_smem`` (``c_free``'s phase
     ``count``: the previous tile's store has read it, ``_release_c``) and the first peer in arrival
     order (r - 1) has flagged the tile's copy group (acquire, bounded, then the proxy fence), its
     partial of the tile comes through TMA into ``c_smem``, its bytes counted by ``part_ready``. So
-    the partials' reads, W - 1 tiles at the end of every tile otherwise and all programs' at
-    once, overlap the main loop. ``args``: ``(slots, c_smem, c_free, part_ready, flags, errors,
+    the first partial's read overlaps the end of the main loop (the ring's stages) instead of
+    following it. ``args``: ``(slots, c_smem, c_free, part_ready, flags, errors,
     flag_kind, epoch, max_spins, flag_group, rows_per_rank, first_source, world_size)``."""
     slots, c_smem, c_free, part_ready, flags, errors, flag_kind, epoch, max_spins, flag_group, \
         rows_per_rank, first_source, world_size = args
@@ -740,8 +742,8 @@ def _release_c(args):
 @gluon.jit
 def _sum_partials(acc, row, col, c_smem, state, args, WORLD_SIZE: gl.constexpr):
     """ws_gemm's epilogue for an own tile at ``(row, col)`` of out: the first peer's partial
-    (r - 1's), loaded into ``c_smem`` during the main loop by ``_prefetch_partial``, is added
-    once ``part_ready`` has its bytes; with W > 2 the other W - 2 peers' partials then come in
+    (r - 1's), loaded into ``c_smem`` at the end of the main loop (``_prefetch_partial``), is
+    added once ``part_ready`` has its bytes; with W > 2 the other W - 2 peers' partials then come in
     through ``slots`` (the staging as [W * rows_per_rank, N], C's block) one at a time into
     ``c_smem``, after the group's flags (``_acquire_group``, then the proxy fence), and are added
     in arrival order (the sums of ``_store_sum_tma``, in the same order); the sum goes out
@@ -781,7 +783,7 @@ def gemm_reduce_scatter_own_ws(a_desc, b_desc, c_desc, slots, flags, errors, fla
     """push_copy_engine's GEMM of this rank's own rows, warp-specialized (``WS_OWN=1``,
     kernels/schedule/ws_gemm.py): a load warp streams A_r's own rows [rank * rows_per_rank :
     + rows_per_rank, K_local] and B_r through a ring of ``num_stages`` stages, across tiles, and
-    during each tile's main loop also the first peer's partial of the tile into the epilogue's
+    after each tile's last loads also the first peer's partial of the tile into the epilogue's
     shared memory (``_prefetch_partial``, once the tile's copy group is flagged); the consumers'
     epilogue adds it and the other peers' partials (``_sum_partials``) into out [rows_per_rank,
     N]. Gluon descriptors: ``a_desc`` A_r (block [BLOCK_M, BLOCK_K]), ``b_desc`` B_r ([BLOCK_K,

@@ -38,7 +38,7 @@ The partitions (``load_partition``, ``mma_partition``) take the tile order, its 
 epilogue as compile-time functions, so other kernels reuse them with their own
 (``gemm_partitions`` is the body with C stored through TMA): GEMM + RS push_copy_engine's own rows
 (kernels/distributed/gemm_reduce_scatter.py, ``WS_OWN``) add the peers' partials in the epilogue,
-the first loaded by the load warp during the tile's main loop (``PREFETCH`` / ``STARTED``);
+the first loaded by the load warp after the tile's last loads (``PREFETCH`` / ``STARTED``);
 AG + GEMM (``WS_GEMM``) waits in the load warp for the peers' rows of A; GEMM + all-scatter
 producer_consumer releases a flag per tile once its store has completed. ``ws_matmul_kernel`` is
 the plain GEMM (``tile_coordinates``, ``store_c``).
