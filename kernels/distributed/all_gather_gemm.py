@@ -288,18 +288,13 @@ def all_gather_gemm_ws(a_desc, b_desc, c_desc, a_low_desc, c_low_desc, flags, er
     [M, K], ``b_desc`` B_r, ``c_desc`` / ``c_low_desc`` C_r."""
     TILE_M: gl.constexpr = a_desc.block_type.shape[0] + BLOCK_M_LOW
     first_pid_m = (rank * rows_per_rank) // TILE_M
-    if WAIT:
-        ws_gemm.gemm_partitions(a_desc, b_desc, c_desc, a_low_desc, c_low_desc, M, N_local, K,
-                                gl.constexpr(_ws_order), 1, num_stages, BLOCK_M_LOW, num_warps,
-                                first_pid_m, gl.constexpr(_wait_rows),
-                                (flags, errors, flag_kind, rank, epoch, max_spins, rows_per_rank,
-                                 flag_rows, per_group, M), gl.constexpr(ws_gemm.store_c), (c_desc, ),
-                                (c_low_desc, ))
-    else:
-        ws_gemm.gemm_partitions(a_desc, b_desc, c_desc, a_low_desc, c_low_desc, M, N_local, K,
-                                gl.constexpr(_ws_order), 1, num_stages, BLOCK_M_LOW, num_warps,
-                                first_pid_m, None, 0, gl.constexpr(ws_gemm.store_c), (c_desc, ),
-                                (c_low_desc, ))
+    wait_rows: gl.constexpr = _wait_rows if WAIT else None
+    ws_gemm.gemm_partitions(a_desc, b_desc, c_desc, a_low_desc, c_low_desc, M, N_local, K,
+                            gl.constexpr(_ws_order), 1, num_stages, BLOCK_M_LOW, num_warps,
+                            first_pid_m, wait_rows,
+                            (flags, errors, flag_kind, rank, epoch, max_spins, rows_per_rank,
+                             flag_rows, per_group, M), gl.constexpr(ws_gemm.store_c), (c_desc, ),
+                            (c_low_desc, ))
 
 
 @triton.jit(do_not_specialize=["epoch"])

@@ -420,12 +420,11 @@ def tile_orders(problem: dict, world_size: int, meta: dict) -> list:
 
 
 def constraints(problem: dict, world_size: int, pattern: str, meta: dict) -> str | None:
-    """The tiles must fit one program's shared memory, COMM_SMS must leave SMs to the GEMM, and N
-    must split evenly over the ranks, workgroup_specialized takes no stream-K; with WS_GEMM the
-    warp-specialized GEMM's configuration must
-    build (``tiles.ws_gemm_error``). It serves bulk_sync, and producer_consumer without a second
-    consumer's rows (the scatter's flags are per BLOCK_M x BLOCK_N tile); elsewhere the Triton GEMM
-    runs with the same tiles."""
+    """The tiles must fit one program's shared memory, COMM_SMS must leave SMs to the GEMM, N
+    must split evenly over the ranks, and workgroup_specialized takes no stream-K; with WS_GEMM
+    the warp-specialized GEMM's configuration must build (``tiles.ws_gemm_error``). It serves
+    bulk_sync, and producer_consumer without a second consumer's rows (the scatter's flags are per
+    BLOCK_M x BLOCK_N tile); elsewhere the Triton GEMM runs with the same tiles."""
     if problem["N"] % world_size:
         return f"N must be a multiple of the world size {world_size}, got {problem['N']}"
     if pattern == "workgroup_specialized" and meta.get("STREAM_K", 0):
