@@ -153,3 +153,18 @@ def test_a_configuration_the_kernel_refuses_is_recorded_not_launched(monkeypatch
     assert [r["pattern"] for r in rows] == ["push_copy_engine", "bulk_sync"]
     assert all(not r["verified"] and r["message"].startswith("refused: WS_GEMM:") and "registers" in r["message"]
                for r in rows)
+
+
+@pytest.mark.parametrize("name", ["gemm_all_scatter", "all_gather_gemm", "gemm_reduce_scatter", "flash_decode"])
+def test_no_pattern_refuses_the_check_problem_s_default_meta(name):
+    """The multi-GPU test runs ``bench --verify-only --problems check`` at W = 2, 4 or 8, and the
+    measured optimize checks every candidate's pattern there: a refusal fails both. (At W = 4
+    flash decode's check, 24 keys a rank, was refused for 3 splits of 16 until its constraint
+    kept to what the kernel cannot run.)"""
+    spec = bench.load_spec(name)
+    problem = spec.problems["check"]
+    for world_size in (2, 4, 8):
+        for sms in (4, 132):
+            meta = {**spec.meta_for("check"), "NUM_SMS": sms}
+            refused = {p: spec.constraints(problem, world_size, p, meta) for p in spec.patterns}
+            assert {p: r for p, r in refused.items() if r} == {}, (world_size, sms)

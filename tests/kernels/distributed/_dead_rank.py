@@ -22,6 +22,13 @@ def _wait_for_peer(flags, errors, kind, peer, max_spins):
     device.wait(flags + 3, 1, errors, kind, 3, peer, max_spins)
 
 
+def _say(line: str) -> None:
+    """One write of the whole line: the ranks share torchrun's stdout, and print's separate
+    write of the newline (unbuffered, PYTHONUNBUFFERED) let two ranks' lines run together."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def main() -> int:
     local_rank = int(os.environ["LOCAL_RANK"])
     torch.cuda.set_device(local_rank)
@@ -42,10 +49,10 @@ def main() -> int:
         started = time.time()
         try:
             action()
-            print(f"FAIL {name}: no error", flush=True)
+            _say(f"FAIL {name}: no error")
             status = 1
         except SpinTimeout as exc:
-            print(f"OK {time.time() - started:.2f} {exc}", flush=True)
+            _say(f"OK {time.time() - started:.2f} {exc}")
     sys.stdout.flush()
     os._exit(status)  # NCCL would wait for the dead rank at teardown
 

@@ -73,14 +73,6 @@ def test_sizes_counted_by_hand():
         kernel.make_inputs({"M": 4, "N": 8, "K": 4}, 0, 3, 0)
 
 
-def test_every_pattern_runs_the_check_problem_s_default_meta():
-    """The check problem's meta is one every pattern takes (the constraints refuse none): bench
-    --verify-only and the measured optimize's check verify every pattern there."""
-    problem = kernel.SPEC.problems["check"]
-    meta = {**kernel.SPEC.meta_for("check"), "NUM_SMS": 4}
-    assert [p for p in kernel.PATTERNS if kernel.SPEC.constraints(problem, 2, p, meta)] == []
-
-
 @pytest.mark.parametrize("pattern", ["bulk_sync", "producer_consumer", "fused_sequential"])
 def test_stream_k_through_the_interpreter(pattern):
     """The patterns other than workgroup_specialized with stream-K over the last wave (the check
