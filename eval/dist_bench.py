@@ -101,18 +101,18 @@ def _parse(argv) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _tuned(spec, problem: dict, world_size: int, args) -> dict:
+def _tuned(spec, problem: dict, world_size: int, args, pattern: str) -> dict:
     """The per-rank GEMM configuration measured for this problem's per-rank shape on this GPU
-    (``--gemm-configs``), as knobs of the spec, or {} (the spec's default) where there is none or
-    it does not fit the kernel (agent/distributed/problems.py's ``tuned_gemm``, which a measured
-    optimize uses too: a switch the kernel lacks, such as kernels/gemm.py's tail, is not run
-    silently as another schedule)."""
+    (``--gemm-configs``) for the programs ``pattern`` gives its GEMM, as knobs of the spec, or {}
+    (the spec's default) where there is none or it does not fit the kernel
+    (agent/distributed/problems.py's ``tuned_gemm``, which a measured optimize uses too: a switch
+    the kernel lacks, such as kernels/gemm.py's tail, is not run silently as another schedule)."""
     if not args.gemm_configs or spec.compute_shape is None:
         return {}
     from swizzleperf.agent.distributed.problems import tuned_gemm
     from swizzleperf.kernels.schedule.persistent_gemm import num_sms
     knobs, _ = tuned_gemm(spec, problem, world_size, args.dtype, torch.cuda.get_device_name(), num_sms(),
-                          caches=(args.gemm_configs,))
+                          caches=(args.gemm_configs,), pattern=pattern)
     return knobs
 
 
@@ -132,10 +132,10 @@ def bench_kernel(spec, heap, args, group=None) -> list:
     sms = num_sms()
     for problem_name in _problems(spec, args.problems):
         problem = spec.problems[problem_name]
-        meta = spec.meta_for(problem_name, {**_tuned(spec, problem, heap.world_size, args),
-                                            **parse_meta(args.meta)})
         block = []
         for pattern in patterns:
+            meta = spec.meta_for(problem_name, {**_tuned(spec, problem, heap.world_size, args, pattern),
+                                                **parse_meta(args.meta)})
             row = {"kernel": spec.name, "problem": problem_name, **problem, "pattern": pattern,
                    "world_size": heap.world_size, "dtype": args.dtype, "meta": meta}
             refused = spec.constraints(problem, heap.world_size, pattern, {"NUM_SMS": sms, **meta}) \
@@ -154,7 +154,7 @@ def bench_kernel(spec, heap, args, group=None) -> list:
             block.append(row)
         timed = [row for row in block if row["verified"]]
         if timed and not args.verify_only:
-            _time_problem(spec, heap, problem, meta, timed, args, group)
+            _time_problem(spec, heap, problem, timed, args, group)
             for row in timed:
                 row["tflops"] = spec.flops(problem, heap.world_size) / row["time_ms"] * 1e-9
                 if spec.min_bytes is not None:
@@ -190,7 +190,7 @@ def _all_ranks(ok: bool, group) -> bool:
     return int(flag.item()) == 0
 
 
-def _time_problem(spec, heap, problem, meta, rows, args, group) -> None:
+def _time_problem(spec, heap, problem, rows, args, group) -> None:
     """Time every verified pattern of ``rows`` (one problem) and torch + NCCL, with torch's compute
     alone where the baseline has one and each step of ``bulk_sync`` alone (the parts the other
     patterns overlap: ``bulk_sync_steps_ms``), interleaved in rounds, each pattern paired with torch +
@@ -201,7 +201,8 @@ def _time_problem(spec, heap, problem, meta, rows, args, group) -> None:
     to queue one launch; the timer lets the host queue ahead, so the times are the GPUs' work,
     and where ``host_ms`` nears ``time_ms`` an application that launches eagerly would run at the
     host's pace instead). Each pattern runs on its own heap state, so that their epoch-counted
-    flags never meet."""
+    flags never meet, and with its row's ``meta`` (a pattern that gives its GEMM fewer programs
+    can take another per-rank GEMM configuration: ``_tuned``)."""
     import torch.distributed as dist
 
     from swizzleperf.agent.distributed.measured import SAMPLE_MS
@@ -211,6 +212,7 @@ def _time_problem(spec, heap, problem, meta, rows, args, group) -> None:
     with contextlib.ExitStack() as stack:
         fns, parts = {}, {}
         for row in rows:
+            meta = row["meta"]
             _, state = stack.enter_context(runner.rank_state(spec, heap, problem, meta, 0, args.dtype))
             fns[row["pattern"]] = runner.launcher(spec, heap, state, row["pattern"], meta)
             if row["pattern"] == BULK_SYNC:   # its steps wait on no flag: each is timed alone too

@@ -381,9 +381,26 @@ def report(inputs: list, out: str, configs_out: str = "") -> None:
                 entries[key] = {k: r[k] for k in ("config", "ours_ms", "cublas_ms", "spread_ms", "schedule",
                                                   "device", "programs", "triton", "date")}
                 if "default_config" in r:   # the cache holds the kernels' default (``ws``)
-                    entries[key].update(config=r["default_config"], ours_ms=r["default_ms"])
+                    entries[key].update(config=r["default_config"], ours_ms=r["default_ms"],
+                                        alternatives=alternatives(r))
         Path(configs_out).parent.mkdir(parents=True, exist_ok=True)
         Path(configs_out).write_text(json.dumps(entries, indent=1, sort_keys=True))
+
+
+def alternatives(row: dict) -> list:
+    """The schedules ``ws`` timed in the same rounds as a row's default that could be a default too
+    (the Triton GEMM and the WS configurations without a second consumer's rows), as
+    ``[{"config", "ours_ms"}]``: gemm_tuning.best_config chooses among them for a pattern that runs
+    the GEMM on fewer programs than were measured (GEMM + all-scatter producer_consumer: at
+    8192 x 896 x 14336, W = 4, the WS GEMM's 256 tiles take three waves of 116 programs where the
+    Triton GEMM's 224 take two; with it that pattern took 0.465 ms, with the Triton GEMM 0.415,
+    eval/results/w4_checks_h100x4/)."""
+    from swizzleperf.kernels.distributed.tiles import WS_TILE_CONFIGS
+    from swizzleperf.kernels.schedule.gemm_tuning import name
+    timed = [(row["triton_config"], row["triton_ms"])]
+    timed += [(config, row["ws_ms"][name(config)]) for config in WS_TILE_CONFIGS
+              if not config.get("BLOCK_M_LOW") and name(config) in row.get("ws_ms", {})]
+    return [{"config": config, "ours_ms": ms} for config, ms in timed if config != row["default_config"]]
 
 
 def merge(inputs: list, out: str, configs: list, configs_out: str = "") -> None:

@@ -239,19 +239,31 @@ class DistEvaluator:
         """Measured mode: the per-rank GEMM configuration measured for this problem's shape on this
         GPU becomes the kernel's default (its ``meta``) and the first of its tile configurations,
         so that the baseline, the pattern sweep and every knob a candidate leaves out start from
-        the best configuration known for the shape."""
+        the best configuration known for the shape. Where a pattern that gives its GEMM fewer
+        programs takes another one (``tuned_gemm``'s ``pattern``), that one is the second tile
+        configuration, so that the search measures it too."""
         from swizzleperf.agent.distributed.problems import tuned_gemm
         device = getattr(self.target.device, "name", None)
-        knobs, source = tuned_gemm(self.spec, self.problem, self.world_size, self.dtype, device,
-                                   self.target.spec.compute_units)
+        sms = self.target.spec.compute_units
+        knobs, source = tuned_gemm(self.spec, self.problem, self.world_size, self.dtype, device, sms)
         self.gemm_config = {"knobs": knobs, "source": source}
         if not knobs:
             return
         meta = {**self.spec.meta, **knobs}
         keys = {k for t in self.spec.tile_configs for k in t} | set(knobs)
-        tuned = {k: meta[k] for k in keys if k in meta}
-        others = tuple(t for t in self.spec.tile_configs if {k: t.get(k) for k in tuned} != tuned)
-        self.spec = dataclasses.replace(self.spec, meta=meta, tile_configs=(tuned,) + others)
+
+        def tile(knobs_: dict) -> dict:
+            full = {**self.spec.meta, **knobs_}
+            return {k: full[k] for k in keys if k in full}
+        chosen = [tile(knobs)]
+        for pattern in self.spec.patterns:
+            fewer, _ = tuned_gemm(self.spec, self.problem, self.world_size, self.dtype, device, sms,
+                                  pattern=pattern)
+            if fewer and tile(fewer) not in chosen:
+                chosen.append(tile(fewer))
+        others = tuple(t for t in self.spec.tile_configs
+                       if all({k: t.get(k) for k in c} != c for c in chosen))
+        self.spec = dataclasses.replace(self.spec, meta=meta, tile_configs=tuple(chosen) + others)
 
     @property
     def mode(self) -> str:

@@ -153,36 +153,48 @@ def _compositions(total: int, parts: int):
 
 
 def tuned_gemm(spec, sizes: dict, world_size: int, dtype: str, device_name: str | None, num_sms: int,
-               caches: tuple | None = None) -> tuple:
+               caches: tuple | None = None, pattern: str | None = None) -> tuple:
     """``(knobs, source)``: the per-rank GEMM configuration measured for this problem's per-rank
     shape (``spec.compute_shape``) on the GPU named ``device_name``, as knobs of the spec, from
     the first cache of ``caches`` that has one (default: kernels/schedule/gemm_tuning.py's cache,
-    then ``COMMITTED_GEMM_CONFIGS``); ``source`` names the file and the shape. ``({}, why)`` where
-    none applies: no device (a simulated run), no GEMM, nothing measured for the shape there, a
-    cache file that cannot be read, or a configuration outside the spec's knobs or constraints.
-    Switches an entry leaves out are off, as in the tuning run (``gemm_tuning.best_config``)."""
+    then ``COMMITTED_GEMM_CONFIGS``); ``source`` names the file and the shape. The first of
+    ``gemm_tuning.ranked_configs`` that is inside the spec's knobs and that ``pattern``'s
+    constraints take (default: the spec's first pattern), ranked for the programs ``pattern``
+    gives its GEMM (``spec.gemm_programs``, with the spec's default COMM_SMS; without
+    ``pattern``, as measured). ``({}, why)`` where none applies: no device (a simulated run), no
+    GEMM, nothing measured for the shape there, a cache file that cannot be read, or no
+    configuration that fits. Switches an entry leaves out are off, as in the tuning run."""
     if not device_name or spec.compute_shape is None:
         return {}, "no tuned GEMM configuration: " + ("no GPU (simulated)" if not device_name
                                                       else "the kernel declares no per-rank GEMM")
     from swizzleperf.kernels.schedule import gemm_tuning
     shape = spec.compute_shape(sizes, world_size)
     text = f"{shape['M']}x{shape['N']}x{shape['K']}"
+    programs = spec.gemm_programs(pattern, {**spec.meta, "NUM_SMS": num_sms}) if pattern else None
+    pattern = pattern or spec.patterns[0]
     unreadable = []
     for path in caches if caches is not None else (gemm_tuning.cache_path(), COMMITTED_GEMM_CONFIGS):
         try:
-            found = gemm_tuning.best_config(shape["M"], shape["N"], shape["K"], dtype, device_name, path=Path(path))
+            ranked = gemm_tuning.ranked_configs(shape["M"], shape["N"], shape["K"], dtype, device_name, programs,
+                                                path=Path(path))
         except ValueError as exc:   # a cache that is not JSON: said, and the next one tried
-            found = unreadable.append(str(exc))
-        if found is None:
+            ranked = unreadable.append(str(exc)) or []
+        if not ranked:
             continue
-        # a switch the kernel lacks is dropped where it is off, and does not fit where it is on
-        knobs = {k: v for k, v in found.items() if k in spec.knobs or k not in gemm_tuning.SWITCHES or v}
-        outside = [f"{k}={v}" for k, v in knobs.items() if k not in spec.knobs or v not in spec.knobs[k]]
-        meta = {**spec.meta, **knobs, "NUM_SMS": num_sms}
-        why = ", ".join(outside) or (spec.constraints(sizes, world_size, spec.patterns[0], meta)
-                                     if spec.constraints is not None else None)
-        if why:
-            return {}, f"the GEMM configuration measured for {text} on {device_name} ({path}) does not fit: {why}"
-        return knobs, f"measured for the per-rank GEMM {text} on {device_name} ({path})"
+        refusals = []
+        for found in ranked:
+            # a switch the kernel lacks is dropped where it is off, and does not fit where it is on
+            knobs = {k: v for k, v in found.items() if k in spec.knobs or k not in gemm_tuning.SWITCHES or v}
+            outside = [f"{k}={v}" for k, v in knobs.items() if k not in spec.knobs or v not in spec.knobs[k]]
+            meta = {**spec.meta, **knobs, "NUM_SMS": num_sms}
+            why = ", ".join(outside) or (spec.constraints(sizes, world_size, pattern, meta)
+                                         if spec.constraints is not None else None)
+            if why:
+                refusals.append(why)
+                continue
+            chosen = (f", for {pattern}'s {programs} programs" if programs and programs < num_sms else "") + \
+                (f" (the schedule timed beside it; the first does not fit: {refusals[0]})" if refusals else "")
+            return knobs, f"measured for the per-rank GEMM {text} on {device_name} ({path}){chosen}"
+        return {}, f"the GEMM configuration measured for {text} on {device_name} ({path}) does not fit: {refusals[0]}"
     return {}, (f"no GEMM configuration measured for {text} on {device_name}: the kernel's defaults"
                 + "".join(f"; {u}" for u in unreadable))

@@ -169,6 +169,15 @@ class DistKernelSpec:
         out.sort(key=lambda c: c != default)
         return out
 
+    def gemm_programs(self, pattern: str, meta: Meta) -> int:
+        """Programs a pattern's per-rank GEMM runs on: ``NUM_SMS - COMM_SMS`` where the pattern
+        reads ``COMM_SMS`` (its communication keeps those SMs: all-gather + GEMM push, GEMM +
+        all-scatter producer_consumer and workgroup_specialized, GEMM + RS producer_consumer),
+        else ``NUM_SMS``."""
+        if "COMM_SMS" in self.pattern_knobs.get(pattern, ()):
+            return meta["NUM_SMS"] - meta["COMM_SMS"]
+        return meta["NUM_SMS"]
+
     def meta_for(self, problem_name: str, overrides: Meta | None = None) -> dict:
         """Launch meta-parameters of a named problem, with ``overrides`` applied."""
         meta = dict(self.check_meta if problem_name == "check" else self.meta)

@@ -181,11 +181,24 @@ def lookup(kernel: str, device_name: str, programs: int, dtype: str, M: int, N: 
 
 def best_config(M: int, N: int, K: int, dtype: str, device_name: str, programs: int | None = None,
                 path: Path | None = None) -> dict | None:
-    """The cached configuration of a shape on a device, from any kernel that shares the schedule
-    (kernels/gemm.py's and the distributed kernels' per-rank GEMM are the same loop): the entry
-    measured with ``programs`` SMs where there is one, else the one with the most SMs, this
-    triton version preferred, every switch it leaves out set to 0 (``SWITCHES``). None where the
-    shape was never tuned on that device."""
+    """The cached configuration of a shape on a device (the first of ``ranked_configs``), every
+    switch it leaves out set to 0 (``SWITCHES``); None where the shape was never tuned there."""
+    ranked = ranked_configs(M, N, K, dtype, device_name, programs, path)
+    return ranked[0] if ranked else None
+
+
+def ranked_configs(M: int, N: int, K: int, dtype: str, device_name: str, programs: int | None = None,
+                   path: Path | None = None) -> list:
+    """The cached configurations of a shape on a device, the one to take first, from any kernel
+    that shares the schedule (kernels/gemm.py's and the distributed kernels' per-rank GEMM are
+    the same loop): the entry measured with ``programs`` SMs where there is one, else the one with
+    the most SMs, this triton version preferred; then the other schedules timed in the same rounds
+    (``alternatives``: ``[{"config", "ours_ms"}]``), fastest first. Where that entry was measured
+    on more SMs than ``programs`` and its own configuration needs more waves of tiles on
+    ``programs`` (a data-parallel or warp-specialized schedule: a pattern that gives the GEMM
+    ``NUM_SMS - COMM_SMS`` programs), all are ranked by ``scaled_ms`` instead: a prediction from
+    the waves, not a measurement. Every switch a configuration leaves out is 0 (``SWITCHES``).
+    ``[]`` where the shape was never tuned on that device."""
     found = []
     for key, entry in load_cache(path).items():
         parts = key.split("|")
@@ -195,8 +208,27 @@ def best_config(M: int, N: int, K: int, dtype: str, device_name: str, programs: 
         same_triton = parts[3] == f"triton={triton.__version__}"
         found.append(((sms == programs, same_triton, sms), entry))
     if not found:
-        return None
-    return {**{switch: 0 for switch in SWITCHES}, **max(found, key=lambda f: f[0])[1]["config"]}
+        return []
+    (_, _, measured), entry = max(found, key=lambda f: f[0])
+    timed = [(entry["config"], entry.get("ours_ms", 0.0))]
+    timed += sorted(((a["config"], a["ours_ms"]) for a in entry.get("alternatives", ())), key=lambda t: t[1])
+    own = entry["config"]
+    spreads = own.get("STREAM_K") or own.get("TAIL_BLOCK_N")   # its last wave adapts to the programs
+    if programs and programs < measured and not spreads and scaled_ms(own, 1.0, M, N, measured, programs) > 1.0:
+        timed.sort(key=lambda t: scaled_ms(t[0], t[1], M, N, measured, programs))
+    return [{**{switch: 0 for switch in SWITCHES}, **config} for config, _ in timed]
+
+
+def scaled_ms(config: dict, ms: float, M: int, N: int, measured_programs: int, programs: int) -> float:
+    """``ms``, a configuration's time measured on ``measured_programs`` SMs, predicted on
+    ``programs``: scaled by the waves of tiles (``ceil(tiles / programs)``) of a data-parallel or
+    warp-specialized schedule, or by ``tiles / programs`` (at least 1) where stream-K or a tail
+    spreads the last wave's work over every program. Tiles: ``BLOCK_M + BLOCK_M_LOW`` rows by
+    ``BLOCK_N`` columns of the M x N output."""
+    tiles = triton.cdiv(M, config["BLOCK_M"] + config.get("BLOCK_M_LOW", 0)) * triton.cdiv(N, config["BLOCK_N"])
+    if config.get("STREAM_K") or config.get("TAIL_BLOCK_N"):
+        return ms * max(tiles / programs, 1.0) / max(tiles / measured_programs, 1.0)
+    return ms * triton.cdiv(tiles, programs) / triton.cdiv(tiles, measured_programs)
 
 
 # --------------------------------------------------------------------------------------- timing

@@ -42,13 +42,40 @@ def test_the_gemm_configuration_of_a_problem_comes_from_the_cache(tmp_path, monk
     gemm_tuning.store(key, {"config": config}, path)
     args = types.SimpleNamespace(gemm_configs=str(path), dtype="bfloat16")
     # the switches the entry leaves out are off; kernels/gemm.py's tail, which the kernel lacks, is not passed
-    assert bench._tuned(spec, spec.problems["llama70b-o-4k"], 2, args) == {**config, "WARP_SPECIALIZE": 0}
+    assert bench._tuned(spec, spec.problems["llama70b-o-4k"], 2, args, "bulk_sync") == {**config, "WARP_SPECIALIZE": 0}
     gemm_tuning.store(key, {"config": {**config, "STREAM_K": 0, "TAIL_BLOCK_N": 128}}, path)
-    assert bench._tuned(spec, spec.problems["llama70b-o-4k"], 2, args) == {}   # does not fit: default
+    assert bench._tuned(spec, spec.problems["llama70b-o-4k"], 2, args, "bulk_sync") == {}   # does not fit: default
     gemm_tuning.store(key, {"config": config}, path)
-    assert bench._tuned(spec, spec.problems["llama70b-o-4k"], 4, args) == {}   # not measured: default
+    assert bench._tuned(spec, spec.problems["llama70b-o-4k"], 4, args, "bulk_sync") == {}   # not measured: default
+    assert bench._tuned(spec, spec.problems["llama70b-o-4k"], 2, args, "producer_consumer") == {
+        **config, "WARP_SPECIALIZE": 0}   # on 116 programs too: the entry has no alternatives
     assert bench._tuned(spec, spec.problems["llama70b-o-4k"], 2,
-                        types.SimpleNamespace(gemm_configs="", dtype="bfloat16")) == {}
+                        types.SimpleNamespace(gemm_configs="", dtype="bfloat16"), "bulk_sync") == {}
+
+
+def test_a_pattern_that_gives_its_gemm_fewer_programs_takes_the_configuration_for_them(monkeypatch, tmp_path):
+    """GEMM + all-scatter iris-8192x3584x14336 at W = 4 (8192 x 896 x 14336 a rank), as measured on
+    four H100s (eval/results/w4_checks_h100x4/): the WS GEMM's 128 x 256 tiles are faster alone
+    on 132 SMs (0.302 against 0.321 ms) but 256 tiles take three waves of producer_consumer's
+    116 programs, the Triton GEMM's 224 tiles of 256 x 128 two."""
+    import torch
+    from swizzleperf.kernels.distributed.tiles import WS_TILE_CONFIGS
+    from swizzleperf.kernels.schedule import persistent_gemm
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H100 80GB HBM3")
+    monkeypatch.setattr(persistent_gemm, "num_sms", lambda *a: 132)
+    spec = bench.load_spec("gemm_all_scatter")
+    path = tmp_path / "configs.json"
+    ws, triton_best = dict(WS_TILE_CONFIGS[0]), {**gemm_tuning.TILE_CANDIDATES[4], "STREAM_K": 0}
+    key = gemm_tuning.cache_key("gemm/grouped-m:8", "NVIDIA H100 80GB HBM3", 132, "bfloat16", 8192, 896, 14336)
+    gemm_tuning.store(key, {"config": ws, "ours_ms": 0.302,
+                            "alternatives": [{"config": triton_best, "ours_ms": 0.321}]}, path)
+    args = types.SimpleNamespace(gemm_configs=str(path), dtype="bfloat16")
+    problem = spec.problems["iris-8192x3584x14336"]
+    assert bench._tuned(spec, problem, 4, args, "bulk_sync")["WS_GEMM"] == 1            # all 132 SMs
+    for pattern in ("producer_consumer", "workgroup_specialized"):                      # 116 programs
+        chosen = bench._tuned(spec, problem, 4, args, pattern)
+        assert (chosen.get("WS_GEMM", 0), chosen["BLOCK_M"], chosen["BLOCK_N"]) == (0, 256, 128), pattern
+        assert spec.meta_for("iris-8192x3584x14336", chosen)["WS_GEMM"] == 0             # the spec's default
 
 
 def test_a_row_the_host_paced_is_labelled():
@@ -89,8 +116,8 @@ def test_a_problems_patterns_are_timed_together_each_on_its_own_state(monkeypatc
     """``_time_problem`` on CPU heaps with the timer replaced: one timing call holds every verified
     pattern, torch + NCCL and torch's compute, paired with torch + NCCL; while it runs each
     pattern has its own heap state (twice one state's allocations), freed afterwards; bulk_sync's
-    steps are timed alone in the same call; each row gets its own contender's figures and the
-    median of the rounds' ratios."""
+    steps are timed alone in the same call, each pattern with its row's meta; each row gets its
+    own contender's figures and the median of the rounds' ratios."""
     import dataclasses
     import torch
     from swizzleperf.agent.distributed import rank_worker
@@ -119,11 +146,15 @@ def test_a_problems_patterns_are_timed_together_each_on_its_own_state(monkeypatc
                                                 "host_ms": 0.25}
                                             for n, t in ((n, times.get(n, [0.5] * 3)) for n in fns)}}
     monkeypatch.setattr(rank_worker, "time_interleaved", fake_timer)
-    monkeypatch.setattr(runner, "launcher", lambda *a, **k: (lambda: None))
+    launched = []
+    monkeypatch.setattr(runner, "launcher", lambda spec, heap, state, pattern, meta, *a:
+                        launched.append((pattern, meta["COMM_SMS"])) or (lambda: None))
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "cpu")
-    rows = [{"pattern": "push"}, {"pattern": "bulk_sync"}]
+    rows = [{"pattern": "push", "meta": {**meta, "COMM_SMS": 2}}, {"pattern": "bulk_sync", "meta": meta}]
     args = types.SimpleNamespace(dtype="bfloat16", iterations=3, warmup=1)
-    bench._time_problem(spec, heap, spec.problems["check"], meta, rows, args, group=object())
+    bench._time_problem(spec, heap, spec.problems["check"], rows, args, group=object())
+    # each pattern launched with its row's meta
+    assert launched == [("push", 2)] + [("bulk_sync", meta["COMM_SMS"])] * 3
     # bulk_sync's steps alone (its push, barrier, GEMM, barrier) on bulk_sync's own state
     assert seen == {"names": ["push", "bulk_sync", "bulk_sync 0:push", "bulk_sync 2:gemm", "torch_nccl",
                               "torch_nccl_again", "torch_compute"], "pair_with": "torch_nccl",

@@ -59,8 +59,9 @@ def test_all_gather_shapes_take_the_ws_gemm_within_the_margin():
 
 
 def test_the_cache_takes_the_default_configuration(tmp_path):
-    """``report --configs-out`` writes a ``ws`` row's ``default_config`` (and its time), the table its
-    fastest ``config``."""
+    """``report --configs-out`` writes a ``ws`` row's ``default_config`` (and its time) with the other
+    schedules timed with it that could be defaults (``alternatives``), the table its fastest
+    ``config``."""
     row = {**_row("NVIDIA H100", "qkv", 0.117, 0.115, N=1280, K=8192), "sources": [["gemm_all_scatter", "qkv", 8]],
            "config": {"WS_GEMM": 1, "BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 32, "num_warps": 8, "num_stages": 6,
                       "BLOCK_M_LOW": 64},
@@ -68,10 +69,15 @@ def test_the_cache_takes_the_default_configuration(tmp_path):
                               "STREAM_K": 2},
            "default_ms": 0.131, "cublas_spread_ms": 0.001, "rel_error": 1e-3, "programs": 132, "triton": "3.6.0",
            "date": "2026-11-26"}
+    row.update(triton_config=row["default_config"], triton_ms=0.131,
+               ws_ms={"256+64x128x32 w8 s6 sub sk0 gluon": 0.115, "128x256x64 w8 s3 sk0 gluon": 0.14})
     (tmp_path / "ws.json").write_text(json.dumps({"rows": [row]}))
     gpu_rank_gemm.main(["report", str(tmp_path / "ws.json"), "--out", str(tmp_path / "r"),
                         "--configs-out", str(tmp_path / "c.json")])
     (entry, ) = json.loads((tmp_path / "c.json").read_text()).values()
     assert entry["config"] == row["default_config"] and entry["ours_ms"] == 0.131
+    # the other schedules of the same rounds that could be a default: not the 320-row tile
+    from swizzleperf.kernels.distributed.tiles import WS_TILE_CONFIGS
+    assert entry["alternatives"] == [{"config": WS_TILE_CONFIGS[0], "ours_ms": 0.14}]
     (reported, ) = json.loads((tmp_path / "r.json").read_text())["rows"]
     assert reported["config"] == row["config"] and "256+64x128x32" in (tmp_path / "r.md").read_text()

@@ -394,6 +394,31 @@ def test_the_gemm_configuration_measured_for_the_shape_on_the_gpu_is_the_default
     assert json.loads(ev.baseline()[1]) == {"pattern": "push"}        # the default at this shape and GPU
 
 
+def test_a_pattern_s_own_gemm_configuration_is_the_second_tile_configuration(tmp_path, monkeypatch):
+    """GEMM + all-scatter iris-8192x3584x14336 at W = 4: the cache's WS GEMM is the default, and the
+    Triton GEMM that producer_consumer's 116 programs take (fewer waves) the second tile
+    configuration, so that a measured search times both."""
+    from swizzleperf import hwspecs
+    from swizzleperf.kernels.distributed.tiles import WS_TILE_CONFIGS
+    from swizzleperf.kernels.schedule import gemm_tuning
+    path = tmp_path / "configs.json"
+    triton_best = {"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3, "STREAM_K": 0}
+    gemm_tuning.store(gemm_tuning.cache_key("gemm/grouped-m:8", "NVIDIA H100 80GB HBM3", 132, "bfloat16", 8192, 896, 14336),
+                      {"config": dict(WS_TILE_CONFIGS[0]), "ours_ms": 0.302,
+                       "alternatives": [{"config": triton_best, "ours_ms": 0.321}]}, path)
+    monkeypatch.setenv("SWIZZLEPERF_GEMM_CACHE", str(path))
+    kernel = ROOT / "kernels" / "distributed" / "gemm_all_scatter.py"
+    target = distributed.DistTarget(hwspecs.load_spec("h100"), 4, "measured", "four H100s (test)",
+                                    types.SimpleNamespace(name="NVIDIA H100 80GB HBM3"))
+    ev = distributed.DistEvaluator(kernel_path=kernel, module_source=kernel.read_text(), spec=load_spec(kernel),
+                                   problem_name="iris-8192x3584x14336", world_size=4, target=target,
+                                   candidates_dir=tmp_path / "c")
+    first, second = ev.spec.tile_configs[:2]
+    assert (first["WS_GEMM"], first["BLOCK_M"], first["BLOCK_N"]) == (1, 128, 256)
+    assert (second["WS_GEMM"], second["BLOCK_M"], second["BLOCK_N"]) == (0, 256, 128)
+    assert ev.meta(distributed.default_candidate(ev.spec))["WS_GEMM"] == 1
+
+
 def test_the_hand_bench_point_counts_the_pattern_sweep_at_the_runs_starting_knobs():
     """The report's hand-bench point (the best pattern at the knobs the run started from) counts
     the baseline and the pattern sweep, whose entries carry the best tile order and the tuned GEMM

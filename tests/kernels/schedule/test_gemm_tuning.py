@@ -76,6 +76,33 @@ def test_cache_round_trip_and_nearest(tmp_path, monkeypatch):
     assert not list(path.parent.glob("*.tmp"))   # written through a renamed temporary file
 
 
+def test_fewer_programs_than_measured_take_the_alternative_with_fewer_waves(tmp_path):
+    """An entry measured on 132 SMs with the schedules timed beside it: on 132 (or without
+    ``programs``) the entry's own configuration; on 116, where its 256 tiles need three waves and
+    the alternative's 224 two, the alternative. A stream-K configuration scales by tiles over
+    programs, not by whole waves, and an entry of one is not re-ranked."""
+    path = tmp_path / "gemm_configs.json"
+    wide = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3}
+    tall = {**wide, "BLOCK_M": 256, "BLOCK_N": 128}
+    key = gemm_tuning.cache_key("gemm/grouped-m:8", "NVIDIA H100 80GB HBM3", 132, "bfloat16", 8192, 896, 14336)
+    gemm_tuning.store(key, {"config": wide, "ours_ms": 0.302, "alternatives": [{"config": tall, "ours_ms": 0.321}]}, path)
+    off = {switch: 0 for switch in gemm_tuning.SWITCHES}
+    best = gemm_tuning.best_config
+    assert best(8192, 896, 14336, "bfloat16", "NVIDIA H100 80GB HBM3", path=path) == {**off, **wide}
+    assert best(8192, 896, 14336, "bfloat16", "NVIDIA H100 80GB HBM3", 132, path=path) == {**off, **wide}
+    assert best(8192, 896, 14336, "bfloat16", "NVIDIA H100 80GB HBM3", 116, path=path) == {**off, **tall}
+    assert best(8192, 896, 14336, "bfloat16", "NVIDIA H100 80GB HBM3", 128, path=path) == {**off, **wide}  # 2 waves
+    # a stream-K entry spreads its last wave over whatever programs it gets: not re-ranked
+    gemm_tuning.store(key, {"config": {**wide, "STREAM_K": 1}, "ours_ms": 0.302,
+                            "alternatives": [{"config": tall, "ours_ms": 0.321}]}, path)
+    assert gemm_tuning.ranked_configs(8192, 896, 14336, "bfloat16", "NVIDIA H100 80GB HBM3", 116, path=path) == [
+        {**off, **wide, "STREAM_K": 1}, {**off, **tall}]
+    scaled = gemm_tuning.scaled_ms
+    assert scaled(wide, 0.3, 8192, 896, 132, 116) == pytest.approx(0.45)                  # 2 -> 3 waves
+    assert scaled({**wide, "STREAM_K": 1}, 0.3, 8192, 896, 132, 116) == pytest.approx(0.3 * 132 / 116)
+    assert scaled({**wide, "BLOCK_M_LOW": 64}, 0.3, 8192, 896, 132, 116) == pytest.approx(0.3)  # 182 tiles
+
+
 def test_a_broken_cache_is_one_line(tmp_path):
     path = tmp_path / "gemm_configs.json"
     path.write_text("{not json")
