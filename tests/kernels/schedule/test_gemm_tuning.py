@@ -80,7 +80,8 @@ def test_fewer_programs_than_measured_take_the_alternative_with_fewer_waves(tmp_
     """An entry measured on 132 SMs with the schedules timed beside it: on 132 (or without
     ``programs``) the entry's own configuration; on 116, where its 256 tiles need three waves and
     the alternative's 224 two, the alternative. A stream-K configuration scales by tiles over
-    programs, not by whole waves, and an entry of one is not re-ranked."""
+    programs, not by whole waves, and an entry of one is not re-ranked; nor is an entry by a
+    schedule that loses as many waves."""
     path = tmp_path / "gemm_configs.json"
     wide = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3}
     tall = {**wide, "BLOCK_M": 256, "BLOCK_N": 128}
@@ -92,6 +93,12 @@ def test_fewer_programs_than_measured_take_the_alternative_with_fewer_waves(tmp_
     assert best(8192, 896, 14336, "bfloat16", "NVIDIA H100 80GB HBM3", 132, path=path) == {**off, **wide}
     assert best(8192, 896, 14336, "bfloat16", "NVIDIA H100 80GB HBM3", 116, path=path) == {**off, **tall}
     assert best(8192, 896, 14336, "bfloat16", "NVIDIA H100 80GB HBM3", 128, path=path) == {**off, **wide}  # 2 waves
+    # 4096 x 7168: 896 tiles of either, 7 waves of 132 and 8 of 116 alike: the entry's own stays
+    # first though the other was faster alone (all-gather + GEMM push at llama8b-up-4k, W = 2)
+    same = gemm_tuning.cache_key("gemm/grouped-m:8", "NVIDIA H100 80GB HBM3", 132, "bfloat16", 4096, 7168, 4096)
+    gemm_tuning.store(same, {"config": wide, "ours_ms": 0.3105, "alternatives": [
+        {"config": {**wide, "num_stages": 4}, "ours_ms": 0.3098}]}, path)
+    assert best(4096, 7168, 4096, "bfloat16", "NVIDIA H100 80GB HBM3", 116, path=path) == {**off, **wide}
     # a stream-K entry spreads its last wave over whatever programs it gets: not re-ranked
     gemm_tuning.store(key, {"config": {**wide, "STREAM_K": 1}, "ours_ms": 0.302,
                             "alternatives": [{"config": tall, "ours_ms": 0.321}]}, path)
