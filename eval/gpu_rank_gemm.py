@@ -268,7 +268,7 @@ def ws(inputs: list, out: str, rounds: int) -> None:
                        "cublas_spread_ms": times["cublas"]["spread_ms"]})
         if best != "triton":
             record.update({"config": ws_out[best], "rel_error": errors[best],
-                           "schedule": f"warp-specialized ({cdiv_tiles(row, ws_out[best])} tiles)"})
+                           "schedule": f"warp-specialized ({gemm_tuning.tile_count(ws_out[best], row['M'], row['N'])} tiles)"})
         rows[index] = record
         print(f"ws {row['M']}x{row['N']}x{row['K']}: cuBLAS {times['cublas']['median_ms']:.4f} "
               + "  ".join(f"{n} {times[n]['median_ms']:.4f}" for n in times if n != "cublas")
@@ -302,12 +302,6 @@ def choose_schedules(median_ms: dict, ws_configs: dict, margin: float = 0.0) -> 
     default = (fastest_ws if fastest_ws and median_ms[fastest_ws] < median_ms["triton"] * (1 + margin)
                else "triton")
     return best, default
-
-
-def cdiv_tiles(shape: dict, config: dict) -> int:
-    """Tiles of ``config`` (BLOCK_M + BLOCK_M_LOW rows) over ``shape``'s M x N."""
-    rows = config["BLOCK_M"] + config.get("BLOCK_M_LOW", 0)
-    return -(-shape["M"] // rows) * -(-shape["N"] // config["BLOCK_N"])
 
 
 def _loop_variants() -> list:

@@ -218,23 +218,29 @@ def ranked_configs(M: int, N: int, K: int, dtype: str, device_name: str, program
     timed += sorted(((a["config"], a["ours_ms"]) for a in entry.get("alternatives", ())), key=lambda t: t[1])
     own = entry["config"]
     spreads = own.get("STREAM_K") or own.get("TAIL_BLOCK_N")   # its last wave adapts to the programs
-    factor = (lambda config: scaled_ms(config, 1.0, M, N, measured, programs)) if programs else None
-    if programs and programs < measured and not spreads and factor(own) > 1.0:
+    if programs and programs < measured and not spreads and scaled_ms(own, 1.0, M, N, measured, programs) > 1.0:
         # only a schedule that loses less to the fewer programs can overtake the entry's own, which
         # may be the default for reasons its time alone does not show (gpu_rank_gemm.AG_WS_MARGIN)
-        pool = [timed[0]] + [t for t in timed[1:] if factor(t[0]) < factor(own)]
-        pool.sort(key=lambda t: scaled_ms(t[0], t[1], M, N, measured, programs))
+        def loss(config: dict) -> float:
+            return scaled_ms(config, 1.0, M, N, measured, programs)
+        pool = [timed[0]] + [t for t in timed[1:] if loss(t[0]) < loss(own)]
+        pool.sort(key=lambda t: t[1] * loss(t[0]))
         timed = pool + [t for t in timed if t not in pool]
     return [{**{switch: 0 for switch in SWITCHES}, **config} for config, _ in timed]
+
+
+def tile_count(config: dict, M: int, N: int) -> int:
+    """Output tiles of ``config`` over M x N: ``BLOCK_M + BLOCK_M_LOW`` rows (the WS GEMM's second
+    consumer) by ``BLOCK_N`` columns."""
+    return triton.cdiv(M, config["BLOCK_M"] + config.get("BLOCK_M_LOW", 0)) * triton.cdiv(N, config["BLOCK_N"])
 
 
 def scaled_ms(config: dict, ms: float, M: int, N: int, measured_programs: int, programs: int) -> float:
     """``ms``, a configuration's time measured on ``measured_programs`` SMs, predicted on
     ``programs``: scaled by the waves of tiles (``ceil(tiles / programs)``) of a data-parallel or
     warp-specialized schedule, or by ``tiles / programs`` (at least 1) where stream-K or a tail
-    spreads the last wave's work over every program. Tiles: ``BLOCK_M + BLOCK_M_LOW`` rows by
-    ``BLOCK_N`` columns of the M x N output."""
-    tiles = triton.cdiv(M, config["BLOCK_M"] + config.get("BLOCK_M_LOW", 0)) * triton.cdiv(N, config["BLOCK_N"])
+    spreads the last wave's work over every program (``tile_count`` tiles)."""
+    tiles = tile_count(config, M, N)
     if config.get("STREAM_K") or config.get("TAIL_BLOCK_N"):
         return ms * max(tiles / programs, 1.0) / max(tiles / measured_programs, 1.0)
     return ms * triton.cdiv(tiles, programs) / triton.cdiv(tiles, measured_programs)
