@@ -95,7 +95,9 @@ class DistKernelSpec:
             a permutation of each grid.
         constraints: ``(problem, world_size, pattern, meta) -> None`` when the configuration can
             run, else one line "X must be Y, got Z"; ``meta`` holds ``NUM_SMS``.
-        pattern_knobs: the knobs each pattern reads (the others do not change it).
+        pattern_knobs: the knobs each pattern reads (the others do not change it); a pattern
+            that reads ``COMM_SMS`` gives its per-rank GEMM the other ``NUM_SMS - COMM_SMS``
+            programs (``gemm_programs``).
         tile_configs: named GEMM tile configurations (dicts of tile knobs) the built-in policy
             searches; a candidate may also set the tile knobs one by one.
         check_knobs: the knobs a candidate carries to the ``check`` problem (the pattern always
