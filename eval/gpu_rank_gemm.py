@@ -384,7 +384,7 @@ def report(inputs: list, out: str, configs_out: str = "") -> None:
 def alternatives(row: dict) -> list:
     """The schedules ``ws`` timed in the same rounds as a row's default that could be a default too
     (the Triton GEMM and the WS configurations without a second consumer's rows), as
-    ``[{"config", "ours_ms"}]``: gemm_tuning.best_config chooses among them for a pattern that runs
+    ``[{"config", "ours_ms"}]``: gemm_tuning.ranked_configs ranks them for a pattern that runs
     the GEMM on fewer programs than were measured (GEMM + all-scatter producer_consumer: at
     8192 x 896 x 14336, W = 4, the WS GEMM's 256 tiles take three waves of 116 programs where the
     Triton GEMM's 224 take two; with it that pattern took 0.465 ms, with the Triton GEMM 0.415,

@@ -239,9 +239,9 @@ class DistEvaluator:
         """Measured mode: the per-rank GEMM configuration measured for this problem's shape on this
         GPU becomes the kernel's default (its ``meta``) and the first of its tile configurations,
         so that the baseline, the pattern sweep and every knob a candidate leaves out start from
-        the best configuration known for the shape. Where a pattern that gives its GEMM fewer
-        programs takes another one (``tuned_gemm``'s ``pattern``), that one is the second tile
-        configuration, so that the search measures it too."""
+        the best configuration known for the shape. Where a pattern takes another one
+        (``tuned_gemm``'s ``pattern``: its GEMM on fewer programs, or constraints that refuse the
+        first), that one is a tile configuration next, so that the search measures it too."""
         from swizzleperf.agent.distributed.problems import tuned_gemm
         device = getattr(self.target.device, "name", None)
         sms = self.target.spec.compute_units
