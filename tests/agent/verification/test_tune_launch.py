@@ -46,4 +46,12 @@ def test_the_stage_on_the_gemm(gemm_path):
     assert result.passed, result.reason
     figures = result.details["tune_launch"]
     assert not figures["rejected"], figures["rejected"]
-    assert figures["library_ms"] > 0 and figures["best_ms"] <= figures["default_ms"]
+    rows = figures["configs"]
+    assert rows[0]["meta"] == dict(load_spec(gemm_path).meta), "the kernel's own configuration is timed first"
+    assert figures["default_ms"] == rows[0]["time_ms"] and figures["rounds"] == 5
+    assert figures["best_ms"] == min(r["time_ms"] for r in rows)
+    assert all(r["time_ms"] > 0 and r["time_spread_ms"] >= 0 and r["rel_error"] is not None for r in rows)
+    # The Triton GEMM and cuBLAS within 2x of each other at the default problem (measured 0.97-1.03x
+    # on H100 and H200, eval/results/optimize_gemm_*): a broken timing (an unsynchronised launch, a
+    # launch timed on the wrong stream) falls far outside.
+    assert 0.5 < figures["library_ms"] / figures["best_ms"] < 2.0, (figures["library_ms"], figures["best_ms"])
