@@ -11,7 +11,7 @@ and M, N, K, so that a shape is tuned once per machine.
 Why not Triton's ``@triton.autotune`` with ``cache_results``: it times each configuration by
 itself in turn (``do_bench``), and on an H200 the GEMM's clock stepped between levels every
 second or so, so configurations timed in turn differ by up to 2 % for nothing
-(agent/verification/worker.py's ``compare`` stage, eval/results/timing_integrity_h200.json); it cannot time
+(agent/verification/worker.py's ``compare`` stage, eval/results/timing_integrity/before_h200.json); it cannot time
 cuBLAS beside them in the same rounds, which is the comparison this project reports; and its
 cache key has no device name and no SM count (the distributed kernels give the GEMM
 ``NUM_SMS - COMM_SMS`` programs). The cache here is one small JSON file, written atomically.
