@@ -97,13 +97,17 @@ def _run_ncu(kernel_path: Path, dtype: str, options: list, request: dict, timeou
                    "--metrics", ",".join(METRICS), "--csv", "--page", "raw", "--print-units", "base",
                    "--log-file", str(log), sys.executable, "-m", WORKER,
                    str(folder / "request.json"), str(folder / "result.json")]
-        # the worker runs the candidate: the sandbox's environment and process group; ncu talks
-        # to its target over a loopback port, so the network stays
+        # the worker runs the candidate: the sandbox's environment and process group, writing
+        # only into the temporary folder (ncu's log, its lock file in TMPDIR); ncu talks to its
+        # target over a loopback port, so the network stays
         env = sandbox.worker_env(TRITON_INTERPRET="0", TMPDIR=str(folder))
         try:
-            proc = sandbox.run(command, folder, env, timeout_s, sandbox.Limits(isolate_network=False))
+            proc = sandbox.run(command, folder, env, timeout_s,
+                               sandbox.Limits(isolate_network=False, writable=(str(folder),), shared_memory=True))
         except subprocess.TimeoutExpired:
             raise NcuError(f"ncu did not finish within {timeout_s:.0f} s") from None
+        except sandbox.Unboxed as exc:
+            raise NcuError(str(exc)) from None
         text = (log.read_text() if log.exists() else "") + "\n" + proc.stdout
         if proc.returncode != 0 and '"ID"' not in text:
             raise NcuError(f"ncu exited with code {proc.returncode}: {_last_line(text + proc.stderr)}")

@@ -507,8 +507,9 @@ def _run(command: list, cwd: Path, output: Path, timeout_s: float, tool: str) ->
     """
     from swizzleperf import sandbox
     env = sandbox.worker_env(TRITON_INTERPRET="0", TMPDIR=str(cwd))
-    try:
-        proc = sandbox.run(command, cwd, env, timeout_s, sandbox.Limits(isolate_network=False))
+    try:   # writing only into its folder (the workload, the worker's result)
+        proc = sandbox.run(command, cwd, env, timeout_s,
+                           sandbox.Limits(isolate_network=False, writable=(str(cwd),), shared_memory=True))
     except subprocess.TimeoutExpired:
         raise ProfilerError(f"{tool} did not finish within {timeout_s:.0f} s") from None
     except OSError as exc:

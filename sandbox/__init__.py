@@ -1,13 +1,19 @@
 """The box model-written code runs in: a worker subprocess with a minimal environment, its own
 empty working directory, resource limits, no network and no view of other processes where the OS
-allows it, in a process group of its own that dies with the agent.
+allows it, a file system it can write only in its own folders, in a process group of its own that
+dies with the agent.
 
 This is defence in depth behind the static check (agent/verification/candidate.py): a candidate that
 got past the check still finds no API key, no proxy and no other secret in its environment, cannot
 write into the directory the agent was started from by accident of a relative path, cannot dump
 core, cannot open the network, cannot read another process's ``/proc`` entries (the agent's
-``/proc/<pid>/environ`` held the API key its own environment lacked, issue #21), and is killed with
-its whole process group when the agent stops or its time is up.
+``/proc/<pid>/environ`` held the API key its own environment lacked, issue #21), cannot write
+anything outside the folders its caller names (``Limits.writable``; a verification worker: its
+temporary folder): not the agent's simulation cache (a worker once wrote rows there that the agent
+then loaded, issue #41), the user's kernel file, the run folder, the record
+(``.swizzleperf/swizzleperf.db``), ``~`` or ``/tmp``; and is killed with its whole process group
+when the agent stops or its time is up. Its Triton, CUDA and torch caches are fresh ones in its
+scratch folder (:func:`start`): nothing one worker compiled is loaded by another.
 
 How (Linux): the command runs under a small init (``python -m swizzleperf.sandbox``) that
 unshares a PID, a mount and a network namespace (as root; else inside a user namespace of
@@ -20,13 +26,29 @@ and sets ``no_new_privs``. CUDA needs nothing of another process's
 makes itself non-dumpable (``PR_SET_DUMPABLE`` 0: its ``/proc`` entries are then unreadable by a
 process without ``CAP_SYS_PTRACE``, which the box drops) and says so in one line, once.
 
+The file system (sandbox/filesystem.py): in the mount namespace, each writable folder is bound
+onto itself, ``/dev/shm`` is a fresh tmpfs of the box's own, and every other mount is remounted
+read-only for the box alone (writes fail with ``EROFS``; device nodes such as ``/dev/null`` and
+the GPU's keep working; without ``CAP_SYS_ADMIN``, which verification workers lose, nothing
+remounts them; a profiler that keeps it is held by Landlock as well, where the kernel has it).
+Where no mount namespace is permitted (not root, no unprivileged user namespaces), Landlock (Linux
+5.13 or later, enabled at boot; no privilege needed) allows every kind of write only beneath the
+writable folders and the writing of the character devices under ``/dev`` (``EACCES``
+elsewhere). Which way works is tried once per process (:func:`filesystem_isolation`); where
+neither does, every boxed command is refused (:class:`Unboxed`: one line that says why) unless the
+user allows it (``swizzleperf optimize --allow-unboxed-writes`` or ``ALLOW_UNBOXED_ENV=1``: then
+one line says, once, that workers can write wherever the user can). The init never starts a
+command with less than it was asked for: a failed mount or Landlock rule is exit 127.
+
 Everything the worker (and the user's ``--app`` command, :func:`app_env`) may see of the agent's
-environment is named here, in one place.
+environment is named here, in one place. The ``--app`` command is the user's own code: it runs in
+the box with ``Limits(writable=None)``, the file system as it is.
 
 The package is the trust boundary: this box (``python -m swizzleperf.sandbox`` is its init,
-sandbox/__main__.py), the bounded readers of what servers and models send (``untrusted``), the
-masking of credentials in everything printed or stored (``redact``), the write-back into a
-user's file (``write_back``) and the worker request's paths (``paths``). It imports nothing of the
+sandbox/__main__.py; what it lets a command write, ``filesystem``), the bounded readers of what
+servers and models send (``untrusted``), the masking of credentials in everything printed or
+stored (``redact``), the write-back into a user's file (``write_back``) and the worker request's
+paths (``paths``). It imports nothing of the
 package: profiling (whose profilers run the worker in the box) and the agent sit above it.
 """
 from __future__ import annotations
@@ -43,8 +65,11 @@ import resource
 import signal
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from swizzleperf.sandbox import filesystem
 
 #: Variables passed through by exact name: what Python, Triton, CUDA / ROCm and the C toolchain
 #: Triton compiles its launcher with need to run.
@@ -63,6 +88,10 @@ AGENT_ONLY_PREFIXES = ("OPENAI_", "ANTHROPIC_", "SWIZZLEPERF_LLM_")
 #: Names (comma-separated) of credential-like variables the user's ``--app`` command needs (a
 #: model hub token, say): passed to the app, never to a worker.
 APP_PASS_ENV = "SWIZZLEPERF_APP_ENV"
+#: Set to 1 (or ``swizzleperf optimize --allow-unboxed-writes``): run boxed commands on a machine
+#: where the box cannot keep them from writing outside their folders (neither read-only mounts nor
+#: Landlock); without it they are refused (:class:`Unboxed`).
+ALLOW_UNBOXED_ENV = "SWIZZLEPERF_ALLOW_UNBOXED_WRITES"
 
 # linux/sched.h, linux/prctl.h, linux/capability.h, sys/mount.h
 _CLONE_NEWNS, _CLONE_NEWUSER, _CLONE_NEWPID, _CLONE_NEWNET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
@@ -95,6 +124,13 @@ class Limits:
             permits it; else the agent is made non-dumpable (see the module docstring).
         drop_admin: drop ``CAP_SYS_ADMIN`` as well (nothing can un-mount the fresh ``/proc``):
             verification workers; not under a profiler, which may need it for the GPU's counters.
+        writable: the only folders (or files) the command may write, each with everything
+            beneath it; the rest of the file system is read-only to it (see the module
+            docstring). The first is its scratch: its caches go there (:func:`start`). None: the
+            file system as it is (the user's own ``--app`` command, never model-written code).
+        shared_memory: its processes share memory through ``/dev/shm`` files (NCCL, gloo, torch
+            multiprocessing): where Landlock keeps it to its folders, ``/dev/shm`` is one of them;
+            in a mount namespace it gets a fresh ``/dev/shm`` of its own either way.
     """
 
     address_space_bytes: int | None = None
@@ -103,16 +139,20 @@ class Limits:
     isolate_network: bool = True
     isolate_processes: bool = True
     drop_admin: bool = False
+    writable: tuple[str, ...] | None = ()
+    shared_memory: bool = False
 
 
-def worker_limits(timeout_s: float, interpret: bool) -> Limits:
+def worker_limits(timeout_s: float, interpret: bool, writable: tuple = ()) -> Limits:
     """The limits of a verification worker: 16 GiB of address space for interpreted (CPU) workers
     (a CPU worker of the bundled kernels' check problems peaks well under 4 GiB, measured on this
     project's 24 GiB CI machine; the machine cannot give more than that anyway), CPU time twice the
-    wall-clock timeout on every core plus a minute."""
+    wall-clock timeout on every core plus a minute, and ``writable`` (its temporary folder) the
+    only place it may write."""
     cores = os.cpu_count() or 1
     return Limits(address_space_bytes=16 << 30 if interpret else None,
-                  cpu_seconds=int(timeout_s * 2 * cores) + 60, drop_admin=True)
+                  cpu_seconds=int(timeout_s * 2 * cores) + 60, drop_admin=True,
+                  writable=tuple(str(p) for p in writable))
 
 
 def worker_env(**overrides: str) -> dict:
@@ -195,12 +235,39 @@ def start(command: list, cwd: Path, env: dict, limits: Limits, **popen: object) 
     """``command`` started in the box (the init of this module around it, the limits, a session of
     its own, death with this process), for a caller that talks to it over pipes (``popen``:
     Popen's stdin / stdout / stderr / text); the caller ends it with its process group
-    (``os.killpg(process.pid, SIGKILL)``). Processes it starts share its PID namespace."""
+    (``os.killpg(process.pid, SIGKILL)``). Processes it starts share its PID namespace and its
+    read-only file system. ``env`` gets the caches of Triton, CUDA and torch pointed into
+    ``limits.writable[0]`` (``.cache``): a fresh one per command, never one that another
+    command's code could have written.
+
+    Raises:
+        Unboxed: the box cannot keep the command from writing outside ``limits.writable`` on this
+            machine, and the user did not allow that (``ALLOW_UNBOXED_ENV``).
+    """
     processes = limits.isolate_processes and _processes_isolated()
-    options = {"pid": processes, "net": limits.isolate_network, "drop_admin": limits.drop_admin}
+    fs = "none" if limits.writable is None else _filesystem_for(processes)
+    writable = [os.path.realpath(p) for p in limits.writable or ()]
+    if limits.shared_memory and fs == "landlock" and os.path.isdir("/dev/shm"):
+        writable.append("/dev/shm")
+    options = {"pid": processes, "net": limits.isolate_network, "drop_admin": limits.drop_admin,
+               "fs": fs, "writable": writable}
     boxed = [sys.executable, "-m", "swizzleperf.sandbox", json.dumps(options), "--", *command]
-    return subprocess.Popen(boxed, cwd=cwd, env=env, start_new_session=True, preexec_fn=_preexec(limits),
-                            **popen)
+    return subprocess.Popen(boxed, cwd=cwd, env={**env, **_cache_env(writable)}, start_new_session=True,
+                            preexec_fn=_preexec(limits), **popen)
+
+
+def _cache_env(writable: list) -> dict:
+    """Where Triton, CUDA and torch keep their caches: beneath the first writable path (created
+    here), so that they work on a read-only file system and nothing one command compiled is
+    loaded by another (a shared Triton cache would let a candidate replace the baseline's
+    binary)."""
+    if not writable:
+        return {}
+    caches = Path(writable[0]) / ".cache"
+    caches.mkdir(exist_ok=True)
+    return {"TRITON_HOME": str(caches), "TRITON_CACHE_DIR": str(caches / "triton"),
+            "CUDA_CACHE_PATH": str(caches / "nv"), "XDG_CACHE_HOME": str(caches),
+            "TORCHINDUCTOR_CACHE_DIR": str(caches / "torchinductor")}
 
 
 def _kill_group(process: subprocess.Popen) -> None:
@@ -232,17 +299,125 @@ def isolation() -> tuple:
     one-line Python command, about 0.1 s)."""
     if not sys.platform.startswith("linux"):
         return False, f"no PID namespaces on {sys.platform}"
-    options = json.dumps({"pid": True, "net": False, "drop_admin": True})
+    seen, why = _probe({"pid": True, "net": False, "drop_admin": True}, _PROBE_CHILD)
+    if seen == ["1", "1"]:
+        return True, ""
+    return False, why or f"the probe saw pid and /proc/self {seen}"
+
+
+# -- the file system: what this OS permits ---------------------------------------------------------
+
+#: The probe of a read-only file system: write into the first folder, try the second.
+_PROBE_WRITES = ("import os, sys\nopen(os.path.join(sys.argv[1], 'ok'), 'w').close()\ntry:\n"
+                 "    open(os.path.join(sys.argv[2], 'no'), 'w').close(); print('written')\n"
+                 "except OSError:\n    print('denied')")
+
+
+class Unboxed(OSError):
+    """The box cannot keep a command from writing outside its writable paths on this machine
+    (neither read-only mounts nor Landlock) and the user did not allow that; the message says
+    why, and how to allow it, in one line."""
+
+
+def allow_unboxed_writes() -> None:
+    """Run boxed commands where the box cannot make the file system read-only for them (the
+    user's explicit choice, ``--allow-unboxed-writes``): sets ``ALLOW_UNBOXED_ENV`` for this
+    process and those it starts."""
+    os.environ[ALLOW_UNBOXED_ENV] = "1"
+
+
+def write_refusal() -> str:
+    """The one line that refuses model-written code on this machine, or "" where the box keeps a
+    worker to its folders (or the user allowed it not to)."""
     try:
-        done = subprocess.run([sys.executable, "-m", "swizzleperf.sandbox", options, "--",
-                               sys.executable, "-c", _PROBE_CHILD], capture_output=True, text=True,
+        _filesystem_for(isolation()[0])
+    except Unboxed as exc:
+        return str(exc)
+    return ""
+
+
+@functools.lru_cache(maxsize=1)
+def filesystem_isolation() -> tuple:
+    """How the box keeps a command's writes to its writable paths here, and why not a better way:
+    ``("mounts", "")`` (read-only mounts in the mount namespace of its PID namespace),
+    ``("landlock", why)`` or ``("none", why)``. Each tried once per process by running the init
+    around a command that writes into one folder and tries another (about 0.1 s)."""
+    if not sys.platform.startswith("linux"):
+        return "none", f"no mount namespaces or Landlock on {sys.platform}"
+    pid, why = isolation()
+    if pid:
+        works, why = _writes_probe("mounts")
+        if works:
+            return "mounts", ""
+    landlock, why_not = _landlock()
+    if landlock:
+        return "landlock", f"no read-only mounts: {why}"
+    return "none", f"no read-only mounts ({why}) and no Landlock ({why_not})"
+
+
+@functools.lru_cache(maxsize=1)
+def _landlock() -> tuple:
+    """``(True, "")`` where Landlock restricts a command's writes here, else ``(False, why)``."""
+    abi = filesystem.landlock_abi()
+    if abi < 1:
+        return False, "not in this kernel: Linux 5.13 or later with Landlock enabled"
+    return _writes_probe("landlock")
+
+
+def _filesystem_for(processes: bool) -> str:
+    """"mounts", "landlock" or "none" for a command with (``processes``) or without a PID
+    namespace; "none" only where the user allowed it (one line says so, once).
+
+    Raises:
+        Unboxed: neither works here, and the user did not allow that.
+    """
+    how, why = filesystem_isolation()
+    if how == "mounts" and not processes:   # its mount namespace comes with the PID namespace
+        landlock, why_not = _landlock()
+        how, why = ("landlock", "") if landlock else ("none", f"no PID namespace for it, no Landlock ({why_not})")
+    if how != "none":
+        return how
+    if os.environ.get(ALLOW_UNBOXED_ENV) != "1":
+        raise Unboxed(f"refused to run model-written code: the worker's box cannot make the file system "
+                      f"read-only here ({why}), so the code could write anywhere you can; run as root or "
+                      f"with user namespaces, or on Linux 5.13+ with Landlock, or allow it with "
+                      f"--allow-unboxed-writes ({ALLOW_UNBOXED_ENV}=1)")
+    if not _filesystem_for.said:
+        _filesystem_for.said = True
+        log.warning("sandbox: workers can write wherever this user can (%s); allowed by %s", why,
+                    ALLOW_UNBOXED_ENV)
+    return "none"
+
+
+_filesystem_for.said = False
+
+
+def _writes_probe(how: str) -> tuple:
+    """``(True, "")`` where the init's ``how`` ("mounts", "landlock") lets a command write into its
+    writable folder and nowhere else, else ``(False, why)``."""
+    with tempfile.TemporaryDirectory(prefix="swizzleperf-probe-") as folder:
+        allowed, denied = Path(folder, "writable"), Path(folder, "other")
+        allowed.mkdir()
+        denied.mkdir()
+        options = {"pid": how == "mounts", "net": False, "drop_admin": True, "fs": how,
+                   "writable": [os.path.realpath(allowed)]}
+        seen, why = _probe(options, _PROBE_WRITES, str(allowed), str(denied))
+        if seen == ["denied"] and (allowed / "ok").exists():
+            return True, ""
+    return False, why or f"the probe's command saw {seen}"
+
+
+def _probe(options: dict, code: str, *args: str) -> tuple:
+    """Run the init with ``options`` around ``python -c code args``: ``(the words it printed, or
+    None where it failed; the init's first reason, or "")``."""
+    try:
+        done = subprocess.run([sys.executable, "-m", "swizzleperf.sandbox", json.dumps(options), "--",
+                               sys.executable, "-c", code, *args], capture_output=True, text=True,
                               timeout=60, env=worker_env(), stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return False, f"the box's init could not run ({exc})"
+        return None, f"the box's init could not run ({exc})"
     reasons = [line[len(_BOX_PREFIX):].strip() for line in done.stderr.splitlines() if line.startswith(_BOX_PREFIX)]
-    if done.returncode == 0 and done.stdout.split() == ["1", "1"]:
-        return True, ""
-    return False, reasons[0] if reasons else f"the probe saw pid and /proc/self {done.stdout.split()}"
+    return (done.stdout.split() if done.returncode == 0 else None), (reasons[0] if reasons else "")
 
 
 def _protect_agent(why: str) -> None:
@@ -260,9 +435,12 @@ _protect_agent.done = False
 
 def box_main(argv: list) -> int:
     """The init: ``python -m swizzleperf.sandbox OPTIONS -- COMMAND...`` (OPTIONS: JSON with
-    ``pid``, ``net``, ``drop_admin``). Namespaces as permitted, then COMMAND as PID 1 of the new
-    PID namespace (or in place, without one); exits as COMMAND does (killed by a signal: the same
-    signal). Lines it writes on stderr begin with ``swizzleperf-box:``."""
+    ``pid``, ``net``, ``drop_admin``, and ``fs``: "mounts" (only with ``pid``), "landlock" or
+    "none", with ``writable``, the absolute paths COMMAND may write). Namespaces as permitted, the
+    file system as ``fs`` says, then COMMAND as PID 1 of the new PID namespace (or in place,
+    without one); exits as COMMAND does (killed by a signal: the same signal). What it cannot set
+    up as asked, it does not run COMMAND without (exit 127). Lines it writes on stderr begin with
+    ``swizzleperf-box:``."""
     options, command = json.loads(argv[0]), argv[argv.index("--") + 1:]
     libc = _libc()
     flags = (_CLONE_NEWPID | _CLONE_NEWNS if options["pid"] else 0) | (_CLONE_NEWNET if options["net"] else 0)
@@ -270,13 +448,21 @@ def box_main(argv: list) -> int:
     if options["pid"] and entered == "":
         _say(f"no namespaces: unshare failed ({os.strerror(ctypes.get_errno()) or 'not permitted'})")
     if not (flags & _CLONE_NEWPID) or entered == "":
-        _harden(libc, options)
+        try:
+            if options.get("fs") == "mounts":
+                raise OSError(errno.EPERM, "no read-only mounts without a mount namespace")
+            _harden(libc, options)
+        except OSError as exc:
+            _say(f"cannot start {command[0]} in the box: {exc.strerror or exc}")
+            return 127
         os.execvp(command[0], command)
     child = os.fork()
     if child == 0:
         try:
             libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
             _fresh_proc(libc)
+            if options.get("fs") == "mounts":
+                filesystem.read_only_except(libc, options["writable"])
             _harden(libc, options)
             os.execvp(command[0], command)
         except BaseException as exc:  # nothing may run outside the box: say why and stop
@@ -324,11 +510,23 @@ def _fresh_proc(libc) -> None:
 
 def _harden(libc, options: dict) -> None:
     """Drop what would read other processes (and, with ``drop_admin``, what would un-mount the
-    fresh ``/proc``) from the bounding set: gone after exec; no privileges gained by exec either.
-    Each step where permitted (without CAP_SETPCAP the bounding set is left as it is)."""
+    fresh ``/proc`` or remount the file system writable) from the bounding set: gone after exec;
+    no privileges gained by exec either. Each step where permitted (without CAP_SETPCAP the
+    bounding set is left as it is). Then, with ``fs`` "landlock", Landlock; with "mounts" and
+    CAP_SYS_ADMIN kept, Landlock as well where the kernel has it (no remount then).
+
+    Raises:
+        OSError: Landlock was asked for and could not be set up.
+    """
     for cap in _CAPS_OTHER_PROCESSES + ((_CAP_SYS_ADMIN,) if options.get("drop_admin") else ()):
         libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
     libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    fs = options.get("fs", "none")
+    if fs == "landlock":
+        filesystem.restrict_writes(options["writable"])
+    elif fs == "mounts" and not options.get("drop_admin") and filesystem.landlock_abi():
+        own = ["/dev/shm"] if os.path.isdir("/dev/shm") else []   # the box's fresh one
+        filesystem.restrict_writes(options["writable"] + own)
 
 
 def _say(text: str) -> None:

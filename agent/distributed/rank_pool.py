@@ -110,14 +110,19 @@ class RankPool:
         if self.isolate_network:
             env.update(NCCL_SOCKET_IFNAME="lo", GLOO_SOCKET_IFNAME="lo")
         # as verification workers, without their memory and CPU-time limits (CUDA reserves far more
-        # address space than it uses; the pool lives for the run); outside the namespaces on retry
+        # address space than it uses; the pool lives for the run); outside the namespaces on retry;
+        # writing only into the pool's folder (the store, the heaps, the logs) and shared memory
         limits = sandbox.Limits(address_space_bytes=None, cpu_seconds=None, isolate_network=self.isolate_network,
-                                isolate_processes=self.isolate_network, drop_admin=True)
+                                isolate_processes=self.isolate_network, drop_admin=True,
+                                writable=(str(folder),), shared_memory=True)
         command = [sys.executable, "-m", "swizzleperf.agent.distributed.rank_pool", "serve",
                    str(folder / "settings.json")]
         with open(folder / "supervisor.log", "w") as log:
-            self._process = sandbox.start(command, folder, env, limits, stdin=subprocess.PIPE,
-                                          stdout=subprocess.PIPE, stderr=log, text=True)
+            try:
+                self._process = sandbox.start(command, folder, env, limits, stdin=subprocess.PIPE,
+                                              stdout=subprocess.PIPE, stderr=log, text=True)
+            except sandbox.Unboxed as exc:
+                raise PoolError(str(exc)) from None
         self._lines = queue.Queue()
         threading.Thread(target=_read_lines, args=(self._process.stdout, self._lines), daemon=True).start()
         self._starting = (folder, time.monotonic())

@@ -39,7 +39,15 @@ def listener():
     server.close()
 
 
+def _reports_into(folder: Path, monkeypatch) -> None:
+    """Let the worker write into ``folder`` as well as its own (the box's file system is read-only
+    elsewhere, tests/sandbox/test_box_filesystem.py): where these tests' spies leave what they saw."""
+    limits = sandbox.worker_limits
+    monkeypatch.setattr(sandbox, "worker_limits", lambda t, i, w=(): limits(t, i, (*w, str(folder))))
+
+
 def _spy(tmp_path: Path, port: int, monkeypatch) -> dict:
+    _reports_into(tmp_path, monkeypatch)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-must-not-leak")
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
     monkeypatch.setenv("TORCH_HUB_TOKEN", "must-not-leak-either")
@@ -69,7 +77,8 @@ def test_candidate_code_cannot_reach_the_network(tmp_path, listener, monkeypatch
     assert seen["network"] != "connected", "the worker reached a loopback listener"
 
 
-def test_a_timed_out_worker_takes_its_children_with_it(tmp_path):
+def test_a_timed_out_worker_takes_its_children_with_it(tmp_path, monkeypatch):
+    _reports_into(tmp_path, monkeypatch)
     # the child is found by a token on its command line: inside the box's PID namespace its own
     # pid means nothing out here
     token = f"swizzleperf-test-{os.getpid()}-{time.time_ns()}"
@@ -150,6 +159,8 @@ from swizzleperf.agent.verification.verify import run_worker
 folder, forced_fallback, daemon = Path(sys.argv[1]), sys.argv[2] == "fallback", sys.argv[3]
 if forced_fallback:
     sandbox.isolation = lambda: (False, "forced by the test")
+limits = sandbox.worker_limits   # the peek reports into the test's folder: let it write there
+sandbox.worker_limits = lambda t, i, w=(): limits(t, i, (*w, str(folder)))
 (folder / "peek_kernel.py").write_text(sys.argv[4].format(agent=os.getpid(), out=str(folder / "seen.json"),
                                                           daemon=daemon))
 result = run_worker({"kernel_path": str(folder / "peek_kernel.py"), "stages": ["permutation"]}, 120,
@@ -243,7 +254,7 @@ def test_cuda_works_in_the_box_of_a_verification_worker(tmp_path):
     code = ("import json, os, torch; x = torch.arange(10, device='cuda'); "
             "print(json.dumps({'pid': os.getpid(), 'sum': int(x.sum()), 'gpus': torch.cuda.device_count()}))")
     done = sandbox.run([sys.executable, "-c", code], tmp_path, sandbox.worker_env(), 300,
-                       sandbox.worker_limits(300, interpret=False))
+                       sandbox.worker_limits(300, interpret=False, writable=(tmp_path,)))
     assert done.returncode == 0, done.stderr[-2000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["sum"] == 45 and seen["gpus"] >= 1

@@ -1,0 +1,238 @@
+"""What a command in the box may write: only beneath its writable paths (``Limits.writable`` of
+sandbox/__init__.py). Two ways, both run by the box's init before the command starts:
+
+- **read-only mounts** (in the box's own mount namespace: Linux as root, or with unprivileged user
+  namespaces): each writable path is bind-mounted onto itself, ``/dev/shm`` gets a fresh tmpfs of
+  the box's own, then every other mount the command can reach is remounted read-only
+  (``MS_REMOUNT | MS_BIND | MS_RDONLY``, per mount: nothing changes outside the namespace), keeping
+  the flags a user namespace may not clear (nosuid, nodev, noexec, the atime mode). Writes fail
+  with ``EROFS``; device nodes (``/dev/null``, the GPU's) still open for writing on a read-only
+  mount.
+- **Landlock** (Linux 5.13 or later with Landlock enabled, without any privilege): a ruleset that
+  handles every kind of write (writing, truncating, creating, removing, renaming, linking) and
+  allows them only beneath the writable paths, plus writing (not creating) the character devices
+  under ``/dev``; reading and executing stay allowed everywhere. Writes fail with ``EACCES``. A
+  process restricted by Landlock cannot mount either, so it cannot undo the read-only mounts: the
+  box adds it on top of them for a command that keeps ``CAP_SYS_ADMIN`` (a profiler).
+"""
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import stat
+import sys
+from dataclasses import dataclass
+
+# sys/mount.h
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT = 1, 2, 4, 8, 32
+_MS_NOSYMFOLLOW, _MS_NOATIME, _MS_NODIRATIME, _MS_BIND, _MS_REC = 256, 1024, 2048, 4096, 0x4000
+_MS_RELATIME, _MS_STRICTATIME = 1 << 21, 1 << 24
+#: Per-mount options of /proc/self/mountinfo that a read-only bind remount must keep (inside a user
+#: namespace they are locked: leaving one out fails with EPERM). No atime option: strictatime.
+_KEPT = {"nosuid": _MS_NOSUID, "nodev": _MS_NODEV, "noexec": _MS_NOEXEC, "noatime": _MS_NOATIME,
+         "nodiratime": _MS_NODIRATIME, "relatime": _MS_RELATIME, "nosymfollow": _MS_NOSYMFOLLOW}
+_SHM = "/dev/shm"
+
+# linux/landlock.h; the system call numbers are the same on every architecture
+_SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
+_CREATE_RULESET_VERSION, _RULE_PATH_BENEATH = 1, 1
+_WRITE_FILE, _REMOVE_DIR, _REMOVE_FILE, _MAKE_CHAR, _MAKE_DIR = 1 << 1, 1 << 4, 1 << 5, 1 << 6, 1 << 7
+_MAKE_REG, _MAKE_SOCK, _MAKE_FIFO, _MAKE_BLOCK, _MAKE_SYM = 1 << 8, 1 << 9, 1 << 10, 1 << 11, 1 << 12
+_REFER, _TRUNCATE = 1 << 13, 1 << 14     # ABI 2, ABI 3
+_WRITES_V1 = (_WRITE_FILE | _REMOVE_DIR | _REMOVE_FILE | _MAKE_CHAR | _MAKE_DIR | _MAKE_REG | _MAKE_SOCK
+              | _MAKE_FIFO | _MAKE_BLOCK | _MAKE_SYM)
+#: Folders of /dev whose files are not devices (shared memory, message queues, huge pages): their
+#: files are not made writable by the device rules.
+_NOT_DEVICES = ("/dev/shm", "/dev/mqueue", "/dev/hugepages")
+
+
+# -- read-only mounts -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Mount:
+    """One line of /proc/self/mountinfo: its id, mount point and per-mount options."""
+
+    id: int
+    point: str
+    options: tuple
+
+
+def mounts() -> list:
+    """This process's mounts, parents before children (/proc/self/mountinfo)."""
+    with open("/proc/self/mountinfo") as handle:
+        lines = handle.read().splitlines()
+    fields = [line.split() for line in lines if line.strip()]
+    return [Mount(int(f[0]), _unescape(f[4]), tuple(f[5].split(","))) for f in fields]
+
+
+def _unescape(text: str) -> str:
+    r"""mountinfo writes space, tab, newline and backslash in octal (``\040``)."""
+    out, i = [], 0
+    while i < len(text):
+        if text[i] == "\\" and text[i + 1:i + 4].isdigit():
+            out.append(chr(int(text[i + 1:i + 4], 8)))
+            i += 4
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def read_only_except(libc, writable: list) -> None:
+    """In a mount namespace of the caller's own (``/`` already private): ``writable`` bound onto
+    themselves, a fresh ``/dev/shm``, every other reachable mount remounted read-only.
+
+    Raises:
+        OSError: a mount failed, or a reachable mount is still writable afterwards (the command must
+            not run then).
+    """
+    before = {m.id for m in mounts()}
+    for path in writable:
+        _mount(libc, path, path, None, _MS_BIND | _MS_REC, f"binding {path}")
+    if os.path.isdir(_SHM) and not any(_beneath(_SHM, path) for path in writable):
+        _mount(libc, "tmpfs", _SHM, "tmpfs", _MS_NOSUID | _MS_NODEV, f"a fresh {_SHM}", b"mode=1777")
+    table = {m.id: m for m in mounts()}
+    for mount in _reachable(table):
+        if mount.id not in before or "ro" in mount.options:
+            continue
+        flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY | sum(_KEPT.get(o, 0) for o in set(mount.options))
+        if not {"noatime", "relatime"} & set(mount.options):
+            flags |= _MS_STRICTATIME
+        _mount(libc, None, mount.point, None, flags, f"remounting {mount.point} read-only")
+    table = {m.id: m for m in mounts()}
+    left = [m.point for m in _reachable(table) if m.id in before and "ro" not in m.options]
+    if left:
+        raise OSError(errno.EPERM, f"still writable after the read-only remount: {', '.join(left[:5])}")
+
+
+def _reachable(table: dict) -> list:
+    """The mounts a path leads to: each mount point's top-most mount (one hidden under another
+    mount, or under a path no longer there, is reached by no path and left alone)."""
+    seen, out = set(), []
+    for mount in table.values():
+        if mount.point in seen:
+            continue
+        seen.add(mount.point)
+        top = _mount_id(mount.point)
+        if top in table and table[top].point == mount.point:
+            out.append(table[top])
+    return out
+
+
+def _mount_id(path: str) -> int | None:
+    """The id of the mount ``path`` is on (``mnt_id`` of an O_PATH descriptor's fdinfo), or None."""
+    try:
+        fd = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        with open(f"/proc/self/fdinfo/{fd}") as handle:
+            for line in handle:
+                if line.startswith("mnt_id:"):
+                    return int(line.split()[1])
+    finally:
+        os.close(fd)
+    return None
+
+
+def _mount(libc, source, target: str, fstype, flags: int, what: str, data: bytes | None = None) -> None:
+    encode = (lambda s: None if s is None else os.fsencode(s))
+    if libc.mount(encode(source), encode(target), encode(fstype), ctypes.c_ulong(flags), data) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _beneath(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+# -- Landlock ---------------------------------------------------------------------------------------
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def _syscall():
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return libc.syscall
+
+
+def landlock_abi() -> int:
+    """The Landlock ABI version this kernel offers (1 on Linux 5.13 ...), 0 where none (not Linux,
+    not built in, or not enabled at boot)."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    version = _syscall()(_SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION))
+    return max(int(version), 0)
+
+
+def restrict_writes(writable: list) -> None:
+    """Restrict this process, and everything it starts, by Landlock: no write of any kind but
+    beneath ``writable`` (and writing the character devices under ``/dev``). Needs
+    ``no_new_privs`` (or CAP_SYS_ADMIN).
+
+    Raises:
+        OSError: no Landlock here, or a rule or the restriction failed.
+    """
+    abi = landlock_abi()
+    if abi < 1:
+        raise OSError(errno.ENOSYS, "no Landlock in this kernel")
+    handled = _WRITES_V1 | (_REFER if abi >= 2 else 0) | (_TRUNCATE if abi >= 3 else 0)
+    file_rights = handled & (_WRITE_FILE | _TRUNCATE)
+    syscall = _syscall()
+    attr = ctypes.c_uint64(handled)     # struct landlock_ruleset_attr, its first field only
+    ruleset = syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(8), ctypes.c_uint32(0))
+    if ruleset < 0:
+        raise _errno("creating a Landlock ruleset")
+    try:
+        for path in writable:
+            _allow(syscall, ruleset, path, handled if os.path.isdir(path) else file_rights)
+        for path in _devices():
+            _allow(syscall, ruleset, path, file_rights)
+        if syscall(_SYS_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)) != 0:
+            raise _errno("restricting by Landlock")
+    finally:
+        os.close(ruleset)
+
+
+def _allow(syscall, ruleset: int, path: str, access: int) -> None:
+    fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    try:
+        rule = _PathBeneath(access, fd)
+        if syscall(_SYS_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH),
+                   ctypes.byref(rule), ctypes.c_uint32(0)) != 0:
+            raise _errno(f"a Landlock rule for {path}")
+    finally:
+        os.close(fd)
+
+
+def _devices() -> list:
+    """The character devices under /dev (``/dev/null``, the terminal, the GPU's: /dev/nvidia*,
+    /dev/dri/*, /dev/kfd), and /dev/pts (whose ttys come and go)."""
+    found, folders = [], ["/dev"]
+    while folders:
+        folder = folders.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.path in _NOT_DEVICES:
+                continue
+            try:
+                mode = entry.stat(follow_symlinks=False).st_mode
+            except OSError:
+                continue
+            if stat.S_ISCHR(mode):
+                found.append(entry.path)
+            elif stat.S_ISDIR(mode):
+                (found if entry.path == "/dev/pts" else folders).append(entry.path)
+    return found
+
+
+def _errno(what: str) -> OSError:
+    err = ctypes.get_errno()
+    return OSError(err, f"{what}: {os.strerror(err)}")
