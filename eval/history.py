@@ -5,16 +5,94 @@ lessons, the simulator's error, tokens and cost.
 
 A run is read from the SQLite record when there is one (read only: nothing is created), else from
 its run folder (``report.json`` and ``transcript.jsonl``: the committed runs under eval/results/
-keep only those)."""
+keep only those).
+
+What is read is data only, checked before use (#41): report.json and each transcript line against
+the models below, within byte and depth bounds, fences found in one linear pass; a run whose files
+do not fit is one line (``HistoryError``), and ``load_runs`` loads the others of a workdir.
+"""
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
+from typing import Annotated
 
 import pandas as pd
+import pydantic
 
 from swizzleperf.agent.loop.record import DB_NAME, RunRecord
+from swizzleperf.agent.proposers.llm import code_blocks
+from swizzleperf.sandbox import untrusted
+
+
+#: Bytes of a run folder's report.json and transcript.jsonl read (a long LLM run's transcript is a
+#: few MB: every prompt is in it); beyond, the run is one line, not loaded.
+MAX_REPORT_BYTES = 64 << 20
+MAX_TRANSCRIPT_BYTES = 256 << 20
+_Number = Annotated[float, pydantic.Field(strict=True, allow_inf_nan=False)] | None
+_Iteration = Annotated[int, pydantic.Field(strict=True, ge=0, lt=1 << 31)]
+
+
+class HistoryError(ValueError):
+    """A run that cannot be loaded (its report or transcript not of the shape a run writes); one
+    line naming the file and what is wrong."""
+
+
+class _Entry(pydantic.BaseModel):
+    """What is read of a report.json entry (baseline, expert, best, an attempt); the rest kept."""
+    model_config = pydantic.ConfigDict(extra="allow", strict=True)
+    iteration: _Iteration | None = None
+    name: str | None = None
+    verdict: str | None = None
+    reason: str | None = None
+    lesson: str | None = None
+    source: str | None = None
+    swizzle_source: str | None = None
+    time_source: str | None = None
+    predicted_source: str | None = None
+    l2_hit_rate: _Number = None
+    time_ms: _Number = None
+    time_spread_ms: _Number = None
+    dram_bytes: _Number = None
+    predicted_l2_hit_rate: _Number = None
+    predicted_time_ms: _Number = None
+
+
+class _Attempt(_Entry):
+    iteration: _Iteration
+    name: str
+
+
+class _Report(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="allow", strict=True)
+    run_id: str | None = None
+    kernel: str | None = None
+    hardware: str | None = None
+    mode: str | None = None
+    proposer: str | None = None
+    status: str | None = None
+    stop_reason: str | None = None
+    baseline: _Entry | None = None
+    expert: _Entry | None = None
+    best: _Entry | None = None
+    attempts: list[_Attempt] = []
+
+
+class _Message(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="allow", strict=True)
+    content: str | None = None
+
+
+class _Request(pydantic.BaseModel):
+    """A transcript.jsonl line: what is read of it, the rest kept."""
+    model_config = pydantic.ConfigDict(extra="allow", strict=True)
+    iteration: _Iteration
+    outcome: str | None = None
+    rejected: str | None = None
+    reply: str | None = None
+    messages: list[_Message] | None = None
+    prompt_tokens: Annotated[int, pydantic.Field(strict=True, ge=0, lt=1 << 40)] | None = None
+    completion_tokens: Annotated[int, pydantic.Field(strict=True, ge=0, lt=1 << 40)] | None = None
 
 
 def find_workdir(start: Path | None = None) -> Path:
@@ -40,7 +118,8 @@ def load_run(run_id: str | None = None, workdir: str | None = None) -> tuple:
 
     Raises:
         FileNotFoundError: no record and no run folder there.
-        UnknownRunError: no such run in the record.
+        UnknownRunError: no such run in the record (``UnusableRunError``: its row is damaged).
+        HistoryError: the run folder's report.json or transcript.jsonl is not a run's (one line).
     """
     folder = run_folder(run_id, workdir)
     if folder is not None:
@@ -51,9 +130,28 @@ def load_run(run_id: str | None = None, workdir: str | None = None) -> tuple:
         if run_id is None:
             raise FileNotFoundError(f"no run recorded under {record.root}: run swizzleperf optimize first")
         run, iterations = record.run(run_id), record.iterations(run_id)
+    for column in _NUMERIC & set(iterations.columns):   # a record's column may hold text (#41)
+        iterations[column] = pd.to_numeric(iterations[column], errors="coerce")
     iterations["objective"], run["objective"] = _objective(iterations)
     iterations["best_so_far"] = _best_so_far(iterations, run["objective"])
     return run, iterations
+
+
+_NUMERIC = {"l2_hit_rate", "time_ms", "time_spread_ms", "dram_bytes", "predicted_l2_hit_rate",
+            "predicted_dram_bytes", "predicted_time_ms", "prompt_tokens", "completion_tokens", "cost_usd",
+            "is_best", "iteration"}
+
+
+def load_runs(workdir: str) -> tuple[dict, list]:
+    """Every run folder under ``workdir/runs/`` that has a report.json: ``({run_id: (run,
+    iterations)}, [one line per run that could not be loaded])``."""
+    loaded, failed = {}, []
+    for report in sorted((Path(workdir) / "runs").glob("*/report.json")):
+        try:
+            loaded[report.parent.name] = load_run(str(report.parent))
+        except (HistoryError, OSError) as exc:
+            failed.append(f"{report.parent.name}: {' '.join(str(exc).split())[:300]}")
+    return loaded, failed
 
 
 def run_folder(run_id: str | None, workdir: str | None) -> Path | None:
@@ -81,7 +179,11 @@ def run_folder(run_id: str | None, workdir: str | None) -> Path | None:
 def _from_folder(folder: Path) -> tuple:
     """The run and its iterations from ``report.json`` (baseline, expert, attempts; the best's
     source) and ``transcript.jsonl`` (each candidate's source, as the model wrote it, and its tokens)."""
-    report = json.loads((folder / "report.json").read_text())
+    path = folder / "report.json"
+    try:
+        report = untrusted.load_json_checked(path, _Report, str(path), MAX_REPORT_BYTES).model_dump()
+    except untrusted.UntrustedInput as exc:
+        raise HistoryError(str(exc)) from None
     requests = read_transcript(folder)
     sources = accepted_sources(requests) if not requests.empty else {}
     tokens = requests.groupby("iteration")[["prompt_tokens", "completion_tokens"]].sum() if not requests.empty else None
@@ -128,11 +230,24 @@ def _row(entry: dict, kind: str, l2_source: str | None) -> dict:
 
 
 def read_transcript(folder: Path) -> pd.DataFrame:
-    """The requests of a run folder's ``transcript.jsonl`` (one row each; empty without one)."""
+    """The requests of a run folder's ``transcript.jsonl`` (one row each; empty without one).
+
+    Raises:
+        HistoryError: the file is over ``MAX_TRANSCRIPT_BYTES``, or a line is not a request.
+    """
     path = Path(folder) / "transcript.jsonl"
     if not path.exists():
         return pd.DataFrame()
-    return pd.DataFrame([json.loads(line) for line in path.read_text().splitlines() if line.strip()])
+    rows = []
+    try:
+        text = untrusted.read_bounded(path, MAX_TRANSCRIPT_BYTES, str(path)).decode("utf-8", errors="replace")
+        for number, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                rows.append(untrusted.load_json_checked(line, _Request, f"{path}, line {number}",
+                                                        MAX_TRANSCRIPT_BYTES).model_dump())
+    except untrusted.UntrustedInput as exc:
+        raise HistoryError(str(exc)) from None
+    return pd.DataFrame(rows)
 
 
 def accepted_sources(requests: pd.DataFrame) -> dict:
@@ -148,10 +263,15 @@ def accepted_sources(requests: pd.DataFrame) -> dict:
 
 
 def function_source(reply: str, target: str) -> str:
-    """The last fenced code block of ``reply`` that defines ``target`` (its text), else ''."""
-    blocks = re.findall(r"```[\w+-]*[^\n]*\n(.*?)^[ \t]*```", reply or "", re.S | re.M)
-    defining = [b for b in blocks if re.search(rf"\bdef\s+{re.escape(target)}\b", b)]
+    """The last fenced code block of ``reply`` that defines ``target`` (its text), else ''; the
+    fences found in one pass over the lines (the proposer's ``code_blocks``: a reply of unclosed
+    fences costs what any other does)."""
+    defining = [b.body for b in code_blocks(reply or "") if _defines(b.body, target)]
     return defining[-1] if defining else ""
+
+
+def _defines(body: str, target: str) -> bool:
+    return re.search(rf"\bdef\s+{re.escape(target)}\b", body) is not None
 
 
 def _target_name(messages) -> str:
@@ -179,8 +299,17 @@ def _metric(it: pd.DataFrame, name: str) -> pd.Series:
         return pd.to_numeric(it[name], errors="coerce")
     if "metrics_json" not in it:
         return pd.Series(float("nan"), index=it.index)
-    return it.metrics_json.map(lambda text: (json.loads(text) if isinstance(text, str) and text else {}).get(name)
-                               ).astype(float)
+    return pd.to_numeric(it.metrics_json.map(lambda text: _metrics(text).get(name)), errors="coerce")
+
+
+def _metrics(text) -> dict:
+    """An attempt's ``metrics_json`` as a dict; {} where absent or not a JSON object of bounded
+    size and depth."""
+    try:
+        data = untrusted.loads(text, "metrics_json", max_chars=1 << 20) if isinstance(text, str) and text else {}
+    except untrusted.UntrustedInput:
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _best_so_far(it: pd.DataFrame, objective: str) -> pd.Series:
@@ -189,10 +318,20 @@ def _best_so_far(it: pd.DataFrame, objective: str) -> pd.Series:
 
 
 def summary(it: pd.DataFrame) -> pd.DataFrame:
-    """One line per attempt: what it was, its verdict and reason, its figures and the lesson."""
+    """One line per attempt: what it was, its verdict and reason, its figures, its roof (profiling/
+    roof.py's one line, from the record's metrics: "% of roof" measured, "not measured" simulated)
+    and the lesson."""
     columns = ["kind", "iteration", "name", "verdict", "l2_hit_rate", "l2_source", "predicted_l2_hit_rate",
                "time_ms", "time_spread_ms", "reason", "lesson"]
-    return it[columns]
+    roof = [_roof_line(m) for m in it.get("metrics_json", pd.Series([None] * len(it), index=it.index))]
+    return it[columns].assign(roof=roof)
+
+
+def _roof_line(metrics_json) -> str:
+    """The roof line kept in an attempt's metrics, or '' (none recorded, or not JSON)."""
+    roof = _metrics(metrics_json).get("roof")
+    line = roof.get("line", "") if isinstance(roof, dict) else ""
+    return line if isinstance(line, str) else ""
 
 
 def prediction_error(it: pd.DataFrame) -> pd.DataFrame:
@@ -230,11 +369,20 @@ def transcript(run: dict, workdir: str | None = None) -> pd.DataFrame:
         frame = RunRecord(Path(workdir or str(find_workdir()))).requests(run["run_id"])
         if frame.empty:
             return frame
-        frame["prompt_chars"] = frame.messages_json.map(lambda text: sum(len(m.get("content") or "")
-                                                                         for m in json.loads(text)))
+        frame["prompt_chars"] = frame.messages_json.map(_prompt_chars)
     frame["reply_start"] = frame.reply.str.slice(0, 200)
     return frame[["iteration", "n", "outcome", "finish_reason", "seconds", "prompt_tokens", "completion_tokens",
                   "tokens_source", "max_tokens", "prompt_chars", "reply_start"]]
+
+
+def _prompt_chars(text) -> int:
+    """Characters of the prompt's messages stored as ``messages_json`` (0 where not a list of them)."""
+    try:
+        messages = untrusted.loads(text, "messages_json") if isinstance(text, str) else []
+    except untrusted.UntrustedInput:
+        return 0
+    return sum(len(m.get("content")) for m in messages if isinstance(m, dict) and isinstance(m.get("content"), str)) \
+        if isinstance(messages, list) else 0
 
 
 def plot_metric(it: pd.DataFrame, objective: str | None = None, ax=None):

@@ -37,10 +37,17 @@ the access stream are built with numpy beforehand.
 Cache. A simulation is a pure function of the trace, the order, the spec, the probe and this
 simulator's code; one of the bundled GEMM's default problem (1 M accesses) took 0.36-0.65 s on a
 core of this project's 2-core CPU machine (2026-11-25), and a catalog ranking runs 12-20 of them.
-So results are kept on disk (diskcache, JSON values) under a digest of all five,
-in ``$SWIZZLEPERF_SIM_CACHE`` (``off``: no cache), else
-``$XDG_CACHE_HOME/swizzleperf/simulations`` (``~/.cache/...``). A cache that cannot be opened,
-read or written is skipped: the simulation runs.
+So results are kept on disk under a digest of all five, in ``$SWIZZLEPERF_SIM_CACHE`` (``off``:
+no cache), else ``$XDG_CACHE_HOME/swizzleperf/simulations`` (``~/.cache/...``): one SQLite table
+of JSON text (``simulations.sqlite3``), each value read back checked against ``StoredResult``. A
+cache that cannot be opened, read or written is skipped: the simulation runs; a value that is not
+a result (a wrong type, a missing field, too deep or too long) is a miss, simulated again and
+overwritten (#41). Why not diskcache, which this cache used before: its rows carry a ``mode`` and a
+``filename`` that its ``fetch`` obeys (a row in pickle mode is unpickled, a row's file is read,
+and deleted on eviction), and it applies its database's own ``Settings`` rows at open (each
+``sqlite_*`` row formatted into a ``PRAGMA`` statement, each ``disk_*`` row set on its Disk): a
+planted database steers the library before any value is read, which a Disk subclass cannot
+prevent. The table here is read only as text, and only by its key.
 """
 from __future__ import annotations
 
@@ -51,18 +58,21 @@ import heapq
 import json
 import os
 import sqlite3
+import threading
 import time
 from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Annotated
 
-import diskcache
 import numpy as np
+import pydantic
 
 from swizzleperf.hwspecs import HardwareSpec
 from swizzleperf.hwspecs.loader import DISPATCH_POLICIES
 from swizzleperf.kernels.trace import TileTrace
 from swizzleperf.profiling.dispatch_probe import program_partitions
+from swizzleperf.sandbox import untrusted
 
 
 def program_domains(num_programs: int, domains: int, dispatch: str) -> np.ndarray:
@@ -416,11 +426,38 @@ def _simulate(trace: TileTrace, order: np.ndarray, hw: HardwareSpec, probe: dict
 # ---------------------------------------------------------------------------------------- cache
 #: The cache's folder, or ``off``; unset: ``$XDG_CACHE_HOME/swizzleperf/simulations``.
 CACHE_ENV = "SWIZZLEPERF_SIM_CACHE"
-#: Bytes the cache may hold before diskcache evicts the least recently stored (a result is about
-#: 1 KB: a quarter million simulations).
-CACHE_BYTES = 256 << 20
-#: What a failing cache raises: its folder or database unusable, a value that is not a result.
-_CACHE_ERRORS = (OSError, sqlite3.Error, diskcache.Timeout, ValueError, TypeError, KeyError)
+#: The database in that folder.
+CACHE_FILE = "simulations.sqlite3"
+#: Results the cache keeps before the least recently stored go (a result is about 1 KB: 256 MB).
+CACHE_ROWS = 250_000
+#: Characters of one stored value read back: a result is about 1 KB, its per-domain list at most
+#: a few hundred rates (``MAX_DOMAINS``); longer is not a result.
+CACHE_VALUE_CHARS = 64 * 1024
+#: Domains a stored result may list (MI300X has 8 XCDs; 4 096 is far beyond any GPU's).
+MAX_DOMAINS = 4096
+#: What a failing cache raises: its folder or database unusable.
+_CACHE_ERRORS = (OSError, sqlite3.Error)
+_Rate = Annotated[float, pydantic.Field(strict=True, ge=0.0, le=1.0, allow_inf_nan=False)]
+_Bytes = Annotated[int, pydantic.Field(strict=True, ge=0, lt=1 << 62)]
+
+
+class StoredResult(pydantic.BaseModel):
+    """A ``SimResult`` as the cache stores it (``SimResult.to_dict``), checked field by field
+    before it is believed: rates in 0..1, byte counts non-negative integers, a bounded list, short
+    strings; nothing else."""
+    model_config = pydantic.ConfigDict(extra="forbid", strict=True)
+    l2_hit_rate: _Rate
+    per_domain_hit_rate: Annotated[list[_Rate], pydantic.Field(max_length=MAX_DOMAINS)]
+    l2_read_bytes: _Bytes
+    l2_hit_bytes: _Bytes
+    dram_read_bytes: _Bytes
+    dram_write_bytes: _Bytes
+    llc_hit_rate: _Rate | None
+    cross_domain_bytes: _Bytes
+    l1_hit_rate: _Rate | None
+    seconds: Annotated[float, pydantic.Field(strict=True, ge=0.0, allow_inf_nan=False)]
+    source: Annotated[str, pydantic.Field(max_length=200)]
+    model: Annotated[str, pydantic.Field(max_length=2000)]
 
 
 def cache_dir() -> Path | None:
@@ -464,34 +501,70 @@ def _cache_key(trace: TileTrace, order: np.ndarray, hw: HardwareSpec, probe: dic
     return digest.hexdigest()
 
 
+class _Store:
+    """The cache's table, ``simulations (key TEXT PRIMARY KEY, value TEXT)``, one connection per
+    folder shared by this process's threads (a lock around each statement)."""
+
+    def __init__(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(folder / CACHE_FILE, timeout=5, isolation_level=None,
+                                   check_same_thread=False)
+        self._db.execute("PRAGMA trusted_schema = OFF")  # a planted view or trigger calls no function
+        self._db.execute("PRAGMA journal_mode = WAL")    # test processes share one cache
+        self._db.execute("CREATE TABLE IF NOT EXISTS simulations (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+
+    def get(self, key: str) -> str | None:
+        """The stored text of ``key``, None where there is none or it is not text of at most
+        ``CACHE_VALUE_CHARS`` characters (SQLite compares the length before Python sees it)."""
+        with self._lock:
+            row = self._db.execute("SELECT value FROM simulations WHERE key = ? AND typeof(value) = 'text' "
+                                   "AND length(value) <= ?", (key, CACHE_VALUE_CHARS)).fetchone()
+        return row[0] if row else None
+
+    def set(self, key: str, value: str) -> None:
+        """Store (or replace) ``key``; the least recently stored beyond ``CACHE_ROWS`` go."""
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO simulations (key, value) VALUES (?, ?)", (key, value))
+            self._db.execute("DELETE FROM simulations WHERE rowid <= (SELECT max(rowid) FROM simulations) - ?",
+                             (CACHE_ROWS,))
+
+
 @functools.lru_cache(maxsize=4)
-def _open_cache(folder: str) -> diskcache.Cache | None:
+def _open_cache(folder: str) -> _Store | None:
     try:
-        return diskcache.Cache(folder, disk=diskcache.JSONDisk, size_limit=CACHE_BYTES, timeout=5)
+        return _Store(Path(folder))
     except _CACHE_ERRORS:
         return None
 
 
-def _cache() -> diskcache.Cache | None:
+def _cache() -> _Store | None:
     folder = cache_dir()
     return None if folder is None else _open_cache(str(folder))
 
 
 def _cache_get(key: str) -> SimResult | None:
+    """The stored result of ``key``, or None: no cache, no row, or a row that is not a result."""
     cache = _cache()
     if cache is None:
         return None
     try:
-        stored = cache.get(key)
-        return None if stored is None else SimResult(**stored)
+        text = cache.get(key)
     except _CACHE_ERRORS:
         return None
+    if text is None:
+        return None
+    try:
+        stored = untrusted.load_json_checked(text, StoredResult, "a stored simulation", CACHE_VALUE_CHARS, 4)
+    except untrusted.UntrustedInput:
+        return None
+    return SimResult(**stored.model_dump())
 
 
 def _cache_set(key: str, result: SimResult) -> None:
     cache = _cache()
     if cache is not None:
         try:
-            cache.set(key, result.to_dict())
+            cache.set(key, json.dumps(result.to_dict()))
         except _CACHE_ERRORS:
             pass

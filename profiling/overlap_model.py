@@ -58,12 +58,15 @@ Times are in seconds inside, ms in the API.
 from __future__ import annotations
 
 import functools
-import json
 import math
 import dataclasses
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Annotated, Any, Mapping
+
+import pydantic
+
+from swizzleperf.sandbox import untrusted
 
 PARAMS_PATH = Path(__file__).with_name("overlap_params.json")
 #: Per-rank GEMMs timed alone on every SM of one GPU, per device (eval/gpu_rank_gemm.py's tuned
@@ -121,6 +124,33 @@ class OverlapPrediction:
         return asdict(self)
 
 
+#: Bytes of a parameter or measurement file read (each is tens of KB).
+DATA_MAX_BYTES = 8 << 20
+_Finite = Annotated[float, pydantic.Field(strict=True, allow_inf_nan=False)]
+_Extent = Annotated[int, pydantic.Field(strict=True, ge=1, lt=1 << 40)]
+
+
+class _RankGemmRow(pydantic.BaseModel):
+    """A row of a rank-GEMM file as ``measured_rank_gemm`` reads it (the rest of the row kept)."""
+    model_config = pydantic.ConfigDict(extra="allow", strict=True)
+    device: Annotated[str, pydantic.Field(min_length=1, max_length=200)]
+    M: _Extent
+    N: _Extent
+    K: _Extent
+    ours_ms: Annotated[float, pydantic.Field(strict=True, gt=0, allow_inf_nan=False)]
+
+
+class _RankGemmFile(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="allow", strict=True)
+    rows: list[dict] = []
+
+
+class _Params(pydantic.RootModel):
+    """The fitted parameters: numbers by name, ``_source`` text, ``_interval`` and ``_domain``
+    tables (objects)."""
+    root: dict[str, _Finite | str | dict]
+
+
 @functools.lru_cache(maxsize=4)
 def measured_rank_gemm(path: str = str(RANK_GEMM_MEASURED)) -> dict:
     """``{device name, lower case: {(M, N, K): seconds}}``: the per-rank GEMMs of a rank-GEMM file
@@ -129,9 +159,14 @@ def measured_rank_gemm(path: str = str(RANK_GEMM_MEASURED)) -> dict:
     if not Path(path).exists():
         return {}
     out: dict = {}
-    for row in json.loads(Path(path).read_text()).get("rows", []):
-        if row.get("ours_ms") and row.get("device"):
-            out.setdefault(row["device"].lower(), {})[(row["M"], row["N"], row["K"])] = row["ours_ms"] * 1e-3
+    rows = untrusted.load_json_checked(Path(path), _RankGemmFile, f"the rank-GEMM measurements {path}",
+                                       DATA_MAX_BYTES).rows
+    for row in rows:
+        try:
+            row = _RankGemmRow.model_validate(row)
+        except pydantic.ValidationError:
+            continue   # a row without a time (or of another shape): not a measurement of a shape
+        out.setdefault(row.device.lower(), {})[(row.M, row.N, row.K)] = row.ours_ms * 1e-3
     return out
 
 
@@ -152,8 +187,13 @@ def _measured_gemm(kernel: str, problem: Mapping, world_size: int, meta: Mapping
 
 @functools.lru_cache(maxsize=4)
 def load_params(path: str = str(PARAMS_PATH)) -> dict:
-    """The fitted parameters (name -> value; seconds, bytes/s or FLOP/s), with ``_source``."""
-    return json.loads(Path(path).read_text())
+    """The fitted parameters (name -> value; seconds, bytes/s or FLOP/s), with ``_source``.
+
+    Raises:
+        UntrustedInput: the file is not such a table (one line).
+    """
+    return untrusted.load_json_checked(Path(path), _Params, f"the overlap model's parameters {path}",
+                                       DATA_MAX_BYTES).root
 
 
 # ------------------------------------------------------------------------------ the parts

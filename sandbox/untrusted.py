@@ -11,14 +11,28 @@ conversion limit escape from deep inside ``json`` or ``ast``:
 - ``validated``: a pydantic model (the shape of each answer we read) applied to loaded JSON.
 - ``parse_python``: a model-written function, its size capped before ``ast.parse``, the tree's depth
   and node count measured without recursion, integer literals within 64 bits.
+- ``decoded``: an HTTP body's raw bytes undone of their ``Content-Encoding`` (gzip, deflate, zstd)
+  in pieces of at most ``DECODE_CHUNK`` bytes, so that the caller's cap on the decompressed size
+  stops a bomb (32 KB of zstd that inflate to gigabytes) before it is inflated, not after.
+- ``load_json_checked``: a cache, record or results file (or its text) read within a byte bound,
+  loaded by ``loads`` and checked against a pydantic model: what a file on disk holds is as
+  untrusted as what a server sends (#41); the caller takes ``UntrustedInput`` as a cache miss.
+- ``read_source``: a Python source file as Python reads it (its PEP 263 coding line honoured),
+  refused in one line above ``MAX_KERNEL_BYTES``.
 
-Nothing here imports the rest of the agent (only the standard library and pydantic).
+Nothing here imports the rest of the agent (only the standard library, pydantic, and zstandard
+where it is installed).
 """
 from __future__ import annotations
 
 import ast
+import io
 import json
 import re
+import tokenize
+import zlib
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pydantic
@@ -44,6 +58,17 @@ MAX_AST_NODES = 5_000
 MAX_LITERAL_BITS = 63
 #: Characters of a string literal (a docstring) in a model-written function.
 MAX_STRING_CHARS = 4_000
+#: Largest piece ``decoded`` inflates at once: the caller counts pieces against its cap, so at most
+#: this much is held beyond it.
+DECODE_CHUNK = 64 * 1024
+#: Largest zstd window we allocate for a body (RFC 8878's limit for HTTP content coding is 8 MiB;
+#: libzstd's default would let a 20-byte frame header ask for 128 MiB).
+MAX_ZSTD_WINDOW = 8 << 20
+#: Bytes of a kernel file we read. The bundled kernels are 1-76 KB (kernels/distributed/
+#: gemm_reduce_scatter.py the largest) and a user's Triton module a few tens of KB; 2 MiB is over
+#: 25 times the largest, and small enough that every pass over the source (the static check, the
+#: analysis, the prompt) stays short even where one is not linear (a 17 MB file ran 15 minutes, #41).
+MAX_KERNEL_BYTES = 2 << 20
 
 _JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]', re.S)
 Model = TypeVar("Model", bound=pydantic.BaseModel)
@@ -78,11 +103,11 @@ def json_depth(text: str) -> int:
     return deepest
 
 
-def loads(data: str | bytes, what: str, max_chars: int | None = None) -> Any:
+def loads(data: str | bytes, what: str, max_chars: int | None = None, max_depth: int = MAX_JSON_DEPTH) -> Any:
     """JSON ``data`` (``what`` names it in messages: "the chat completion", "a streamed event").
 
     Raises:
-        UntrustedInput: not UTF-8, over ``max_chars``, nested deeper than ``MAX_JSON_DEPTH``, an
+        UntrustedInput: not UTF-8, over ``max_chars``, nested deeper than ``max_depth``, an
             integer of more than ``MAX_INT_DIGITS`` digits, a float that is not finite, NaN or
             Infinity, or not JSON at all; the message quotes the first 200 characters.
     """
@@ -94,9 +119,9 @@ def loads(data: str | bytes, what: str, max_chars: int | None = None) -> Any:
         raise UntrustedInput(f"{what} is {len(text)} characters, more than the {max_chars} allowed; "
                              f"received: {preview(text)}")
     brackets = text.count("[") + text.count("{")  # an upper bound of the depth, counted in C
-    depth = json_depth(text) if brackets > MAX_JSON_DEPTH else brackets
-    if depth > MAX_JSON_DEPTH:
-        raise UntrustedInput(f"{what} nests {depth} levels deep, more than the {MAX_JSON_DEPTH} allowed; "
+    depth = json_depth(text) if brackets > max_depth else brackets
+    if depth > max_depth:
+        raise UntrustedInput(f"{what} nests {depth} levels deep, more than the {max_depth} allowed; "
                              f"received: {preview(text)}")
     try:
         return json.loads(text, parse_int=_bounded_int, parse_float=_finite_float,
@@ -196,3 +221,157 @@ def _check_literal(node: ast.Constant, what: str) -> None:
     if isinstance(value, (str, bytes)) and len(value) > MAX_STRING_CHARS:
         raise UntrustedInput(f"{what} has a string of {len(value)} characters (line {node.lineno}), more than "
                              f"the {MAX_STRING_CHARS} allowed")
+
+
+# ------------------------------------------------------------------------------ compressed bodies
+def decoded(raw: Iterable[bytes], content_encoding: str | None, what: str) -> Iterator[bytes]:
+    """The bytes of an HTTP body whose raw (still encoded) chunks are ``raw``, undone of each
+    coding named in ``content_encoding`` (last applied, first undone), yielded in pieces of at
+    most ``DECODE_CHUNK`` bytes and only as the caller asks for them: a caller that stops at its
+    cap never inflates more than a piece beyond it.
+
+    Raises:
+        UntrustedInput: a coding other than gzip, deflate, zstd (with the ``zstandard`` module)
+            or identity, or a body that does not decode.
+    """
+    codings = [c.strip().lower() for c in (content_encoding or "").split(",")]
+    stream: Iterable[bytes] = raw
+    for coding in reversed([c for c in codings if c not in ("", "identity")]):
+        if coding in ("gzip", "x-gzip"):
+            stream = _inflate(stream, zlib.MAX_WBITS | 16, coding, what)
+        elif coding == "deflate":
+            stream = _inflate(stream, zlib.MAX_WBITS | 32, coding, what)  # zlib-wrapped or gzip
+        elif coding == "zstd" and _zstandard() is not None:
+            stream = _unzstd(stream, what)
+        else:
+            raise UntrustedInput(f"{what} is encoded as {coding!r}, which is not decoded here (gzip, "
+                                 f"deflate{', zstd' if _zstandard() else ''} or none)")
+    return iter(stream)
+
+
+def _inflate(stream: Iterable[bytes], wbits: int, coding: str, what: str) -> Iterator[bytes]:
+    """zlib's inflate with ``max_length``: gzip members one after another, a deflate body's
+    trailing bytes ignored (as browsers and httpx do); a raw deflate body (no zlib header) too."""
+    inflater, started = zlib.decompressobj(wbits), False
+    for data in stream:
+        while data:
+            try:
+                out = inflater.decompress(data, DECODE_CHUNK)
+            except zlib.error as exc:
+                if coding == "deflate" and not started:  # no zlib header: raw deflate
+                    inflater, wbits, started = zlib.decompressobj(-zlib.MAX_WBITS), -zlib.MAX_WBITS, True
+                    continue
+                raise UntrustedInput(f"{what} does not decode as {coding}: {exc}") from None
+            started = True
+            if out:
+                yield out
+            if inflater.eof:
+                data = inflater.unused_data
+                if wbits & 16 and data:  # another gzip member
+                    inflater = zlib.decompressobj(wbits)
+                    continue
+                return
+            data = inflater.unconsumed_tail
+            if not data and len(out) == DECODE_CHUNK:
+                data = b""
+                while len(out) == DECODE_CHUNK and not inflater.eof:  # output still inside zlib
+                    out = inflater.decompress(b"", DECODE_CHUNK)
+                    if out:
+                        yield out
+
+
+def _zstandard():
+    try:
+        import zstandard
+    except ImportError:
+        return None
+    return zstandard
+
+
+class _ChunkReader(io.RawIOBase):
+    """A read-only file over an iterator of byte chunks (what ``zstandard.stream_reader`` reads)."""
+
+    def __init__(self, chunks: Iterable[bytes]):
+        self._chunks, self._rest = iter(chunks), b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self._rest:
+            self._rest = next(self._chunks, None)
+            if self._rest is None:
+                self._rest = b""
+                return 0
+        count = min(len(buffer), len(self._rest))
+        buffer[:count], self._rest = self._rest[:count], self._rest[count:]
+        return count
+
+
+def _unzstd(stream: Iterable[bytes], what: str) -> Iterator[bytes]:
+    zstandard = _zstandard()
+    decompressor = zstandard.ZstdDecompressor(max_window_size=MAX_ZSTD_WINDOW)
+    try:
+        with decompressor.stream_reader(_ChunkReader(stream), read_across_frames=True) as reader:
+            while out := reader.read(DECODE_CHUNK):
+                yield out
+    except zstandard.ZstdError as exc:
+        raise UntrustedInput(f"{what} does not decode as zstd: {exc}") from None
+
+
+# ------------------------------------------------------------------------ files read at run time
+def read_bounded(path: str | Path, max_bytes: int, what: str) -> bytes:
+    """The bytes of ``path``, at most ``max_bytes`` of them read.
+
+    Raises:
+        UntrustedInput: the file is longer than ``max_bytes``.
+        OSError: it cannot be read.
+    """
+    with open(path, "rb") as handle:
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise UntrustedInput(f"{what} ({path}) is longer than the {max_bytes} bytes allowed")
+    return data
+
+
+def load_json_checked(source: str | bytes | Path, model: type[Model], what: str, max_bytes: int,
+                      max_depth: int = MAX_JSON_DEPTH) -> Model:
+    """A cache, record or results file (a ``Path``) or its text, loaded as JSON within
+    ``max_bytes`` and ``max_depth`` (``loads``'s bounds on integers and floats too) and checked
+    against the pydantic ``model``.
+
+    Raises:
+        UntrustedInput: too long, not UTF-8, not JSON, too deep, or not of the model's shape; one
+            line naming ``what`` and quoting what was found.
+        OSError: a path that cannot be read (the caller decides whether a missing file is a miss).
+    """
+    if isinstance(source, Path):
+        data: str | bytes = read_bounded(source, max_bytes, what)
+    else:
+        data = source
+        if len(data) > max_bytes:
+            raise UntrustedInput(f"{what} is longer than the {max_bytes} bytes allowed; "
+                                 f"received: {preview(data)}")
+    return validated(model, loads(data, what, max_depth=max_depth), what, data)
+
+
+def read_source(path: str | Path, max_bytes: int = MAX_KERNEL_BYTES, what: str = "the kernel file") -> str:
+    """A Python source file's text as Python reads it: the encoding of its PEP 263 coding line
+    (or its BOM), else UTF-8 (``tokenize.open``), universal newlines; refused above ``max_bytes``
+    before anything else reads it.
+
+    Raises:
+        UntrustedInput: longer than ``max_bytes``, or not text in its declared encoding (one line).
+        OSError: it cannot be read.
+    """
+    data = read_bounded(path, max_bytes, what)
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        return io.TextIOWrapper(io.BytesIO(data), encoding, newline=None).read()
+    except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
+        raise UntrustedInput(f"{what} ({path}) cannot be read as Python source: "
+                             f"{_one_line(str(exc))}") from None
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())[:300]

@@ -24,7 +24,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {"hwspecs": "hwspecs", "kernels": "kernels", "sandbox": "sandbox", "profiling": "profiling",
             "prompts": "prompts", "agent": "agent", "eval": "eval"}
-LAYERS = [("hwspecs",), ("kernels",), ("sandbox",), ("prompts",), ("profiling",), ("agent", "agent.verification"),
+# The sandbox imports nothing of the package (its docstring): the bottom, so that anything that
+# reads untrusted data (the kernels' GEMM cache too) can use its bounded readers.
+LAYERS = [("sandbox",), ("hwspecs",), ("kernels",), ("prompts",), ("profiling",), ("agent", "agent.verification"),
           ("agent.capture", "agent.distributed"), ("agent.proposers",), ("agent.loop",), ("eval",), ("agent.cli",)]
 
 

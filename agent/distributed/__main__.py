@@ -19,6 +19,7 @@ from swizzleperf.agent.distributed.measured import answer
 from swizzleperf.agent.distributed.problems import ProblemError, resolve
 from swizzleperf.agent.distributed.rank_pool import PoolError
 from swizzleperf.agent.verification.load import load_spec
+from swizzleperf.sandbox.untrusted import read_source
 
 PROG = "python -m swizzleperf.agent.distributed run"
 
@@ -46,7 +47,7 @@ def run_configuration(kernel: str, config: str, problem: str, world_size: int | 
         raise ValueError(f"--dtype must be one of {', '.join(spec.dtypes)}, got {dtype}")
     with tempfile.TemporaryDirectory(prefix="swizzleperf-run-") as folder:
         evaluator = DistEvaluator(
-            kernel_path=path, module_source=path.read_text(), spec=spec, problem_name=name,
+            kernel_path=path, module_source=read_source(path), spec=spec, problem_name=name,
             world_size=target.world_size, target=target, candidates_dir=Path(folder) / "candidates",
             dtype=dtype, problem_sizes=sizes)
         try:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from swizzleperf.agent.distributed.rank_pool import PoolError, RankPool
+from swizzleperf.sandbox import untrusted
 
 #: Configurations one compare request may time together (their states share the heap).
 MAX_CONTENDERS = 5
@@ -26,6 +27,8 @@ MAX_CONTENDERS = 5
 REQUEST_TIMEOUT_S = 240.0
 #: Where committed measurements live (the repository's eval/results).
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "eval" / "results"
+#: Bytes of a committed results file read (the largest is a few hundred KB).
+RESULTS_MAX_BYTES = 16 << 20
 #: Timing of one request: rounds at most, and the launches per sample (enough for ~``SAMPLE_MS``).
 ROUNDS = 15
 SAMPLE_MS = 20.0
@@ -292,25 +295,32 @@ def committed(kernel: str, sizes: dict, world_size: int, hw) -> list:
     and this module's own eval/results/dist_optimize_*.json (``best_config``, ``best_ms``)."""
     out = []
     for path in sorted(RESULTS_DIR.glob("*.json")):
-        try:
-            data = json.loads(path.read_text())
+        try:   # within bounds of size and depth (#41); UntrustedInput is a ValueError
+            data = untrusted.loads(untrusted.read_bounded(path, RESULTS_MAX_BYTES, str(path)), str(path))
         except (OSError, ValueError):
             continue
         if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
             continue
         device = str(data.get("device") or "")
-        for row in data["rows"] + list(data.get("patterns") or []):
+        for row in data["rows"] + (data["patterns"] if isinstance(data.get("patterns"), list) else []):
             if not isinstance(row, dict) or row.get("kernel") != kernel:
                 continue
-            row_device = str(row.get("device") or device)
-            if not same_gpu(hw, row_device) or int(row.get("world_size") or data.get("world_size") or 0) != world_size:
-                continue
-            if not _same_sizes(row, sizes):
-                continue
-            entry = _entry(row, path, row_device, data.get("date"))
+            try:
+                entry = _matching_entry(row, path, device, data, sizes, world_size, hw)
+            except (TypeError, ValueError, AttributeError):
+                continue   # a row of another shape (text for a size, a list for a configuration)
             if entry:
                 out.append(entry)
     return out
+
+
+def _matching_entry(row: dict, path: Path, device: str, data: dict, sizes: dict, world_size: int, hw) -> dict | None:
+    row_device = str(row.get("device") or device)
+    if not same_gpu(hw, row_device) or int(row.get("world_size") or data.get("world_size") or 0) != world_size:
+        return None
+    if not _same_sizes(row, sizes):
+        return None
+    return _entry(row, path, row_device, data.get("date"))
 
 
 def _entry(row: dict, path: Path, device: str, date) -> dict | None:
@@ -318,7 +328,8 @@ def _entry(row: dict, path: Path, device: str, date) -> dict | None:
     common = {"source": source, "device": device, "date": date,
               "torch_nccl_ms": row.get("baseline_ms", row.get("torch_nccl_ms"))}
     if row.get("best_config") is not None and row.get("best_ms") is not None:
-        config = row["best_config"] if isinstance(row["best_config"], dict) else json.loads(row["best_config"])
+        config = row["best_config"] if isinstance(row["best_config"], dict) else untrusted.loads(
+            str(row["best_config"]), f"{path}: best_config")
         return {**common, "pattern": config.get("pattern"), "meta": {k: v for k, v in config.items() if k != "pattern"},
                 "time_ms": row["best_ms"], "spread_ms": row.get("spread_ms")}
     if row.get("pattern") and row.get("time_ms") is not None and row.get("verified", True):

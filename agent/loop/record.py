@@ -6,18 +6,24 @@ to an LLM: the transcript) that ``pandas.read_sql`` loads.
 Several processes may write one record (``eval --gpus N``, a second ``optimize``, a notebook): a
 write waits for another's lock with a bounded retry (``RECORD_WAIT_S``), then raises
 ``RecordLocked``; a full disk raises ``RecordFull``; both one line. Every text stored goes through
-``redact`` (no URL credentials or query secrets in the record).
+``redact`` (no URL credentials or query secrets in the record). What is read back is data only,
+checked before use (#41): a ``runs`` row against ``RunRow``, its configuration against the run's
+options (``stored_options``); a row that fails is ``UnusableRunError``, one line.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 import time
+import typing
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import Annotated, Callable, TypeVar
 
 import pandas as pd
+import pydantic
 
+from swizzleperf.sandbox import untrusted
 from swizzleperf.sandbox.redact import redact, redact_all
 
 DB_NAME = "swizzleperf.db"
@@ -64,6 +70,63 @@ class UnknownRunError(KeyError):
         return str(self.args[0])
 
 
+class UnusableRunError(UnknownRunError):
+    """The run's row is in the record but not of the shape this version wrote (damaged, planted,
+    or from another version): one line, naming the field."""
+
+
+#: Characters of a run's stored configuration (a few hundred in practice).
+CONFIG_MAX_CHARS = 64 * 1024
+_Text = Annotated[str, pydantic.Field(max_length=4096)]
+
+
+class RunRow(pydantic.BaseModel):
+    """A ``runs`` row as ``create_run`` and ``finish_run`` write it."""
+    model_config = pydantic.ConfigDict(strict=True)
+    run_id: _Text
+    kernel: _Text | None
+    kernel_path: _Text | None
+    hardware: _Text
+    mode: _Text
+    proposer: _Text | None
+    run_dir: _Text
+    started_at: float | None
+    finished_at: float | None
+    status: _Text | None
+    stop_reason: Annotated[str, pydantic.Field(max_length=100_000)] | None
+    config: dict[_Text, _Text | int | float | bool | None]
+
+
+def stored_options(row: dict, options_type: type[T], **overrides) -> T:
+    """A run's options (the dataclass ``options_type``) from its row's ``config``, each field
+    checked against its declared type (no coercion: ``"8"`` is not an iteration count), unknown
+    keys refused; ``overrides`` replace stored fields.
+
+    Raises:
+        UnusableRunError: the first field that does not fit, in one line.
+    """
+    hints = typing.get_type_hints(options_type)
+    fields = {f.name: (hints[f.name], ... if f.default is dataclasses.MISSING else f.default)
+              for f in dataclasses.fields(options_type)}
+    model = pydantic.create_model(f"Stored{options_type.__name__}",
+                                  __config__=pydantic.ConfigDict(strict=True, extra="forbid"), **fields)
+    try:
+        checked = untrusted.validated(model, {**row["config"], **overrides}, f"run {row['run_id']}'s configuration",
+                                      json.dumps(row["config"])[:400])
+    except untrusted.UntrustedInput as exc:
+        raise UnusableRunError(f"{exc}; it cannot be resumed") from None
+    return options_type(**checked.model_dump())
+
+
+def stored_json(text, what: str):
+    """A JSON column read back (``messages_json``, ``tool_calls_json``) within ``untrusted``'s
+    bounds; what does not load is kept as a one-line note in its place, not a traceback."""
+    try:
+        return untrusted.loads(text, what) if isinstance(text, str) else None
+    except untrusted.UntrustedInput as exc:
+        return f"(not readable from the record: {str(exc)[:300]})"
+
+
 class RecordError(Exception):
     """The record cannot be written now (locked, disk full); the message is one line."""
 
@@ -100,7 +163,11 @@ class RunRecord:
     how long a write waits for another process's lock (default ``RECORD_WAIT_S``)."""
 
     def __init__(self, root: Path, wait_s: float | None = None):
+        """Raises RecordError: ``root`` exists and is not a folder (one line)."""
         self.root = Path(root)
+        if self.root.exists() and not self.root.is_dir():
+            raise RecordError(f"--workdir {self.root} is a file, not a folder: give a folder (it is created "
+                              f"if missing), e.g. the default .swizzleperf")
         self.db_path = self.root / DB_NAME
         self.wait_s = RECORD_WAIT_S if wait_s is None else wait_s
 
@@ -164,8 +231,15 @@ class RunRecord:
         if found is None:
             raise UnknownRunError(f"no run {run_id!r} in {self.db_path}")
         row = dict(found)
-        row["config"] = json.loads(row.pop("config_json"))
-        return row
+        text = row.pop("config_json")
+        what = f"run {run_id!r}'s row in {self.db_path}"
+        try:
+            if not isinstance(text, str):
+                raise untrusted.UntrustedInput(f"{what}: config_json is {type(text).__name__}, not text")
+            row["config"] = untrusted.loads(text, f"{what}: config_json", max_chars=CONFIG_MAX_CHARS)
+            return untrusted.validated(RunRow, row, what, text).model_dump()
+        except untrusted.UntrustedInput as exc:
+            raise UnusableRunError(f"{exc}; it cannot be resumed or reported") from None
 
     def finish_run(self, run_id: str, status: str, stop_reason: str) -> None:
         self._do(lambda db: db.execute(

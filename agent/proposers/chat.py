@@ -20,7 +20,8 @@ a transient error). ``Conversation`` holds them:
 - **The transcript**: each request's messages, raw reply, finish reason, time and tokens
   (``Exchange``), for the run folder, the record and the notebook.
 - **Nothing the server sends is used unchecked**: every body, streamed event, ``/props``,
-  ``/v1/models`` and ``/tokenize`` answer is read within byte bounds, loaded within depth and
+  ``/v1/models`` and ``/tokenize`` answer is read within byte bounds (counted on its decoded
+  size, a gzip, deflate or zstd body inflated piece by piece: ``_bounded_bodies``), loaded within depth and
   integer bounds (sandbox/untrusted.py) and checked against its shape (wire.py); an answer that
   fails is ``MALFORMED``: kept in the transcript, quoted (first 200 characters) in one line, not
   retried. The endpoint is shown with its credentials redacted (sandbox/redact.py).
@@ -187,7 +188,7 @@ class ChatClient:
             base_url=str(given.copy_with(query=None)) if given is not None else None,
             default_query=dict(given.params) if given is not None and given.query else None,
             api_key=settings.api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
-            max_retries=0)
+            max_retries=0, http_client=openai.DefaultHttpxClient(event_hooks={"response": [_bounded_bodies]}))
         self._base = given if given is not None else httpx.URL(str(self._client.base_url))  # credentials kept
         self.url = redact(str(self._base).rstrip("/"))  # what messages, reports and records show
         self._window: int | None = settings.context_tokens
@@ -544,7 +545,8 @@ class ChatClient:
         None when the server does not answer it usably (any answer over ``MAX_SIDE_BYTES``, too deep,
         of the wrong shape included)."""
         try:
-            with httpx.stream(method, url, timeout=5.0 if method == "GET" else 10.0, **options) as answer:
+            with httpx.Client(event_hooks={"response": [_bounded_bodies]}) as client, \
+                    client.stream(method, url, timeout=5.0 if method == "GET" else 10.0, **options) as answer:
                 answer.raise_for_status()
                 data = bytearray()
                 for chunk in answer.iter_bytes():
@@ -552,7 +554,7 @@ class ChatClient:
                     if len(data) > MAX_SIDE_BYTES:
                         return None
             return untrusted.validated(model, untrusted.loads(bytes(data), what), what, bytes(data))
-        except (httpx.HTTPError, untrusted.UntrustedInput):
+        except (httpx.HTTPError, untrusted.UntrustedInput, _Malformed):
             return None
 
     def _discover_window(self) -> tuple[int | None, str]:
@@ -663,6 +665,43 @@ class _Malformed(Exception):
     def __init__(self, message: str, received: str):
         super().__init__(message)
         self.received = received
+
+
+def _bounded_bodies(response) -> None:
+    """A response hook of the HTTP client (httpx, or httpx2 under the openai SDK) that takes the
+    answer's decoding from the library: the library inflates a gzip, deflate or zstd body one
+    network read at a time, whole (32 KB of zstd became 2 GB before any cap was checked, #41);
+    here each read is inflated in pieces of at most ``untrusted.DECODE_CHUNK`` bytes
+    (``untrusted.decoded``), so that every reader's cap counts decoded bytes as they come, and no
+    answer decodes past ``MAX_ANSWER_BYTES`` (the SDK's own read of an error's body included).
+
+    Reading the answer then raises ``_Malformed``: a coding not decoded here, a body that does not
+    decode, or one that decodes past ``MAX_ANSWER_BYTES``."""
+    coding = response.headers.get("content-encoding")
+    library = importlib.import_module(type(response).__module__.split(".")[0])
+
+    class Decoded(library.SyncByteStream):
+        def __init__(self, raw) -> None:
+            self._raw = raw
+
+        def __iter__(self):
+            total = 0
+            try:
+                for piece in untrusted.decoded(self._raw, coding, "the answer"):
+                    total += len(piece)
+                    if total > MAX_ANSWER_BYTES:
+                        raise _Malformed(f"the answer decodes to more than {MAX_ANSWER_BYTES} bytes "
+                                         f"(Content-Encoding {coding or 'none'}; the connection was closed)", "")
+                    yield piece
+            except untrusted.UntrustedInput as exc:
+                raise _Malformed(str(exc), "") from None
+
+        def close(self) -> None:
+            self._raw.close()
+
+    response.stream = Decoded(response.stream)
+    if coding:
+        del response.headers["content-encoding"]
 
 
 def _body(response, deadline: float) -> bytes:

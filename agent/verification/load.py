@@ -14,6 +14,7 @@ from typing import Any
 
 from swizzleperf.kernels.distributed.spec import DistKernelSpec
 from swizzleperf.kernels.spec import KernelLoadError, KernelSpec
+from swizzleperf.sandbox import untrusted
 
 _module_counter = itertools.count()
 
@@ -90,11 +91,16 @@ def _read(path: str | Path) -> tuple[Path, str, ast.Module]:
         raise KernelLoadError(f"{path}: no such file")
     if path.is_dir() or path.suffix != ".py":
         raise KernelLoadError(f"{path}: not a Python kernel module (expected a .py file)")
-    source = path.read_text()
+    try:
+        source = untrusted.read_source(path)   # within MAX_KERNEL_BYTES, in its PEP 263 encoding
+    except untrusted.UntrustedInput as exc:
+        raise KernelLoadError(str(exc)) from None
     try:
         tree = ast.parse(source, filename=str(path))
     except SyntaxError as exc:
         raise KernelLoadError(f"{path}: does not parse: {exc.msg} (line {exc.lineno})") from None
+    except (RecursionError, MemoryError, ValueError) as exc:
+        raise KernelLoadError(f"{path}: does not parse: {type(exc).__name__} ({str(exc)[:100]})") from None
     return path, source, tree
 
 

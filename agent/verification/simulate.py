@@ -16,6 +16,7 @@ from swizzleperf.agent.verification.load import load_spec
 from swizzleperf.agent.verification.swizzles import catalog_source, coordinates_of
 from swizzleperf.agent.verification.verify import run_worker
 from swizzleperf.profiling import analysis, l2sim
+from swizzleperf.sandbox.untrusted import read_source
 
 
 class SimulateError(Exception):
@@ -44,7 +45,7 @@ def program_order(kernel_path: Path, swizzle: str | None, swizzle_file: Path | N
 
     Returns ``(spec, order, swizzle label)``. Raises SimulateError."""
     spec = load_spec(kernel_path)
-    source = kernel_path.read_text()
+    source = read_source(kernel_path)
     args = target_args(source, spec.rewrite_target)
     try:
         if swizzle_file is not None:

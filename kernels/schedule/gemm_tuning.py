@@ -18,6 +18,10 @@ cache key has no device name and no SM count (the distributed kernels give the G
 
 Cache location: ``$SWIZZLEPERF_GEMM_CACHE`` if set, else
 ``$XDG_CACHE_HOME/swizzleperf/gemm_configs.json`` (``~/.cache/...`` without XDG_CACHE_HOME).
+The file is read as data only (#41): within ``CACHE_MAX_BYTES`` and ``MAX_JSON_DEPTH``, each entry
+checked against ``CacheEntry``; a file that is not a JSON object of bounded size and depth is one
+line (``ValueError``), an entry of the wrong shape (``5``, no ``config``, a knob that is text) a
+miss, as if that shape had never been tuned.
 """
 from __future__ import annotations
 
@@ -27,10 +31,13 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Annotated, Callable
 
+import pydantic
 import torch
 import triton
+
+from swizzleperf.sandbox import untrusted
 
 from swizzleperf.kernels.schedule.persistent_gemm import (STREAM_K_VALUES, config_error, num_sms,
                                                           schedule_grid, split_tiles, tail_split)
@@ -144,21 +151,83 @@ def cache_key(kernel: str, device_name: str, programs: int, dtype: str, M: int, 
             f"{dtype}|{M}x{N}x{K}")
 
 
+#: Bytes of a cache file we read: an entry is about 700 bytes (eval/results/gemm_configs_hopper.json:
+#: 56 entries, 37 KB), so 16 MiB holds some 20 000 tuned shapes.
+CACHE_MAX_BYTES = 16 << 20
+#: Nesting of a cache file: the object, an entry, its alternatives, one of them, its configuration.
+CACHE_MAX_DEPTH = 8
+_Positive = Annotated[int, pydantic.Field(strict=True, ge=1, le=1 << 16)]
+_Ms = Annotated[float, pydantic.Field(strict=True, ge=0, allow_inf_nan=False)]
+
+
+class GemmConfig(pydantic.BaseModel):
+    """A configuration as a cache entry holds it: the tile and pipeline sizes, and switches
+    (``STREAM_K``, ``EPILOGUE_SUBTILE``, ...) as small integers."""
+    model_config = pydantic.ConfigDict(extra="allow", strict=True)
+    BLOCK_M: _Positive
+    BLOCK_N: _Positive
+    BLOCK_K: _Positive
+    num_warps: _Positive
+    num_stages: _Positive
+
+    @pydantic.model_validator(mode="after")
+    def _switches_are_integers(self) -> GemmConfig:
+        extra = self.model_extra or {}
+        if len(extra) > 16:
+            raise ValueError(f"{len(extra)} knobs beyond the tile's, at most 16")
+        for knob, value in extra.items():
+            if type(value) is not int or not 0 <= value <= 1 << 16:
+                raise ValueError(f"knob {knob[:40]!r} must be an integer in 0..65536, got {str(value)[:40]!r}")
+        return self
+
+
+class TimedConfig(pydantic.BaseModel):
+    """A schedule timed beside an entry's own (``alternatives``)."""
+    config: GemmConfig
+    ours_ms: _Ms
+
+
+class CacheEntry(pydantic.BaseModel):
+    """What ``ranked_configs`` reads of an entry (``tune``'s result; its other fields are kept
+    as they are)."""
+    model_config = pydantic.ConfigDict(extra="allow")
+    config: GemmConfig
+    ours_ms: _Ms = 0.0
+    alternatives: Annotated[list[TimedConfig], pydantic.Field(max_length=64)] = []
+
+
 def load_cache(path: Path | None = None) -> dict:
-    """The cache's entries (``{}`` when the file is missing). A file that is not a JSON object
-    is reported in one line (ValueError) rather than silently overwritten."""
+    """The cache's entries as stored (``{}`` when the file is missing; ``entries`` checks them).
+    A file that is not a JSON object of at most ``CACHE_MAX_BYTES`` nested at most
+    ``CACHE_MAX_DEPTH`` deep is reported in one line (ValueError) rather than silently
+    overwritten."""
     path = path or cache_path()
     if not path.exists():
         return {}
+    what = f"{path}: the GEMM configuration cache"
     try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: the GEMM configuration cache is not JSON ({exc.msg}, line "
-                         f"{exc.lineno}); remove it to start a new one") from None
+        data = untrusted.loads(untrusted.read_bounded(path, CACHE_MAX_BYTES, what), what, max_depth=CACHE_MAX_DEPTH)
+    except untrusted.UntrustedInput as exc:
+        raise ValueError(f"{str(exc).split('; received:')[0]}; remove it to start a new one") from None
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: the GEMM configuration cache must be a JSON object, got "
-                         f"{type(data).__name__}; remove it to start a new one")
+        raise ValueError(f"{what} must be a JSON object, got {type(data).__name__}; remove it to start a new one")
     return data
+
+
+def entries(path: Path | None = None) -> dict[str, CacheEntry]:
+    """The cache's entries that fit ``CacheEntry``, by key; an entry of another shape is left out
+    (a miss: that shape is tuned again, and its entry replaced)."""
+    checked = {}
+    for key, entry in load_cache(path).items():
+        try:
+            checked[key] = CacheEntry.model_validate(entry)
+        except pydantic.ValidationError:
+            continue
+    return checked
+
+
+def _config(model: GemmConfig) -> dict:
+    return model.model_dump()
 
 
 def store(key: str, record: dict, path: Path | None = None) -> None:
@@ -175,8 +244,8 @@ def store(key: str, record: dict, path: Path | None = None) -> None:
 def lookup(kernel: str, device_name: str, programs: int, dtype: str, M: int, N: int, K: int,
            path: Path | None = None) -> dict | None:
     """The cached configuration of a shape, or None where it was never tuned here."""
-    entry = load_cache(path).get(cache_key(kernel, device_name, programs, dtype, M, N, K))
-    return dict(entry["config"]) if entry else None
+    entry = entries(path).get(cache_key(kernel, device_name, programs, dtype, M, N, K))
+    return _config(entry.config) if entry else None
 
 
 def best_config(M: int, N: int, K: int, dtype: str, device_name: str, programs: int | None = None,
@@ -204,19 +273,21 @@ def ranked_configs(M: int, N: int, K: int, dtype: str, device_name: str, program
     out is 0 (``SWITCHES``).
     ``[]`` where the shape was never tuned on that device."""
     found = []
-    for key, entry in load_cache(path).items():
+    for key, entry in entries(path).items():
         parts = key.split("|")
         if len(parts) != 6 or parts[1] != device_name or parts[4] != dtype or parts[5] != f"{M}x{N}x{K}":
             continue
-        sms = int(parts[2].removeprefix("sms="))
+        sms = parts[2].removeprefix("sms=")
+        if not (sms.isascii() and sms.isdigit() and 0 < len(sms) < 7):
+            continue   # a key of another shape: a miss
         same_triton = parts[3] == f"triton={triton.__version__}"
-        found.append(((sms == programs, same_triton, sms), entry))
+        found.append(((int(sms) == programs, same_triton, int(sms)), entry))
     if not found:
         return []
     (_, _, measured), entry = max(found, key=lambda f: f[0])
-    timed = [(entry["config"], entry.get("ours_ms", 0.0))]
-    timed += sorted(((a["config"], a["ours_ms"]) for a in entry.get("alternatives", ())), key=lambda t: t[1])
-    own = entry["config"]
+    timed = [(_config(entry.config), entry.ours_ms)]
+    timed += sorted(((_config(a.config), a.ours_ms) for a in entry.alternatives), key=lambda t: t[1])
+    own = timed[0][0]
     spreads = own.get("STREAM_K") or own.get("TAIL_BLOCK_N")   # its last wave adapts to the programs
     if programs and programs < measured and not spreads and scaled_ms(own, 1.0, M, N, measured, programs) > 1.0:
         # only a schedule that loses less to the fewer programs can overtake the entry's own, which

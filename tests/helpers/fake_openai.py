@@ -14,7 +14,8 @@ counts a token per 4 characters when ``tokenizer`` is set.
 
 Hostile servers (#21): a queued reply may stream ``events`` as given (raw ``data:`` payloads, any
 text) or in ``chunk_chars``-character pieces; ``raw_routes`` maps a path (``/props``, ``/v1/models``,
-``/tokenize``) to a body sent as it is. Every request's path, query included, is kept in
+``/tokenize``) to a body sent as it is, and ``encodings`` a path (``/v1/chat/completions`` too) to
+the ``Content-Encoding`` its answers declare (compression bombs, #41). Every request's path, query included, is kept in
 ``server.paths``; routing ignores the query; an error names the path it was asked (as some servers
 echo it).
 """
@@ -57,6 +58,7 @@ class FakeOpenAIServer:
         self.tokenizer = False            # POST /tokenize answers when True
         self.tokenized = 0
         self.raw_routes: dict[str, bytes] = {}  # path -> body sent as it is (hostile side answers)
+        self.encodings: dict[str, str] = {}     # path -> Content-Encoding header of its answers
         self.paths: list[str] = []              # every request's path, query included
         self._stop = threading.Event()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
@@ -205,6 +207,8 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             try:
                 self.send_response(status)
                 self.send_header("Content-Type", answer.content if raw else "application/json")
+                if self.path.rstrip("/") in server.encodings:
+                    self.send_header("Content-Encoding", server.encodings[self.path.rstrip("/")])
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)

@@ -4,8 +4,9 @@ never stops one. Each test has a cache folder of its own (not the session's of c
 from __future__ import annotations
 
 import dataclasses
+import json
+import sqlite3
 
-import diskcache
 import numpy as np
 import pytest
 
@@ -96,7 +97,8 @@ def test_a_cache_that_cannot_be_used_never_stops_a_simulation(tmp_path, monkeypa
     # a stored value that is not a result (written by another version, or damaged) is simulated again
     folder = tmp_path / "simulations"
     monkeypatch.setenv(l2sim.CACHE_ENV, str(folder))
-    with diskcache.Cache(str(folder), disk=diskcache.JSONDisk) as cache:
-        cache.set(l2sim._cache_key(trace, np.arange(2), hw, None), {"l2_hit_rate": "lots"})
+    simulate(trace, np.arange(2), hw)
+    with sqlite3.connect(folder / l2sim.CACHE_FILE) as db:
+        db.execute("UPDATE simulations SET value = ?", (json.dumps({"l2_hit_rate": "lots"}),))
     assert simulate(trace, np.arange(2), hw).l2_hit_bytes == B
-    assert len(replays) == 2
+    assert len(replays) == 3

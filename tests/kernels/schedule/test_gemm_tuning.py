@@ -113,7 +113,7 @@ def test_fewer_programs_than_measured_take_the_alternative_with_fewer_waves(tmp_
 def test_a_broken_cache_is_one_line(tmp_path):
     path = tmp_path / "gemm_configs.json"
     path.write_text("{not json")
-    with pytest.raises(ValueError, match="is not JSON .* remove it to start a new one"):
+    with pytest.raises(ValueError, match="is not JSON.* remove it to start a new one"):
         gemm_tuning.load_cache(path)
     path.write_text("[1, 2]")
     with pytest.raises(ValueError, match="must be a JSON object, got list"):
