@@ -30,10 +30,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
+from pathlib import Path
 
 import numpy as np
 
-from swizzleperf.agent.verification import probe, stages
+from swizzleperf.agent.verification import probe, prove, stages
+from swizzleperf.agent.verification.candidate import target_source
 from swizzleperf.agent.verification.probe import permutation_errors, probe_target
 from swizzleperf.agent.verification.stages import StageFailure
 
@@ -62,8 +64,45 @@ def stage_permutation(module, spec, request: dict) -> dict:
             if (grid, args) not in {(r.grid, r.args) for r in real}:
                 real.append(probe.Site(grid, args, f"{where}"))
     sites, summary["all_grids"] = _all_grids(module, spec, request, real)
+    summary["all_grids"].update(_every_grid(module, spec, request, real))
     summary["sites"] = [[list(s.grid), list(s.args), s.label, s.real] for s in real + sites]
     return summary
+
+
+def _every_grid(module, spec, request: dict, real: list) -> dict:
+    """The proof that the tile order is a permutation on every grid, so at every W and problem the
+    kernel accepts (agent/verification/prove.py): ``{proof, scope}``. A counterexample the target
+    reproduces is NOT_PERMUTATION; an order the proof does not settle is refused too (checked
+    exhaustively up to a box, but the distributed kernels write no guard).
+
+    Raises:
+        StageFailure: NOT_PERMUTATION as above.
+    """
+    source = target_source(Path(request["kernel_path"]).read_text(), spec.rewrite_target)
+    checked = prove.every_grid(module, spec.rewrite_target, source, real, request.get("reference_path"),
+                               what="the tile order")
+    if checked["guard"] is not None and _statements(source) != _own_statements(request, spec):
+        raise StageFailure("NOT_PERMUTATION", f"the tile order is {checked['scope']}: a distributed kernel's "
+                                              f"tile order must be proven a permutation on every grid (every W "
+                                              f"and problem it accepts); refused")
+    return {k: v for k, v in checked.items() if k != "guard"}
+
+
+def _statements(source: str) -> str:
+    import ast
+    import textwrap
+    func = ast.parse(textwrap.dedent(source)).body[0]
+    body = func.body[1:] if ast.get_docstring(func) is not None else func.body
+    return "\n".join(ast.unparse(node) for node in body)
+
+
+def _own_statements(request: dict, spec) -> str | None:
+    """The kernel's own tile order (the module at ``reference_path``), statement by statement:
+    the kernel as the user wrote it needs no proof to run as it always has."""
+    reference = request.get("reference_path")
+    if not reference:
+        return None
+    return _statements(target_source(Path(reference).read_text(), spec.rewrite_target))
 
 
 def _all_grids(module, spec, request: dict, real: list) -> tuple:

@@ -316,11 +316,25 @@ def probe_sites(module, target: str, sites: list, programs: list | None = None, 
     return [_probe_scalar(module, target, s, n, compiled) for s, n in zip(sites, programs)]
 
 
-def _probe_vector(module, target: str, sites: list, programs: list, compiled: bool, count: bool) -> list:
+def probe_programs(module, target: str, site: Site, programs: list) -> np.ndarray:
+    """The tiles (int64 ``[len(programs), ndim]``) the target gives the program ids ``programs`` at
+    ``site``, interpreted: a prover's counterexample on a grid too large to probe whole is
+    confirmed at its own programs (agent/verification/prove.py)."""
+    index = np.asarray(programs, dtype=np.int32)
+    try:
+        return _probe_vector(module, target, [site], [index.size], False, False, index=index)[0]
+    except Exception as exc:
+        raise ProbeError(f"the target raised at the {site.label}: {type(exc).__name__}: "
+                         f"{' '.join(str(exc).split())[:300]}") from exc
+
+
+def _probe_vector(module, target: str, sites: list, programs: list, compiled: bool, count: bool,
+                  index: np.ndarray | None = None) -> list:
     import torch
     device = "cuda" if compiled else "cpu"
     ndim, nargs = len(sites[0].grid), len(sites[0].args)
-    index = np.concatenate([np.arange(n, dtype=np.int32) for n in programs])
+    if index is None:
+        index = np.concatenate([np.arange(n, dtype=np.int32) for n in programs])
     args = np.concatenate([np.broadcast_to(np.asarray(s.args, dtype=np.int32), (n, nargs))
                            for s, n in zip(sites, programs)]).reshape(-1)
     dims = np.concatenate([np.broadcast_to(np.asarray(s.grid, dtype=np.int32), (n, ndim))
@@ -329,7 +343,7 @@ def _probe_vector(module, target: str, sites: list, programs: list, compiled: bo
     base = np.repeat(starts[:-1], programs)
     G = int(index.size)
     out = torch.full((G * ndim,), -1, dtype=torch.int64, device=device)
-    counts = torch.zeros(max(1, int(starts[-1])), dtype=torch.int32, device=device)
+    counts = torch.zeros(max(1, int(starts[-1])) if count else 1, dtype=torch.int32, device=device)
     as_tensor = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(device)
     block = PROBE_BLOCK if compiled else VECTOR_BLOCK
     with _probe_module(_VECTOR_PROBE, "offs", module, target, nargs, ndim) as probe_module, \

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -48,7 +49,9 @@ def run_worker(request: dict, timeout_s: float, interpret: bool, worker: str = W
     """Run the worker module ``worker`` on ``request`` in a subprocess, in the box of
     sandbox/__init__.py: minimal environment (no keys, no proxies), an empty working directory of
     its own (removed afterwards), resource limits, no network where the OS allows, its own process
-    group (killed on timeout or interrupt, and when the agent dies).
+    group (killed on timeout or interrupt, and when the agent dies), and a file system it can
+    write only in its temporary folder: the mapping it saves (``mapping_path``, also of
+    ``items``) goes there and is copied to where the request asked once the worker is done.
 
     Args:
         request: the worker request (see agent/verification/worker.py); its paths are made
@@ -63,22 +66,48 @@ def run_worker(request: dict, timeout_s: float, interpret: bool, worker: str = W
         folder = Path(folder)
         request_path, out_path, cwd = folder / "request.json", folder / "result.json", folder / "cwd"
         cwd.mkdir()
-        request_path.write_text(json.dumps(absolute_paths(request)))
+        boxed, outputs = _outputs_into(absolute_paths(request), folder)
+        request_path.write_text(json.dumps(boxed))
         command = [sys.executable, "-m", worker, str(request_path), str(out_path)]
         env = sandbox.worker_env(TRITON_INTERPRET="1" if interpret else "0", PYTHONUNBUFFERED="1",
                                  PYTHONDONTWRITEBYTECODE="1",
                                  TMPDIR=str(cwd))
         try:
-            proc = sandbox.run(command, cwd, env, timeout_s, sandbox.worker_limits(timeout_s, interpret))
+            proc = sandbox.run(command, cwd, env, timeout_s, sandbox.worker_limits(timeout_s, interpret, (folder,)))
         except subprocess.TimeoutExpired:
             stages = "+".join(request["stages"])
             return WorkerResult(Verdict.TIMEOUT, f"{stages} did not finish within {timeout_s:.0f} s "
                                                  f"(a hang, or a loop without bound?)")
+        except sandbox.Unboxed as exc:
+            return WorkerResult(Verdict.CRASH, str(exc))
         if not out_path.exists():
             return WorkerResult(Verdict.CRASH, f"worker exited with code {proc.returncode} and no "
                                                f"result: {_last_line(proc.stderr)}")
         raw = json.loads(out_path.read_text())
+        for scratch, wanted in outputs:
+            if scratch.exists():
+                shutil.copyfile(scratch, wanted)
     return WorkerResult(Verdict(raw["verdict"]), raw["reason"], raw["details"])
+
+
+def _outputs_into(request: dict, folder: Path) -> tuple:
+    """``request`` with the files the worker writes (``mapping_path``, also of its ``items``)
+    moved into ``folder``, the one place it may write; and the ``(there, wanted)`` pairs to copy
+    back (``wanted`` as ``np.save`` names it: ``.npy`` added where missing)."""
+    outputs = []
+
+    def moved(part: dict) -> dict:
+        if not part.get("mapping_path"):
+            return part
+        wanted = Path(part["mapping_path"])
+        outputs.append((folder / f"mapping{len(outputs)}.npy",
+                        wanted if wanted.suffix == ".npy" else wanted.with_name(wanted.name + ".npy")))
+        return {**part, "mapping_path": str(outputs[-1][0])}
+
+    boxed = moved(request)
+    if "items" in boxed:
+        boxed["items"] = [moved(item) for item in boxed["items"]]
+    return boxed, outputs
 
 
 def _last_line(text: str) -> str:
@@ -117,7 +146,7 @@ def reference_module(candidates_dir: Path, kernel_path: Path, module_source: str
 
 
 def verify(kernel_path: Path, mapping_path: Path, config: VerifyConfig, time_it: bool = False,
-           reference_path: Path | None = None) -> WorkerResult:
+           reference_path: Path | None = None, prove: bool = True) -> WorkerResult:
     """Permutation (default and check grids, every small grid and a sample of larger ones), then
     numerics, of the kernel module at ``kernel_path``.
 
@@ -134,7 +163,8 @@ def verify(kernel_path: Path, mapping_path: Path, config: VerifyConfig, time_it:
     base = {"kernel_path": str(kernel_path), "dtype": config.dtype, "seeds": list(config.seeds),
             "problems": ["default", "check"], "mapping_path": str(mapping_path),
             "device": config.device, "timing_problem": "default",
-            "reference_path": str(reference_path) if reference_path else None}
+            "reference_path": str(reference_path) if reference_path else None,
+            "prove": prove}   # False: a guarded kernel, its order already checked (agent/verification/prove.py)
     if config.device == "cpu":
         return run_worker({**base, "stages": ["permutation", "all_grids", "numerics"],
                            "numerics_problems": ["check"]}, config.timeout_s, interpret=True)

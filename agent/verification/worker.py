@@ -11,7 +11,10 @@ fails:
   (vectorised, under the Triton interpreter) and check that every logical tile is computed exactly
   once; saves the program -> tile map of the first problem to ``mapping_path`` (.npy, int64).
 - ``all_grids``: the same on every small grid and a sample of larger ones (agent/verification/probe.py),
-  counted where the kernel's own target at ``reference_path`` (when given) is a permutation too.
+  counted where the kernel's own target at ``reference_path`` (when given) is a permutation too;
+  then the proof over every grid (agent/verification/prove.py): proven, or rejected with a
+  counterexample the target reproduces, or checked exhaustively up to a box and ``guard``ed
+  (``details["all_grids"]``: ``proof``, ``scope``, ``guard``).
 - ``compiled_permutation`` (CUDA): the sites of both through the target as Triton *compiles* it,
   each tile counted with an atomic add: what only the interpreter does cannot pass.
 - ``numerics``: for each of ``numerics_problems``, outputs poisoned with NaN, fresh random inputs
@@ -39,10 +42,12 @@ from __future__ import annotations
 import itertools
 import math
 import sys
+from pathlib import Path
 
 import numpy as np
 
-from swizzleperf.agent.verification import probe, stages
+from swizzleperf.agent.verification import probe, prove, stages
+from swizzleperf.agent.verification.candidate import target_source
 from swizzleperf.agent.verification.probe import Site, permutation_errors, probe_target
 from swizzleperf.agent.verification.stages import StageFailure, compare_output, poison
 from swizzleperf.agent.verification.tune_worker import stage_tune_launch
@@ -86,8 +91,12 @@ def _stage_all_grids(module, spec, request: dict) -> dict:
     interpreted."""
     real = _real_sites(module, spec, request, every=True)
     probed = {s.label for s in _real_sites(module, spec, request)}
-    return _check_all_grids(module, spec, request, real, compiled=False,
-                            unprobed=[s for s in real if s.label not in probed])
+    summary = _check_all_grids(module, spec, request, real, compiled=False,
+                               unprobed=[s for s in real if s.label not in probed])
+    if request.get("prove") is False:   # a guarded kernel (agent/verification/evaluate.py): its order checked before
+        return summary
+    source = target_source(Path(request["kernel_path"]).read_text(), spec.rewrite_target)
+    return {**summary, **prove.every_grid(module, spec.rewrite_target, source, real, request.get("reference_path"))}
 
 
 def _stage_compiled_permutation(module, spec, request: dict) -> dict:

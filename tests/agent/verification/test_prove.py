@@ -1,0 +1,209 @@
+"""The permutation proof over every grid (agent/verification/prove.py, issue #41): the orders that
+passed the sampled probe (a permutation except above 32 768 tiles, except at 97 x 61, except when
+num_pid_n == 50) are rejected with a counterexample, single-GPU and distributed; every catalog
+member and the bundled kernels' expert orders are proven within the time budget; an order the
+prover cannot settle is checked on every small grid and written so that it guards itself."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from swizzleperf.agent.verification.candidate import canonical_target, splice, target_source
+from swizzleperf.agent.verification.evaluate import Evaluator
+from swizzleperf.agent.verification.prove import (TIME_BUDGET_S, Role, guard_condition, guarded_source,
+                                                  prove_permutation)
+from swizzleperf.agent.verification.swizzles import catalog_source
+from swizzleperf.agent.verification.verify import VerifyConfig, run_worker
+
+ROOT = Path(__file__).resolve().parents[3]
+GEMM = ROOT / "kernels" / "gemm.py"
+ARGS = ["pid", "num_pid_m", "num_pid_n"]
+GRID = [Role("extent", 0), Role("extent", 1)]
+
+# The issue's three orders: row-major everywhere but where a grid nobody probes is launched.
+ABOVE_32768_TILES = '''@triton.jit
+def swizzle(pid, num_pid_m, num_pid_n):
+    q = tl.where(num_pid_m * num_pid_n > 32768, pid // 2, pid)
+    return q // num_pid_n, q % num_pid_n
+'''
+AT_97_X_61 = '''@triton.jit
+def swizzle(pid, num_pid_m, num_pid_n):
+    bad = (num_pid_m == 97) & (num_pid_n == 61)
+    q = tl.where(bad & (pid == 40), 12, pid)
+    return q // num_pid_n, q % num_pid_n
+'''
+AT_50_COLUMNS = '''@triton.jit
+def swizzle(pid, num_pid_m, num_pid_n):
+    pid_m = pid // num_pid_n
+    pid_n = pid % num_pid_n
+    return pid_m, tl.where(num_pid_n == 50, pid_n % 49, pid_n)
+'''
+TRICKS = [(ABOVE_32768_TILES, None), (AT_97_X_61, "grid 97 x 61"), (AT_50_COLUMNS, " x 50 ")]
+
+# Row-major through a loop of more steps than the prover unrolls: a permutation it does not settle.
+UNROLLED_TOO_FAR = '''@triton.jit
+def swizzle(pid, num_pid_m, num_pid_n):
+    q = pid
+    for i in range(65):
+        q = q + 0
+    return q // num_pid_n, q % num_pid_n
+'''
+
+
+@pytest.mark.parametrize("source, where", TRICKS)
+def test_the_issues_orders_have_a_counterexample(source, where):
+    proof = prove_permutation(source, GRID, 2)
+    assert proof.status == "counterexample", proof.statement
+    assert len(proof.programs) == 2 and proof.tiles[0] == proof.tiles[1]
+    assert f"programs {proof.programs[0]} and {proof.programs[1]} both compute tile" in proof.statement
+    if where:
+        assert where in proof.statement + " ", proof.statement
+    else:
+        assert np.prod(proof.grid) > 32768
+
+
+@pytest.mark.parametrize("source, where", TRICKS)
+def test_the_worker_rejects_them_though_every_sampled_grid_passes(tmp_path, source, where):
+    """The sampled probe alone passed these (issue #41); the worker's all_grids stage now names the
+    counterexample, run through the target itself."""
+    kernel = tmp_path / "cand.py"
+    kernel.write_text(splice(GEMM.read_text(), "swizzle", source))
+    reference = tmp_path / "reference_gemm.py"
+    reference.write_text(GEMM.read_text())
+    result = run_worker({"kernel_path": str(kernel), "problems": ["default", "check"],
+                         "stages": ["permutation", "all_grids"], "reference_path": str(reference)},
+                        300, interpret=True)
+    assert result.verdict.value == "NOT_PERMUTATION", result.reason
+    assert "found by the proof over every grid" in result.reason and "both compute tile" in result.reason
+    if where:
+        assert where in result.reason + " "
+
+
+CATALOG_2D = ["row-major", "column-major", "grouped-m:1", "grouped-m:8", "grouped-n:8", "grouped-m:64",
+              "grouped-n:23", "xcd-contiguous:8", "xcd-contiguous:3", "xcd-grouped-m:8:8", "xcd-grouped-m:16:4"]
+
+
+@pytest.mark.parametrize("name", CATALOG_2D)
+def test_every_catalog_member_is_proven(name):
+    proof = prove_permutation(catalog_source(name, ARGS), GRID, 2)
+    assert proof.status == "proven", proof.statement
+    assert proof.seconds < TIME_BUDGET_S and "permutation proven for all grids" in proof.statement
+
+
+@pytest.mark.parametrize("name, args, roles, coordinates", [
+    ("row-major", ["pid", "num_pids"], [Role("extent", 0)], 1),
+    ("xcd-contiguous:8", ["pid", "num_pids"], [Role("extent", 0)], 1),
+    ("grouped-m:8", ["pid", "num_b", "num_pid_m", "num_pid_n"], [Role("extent", d) for d in range(3)], 3),
+    ("xcd-grouped-m:8:8", ["pid", "num_b", "num_pid_m", "num_pid_n"], [Role("extent", d) for d in range(3)], 3),
+    ("grouped-m:8", ["pid", "num_pid_m", "num_pid_n", "GROUP_SIZE_M"], GRID + [Role("held", 8)], 2),
+])
+def test_catalog_members_of_other_shapes_are_proven(name, args, roles, coordinates):
+    proof = prove_permutation(catalog_source(name, args, coordinates), roles, len([r for r in roles if r.kind == "extent"]))
+    assert proof.status == "proven", proof.statement
+
+
+@pytest.mark.parametrize("module", ["spmv", "gemm", "stencil2d", "transpose"])
+def test_a_bundled_kernels_expert_order_is_proven_within_the_budget(module):
+    """The expert orders of bundled kernels, as the spec gives them (spmv's is source of its own)."""
+    from swizzleperf.agent.verification.load import load_spec
+    from swizzleperf.agent.verification.swizzles import expert_source
+    path = ROOT / "kernels" / f"{module}.py"
+    spec = load_spec(path)
+    args = [a for a in target_source(path.read_text(), spec.rewrite_target).split("(", 1)[1].split(")")[0].replace(" ", "").split(",")]
+    _, source = expert_source(spec.expert, args)
+    roles = [Role("extent", d) for d in range(len(args) - 1)]
+    proof = prove_permutation(source, roles, len(roles))
+    assert proof.status == "proven", proof.statement
+    assert proof.seconds < TIME_BUDGET_S, f"{module}: {proof.seconds:.1f} s"
+
+
+@pytest.mark.parametrize("source, expected", [
+    # pid - 3 may be negative: Triton truncates, z3's division floors; not proven, never a counterexample
+    ('''@triton.jit
+def swizzle(pid, num_pid_m, num_pid_n):
+    q = (pid - 3) // num_pid_n
+    return q, pid % num_pid_n
+''', "dividend may be negative"),
+    # 2^24 x 2^7 tiles: the product of num_pid_m * num_pid_n * 4 leaves int32
+    ('''@triton.jit
+def swizzle(pid, num_pid_m, num_pid_n):
+    t = num_pid_m * num_pid_n * 4
+    return pid // num_pid_n + t * 0, pid % num_pid_n
+''', "overflows int32"),
+    (UNROLLED_TOO_FAR, "more than 64 steps"),
+])
+def test_what_the_prover_cannot_settle_is_not_proven_and_says_why(source, expected):
+    proof = prove_permutation(source, GRID, 2)
+    assert proof.status == "unknown" and expected in proof.statement, proof.statement
+
+
+def test_an_order_not_proven_is_checked_on_every_small_grid_and_guarded(tmp_path):
+    """The worker checks it on every grid up to 32 x 32 and returns the guard; the evaluator writes
+    the kernel that runs it only there and at the kernel's problems (the kernel's own order
+    elsewhere), verifies that kernel, and hands it on as the candidate's file, source and diff."""
+    module_source = GEMM.read_text()
+    folder = tmp_path / "candidates"
+    ev = Evaluator(kernel_path=GEMM, module_source=module_source, target_name="swizzle", arg_names=ARGS,
+                   candidates_dir=folder, verify_config=VerifyConfig(device="cpu", seeds=(1,)), measurer=None)
+    prepared = ev.prepare("loop", UNROLLED_TOO_FAR)
+    checked = ev.verify(prepared["kernel_file"], time_it=False)
+    assert checked["verdict"] == "PASS", checked["reason"]
+    scope = checked["permutation_scope"]
+    assert "not proven" in scope and "checked exhaustively on every grid up to 32 per axis" in scope
+    assert "guarded beyond" in scope
+    guarded = checked["source"]
+    assert checked["kernel_file"] != prepared["kernel_file"] and guarded in Path(checked["kernel_file"]).read_text()
+    assert "use_new = (num_pid_m <= 32) & (num_pid_n <= 32)" in guarded and "tl.where(use_new" in guarded
+    assert "+    use_new" in checked["diff"]
+    module_text = Path(checked["kernel_file"]).read_text()
+    spec_grid = [int(g) for g in checked["details"]["permutation"]["default"]["grid"]]
+    assert f"(num_pid_m == {spec_grid[0]}) & (num_pid_n == {spec_grid[1]})" in guarded
+    assert splice(module_source, "swizzle", guarded) == module_text
+    # the guarded kernel passed the same checks (the real grids, the sampled ones beyond the box)
+    assert checked["details"]["all_grids"]["sites"] > 100 and checked["details"]["numerics"]
+
+
+def test_the_guarded_source_is_a_candidate_that_picks_by_the_grid():
+    own = catalog_source("row-major", ARGS)
+    new = catalog_source("xcd-grouped-m:8:8", ARGS)       # reassigns pid: the own order must not see it
+    condition = guard_condition(ARGS, GRID, 4, [[64, 64]])
+    text = canonical_target(guarded_source(new, own, "swizzle", condition, "guarded"), "swizzle", ARGS)
+    assert "new_pid = pid" in text and "own_pid_m = pid // num_pid_n" in text
+    assert condition == "((num_pid_m <= 4) & (num_pid_n <= 4)) | ((num_pid_m == 64) & (num_pid_n == 64))"
+
+
+# -- distributed -------------------------------------------------------------------------------------
+
+GAS = ROOT / "kernels" / "distributed" / "gemm_all_scatter.py"
+
+
+@pytest.mark.parametrize("source, where", TRICKS[1:])
+def test_a_distributed_tile_order_with_a_counterexample_is_rejected(tmp_path, source, where):
+    """The distributed verifier accepted these and made one the best configuration (issue #41)."""
+    from swizzleperf.agent.distributed.evaluator import DistEvaluator, resolve_target
+    from swizzleperf.agent.verification.load import load_spec
+    path = tmp_path / "gemm_all_scatter.py"
+    path.write_text(GAS.read_text())
+    ev = DistEvaluator(kernel_path=path, module_source=path.read_text(), spec=load_spec(path),
+                       problem_name="llama70b-qkv-4k", world_size=4, target=resolve_target("h200", 4),
+                       candidates_dir=tmp_path / "candidates", timeout_s=300)
+    prepared = ev.prepare("c", json.dumps({"pattern": "bulk_sync", "swizzle": source}))
+    assert not prepared["verdict"], prepared["reason"]
+    result = ev.verify(prepared["kernel_file"], time_it=False)
+    assert result["verdict"] == "NOT_PERMUTATION", result["reason"]
+    assert "found by the proof over every grid" in result["reason"] and where in result["reason"] + " "
+
+
+def test_the_report_says_whether_the_best_order_is_proven_or_guarded():
+    from swizzleperf.agent.loop.report import build_report, render_markdown
+    run = {k: "x" for k in ("kernel", "kernel_path", "hardware", "mode", "run_id", "run_dir", "proposer")}
+    scope = "permutation proven for all grids (up to 2147483647 programs; z3)"
+    best = {"name": "grouped-m:8", "verdict": "PASS", "source": catalog_source("grouped-m:8", ARGS),
+            "kind": "candidate", "permutation_scope": scope, "metrics": {}}
+    report = build_report({"best": best, "baseline": {"name": "baseline", "verdict": "PASS", "metrics": {}},
+                           "history": []}, run, "")
+    assert report["best"]["permutation_scope"] == scope
+    assert "Permutation proven for all grids" in render_markdown(report)
