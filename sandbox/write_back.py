@@ -1,7 +1,12 @@
 """Writing a result back into the user's own file (``--in-place``), only if the user has not edited it
 since the run read it: the one check behind ``optimize KERNEL --in-place`` (the digest kept in the
 run record, so it holds across a kill and ``--resume``) and ``optimize --app ... --in-place`` (the
-captured text)."""
+captured text).
+
+What is written is what was verified (issue #41): a candidate's file in the run folder is written
+once, read-only (``write_sealed``), its digest kept with the attempt; at the end the text to write
+is read back only through ``verified_text``, which refuses a file whose digest is no longer the
+verified one (a line appended to the run folder's copy after verification)."""
 from __future__ import annotations
 
 import hashlib
@@ -21,6 +26,30 @@ def digest(data: bytes | str) -> str:
 def file_digest(path: Path) -> str:
     """``digest`` of the file at ``path``. Raises OSError where it cannot be read."""
     return digest(Path(path).read_bytes())
+
+
+def write_sealed(path: Path, text: str) -> str:
+    """Write ``text`` to a new file at ``path`` (any file there replaced), read-only (0o444): a
+    candidate of the run folder, for reading only. Returns ``digest(text)``, to keep with it."""
+    path = Path(path)
+    path.unlink(missing_ok=True)
+    path.write_text(text)
+    path.chmod(0o444)
+    return digest(text)
+
+
+def verified_text(path: Path, expected: str | None) -> tuple[str | None, str]:
+    """The text of the run folder's file ``path`` if its digest is still ``expected`` (kept when
+    it was verified), else ``(None, why)`` in a few words for a line of output."""
+    if expected is None:
+        return None, f"{path} has no digest of its verified text in the run record"
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        return None, f"{path} cannot be read ({exc.strerror or exc})"
+    if digest(text) != expected:
+        return None, f"{path} is not the text that was verified (it changed after verification)"
+    return text, "verified"
 
 
 def write_back(path: Path, expected: str, text: str) -> tuple[bool, str]:

@@ -278,7 +278,7 @@ def lift(source: str, kernel_name: str, launch: Launch, filename: str = "kernel.
             launch of one program).
     """
     tree = ast.parse(source, filename=filename)
-    func = kernel_function(tree, kernel_name, filename)
+    func = kernel_function(tree, kernel_name, filename, launch.line)
     refuse_unorderable(func, launch)
     elsewhere = ([f"{h.name} (line {h.lineno})" for h in helpers_reading_program_id(tree, func)]
                  + [f"`{ast.unparse(n)}` (line {n.lineno})" for n in ast.walk(func) if is_named_program_id(n)])

@@ -25,12 +25,15 @@ class Launch:
         values: scalar arguments and constexprs by parameter name (ints, floats, bools, strings).
         pointers: names of the tensor (pointer) parameters.
         globals: module-level scalars the kernel reads, by name.
+        line: the first line (its first decorator's) of the definition the app launched
+            (``co_firstlineno``): the one lifted where the file defines the name more than once.
     """
 
     grid: tuple
     values: dict
     pointers: frozenset = frozenset()
     globals: dict = field(default_factory=dict)
+    line: int | None = None
 
 
 @dataclass(frozen=True)
@@ -76,15 +79,32 @@ class Lifted:
 
 # -- AST helpers ---------------------------------------------------------------------------------
 
-def kernel_function(tree: ast.Module, name: str, filename: str) -> ast.FunctionDef:
+def kernel_function(tree: ast.Module, name: str, filename: str, line: int | None = None) -> ast.FunctionDef:
     """The module-level function ``name``: at the top level, or inside module-level ``if`` /
-    ``try`` / ``with`` blocks (a kernel defined only where Triton imports, as libraries guard it);
-    raises LiftError where there is none."""
-    func = next((n for n in module_level_functions(tree) if n.name == name), None)
-    if func is None:
+    ``try`` / ``with`` blocks (a kernel defined only where Triton imports, as libraries guard it).
+    Where ``line`` is given, the definition that starts there (decorators included, as
+    ``co_firstlineno`` counts): the one the app launched, not a same-named fallback or a shadowed
+    earlier definition. Raises LiftError where there is none."""
+    found = [n for n in module_level_functions(tree) if n.name == name]
+    if not found:
         raise LiftError(f"{filename}: no top-level function {name!r} (the kernel must be a "
                         f"module-level @triton.jit function)")
+    if line is None:
+        return found[0]
+    func = next((n for n in found if first_line(n) == line), None)
+    if func is None:
+        raise LiftError(f"{filename}: the app launched {name} defined at line {line}, but the "
+                        f"{'definitions' if len(found) > 1 else 'definition'} of {name} there start at line "
+                        f"{', '.join(str(first_line(n)) for n in found)} (the file changed since the capture?)")
     return func
+
+
+def launched_index(tree: ast.Module, name: str, line: int | None) -> int:
+    """Which of the module-level definitions of ``name`` (0 for the first) starts at ``line``; 0
+    where ``line`` is None. The lift inserts functions of other names only, so the index holds in
+    the lifted source too."""
+    found = [n for n in module_level_functions(tree) if n.name == name]
+    return next((i for i, n in enumerate(found) if line is not None and first_line(n) == line), 0)
 
 
 def call_name(node: ast.AST) -> str | None:

@@ -51,6 +51,7 @@ from swizzleperf.agent.verification.candidate import (CandidateError, canonical_
                                                       target_args, unified_diff)
 from swizzleperf.agent.verification.swizzles import UnknownSwizzleError, catalog_source
 from swizzleperf.agent.verification.verify import Verdict, reference_module, run_worker
+from swizzleperf.sandbox.write_back import write_sealed
 
 #: Relative gain of the predicted time below which two configurations count as equal: the overlap
 #: model's resolution is far coarser (eval/results/overlap_model_validation.md).
@@ -319,6 +320,10 @@ class DistEvaluator:
         ask; a single-GPU run keeps its expert order as a reference only)."""
         return True
 
+    def order_cannot_matter(self) -> str | None:
+        """Never here: a configuration changes the overlap of communication, not only a tile order."""
+        return None
+
     def analysis(self, baseline: dict) -> str:
         """What a proposer is told about the workload: per-rank GEMM shape and tiles against the
         SMs, the interconnect, the default's predicted breakdown and torch + NCCL's."""
@@ -402,10 +407,11 @@ class DistEvaluator:
             return {"verdict": "", "reason": ""}
         self.candidates_dir.mkdir(parents=True, exist_ok=True)
         path = self.candidates_dir / f"{_slug(label)}_{self.kernel_path.name}"
-        path.write_text(module)
+        sealed = write_sealed(path, module)   # read-only, its digest kept: --in-place writes only this text
         path.with_suffix(".config.json").write_text(candidate.to_json())
         diff = unified_diff(self.module_source, module, self.kernel_path.name) if module != self.module_source else ""
-        return {"verdict": "", "reason": "", "kernel_file": str(path), "diff": diff, "source": candidate.to_json(),
+        return {"verdict": "", "reason": "", "kernel_file": str(path), "kernel_sha256": sealed, "diff": diff,
+                "source": candidate.to_json(),
                 "config": json.loads(candidate.to_json())}
 
     def is_own_order(self, swizzle: str) -> bool:

@@ -18,6 +18,7 @@ from swizzleperf.agent.verification.measure import Measurer
 from swizzleperf.agent.verification.swizzles import expert_source
 from swizzleperf.agent.verification.verify import Verdict, VerifyConfig, reference_module, run_worker, verify
 from swizzleperf.profiling import analysis
+from swizzleperf.sandbox.write_back import write_sealed
 
 
 @dataclass
@@ -126,6 +127,23 @@ class Evaluator:
         reference the best is compared with (``speedup_vs_expert``), not an answer."""
         return attempt.get("kind") != "expert"
 
+    def order_cannot_matter(self) -> str | None:
+        """Why no tile order can change anything at this launch, or None. A launch whose programs
+        all run at once (programs <= SMs or CUs x programs resident on each, one wave) on a GPU of
+        one L2 domain reads every tile in the same window whatever the order. On several domains
+        (an MI300X's 8 XCDs, an H100's two modelled L2 partitions) the order still decides which
+        tiles share each domain's L2 even in one wave: None there."""
+        hw, occupancy = self.measurer.target.spec, self.measurer.trace.programs_per_cu
+        problem, meta = self.spec.problems["default"], self.spec.meta_for("default")
+        programs, wave = math.prod(self.spec.tile_grid(problem, meta)), hw.compute_units * occupancy
+        if programs > wave or hw.l2_domains > 1:
+            return None
+        where = f"{hw.name}, simulated: no GPU here" if self.mode == "simulated" and \
+            self.measurer.target.device is None else f"{hw.name}, {self.mode}"
+        return (f"no order can matter at this size: {programs} programs run in one wave ({wave} at once: "
+                f"{hw.compute_units} {hw.compute_unit_label}s x {occupancy} resident per {hw.compute_unit_label}, "
+                f"{where}) on one L2, so every order reads the same tiles in the same window")
+
     def precheck(self, source: str, history: list, baseline: dict) -> str | None:
         """Why ``source`` is not worth an iteration, or None: it fails the static check, or it is
         the baseline's order or an earlier attempt's: written the same (statement for statement),
@@ -224,8 +242,8 @@ class Evaluator:
         folder = folder or self.candidates_dir
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{_slug(label)}_{self.kernel_path.name}"
-        path.write_text(module)
-        return {"verdict": "", "reason": "", "source": canonical, "kernel_file": str(path),
+        sealed = write_sealed(path, module)   # read-only, its digest kept: --in-place writes only this text
+        return {"verdict": "", "reason": "", "source": canonical, "kernel_file": str(path), "kernel_sha256": sealed,
                 "diff": unified_diff(self.module_source, module, self.kernel_path.name)}
 
     def reference_file(self) -> Path:
@@ -233,10 +251,53 @@ class Evaluator:
         return reference_module(self.candidates_dir, self.kernel_path, self.module_source)
 
     def verify(self, kernel_file: str, time_it: bool) -> dict:
-        """Permutation and numerics in workers. Returns ``{verdict, reason, details, mapping}``."""
+        """Permutation (proven on every grid, or guarded: ``_guarded``) and numerics in workers.
+        Returns ``{verdict, reason, details, mapping, permutation_scope}`` (the scope: proven for all
+        grids, or checked up to a box and guarded; and, guarded, the guarded kernel's ``source``,
+        ``kernel_file``, ``kernel_sha256`` and ``diff``)."""
+        checked = self.verify_unguarded(kernel_file, time_it)
+        all_grids = checked["details"].get("all_grids") or {}
+        if checked["verdict"] == Verdict.PASS.value and all_grids.get("guard"):
+            checked = self._guarded(kernel_file, all_grids["guard"], time_it, checked)
+        return {**checked, "permutation_scope": all_grids.get("scope")}
+
+    def _guarded(self, kernel_file: str, guard: dict, time_it: bool, checked: dict) -> dict:
+        """A candidate verified but not proven a permutation on every grid (agent/verification/prove.py)
+        becomes the kernel that guards itself: its order on the grids checked (every grid up to the
+        box, and the kernel's problems), the kernel's own order elsewhere. That kernel is verified
+        in turn and replaces the candidate's file, source and diff, so that what is measured,
+        reported and written (``--in-place``, ``user.diff``) is the guarded kernel. The kernel's
+        own order needs no guard; a candidate that cannot be guarded is refused."""
+        from swizzleperf.agent.verification import prove
+        new = target_source(Path(kernel_file).read_text(), self.target_name)
+        own = target_source(self.module_source, self.target_name)
+        if _statements(new) == _statements(own):
+            return checked
+        scope = checked["details"]["all_grids"].get("scope", "")
+        try:
+            roles = [prove.Role(kind, value) for kind, value in guard["roles"]]
+            if not any(r.kind == "extent" for r in roles):
+                raise prove.Unsupported("the target's arguments that are the grid's extents cannot be told apart")
+            condition = prove.guard_condition(self.arg_names, roles, guard["box"], guard["real_grids"])
+            source = prove.guarded_source(new, own, self.target_name, condition,
+                                          "The order below on the grids checked, the kernel's own elsewhere (not "
+                                          "proven a permutation on every grid).")
+        except prove.Unsupported as exc:
+            return {**checked, "verdict": Verdict.NOT_PERMUTATION.value,
+                    "reason": f"{scope}; and no guard can be written ({exc}): refused"}
+        prepared = self.prepare(f"{Path(kernel_file).stem}-guarded", source, Path(kernel_file).parent)
+        if prepared["verdict"]:
+            return {**checked, "verdict": prepared["verdict"], "reason": f"the guarded kernel: {prepared['reason']}"}
+        again = self.verify_unguarded(prepared["kernel_file"], time_it, prove=False)
+        again["details"].setdefault("all_grids", {}).update(scope=scope, guard=guard)
+        return {**again, **{k: prepared[k] for k in ("source", "kernel_file", "kernel_sha256", "diff") if k in prepared}}
+
+    def verify_unguarded(self, kernel_file: str, time_it: bool, prove: bool = True) -> dict:
+        """``verify`` without the guard (``prove=False``: nor the proof, for the guarded kernel,
+        whose new order was checked on the grids it runs on before it was written)."""
         mapping = str(Path(kernel_file).with_suffix(".map.npy"))
         result = verify(Path(kernel_file), Path(mapping), self.verify_config, time_it=time_it,
-                        reference_path=self.reference_file())
+                        reference_path=self.reference_file(), prove=prove)
         return {"verdict": result.verdict.value, "reason": result.reason, "details": result.details,
                 "mapping": mapping}
 

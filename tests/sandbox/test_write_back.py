@@ -12,7 +12,7 @@ import pytest
 from swizzleperf.agent.loop import run
 from swizzleperf.agent.proposers.scripted import ScriptedProposer
 from swizzleperf.agent.verification.swizzles import catalog_source
-from swizzleperf.sandbox.write_back import digest, file_digest, write_back
+from swizzleperf.sandbox.write_back import digest, file_digest, verified_text, write_back, write_sealed
 
 ARGS = ["pid", "num_pid_m", "num_pid_n"]
 
@@ -84,3 +84,50 @@ def test_in_place_after_a_kill_and_resume_writes_only_an_unedited_file(tmp_path,
     else:
         assert "NUM_XCDS" in kernel.read_text()
         assert report["in_place"] == f"wrote the best kernel (xcd) into {kernel}"
+
+
+def test_a_sealed_file_is_read_only_and_read_back_only_while_it_is_the_verified_text(tmp_path):
+    """What is written is what was verified (#41): a candidate file is written read-only with its
+    digest kept; read back for ``--in-place`` only while its text still has that digest."""
+    path = tmp_path / "candidate001_gemm.py"
+    path.write_text("stale\n")   # a file left there is replaced, not appended to
+    sealed = write_sealed(path, "x = 1\n")
+    assert sealed == digest("x = 1\n") and (path.stat().st_mode & 0o777) == 0o444
+    assert verified_text(path, sealed) == ("x = 1\n", "verified")
+    assert write_sealed(path, "x = 2\n") == digest("x = 2\n")   # read-only files are replaced whole
+    path.chmod(0o644)
+    path.write_text("x = 2\nimport os  # appended after verification\n")
+    assert verified_text(path, digest("x = 2\n")) == (
+        None, f"{path} is not the text that was verified (it changed after verification)")
+    assert verified_text(path, None)[0] is None
+
+
+class TamperingAt(ScriptedProposer):
+    """Proposes the script; asked for proposal ``at``, appends a line to every candidate file of the
+    run folder (after their verification), then has nothing more to propose."""
+
+    def __init__(self, script, at: int, workdir: Path):
+        super().__init__(script)
+        self.at, self.workdir = at, workdir
+
+    def propose(self, context):
+        if len(self.contexts) == self.at:
+            for path in self.workdir.glob("runs/*/candidates/candidate*.py"):
+                path.chmod(0o644)
+                with open(path, "a") as f:
+                    f.write("import os  # appended after verification\n")
+        return super().propose(context)
+
+
+def test_in_place_refuses_a_candidate_changed_after_its_verification(tmp_path, gemm_path):
+    kernel = tmp_path / "gemm.py"
+    kernel.write_text(gemm_path.read_text())
+    workdir = tmp_path / ".sp"
+    options = run.RunOptions(kernel=str(kernel), hw="mi300x", workdir=str(workdir), plateau=10, iterations=2,
+                             in_place=True)
+    outcome = run.start(options, proposer=TamperingAt([("xcd", catalog_source("xcd-grouped-m:8:8", ARGS))], 1,
+                                                      workdir))
+    assert outcome.status == "finished" and outcome.report["best"]["kind"] == "candidate"
+    best_file = next(outcome.run_dir.glob("candidates/candidate001*.py"))
+    assert outcome.report["in_place"].startswith(f"not written: {best_file} is not the text that was verified")
+    assert kernel.read_text() == gemm_path.read_text()   # neither the order nor the appended line
