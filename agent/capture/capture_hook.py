@@ -14,11 +14,24 @@ Two jobs, each switched on by environment variables:
   needs a GPU driver) and takes its first config, and the snapshot says which config was taken and
   why. Of the kernel's launches the one with the most programs (the first of equals) is snapshot:
   its tensor arguments before the launch (storage spans, so that views, strides and aliasing
-  survive) and the tensors it changed after it; then two replays on copies tell write-only outputs
-  (same result with the output poisoned first) from read-modify-write ones, and whether the launch
-  is deterministic.
+  survive) and the tensors it changed after it; then replays on copies tell outputs the kernel
+  fully overwrites (the same bits with the outputs poisoned first, by two different poisons) from
+  those it adds into or leaves partly alone, and whether the launch is deterministic. Under the
+  interpreter a launch slower than ``SWIZZLEPERF_SLOW_REPLAY_S`` (30 s) is not replayed: every output
+  then starts from its captured contents in verification, and the record says so.
   Written to the folder: ``launch-<pid>.json`` and ``tensors-<pid>.pt`` (torch.save), and at exit
   ``seen-<pid>.json`` (every kernel launched, with counts).
+- ``SWIZZLEPERF_PROFILE`` (``1``, or ``rocprofv3`` where that tool traces the app from outside) and
+  ``SWIZZLEPERF_CAPTURE_DIR``: every kernel's launches (key: function name, file, line) counted,
+  the largest grid kept with its scalar arguments and pointer names (what the lift needs), and
+  the time: under the interpreter the wall time of each launch (``measured:interpreter-wall``, a
+  CPU figure that says nothing of GPU time), on a CUDA GPU torch.profiler's CUPTI activity
+  started at the first launch and read at exit, an autotuner's benchmark dispatches left out
+  (paired with the launches in order) (``measured:cupti``; where it fails to start,
+  each launch timed between ``torch.cuda.synchronize()`` calls, ``measured:cuda-synchronized-wall``).
+  Written at exit: ``profile-<pid>.json`` (agent/capture/bottleneck.py reads it).
+- ``TRITON_INTERPRET=1`` on a machine where torch sees no GPU: the app's CUDA tensors are made on
+  the CPU (agent/capture/cuda_on_cpu.py, copied beside this file as ``swizzleperf_cuda_on_cpu``).
 - ``SWIZZLEPERF_SUBSTITUTE`` (JSON ``{original path: patched path}``): a module whose file is an
   original is executed from the patched file instead, ``__file__`` left as the original (the
   user's test command runs against the optimized kernel this way).
@@ -36,8 +49,13 @@ import math
 import os
 import sys
 import threading
+import time
 
 KERNEL_ENV, DIR_ENV, SUBSTITUTE_ENV = "SWIZZLEPERF_CAPTURE_KERNEL", "SWIZZLEPERF_CAPTURE_DIR", "SWIZZLEPERF_SUBSTITUTE"
+PROFILE_ENV = "SWIZZLEPERF_PROFILE"
+CUDA_ON_CPU_MODULE = "swizzleperf_cuda_on_cpu"   # agent/capture/cuda_on_cpu.py beside the sitecustomize
+# an interpreted launch slower than this (seconds) is not replayed
+SLOW_REPLAY_S = float(os.environ.get("SWIZZLEPERF_SLOW_REPLAY_S", "30"))
 SNAPSHOT_ALIGN = 128  # bytes: a copied span starts this aligned, so data pointers keep their alignment
 
 
@@ -161,13 +179,29 @@ def _autotuner_choice(autotuner) -> str:
 def _wrap_run(original):
     def run(self, *args, grid, warmup, **kwargs):
         name = getattr(getattr(self, "fn", None), "__name__", "?")
-        if not warmup and not _state.busy and not _state.benchmarking:
+        grid = _tuple_grid(grid)
+        counted = not warmup and not _state.busy and not _state.benchmarking
+        if counted:
             _seen[name] = _seen.get(name, 0) + 1
-        if warmup or _state.busy or _state.benchmarking or name != os.environ.get(KERNEL_ENV):
+        if os.environ.get(PROFILE_ENV) and not warmup and not _state.busy:
+            _dispatches.setdefault(name, []).append(counted)   # False: an autotuner's benchmark launch
+        if counted and os.environ.get(PROFILE_ENV):
+            return _profiled(original, self, args, grid, kwargs)
+        if not counted or name != os.environ.get(KERNEL_ENV):
             return original(self, *args, grid=grid, warmup=warmup, **kwargs)
         return _capture(original, self, args, grid, kwargs)
     run.__wrapped__ = original
     return run
+
+
+def _tuple_grid(grid):
+    """A grid as a tuple: a list one (``kernel[[B, N]](...)``) runs compiled, but Triton's interpreter
+    (3.9) adds a tuple to it and fails ('can only concatenate list (not "tuple") to list')."""
+    if isinstance(grid, list):
+        return tuple(grid)
+    if callable(grid):
+        return lambda meta, grid=grid: (lambda g: tuple(g) if isinstance(g, list) else g)(grid(meta))
+    return grid
 
 
 def _capture(original, jit_fn, args, grid, kwargs):
@@ -187,15 +221,19 @@ def _capture(original, jit_fn, args, grid, kwargs):
     tensors.update({base_name(k): v.base for k, v in values.items()
                     if _is_descriptor(v) and isinstance(v.base, torch.Tensor)})
     storages, layout = _snapshot(tensors)
+    start = time.perf_counter()
     result = original(jit_fn, *args, grid=grid, warmup=False, **kwargs)
+    _best["wall_s"] = time.perf_counter() - start   # the replays and every verification launch cost as much
     replay = _Replay(original, jit_fn, args, kwargs, grid, list(signature.parameters), storages, layout, tensors)
+    slow = os.environ.get("TRITON_INTERPRET") == "1" and _best["wall_s"] > SLOW_REPLAY_S
     _state.busy = True
     try:
-        written = replay.written()
+        written = replay.written(probe=not slow)
         outputs = {k: tensors[k].detach().cpu().clone() for k in tensors if k in written}
-        roles = replay.roles(outputs)
+        roles = {k: {"write_only": False, "deterministic": True} for k in outputs} if slow else replay.roles(outputs)
     finally:
         _state.busy = False
+    _best["unreplayed"] = slow
     _best["programs"] = programs
     _write(fn, values, options, sizes, storages, layout, outputs, roles)
     return result
@@ -257,6 +295,31 @@ def _poison(t) -> None:
         t.fill_(torch.iinfo(t.dtype).min)
 
 
+def _other_poison(t) -> None:
+    """A second poison, different from :func:`_first_poison`'s in every element (bytes 0x5A; True for
+    booleans): an element a launch leaves alone keeps one of two different values."""
+    import torch
+    if t.dtype == torch.bool:
+        t.fill_(True)
+    elif t.numel():
+        t.copy_(torch.full((t.element_size(),), 0x5A, dtype=torch.uint8).view(t.dtype).expand(t.shape))
+
+
+def _first_poison(t) -> None:
+    """:func:`_poison`, and False for booleans."""
+    if str(t.dtype) == "torch.bool":
+        t.fill_(False)
+    else:
+        _poison(t)
+
+
+def _holds_poison(t) -> bool:
+    import torch
+    if t.dtype.is_floating_point:
+        return bool(torch.isnan(t).any())
+    return t.dtype != torch.bool and bool((t == torch.iinfo(t.dtype).min).any())
+
+
 class _Replay:
     """Launches of the captured kernel on fresh copies of the snapshot (the app's tensors untouched)."""
 
@@ -264,11 +327,11 @@ class _Replay:
         self.original, self.jit_fn, self.args, self.kwargs, self.grid = original, jit_fn, args, kwargs, grid
         self.names, self.storages, self.layout, self.tensors = names, storages, layout, tensors
 
-    def launch(self, poisoned=()) -> dict:
+    def launch(self, poisoned=(), fill=_poison) -> dict:
         buffers: dict = {}
         copies = {k: _view(self.storages, self.layout[k], t.device, buffers) for k, t in self.tensors.items()}
         for k in poisoned:
-            _poison(copies[k])
+            fill(copies[k])
 
         def swapped(name, value):
             if _is_descriptor(value) and base_name(name) in copies:
@@ -279,32 +342,93 @@ class _Replay:
         self.original(self.jit_fn, *args, grid=self.grid, warmup=False, **kwargs)
         return copies
 
-    def written(self) -> list:
-        """The tensors the launch writes: those it changed, and the floating-point ones it did not
-        change but writes over NaN (the autotuner's benchmark launches, or an earlier launch, may
-        have left the result there already); integer tensors it did not change count as inputs
-        (poisoning an index array would send the kernel out of bounds)."""
+    def written(self, probe: bool = True) -> list:
+        """The tensors the launch writes: those it changed, and (``probe``) the floating-point ones
+        it did not change but writes over NaN (the autotuner's benchmark launches, or an earlier
+        launch, may have left the result there already); integer tensors it did not change count
+        as inputs (poisoning an index array would send the kernel out of bounds)."""
         out = []
+        stored = _stored_params(self.jit_fn.fn)
         for k, t in self.tensors.items():
             if not _same(t, _view(self.storages, self.layout[k], t.device)):
                 out.append(k)
-            elif t.dtype.is_floating_point and t.numel():
+            elif probe and t.dtype.is_floating_point and t.numel() and (stored is None or k.split(".")[0] in stored):
                 import torch
                 if not bool(torch.isnan(self.launch(poisoned=[k])[k]).all()):
                     out.append(k)
         return out
 
     def roles(self, outputs: dict) -> dict:
-        """Per output: ``write_only`` (the same result with the outputs poisoned first) and
-        ``deterministic`` (a replay on the captured inputs gives the same bits). A kernel whose
-        programs wait on each other (atomics in a ``while`` loop) is not replayed with poisoned
-        outputs: a poisoned flag would never be raised, and the replay would spin for ever."""
+        """Per output: ``write_only`` (the kernel overwrites every element: replays with the outputs
+        filled with two different poisons first give the bits of the plain replay; an output it
+        adds into, reads, or leaves partly as it was (skipped blocks) is not: verification starts
+        it from the captured contents), ``deterministic`` (a replay on the captured inputs gives the
+        same bits) and ``holds_poison`` (the result itself holds the poison value: NaN, or the
+        integer minimum, written by the kernel or left from before). A kernel whose programs wait
+        on each other (atomics in a ``while`` loop) is not replayed with poisoned outputs: a
+        poisoned flag would never be raised, and the replay would spin for ever."""
         if not outputs:
             return {}
         plain = self.launch()
-        poisoned = None if _synchronizes(self.jit_fn.fn) else self.launch(poisoned=list(outputs))
-        return {k: {"write_only": poisoned is not None and _same(poisoned[k].cpu(), expected),
-                    "deterministic": _same(plain[k].cpu(), expected)} for k, expected in outputs.items()}
+        synchronizes = _synchronizes(self.jit_fn.fn)
+        first = None if synchronizes else self.launch(poisoned=list(outputs), fill=_first_poison)
+        second = None if synchronizes else self.launch(poisoned=list(outputs), fill=_other_poison)
+        return {k: {"write_only": first is not None and _same(first[k], plain[k]) and _same(second[k], plain[k]),
+                    "deterministic": _same(plain[k].cpu(), expected),
+                    **({"holds_poison": True} if _holds_poison(expected) else {})} for k, expected in outputs.items()}
+
+
+_STORES = {"store", "atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor",
+           "atomic_xchg", "atomic_cas", "store_tensor_descriptor", "tensor_descriptor_store"}
+_PURE = {"load", "make_block_ptr", "advance", "arange", "program_id", "num_programs", "cdiv", "multiple_of",
+         "max_contiguous", "range", "static_range", "min", "max", "minimum", "maximum", "where", "zeros", "full",
+         "load_tensor_descriptor", "make_tensor_descriptor", "cast", "to", "int", "float", "len"}
+
+
+def _stored_params(fn):
+    """The parameters a kernel may write through (a store or atomic on a pointer derived from
+    them, or a call of another function they reach: a helper may store), from its source; None
+    where the source cannot be read. Spares the snapshot a full replay per input tensor: the
+    interpreter runs a launch of many programs for minutes (issue #42)."""
+    import ast
+    import textwrap
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    func = tree.body[0]
+    params = {a.arg for a in func.args.args}
+    flows = {p: {p} for p in params}
+
+    def reaching(node) -> set:
+        return set().union(*(flows.get(n.id, set()) for n in ast.walk(node) if isinstance(n, ast.Name)))
+    changed = True
+    while changed:   # flow-insensitive: a name carries every parameter any assignment to it does
+        changed = False
+        for node in ast.walk(func):
+            value = getattr(node, "value", None) if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) else (
+                node.iter if isinstance(node, ast.For) else None)
+            if value is None:
+                continue
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            came = reaching(value)
+            for target in targets:
+                for name in (n.id for n in ast.walk(target) if isinstance(n, ast.Name)):
+                    if not came <= flows.setdefault(name, set()):
+                        flows[name] |= came
+                        changed = True
+    stored = set()
+    for node in ast.walk(func):
+        if not isinstance(node, ast.Call):
+            continue
+        callee = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        arguments = list(node.args) + [k.value for k in node.keywords]
+        if callee in _STORES:
+            receiver = [node.func.value] if isinstance(node.func, ast.Attribute) and callee in ("store",) else []
+            stored |= set().union(*(reaching(a) for a in arguments[:1] + receiver))
+        elif callee not in _PURE:
+            stored |= set().union(*(reaching(a) for a in arguments)) if arguments else set()
+    return stored & params
 
 
 def _synchronizes(fn) -> bool:
@@ -387,7 +511,7 @@ def _write(fn, values, options, sizes, storages, layout, outputs, roles) -> None
         "outputs": [{"name": k, **roles.get(k, {})} for k in outputs],
         "storage_bytes": [int(s.numel()) for s in storages],
         "triton": sys.modules["triton"].__version__, "interpreter": os.environ.get("TRITON_INTERPRET") == "1",
-        "pid": pid,
+        "pid": pid, "launch_wall_s": round(_best.get("wall_s", 0.0), 3), "unreplayed": _best.get("unreplayed", False),
     }
     torch.save({"storages": storages, "outputs": outputs}, os.path.join(folder, f"tensors-{pid}.pt"))
     with open(os.path.join(folder, f"launch-{pid}.json"), "w") as f:
@@ -413,6 +537,164 @@ def _scalar_globals(fn) -> dict:
     return out
 
 
+# -- the profile mode: every kernel's launches, largest grid and time ------------------------------
+
+_profile: dict = {}   # (name, file, line) -> the kernel's record
+_clock: dict = {}     # how launches are timed in this process: source label, note, profiler, sync
+_dispatches: dict = {}   # kernel name -> per launch in order: counted (True) or an autotuner's benchmark (False)
+
+
+def _profiled(original, jit_fn, args, grid, kwargs):
+    """One launch in profile mode: counted under its kernel, its grid kept where it is the largest
+    yet (with the scalar arguments and pointer names the lift needs), its time taken."""
+    fn = jit_fn.fn
+    values, sizes = _resolved(fn, args, grid, kwargs)
+    entry = _profile_entry(fn)
+    entry["calls"] += 1
+    if math.prod(sizes) > entry["programs"]:
+        described = {k: _describe(v) for k, v in values.items()}
+        entry.update(grid=list(sizes), programs=math.prod(sizes),
+                     values={k: d["value"] for k, d in described.items() if d["kind"] == "scalar"},
+                     pointers=sorted(k for k, d in described.items()
+                                     if d["kind"] in ("tensor", "none", "tensor_descriptor")))
+    clock = _clock or _start_clock()
+    if clock.get("sync"):
+        sys.modules["torch"].cuda.synchronize()
+    start = time.perf_counter()
+    try:
+        return original(jit_fn, *args, grid=grid, warmup=False, **kwargs)
+    finally:
+        if clock.get("sync"):
+            sys.modules["torch"].cuda.synchronize()
+        entry["wall_s"] += time.perf_counter() - start
+
+
+def _resolved(fn, args, grid, kwargs) -> tuple:
+    """``(arguments by parameter name, grid sizes)`` of a launch (the grid function evaluated)."""
+    signature = inspect.signature(fn)
+    bound = signature.bind_partial(*args, **{k: v for k, v in kwargs.items() if k in signature.parameters})
+    bound.apply_defaults()
+    values = dict(bound.arguments)
+    options = {k: v for k, v in kwargs.items() if k not in signature.parameters}
+    return values, tuple(int(g) for g in (grid({**options, **values}) if callable(grid) else grid))
+
+
+def _profile_entry(fn) -> dict:
+    try:
+        where = (os.path.realpath(inspect.getsourcefile(fn)), fn.__code__.co_firstlineno)
+    except (TypeError, OSError):
+        where = ("?", 0)
+    key = (fn.__name__, *where)
+    if key not in _profile:
+        _profile[key] = {"kernel": fn.__name__, "file": where[0], "line": where[1], "calls": 0, "grid": [],
+                         "programs": -1, "values": {}, "pointers": [], "globals": _scalar_globals(fn), "wall_s": 0.0}
+    return _profile[key]
+
+
+def _start_clock() -> dict:
+    """How this process times launches, chosen at its first profiled launch (see the docstring)."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        _clock.update(source="measured:interpreter-wall",
+                      note="wall time of each launch under Triton's interpreter, on the CPU: says nothing of GPU time")
+    elif os.environ.get(PROFILE_ENV) == "rocprofv3":
+        _clock.update(source="measured:rocprofv3", note="rocprofv3 --kernel-trace timed the kernels")
+    else:
+        import torch
+        if not torch.cuda.is_available():
+            _clock.update(source="measured:launch-wall",
+                          note="no GPU visible to torch: the host's time in each launch call")
+        else:
+            _clock.update(_start_profiler(torch))
+    return _clock
+
+
+def _start_profiler(torch) -> dict:
+    label = "measured:roctracer" if getattr(torch.version, "hip", None) else "measured:cupti"
+    try:
+        from torch.profiler import ProfilerActivity, profile
+        profiler = profile(activities=[ProfilerActivity.CUDA])
+        profiler.start()
+    except Exception as exc:  # noqa: BLE001 -- any profiler failure: time each launch synchronized instead
+        return {"source": "measured:cuda-synchronized-wall", "sync": True,
+                "note": f"torch.profiler did not start ({type(exc).__name__}: {exc}); each launch timed "
+                        f"between torch.cuda.synchronize() calls"}
+    atexit.register(_stop_profiler)   # registered after torch's own exit handlers: runs before them
+    return {"source": label, "profiler": profiler,
+            "note": "GPU time of each kernel from torch.profiler's device activity"}
+
+
+def device_times(profiler) -> dict:
+    """``{kernel name: [(start us, seconds), ...]}`` of the GPU kernels a stopped torch.profiler
+    recorded, in start order (Triton names a compiled kernel after its function)."""
+    out: dict = {}
+    for event in profiler.events():
+        kind = getattr(event.device_type, "name", str(event.device_type))
+        if not kind.endswith("CPU"):
+            out.setdefault(event.name, []).append((event.time_range.start, event.time_range.elapsed_us() * 1e-6))
+    return {name: sorted(runs) for name, runs in out.items()}
+
+
+def _counted_seconds(name: str, runs: list) -> tuple:
+    """``(seconds, note)``: the device time of the app's own launches of ``name``, without its
+    autotuner's benchmark launches: dispatches paired with the launches in order where their
+    counts agree, else the mean dispatch times the app's launches (the note says so)."""
+    flags = _dispatches.get(name, [])
+    if len(flags) == len(runs):
+        return sum(seconds for (_, seconds), kept in zip(runs, flags) if kept), ""
+    launches = sum(flags) if flags else len(runs)
+    mean = sum(seconds for _, seconds in runs) / len(runs)
+    return mean * launches, (f" (the mean of {len(runs)} dispatches x {launches} launches: the dispatches "
+                             f"did not pair up with the {len(flags)} launches)")
+
+
+def _stop_profiler() -> None:
+    if "times" in _clock or "stop_error" in _clock:
+        return
+    try:
+        _clock["profiler"].stop()
+        _clock["times"] = device_times(_clock["profiler"])
+    except Exception as exc:  # noqa: BLE001 -- said in the record: the launch calls' host time stands in
+        _clock["stop_error"] = f"{type(exc).__name__}: {exc}"
+
+
+def _kernel_times(entries: list) -> tuple:
+    """Each entry's ``time_s`` and ``source`` from the clock; ``(entries, other device seconds)``."""
+    other = None
+    if _clock.get("profiler") is not None:
+        _stop_profiler()
+    if _clock.get("profiler") is None or "stop_error" in _clock:
+        if "stop_error" in _clock:
+            _clock.update(source="measured:launch-wall", note=f"torch.profiler failed at exit "
+                          f"({_clock['stop_error']}): the host's time in each launch call stands in")
+        for e in entries:
+            e.update(time_s=e["wall_s"], source=_clock.get("source", "measured:launch-wall"))
+        return entries, other
+    times = _clock["times"]
+    names = {e["kernel"] for e in entries}
+    for e in entries:
+        if e["kernel"] not in times:
+            e.update(time_s=None, source=f"unmeasured: {_clock['source']} recorded no GPU kernel named {e['kernel']}")
+            continue
+        seconds, note = _counted_seconds(e["kernel"], times[e["kernel"]])
+        sharing = [x for x in entries if x["kernel"] == e["kernel"]]
+        if len(sharing) > 1:
+            note += f" (split by calls among {len(sharing)} kernels named {e['kernel']})"
+        e.update(time_s=seconds * e["calls"] / max(1, sum(x["calls"] for x in sharing)), source=_clock["source"] + note)
+    return entries, sum(s for n, runs in times.items() if n not in names for _, s in runs)
+
+
+def _write_profile() -> None:
+    folder = os.environ.get(DIR_ENV)
+    if not (folder and os.path.isdir(folder) and _profile):
+        return
+    entries, other = _kernel_times(list(_profile.values()))
+    record = {"pid": os.getpid(), "source": _clock.get("source"), "note": _clock.get("note"),
+              "interpreter": os.environ.get("TRITON_INTERPRET") == "1", "other_device_s": other,
+              "triton": getattr(sys.modules.get("triton"), "__version__", None), "kernels": entries}
+    with open(os.path.join(folder, f"profile-{os.getpid()}.json"), "w") as f:
+        json.dump(record, f, indent=1)
+
+
 def _write_seen() -> None:
     folder = os.environ.get(DIR_ENV)
     if folder and os.path.isdir(folder):
@@ -420,13 +702,26 @@ def _write_seen() -> None:
             json.dump(_seen, f)
 
 
+def _cuda_on_cpu() -> None:
+    """Under the interpreter with no GPU, the app's CUDA tensors go to the CPU: the mode of
+    agent/capture/cuda_on_cpu.py, copied beside this file (as sitecustomize) under CUDA_ON_CPU_MODULE."""
+    try:
+        module = importlib.import_module(CUDA_ON_CPU_MODULE)
+    except ImportError:   # the hook imported as a module of swizzleperf, not as a sitecustomize
+        return
+    module.install(_AfterImport)
+
+
 def install() -> None:
     """Switch on what the environment asks for (see the module docstring)."""
+    _cuda_on_cpu()
     if os.environ.get(SUBSTITUTE_ENV):
         sys.meta_path.insert(0, _Substitute(json.loads(os.environ[SUBSTITUTE_ENV])))
-    if os.environ.get(KERNEL_ENV) and os.environ.get(DIR_ENV):
+    if (os.environ.get(KERNEL_ENV) or os.environ.get(PROFILE_ENV)) and os.environ.get(DIR_ENV):
         if "triton" in sys.modules:
             _patch_triton()
         else:
             sys.meta_path.insert(0, _AfterImport("triton", _patch_triton))
         atexit.register(_write_seen)
+        if os.environ.get(PROFILE_ENV):
+            atexit.register(_write_profile)

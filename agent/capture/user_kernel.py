@@ -26,13 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from swizzleperf.agent.capture import capture_hook
+from swizzleperf.agent.capture.app_code import app_statements
 from swizzleperf.agent.capture.capture import (APP_TIMEOUT_S, TRACE_FALLBACK, Capture, capture, hook_environment,
                                                interpreter_variables, last_line, run_with_hook)
 from swizzleperf.agent.capture.lift import Lifted, LiftError, lift
-from swizzleperf.agent.capture.lift_common import replace_in_lines
+from swizzleperf.agent.capture.lift_common import kernel_function, launched_index, replace_in_lines
 from swizzleperf.agent.verification.candidate import CandidateError, splice, unified_diff
-from swizzleperf.agent.verification.load import find_function, load_spec
-from swizzleperf.sandbox.write_back import digest, write_back
+from swizzleperf.agent.verification.load import load_spec, module_level_functions
+from swizzleperf.sandbox.write_back import digest, write_back, write_sealed
 
 # Accepted ||out - ref|| / ||ref|| per output dtype where programs add into the same output with
 # tl.atomic_add: their order, which the swizzle changes, reassociates the sums. A few ulps of the
@@ -40,6 +41,11 @@ from swizzleperf.sandbox.write_back import digest, write_back
 # arithmetic inside a tile).
 ATOMIC_TOLERANCE = {"float64": 1e-12, "float32": 1e-5, "float16": 2e-3, "bfloat16": 1e-2}
 TEST_TIMEOUT_S = 1800.0
+CPU_SHIMMED = ("libdevice", "_cuda_getCurrentRawStream", "_empty_strided_cuda", "driver.active")
+APP_CODE_LINE = "pass  # swizzleperf: the app's own run (agent/capture/app_code.py), not run when this copy is imported"
+#: The generated module's name for the kernel function the app launched (agent/capture/user_kernel.py's
+#: ``generated_module``).
+LAUNCHED = "_swizzleperf_launched"
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,7 @@ class Prepared:
     module_path: Path
     user_file: Path
     tolerance_note: str
+    original: str = ""   # the user's file as captured and lifted: user.diff and --in-place are against it
 
 
 def prepare(app: str, kernel: str, workdir: Path, timeout_s: float = APP_TIMEOUT_S) -> Prepared:
@@ -71,8 +78,8 @@ def prepare(app: str, kernel: str, workdir: Path, timeout_s: float = APP_TIMEOUT
                         f"be caught; capture a launch whose grid is not a multiple of 8")
     tolerance, note = _tolerance(source, kernel, captured)
     folder = captured.folder
-    (folder / f"original_{user_file.name}").write_text(source)
-    (folder / "lift.json").write_text(json.dumps({
+    write_sealed(folder / f"original_{user_file.name}", source)   # the capture folder is for reading only
+    write_sealed(folder / "lift.json", json.dumps({
         "target_name": lifted.target_name, "arg_names": lifted.arg_names, "extents": lifted.extents,
         "arg_values": list(lifted.arg_values), "tile_grid": list(lifted.tile_grid),
         "probe_values": list(lifted.probe_values) if lifted.probe_values else None,
@@ -81,16 +88,26 @@ def prepare(app: str, kernel: str, workdir: Path, timeout_s: float = APP_TIMEOUT
         "coordinate_splits": {str(k): v for k, v in lifted.coordinate_splits.items()}, "tolerance": tolerance,
         "tolerance_note": note,
         "user_file": str(user_file)}, indent=1))
-    (folder / f"lifted_{user_file.name}").write_text(lifted.source)
+    write_sealed(folder / f"lifted_{user_file.name}", lifted.source)
     module_path = folder / user_file.name
-    module_path.write_text(generated_module(lifted, captured, folder))
+    write_sealed(module_path, generated_module(lifted, captured, folder, source))
     load_spec(module_path)   # the stand-in path the run takes: a module that does not load fails here
-    return Prepared(captured, lifted, module_path, user_file, note)
+    return Prepared(captured, lifted, module_path, user_file, note, source)
 
 
-def generated_module(lifted: Lifted, captured: Capture, folder: Path) -> str:
-    """The lifted user file, the user's folder on sys.path first, a KernelSpec appended."""
-    tree = ast.parse(lifted.source)
+def generated_module(lifted: Lifted, captured: Capture, folder: Path, original: str | None = None) -> str:
+    """The lifted user file, the user's folder on sys.path first, the launched definition bound to
+    ``LAUNCHED`` right after it (a same-named definition before or after it does not stand in),
+    a KernelSpec of it appended. Every value of the capture that reaches this text is an
+    identifier (its schema, agent/capture/schema.py) or a ``repr``, and comments are one line.
+    ``original``: the user's file as lifted (read again where not given)."""
+    kernel = captured.launch["kernel"]
+    if not (kernel.isidentifier() and lifted.target_name.isidentifier()):   # the schema's check, kept here
+        raise LiftError(f"cannot generate a module for kernel {kernel!r}, target {lifted.target_name!r}: "
+                        f"not identifiers")
+    original = captured.kernel_file.read_text() if original is None else original
+    source = _bind_launched(lifted.source, kernel, launched_index(ast.parse(original), kernel, captured.launch["line"]))
+    tree = ast.parse(source)
     body = tree.body
     start = 0
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
@@ -98,10 +115,12 @@ def generated_module(lifted: Lifted, captured: Capture, folder: Path) -> str:
     while start < len(body) and isinstance(body[start], ast.ImportFrom) and body[start].module == "__future__":
         start += 1
     package, root = package_of(captured.kernel_file)
-    lines = lifted.source.splitlines(keepends=True)
+    lines = source.splitlines(keepends=True)
+    replacements = [(n, APP_CODE_LINE) for n in app_statements(tree, needed={LAUNCHED})]   # not run on import
     if package:
-        lines = replace_in_lines(lines, [(n, ast.unparse(ast.ImportFrom(_absolute(package, n), n.names, 0)))
-                                         for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level])
+        replacements += [(n, ast.unparse(ast.ImportFrom(_absolute(package, n), n.names, 0)))
+                         for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level]
+    lines = replace_in_lines(lines, replacements)
     at = body[start].lineno - 1 if start < len(body) else len(lines)
     if start < len(body) and getattr(body[start], "decorator_list", None):
         at = min(d.lineno for d in body[start].decorator_list) - 1
@@ -109,15 +128,29 @@ def generated_module(lifted: Lifted, captured: Capture, folder: Path) -> str:
     header = (f"import sys as _swizzleperf_sys  # swizzleperf: the user's folder first, for sibling imports\n"
               + "".join(f"if {f!r} not in _swizzleperf_sys.path:\n    _swizzleperf_sys.path.insert(0, {f!r})\n"
                         for f in ([str(root)] if package else []) + [user_folder]))
-    kernel = captured.launch["kernel"]
+    if any(name in source for name in CPU_SHIMMED):   # on a CPU, what the app's run had (cuda_on_cpu.py)
+        header += ("from swizzleperf.agent.capture.cuda_on_cpu import generated_module_shims as _swizzleperf_shims\n"
+                   "_swizzleperf_shims()  # swizzleperf: libdevice, Triton's driver, Inductor's CUDA names without a GPU\n")
     footer = (f"\n\n# -- swizzleperf: the KernelSpec of the launch of {kernel} captured from `{_one_line(captured.launch['app'])}`\n"
-              f"# (agent/capture/user_kernel.py; the capture: {folder}/launch.json, the lift: lift.json)\n"
+              f"# (agent/capture/user_kernel.py; the capture: {_one_line(str(folder))}/launch.json, the lift: lift.json)\n"
               f"from swizzleperf.agent.capture.capture import spec_fields as _swizzleperf_spec_fields  # noqa: E402\n"
               f"from swizzleperf.kernels.spec import KernelSpec as _SwizzleperfKernelSpec  # noqa: E402\n\n"
-              f"SWIZZLEPERF_SPEC = _SwizzleperfKernelSpec(**_swizzleperf_spec_fields({kernel}, {str(folder)!r}),\n"
+              f"SWIZZLEPERF_SPEC = _SwizzleperfKernelSpec(**_swizzleperf_spec_fields({LAUNCHED}, {str(folder)!r}),\n"
               f"                                          rewrite_target={lifted.target_name!r})\n")
     text = "".join(lines[:at]) + header + "".join(lines[at:])
     return text.rstrip("\n") + "\n" + footer
+
+
+def _bind_launched(source: str, kernel: str, index: int) -> str:
+    """``source`` with ``LAUNCHED = <kernel>`` right after the ``index``-th module-level definition
+    of ``kernel`` (indented alike): the function object the app launched, whatever the name is
+    bound to by the end of the module."""
+    func = [n for n in module_level_functions(ast.parse(source)) if n.name == kernel][index]
+    lines = source.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    binding = f"{' ' * func.col_offset}{LAUNCHED} = {kernel}  # swizzleperf: the definition the app launched\n"
+    return "".join(lines[:func.end_lineno] + [binding] + lines[func.end_lineno:])
 
 
 def package_of(path: Path) -> tuple:
@@ -152,13 +185,15 @@ def describe_rewrite(kind: str, file_name: str, lines) -> str:
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split()).replace("\n", " ")
+    """``text`` for a comment of generated source: one line (every character ``str.splitlines``
+    breaks at is whitespace to ``str.split``), other control characters as ``?``."""
+    return "".join(c if c.isprintable() else "?" for c in " ".join(text.split()))
 
 
 def _tolerance(source: str, kernel: str, captured: Capture) -> tuple[float, str]:
     """0 (bitwise) unless the kernel adds with tl.atomic_add into a floating-point output, or a
     replay of the launch did not give the same bits: then the dtype's ATOMIC_TOLERANCE, with why."""
-    func = find_function(ast.parse(source), kernel)
+    func = kernel_function(ast.parse(source), kernel, str(captured.kernel_file), captured.launch["line"])
     atomics = [n for n in ast.walk(func) if isinstance(n, ast.Call)
                and ast.unparse(n.func).split(".")[-1] == "atomic_add"]
     outputs = captured.launch["outputs"]
@@ -186,10 +221,12 @@ def finish(outcome, prepared: Prepared, in_place: bool, test: str | None,
         patched = splice(prepared.lifted.source, prepared.lifted.target_name, order)
     except CandidateError:   # the best was verified as this very target: a defect of ours if it happens
         patched = prepared.lifted.source
-    original = (prepared.capture.folder / f"original_{prepared.user_file.name}").read_text()
+    original = prepared.original or (prepared.capture.folder / f"original_{prepared.user_file.name}").read_text()
     patched_path = run_dir / f"user_{prepared.user_file.name}"
-    patched_path.write_text(patched)
-    (run_dir / "user.diff").write_text(unified_diff(original, patched, _display(prepared.user_file)))
+    write_sealed(patched_path, patched)
+    scope = best.get("permutation_scope")   # proven for all grids, or guarded (agent/verification/prove.py)
+    (run_dir / "user.diff").write_text((f"swizzleperf: {_one_line(scope)}\n" if scope and order != prepared.lifted.target_source
+                                        else "") + unified_diff(original, patched, _display(prepared.user_file)))
     summary = {"app": prepared.capture.launch["app"], "kernel": prepared.capture.launch["kernel"],
                "user_file": str(prepared.user_file), "capture": str(prepared.capture.folder),
                "captured": prepared.capture.describe(), "mapping_lines": list(prepared.lifted.lines),
@@ -200,7 +237,7 @@ def finish(outcome, prepared: Prepared, in_place: bool, test: str | None,
                "best_is_candidate": best.get("kind") == "candidate", "in_place": None, "test": None}
     if in_place:
         summary["in_place"] = _apply(prepared.user_file, original, patched, outcome,
-                                     best.get("kind") == "candidate")
+                                     best.get("kind") == "candidate", _unverified(prepared, best, order))
     if test:
         summary["test"] = run_test(test, prepared.user_file, patched_path, run_dir, test_timeout_s)
     _record(run_dir, summary)
@@ -219,10 +256,28 @@ def _display(path: Path) -> str:
         return path.name
 
 
-def _apply(user_file: Path, original: str, patched: str, outcome, improved: bool) -> str:
+def _unverified(prepared: Prepared, best: dict, order: str) -> str | None:
+    """Why ``order`` is not what the run verified as its best, or None: the generated module with
+    ``order`` spliced in must have the digest kept with the best when it was verified (a module or
+    an order changed since is refused)."""
+    try:
+        module = prepared.module_path.read_text()
+        verified = digest(splice(module, prepared.lifted.target_name, order))
+    except (OSError, CandidateError) as exc:
+        return f"the verified kernel cannot be rebuilt ({exc})"
+    if best.get("kernel_sha256") != verified:
+        return (f"the best order spliced into {prepared.module_path} is not the text that was verified "
+                f"(changed after verification)")
+    return None
+
+
+def _apply(user_file: Path, original: str, patched: str, outcome, improved: bool,
+           unverified: str | None = None) -> str:
     if outcome.status != "finished" or not improved:
         why = "did not finish" if outcome.status != "finished" else "kept the kernel's own order"
         return f"not applied: the run {why}"
+    if unverified:
+        return f"not applied: {unverified}"
     written, why = write_back(user_file, digest(original), patched)
     if not written:
         return f"not applied: {why} at the capture (user.diff is against the captured text)"

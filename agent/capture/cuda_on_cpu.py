@@ -1,0 +1,327 @@
+"""A CUDA app run as it is on a machine without a GPU (issue #42): the tensors it puts on ``cuda``
+are made on the CPU, where Triton's interpreter (``TRITON_INTERPRET=1``) runs its kernels.
+
+agent/capture/capture.py copies this file beside the hook (``sitecustomize.py``), which imports it
+and calls :func:`install` when ``TRITON_INTERPRET=1``; the mode switches itself on once ``torch``
+is imported and only if torch sees no GPU. Self-contained: the standard library and torch.
+
+What changes in the app's process, said once on its stderr (``NOTICE``) and in ``cuda-on-cpu-<pid>``
+of the capture folder, which the CLI prints as one line:
+
+- a ``TorchFunctionMode`` (entered for good, below any mode the app enters) rewrites every device
+  argument that names CUDA (``"cuda"``, ``"cuda:1"``, ``torch.device("cuda")``, positional or
+  keyword) to ``"cpu"``, makes ``.cuda()`` and ``.pin_memory()`` return the tensor, and answers
+  ``Tensor.is_cuda`` with True (the property goes through ``__torch_function__``), so that the
+  app's ``assert x.is_cuda`` holds;
+- ``torch.set_default_device("cuda")`` sets the CPU;
+- Triton's ``driver.active``, which has no driver to make, answers as a CUDA target of compute
+  capability 8.0 (``_CpuDriver``: the tutorials' ``is_cuda()`` reads it at import);
+- the ``torch.cuda`` calls with a CPU meaning become harmless: ``synchronize``, ``set_device``,
+  ``current_device`` (0), ``device(...)`` and ``_DeviceGuard`` (no-op contexts), ``Event``
+  (wall-clock timing), ``Stream`` / ``stream`` / ``current_stream`` (no-ops), the memory counters
+  (0), ``get_device_name`` ("cpu"); for Inductor-generated code, ``torch._C._cuda_getCurrentRawStream``
+  (0) and ``_empty_strided_cuda`` (on the CPU). ``torch.cuda.is_available()`` stays False: an app that
+  branches on it takes its CPU path, which is the truth.
+
+And, under the interpreter whether or not a GPU is present, the common libdevice functions
+(``tanh``, ``pow``, ``rsqrt``...: :data:`LIBDEVICE`) run through numpy (:func:`interpreter_libdevice`;
+the generated module installs the same in verification's processes).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+
+NOTICE = ("swizzleperf: no GPU here: the app's CUDA tensors are made on the CPU and its Triton kernels run "
+          "through the interpreter (TRITON_INTERPRET=1); Triton's driver answers as a CUDA sm_80 target")
+SCREEN_LINE = "your app's CUDA tensors ran on the CPU (no GPU here): its Triton kernels through the interpreter"
+RECORD_PREFIX = "cuda-on-cpu-"   # <capture folder>/cuda-on-cpu-<pid>: the notice, for the CLI
+DIR_ENV = "SWIZZLEPERF_CAPTURE_DIR"
+
+_installed = {"mode": None}
+
+
+def _is_cuda(value) -> bool:
+    import torch
+    if isinstance(value, torch.device):
+        return value.type == "cuda"
+    return isinstance(value, str) and (value == "cuda" or value.startswith("cuda:"))
+
+
+def _cpu(value):
+    import torch
+    return torch.device("cpu") if _is_cuda(value) else value
+
+
+def _make_mode():
+    import torch
+    from torch.overrides import TorchFunctionMode
+    is_cuda_getter = torch._C.TensorBase.is_cuda
+    identity = {torch.Tensor.cuda, torch.Tensor.pin_memory}
+
+    class CudaOnCpu(TorchFunctionMode):
+        """Device arguments naming CUDA go to the CPU; ``.cuda()`` is the tensor; ``is_cuda`` True."""
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if getattr(func, "__self__", None) is is_cuda_getter:
+                return True
+            if func in identity:
+                return args[0]
+            if func is torch.Tensor.is_pinned:
+                return False
+            args = tuple(_cpu(a) for a in args)
+            kwargs = {k: _cpu(v) for k, v in kwargs.items()}
+            return func(*args, **kwargs)
+    return CudaOnCpu()
+
+
+class _Event:
+    """``torch.cuda.Event`` on the CPU: wall-clock times, everything already complete."""
+
+    def __init__(self, enable_timing=False, blocking=False, interprocess=False, **_):
+        self.t = None
+
+    def record(self, stream=None):
+        self.t = time.perf_counter()
+
+    def elapsed_time(self, end) -> float:
+        return (end.t - self.t) * 1e3
+
+    def synchronize(self):
+        pass
+
+    def wait(self, stream=None):
+        pass
+
+    def query(self) -> bool:
+        return True
+
+
+class _Stream:
+    """``torch.cuda.Stream`` on the CPU: work is already in order."""
+
+    def __init__(self, *args, **kwargs):
+        self.device = None
+
+    def synchronize(self):
+        pass
+
+    def wait_stream(self, other):
+        pass
+
+    def wait_event(self, event):
+        pass
+
+    def record_event(self, event=None):
+        event = event or _Event()
+        event.record()
+        return event
+
+    def query(self) -> bool:
+        return True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+class _Props:
+    name, major, minor = "cpu", 0, 0
+    multi_processor_count = os.cpu_count() or 1
+    total_memory = 0
+
+
+def _returning(value):
+    return lambda *args, **kwargs: value
+
+
+def _context():
+    return lambda *args, **kwargs: contextlib.nullcontext()
+
+
+def _patch_cuda() -> None:
+    import torch
+    cuda = torch.cuda
+    # one function object per name: torch._dynamo's trace rules map functions by identity
+    for name in ("synchronize", "set_device", "empty_cache", "reset_peak_memory_stats", "ipc_collect",
+                 "reset_max_memory_allocated"):
+        setattr(cuda, name, _returning(None))
+    for name in ("current_device", "memory_allocated", "max_memory_allocated", "memory_reserved",
+                 "max_memory_reserved"):
+        setattr(cuda, name, _returning(0))
+    for name in ("device", "_DeviceGuard", "device_of"):
+        setattr(cuda, name, _context())
+    cuda.Event, cuda.Stream = _Event, _Stream
+    cuda.stream = lambda stream=None: stream if stream is not None else contextlib.nullcontext()
+    cuda.current_stream = lambda device=None: _Stream()
+    cuda.default_stream = lambda device=None: _Stream()
+    cuda.get_device_name = lambda device=None: "cpu"
+    cuda.get_device_properties = lambda device=None: _Props()
+    _inductor_shims()
+    set_default = torch.set_default_device
+    torch.set_default_device = lambda device: set_default(_cpu(device))
+
+
+def _inductor_shims() -> None:
+    """What Inductor-generated code imports and calls on CUDA, on a torch without CUDA:
+    ``torch._C._cuda_getCurrentRawStream`` (0) and ``_empty_strided_cuda`` (a CPU tensor)."""
+    import torch
+    if not hasattr(torch._C, "_cuda_getCurrentRawStream"):
+        torch._C._cuda_getCurrentRawStream = lambda device=None: 0
+    guards = getattr(getattr(torch._C, "_dynamo", None), "guards", None)
+    if hasattr(guards, "_empty_strided_cuda"):
+        guards._empty_strided_cuda = lambda size, stride, dtype: torch.empty_strided(size, stride, dtype=dtype)
+
+
+def generated_module_shims() -> None:
+    """What the generated copy of an app's file needs on a machine without a GPU, where it imports
+    what the app's run had: Inductor's CUDA names (where torch has no GPU: the agent's process
+    imports the copy too) and libdevice's numpy stand-ins (under the interpreter)."""
+    import torch
+    if not torch.cuda.is_available():
+        _inductor_shims()
+        _cpu_driver()
+    interpreter_libdevice()
+
+
+def _switch_on() -> None:
+    """Once torch is imported: the mode and the patches, where torch sees no GPU."""
+    import torch
+    if torch.cuda.is_available() or _installed["mode"] is not None:
+        return
+    _patch_cuda()
+    mode = _make_mode()
+    mode.__enter__()   # for the life of the process: the app's own modes go above it
+    _installed["mode"] = mode
+    print(NOTICE, file=sys.stderr, flush=True)
+    folder = os.environ.get(DIR_ENV)
+    if folder and os.path.isdir(folder):
+        with open(os.path.join(folder, f"{RECORD_PREFIX}{os.getpid()}"), "w") as f:
+            f.write(NOTICE + "\n")
+
+
+def install(after_import) -> None:
+    """Switch the mode on once ``torch`` is imported (now if it already is), and libdevice's numpy
+    stand-ins once ``triton`` is (:func:`interpreter_libdevice`); ``after_import(name, callback)``
+    is the hook's post-import finder."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return
+    if "triton" in sys.modules:
+        _on_triton()
+    else:
+        sys.meta_path.insert(0, after_import("triton", _on_triton))
+
+
+def _on_triton() -> None:
+    interpreter_libdevice()
+    _cpu_driver()
+
+
+class _CpuDriver:
+    """Triton's active driver on a machine without one, for what apps ask it at import (the
+    tutorials' ``driver.active.get_current_target().backend == "cuda"``): a CUDA target of compute
+    capability 8.0 (the interpreter runs the kernels whatever it says; 8.0 takes no Hopper-only path)."""
+
+    def get_current_target(self):
+        from triton.backends.compiler import GPUTarget
+        return GPUTarget("cuda", 80, 32)
+
+    def get_current_device(self) -> int:
+        return 0
+
+    def set_current_device(self, device) -> None:
+        pass
+
+    def get_current_stream(self, device=None) -> int:
+        return 0
+
+    def get_active_torch_device(self):
+        import torch
+        return torch.device("cpu")
+
+
+def _cpu_driver() -> None:
+    """Where Triton finds no active driver (no GPU) and torch sees none: :class:`_CpuDriver`."""
+    import torch
+    from triton.runtime import driver   # the DriverConfig object
+    if torch.cuda.is_available():
+        return
+    try:
+        driver.active
+    except RuntimeError:   # "0 active drivers"
+        driver.set_active(_CpuDriver())
+    if "torch" in sys.modules:
+        _switch_on()
+    else:
+        sys.meta_path.insert(0, after_import("torch", _switch_on))
+
+
+# -- libdevice under the interpreter --------------------------------------------------------------
+
+#: libdevice functions run through numpy under the interpreter (no Triton's interpreter runs
+#: libdevice: 3.7.1's, 3.8.0's and 3.9.0's ``create_extern_elementwise`` raise, and 3.9.0's
+#: ``triton.language.extra.libdevice`` stubs return None), each the function of its name.
+LIBDEVICE = {
+    "tanh": "tanh", "exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sqrt": "sqrt",
+    "pow": "power", "sin": "sin", "cos": "cos", "floor": "floor", "ceil": "ceil", "abs": "abs",
+    "fabs": "abs", "isnan": "isnan", "isinf": "isinf", "rint": "rint", "trunc": "trunc",
+    "fmax": "fmax", "fmin": "fmin", "atan": "arctan", "atan2": "arctan2", "asin": "arcsin", "acos": "arccos",
+    "sinh": "sinh", "cosh": "cosh", "log1p": "log1p", "expm1": "expm1", "rsqrt": None, "fast_expf": "exp",
+}
+
+
+def interpreter_libdevice() -> list:
+    """Under ``TRITON_INTERPRET=1``, the LIBDEVICE functions of ``triton.language.extra.libdevice``
+    (and its ``cuda`` / ``hip`` modules) replaced by numpy ones in the interpreter's terms, before
+    the app imports them by name (``from triton.language.extra.libdevice import tanh``). The hook
+    installs them in the app's process and the generated module in verification's, so that both
+    compute the same bits. Returns the modules patched."""
+    import importlib
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return []
+    patched = []
+    for name in ("triton.language.extra.libdevice", "triton.language.extra.cuda.libdevice",
+                 "triton.language.extra.hip.libdevice"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        for fn, numpy_name in LIBDEVICE.items():
+            if hasattr(module, fn):
+                setattr(module, fn, _numpy_elementwise(fn, numpy_name))
+        patched.append(name)
+    return patched
+
+
+def _numpy_elementwise(name: str, numpy_name):
+    import numpy as np
+
+    def apply(*args, _semantic=None, **kwargs):
+        import triton.language as tl
+        from triton.runtime.interpreter import TensorHandle
+        tensors = [a for a in args if isinstance(a, tl.tensor)]
+        datas = [a.handle.data if isinstance(a, tl.tensor) else a for a in args]
+        floating = [t for t in tensors if t.dtype.is_floating()]
+        out_type = (floating or tensors)[0].type if (floating or tensors) else None
+        if out_type is not None and not out_type.scalar.is_floating():
+            out_type = tl.block_type(tl.float32, out_type.shape) if out_type.is_block() else tl.float32
+        with np.errstate(all="ignore"):
+            if numpy_name is None:   # rsqrt
+                result = 1.0 / np.sqrt(datas[0])
+            else:
+                result = getattr(np, numpy_name)(*datas)
+        if out_type is None:
+            return result
+        scalar = out_type.scalar
+        numpy_dtype = {tl.float16: np.float16, tl.float32: np.float32, tl.float64: np.float64}.get(scalar, np.float32)
+        if name in ("isnan", "isinf"):
+            scalar, numpy_dtype = tl.int1, np.bool_
+            out_type = tl.block_type(tl.int1, out_type.shape) if out_type.is_block() else tl.int1
+        return tl.tensor(TensorHandle(np.asarray(result).astype(numpy_dtype), scalar), out_type)
+    apply.__name__ = name
+    return apply

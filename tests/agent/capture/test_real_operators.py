@@ -1,0 +1,379 @@
+"""Real operators through ``--app`` on a CPU (issue #42, items 3 and 4), each idiom in a tiny app
+of our own written the way operator suites write theirs (one file: kernel, wrapper, then the
+test at module level, on CUDA tensors):
+
+- the CUDA app runs as it is with no GPU (agent/capture/cuda_on_cpu.py), and says so;
+- the generated copy of such a file does not run the app's test when imported
+  (agent/capture/app_code.py): autotuned or not, it loads and its baseline verifies;
+- a construct the installed Triton lacks is named with the versions that have it
+  (agent/capture/interpreter_gaps.py);
+- outputs the kernel does not fully overwrite (skipped blocks over a NaN-holding buffer, ``+=``,
+  ``atomic_add``) start from the captured contents and the unmodified kernel passes.
+
+Every app runs under the interpreter on the CPU (the ``cpu_only`` fixture: no GPU, nothing
+exported), a few seconds each.
+"""
+from __future__ import annotations
+
+import ast
+import sys
+import textwrap
+
+import pytest
+import triton
+import triton.language as tl
+
+from swizzleperf.agent.capture import capture_hook, user_kernel
+from swizzleperf.agent.capture.app_code import app_statements
+from swizzleperf.agent.capture.capture import CaptureError, capture
+from swizzleperf.agent.capture.cuda_on_cpu import NOTICE, SCREEN_LINE
+from swizzleperf.agent.capture.interpreter_gaps import missing_construct
+from swizzleperf.agent.verification.verify import Verdict, VerifyConfig, verify
+
+
+@pytest.fixture
+def cpu_only(monkeypatch):
+    """A CPU-only machine with nothing exported: no TRITON_INTERPRET, no GPU for the app either."""
+    import swizzleperf.hwspecs
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.setattr(swizzleperf.hwspecs, "detect_device", lambda: None)
+
+
+def _app(folder, text: str):
+    path = folder / "op.py"
+    path.write_text(textwrap.dedent(text))
+    return f"{sys.executable} {path}"
+
+
+ADD = '''
+import torch
+import triton
+import triton.language as tl
+
+
+def is_cuda():   # the Triton tutorials' test, at import: Triton's driver has no GPU to find here
+    return triton.runtime.driver.active.get_current_target().backend == "cuda"
+
+
+{decorator}
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
+
+
+def add(x, y):
+    assert x.is_cuda and y.is_cuda
+    out = torch.empty_like(x)
+    add_kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, y, out, x.numel(){block})
+    return out
+
+
+def test_add():
+    torch.cuda.set_device(0)
+    with torch.cuda.device(0):
+        x = torch.randn(1000, device="cuda")
+        y = torch.randn(1000).cuda()
+        z = torch.ones(1000).to("cuda:0")
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    out = add(x, y)
+    end.record()
+    torch.cuda.synchronize()
+    assert start.elapsed_time(end) >= 0
+    torch.set_default_device("cuda")
+    w = torch.zeros(3)
+    assert w.is_cuda and z.is_cuda
+    torch.testing.assert_close(out, x + y)
+    return {{"out": out}}
+
+
+result_gold = test_add()
+print("add OK")
+'''
+PLAIN = ADD.format(decorator="", block=", BLOCK=128")
+AUTOTUNED = ADD.format(decorator="@triton.autotune(configs=[triton.Config({'BLOCK': 64}), "
+                                 "triton.Config({'BLOCK': 128})] if is_cuda() else [], key=['n'])", block="")
+
+
+def test_a_cuda_app_runs_on_the_cpu_and_says_so(cpu_only, tmp_path):
+    """``device="cuda"``, ``.cuda()``, ``.to("cuda:0")``, ``is_cuda``, ``torch.cuda.synchronize``,
+    ``set_device``, ``device(0)``, ``Event`` timing and ``set_default_device("cuda")``: all on the
+    CPU, said once on the app's stderr and in the capture's record (the CLI's line)."""
+    captured = capture(_app(tmp_path, PLAIN), "add_kernel", tmp_path / "captures")
+    log = (captured.folder / "app.log").read_text()
+    assert "add OK" in log and log.count(NOTICE) == 1
+    assert captured.launch["cuda_on_cpu"] == SCREEN_LINE
+    assert captured.launch["grid"] == [8] and captured.launch["interpreter"] is True
+
+
+@pytest.mark.parametrize("text", [PLAIN, AUTOTUNED], ids=["jit", "autotuned"])
+def test_a_one_file_operator_is_generated_without_its_test_and_its_baseline_passes(cpu_only, tmp_path, text):
+    """The generated copy leaves the module-level test out: importing it ran the app's test on
+    CUDA tensors before ('failed to import: RuntimeError: 0 active drivers' in the agent's process,
+    where the interpreter is not on), autotuned or not; the autotuned app picks its configs by
+    ``is_cuda()`` at import, which Triton's driver answers in the app and in the copy."""
+    prepared = user_kernel.prepare(_app(tmp_path, text), "add_kernel", tmp_path / "work")
+    generated = prepared.module_path.read_text()
+    assert "result_gold = test_add()" not in generated and user_kernel.APP_CODE_LINE in generated
+    assert "result_gold = test_add()" in prepared.user_file.read_text()   # the user's file keeps it
+    result = verify(prepared.module_path, tmp_path / "m.npy", VerifyConfig(dtype="float32", seeds=(1,)))
+    assert result.verdict is Verdict.PASS, result.reason
+
+
+def test_app_statements_are_the_run_not_the_definitions():
+    source = textwrap.dedent('''
+        import torch
+        import triton
+        SIZE = 64
+        UNUSED = 3
+        Shape = tuple
+        configs = make_configs()
+        layer = Op.apply
+        torch.manual_seed(0)
+
+        def make_configs():
+            return [SIZE]
+
+        class Op:
+            @staticmethod
+            def apply(x: Shape):
+                return layer, configs
+
+        def test_op():
+            return Op.apply(1)
+
+        x = torch.randn(4, device="cuda")
+        result = test_op()
+        print(result)
+        torch.cuda.synchronize()
+        if __name__ == "__main__":
+            test_op()
+    ''')
+    tree = ast.parse(source)
+    dropped = [ast.unparse(s) for s in app_statements(tree)]
+    assert dropped == ["UNUSED = 3", "x = torch.randn(4, device='cuda')", "result = test_op()", "print(result)",
+                       "torch.cuda.synchronize()"]
+
+
+@pytest.mark.skipif(hasattr(triton.language.core, "_block_ptr") or
+                    "removed" not in (triton.language.make_block_ptr.__doc__ or ""),
+                    reason="this Triton has block pointers")
+def test_a_construct_the_installed_triton_lacks_is_named_with_the_versions_that_have_it(cpu_only, tmp_path):
+    app = _app(tmp_path, '''
+        import torch, triton, triton.language as tl
+
+        @triton.jit
+        def copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+            src = tl.make_block_ptr(x_ptr, (n,), (1,), (tl.program_id(0) * BLOCK,), (BLOCK,), (0,))
+            tl.store(out_ptr + tl.program_id(0) * BLOCK + tl.arange(0, BLOCK), tl.load(src, boundary_check=(0,)))
+
+        x = torch.randn(256, device="cuda")
+        out = torch.empty_like(x)
+        copy_kernel[(4,)](x, out, 256, BLOCK=64)
+    ''')
+    with pytest.raises(CaptureError) as failed:
+        capture(app, "copy_kernel", tmp_path / "captures")
+    line = str(failed.value)
+    assert "\n" not in line and "tl.make_block_ptr" in line and "3.8.0" in line
+    assert 'pip install "triton==3.8.0"' in line
+
+
+def test_a_construct_the_app_catches_the_failure_of_is_named_too(cpu_only, tmp_path):
+    """An app that catches its kernel's failure and goes on: every launch failed, and why."""
+    if not _no_block_pointers():
+        pytest.skip("this Triton has block pointers")
+    app = _app(tmp_path, '''
+        import torch, triton, triton.language as tl
+
+        @triton.jit
+        def copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+            src = tl.make_block_ptr(x_ptr, (n,), (1,), (0,), (BLOCK,), (0,))
+            tl.store(out_ptr + tl.arange(0, BLOCK), tl.load(src, boundary_check=(0,)))
+
+        x = torch.randn(64, device="cuda")
+        try:
+            copy_kernel[(1,)](x, torch.empty_like(x), 64, BLOCK=64)
+        except Exception as e:
+            print("failed:", e)
+    ''')
+    with pytest.raises(CaptureError, match=r"every launch of copy_kernel .* \(1\) raised and the app caught it: .*"
+                                           r"tl\.make_block_ptr"):
+        capture(app, "copy_kernel", tmp_path / "captures")
+
+
+def _no_block_pointers() -> bool:
+    return "removed" in (triton.language.make_block_ptr.__doc__ or "")
+
+
+SKIPPED_BLOCKS = '''
+import torch, triton, triton.language as tl
+
+@triton.jit
+def sparse_scale_kernel(x_ptr, out_ptr, layout_ptr, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    col = tl.program_id(1)
+    if tl.load(layout_ptr + row * tl.num_programs(1) + col) == 0:
+        return   # a block the layout skips: left as it was, on purpose
+    offs = row * n_cols + col * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs) * 2.0)
+
+def test_sparse():
+    x = torch.randn(6, 5 * 16, device="cuda")
+    layout = (torch.arange(6 * 5) % 3 != 0).to(torch.int32).cuda()
+    out = torch.full_like(x, float("nan"))   # as a reused buffer that held NaN (an earlier poisoned copy)
+    sparse_scale_kernel[(6, 5)](x, out, layout, x.shape[1], BLOCK=16)
+    return out
+
+result_gold = test_sparse()
+'''
+ADD_INTO = '''
+import torch, triton, triton.language as tl
+
+@triton.jit
+def accumulate_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    acc = tl.load(out_ptr + offs, mask=mask)
+    acc += tl.load(x_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, acc, mask=mask)
+
+def test_accumulate():
+    x = torch.randn(1000, device="cuda")
+    out = torch.ones(1000, device="cuda")
+    accumulate_kernel[(triton.cdiv(1000, 64),)](x, out, 1000, BLOCK=64)
+    return out
+
+result_gold = test_accumulate()
+'''
+ATOMIC = '''
+import torch, triton, triton.language as tl
+
+@triton.jit
+def row_sum_kernel(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    col = tl.program_id(1)
+    offs = col * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n_cols
+    tl.atomic_add(out_ptr + row, tl.sum(tl.load(x_ptr + row * n_cols + offs, mask=mask, other=0.0)))
+
+def test_row_sum():
+    x = torch.randn(7, 300, device="cuda")
+    out = torch.zeros(7, device="cuda")
+    row_sum_kernel[(7, triton.cdiv(300, 64))](x, out, 300, BLOCK=64)
+    return out
+
+result_gold = test_row_sum()
+'''
+
+
+@pytest.mark.parametrize("text, kernel, output", [
+    (SKIPPED_BLOCKS, "sparse_scale_kernel", "out_ptr"),
+    (ADD_INTO, "accumulate_kernel", "out_ptr"),
+    (ATOMIC, "row_sum_kernel", "out_ptr"),
+], ids=["skipped-blocks", "add-into", "atomic-add"])
+def test_an_output_the_kernel_does_not_fully_overwrite_starts_from_the_capture(cpu_only, tmp_path, text,
+                                                                               kernel, output):
+    """Two replays with different poisons tell a fully overwritten output from one the kernel adds
+    into or leaves partly alone; the latter is not poisoned in verification but compared from the
+    captured contents, so the unmodified kernel passes (skipped blocks over NaN were refused before:
+    'output never written (still poisoned)')."""
+    prepared = user_kernel.prepare(_app(tmp_path, text), kernel, tmp_path / "work")
+    roles = {o["name"]: o for o in prepared.capture.launch["outputs"]}
+    assert roles[output]["write_only"] is False
+    result = verify(prepared.module_path, tmp_path / "m.npy", VerifyConfig(dtype="float32", seeds=(1,)))
+    assert result.verdict is Verdict.PASS, result.reason
+
+
+@triton.jit
+def _store_through_helper(p, v):
+    tl.store(p, v)
+
+
+@triton.jit
+def _two_inputs_two_outputs(x_ptr, y_ptr, out_ptr, aux_ptr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ptrs = out_ptr + offs
+    tl.store(ptrs, tl.load(x_ptr + offs) + tl.load(y_ptr + offs))
+    _store_through_helper(aux_ptr + offs, 1.0)
+
+
+def test_only_parameters_a_kernel_may_store_through_are_replayed_for_being_written():
+    """The snapshot replays the launch once per unchanged floating-point tensor to learn whether it
+    is written over NaN: only for those a store, an atomic or another function may reach (a slow
+    interpreted launch was replayed once per input before)."""
+    assert capture_hook._stored_params(_two_inputs_two_outputs.fn) & {"x_ptr", "y_ptr", "out_ptr", "aux_ptr"} \
+        == {"out_ptr", "aux_ptr"}
+
+
+def test_a_slow_interpreted_launch_is_not_replayed_and_the_capture_says_so(cpu_only, tmp_path, monkeypatch):
+    """Past ``SWIZZLEPERF_SLOW_REPLAY_S`` (0 here) the snapshot does not replay the launch (four
+    more launches of minutes each): every output starts from its captured contents, none poisoned,
+    the line says so, and the unmodified kernel still verifies."""
+    monkeypatch.setenv("SWIZZLEPERF_SLOW_REPLAY_S", "0")
+    prepared = user_kernel.prepare(_app(tmp_path, ADD_INTO), "accumulate_kernel", tmp_path / "work")
+    launch = prepared.capture.launch
+    assert launch["unreplayed"] is True and launch["outputs"] == [{"name": "out_ptr", "write_only": False,
+                                                                   "deterministic": True}]
+    assert "did not replay it to learn which outputs it fully overwrites" in prepared.capture.describe()
+    result = verify(prepared.module_path, tmp_path / "m.npy", VerifyConfig(dtype="float32", seeds=(1,)))
+    assert result.verdict is Verdict.PASS, result.reason
+
+
+def test_a_block_pointer_gap_names_where_the_app_used_it():
+    log = ('Traceback (most recent call last):\n  File "/home/u/ops/attn.py", line 88, in <module>\n'
+           '  File "/home/u/ops/attn.py", line 41, in _attn_fwd\n'
+           '  File "/venv/lib/python3.11/site-packages/triton/language/core.py", line 2100, in make_block_ptr\n'
+           'NotImplementedError: Block pointers have been removed in favor of the tensor descriptor API\n')
+    line = missing_construct(log, "3.9.0")
+    assert "tl.make_block_ptr" in line and "(used at attn.py:41)" in line and 'triton==3.8.0' in line
+
+
+@pytest.mark.parametrize("log, expected", [
+    ("    y = tl.extra.cuda.libdevice.exp(x)\n        ^^^^\nValueError: Did you forget to add @triton.jit ? "
+     "(`_semantic` argument must be provided outside of JIT functions.)\n",
+     "cannot run `y = tl.extra.cuda.libdevice.exp(x)`: a builtin it does not patch"),
+    ("AttributeError: module 'triton.language' has no attribute 'make_magic'\n", "has no tl.make_magic"),
+    ("NotImplementedError: inline_asm not supported in interpreter mode\n", "this app's kernel needs a GPU"),
+    ("ZeroDivisionError: division by zero\n", None),
+], ids=["unpatched-builtin", "missing-attribute", "inline-asm", "other"])
+def test_interpreter_gaps_are_named_from_the_apps_output(log, expected):
+    line = missing_construct(log, "3.9.0")
+    assert (line is None) if expected is None else (expected in line and "\n" not in line)
+
+
+LIBDEVICE_APP = '''
+import torch, triton, triton.language as tl
+from triton.language.extra.libdevice import tanh
+
+@triton.jit
+def gelu_tanh_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    y = 0.5 * x * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+    tl.store(out_ptr + offs, y, mask=mask)
+
+def test_gelu():
+    x = torch.randn(300, device="cuda")
+    out = torch.empty_like(x)
+    gelu_tanh_kernel[(triton.cdiv(300, 128),)](x, out, 300, BLOCK=128)
+    torch.testing.assert_close(out, torch.nn.functional.gelu(x, approximate="tanh"), atol=1e-5, rtol=1e-5)
+    return out
+
+result_gold = test_gelu()
+'''
+
+
+def test_a_libdevice_function_imported_by_name_runs_under_the_interpreter(cpu_only, tmp_path):
+    """No Triton's interpreter runs libdevice (3.9.0's stubs return None: 'unsupported operand
+    type(s) for +: int and NoneType'); numpy stands in, in the app's run and in verification's
+    (the generated module installs the same), so the baseline still verifies bitwise."""
+    prepared = user_kernel.prepare(_app(tmp_path, LIBDEVICE_APP), "gelu_tanh_kernel", tmp_path / "work")
+    assert "_swizzleperf_shims()" in prepared.module_path.read_text()
+    result = verify(prepared.module_path, tmp_path / "m.npy", VerifyConfig(dtype="float32", seeds=(1,)))
+    assert result.verdict is Verdict.PASS, result.reason
