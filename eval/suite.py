@@ -257,10 +257,32 @@ def _kernel_row(record: RunRecord, kernel: str, run_id: str | None, status: str,
         real = best.get(f"beyond_noise_vs_{other}")
         out[f"speedup_vs_{other}"] = speedup if real else (1.0 if speedup is not None else None)
         out[f"l2_gain_vs_{other}"] = best.get(f"l2_gain_vs_{other}")
+    out.update(_roof_columns(report))
     out.update(_iteration_columns(record, run_id, report))
     out.update(status=status, reason=reason or "")
     out["verdict"] = _verdict(out) if status == "finished" else f"{status}: {reason}" if reason else status
     return out
+
+
+def _roof_columns(report: dict) -> dict:
+    """The best order's roof (report.json's ``roof``, profiling/roof.py): "% of roof" (the floor no
+    tile order can beat over the measured time; None where not measured), the most any order could
+    still gain, the binding roof and whether it was measured or predicted."""
+    roof = ((report.get("roof") or {}).get("orders") or {}).get("best") or {}
+    measured = roof.get("status") == "measured"
+    return {"best_roof_share": roof.get("roof_share") if measured else None,
+            "best_roof_max_gain": roof.get("max_gain") if measured else None,
+            "best_roof_binding": roof.get("binding"), "best_roof_status": roof.get("status")}
+
+
+def _roof_cell(row: dict) -> str:
+    """ "71.0% (compute)" measured; "not measured (DRAM, predicted)" simulated; "n/a" without a roof."""
+    status = row.get("best_roof_status")
+    if not isinstance(status, str):
+        return "n/a"
+    if status != "measured":
+        return f"not measured ({row.get('best_roof_binding')}, predicted)"
+    return f"{_fmt(row.get('best_roof_share'), 'pct')} ({row.get('best_roof_binding')})"
 
 
 def _iteration_columns(record: RunRecord, run_id: str | None, report: dict) -> dict:
@@ -322,8 +344,8 @@ def _markdown(table: pd.DataFrame) -> str:
     times, DRAM bytes, speedups, the iteration of the best, rejections, tokens and cost, the
     kernel's status; a kernel that did not finish has its reason in the verdict), one row per kernel."""
     lines = ["| kernel | mode | status | baseline L2 | expert L2 | best (order) L2 | baseline ms | expert ms | best ms "
-             "| baseline DRAM GB | best DRAM GB | vs baseline | vs expert | iter. of best | rejected | tokens (cost) "
-             "| verdict |", "|" + "---|" * 17]
+             "| baseline DRAM GB | best DRAM GB | vs baseline | vs expert | % of roof | iter. of best | rejected "
+             "| tokens (cost) | verdict |", "|" + "---|" * 18]
     for r in table.to_dict("records"):
         lines.append(f"| {r['kernel']} | {_fmt(r['mode'], 'text')} | {_fmt(r['status'], 'text')} "
                      f"| {_fmt(r['baseline_l2_hit_rate'], 'pct')} "
@@ -332,12 +354,14 @@ def _markdown(table: pd.DataFrame) -> str:
                      f"| {_time_cell(r, 'baseline')} | {_time_cell(r, 'expert')} "
                      f"| {_time_cell(r, 'best')} | {_fmt(r['baseline_dram_bytes'], 'gb')} "
                      f"| {_fmt(r['best_dram_bytes'], 'gb')} | {_fmt(r['speedup_vs_baseline'], 'x')} "
-                     f"| {_fmt(r['speedup_vs_expert'], 'x')} | {_fmt(r['iteration_of_best'], 'int')} "
+                     f"| {_fmt(r['speedup_vs_expert'], 'x')} | {_roof_cell(r)} | {_fmt(r['iteration_of_best'], 'int')} "
                      f"| {_fmt(r['rejected'], 'text') if r['rejected'] else 'none'} "
                      f"| {_tokens_cell(r)} | {r['verdict']} |")
     sources = ", ".join(sorted({s for s in table.best_source.dropna()}))
     return ("\n".join(lines) + f"\n\nL2 and DRAM figures: {sources}; a speedup within the measured spread is "
-            f"shown as 1.00x; tokens are prompt + completion over the run's LLM requests.\n")
+            f"shown as 1.00x; '% of roof' is the best's floor (max of FLOPs / compute peak and compulsory bytes / "
+            f"DRAM peak: no tile order can run faster) over its measured time, with the binding roof; tokens are "
+            f"prompt + completion over the run's LLM requests.\n")
 
 
 def _tokens_cell(row: dict) -> str:

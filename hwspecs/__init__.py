@@ -29,6 +29,11 @@ class HardwareSpec:
         llc_bytes: memory-side last-level cache (AMD Infinity Cache) in bytes, or 0 if none.
         dram_bytes_per_s: peak memory bandwidth in bytes/s (vendor figure).
         peak_bf16_flops: dense bf16 matrix peak in FLOP/s (vendor figure).
+        peak_fp16_flops: dense fp16 matrix peak in FLOP/s (vendor figure); None where not given.
+        peak_fp32_flops: fp32 vector (non-matrix) peak in FLOP/s: what a kernel without
+            ``tl.dot`` can reach, whatever its input dtype (vendor figure); None where not given.
+        l2_bytes_per_s: aggregate L2 bandwidth in bytes/s; a vendor figure, or an estimate that
+            its YAML comment says is one and how it was derived; None where neither exists.
         shared_memory_per_cu_bytes: shared memory / LDS per SM or CU in bytes.
         l1_bytes_per_cu: L1 data cache per SM or CU in bytes (on NVIDIA the capacity L1 and
             shared memory share: what a kernel without shared memory gets).
@@ -87,6 +92,9 @@ class HardwareSpec:
     matmul_tile_rates: tuple = ()
     matmul_tile_fixed_s: float | None = None
     matmul_last_wave_exp: float | None = None
+    peak_fp16_flops: float | None = None
+    peak_fp32_flops: float | None = None
+    l2_bytes_per_s: float | None = None
 
     @property
     def l2_bytes_total(self) -> int:
@@ -113,6 +121,7 @@ from .loader import (  # noqa: E402
     list_specs,
     load_spec,
     match_spec,
+    value_sources,
     resolve_target,
 )
 
@@ -128,4 +137,5 @@ __all__ = [
     "load_spec",
     "match_spec",
     "resolve_target",
+    "value_sources",
 ]

@@ -108,6 +108,25 @@ def load_spec(name: str) -> HardwareSpec:
     return HardwareSpec(**values)
 
 
+def value_sources(name: str) -> dict:
+    """``{field: its source}``: the comment after each value in ``hwspecs/<name>.yaml`` (every
+    value there names its source on its own line: ``dram_bytes_per_s: 3.35e12  # NVIDIA H100
+    datasheet...``), for reports that show a peak with where it came from.
+
+    Raises:
+        UnknownHardwareError: no YAML file of that name.
+    """
+    key = name.strip().lower()
+    if key not in list_specs():
+        raise UnknownHardwareError(f"unknown hardware '{name}': known {', '.join(list_specs())}")
+    sources = {}
+    for line in resources.files(__package__).joinpath(f"{key}.yaml").read_text().splitlines():
+        field_name, colon, rest = line.partition(":")
+        if colon and not line.startswith((" ", "#")) and "  # " in rest:
+            sources[field_name.strip()] = rest.split("  # ", 1)[1].strip()
+    return sources
+
+
 def _check_keys(path: str, data: dict) -> None:
     """Raise ValueError naming ``path`` and the first missing or unexpected key."""
     expected = [f.name for f in dataclasses.fields(HardwareSpec)]

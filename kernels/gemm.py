@@ -261,6 +261,7 @@ SPEC = KernelSpec(
     trace=trace,
     flops=lambda p: 2.0 * p["M"] * p["N"] * p["K"],
     min_bytes=lambda p, dtype: 2.0 * (p["M"] * p["K"] + p["K"] * p["N"] + p["M"] * p["N"]),
+    compute="matrix",                      # tl.dot: the dtype's dense matrix peak is its compute roof
     dtypes=("bfloat16", "float16"),
     rewrite_target="swizzle",
     expert="grouped-m:8",

@@ -48,6 +48,9 @@ class KernelSpec:
             it the generic tracer (profiling/tracer.py) derives the trace from the kernel itself.
         flops: ``(problem) -> float``: floating-point operations of one launch (for TFLOP/s).
         min_bytes: ``(problem, dtype) -> float``: fewest bytes one launch must move (for GB/s).
+        compute: which units do ``flops``: ``"matrix"`` (``tl.dot`` on tensor / matrix cores: the
+            dtype's dense matrix peak) or ``"vector"`` (the fp32 vector peak); picks the compute
+            roof a measured time is compared with (profiling/roof.py).
         dtypes: dtype names the kernel supports; the first is the default.
         rewrite_target: name of the ``@triton.jit`` function that candidates replace.
         expert: the hand-written reference order: a catalog name (``"grouped-m:8"``) or the full
@@ -82,6 +85,7 @@ class KernelSpec:
     flops: Callable[[Problem], float]
     min_bytes: Callable[[Problem, str], float]
     dtypes: tuple = ("bfloat16",)
+    compute: str = "vector"
     trace: Callable[[Problem, Meta], Any] | None = None
     rewrite_target: str = "swizzle"
     expert: str | None = None

@@ -23,10 +23,11 @@ from langgraph.graph import END, START, StateGraph
 from swizzleperf.agent.proposers.base import ProposalContext, ProposerError, ProposerExhausted
 from swizzleperf.agent.verification import lessons
 from swizzleperf.agent.verification.verify import Verdict
+from swizzleperf.profiling import roof
 
 PROMPT_METRICS = ("l2_hit_rate", "l2_read_hit_rate", "l2_source", "time_ms", "time_spread_ms",
                   "time_source", "profile", "dram_bytes", "dram_source", "predicted_l2_hit_rate",
-                  "predicted_source", "predicted_time_ms")
+                  "predicted_source", "predicted_time_ms", "roof")
 
 
 class LoopState(TypedDict, total=False):
@@ -51,7 +52,9 @@ class Budget:
     from the start of the loop in this process: no proposal is made that would not end in time,
     with time left for the final head-to-head (each estimated as long as a candidate took so
     far, or the baseline before the first, less the one-time setup its metrics report as
-    ``setup_s``: a distributed run's ranks starting)."""
+    ``setup_s``: a distributed run's ranks starting); ``roof_margin``: stop as soon as the
+    baseline or the best is measured so close to the roof that no tile order can gain more than
+    this share or the measured spread (profiling/roof.py's ``at_roof``; None: never)."""
 
     iterations: int = 8
     plateau: int = 4
@@ -59,6 +62,7 @@ class Budget:
     target_l2: float | None = None
     max_proposer_failures: int = 3
     time_s: float | None = None
+    roof_margin: float | None = roof.DEFAULT_MARGIN
 
 
 @dataclass
@@ -111,8 +115,10 @@ class Loop:
                 and self.evaluator.better(expert, base):
             best = expert   # a distributed run answers with whatever it measured fastest
         self.record.mark_best(self.run_id, best["kind"], 0)
-        return {"baseline": base, "expert": expert, "best": best, "iteration": 0, "stale": 0,
-                "proposer_failures": 0, "history": []}
+        update = {"baseline": base, "expert": expert, "best": best, "iteration": 0, "stale": 0,
+                  "proposer_failures": 0, "history": []}
+        stop = self._at_roof(best) or self.evaluator.order_cannot_matter()
+        return {**update, "stop_reason": stop} if stop else update
 
     def analyze(self, state: LoopState) -> dict:
         return {"analysis": self.evaluator.analysis(state["baseline"])}
@@ -270,6 +276,16 @@ class Loop:
                 f"the final head-to-head about as long: stopped after {state.get('iteration', 0)} of "
                 f"{self.budget.iterations} iterations")
 
+    def _at_roof(self, best: dict) -> str | None:
+        """The stop reason when ``best`` was measured at the roof: "at N % of the roof: no tile
+        order can gain more than M %" (``Budget.roof_margin``), else None."""
+        if self.budget.roof_margin is None or best.get("verdict") != Verdict.PASS.value:
+            return None
+        stop = roof.at_roof(best.get("metrics") or {}, self.budget.roof_margin)
+        if stop:
+            self.on_event("roof", {"name": best.get("name"), "line": stop})
+        return stop
+
     def _stop_reason(self, state: dict, attempt: dict) -> str | None:
         b = self.budget
         if state["proposer_failures"] >= b.max_proposer_failures:
@@ -277,6 +293,9 @@ class Loop:
         reached = self.evaluator.target_reached(state["best"], state["baseline"], b.target_speedup, b.target_l2)
         if reached:
             return reached
+        at_roof = self._at_roof(state["best"])
+        if at_roof:
+            return at_roof
         if state["iteration"] >= b.iterations:
             return f"iteration budget reached ({b.iterations})"
         if state["stale"] >= b.plateau:

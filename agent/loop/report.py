@@ -63,12 +63,90 @@ def build_report(state: dict, run: dict, target_message: str, extra: dict | None
     if best:
         verified = best.get("verdict") == Verdict.PASS.value
         report["best"].update(permutation_verified=verified, numerics_verified=verified,
-                              swizzle_source=best.get("source", ""), kind=best.get("kind"))
+                              swizzle_source=best.get("source", ""), kind=best.get("kind"),
+                              kernel_sha256=best.get("kernel_sha256"),   # of the verified text (--in-place)
+                              # proven on every grid, or checked up to a box and guarded (agent/verification/prove.py)
+                              permutation_scope=best.get("permutation_scope") if verified else None)
         report["best"].update(_comparisons(best, baseline, expert, run["mode"]))
     if report.get("distributed"):
         _with_confirmed_torch(report)
         report["distributed"].update(_distributed_outcome(report, history))
+    report.update(roof_fields(state, run["hardware"]))
     return report
+
+
+def roof_fields(state: dict, hardware: str) -> dict:
+    """report.json's ``roof``: per order (baseline, expert, best, each attempt by iteration) what
+    profiling/roof.py found for it: TFLOP/s and its share of the compute peak, DRAM and L2 GB/s and
+    their shares, the binding roof, "% of roof" and the most any tile order can gain (measured), or
+    the predicted bytes and "not measured" (simulated); and ``peaks``: each peak of the hardware
+    spec that a share used, with its source (hwspecs/*.yaml). Empty where no attempt has a roof."""
+    from swizzleperf import hwspecs
+    keys = ("status", "tflops", "gbps", "l2_gbps", "shares", "binding", "binding_why", "floor_ms",
+            "roof_share", "max_gain", "dram_bytes", "dram_source", "l2_bytes", "l2_source", "flops",
+            "min_bytes", "time_ms", "line")
+    rows = [(label, state.get(label)) for label in ("baseline", "expert", "best")]
+    rows += [(f"attempt {h.get('iteration')}", h) for h in state.get("history", [])]
+    orders = {label: {"name": a.get("name"), **{k: a["metrics"]["roof"].get(k) for k in keys}}
+              for label, a in rows if a and ((a.get("metrics") or {}).get("roof"))}
+    if not orders:
+        return {}
+    first = next(a["metrics"]["roof"]["peaks"] for _, a in rows if a and (a.get("metrics") or {}).get("roof"))
+    try:
+        sources = hwspecs.value_sources(hardware)
+    except hwspecs.UnknownHardwareError:
+        sources = {}
+    fields = {"flops": first.get("flops_field"), "dram_bytes_per_s": "dram_bytes_per_s",
+              "l2_bytes_per_s": "l2_bytes_per_s"}
+    peaks = {key: {"value": first.get(key), "field": field, "source": sources.get(field or "", "no such peak in the spec"),
+                   **({"what": first.get("flops_what")} if key == "flops" else {})}
+             for key, field in fields.items()}
+    return {"roof": {"orders": orders, "peaks": peaks, "rule": _ROOF_RULE}}
+
+
+#: How report.md and report.json explain the roof (profiling/roof.py's module docstring, short).
+_ROOF_RULE = ("bound by the peak with the largest achieved share; 'latency / too few waves' when the launch has "
+              "fewer programs than one wave or every share is under 40 %; a tile order changes the bytes moved, "
+              "not the FLOPs or the compulsory bytes, so no order can run under max(FLOPs / compute peak, "
+              "compulsory bytes / DRAM peak): '% of roof' is that floor over the time, and the most any order can "
+              "gain is time / floor - 1")
+
+
+def roof_lines(report: dict) -> list:
+    """report.md's "Roof" section: one row per order with a roof, then the peaks with their sources."""
+    r = report.get("roof") or {}
+    if not r.get("orders"):
+        return []
+    lines = ["", "## Roof", "", "| order | TFLOP/s | % of compute peak | DRAM GB/s | % of DRAM peak | L2 GB/s | "
+             "% of L2 peak | bound by | % of roof | most any order can gain |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for label, o in r["orders"].items():
+        s = o.get("shares") or {}
+        if o.get("status") != "measured":
+            dram = "n/a" if o.get("dram_bytes") is None else f"{o['dram_bytes'] / 1e9:.2f} GB predicted"
+            lines.append(f"| {md_text(label)}: {md_text(o.get('name'))} | not measured | not measured | {dram} | "
+                         f"not measured | not measured | not measured | {md_text(o.get('binding'))} (predicted) | "
+                         f"not measured | not measured |")
+            continue
+        lines.append(f"| {md_text(label)}: {md_text(o.get('name'))} | {_num1(o.get('tflops'))} | {_pct(s.get('compute'))} | "
+                     f"{_num1(o.get('gbps'))} | {_pct(s.get('DRAM'))} | {_num1(o.get('l2_gbps'))} | {_pct(s.get('L2'))} | "
+                     f"{md_text(o.get('binding'))} | {_pct(o.get('roof_share'))} | {_pct(o.get('max_gain'))} |")
+    best = r["orders"].get("best") or {}
+    if best.get("status") == "measured" and isinstance(best.get("roof_share"), float):
+        # our own sentence of numbers (profiling/roof.py's stop_line), written as it reads
+        lines.append(f"\nbest: at {100 * best['roof_share']:.0f} % of the roof: no tile order can gain more than "
+                     f"{100 * best['max_gain']:.0f} %")
+    lines.append("")
+    for key, p in r["peaks"].items():
+        value = "none" if p["value"] is None else (f"{p['value'] / 1e12:.1f} TFLOP/s" if key == "flops"
+                                                    else f"{p['value'] / 1e9:.0f} GB/s")
+        what = f" ({md_text(p['what'])})" if p.get("what") else ""
+        lines.append(f"- {md_text(p['field'] or key)}{what}: {value}: {md_text(p['source'])}")
+    lines.append(f"- rule: {md_text(r['rule'])}")
+    return lines
+
+
+def _num1(x) -> str:
+    return "n/a" if x is None else f"{x:.1f}"
 
 
 def _distributed_outcome(report: dict, history: list) -> dict:
@@ -203,6 +281,7 @@ def render_markdown(report: dict) -> str:
     lines += _expert_lines(report)
     lines += _library_lines(report.get("library"))
     lines += _workload_lines(report.get("workload"))
+    lines += roof_lines(report)
     lines += ["", "## Attempts", "", "| # | name | verdict | L2 hit rate | DRAM | cross-domain | time (ms) | lesson / reason |",
               "|---|---|---|---|---|---|---|---|"]
     for a in report["attempts"]:
@@ -222,7 +301,10 @@ def render_markdown(report: dict) -> str:
         title = "Best configuration" if report.get("distributed") else "Best swizzle"
         fence = "json" if report.get("distributed") else "python"
         lines += ["", f"## {title} ({md_text(best['name'])}, verified: permutation {best['permutation_verified']}, "
-                      f"numerics {best['numerics_verified']})", "", *fenced(str(best["swizzle_source"]), fence)]
+                      f"numerics {best['numerics_verified']})", "",
+                  *([md_text(best["permutation_scope"][:1].upper() + best["permutation_scope"][1:]) + ".", ""]
+                    if best.get("permutation_scope") else []),
+                  *fenced(str(best["swizzle_source"]), fence)]
     return "\n".join(lines) + "\n"
 
 

@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Callable
 
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from swizzleperf import hwspecs
 from swizzleperf.agent.distributed import evaluator as distributed
 from swizzleperf.agent.loop.graph import Budget, Loop
-from swizzleperf.agent.loop.record import RunRecord, storage_fault
+from swizzleperf.agent.loop.record import RunRecord, storage_fault, stored_json, stored_options
 from swizzleperf.agent.loop.report import build_report, write_outputs
 from swizzleperf.agent.proposers.overlap_policy import OverlapPolicy
 from swizzleperf.agent.proposers.policy import SearchPolicy
@@ -28,7 +29,13 @@ from swizzleperf.agent.verification.measure import Measurer
 from swizzleperf.agent.verification.verify import VerifyConfig
 from swizzleperf.kernels.distributed.spec import DistKernelSpec
 from swizzleperf.sandbox.redact import MASK, redact
-from swizzleperf.sandbox.write_back import digest, write_back
+from swizzleperf.sandbox.untrusted import read_source
+from swizzleperf.sandbox.write_back import digest, verified_text, write_back
+
+#: How the record's checkpoints are read back: LangGraph's serializer with only its built-in safe
+#: types (the loop's state is plain data). Its default rebuilds any ``module.name(args)`` a
+#: checkpoint row names, so a planted row would run code on ``--resume`` (#41).
+CHECKPOINT_SERDE = JsonPlusSerializer(allowed_msgpack_modules=None)
 
 
 class RunError(Exception):
@@ -66,6 +73,7 @@ class RunOptions:
     problem: str | None = None
     kernel_sha256: str | None = None   # of the kernel file's text when the run read it (--in-place)
     time_budget_s: float | None = None   # seconds for the loop in this process (graph.Budget.time_s)
+    roof_margin: float | None = 0.03     # stop at the roof (graph.Budget.roof_margin; profiling/roof.py)
 
 
 @dataclass
@@ -131,7 +139,7 @@ def resume(run_id: str, workdir: str = ".swizzleperf", on_event: Callable = lamb
     """
     record = RunRecord(Path(workdir))
     row = record.run(run_id)
-    options = RunOptions(**{**row["config"], "workdir": workdir})
+    options = stored_options(row, RunOptions, workdir=workdir)
     options = dataclasses.replace(options, base_url=_endpoint_again(run_id, options.base_url, base_url))
     run_dir = run_dir_of(Path(workdir), row["run_dir"])
     original = run_dir / f"original_{Path(options.kernel).name}"
@@ -193,7 +201,7 @@ def _build_dist_loop(options, spec, target, record, run_id, run_dir, on_event, p
     if dtype not in spec.dtypes:
         raise RunError(f"--dtype must be one of {', '.join(spec.dtypes)}, got {dtype}")
     evaluator = distributed.DistEvaluator(
-        kernel_path=kernel_path, module_source=kernel_path.read_text(), spec=spec,
+        kernel_path=kernel_path, module_source=read_source(kernel_path), spec=spec,
         problem_name=problem, world_size=target.world_size, target=target,
         candidates_dir=run_dir / "candidates", timeout_s=options.timeout_s, dtype=dtype, problem_sizes=sizes)
     budget = Budget(iterations=options.iterations, plateau=options.plateau,
@@ -228,7 +236,7 @@ def chat_settings(options: RunOptions) -> dict:
 def _build_loop(options, spec, target, record, run_id, run_dir, on_event, proposer,
                 kernel_path: Path | None = None) -> Loop:
     kernel_path = kernel_path or Path(options.kernel)
-    source = kernel_path.read_text()
+    source = read_source(kernel_path)
     dtype = options.dtype or spec.dtypes[0]
     if dtype not in spec.dtypes:
         raise RunError(f"--dtype must be one of {', '.join(spec.dtypes)}, got {dtype}")
@@ -242,7 +250,7 @@ def _build_loop(options, spec, target, record, run_id, run_dir, on_event, propos
                           measurer=measurer)
     budget = Budget(iterations=options.iterations, plateau=options.plateau,
                     target_speedup=options.target_speedup, target_l2=options.target_l2,
-                    time_s=options.time_budget_s)
+                    time_s=options.time_budget_s, roof_margin=options.roof_margin)
     try:
         measurer.trace  # built now: a kernel that cannot be traced fails before the run starts
     except Exception as exc:
@@ -305,8 +313,8 @@ def _write_transcript(record: RunRecord, run_id: str, run_dir: Path) -> None:
         return
     with open(run_dir / "transcript.jsonl", "w") as out:
         for row in frame.astype(object).where(frame.notna(), None).to_dict("records"):  # NULL -> null, not NaN
-            row["messages"] = json.loads(row.pop("messages_json"))
-            row["tool_calls"] = json.loads(row.pop("tool_calls_json"))
+            row["messages"] = stored_json(row.pop("messages_json"), "messages_json")
+            row["tool_calls"] = stored_json(row.pop("tool_calls_json"), "tool_calls_json")
             out.write(json.dumps(row) + "\n")
 
 
@@ -323,7 +331,7 @@ def _drive(loop: Loop, record: RunRecord, run_id: str, run_dir: Path, target, in
     status, failure, graph, signal_name = "interrupted", None, None, None
     connection = sqlite3.connect(record.db_path, check_same_thread=False, timeout=record.wait_s)
     try:
-        graph = loop.build(SqliteSaver(connection))
+        graph = loop.build(SqliteSaver(connection, serde=CHECKPOINT_SERDE))
         if reopen:
             graph.update_state(config, {"stop_reason": "", "proposer_failures": 0}, as_node="reflect")
         graph.invoke(initial, config)
@@ -397,11 +405,15 @@ def _finish(loop: Loop, graph, config: dict, record: RunRecord, run_id: str, run
 
 def _write_back(user_file: Path, best: dict, options: RunOptions, run_dir: Path) -> str:
     """``--in-place``: the best kernel into the user's file, only if unchanged since the run read
-    it (the digest in the record; a run recorded before digests: its original copy). One line."""
+    it (the digest in the record; a run recorded before digests: its original copy), and only the
+    text that was verified (the candidate file's digest kept with the attempt). One line."""
     expected = options.kernel_sha256
     if expected is None:
         expected = digest((run_dir / f"original_{user_file.name}").read_bytes())
-    written, why = write_back(user_file, expected, Path(best["kernel_file"]).read_text())
+    text, why = verified_text(Path(best["kernel_file"]), best.get("kernel_sha256"))
+    written = False
+    if text is not None:
+        written, why = write_back(user_file, expected, text)
     if written:
         return f"wrote the best kernel ({best.get('name')}) into {user_file}"
     return (f"not written: {why}; the best kernel is {run_dir / user_file.name} and its patch "

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from swizzleperf.profiling import backends, l2sim, ncu, profiler
+from swizzleperf.profiling import backends, l2sim, ncu, profiler, roof
 from swizzleperf.profiling.ncu import NcuError, find_ncu, profile_launch
+from swizzleperf.sandbox.untrusted import read_source
 
 
 def plain(value):
@@ -69,13 +70,38 @@ class Measurer:
                        dram_bytes=metrics["predicted_dram_bytes"], dram_source=metrics["predicted_source"],
                        time_ms=None, time_spread_ms=None, time_source=None, notes="",
                        profile=profiler.from_prediction(metrics))
-        if self.target.mode != "measured":
-            return plain(metrics)
-        metrics.update(self._timing(details.get("timing")))
-        measured = self._profile(Path(kernel_path))
-        measured["profile"] = _merged(measured.get("profile", []), metrics["profile"])
-        metrics.update(measured)
+        if self.target.mode == "measured":
+            metrics.update(self._timing(details.get("timing")))
+            measured = self._profile(Path(kernel_path))
+            measured["profile"] = _merged(measured.get("profile", []), metrics["profile"])
+            metrics.update(measured)
+        metrics["roof"] = self.roof(metrics)
         return plain(metrics)
+
+    def roof(self, metrics: dict) -> dict | None:
+        """The candidate's roof (profiling/roof.py) from its metrics: measured where it was timed
+        (the DRAM bytes ncu's or rocprof's, else the simulator's, labelled predicted; the L2 bytes
+        the profiler's L2 requests x the spec's sector size), else predicted; None for a spec
+        without ``flops`` and ``min_bytes``."""
+        spec, hw = self.spec, self.target.spec
+        if not callable(getattr(spec, "flops", None)) or not callable(getattr(spec, "min_bytes", None)):
+            return None
+        problem = spec.problems["default"]
+        common = {"programs": spec.num_programs("default"),
+                  "wave": hw.compute_units * self.trace.programs_per_cu}
+        args = (float(spec.flops(problem)), float(spec.min_bytes(problem, self.dtype)), hw, self.dtype,
+                getattr(spec, "compute", "vector"))
+        if metrics.get("time_ms") is None:
+            return roof.predicted(*args, dram_bytes=metrics.get("predicted_dram_bytes"),
+                                  dram_source=metrics.get("predicted_source") or "", **common)
+        dram_source = metrics.get("dram_source") or ""
+        requests = next((e for e in metrics.get("profile") or [] if e.get("name") == "l2_requests"
+                         and str(e.get("source", "")).startswith("measured")), None)
+        return roof.measured(*args, time_ms=metrics["time_ms"], dram_bytes=metrics.get("dram_bytes"),
+                             dram_source=dram_source + (" (predicted)" if dram_source.startswith("simulated") else ""),
+                             l2_bytes=None if requests is None else requests["value"] * hw.l2_sector_bytes,
+                             l2_source="" if requests is None else
+                             f"{requests['source']}: L2 requests x {hw.l2_sector_bytes} B", **common)
 
     def predict(self, order: np.ndarray) -> dict:
         """The simulator's figures for a program -> tile order (``order[p]`` = flat tile index)."""
@@ -183,7 +209,7 @@ def profile_kernel(kernel_path: Path, hw: str | None = None, swizzle: str | None
     kernel_path = Path(kernel_path)
     spec = load_spec(kernel_path)
     target = target or hwspecs.resolve_target(hw)
-    source = kernel_path.read_text()
+    source = read_source(kernel_path)
     folder = Path(workdir) / "profiles" / f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     folder.mkdir(parents=True, exist_ok=True)
     orders = []
