@@ -49,6 +49,8 @@ class Progress:
             self.status.update(f"timing head to head: {label}")
         elif kind == "attempt":
             console.print(_attempt_line(data))
+        elif kind == "roof":
+            console.print(f"{label}: {data['line']}", markup=False)
 
 
 def _attempt_line(a: dict) -> str:
@@ -83,6 +85,7 @@ def _fail(message: str) -> None:
 
 @app.command()
 def optimize(
+    ctx: typer.Context,
     kernel: Optional[str] = typer.Argument(None, help="Kernel module, e.g. kernels/gemm.py."),
     hw: Optional[str] = typer.Option(None, "--hw", help="Hardware spec (h100, h200, mi300x...); default: the detected GPU, else mi300x simulated."),
     iterations: int = typer.Option(8, "--iterations", "-n", min=1, help="Proposals to evaluate at most."),
@@ -90,6 +93,7 @@ def optimize(
     time_budget: Optional[float] = typer.Option(None, "--time-budget", help="Seconds the run may take: no proposal is made that would not end in time (time kept for the final head-to-head); the report says where it stopped."),
     target_speedup: Optional[float] = typer.Option(None, help="Stop once the best is this much faster than the baseline."),
     target_l2: Optional[float] = typer.Option(None, help="Stop once the best L2 hit rate (0..1) reaches this."),
+    roof_margin: float = typer.Option(0.03, "--roof-margin", min=0.0, help="Stop once the baseline or the best is measured so close to the roof that no tile order can gain more than this share (or the measured spread): 'at N % of the roof: no tile order can gain more than M %'."),
     model: Optional[str] = typer.Option(None, help="LLM model name; without it the built-in search policy proposes."),
     base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp...); key from OPENAI_API_KEY. Credentials in it (user:password@, ?key=) are never shown or stored: give it again with --resume."),
     llm_timeout: float = typer.Option(300.0, help="Seconds one proposal may take: every request, retry and re-ask (streamed, cancelled at the deadline)."),
@@ -110,10 +114,12 @@ def optimize(
     app: Optional[str] = typer.Option(None, "--app", help="Your own command that launches --kernel (e.g. \"python app.py\"): one launch is captured and its tile mapping lifted, no KernelSpec needed."),
     kernel_name: Optional[str] = typer.Option(None, "--kernel", help="With --app: the @triton.jit kernel's function name."),
     test: Optional[str] = typer.Option(None, "--test", help="With --app: your test command, run at the end against the optimized kernel."),
+    top: Optional[int] = typer.Option(None, "--top", min=1, help="With --app and no --kernel: optimize the N hottest kernels whose tile order can matter, in turn (one summary table)."),
+    allow_unboxed_writes: bool = typer.Option(False, "--allow-unboxed-writes", metavar="", help="Run model-written code even where the worker's box cannot make the file system read-only (no mount namespace, no Landlock): it could then write anywhere you can. Also SWIZZLEPERF_ALLOW_UNBOXED_WRITES=1."),
 ) -> None:
     """Optimize the block swizzle of KERNEL (or, for a distributed kernel, its overlap
-    configuration), or of your own kernel with --app CMD --kernel NAME, or continue a run with
-    --resume RUN_ID."""
+    configuration), or of your own app's kernels with --app CMD (the hottest one whose tile order
+    can matter; --kernel NAME picks it yourself), or continue a run with --resume RUN_ID."""
     from swizzleperf.agent.loop import run
     from swizzleperf.agent.loop.record import RecordError, UnknownRunError
     from swizzleperf.kernels.spec import KernelLoadError
@@ -128,7 +134,19 @@ def optimize(
         _fail(f"--target-speedup must be > 0, got {target_speedup}")
     if time_budget is not None and not time_budget > 0:
         _fail(f"--time-budget must be > 0 seconds, got {time_budget}")
+    from swizzleperf import sandbox
+    if allow_unboxed_writes:
+        sandbox.allow_unboxed_writes()
+    if sandbox.write_refusal():
+        _fail(sandbox.write_refusal())
     _interruptible()
+    if app and kernel_name is None and kernel is None and resume is None:
+        choice = _bottlenecks(app, top or 1, hw, workdir)
+        if top is not None:
+            return _optimize_in_turn(ctx, choice)
+        kernel_name = choice.chosen[0].kernel
+    elif top is not None:
+        _fail("--top goes with --app CMD and no --kernel: the N hottest kernels of the app are optimized in turn")
     prepared = _capture_app(app, kernel_name, test, kernel, resume, workdir) if (app or kernel_name or test) else None
     kernel = str(prepared.module_path) if prepared else kernel
     progress = Progress(iterations)
@@ -145,7 +163,7 @@ def optimize(
                                          price_in_per_mtok=price_in, price_out_per_mtok=price_out,
                                          dtype=dtype, timeout_s=timeout, use_ncu=not no_ncu,
                                          in_place=in_place and not prepared, workdir=workdir, world_size=world_size,
-                                         problem=problem, time_budget_s=time_budget)
+                                         problem=problem, time_budget_s=time_budget, roof_margin=roof_margin)
                 outcome = run.start(options, on_event=progress)
     except (KernelLoadError, UnknownHardwareError, UnknownRunError, run.RunError, RecordError) as exc:
         _fail(str(exc))
@@ -173,6 +191,68 @@ def optimize(
         _fail(f"the proposer gave no candidate in any of its {len(attempts)} proposals (the last: "
               f"{attempts[-1].get('reason')}); "
               f"every request is in {outcome.run_dir / 'transcript.jsonl'}")
+    return outcome
+
+
+def _bottlenecks(app, top: int, hw, workdir):
+    """``--app CMD`` without ``--kernel``: the app profiled once, its kernels listed, the choice
+    and each hotter kernel passed over printed (agent/capture/bottleneck.py)."""
+    from swizzleperf.agent.capture import bottleneck
+    from swizzleperf.agent.capture.capture import CaptureError
+    from swizzleperf.hwspecs import UnknownHardwareError
+    try:
+        with console.status(f"running `{app}` once under a kernel trace"):
+            profile = bottleneck.profile_app(app, Path(workdir), hw=hw)
+        _print_profile(profile)
+        choice = bottleneck.choose(profile, top)
+    except (CaptureError, UnknownHardwareError) as exc:
+        _fail(str(exc))
+    for line in choice.lines():
+        console.print(line, markup=False)
+    return choice
+
+
+def _print_profile(profile) -> None:
+    from swizzleperf.agent.capture.bottleneck import table_rows
+    table = Table(title=f"Triton kernels of `{escape(profile.app)}`, hottest first")
+    for column in ("kernel", "where", "calls", "largest grid", "programs", "waves", "time", "share", "time source"):
+        table.add_column(column)
+    for row in table_rows(profile):
+        table.add_row(*(escape(c) for c in row))
+    console.print(table)
+    console.print(f"time: {profile.note or profile.source}; waves at {profile.wave_note}", markup=False)
+
+
+def _optimize_in_turn(ctx: typer.Context, choice) -> None:
+    """``--top N``: each chosen kernel optimized as ``--app CMD --kernel NAME`` would be (one run
+    each, in the same run record), then one summary table."""
+    results = []
+    for row in choice.chosen:
+        console.rule(f"{row.kernel} ({'-' if row.share is None else f'{row.share:.0%}'} of the time)")
+        try:
+            outcome = ctx.invoke(ctx.command.callback, **{**ctx.params, "kernel_name": row.kernel, "top": None})
+        except typer.Exit as exc:
+            results.append((row, f"failed (exit {exc.exit_code}: above)", "-"))
+            continue
+        results.append((row, f"{outcome.status}: {outcome.report.get('stop_reason', '')}", _gain(outcome.report)))
+    table = Table(title="--top: the kernels optimized in turn")
+    for column in ("kernel", "share", "outcome", "best vs baseline"):
+        table.add_column(column)
+    for row, status, gain in results:
+        table.add_row(row.kernel, "-" if row.share is None else f"{row.share:.1%}", escape(status[:120]), gain)
+    console.print(table)
+    if any(status.startswith("failed") for _, status, _ in results):
+        raise typer.Exit(code=2)
+
+
+def _gain(report: dict) -> str:
+    """Best against baseline in a few characters: measured speedup, else the L2 hit rates."""
+    best, base = report.get("best") or {}, report.get("baseline") or {}
+    if best.get("speedup_vs_baseline") is not None:
+        return f"{best['speedup_vs_baseline']:.3f}x"
+    if best.get("l2_hit_rate") is not None and base.get("l2_hit_rate") is not None:
+        return f"L2 {base['l2_hit_rate']:.1%} -> {best['l2_hit_rate']:.1%} ({best.get('source', '')})"
+    return "-"
 
 
 def _capture_app(app, kernel_name, test, kernel, resume, workdir):
@@ -192,6 +272,8 @@ def _capture_app(app, kernel_name, test, kernel, resume, workdir):
     except (CaptureError, LiftError, KernelLoadError) as exc:
         _fail(str(exc))
     console.print(prepared.capture.describe(), markup=False)
+    if prepared.capture.launch.get("cuda_on_cpu"):
+        console.print(prepared.capture.launch["cuda_on_cpu"], markup=False)
     lifted = prepared.lifted
     how = user_kernel.describe_rewrite(lifted.kind, prepared.user_file.name, lifted.lines)
     console.print(f"{how}, into {lifted.target_name}({', '.join(lifted.arg_names)}); generated "
@@ -237,6 +319,9 @@ def _print_summary(outcome) -> None:
     if "speedup_vs_baseline" in best:
         noise = "" if best["beyond_noise_vs_baseline"] else " (within the measured spread)"
         console.print(f"best vs baseline: {best['speedup_vs_baseline']:.3f}x{noise}")
+    best_roof = ((r.get("roof") or {}).get("orders") or {}).get("best") or {}
+    if best_roof.get("line"):
+        console.print(f"roof of the best ({best_roof['status']}): {best_roof['line']}", markup=False)
     console.print(f"stopped: {r['stop_reason']}")
     console.print(f"run {outcome.run_id} ({outcome.status}): {outcome.run_dir}")
 
@@ -286,8 +371,16 @@ def eval_command(
     out: Optional[str] = typer.Option(None, help="Where the tables and plots are written (default: WORKDIR/results)."),
     resume: Optional[str] = typer.Option(None, "--resume", help="Continue the eval EVAL_ID."),
     workdir: str = typer.Option(".swizzleperf", help="Where runs are recorded."),
+    apps: Optional[str] = typer.Option(None, "--apps", help="A folder of apps: each file runs as `python FILE` in it through the optimize --app path, one row each (OUT.md, OUT.json with --out OUT)."),
+    files: Optional[str] = typer.Option(None, "--files", help="With --apps: a text file of the names to take from the folder, one a line (# comments); default every *.py."),
+    row_budget: float = typer.Option(600.0, "--row-budget", help="With --apps: seconds one app's row may take; past them it is stopped and marked."),
+    ray: bool = typer.Option(False, "--ray", metavar="", help="With --apps: run the rows as Ray tasks, one GPU each (pip install \"swizzleperf\\[ray]\")."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="With --ray: the cluster (default $RAY_ADDRESS or a new local one; local: a new local one)."),
 ) -> None:
-    """Run the optimizer over the bundled kernels and write one table (CSV, markdown) and plots."""
+    """Run the optimizer over the bundled kernels and write one table (CSV, markdown) and plots;
+    with --apps DIR, over a folder of your apps, one row each."""
+    if apps is not None or ray or (resume and _apps_eval(workdir, resume)):
+        return _eval_apps(apps, files, hw, iterations, row_budget, gpus, ray, ray_address, out, resume, workdir)
     from swizzleperf.agent.loop.record import UnknownRunError
     from swizzleperf.agent.loop.run import RunError
     from swizzleperf.kernels.spec import KernelLoadError
@@ -310,6 +403,45 @@ def eval_command(
         raise typer.Exit(code=130)
     console.print(f"eval {eval_id}: " + ", ".join(str(f) for f in files))
     print(next(f for f in files if f.suffix == ".md").read_text())  # resumed: where the eval started writing
+
+
+def _apps_eval(workdir: str, eval_id: str) -> bool:
+    from swizzleperf.eval.apps import stored_options
+    return Path(workdir, "swizzleperf.db").exists() and stored_options(workdir, eval_id) is not None
+
+
+def _eval_apps(apps, files, hw, iterations, row_budget, gpus, ray, ray_address, out, resume, workdir) -> None:
+    """``eval --apps DIR``: eval/apps.py, one line per row as it finishes, then the table."""
+    from swizzleperf.eval.apps import AppsError, AppsOptions, list_apps, run_apps
+    from swizzleperf.eval.suite import EvalError, resolve_gpus
+    if apps is None and resume is None:
+        _fail("--ray runs a folder of apps: give --apps DIR")
+    if not row_budget > 0:
+        _fail(f"--row-budget must be > 0 seconds, got {row_budget}")
+    _interruptible()
+
+    def on_row(row: dict, done: int, total: int) -> None:
+        color = {"optimized": "green", "verified, no gain": "cyan", "refused": "yellow"}.get(row["outcome"], "red")
+        console.print(f"[{done}/{total}] {escape(row['app'])} ({escape(row.get('kernel') or '-')}, {row['seconds']:.0f} s): "
+                      f"[{color}]{row['outcome']}[/{color}]: {escape((row.get('reason') or '')[:300])}")
+    try:
+        options = AppsOptions(apps_dir=apps or "", names=list_apps(apps, files) if apps else [], iterations=iterations,
+                              row_budget_s=row_budget, hw=hw, workdir=workdir, out=out)
+        with console.status(f"running the apps of {apps or resume}"):
+            eval_id, summary, written = run_apps(
+                options, resume, on_row, gpus=resolve_gpus(gpus), ray=ray, ray_address=ray_address,
+                on_start=lambda i: console.print(f"eval {i} (if it stops, continue it with --resume {i})", markup=False))
+    except (AppsError, EvalError) as exc:
+        _fail(str(exc))
+    except KeyboardInterrupt:
+        errors.print("interrupted: the finished rows are kept and the partial table written; continue with "
+                     "--resume EVAL_ID (printed above)")
+        raise typer.Exit(code=130)
+    share = summary["answered_share"]
+    console.print(f"eval {eval_id}: {summary['answered']} of {summary['ran']} "
+                  f"answered{f' ({share:.0%})' if share is not None else ''}; "
+                  + ", ".join(f"{k} {v}" for k, v in summary["counts"].items() if v)
+                  + f"; {', '.join(str(f) for f in written)}", markup=False)
 
 
 @app.command("eval-worker", hidden=True)
@@ -386,14 +518,22 @@ def _guarded(action):
 
 @app.command("profile")
 def profile_command(
-    kernel: str = typer.Argument(..., help="Kernel module, e.g. kernels/gemm.py."),
+    kernel: Optional[str] = typer.Argument(None, help="Kernel module, e.g. kernels/gemm.py (or --app CMD)."),
     swizzle: Optional[str] = typer.Option(None, help="Catalog order to profile beside the kernel's own (compared with it)."),
     hw: Optional[str] = typer.Option(None, "--hw", help="Hardware spec; default the detected GPU, else mi300x simulated."),
     dtype: Optional[str] = typer.Option(None, help="Input dtype (the kernel's first by default)."),
     workdir: str = typer.Option(".swizzleperf", help="Where the profiler's raw output is kept."),
+    app_command: Optional[str] = typer.Option(None, "--app", help="Your own command (e.g. \"python app.py\"): run once under a kernel trace, its Triton kernels listed by time."),
+    as_json: bool = typer.Option(False, "--json", metavar="", help="With --app: print only JSON, one object per kernel."),
 ) -> None:
     """Print the filtered profile a proposer is shown: the few figures that bear on the order, each
-    with value, unit, source and meaning (ncu / rocprofv3 on a matching GPU, else the simulator)."""
+    with value, unit, source and meaning (ncu / rocprofv3 on a matching GPU, else the simulator);
+    or, with --app CMD, every Triton kernel the app launches: calls, largest grid, time, share,
+    and whether its tile order can matter."""
+    if app_command is not None:
+        return _profile_app(app_command, hw, workdir, as_json)
+    if kernel is None:
+        _fail("give a kernel module (e.g. kernels/gemm.py) or --app CMD")
     from swizzleperf.agent.verification.measure import profile_kernel
     result = _guarded(lambda: profile_kernel(Path(kernel), hw, swizzle, dtype, Path(workdir)))
     console.print(f"{result['kernel']} on {result['hardware']} ({result['mode']}): {result['message']}", markup=False)
@@ -409,6 +549,32 @@ def profile_command(
         if order["notes"]:
             console.print(f"notes: {order['notes']}", markup=False)
     console.print(f"raw output and modules: {result['folder']}", markup=False)
+
+
+def _profile_app(command: str, hw, workdir: str, as_json: bool) -> None:
+    """``profile --app CMD``: the app's Triton kernels by time, each with why its order can or cannot matter."""
+    import json
+    from swizzleperf.agent.capture import bottleneck
+    from swizzleperf.agent.capture.capture import CaptureError
+    from swizzleperf.hwspecs import UnknownHardwareError
+    try:
+        if as_json:
+            profile = bottleneck.profile_app(command, Path(workdir), hw=hw)
+        else:
+            with console.status(f"running `{command}` once under a kernel trace"):
+                profile = bottleneck.profile_app(command, Path(workdir), hw=hw)
+    except (CaptureError, UnknownHardwareError) as exc:
+        _fail(str(exc))
+    rows = bottleneck.assessed(profile)
+    if as_json:
+        print(json.dumps(rows, indent=1))
+        return
+    _print_profile(profile)
+    for row in rows:
+        how = "mapping lifted" if row["rewrite"] == "lifted" else "program ids remapped"
+        verdict = f"its tile order can matter ({how})" if row["order_can_matter"] else row["passed_over_because"]
+        console.print(f"{row['kernel']}: {verdict}", markup=False)
+    console.print(f"the app's output and the trace: {profile.folder}", markup=False)
 
 
 @app.command("hw")

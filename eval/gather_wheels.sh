@@ -8,7 +8,7 @@ rm -rf .whl && mkdir -p .whl
 python3 -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
   --platform manylinux2014_x86_64 --platform manylinux1_x86_64 --platform any \
-  -d .whl openai langgraph langgraph-checkpoint-sqlite diskcache
+  -d .whl openai langgraph langgraph-checkpoint-sqlite diskcache z3-solver
 # Already on the GPU image (KINDS.md's package list): drop them so that the image's versions stay.
 cd .whl && rm -f anyio-* httpx-* httpcore-* h11-* idna-* certifi-* typing_extensions-* \
   tqdm-* charset_normalizer-* urllib3-* requests-* packaging-* pyyaml-* PyYAML-* xxhash-*

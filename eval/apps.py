@@ -1,0 +1,269 @@
+"""``swizzleperf eval --apps DIR``: every app of a folder through the ``optimize --app`` path, one row
+each (issue #42). Each app file runs as ``python APP`` in its own folder, in its own worker process
+with a wall-clock budget (eval/app_worker.py: the outcome classes and the row's columns), so a crash
+or a hang of one app, or of the tool, is one row, never the suite.
+
+Where the rows run: on this host, ``gpus`` workers at a time, each pinned to one GPU
+(CUDA_VISIBLE_DEVICES) where there are GPUs, else sharing the CPU; or on a Ray cluster
+(eval/apps_ray.py, ``--ray``), each app a task asking one GPU. Either way the rows come back to this
+process, which alone writes them: to the ``app_rows`` table of the record
+(``WORKDIR/swizzleperf.db``, beside the runs) and to ``OUT.json`` and ``OUT.md`` (the counts per
+outcome, the share answered, the rows grouped by outcome), rewritten after every row. A resumed
+eval (``--resume EVAL_ID``) skips the apps that already have a row.
+"""
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from swizzleperf.agent.loop.record import RunRecord
+from swizzleperf.eval.app_worker import ANSWERED, OUTCOMES, RowJob, empty_row, run_row, stop
+
+DEFAULT_ROW_BUDGET_S = 600.0
+COLUMNS = list(empty_row(""))
+NUMBERS = ("programs", "waves", "seconds", "baseline_ms", "baseline_spread_ms", "best_ms", "best_spread_ms",
+           "speedup", "speedup_spread", "predicted_l2_baseline", "predicted_l2_best")
+# app_evals: one row per eval (the options a resume reuses); app_rows: one row per app of an eval.
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS app_evals (eval_id TEXT PRIMARY KEY, options_json TEXT, started_at REAL);\n"
+    "CREATE TABLE IF NOT EXISTS app_rows (eval_id TEXT, finished_at REAL, "
+    + ", ".join(f"{c} {'REAL' if c in NUMBERS else 'TEXT'}" for c in COLUMNS) + ", PRIMARY KEY (eval_id, app));")
+
+
+class AppsError(Exception):
+    """Bad options for an apps eval, or an unknown eval id; one line for the user."""
+
+
+@dataclass
+class AppsOptions:
+    """One eval of a folder of apps: which files, how long each, where recorded."""
+
+    apps_dir: str
+    names: list = field(default_factory=list)   # the app files of the folder, in the table's order
+    iterations: int = 2
+    row_budget_s: float = DEFAULT_ROW_BUDGET_S
+    hw: str | None = None
+    workdir: str = ".swizzleperf"
+    out: str | None = None     # OUT of OUT.json / OUT.md; None: WORKDIR/results/EVAL_ID
+
+    def out_path(self, eval_id: str) -> Path:
+        return Path(self.out) if self.out else Path(self.workdir) / "results" / eval_id
+
+
+def list_apps(apps_dir: str, files: str | None = None) -> list:
+    """The app files of ``apps_dir``: the names listed in ``files`` (one a line, ``#`` comments), or
+    every ``*.py`` in it. Raises AppsError for a missing folder, list or file."""
+    folder = Path(apps_dir)
+    if not folder.is_dir():
+        raise AppsError(f"--apps must be a folder of app files, got {apps_dir}")
+    if files is None:
+        names = sorted(p.name for p in folder.glob("*.py"))
+    else:
+        try:
+            lines = Path(files).read_text().splitlines()
+        except OSError as exc:
+            raise AppsError(f"--files {files}: {exc.strerror}") from None
+        names = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+        missing = [n for n in names if not (folder / n).is_file()]
+        if missing:
+            raise AppsError(f"--files names {len(missing)} file(s) not in {apps_dir}: {', '.join(missing[:5])}")
+    if not names:
+        raise AppsError(f"no app files in {apps_dir}" + (f" from {files}" if files else " (*.py)"))
+    return names
+
+
+# -- the record -------------------------------------------------------------------------------
+
+def _connect(workdir: str):
+    db = RunRecord(Path(workdir)).connect()
+    db.executescript(_SCHEMA)
+    return db
+
+
+def _register(options: AppsOptions, eval_id: str) -> None:
+    with _connect(options.workdir) as db:
+        db.execute("INSERT OR IGNORE INTO app_evals VALUES (?, ?, ?)",
+                   (eval_id, json.dumps(asdict(options)), time.time()))
+
+
+def stored_options(workdir: str, eval_id: str) -> AppsOptions | None:
+    """The options an apps eval started with, or None where ``eval_id`` is none."""
+    with _connect(workdir) as db:
+        found = db.execute("SELECT options_json FROM app_evals WHERE eval_id = ?", (eval_id,)).fetchone()
+    return AppsOptions(**{**json.loads(found[0]), "workdir": workdir}) if found else None
+
+
+def _save(workdir: str, eval_id: str, row: dict) -> None:
+    values = [row.get(c) for c in COLUMNS]
+    with _connect(workdir) as db:
+        db.execute(f"INSERT OR REPLACE INTO app_rows (eval_id, finished_at, {', '.join(COLUMNS)}) "
+                   f"VALUES ({', '.join('?' * (len(COLUMNS) + 2))})", [eval_id, time.time(), *values])
+
+
+def rows(workdir: str, eval_id: str) -> pd.DataFrame:
+    """The eval's rows so far, in no particular order."""
+    with _connect(workdir) as db:
+        return pd.read_sql("SELECT * FROM app_rows WHERE eval_id = ?", db, params=(eval_id,))
+
+
+# -- the eval ---------------------------------------------------------------------------------
+
+def run_apps(options: AppsOptions, eval_id: str | None = None, on_row: Callable = lambda row, done, total: None,
+             gpus: int = 1, devices: list | None = None, ray: bool = False, ray_address: str | None = None,
+             on_start: Callable = lambda eval_id: None) -> tuple:
+    """Run (or resume, with ``eval_id``) the eval: the apps without a row, ``gpus`` at a time on this
+    host (worker ``i`` on ``devices[i]``; default the visible GPUs, none on a CPU) or on Ray;
+    ``on_start(eval_id)`` first, ``on_row(row, done, total)`` after each row. Returns
+    ``(eval_id, summary, [OUT.json, OUT.md])`` (``summarize``).
+
+    Raises:
+        AppsError: an unknown eval id; Ray asked for and not installed.
+    """
+    if eval_id is not None:
+        stored = stored_options(options.workdir, eval_id)
+        if stored is None:
+            raise AppsError(f"no apps eval {eval_id!r} in {options.workdir}")
+        options = stored
+    eval_id = eval_id or time.strftime("apps-%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+    _register(options, eval_id)
+    on_start(eval_id)
+    done = set(rows(options.workdir, eval_id).app)
+    jobs = [_job(options, eval_id, name) for name in options.names if name not in done]
+    total, count = len(options.names), [len(done)]
+    lock = threading.Lock()
+
+    def record(row: dict) -> None:
+        with lock:
+            _save(options.workdir, eval_id, row)
+            count[0] += 1
+            write_tables(options, eval_id)
+            on_row(row, count[0], total)
+
+    try:
+        if ray:
+            from swizzleperf.eval.apps_ray import RayMissing, run_on_ray
+            try:
+                run_on_ray(jobs, ray_address, record)
+            except RayMissing as exc:
+                raise AppsError(str(exc)) from None
+        else:
+            run_local(jobs, gpus, _devices() if devices is None else devices, record)
+    finally:
+        files = write_tables(options, eval_id)
+    return eval_id, summarize(options, eval_id), files
+
+
+def _job(options: AppsOptions, eval_id: str, name: str) -> RowJob:
+    workdir = Path(options.workdir).resolve()
+    return RowJob(app=str((Path(options.apps_dir) / name).resolve()),
+                  folder=str(workdir / "apps" / eval_id / Path(name).stem), workdir=str(workdir),
+                  iterations=options.iterations, budget_s=options.row_budget_s, hw=options.hw)
+
+
+def _devices() -> list:
+    from swizzleperf.eval.workers import visible_devices
+    return visible_devices()
+
+
+def run_local(jobs: list, slots: int, devices: list, on_row: Callable) -> None:
+    """``jobs`` on this host, ``slots`` at a time, slot ``i`` pinned to ``devices[i]`` where there are
+    devices; interrupted, the running workers are stopped before KeyboardInterrupt goes on."""
+    free = list(range(slots))
+    running: set = set()
+    lock = threading.Lock()
+
+    def one(job: RowJob) -> dict:
+        with lock:
+            slot = free.pop(0)
+        pinned = RowJob(**{**asdict(job), "device": devices[slot % len(devices)] if devices else None})
+        try:
+            return run_row(pinned, on_start=running.add)
+        finally:
+            with lock:
+                free.append(slot)
+
+    pool = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="app-row")
+    try:
+        for future in as_completed([pool.submit(one, job) for job in jobs]):
+            on_row(future.result())
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in list(running):
+            if process.poll() is None:
+                stop(process)
+        raise
+    pool.shutdown()
+
+
+# -- the tables -------------------------------------------------------------------------------
+
+def summarize(options: AppsOptions, eval_id: str) -> dict:
+    """The eval as one object: options, counts per outcome, the share answered, the rows in the
+    folder's order (an app without a row yet is ``pending``)."""
+    found = {r["app"]: r for r in rows(options.workdir, eval_id).astype(object)
+             .where(lambda f: f.notna(), None).to_dict("records")}
+    table = [{c: found[n].get(c) for c in COLUMNS} if n in found else {**empty_row(n), "outcome": "pending"}
+             for n in options.names]
+    counts = {o: sum(r["outcome"] == o for r in table) for o in (*OUTCOMES, "pending")}
+    ran = len(table) - counts["pending"]
+    answered = sum(counts[o] for o in ANSWERED)
+    return {"eval_id": eval_id, "apps_dir": options.apps_dir, "options": asdict(options), "apps": len(table),
+            "ran": ran, "counts": counts, "answered": answered,
+            "answered_share": answered / ran if ran else None,
+            "over_budget": sum(1 for r in table if r["seconds"] is not None and r["seconds"] > options.row_budget_s + 1),
+            "rows": table}
+
+
+def write_tables(options: AppsOptions, eval_id: str) -> list:
+    """``OUT.json`` and ``OUT.md`` of the eval as it stands; returns their paths."""
+    summary = summarize(options, eval_id)
+    out = options.out_path(eval_id)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    json_path, md_path = out.with_name(out.name + ".json"), out.with_name(out.name + ".md")
+    json_path.write_text(json.dumps(summary, indent=1, default=str))
+    md_path.write_text(markdown(summary))
+    return [json_path, md_path]
+
+
+def markdown(summary: dict) -> str:
+    """The counts, then one table per outcome (tabulate is not a dependency: the table is written here)."""
+    o = summary["options"]
+    share = summary["answered_share"]
+    lines = [f"# swizzleperf eval --apps {summary['apps_dir']} ({summary['eval_id']})", "",
+             f"{summary['ran']} of {summary['apps']} apps run, {o['iterations']} proposals each, a budget of "
+             f"{o['row_budget_s']:.0f} s a row; answered (optimized, verified without gain, or refused with its "
+             f"reason): **{summary['answered']} of {summary['ran']}"
+             + (f" ({share:.0%})" if share is not None else "")
+             + f"**; rows past their budget: {summary['over_budget']}.",
+             "", "| outcome | apps |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in summary["counts"].items() if v]
+    header = ["operator", "kernel", "grid", "programs", "waves", "time (s)", "gain", "reason"]
+    for outcome in (*OUTCOMES, "pending"):
+        group = [r for r in summary["rows"] if r["outcome"] == outcome]
+        if not group:
+            continue
+        lines += ["", f"## {outcome} ({len(group)})", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(_cells(r)) + " |" for r in group]
+    return "\n".join(lines) + "\n"
+
+
+def _cells(r: dict) -> list:
+    gain = "-"
+    if r.get("speedup") is not None:
+        gain = f"{r['speedup']:.3f}x ± {r['speedup_spread'] or 0:.3f}"
+    elif r.get("predicted_l2_baseline") is not None:
+        gain = f"L2 {r['predicted_l2_baseline']:.1%} -> {r['predicted_l2_best']:.1%} (predicted)"
+    num = lambda v, f: "-" if v is None else format(v, f)   # noqa: E731
+    reason = (r.get("reason") or "").replace("|", "\\|").replace("\n", " ")
+    if r.get("passed_over"):
+        reason += f" (passed over: {r['passed_over']})".replace("|", "\\|")
+    return [r["app"], r.get("kernel") or "-", r.get("grid") or "-", num(r.get("programs"), ".0f"),
+            num(r.get("waves"), ".3g"), num(r.get("seconds"), ".0f"), gain, reason]
