@@ -33,6 +33,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -507,13 +508,17 @@ def _run(command: list, cwd: Path, output: Path, timeout_s: float, tool: str) ->
     """
     from swizzleperf import sandbox
     env = sandbox.worker_env(TRITON_INTERPRET="0", TMPDIR=str(cwd))
-    try:   # writing only into its folder (the workload, the worker's result)
-        proc = sandbox.run(command, cwd, env, timeout_s,
-                           sandbox.Limits(isolate_network=False, writable=(str(cwd),), shared_memory=True))
-    except subprocess.TimeoutExpired:
-        raise ProfilerError(f"{tool} did not finish within {timeout_s:.0f} s") from None
-    except OSError as exc:
-        raise ProfilerError(f"{tool} could not be started ({_one_line(exc)})") from None
+    # writing only into its folder (the workload, the worker's result) and a scratch folder of its
+    # own, the first writable one: the box puts the Triton / CUDA / torch caches there, not among
+    # the profiler's raw output that the run keeps
+    with tempfile.TemporaryDirectory(prefix="swizzleperf-rocprof-") as scratch:
+        try:
+            proc = sandbox.run(command, cwd, env, timeout_s,
+                               sandbox.Limits(isolate_network=False, writable=(scratch, str(cwd)), shared_memory=True))
+        except subprocess.TimeoutExpired:
+            raise ProfilerError(f"{tool} did not finish within {timeout_s:.0f} s") from None
+        except OSError as exc:
+            raise ProfilerError(f"{tool} could not be started ({_one_line(exc)})") from None
     Path(f"{output}.log").write_text(f"$ {' '.join(command)}\n{proc.stdout}\n{proc.stderr}")
     wrote = output.exists() and any(p.is_file() for p in output.rglob("*"))
     if proc.returncode != 0 and not wrote:
