@@ -22,7 +22,6 @@ import functools
 import hashlib
 import json
 import os
-import re
 import resource
 import shutil
 import signal
@@ -34,7 +33,7 @@ from pathlib import Path
 
 from swizzleperf import sandbox
 from swizzleperf.agent.capture import capture_hook, cuda_on_cpu
-from swizzleperf.agent.capture.interpreter_gaps import missing_construct
+from swizzleperf.agent.capture.interpreter_gaps import missing_construct, traceback_frames
 from swizzleperf.agent.capture.lift import Launch
 from swizzleperf.agent.capture.schema import CaptureError, LaunchFile, LiftFile, read, read_seen
 
@@ -285,7 +284,7 @@ def run_app(app: str, variables: dict, work: Path, timeout_s: float, cwd: Path |
 def _hook_frame(log: Path, hook_dir: Path) -> str | None:
     """The innermost frame of the app's last traceback where it is in the hook's folder (the error
     was raised by our code in the app's process), as ``file:line``; else None."""
-    frames = re.findall(r'File "([^"]+)", line (\d+)', log.read_text(errors="replace")[-65536:])
+    frames = traceback_frames(log.read_text(errors="replace")[-65536:])
     if frames and Path(frames[-1][0]).parent == hook_dir:
         return f"{Path(frames[-1][0]).name}:{frames[-1][1]}"
     return None

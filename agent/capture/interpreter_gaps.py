@@ -39,10 +39,15 @@ _MISSING_ATTRIBUTE = re.compile(r"module 'triton\.language(?:\.[\w.]+)?' has no 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+)')
 
 
+def traceback_frames(log: str) -> list:
+    """``[(file, line), ...]`` of every traceback frame in ``log``, outermost first (``line`` as text)."""
+    return _FRAME.findall(log)
+
+
 def app_frame(log: str) -> str | None:
     """``FILE:LINE`` of the innermost traceback frame in ``log`` outside installed packages (where
     the app's code used the construct), else None."""
-    frames = [(f, n) for f, n in _FRAME.findall(log) if "site-packages" not in f and "dist-packages" not in f
+    frames = [(f, n) for f, n in traceback_frames(log) if "site-packages" not in f and "dist-packages" not in f
               and not f.startswith("<")]
     return f"{frames[-1][0].rsplit('/', 1)[-1]}:{frames[-1][1]}" if frames else None
 

@@ -20,6 +20,7 @@ import pytest
 from swizzleperf.profiling import l2sim
 from swizzleperf.profiling.l2sim import simulate
 from test_l2sim import B, make_hw, make_trace
+from test_l2sim_cache import replays  # noqa: F401 (the fixture)
 
 
 class _Payload:
@@ -39,18 +40,6 @@ def own_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     return folder
-
-
-@pytest.fixture
-def replays(monkeypatch):
-    calls = []
-    real = l2sim._replay
-
-    def counted(*args, **kwargs):
-        calls.append(1)
-        return real(*args, **kwargs)
-    monkeypatch.setattr(l2sim, "_replay", counted)
-    return calls
 
 
 def _case():
