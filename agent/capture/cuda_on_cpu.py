@@ -211,6 +211,7 @@ def install(after_import) -> None:
     is the hook's post-import finder."""
     if os.environ.get("TRITON_INTERPRET") != "1":
         return
+    _installed["after_import"] = after_import
     if "triton" in sys.modules:
         _on_triton()
     else:
@@ -218,8 +219,15 @@ def install(after_import) -> None:
 
 
 def _on_triton() -> None:
+    """In the app's process (the hook): libdevice, the driver, and the mode once torch is imported.
+    Never from :func:`generated_module_shims`: the agent's own process imports the generated copy,
+    and the mode there would answer ``is_cuda`` for the agent's tensors (it leaked into the tests)."""
     interpreter_libdevice()
     _cpu_driver()
+    if "torch" in sys.modules:
+        _switch_on()
+    else:
+        sys.meta_path.insert(0, _installed["after_import"]("torch", _switch_on))
 
 
 class _CpuDriver:
@@ -255,10 +263,6 @@ def _cpu_driver() -> None:
         driver.active
     except RuntimeError:   # "0 active drivers"
         driver.set_active(_CpuDriver())
-    if "torch" in sys.modules:
-        _switch_on()
-    else:
-        sys.meta_path.insert(0, after_import("torch", _switch_on))
 
 
 # -- libdevice under the interpreter --------------------------------------------------------------
