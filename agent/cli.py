@@ -367,20 +367,22 @@ def eval_command(
     price_in: float = typer.Option(0.0, help="USD per million prompt tokens (for the cost column)."),
     price_out: float = typer.Option(0.0, help="USD per million completion tokens."),
     evidence: bool = typer.Option(True, "--evidence/--no-evidence", metavar="", help="Leave the simulator's ranking of known orders (and their sources) out of an LLM's prompt (--no-evidence): what the model proposes on its own."),
-    gpus: str = typer.Option("1", "--gpus", help="Worker processes, each pinned to one GPU (CUDA_VISIBLE_DEVICES), or auto: every visible GPU. Simulated evals run their workers on the CPU."),
+    gpus: str = typer.Option("1", "--gpus", help="Worker processes, each pinned to one GPU (CUDA_VISIBLE_DEVICES), or auto: every visible GPU. Simulated evals run their workers on the CPU. With --apps, more workers than GPUs share them: timing, ncu and the kernel trace take a GPU in turn, the rest runs side by side."),
     out: Optional[str] = typer.Option(None, help="Where the tables and plots are written (default: WORKDIR/results)."),
     resume: Optional[str] = typer.Option(None, "--resume", help="Continue the eval EVAL_ID."),
     workdir: str = typer.Option(".swizzleperf", help="Where runs are recorded."),
     apps: Optional[str] = typer.Option(None, "--apps", help="A folder of apps: each file runs as `python FILE` in it through the optimize --app path, one row each (OUT.md, OUT.json with --out OUT)."),
     files: Optional[str] = typer.Option(None, "--files", help="With --apps: a text file of the names to take from the folder, one a line (# comments); default every *.py."),
     row_budget: float = typer.Option(600.0, "--row-budget", help="With --apps: seconds one app's row may take; past them it is stopped and marked."),
+    no_ncu: bool = typer.Option(False, "--no-ncu", metavar="", help="With --apps: time the orders on the GPU without profiling each with ncu."),
     ray: bool = typer.Option(False, "--ray", metavar="", help="With --apps: run the rows as Ray tasks, one GPU each (pip install \"swizzleperf\\[ray]\")."),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="With --ray: the cluster (default $RAY_ADDRESS or a new local one; local: a new local one)."),
 ) -> None:
     """Run the optimizer over the bundled kernels and write one table (CSV, markdown) and plots;
     with --apps DIR, over a folder of your apps, one row each."""
     if apps is not None or ray or (resume and _apps_eval(workdir, resume)):
-        return _eval_apps(apps, files, hw, iterations, row_budget, gpus, ray, ray_address, out, resume, workdir)
+        return _eval_apps(apps, files, hw, iterations, row_budget, gpus, ray, ray_address, out, resume, workdir,
+                          not no_ncu)
     from swizzleperf.agent.loop.record import UnknownRunError
     from swizzleperf.agent.loop.run import RunError
     from swizzleperf.kernels.spec import KernelLoadError
@@ -410,7 +412,8 @@ def _apps_eval(workdir: str, eval_id: str) -> bool:
     return Path(workdir, "swizzleperf.db").exists() and stored_options(workdir, eval_id) is not None
 
 
-def _eval_apps(apps, files, hw, iterations, row_budget, gpus, ray, ray_address, out, resume, workdir) -> None:
+def _eval_apps(apps, files, hw, iterations, row_budget, gpus, ray, ray_address, out, resume, workdir,
+               use_ncu: bool = True) -> None:
     """``eval --apps DIR``: eval/apps.py, one line per row as it finishes, then the table."""
     from swizzleperf.eval.apps import AppsError, AppsOptions, list_apps, run_apps
     from swizzleperf.eval.suite import EvalError, resolve_gpus
@@ -426,7 +429,7 @@ def _eval_apps(apps, files, hw, iterations, row_budget, gpus, ray, ray_address, 
                       f"[{color}]{row['outcome']}[/{color}]: {escape((row.get('reason') or '')[:300])}")
     try:
         options = AppsOptions(apps_dir=apps or "", names=list_apps(apps, files) if apps else [], iterations=iterations,
-                              row_budget_s=row_budget, hw=hw, workdir=workdir, out=out)
+                              row_budget_s=row_budget, hw=hw, use_ncu=use_ncu, workdir=workdir, out=out)
         with console.status(f"running the apps of {apps or resume}"):
             eval_id, summary, written = run_apps(
                 options, resume, on_row, gpus=resolve_gpus(gpus), ray=ray, ray_address=ray_address,

@@ -38,6 +38,8 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
+from swizzleperf.sandbox.gpu_lock import GPU_LOCK_ENV
+
 OUTCOMES = ("optimized", "verified, no gain", "refused", "app failed", "tool failure", "timeout")
 #: The outcomes that count towards the suite's goal (issue #42): an answer, right or refused with a reason.
 ANSWERED = ("optimized", "verified, no gain", "refused")
@@ -56,7 +58,9 @@ class RowJob:
     iterations: int = 2
     budget_s: float = 600.0
     hw: str | None = None
+    use_ncu: bool = True     # False: timed only, no ncu profile of each candidate (--no-ncu)
     device: str | None = None   # CUDA_VISIBLE_DEVICES of the worker (None: inherited)
+    gpu_lock_dir: str | None = None   # several workers share a GPU: its lock folder (sandbox/gpu_lock.py)
 
 
 def empty_row(app: str) -> dict:
@@ -75,7 +79,7 @@ def worker_command(job: RowJob, row_file: Path) -> list[str]:
     deadline = max(1.0, job.budget_s - max(2 * STOP_GRACE_S, 0.05 * job.budget_s))
     command = [sys.executable, "-m", "swizzleperf.eval.app_worker", job.app, "--workdir", job.workdir,
                "--iterations", str(job.iterations), "--budget", f"{deadline:.1f}", "--row", str(row_file)]
-    return command + (["--hw", job.hw] if job.hw else [])
+    return command + (["--hw", job.hw] if job.hw else []) + ([] if job.use_ncu else ["--no-ncu"])
 
 
 def run_row(job: RowJob, on_start=lambda process: None) -> dict:
@@ -89,6 +93,8 @@ def run_row(job: RowJob, on_start=lambda process: None) -> dict:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     if job.device is not None:
         env["CUDA_VISIBLE_DEVICES"] = job.device
+    if job.gpu_lock_dir is not None:
+        env[GPU_LOCK_ENV] = job.gpu_lock_dir
     started = time.monotonic()
     with log.open("w") as handle:
         process = subprocess.Popen(worker_command(job, row_file), cwd=Path(job.app).parent, stdout=handle,
@@ -164,7 +170,8 @@ class _Row:
         tmp.replace(self.path)
 
 
-def evaluate(app_file: Path, workdir: Path, iterations: int, budget_s: float, row: _Row, hw: str | None = None) -> None:
+def evaluate(app_file: Path, workdir: Path, iterations: int, budget_s: float, row: _Row, hw: str | None = None,
+             use_ncu: bool = True) -> None:
     """The optimize --app path over ``python APP`` (cwd: the app's folder), its outcome in ``row``."""
     from swizzleperf.agent.capture.capture import AppFailedError, AppTimeoutError, CaptureError, HookFailedError
     from swizzleperf.agent.capture.lift import LiftError
@@ -172,7 +179,7 @@ def evaluate(app_file: Path, workdir: Path, iterations: int, budget_s: float, ro
     left = lambda: max(1.0, deadline - time.monotonic())   # noqa: E731
     app = f"{shlex.quote(sys.executable)} {shlex.quote(app_file.name)}"
     try:
-        _optimize(app, workdir, iterations, left, row, hw)
+        _optimize(app, workdir, iterations, left, row, hw, use_ncu)
     except AppTimeoutError as exc:
         row.update(outcome="timeout", reason=_as_typed(exc))
     except HookFailedError as exc:   # our code inside the app's process: a defect of ours
@@ -191,7 +198,7 @@ def _as_typed(exc: Exception) -> str:
     return str(exc).replace(shlex.quote(sys.executable), "python")
 
 
-def _optimize(app: str, workdir: Path, iterations: int, left, row: _Row, hw: str | None) -> None:
+def _optimize(app: str, workdir: Path, iterations: int, left, row: _Row, hw: str | None, use_ncu: bool = True) -> None:
     from swizzleperf.agent.capture import bottleneck, user_kernel
     from swizzleperf.agent.loop import run
     row.update(stage="profile")
@@ -208,7 +215,7 @@ def _optimize(app: str, workdir: Path, iterations: int, left, row: _Row, hw: str
     row.update(stage="run", grid="x".join(map(str, launch["grid"])), programs=launch["programs"],
                waves=_round(launch["programs"] / profile.wave) if profile.wave else None)
     options = run.RunOptions(kernel=str(prepared.module_path), hw=hw, iterations=iterations, workdir=str(workdir),
-                             time_budget_s=max(1.0, left() - FINISH_S))
+                             time_budget_s=max(1.0, left() - FINISH_S), use_ncu=use_ncu)
     outcome = run.start(options)
     row.update(stage="finish", run_dir=str(outcome.run_dir))
     summary = user_kernel.finish(outcome, prepared, in_place=False, test=None)
@@ -294,6 +301,7 @@ def main(argv: list | None = None) -> None:
     parser.add_argument("--budget", type=float, default=600.0, help="seconds for the whole row")
     parser.add_argument("--row", required=True, help="where the row is written (JSON)")
     parser.add_argument("--hw", default=None)
+    parser.add_argument("--no-ncu", action="store_true", help="time the orders without profiling each with ncu")
     args = parser.parse_args(argv)
 
     def interrupt(signum, frame):   # the suite's budget: the app is stopped, the run saved
@@ -302,7 +310,7 @@ def main(argv: list | None = None) -> None:
     app_file = Path(args.app).resolve()
     os.chdir(app_file.parent)
     row = _Row(Path(args.row), app_file.name)
-    evaluate(app_file, Path(args.workdir).resolve(), args.iterations, args.budget, row, args.hw)
+    evaluate(app_file, Path(args.workdir).resolve(), args.iterations, args.budget, row, args.hw, not args.no_ncu)
 
 
 if __name__ == "__main__":

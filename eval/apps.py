@@ -51,6 +51,7 @@ class AppsOptions:
     iterations: int = 2
     row_budget_s: float = DEFAULT_ROW_BUDGET_S
     hw: str | None = None
+    use_ncu: bool = True       # False (--no-ncu): orders timed, not profiled with ncu
     workdir: str = ".swizzleperf"
     out: str | None = None     # OUT of OUT.json / OUT.md; None: WORKDIR/results/EVAL_ID
 
@@ -165,7 +166,8 @@ def _job(options: AppsOptions, eval_id: str, name: str) -> RowJob:
     workdir = Path(options.workdir).resolve()
     return RowJob(app=str((Path(options.apps_dir) / name).resolve()),
                   folder=str(workdir / "apps" / eval_id / Path(name).stem), workdir=str(workdir),
-                  iterations=options.iterations, budget_s=options.row_budget_s, hw=options.hw)
+                  iterations=options.iterations, budget_s=options.row_budget_s, hw=options.hw,
+                  use_ncu=options.use_ncu)
 
 
 def _devices() -> list:
@@ -174,16 +176,22 @@ def _devices() -> list:
 
 
 def run_local(jobs: list, slots: int, devices: list, on_row: Callable) -> None:
-    """``jobs`` on this host, ``slots`` at a time, slot ``i`` pinned to ``devices[i]`` where there are
-    devices; interrupted, the running workers are stopped before KeyboardInterrupt goes on."""
+    """``jobs`` on this host, ``slots`` at a time, slot ``i`` pinned to ``devices[i % len(devices)]``
+    where there are devices; with more slots than devices, the workers of one GPU take it in turn for
+    timing, profiling and the kernel trace (sandbox/gpu_lock.py; the lock folder beside the rows)
+    and run the rest side by side. Interrupted, the running workers are stopped before
+    KeyboardInterrupt goes on."""
     free = list(range(slots))
     running: set = set()
     lock = threading.Lock()
+    shared = bool(devices) and slots > len(devices) and bool(jobs)
+    lock_dir = str(Path(jobs[0].folder).parent / "gpu-locks") if shared else None
 
     def one(job: RowJob) -> dict:
         with lock:
             slot = free.pop(0)
-        pinned = RowJob(**{**asdict(job), "device": devices[slot % len(devices)] if devices else None})
+        pinned = RowJob(**{**asdict(job), "device": devices[slot % len(devices)] if devices else None,
+                           "gpu_lock_dir": lock_dir})
         try:
             return run_row(pinned, on_start=running.add)
         finally:

@@ -20,6 +20,7 @@ import pandas as pd
 
 from swizzleperf import sandbox
 from swizzleperf.profiling.profiler import WORKER, Profile, ProfilerError
+from swizzleperf.sandbox import gpu_lock
 from swizzleperf.sandbox.paths import absolute_paths
 
 # shared/HARDWARE.md, "NVIDIA metrics to collect with ncu".
@@ -102,8 +103,9 @@ def _run_ncu(kernel_path: Path, dtype: str, options: list, request: dict, timeou
         # target over a loopback port, so the network stays
         env = sandbox.worker_env(TRITON_INTERPRET="0", TMPDIR=str(folder))
         try:
-            proc = sandbox.run(command, folder, env, timeout_s,
-                               sandbox.Limits(isolate_network=False, writable=(str(folder),), shared_memory=True))
+            with gpu_lock.exclusive():   # several workers on one GPU: the counters are this kernel's alone
+                proc = sandbox.run(command, folder, env, timeout_s,
+                                   sandbox.Limits(isolate_network=False, writable=(str(folder),), shared_memory=True))
         except subprocess.TimeoutExpired:
             raise NcuError(f"ncu did not finish within {timeout_s:.0f} s") from None
         except sandbox.Unboxed as exc:

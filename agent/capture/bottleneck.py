@@ -22,12 +22,14 @@ from __future__ import annotations
 import json
 import shlex
 import tempfile
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from swizzleperf.agent.capture import capture_hook
 from swizzleperf.agent.capture.capture import APP_TIMEOUT_S, CaptureError, run_app
 from swizzleperf.agent.capture.lift import Launch, LiftError, lift
+from swizzleperf.sandbox import gpu_lock
 
 L2_HIT_ENOUGH = 0.95   # SwizzlePerf's bottleneck rule: a kernel already hitting this in L2 has little to win
 SOURCE_NOTES = {
@@ -123,7 +125,9 @@ def profile_app(app: str, workdir: Path, timeout_s: float = APP_TIMEOUT_S, hw: s
     if rocprof:
         command = (f"{shlex.quote(rocprof)} --kernel-trace --output-format csv -d {shlex.quote(str(work / 'rocprof'))} "
                    f"-o trace -- sh -c {shlex.quote(app)}")
-    run_app(app, {capture_hook.PROFILE_ENV: "rocprofv3" if rocprof else "1"}, work, timeout_s, cwd, command)
+    # the trace times each kernel on the GPU: several workers on one GPU take it in turn
+    with gpu_lock.exclusive() if target.device is not None else nullcontext():
+        run_app(app, {capture_hook.PROFILE_ENV: "rocprofv3" if rocprof else "1"}, work, timeout_s, cwd, command)
     records = [json.loads(p.read_text()) for p in sorted(work.glob("profile-*.json"))]
     kernels = [k for r in records for k in r["kernels"]]
     if not kernels:

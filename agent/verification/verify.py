@@ -8,11 +8,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from swizzleperf import sandbox
 from swizzleperf.profiling.profiler import WORKER
+from swizzleperf.sandbox import gpu_lock
 from swizzleperf.sandbox.paths import absolute_paths
 
 
@@ -73,7 +75,9 @@ def run_worker(request: dict, timeout_s: float, interpret: bool, worker: str = W
                                  PYTHONDONTWRITEBYTECODE="1",
                                  TMPDIR=str(cwd))
         try:
-            proc = sandbox.run(command, cwd, env, timeout_s, sandbox.worker_limits(timeout_s, interpret, (folder,)))
+            with nullcontext() if interpret else gpu_lock.exclusive():   # several workers on one GPU
+                proc = sandbox.run(command, cwd, env, timeout_s,
+                                   sandbox.worker_limits(timeout_s, interpret, (folder,)))
         except subprocess.TimeoutExpired:
             stages = "+".join(request["stages"])
             return WorkerResult(Verdict.TIMEOUT, f"{stages} did not finish within {timeout_s:.0f} s "

@@ -169,3 +169,23 @@ def test_an_error_raised_in_our_hook_inside_the_app_is_told_from_the_apps_own(tm
     log.write_text(f'Traceback (most recent call last):\n  File "{hook}/sitecustomize.py", line 9, in run\n'
                    f'  File "/apps/app.py", line 3, in <module>\nValueError: the app\'s own\n')
     assert _hook_frame(log, hook) is None
+
+
+@pytest.mark.parametrize("slots, devices, shared", [(3, ["0"], True), (2, ["0", "1"], False), (2, [], False)])
+def test_more_workers_than_gpus_share_them_through_the_gpu_lock(tmp_path, monkeypatch, slots, devices, shared):
+    """Workers beyond the GPUs get the lock folder (sandbox/gpu_lock.py) and the GPU round-robin;
+    one worker per GPU, or none on a CPU, gets no lock; --no-ncu reaches the worker's command."""
+    seen = []
+
+    def fake(job, on_start=lambda p: None):
+        seen.append(job)
+        return {**app_worker.empty_row(Path(job.app).name), "outcome": "refused", "seconds": 0.0}
+    monkeypatch.setattr(apps, "run_row", fake)
+    jobs = [app_worker.RowJob(app=str(tmp_path / f"a{i}.py"), folder=str(tmp_path / "rows" / f"a{i}"),
+                              workdir=str(tmp_path), use_ncu=False) for i in range(4)]
+    apps.run_local(jobs, slots, devices, lambda row: None)
+    assert len(seen) == 4
+    locks = {job.gpu_lock_dir for job in seen}
+    assert locks == ({str(tmp_path / "rows" / "gpu-locks")} if shared else {None})
+    assert {job.device for job in seen} <= (set(devices) if devices else {None})
+    assert "--no-ncu" in app_worker.worker_command(seen[0], tmp_path / "row.json")
