@@ -51,7 +51,8 @@ Every prediction also says how far to trust it:
 
 ``predict(..., measured_gemm=True)`` scales the per-rank GEMM to a time measured alone on this
 device and shape where a rank-GEMM file has one (eval/results/rank_gemm_hopper.json: an H100 and an H200,
-the tuned persistent kernel); the validated figures are without it.
+the tuned persistent kernel, shipped as this package's rank_gemm_hopper.json); the validated figures
+are without it.
 
 Times are in seconds inside, ms in the API.
 """
@@ -61,6 +62,7 @@ import functools
 import math
 import dataclasses
 from dataclasses import asdict, dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Mapping
 
@@ -68,10 +70,11 @@ import pydantic
 
 from swizzleperf.sandbox import untrusted
 
-PARAMS_PATH = Path(__file__).with_name("overlap_params.json")
+PARAMS_PATH = Path(str(resources.files(__package__) / "overlap_params.json"))
 #: Per-rank GEMMs timed alone on every SM of one GPU, per device (eval/gpu_rank_gemm.py's tuned
-#: persistent kernel): what ``predict(..., measured_gemm=True)`` calibrates the GEMM to.
-RANK_GEMM_MEASURED = Path(__file__).resolve().parents[1] / "eval" / "results" / "rank_gemm_hopper.json"
+#: persistent kernel): what ``predict(..., measured_gemm=True)`` calibrates the GEMM to. Package
+#: data, a copy of eval/results/rank_gemm_hopper.json (eval/package_data.py).
+RANK_GEMM_MEASURED = Path(str(resources.files(__package__) / "rank_gemm_hopper.json"))
 ELEMENT_BYTES = 2          # bf16 / fp16 inputs and outputs
 FP32_BYTES = 4             # flash decode's partials (o, lse)
 FD_PROGRAMS_PER_SM = 3     # flash decode's partial kernel: 38 KB of shared memory (its docstring)

@@ -1,6 +1,6 @@
 """Measurements of a distributed run: the rank pool's requests for one kernel and problem, the
 measurements already committed under eval/results/ (shown beside the model's predictions in a
-simulated run), and the run's answer: the best configuration, or torch + NCCL.
+simulated run; package data, ``data/measured_refs.json``), and the run's answer: the best configuration, or torch + NCCL.
 
 The answer is decided by measurements only. A configuration is recommended over torch + NCCL
 when, timed interleaved with it round by round on the same ranks, the median of the per-round
@@ -15,6 +15,7 @@ import json
 import statistics
 import time
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 
 from swizzleperf.agent.distributed.rank_pool import PoolError, RankPool
@@ -25,9 +26,10 @@ MAX_CONTENDERS = 5
 #: Per-request deadline: seconds for the ranks to verify (check and benchmark problem, compiling
 #: the candidate) and time one candidate.
 REQUEST_TIMEOUT_S = 240.0
-#: Where committed measurements live (the repository's eval/results).
-RESULTS_DIR = Path(__file__).resolve().parents[2] / "eval" / "results"
-#: Bytes of a committed results file read (the largest is a few hundred KB).
+#: The committed measurements of the bundled distributed kernels, package data extracted from the
+#: repository's eval/results/ by eval/package_data.py (each file's rows with its path as ``source``).
+MEASURED_REFS = Path(str(resources.files(__package__) / "data" / "measured_refs.json"))
+#: Bytes of the committed measurements read (a few hundred KB).
 RESULTS_MAX_BYTES = 16 << 20
 #: Timing of one request: rounds at most, and the launches per sample (enough for ~``SAMPLE_MS``).
 ROUNDS = 15
@@ -290,23 +292,29 @@ def _fused_note(references: dict | None, best_ms: float) -> str:
 def committed(kernel: str, sizes: dict, world_size: int, hw) -> list:
     """Measurements committed under eval/results/ for this kernel, problem sizes, W and GPU kind:
     ``[{"pattern", "meta" (or None), "time_ms", "spread_ms", "torch_nccl_ms", "source", "device",
-    "date"}]``. Read from the bench's JSON (rows of pattern, meta, time_ms, baseline_ms), the
-    hand-transcribed tables of the same shape (``rows`` with ``best_pattern_ms``, ``patterns``),
-    and this module's own eval/results/dist_optimize_*.json (``best_config``, ``best_ms``)."""
+    "date"}]``. Read from ``MEASURED_REFS``: per results file, the bench's rows (pattern, meta,
+    time_ms, baseline_ms), the hand-transcribed tables of the same shape (``rows`` with
+    ``best_pattern_ms``, ``patterns``) and this module's own eval/results/dist_optimize_*.json
+    (``best_config``, ``best_ms``). A file or row that does not fit is skipped.
+
+    Raises:
+        OSError: ``MEASURED_REFS`` cannot be read (an install without its package data).
+    """
+    try:   # within bounds of size and depth (#41); UntrustedInput is a ValueError
+        refs = untrusted.loads(untrusted.read_bounded(MEASURED_REFS, RESULTS_MAX_BYTES, str(MEASURED_REFS)),
+                               str(MEASURED_REFS))
+    except ValueError:
+        return []
     out = []
-    for path in sorted(RESULTS_DIR.glob("*.json")):
-        try:   # within bounds of size and depth (#41); UntrustedInput is a ValueError
-            data = untrusted.loads(untrusted.read_bounded(path, RESULTS_MAX_BYTES, str(path)), str(path))
-        except (OSError, ValueError):
-            continue
+    for data in refs.get("files") if isinstance(refs, dict) and isinstance(refs.get("files"), list) else []:
         if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
             continue
-        device = str(data.get("device") or "")
+        source, device = str(data.get("source") or MEASURED_REFS.name), str(data.get("device") or "")
         for row in data["rows"] + (data["patterns"] if isinstance(data.get("patterns"), list) else []):
             if not isinstance(row, dict) or row.get("kernel") != kernel:
                 continue
             try:
-                entry = _matching_entry(row, path, device, data, sizes, world_size, hw)
+                entry = _matching_entry(row, source, device, data, sizes, world_size, hw)
             except (TypeError, ValueError, AttributeError):
                 continue   # a row of another shape (text for a size, a list for a configuration)
             if entry:
@@ -314,22 +322,21 @@ def committed(kernel: str, sizes: dict, world_size: int, hw) -> list:
     return out
 
 
-def _matching_entry(row: dict, path: Path, device: str, data: dict, sizes: dict, world_size: int, hw) -> dict | None:
+def _matching_entry(row: dict, source: str, device: str, data: dict, sizes: dict, world_size: int, hw) -> dict | None:
     row_device = str(row.get("device") or device)
     if not same_gpu(hw, row_device) or int(row.get("world_size") or data.get("world_size") or 0) != world_size:
         return None
     if not _same_sizes(row, sizes):
         return None
-    return _entry(row, path, row_device, data.get("date"))
+    return _entry(row, source, row_device, data.get("date"))
 
 
-def _entry(row: dict, path: Path, device: str, date) -> dict | None:
-    source = f"{path.relative_to(RESULTS_DIR.parent.parent)}"
+def _entry(row: dict, source: str, device: str, date) -> dict | None:
     common = {"source": source, "device": device, "date": date,
               "torch_nccl_ms": row.get("baseline_ms", row.get("torch_nccl_ms"))}
     if row.get("best_config") is not None and row.get("best_ms") is not None:
         config = row["best_config"] if isinstance(row["best_config"], dict) else untrusted.loads(
-            str(row["best_config"]), f"{path}: best_config")
+            str(row["best_config"]), f"{source}: best_config")
         return {**common, "pattern": config.get("pattern"), "meta": {k: v for k, v in config.items() if k != "pattern"},
                 "time_ms": row["best_ms"], "spread_ms": row.get("spread_ms")}
     if row.get("pattern") and row.get("time_ms") is not None and row.get("verified", True):
