@@ -140,6 +140,7 @@ def optimize(
     if sandbox.write_refusal():
         _fail(sandbox.write_refusal())
     _interruptible()
+    _check_llm(model, base_url, resume, llm_timeout)
     if app and kernel_name is None and kernel is None and resume is None:
         choice = _bottlenecks(app, top or 1, hw, workdir)
         if top is not None:
@@ -192,6 +193,27 @@ def optimize(
               f"{attempts[-1].get('reason')}); "
               f"every request is in {outcome.run_dir / 'transcript.jsonl'}")
     return outcome
+
+
+def _check_llm(model: str | None, base_url: str | None, resume: str | None, llm_timeout: float) -> None:
+    """``--base-url`` without ``--model`` is one line (no endpoint would be asked); with ``--model``
+    (a new run or eval), one request of one token before anything starts: a dead endpoint, a
+    refused key or an unknown model is one line and nothing is recorded."""
+    if resume:
+        return   # the run's own model; --base-url gives its endpoint's credentials again
+    if base_url and not model:
+        _fail(f"--base-url {base_url} goes with --model NAME (the model it serves); without --model "
+              f"the built-in search policy proposes and no endpoint is asked")
+    if not model:
+        return
+    from swizzleperf.agent.proposers.base import ProposerError
+    from swizzleperf.agent.proposers.chat import ChatClient, ChatSettings
+    try:
+        client = ChatClient(ChatSettings(model=model, base_url=base_url, deadline_s=llm_timeout, retries=0))
+        with console.status(f"asking {client.url} for one token of {model}"):
+            client.check()
+    except (ProposerError, ValueError) as exc:
+        _fail(f"{exc} (one request made before the run; nothing was started)")
 
 
 def _bottlenecks(app, top: int, hw, workdir):
@@ -380,21 +402,27 @@ def eval_command(
 ) -> None:
     """Run the optimizer over the bundled kernels and write one table (CSV, markdown) and plots;
     with --apps DIR, over a folder of your apps, one row each."""
+    if base_url and not model and not resume:
+        _check_llm(model, base_url, resume, llm_timeout)
     if apps is not None or ray or (resume and _apps_eval(workdir, resume)):
         return _eval_apps(apps, files, hw, iterations, row_budget, gpus, ray, ray_address, out, resume, workdir,
                           not no_ncu)
     from swizzleperf.agent.loop.record import UnknownRunError
     from swizzleperf.agent.loop.run import RunError
     from swizzleperf.kernels.spec import KernelLoadError
-    from swizzleperf.eval.suite import EvalError, EvalOptions, resolve_gpus, resolve_kernels, run_eval
+    from swizzleperf.eval.suite import EvalError, EvalOptions, resolve_gpus, run_eval, select_kernels
     from swizzleperf.hwspecs import UnknownHardwareError
     _interruptible()
     try:
-        options = EvalOptions(kernels=resolve_kernels(kernels), hw=hw, iterations=iterations, model=model,
+        names, left_out = select_kernels(kernels, hw) if resume is None else ([], "")
+        if left_out:
+            console.print(f"{left_out}.", markup=False)
+        _check_llm(model, base_url, resume, llm_timeout)
+        options = EvalOptions(kernels=names, hw=hw, iterations=iterations, model=model,
                               base_url=base_url, llm_timeout_s=llm_timeout, temperature=temperature,
                               context_tokens=context_tokens, llm_retries=llm_retries, workdir=workdir,
                               out_dir=out, price_in_per_mtok=price_in, price_out_per_mtok=price_out,
-                              evidence=evidence)
+                              evidence=evidence, left_out=left_out)
         with Progress(iterations) as progress:
             eval_id, table, files = run_eval(options, resume, _eval_events(progress), gpus=resolve_gpus(gpus))
     except (EvalError, KernelLoadError, UnknownHardwareError, UnknownRunError, RunError) as exc:
@@ -405,6 +433,12 @@ def eval_command(
         raise typer.Exit(code=130)
     console.print(f"eval {eval_id}: " + ", ".join(str(f) for f in files))
     print(next(f for f in files if f.suffix == ".md").read_text())  # resumed: where the eval started writing
+    unfinished = table[table.status != "finished"]
+    if len(unfinished):
+        errors.print(f"{len(unfinished)} of {len(table)} rows did not finish ("
+                     + ", ".join(f"{r.kernel}: {r.status}" for r in unfinished.itertuples())
+                     + f"; the table says why): continue with --resume {eval_id}", markup=False, soft_wrap=True)
+        raise typer.Exit(code=1)
 
 
 def _apps_eval(workdir: str, eval_id: str) -> bool:

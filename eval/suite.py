@@ -51,6 +51,7 @@ class EvalOptions:
     price_out_per_mtok: float = 0.0
     workdir: str = ".swizzleperf"
     out_dir: str | None = None   # None: WORKDIR/results (the repository's eval/results/ only when asked)
+    left_out: str = ""           # the rows `all` left out and why (select_kernels), said under the table
 
     @property
     def results_dir(self) -> Path:
@@ -58,17 +59,51 @@ class EvalOptions:
 
 
 def resolve_kernels(text: str) -> list:
-    """``all``, ``distributed`` or a comma-separated list of bundled kernel names; a distributed
-    kernel by itself stands for every world size, ``KERNEL@W`` for one. Raises EvalError."""
-    groups = {"all": list(KERNELS) + list(DISTRIBUTED), "distributed": list(DISTRIBUTED)}
+    """``all``, ``kernels`` (the single-GPU ones), ``distributed`` or a comma-separated list of
+    bundled kernel names; a distributed kernel by itself stands for every world size, ``KERNEL@W``
+    for one. Raises EvalError."""
+    groups = {"all": list(KERNELS) + list(DISTRIBUTED), "kernels": list(KERNELS), "distributed": list(DISTRIBUTED)}
     names = []
     for item in (k.strip() for k in text.split(",") if k.strip()):
         names += groups.get(item) or ([f"{item}@{w}" for w in DIST_WORLD_SIZES] if item in DIST_KERNELS else [item])
     unknown = [k for k in names if k not in KERNELS and k not in DISTRIBUTED]
     if unknown or not names:
         raise EvalError(f"unknown kernel(s) {', '.join(unknown) or '(none)'}: known {', '.join(KERNELS)}, "
-                        f"{', '.join(DIST_KERNELS)} (or KERNEL@W, W in {DIST_WORLD_SIZES}), all, distributed")
+                        f"{', '.join(DIST_KERNELS)} (or KERNEL@W, W in {DIST_WORLD_SIZES}), all, kernels, distributed")
     return names
+
+
+def select_kernels(text: str, hw: str | None) -> tuple:
+    """``(rows, left_out)``: :func:`resolve_kernels`, less the distributed rows where the spec they
+    would be priced on gives no interconnect figures (``left_out`` says which and why, one line;
+    empty where none was left out).
+
+    Raises:
+        EvalError: an unknown name, or distributed rows asked for by name on such a spec.
+        UnknownHardwareError: ``hw`` names no spec.
+    """
+    names = resolve_kernels(text)
+    dist = [k for k in names if k in DISTRIBUTED]
+    why = unpriced_reason(hw) if dist else ""
+    if not why:
+        return names, ""
+    if any(item.strip() != "all" for item in text.split(",") if resolve_kernels(item.strip())[0] in DISTRIBUTED):
+        raise EvalError(f"{', '.join(dist)}: {why}")
+    return [k for k in names if k not in DISTRIBUTED], f"the {len(dist)} distributed rows left out: {why}"
+
+
+def unpriced_reason(hw: str | None) -> str:
+    """Why the distributed rows cannot be simulated on the spec they would use (``hw``, else the
+    detected GPU's, else the overlap model's default), or '' where they can."""
+    from swizzleperf.agent.distributed.evaluator import resolve_target
+    from swizzleperf.profiling.overlap_model import missing_figures
+    spec = resolve_target(hw, DIST_WORLD_SIZES[0]).spec
+    missing = missing_figures(spec)
+    if not missing:
+        return ""
+    return (f"hwspecs/{spec.name}.yaml gives no {', '.join(missing)}, which the overlap model prices them "
+            f"with, and no published figure stands for them (measure them on the GPU; "
+            f"--kernels kernels runs the {len(KERNELS)} single-GPU kernels alone)")
 
 
 def kernel_options(name: str) -> dict:
@@ -114,10 +149,10 @@ def run_eval(options: EvalOptions, eval_id: str | None = None,
     except KeyboardInterrupt:
         with evals_table.connect(options.workdir) as db:  # no worker is left running: run_workers waited for them
             db.execute("UPDATE evals SET status = 'interrupted' WHERE eval_id = ? AND status = 'running'", (eval_id,))
-        write_tables(summarize(options.workdir, eval_id), options.results_dir, eval_id)
+        write_tables(summarize(options.workdir, eval_id), options.results_dir, eval_id, options.left_out)
         raise
     table = summarize(options.workdir, eval_id)
-    return eval_id, table, write_tables(table, options.results_dir, eval_id)
+    return eval_id, table, write_tables(table, options.results_dir, eval_id, options.left_out)
 
 
 def _check_gpus(hw: str | None, gpus: int) -> None:
@@ -315,12 +350,13 @@ def _verdict(row: dict) -> str:
     return "higher predicted L2 hit rate" if gain >= 1e-3 else "no change"
 
 
-def write_tables(table: pd.DataFrame, out_dir: Path, eval_id: str) -> list:
-    """CSV, markdown and PNG plots of one eval; returns the paths written."""
+def write_tables(table: pd.DataFrame, out_dir: Path, eval_id: str, left_out: str = "") -> list:
+    """CSV, markdown and PNG plots of one eval (``left_out``: a line said under the table);
+    returns the paths written."""
     out_dir.mkdir(parents=True, exist_ok=True)
     csv, md = out_dir / f"{eval_id}.csv", out_dir / f"{eval_id}.md"
     table.to_csv(csv, index=False)
-    md.write_text(_markdown(table))
+    md.write_text(_markdown(table) + (f"\nLeft out: {left_out}.\n" if left_out else ""))
     return [csv, md, *_plots(table, out_dir, eval_id)]
 
 
@@ -371,20 +407,34 @@ def _tokens_cell(row: dict) -> str:
     return f"{tokens:.0f}" + (f" (${cost:.4f})" if cost else "")
 
 
+def plotted_rows(table: pd.DataFrame) -> tuple:
+    """``(rows plotted, one line on those left out)``: the plot shows finished rows with an L2 hit
+    rate; a failed or unfinished row, or one without an L2 figure, is named, never drawn as 0 %."""
+    finished = table.status == "finished"
+    rows = table[finished & table.baseline_l2_hit_rate.notna()]
+    notes = [f"not finished: {', '.join(table.kernel[~finished])}" if (~finished).any() else "",
+             f"no L2 figure: {', '.join(table.kernel[finished & table.baseline_l2_hit_rate.isna()])}"
+             if (finished & table.baseline_l2_hit_rate.isna()).any() else ""]
+    return rows, "; ".join(n for n in notes if n)
+
+
 def _plots(table: pd.DataFrame, out_dir: Path, eval_id: str) -> list:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(table)), 3.5))
+    rows, left_out = plotted_rows(table)
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(rows)), 3.5 + (0.4 if left_out else 0)))
     width = 0.27
     for i, label in enumerate(("baseline", "expert", "best")):
-        values = table[f"{label}_l2_hit_rate"].astype(float).fillna(0.0) * 100
-        ax.bar([x + (i - 1) * width for x in range(len(table))], values, width, label=label)
-    ax.set_xticks(range(len(table)), table.kernel, rotation=30, ha="right")
+        values = rows[f"{label}_l2_hit_rate"].astype(float) * 100   # NaN (no expert): no bar
+        ax.bar([x + (i - 1) * width for x in range(len(rows))], values, width, label=label)
+    ax.set_xticks(range(len(rows)), rows.kernel, rotation=30, ha="right")
     ax.set_ylabel("L2 hit rate (%)")
-    ax.set_title(f"{eval_id}: L2 hit rate ({', '.join(sorted(set(table.best_source.dropna())))})")
+    ax.set_title(f"{eval_id}: L2 hit rate ({', '.join(sorted(set(rows.best_source.dropna()))) or 'no row'})")
+    if left_out:
+        fig.text(0.01, 0.01, f"not plotted: {left_out}"[:200], fontsize=7)
     ax.legend()
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.08, 1, 1) if left_out else None)
     path = out_dir / f"{eval_id}_l2.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -657,8 +657,14 @@ def _prediction(out: dict, hw, world_size: int, why: list, q: float) -> OverlapP
                              gpu_interval_ms=[max(lower, gpu * math.exp(-q)) * 1e3, gpu * math.exp(q) * 1e3])
 
 
+def missing_figures(hw) -> list:
+    """The interconnect figures the model prices with that ``hw`` (a HardwareSpec) lacks, by
+    field name: the peer bandwidth, the copy-engine rate and the SM-copy curve."""
+    return [f for f in _HW_FIELDS if getattr(hw, f, None) is None]
+
+
 def _check(hw, dtype: str, world_size: int) -> None:
-    missing = [f for f in _HW_FIELDS if getattr(hw, f, None) is None]
+    missing = missing_figures(hw)
     if missing:
         raise OverlapModelError(f"hwspecs/{hw.name}.yaml must give the interconnect figures "
                                 f"{', '.join(missing)} for the overlap model, got none")

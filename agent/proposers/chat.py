@@ -260,11 +260,28 @@ class ChatClient:
 
     # -- one request ------------------------------------------------------------------------------
 
+    def check(self) -> None:
+        """One request of one token, before a run starts (``swizzleperf optimize / eval --model``):
+        an endpoint that is down, refuses the key or does not serve the model stops the command
+        in one line, before anything is recorded, instead of after the baseline and a stalled run.
+
+        Raises:
+            ProposerError: the endpoint gave no usable answer (the message says what it did).
+        """
+        messages = [{"role": "user", "content": "Reply with the word OK."}]
+        exchange = self.request(messages, time.monotonic() + self.settings.deadline_s, 1, max_tokens=1)
+        if exchange.outcome.startswith("deadline"):
+            raise ProposerError(f"LLM endpoint {self.url}: no answer to a one-token request within the "
+                                f"{self.settings.deadline_s:g} s of --llm-timeout ({exchange.outcome})")
+        if exchange.outcome != "ok":
+            raise ProposerError(_endpoint_message(self, exchange, 1))
+
     def request(self, messages: list, deadline: float, n: int, tools: list | None = None,
-                temperature: float | None = None) -> Exchange:
+                temperature: float | None = None, max_tokens: int | None = None) -> Exchange:
         """Send ``messages`` once, streamed, and read the reply until it ends or ``deadline``
         (``time.monotonic()`` seconds) passes; ``tools`` are offered to the model (OpenAI's
-        ``tools``), dropped for good if the server refuses them. Never raises for the endpoint's
+        ``tools``), dropped for good if the server refuses them; ``max_tokens``: the reply budget
+        (default :meth:`reply_budget`). Never raises for the endpoint's
         faults: the exchange's ``outcome`` says what happened, any URL in it redacted; an answer
         that is not a chat completion (JSON too deep, a count that is text or 10^23, a field of the
         wrong type: ``wire.py``) is ``MALFORMED``, what was received kept in ``reply``.
@@ -273,7 +290,7 @@ class ChatClient:
             ContextOverflow: the server refused the prompt as longer than its window.
         """
         exchange = Exchange(n=n, started_at=time.time(), messages=messages,
-                            max_tokens=self.reply_budget(messages),
+                            max_tokens=max_tokens or self.reply_budget(messages),
                             temperature=self.settings.temperature if temperature is None else temperature)
         start = time.monotonic()
         remaining = deadline - start

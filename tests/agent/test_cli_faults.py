@@ -106,7 +106,7 @@ def test_a_model_that_never_gives_a_candidate_exits_non_zero_saying_why(tmp_path
     command fails in one line naming the last reason and the transcript."""
     from fake_openai import FakeOpenAIServer
     with FakeOpenAIServer() as server:
-        for _ in range(6):
+        for _ in range(7):   # the first answers the one-token check before the run
             server.reply("Sure! Here is a poem about GPUs.", prompt_tokens=50, completion_tokens=9)
         proc = swizzleperf("optimize", str(gemm_path), "--model", "tiny", "--base-url", server.base_url,
                            "--iterations", "2", cwd=tmp_path)
@@ -138,6 +138,7 @@ def test_url_secrets_reach_no_output_and_hostile_replies_end_as_records(tmp_path
     kernel = _write(tmp_path / "gemm.py", gemm_path.read_text())
     with FakeOpenAIServer() as server:
         url = server.base_url.replace("http://", f"http://agent:{password}@") + f"?api_key={key}"
+        server.reply("OK")   # the one-token check before the run
         server.reply(None, status=400, error_message=f"no such key {key} for agent:{password} at {url}")
         server.reply("", events=["[" * 100_000 + "]" * 100_000])
         for _ in range(3):
@@ -173,3 +174,46 @@ def test_url_secrets_reach_no_output_and_hostile_replies_end_as_records(tmp_path
     other = url.replace(password, "other-password").replace("127.0.0.1", "localhost")
     assert_one_line_error(swizzleperf("optimize", "--resume", run_id, "--base-url", other, cwd=tmp_path),
                            "is not the endpoint run")
+
+
+# ------------------------------------------------------------------------------ the LLM endpoint first
+def _dead_port() -> int:
+    """A loopback port with nothing listening (bound, then closed)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("command", [["optimize", "KERNEL"], ["eval", "--kernels", "gemm", "--hw", "mi300x"]])
+def test_a_dead_endpoint_is_one_line_before_anything_is_recorded(tmp_path, gemm_path, command):
+    """#45: with --model, one request before the baseline; a dead endpoint was 38 s and a run folder."""
+    args = [str(gemm_path) if a == "KERNEL" else a for a in command]
+    started = time.monotonic()
+    proc = swizzleperf(*args, "--model", "m", "--base-url", f"http://127.0.0.1:{_dead_port()}/v1", cwd=tmp_path)
+    assert_one_line_error(proc, "unreachable")
+    assert "nothing was started" in proc.stderr and time.monotonic() - started < 30
+    assert not (tmp_path / ".swizzleperf").exists()
+
+
+@pytest.mark.parametrize("command", [["optimize", "KERNEL"], ["eval", "--kernels", "gemm"]])
+def test_base_url_without_model_is_one_line(tmp_path, gemm_path, command):
+    args = [str(gemm_path) if a == "KERNEL" else a for a in command]
+    proc = swizzleperf(*args, "--base-url", "http://127.0.0.1:9/v1", cwd=tmp_path)
+    assert_one_line_error(proc, "goes with --model")
+    assert not (tmp_path / ".swizzleperf").exists()
+
+
+def test_the_check_is_one_short_request(tmp_path):
+    """A live endpoint answers the check: one request, one token, nothing else asked of it."""
+    from fake_openai import FakeOpenAIServer
+    from swizzleperf.agent.proposers.base import ProposerError
+    from swizzleperf.agent.proposers.chat import ChatClient, ChatSettings
+    with FakeOpenAIServer() as server:
+        server.reply("OK")
+        ChatClient(ChatSettings(model="m", base_url=server.base_url, retries=0)).check()
+        server.reply(None, status=404, error_message="model 'm' not found")
+        with pytest.raises(ProposerError, match="model 'm' not found"):
+            ChatClient(ChatSettings(model="m", base_url=server.base_url, retries=0)).check()
+        chats = [r for r in server.requests if "messages" in r]
+    assert len(chats) == 2 and chats[0]["max_tokens"] == 1

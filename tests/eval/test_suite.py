@@ -11,7 +11,7 @@ import pytest
 from nbclient import NotebookClient
 
 from swizzleperf.eval import history
-from swizzleperf.eval.suite import EvalError, EvalOptions, resolve_kernels, run_eval
+from swizzleperf.eval.suite import KERNELS, EvalError, EvalOptions, resolve_kernels, run_eval, select_kernels
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -93,6 +93,56 @@ def test_distributed_kernels_are_eval_rows_per_world_size():
     assert len(resolve_kernels("all")) == 10 + 12 and resolve_kernels("flash_decode@4") == ["flash_decode@4"]
     with pytest.raises(EvalError, match="KERNEL@W"):
         resolve_kernels("flash_decode@5")
+
+
+def test_kernels_is_the_single_gpu_ten():
+    assert resolve_kernels("kernels") == list(KERNELS) and len(KERNELS) == 10
+
+
+def test_all_on_a_spec_without_interconnect_figures_leaves_the_distributed_rows_out():
+    """#45: `eval --hw mi300x` ran 12 distributed rows that could only fail (mi300x.yaml gives no
+    copy-engine or SM-copy rates): `all` leaves them out saying why, naming them is refused."""
+    names, left_out = select_kernels("all", "mi300x")
+    assert names == list(KERNELS)
+    assert "12 distributed rows left out" in left_out and "hwspecs/mi300x.yaml gives no" in left_out
+    assert "copy_engine_bytes_per_s" in left_out and "--kernels kernels" in left_out
+    for asked in ("distributed", "gemm,flash_decode@2", "all,gemm_all_scatter"):
+        with pytest.raises(EvalError, match="hwspecs/mi300x.yaml gives no"):
+            select_kernels(asked, "mi300x")
+    assert select_kernels("all", "h200") == (resolve_kernels("all"), "")
+    assert select_kernels("kernels", "mi300x") == (list(KERNELS), "")
+
+
+def _row(kernel: str, status: str, l2) -> dict:
+    return {"kernel": kernel, "status": status, "best_source": "simulated:mi300x" if l2 else None,
+            **{f"{label}_l2_hit_rate": l2 for label in ("baseline", "expert", "best")}}
+
+
+def test_the_plot_never_draws_a_failed_row_as_zero(tmp_path):
+    from swizzleperf.eval.suite import _plots, plotted_rows
+    table = pd.DataFrame([_row("gemm", "finished", 0.8), _row("softmax", "finished", 0.0),
+                          _row("flash_decode@2", "failed", None), _row("spmv", "running", None),
+                          _row("gemm_all_scatter@2", "finished", None)])
+    rows, left_out = plotted_rows(table)
+    assert rows.kernel.tolist() == ["gemm", "softmax"]   # a real 0 % stays
+    assert left_out == "not finished: flash_decode@2, spmv; no L2 figure: gemm_all_scatter@2"
+    assert _plots(table, tmp_path, "eval-x")[0].stat().st_size > 0
+
+
+def test_eval_exits_non_zero_when_a_row_did_not_finish(tmp_path, monkeypatch):
+    """#45: 12 of 22 rows failed and the command exited 0."""
+    from typer.testing import CliRunner
+
+    from swizzleperf.agent.cli import app
+    from swizzleperf.agent.loop import run
+
+    def start(options, on_event=None):
+        raise run.RunError("stopped by the test")
+    monkeypatch.setattr(run, "start", start)
+    result = CliRunner().invoke(app, ["eval", "--kernels", "gemm,softmax", "--hw", "mi300x", "--workdir",
+                                      str(tmp_path / ".sp"), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 1, result.output
+    assert "2 of 2 rows did not finish (gemm: failed, softmax: failed" in " ".join(result.output.split())
 
 
 def test_a_distributed_row_is_predicted_and_labelled(tmp_path):
