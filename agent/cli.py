@@ -1,4 +1,5 @@
-"""The ``swizzleperf`` command line (typer): ``optimize``, ``eval``, ``simulate``, ``analyze``, ``hw``."""
+"""The ``swizzleperf`` command line (typer): ``optimize``, ``eval``, ``simulate``, ``analyze``, ``hw``,
+``notebook``."""
 from __future__ import annotations
 
 import signal
@@ -636,6 +637,28 @@ def hw_command(hw: Optional[str] = typer.Option(None, "--hw", help="The spec a r
         path = dispatch_probe.save(result, Path(workdir), target.spec.name)
         console.print(f"{dispatch_probe.describe(result)}\n(saved to {path}; `simulate` and `analyze` "
                       f"take it with --probe)")
+
+
+@app.command("notebook")
+def notebook_command(
+    run: Optional[str] = typer.Argument(None, help="A run id of the record, or a run folder (e.g. eval/results/real_llm/work/runs/20261124-012842-ba04); default the latest run."),
+    workdir: Optional[str] = typer.Option(None, help="The run record (default: .swizzleperf here or in a folder above)."),
+    out: Optional[str] = typer.Option(None, "--out", help="The executed notebook (default: reflection_history_RUN.ipynb here)."),
+    timeout: float = typer.Option(300.0, help="Seconds one cell may take."),
+) -> None:
+    """Run notebooks/reflection_history.ipynb headless on one run (no Jupyter): print what it
+    shows and write the executed copy, figures included."""
+    from swizzleperf.eval.notebook import NotebookError, execute
+    name = Path(run).name if run else "latest"
+    target = Path(out or f"reflection_history_{name}.ipynb")
+    try:
+        with console.status(f"running the notebook on {run or 'the latest run'}"):
+            lines = execute(run, workdir, target, timeout)
+    except NotebookError as exc:
+        _fail(str(exc))
+    for line in lines:
+        console.print(line, markup=False, soft_wrap=True)
+    console.print(f"\nexecuted notebook: {target}", markup=False)
 
 
 def _print_distributed_summary(outcome) -> None:

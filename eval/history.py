@@ -13,6 +13,7 @@ do not fit is one line (``HistoryError``), and ``load_runs`` loads the others of
 """
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Annotated
@@ -95,6 +96,23 @@ class _Request(pydantic.BaseModel):
     completion_tokens: Annotated[int, pydantic.Field(strict=True, ge=0, lt=1 << 40)] | None = None
 
 
+def located(path: str | None, start: Path | None = None, folder: bool = False) -> str | None:
+    """``path`` as given where it is absolute or exists from ``start`` (the current directory);
+    else the first folder above ``start`` where it exists, joined to it: a path written from the
+    repository's root (``eval/results/...``) works from ``notebooks/``, where Jupyter starts the
+    notebook. Without ``folder``, a plain name (no separator: a run id) is returned as it is."""
+    if not path or (not folder and os.sep not in path and "/" not in path):
+        return path
+    given = Path(path).expanduser()
+    start = (start or Path.cwd()).resolve()
+    if given.is_absolute() or (start / given).exists():
+        return str(given)
+    for folder in start.parents:
+        if (folder / given).exists():
+            return str(folder / given)
+    return str(given)
+
+
 def find_workdir(start: Path | None = None) -> Path:
     """The run record's folder: ``.swizzleperf`` in ``start`` (the current directory) or the
     nearest folder above it that has one (Jupyter starts a notebook in ``notebooks/``).
@@ -121,6 +139,7 @@ def load_run(run_id: str | None = None, workdir: str | None = None) -> tuple:
         UnknownRunError: no such run in the record (``UnusableRunError``: its row is damaged).
         HistoryError: the run folder's report.json or transcript.jsonl is not a run's (one line).
     """
+    run_id, workdir = located(run_id), located(workdir, folder=True)
     folder = run_folder(run_id, workdir)
     if folder is not None:
         run, iterations = _from_folder(folder)
@@ -366,7 +385,7 @@ def transcript(run: dict, workdir: str | None = None) -> pd.DataFrame:
             return frame
         frame["prompt_chars"] = frame.messages.map(lambda ms: sum(len(m.get("content") or "") for m in ms or []))
     else:
-        frame = RunRecord(Path(workdir or str(find_workdir()))).requests(run["run_id"])
+        frame = RunRecord(Path(located(workdir, folder=True) or str(find_workdir()))).requests(run["run_id"])
         if frame.empty:
             return frame
         frame["prompt_chars"] = frame.messages_json.map(_prompt_chars)
