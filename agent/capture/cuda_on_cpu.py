@@ -24,8 +24,11 @@ of the capture folder, which the CLI prints as one line:
   branches on it takes its CPU path, which is the truth.
 
 And, under the interpreter whether or not a GPU is present, the common libdevice functions
-(``tanh``, ``pow``, ``rsqrt``...: :data:`LIBDEVICE`) run through numpy (:func:`interpreter_libdevice`;
-the generated module installs the same in verification's processes).
+(``tanh``, ``pow``, ``rsqrt``...: :data:`LIBDEVICE`) run through numpy (:func:`interpreter_libdevice`),
+and two places where Triton 3.9.0's interpreter rejects what compiled Triton runs are mended: a
+constexpr annotated as a string (:func:`interpreter_string_annotations`) and an ``int1`` mask held
+as integers (:func:`interpreter_boolean_masks`). The generated module installs the same in
+verification's processes.
 """
 from __future__ import annotations
 
@@ -181,12 +184,16 @@ def _inductor_shims() -> None:
 def generated_module_shims() -> None:
     """What the generated copy of an app's file needs on a machine without a GPU, where it imports
     what the app's run had: Inductor's CUDA names (where torch has no GPU: the agent's process
-    imports the copy too) and libdevice's numpy stand-ins (under the interpreter)."""
+    imports the copy too); under the interpreter, libdevice's numpy stand-ins and the interpreter's
+    fixes (string constexprs, int1 masks held as integers), so that verification runs the kernel as
+    the app's run did."""
     import torch
     if not torch.cuda.is_available():
         _inductor_shims()
         _cpu_driver()
     interpreter_libdevice()
+    interpreter_string_annotations()
+    interpreter_boolean_masks()
 
 
 def _switch_on() -> None:
@@ -223,6 +230,8 @@ def _on_triton() -> None:
     Never from :func:`generated_module_shims`: the agent's own process imports the generated copy,
     and the mode there would answer ``is_cuda`` for the agent's tensors (it leaked into the tests)."""
     interpreter_libdevice()
+    interpreter_string_annotations()
+    interpreter_boolean_masks()
     _cpu_driver()
     if "torch" in sys.modules:
         _switch_on()
@@ -263,6 +272,74 @@ def _cpu_driver() -> None:
         driver.active
     except RuntimeError:   # "0 active drivers"
         driver.set_active(_CpuDriver())
+
+
+# -- string annotations under the interpreter ------------------------------------------------------
+
+def interpreter_string_annotations() -> bool:
+    """Under ``TRITON_INTERPRET=1``, a parameter annotated with a string (``BLOCK: "tl.constexpr"``,
+    which compiled Triton reads as a constexpr) stays a constexpr in the interpreter too. Triton
+    3.9.0's interpreter compiles its rewritten copy of a kernel inside ``interpreter.py``, whose
+    ``from __future__ import annotations`` the ``compile`` call inherits: the copy's annotation is
+    then the source text ``"'tl.constexpr'"``, no constexpr, and ``tl.arange(0, BLOCK)`` fails with
+    "arange's arguments must be of type tl.constexpr" (seen on TritonBench-G's sin_computation.py
+    and triton_mul2.py). The copy gets the original function's annotations back. Returns whether
+    the interpreter was patched (False: not interpreting, or a Triton without that rewriter)."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return False
+    try:
+        from triton.runtime.interpreter import FunctionRewriter
+    except ImportError:
+        return False
+    compile_and_exec = getattr(FunctionRewriter, "_compile_and_exec", None)
+    if compile_and_exec is None or getattr(compile_and_exec, "_keeps_annotations", False):
+        return compile_and_exec is not None
+
+    def keeping_annotations(self, transformed_ast):
+        rewritten = compile_and_exec(self, transformed_ast)
+        original = getattr(self.fn, "__annotations__", None)
+        if original and callable(rewritten):
+            rewritten.__annotations__ = dict(original)
+        return rewritten
+    keeping_annotations._keeps_annotations = True
+    FunctionRewriter._compile_and_exec = keeping_annotations
+    return True
+
+
+def interpreter_boolean_masks() -> bool:
+    """Under ``TRITON_INTERPRET=1``, a load's or store's mask whose Triton type is ``int1`` reaches
+    the interpreter's C++ load and store as numpy booleans. Triton 3.9.0's interpreter can hold such
+    a mask as int32 data (a scalar comparison ``pid < H`` and-ed with a block, broadcast to the
+    pointers: TritonBench-G's rotary_emb_nopad.py), and its load then raises "mask has unsupported
+    dtype", where compiled Triton runs it. Nonzero is True, as the type says. Returns whether the
+    interpreter was patched."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return False
+    try:
+        import numpy as np
+        from triton.runtime.interpreter import InterpreterBuilder, TensorHandle
+    except ImportError:
+        return False
+    load, store = (getattr(InterpreterBuilder, n, None) for n in ("create_masked_load", "create_masked_store"))
+    if load is None or store is None:
+        return False
+    if getattr(load, "_boolean_masks", False):
+        return True
+
+    def boolean(mask):
+        data = getattr(mask, "data", None)
+        if isinstance(data, np.ndarray) and data.dtype != np.bool_:
+            return TensorHandle(data.astype(np.bool_), mask.dtype)
+        return mask
+
+    def masked_load(self, ptrs, mask, *args, **kwargs):
+        return load(self, ptrs, boolean(mask), *args, **kwargs)
+
+    def masked_store(self, ptrs, value, mask, *args, **kwargs):
+        return store(self, ptrs, value, boolean(mask), *args, **kwargs)
+    masked_load._boolean_masks = masked_store._boolean_masks = True
+    InterpreterBuilder.create_masked_load, InterpreterBuilder.create_masked_store = masked_load, masked_store
+    return True
 
 
 # -- libdevice under the interpreter --------------------------------------------------------------

@@ -41,7 +41,6 @@ from swizzleperf.sandbox.write_back import digest, write_back, write_sealed
 # arithmetic inside a tile).
 ATOMIC_TOLERANCE = {"float64": 1e-12, "float32": 1e-5, "float16": 2e-3, "bfloat16": 1e-2}
 TEST_TIMEOUT_S = 1800.0
-CPU_SHIMMED = ("libdevice", "_cuda_getCurrentRawStream", "_empty_strided_cuda", "driver.active")
 APP_CODE_LINE = "pass  # swizzleperf: the app's own run (agent/capture/app_code.py), not run when this copy is imported"
 #: The generated module's name for the kernel function the app launched (agent/capture/user_kernel.py's
 #: ``generated_module``).
@@ -128,9 +127,10 @@ def generated_module(lifted: Lifted, captured: Capture, folder: Path, original: 
     header = (f"import sys as _swizzleperf_sys  # swizzleperf: the user's folder first, for sibling imports\n"
               + "".join(f"if {f!r} not in _swizzleperf_sys.path:\n    _swizzleperf_sys.path.insert(0, {f!r})\n"
                         for f in ([str(root)] if package else []) + [user_folder]))
-    if any(name in source for name in CPU_SHIMMED):   # on a CPU, what the app's run had (cuda_on_cpu.py)
-        header += ("from swizzleperf.agent.capture.cuda_on_cpu import generated_module_shims as _swizzleperf_shims\n"
-                   "_swizzleperf_shims()  # swizzleperf: libdevice, Triton's driver, Inductor's CUDA names without a GPU\n")
+    # what the app's run had (cuda_on_cpu.py): each shim acts only where it applies (no GPU, or the interpreter)
+    header += ("from swizzleperf.agent.capture.cuda_on_cpu import generated_module_shims as _swizzleperf_shims\n"
+               "_swizzleperf_shims()  # swizzleperf: libdevice, Triton's driver, Inductor's CUDA names without a GPU; "
+               "the interpreter's fixes\n")
     footer = (f"\n\n# -- swizzleperf: the KernelSpec of the launch of {kernel} captured from `{_one_line(captured.launch['app'])}`\n"
               f"# (agent/capture/user_kernel.py; the capture: {_one_line(str(folder))}/launch.json, the lift: lift.json)\n"
               f"from swizzleperf.agent.capture.capture import spec_fields as _swizzleperf_spec_fields  # noqa: E402\n"

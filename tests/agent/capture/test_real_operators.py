@@ -377,3 +377,70 @@ def test_a_libdevice_function_imported_by_name_runs_under_the_interpreter(cpu_on
     assert "_swizzleperf_shims()" in prepared.module_path.read_text()
     result = verify(prepared.module_path, tmp_path / "m.npy", VerifyConfig(dtype="float32", seeds=(1,)))
     assert result.verdict is Verdict.PASS, result.reason
+
+
+STRING_CONSTEXPR_APP = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_kernel(x_ptr, out_ptr, n, BLOCK: "tl.constexpr"):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, 2.0 * tl.load(x_ptr + offs, mask=mask), mask=mask)
+
+def test_scale():
+    x = torch.randn(300, device="cuda")
+    out = torch.empty_like(x)
+    scale_kernel[(triton.cdiv(300, 64),)](x, out, 300, BLOCK=64)
+    torch.testing.assert_close(out, 2.0 * x)
+    return out
+
+result_gold = test_scale()
+'''
+
+
+def test_a_constexpr_annotated_as_a_string_stays_one_under_the_interpreter(cpu_only, tmp_path):
+    """``BLOCK: "tl.constexpr"`` (compiled Triton reads it as a constexpr): Triton 3.9.0's
+    interpreter lost it ("arange's arguments must be of type tl.constexpr"); the app runs, and its
+    generated copy verifies in verification's process."""
+    prepared = user_kernel.prepare(_app(tmp_path, STRING_CONSTEXPR_APP), "scale_kernel", tmp_path / "work")
+    result = verify(prepared.module_path, tmp_path / "m.npy", VerifyConfig(dtype="float32", seeds=(1,)))
+    assert result.verdict is Verdict.PASS, result.reason
+
+
+SCALAR_AND_BLOCK_MASK_APP = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def heads_kernel(q_ptr, n_tokens, HEADS: tl.constexpr, D: tl.constexpr, TOKENS: tl.constexpr):
+    head = tl.program_id(0)
+    t = tl.arange(0, TOKENS)
+    d = tl.arange(0, D)
+    offs = head * TOKENS * D + t[:, None, None] * D + d[None, None, :]
+    mask = (head < HEADS) & (t[:, None, None] < n_tokens)
+    tl.store(q_ptr + offs, 2.0 * tl.load(q_ptr + offs, mask=mask, other=0.0), mask=mask)
+
+def test_heads():
+    q = torch.randn(3 * 8 * 16, device="cuda")
+    expected = q.view(3, 8, 16).clone()
+    expected[:, :5] *= 2
+    heads_kernel[(3,)](q, 5, HEADS=3, D=16, TOKENS=8)
+    torch.testing.assert_close(q.view(3, 8, 16), expected)
+    return q
+
+result_gold = test_heads()
+'''
+
+
+def test_a_mask_of_a_scalar_and_a_block_comparison_runs_under_the_interpreter(cpu_only, tmp_path):
+    """``(pid < H) & (t[:, None, None] < n)`` as a mask: Triton 3.9.0's interpreter held it as int32
+    and its load raised "mask has unsupported dtype"; the app runs and its copy verifies."""
+    prepared = user_kernel.prepare(_app(tmp_path, SCALAR_AND_BLOCK_MASK_APP), "heads_kernel", tmp_path / "work")
+    result = verify(prepared.module_path, tmp_path / "m.npy", VerifyConfig(dtype="float32", seeds=(1,)))
+    assert result.verdict is Verdict.PASS, result.reason
