@@ -327,15 +327,11 @@ def _print_summary(outcome) -> None:
     console.print()
     if r.get("distributed"):
         return _print_distributed_summary(outcome)
-    table = Table(title=f"{r['kernel']} on {r['hardware']} ({r['mode']})")
-    for column in ("order", "L2 hit rate", "source", "time", "time source"):
-        table.add_column(column)
-    from swizzleperf.agent.loop.report import order_notes, time_cells
-    for label in ("baseline", "expert", "best"):
-        f = r.get(label)
-        if f and f.get("l2_hit_rate") is not None:
-            table.add_row(f"{label}: {f['name']}", f"{f['l2_hit_rate']:.1%}", f["source"], *time_cells(f))
+    from swizzleperf.agent.loop.report import order_notes
+    table, shared = _orders_table(r)
     console.print(table)
+    if shared:
+        console.print(shared, markup=False)
     for note in order_notes(r):
         console.print(note, markup=False)
     best = r.get("best") or {}
@@ -347,6 +343,52 @@ def _print_summary(outcome) -> None:
         console.print(f"roof of the best ({best_roof['status']}): {best_roof['line']}", markup=False)
     console.print(f"stopped: {r['stop_reason']}")
     console.print(f"run {outcome.run_id} ({outcome.status}): {outcome.run_dir}")
+    for line in _best_lines(r, outcome.run_dir):
+        console.print(line, markup=False, soft_wrap=True)
+
+
+#: The order table's columns: name and how each row gives its cell.
+_ORDER_COLUMNS = ("order", "L2 hit rate", "source", "time", "time source")
+
+
+def _orders_table(r: dict) -> tuple:
+    """``(table, line)``: baseline, expert and best; a column whose cell is the same in every row
+    (the simulator as the source, "not measured") leaves the table for the line under it, so that
+    the table fits 80 columns (#45: ``simulated:mi300x`` was cut there)."""
+    from swizzleperf.agent.loop.report import time_cells
+    rows = [(f"{label}: {f['name']}", f"{f['l2_hit_rate']:.1%}", f["source"] or "n/a", *time_cells(f))
+            for label in ("baseline", "expert", "best")
+            if (f := r.get(label)) and f.get("l2_hit_rate") is not None]
+    same = {i for i in range(2, len(_ORDER_COLUMNS)) if rows and len({row[i] for row in rows}) == 1}
+    table = Table(title=f"{r['kernel']} on {r['hardware']} ({r['mode']})")
+    for i, column in enumerate(_ORDER_COLUMNS):
+        if i not in same:
+            table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*(escape(str(c)) for i, c in enumerate(row) if i not in same))
+    shared = "; ".join(f"{_ORDER_COLUMNS[i]}: {rows[0][i]}" for i in sorted(same)
+                       if not (_ORDER_COLUMNS[i] == "time source" and rows[0][i] == "n/a"))
+    return table, f"every order's {shared}" if shared else ""
+
+
+def _best_lines(r: dict, run_dir: Path) -> list:
+    """What the run leaves you: the best kernel file and best.diff, and where the best was verified."""
+    from swizzleperf.agent.loop.report import numerics_text
+    best = r.get("best") or {}
+    if not best or r.get("distributed"):
+        return []
+    if best.get("kind") == "baseline":
+        return [f"no order beat your kernel's own: nothing to apply ({run_dir / 'best.diff'} is empty)"]
+    scope = best.get("permutation_scope") or f"permutation verified {best.get('permutation_verified')}"
+    lines = [f"best: {best.get('name')}: {scope}; {numerics_text(r)}"]
+    if r.get("best_kernel_file"):
+        lines.append(f"best kernel: {r['best_kernel_file']}")
+    elif r.get("best_kernel_refused"):
+        lines.append(f"best kernel {r['best_kernel_refused']}")
+    if (run_dir / "best.diff").exists():
+        diff = run_dir / "best.diff"
+        lines.append(f"best.diff: {diff} (`patch {r.get('kernel_path') or 'KERNEL'} {diff}` applies it)")
+    return lines
 
 
 def _interruptible() -> None:
@@ -641,7 +683,7 @@ def hw_command(hw: Optional[str] = typer.Option(None, "--hw", help="The spec a r
 
 @app.command("notebook")
 def notebook_command(
-    run: Optional[str] = typer.Argument(None, help="A run id of the record, or a run folder (e.g. eval/results/real_llm/work/runs/20261124-012842-ba04); default the latest run."),
+    run: Optional[str] = typer.Argument(None, help="A run id of the record, or a run folder (e.g. bench/results/real_llm/work/runs/20261124-012842-ba04); default the latest run."),
     workdir: Optional[str] = typer.Option(None, help="The run record (default: .swizzleperf here or in a folder above)."),
     out: Optional[str] = typer.Option(None, "--out", help="The executed notebook (default: reflection_history_RUN.ipynb here)."),
     timeout: float = typer.Option(300.0, help="Seconds one cell may take."),

@@ -301,11 +301,31 @@ def render_markdown(report: dict) -> str:
         title = "Best configuration" if report.get("distributed") else "Best swizzle"
         fence = "json" if report.get("distributed") else "python"
         lines += ["", f"## {title} ({md_text(best['name'])}, verified: permutation {best['permutation_verified']}, "
-                      f"numerics {best['numerics_verified']})", "",
+                      f"{md_text(numerics_text(report))})", "",
                   *([md_text(best["permutation_scope"][:1].upper() + best["permutation_scope"][1:]) + ".", ""]
                     if best.get("permutation_scope") else []),
                   *fenced(str(best["swizzle_source"]), fence)]
     return "\n".join(lines) + "\n"
+
+
+def numerics_text(report: dict) -> str:
+    """Where the best's outputs were compared with the reference, for report.md and the console:
+    "numerics verified at check M=100, N=72, K=80 (bfloat16); not at the default M=16384, ..."
+    (a CPU compares the small ``check`` problem through the interpreter; a GPU ``default`` too);
+    a distributed run's own line (``verified_at``)."""
+    best = report.get("best") or {}
+    if not best.get("numerics_verified"):
+        return "numerics not verified"
+    workload = report.get("workload") or {}
+    problems = workload.get("numerics_problems")
+    if not problems:
+        return f"numerics verified at {best['verified_at']}" if best.get("verified_at") else "numerics verified"
+    sizes = lambda p: ", ".join(f"{k}={v}" for k, v in p.items())
+    text = "numerics verified at " + " and ".join(f"{name} {sizes(p)}" for name, p in problems.items())
+    text += f" ({workload.get('dtype')})" if workload.get("dtype") else ""
+    if "default" not in problems and workload.get("problem"):
+        text += f"; not at the default {sizes(workload['problem'])} (a GPU checks it)"
+    return text
 
 
 #: Characters that start or end inline Markdown anywhere in a line (emphasis, code spans, links,

@@ -16,7 +16,8 @@ from swizzleperf.agent.verification.candidate import (CandidateError, canonical_
                                                       target_source, unified_diff)
 from swizzleperf.agent.verification.measure import Measurer
 from swizzleperf.agent.verification.swizzles import expert_source
-from swizzleperf.agent.verification.verify import Verdict, VerifyConfig, reference_module, run_worker, verify
+from swizzleperf.agent.verification.verify import (Verdict, VerifyConfig, numerics_problems, reference_module,
+                                                   run_worker, verify)
 from swizzleperf.profiling import analysis
 from swizzleperf.sandbox.write_back import write_sealed
 
@@ -82,7 +83,9 @@ class Evaluator:
         library (``tune_launch``), where the spec declares either."""
         fields, hw = self.context_fields(), self.measurer.target.spec
         occupancy = self.measurer.trace.programs_per_cu
+        numerics = {name: dict(self.spec.problems[name]) for name in numerics_problems(self.verify_config.device)}
         extra = {"workload": {**{k: fields[k] for k in ("problem", "meta")}, "dtype": self.verify_config.dtype,
+                              "numerics_problems": numerics,
                               "tile_grid": list(fields["tile_grid"]), "programs": math.prod(fields["tile_grid"]),
                               "programs_per_wave": hw.compute_units * occupancy,
                               "wave_note": f"{hw.compute_units} {hw.compute_unit_label}s x {occupancy} "

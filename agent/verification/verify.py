@@ -137,6 +137,12 @@ class VerifyConfig:
     timeout_s: float = 300.0
 
 
+def numerics_problems(device: str) -> list:
+    """The problems whose outputs :func:`verify` compares with the reference: ``check`` (edge
+    tiles, through the interpreter) on a CPU; ``check`` and ``default`` compiled on a GPU."""
+    return ["check"] if device == "cpu" else ["check", "default"]
+
+
 def reference_module(candidates_dir: Path, kernel_path: Path, module_source: str) -> Path:
     """The kernel module as the run read it (``module_source``), written once into the run's
     candidates folder as ``reference_<kernel file name>``: the ``reference_path`` of
@@ -171,11 +177,11 @@ def verify(kernel_path: Path, mapping_path: Path, config: VerifyConfig, time_it:
             "prove": prove}   # False: a guarded kernel, its order already checked (agent/verification/prove.py)
     if config.device == "cpu":
         return run_worker({**base, "stages": ["permutation", "all_grids", "numerics"],
-                           "numerics_problems": ["check"]}, config.timeout_s, interpret=True)
+                           "numerics_problems": numerics_problems("cpu")}, config.timeout_s, interpret=True)
     result = run_worker({**base, "stages": ["permutation", "all_grids"]}, config.timeout_s, interpret=True)
     if not result.passed:
         return result
     stages = ["compiled_permutation", "numerics"] + (["timing"] if time_it else [])
-    compiled = run_worker({**base, "stages": stages, "numerics_problems": ["check", "default"]},
+    compiled = run_worker({**base, "stages": stages, "numerics_problems": numerics_problems(config.device)},
                           config.timeout_s, interpret=False)
     return WorkerResult(compiled.verdict, compiled.reason, {**result.details, **compiled.details})
