@@ -4,7 +4,7 @@ run's predicted time, else the L2 hit rate), each candidate's verdict, reason, s
 lessons, the simulator's error, tokens and cost.
 
 A run is read from the SQLite record when there is one (read only: nothing is created), else from
-its run folder (``report.json`` and ``transcript.jsonl``: the committed runs under eval/results/
+its run folder (``report.json`` and ``transcript.jsonl``: the committed runs under bench/results/
 keep only those).
 
 What is read is data only, checked before use (#41): report.json and each transcript line against
@@ -99,7 +99,7 @@ class _Request(pydantic.BaseModel):
 def located(path: str | None, start: Path | None = None, folder: bool = False) -> str | None:
     """``path`` as given where it is absolute or exists from ``start`` (the current directory);
     else the first folder above ``start`` where it exists, joined to it: a path written from the
-    repository's root (``eval/results/...``) works from ``notebooks/``, where Jupyter starts the
+    repository's root (``bench/results/...``) works from ``notebooks/``, where Jupyter starts the
     notebook. Without ``folder``, a plain name (no separator: a run id) is returned as it is."""
     if not path or (not folder and os.sep not in path and "/" not in path):
         return path

@@ -50,7 +50,7 @@ class EvalOptions:
     price_in_per_mtok: float = 0.0   # USD per million prompt tokens (the cost column)
     price_out_per_mtok: float = 0.0
     workdir: str = ".swizzleperf"
-    out_dir: str | None = None   # None: WORKDIR/results (the repository's eval/results/ only when asked)
+    out_dir: str | None = None   # None: WORKDIR/results (the repository's bench/results/ only when asked)
     left_out: str = ""           # the rows `all` left out and why (select_kernels), said under the table
 
     @property

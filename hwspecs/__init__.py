@@ -18,7 +18,7 @@ class HardwareSpec:
         compute_units: SMs (NVIDIA) or CUs (AMD) enabled on the part.
         l2_domains: caches that hold data independently: AMD XCDs (each its own L2); on H100 and
             H200 the two L2 partitions, each modelled as holding its own copy of what its SMs read
-            (validated against ncu: eval/results/simulator_validation.md); 1 on NVIDIA parts
+            (validated against ncu: bench/results/simulator_validation.md); 1 on NVIDIA parts
             not yet validated, whose partitions are then treated as one cache.
         l2_partitions: NVIDIA L2 partitions joined by the fabric (2 on A100/H100/H200); equals
             ``l2_domains`` on AMD.

@@ -29,7 +29,7 @@ At the default problem (M = N = 16384, K = 4096, tiles 128 x 256 x 64) the tile 
 
 Measured on an NVIDIA H200 (ncu, shared/HARDWARE.md, 2026-11-22): L2 hit rate 46.4 % row-major,
 76.0 % grouped; DRAM reads 8.82 GB against 2.59 GB; 3.51 ms against 3.14 ms. With this file's
-kernel (do_bench medians, eval/results/gemm_bench_h200.md): 3.774 ms row-major, 3.393 ms grouped.
+kernel (do_bench medians, bench/results/gemm_bench_h200.md): 3.774 ms row-major, 3.393 ms grouped.
 
 Baseline: row-major, as naive kernels are written. The hand-written expert order the optimizer
 must reach is the catalog's ``grouped-m:8``.
@@ -244,7 +244,7 @@ SPEC = KernelSpec(
     },
     # 128 x 256 x 64, 8 warps, 4 stages with C stored in two halves (the epilogue's shared memory
     # halved so that 4 stages fit), data-parallel: the best of 21 configurations at this problem on
-    # one H100 (triton 3.6, 2026-11-25, eval/gpu_rank_gemm.sh's first run: 1.02x torch.matmul).
+    # one H100 (triton 3.6, 2026-11-25, bench/gpu_rank_gemm.sh's first run: 1.02x torch.matmul).
     meta={"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4,
           "EPILOGUE_SUBTILE": 1},
     check_meta={"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "num_warps": 4, "num_stages": 1},
@@ -272,7 +272,7 @@ SPEC = KernelSpec(
     # on Hopper, persistent_gemm.warp_specialize_effective); and the winners
     # at this default problem, stream-K for the last two waves (140 tiles): on an H100 with 4 stages and
     # C in halves (1.028x torch.matmul), on an H200 with 3 stages and C whole (1.031x;
-    # eval/results/rank_gemm_hopper.md, 2026-11-25 and -26).
+    # bench/results/rank_gemm_hopper.md, 2026-11-25 and -26).
     launch_configs=(
         {"STREAM_K": 2},
         {"num_stages": 3, "EPILOGUE_SUBTILE": 0, "STREAM_K": 2},
@@ -281,7 +281,7 @@ SPEC = KernelSpec(
         {"BLOCK_M": 256, "BLOCK_N": 128, "num_stages": 3, "EPILOGUE_SUBTILE": 0},
         # a tail of 128 x 128 tiles where the last wave is partial (launch leaves it out where no
         # split ends sooner): 1.03x cuBLAS at 4096 x 3584 x 4096 on an H100, where the tuned
-        # stream-K was at 0.988x; 1.04x on an H200 (eval/results/wide_tile/)
+        # stream-K was at 0.988x; 1.04x on an H200 (bench/results/wide_tile/)
         {"TAIL_BLOCK_N": 128},
     ),
     library=lambda inputs: torch.matmul(inputs["a"], inputs["b"], out=inputs["c"]),

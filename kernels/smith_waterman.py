@@ -166,12 +166,12 @@ def order_sources() -> dict:
     return {
         "bottom-up": _within_diagonals(
             """    \"\"\"Map global program id ``pid`` to its tile: the anti-diagonals in order, each from its
-    bottom row up (the baseline's diagonals, reversed within each; eval/validate_simulator.py).""",
+    bottom row up (the baseline's diagonals, reversed within each; bench/validate_simulator.py).""",
             "    pid_m = tl.minimum(d, num_pid_m - 1) - (pid - first)\n"),
         "interleaved": _within_diagonals(
             """    \"\"\"Map global program id ``pid`` to its tile: the anti-diagonals in order, within each the
     even positions first, then the odd ones (k -> k // 2 + (k % 2) * ceil(L / 2) of the L tiles
-    top-down; eval/validate_simulator.py).""",
+    top-down; bench/validate_simulator.py).""",
             "    top = tl.maximum(d - num_pid_n + 1, 0)\n"
             "    length = tl.minimum(d, num_pid_m - 1) - top + 1\n"
             "    k = pid - first\n"

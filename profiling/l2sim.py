@@ -20,7 +20,7 @@ Model (deliberately simple, every choice stated):
   LLC), and inserts it into the domain's L2. With ``domain_miss_path: peer_domains`` (NVIDIA
   L2 partitions) a read miss on a block another domain holds is served by that domain (counted
   in ``cross_domain_bytes``, not in DRAM bytes) and still inserted into the missing domain's L2
-  (both measured on an H200: eval/results/partition_h200/). A block larger than a cache is never
+  (both measured on an H200: bench/results/partition_h200/). A block larger than a cache is never
   cached there.
   Stores allocate in the domain's L2 (write-back) and do not touch the LLC or the read counts;
   every distinct stored block counts its bytes once in ``dram_write_bytes``. A block may be both

@@ -1,7 +1,7 @@
 """The overlap model recalibrated for one machine and problem from the run's own measurements.
 
 profiling/overlap_model.py prices a launch from the hardware spec and parameters fitted on other
-machines (eval/results/overlap_model_validation.md): on two H100s it priced the per-rank GEMM of
+machines (bench/results/overlap_model_validation.md): on two H100s it priced the per-rank GEMM of
 all_gather_gemm at llama70b-up-8k 15 % fast (2.865 ms against 3.361 measured alone, issue #22),
 and on the same machine it priced a copy-engine pattern at a third of its measured time while it
 priced bulk_sync within 12 % (2026-11-25, the rank pool's smoke run). So one scale for the whole
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 #: The interval of a prediction that comes without one (the overlap model of before issue #25):
 #: +- 15 %, twice the 7.6 % median error of the model on the 4- and 8-GPU runs it was not fitted
-#: on (eval/results/overlap_model_validation.md, 29 cases). A prediction's own interval, where the
+#: on (bench/results/overlap_model_validation.md, 29 cases). A prediction's own interval, where the
 #: model gives one (``interval_ms``), is used instead.
 FALLBACK_RELATIVE_INTERVAL = 0.15
 #: The largest relative margin a calibrated prediction is given (pruning keeps what lies within).

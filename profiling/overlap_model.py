@@ -12,7 +12,7 @@ bench times them, so the host runs ahead of the GPU while it can):
     tiles, a tile ``2 BLOCK_M BLOCK_N K`` FLOPs at the measured per-SM rate of its tile
     configuration plus a fixed cost per tile; the last, partial wave costs ``f ** e`` of a
     full one (hwspecs: ``matmul_tile_rates``, ``matmul_tile_fixed_s``,
-    ``matmul_last_wave_exp``, measured on one H200: eval/results/rank_gemm_h200.json);
+    ``matmul_last_wave_exp``, measured on one H200: bench/results/rank_gemm_h200.json);
   - **SM copies** to peers (scatter, push, epilogue stores) on P programs at
     ``sm_copy_bytes_per_s x P / (P + sm_copy_half_programs)`` (measured Triton put);
   - **copy-engine copies** at ``copy_engine_bytes_per_s`` (measured);
@@ -29,11 +29,11 @@ the per-rank shapes), then the NCCL collective (a launch cost plus the received 
 rate), back to back.
 
 The few efficiencies and host costs are fitted by ``python -m
-swizzleperf.eval.validate_overlap_model fit`` on the 2-GPU measurements only
-(eval/results/dist_h200_2gpu.json), the GEMM constants of hwspecs/h200.yaml on the 2-GPU per-rank
+bench.validate_overlap_model fit`` on the 2-GPU measurements only
+(bench/results/dist_h200_2gpu.json), the GEMM constants of hwspecs/h200.yaml on the 2-GPU per-rank
 shapes only, and stored with their source in ``profiling/overlap_params.json``; the 4- and 8-GPU
 measurements (H200) and the two-H100 bench are predicted unseen
-(eval/results/overlap_model_validation.md).
+(bench/results/overlap_model_validation.md).
 
 Every prediction also says how far to trust it:
 
@@ -50,7 +50,7 @@ Every prediction also says how far to trust it:
   EPILOGUE_SUBTILE came after the fit).
 
 ``predict(..., measured_gemm=True)`` scales the per-rank GEMM to a time measured alone on this
-device and shape where a rank-GEMM file has one (eval/results/rank_gemm_hopper.json: an H100 and an H200,
+device and shape where a rank-GEMM file has one (bench/results/rank_gemm_hopper.json: an H100 and an H200,
 the tuned persistent kernel, shipped as this package's rank_gemm_hopper.json); the validated figures
 are without it.
 
@@ -71,9 +71,9 @@ import pydantic
 from swizzleperf.sandbox import untrusted
 
 PARAMS_PATH = Path(str(resources.files(__package__) / "overlap_params.json"))
-#: Per-rank GEMMs timed alone on every SM of one GPU, per device (eval/gpu_rank_gemm.py's tuned
+#: Per-rank GEMMs timed alone on every SM of one GPU, per device (bench/gpu_rank_gemm.py's tuned
 #: persistent kernel): what ``predict(..., measured_gemm=True)`` calibrates the GEMM to. Package
-#: data, a copy of eval/results/rank_gemm_hopper.json (eval/package_data.py).
+#: data, a copy of bench/results/rank_gemm_hopper.json (bench/package_data.py).
 RANK_GEMM_MEASURED = Path(str(resources.files(__package__) / "rank_gemm_hopper.json"))
 ELEMENT_BYTES = 2          # bf16 / fp16 inputs and outputs
 FP32_BYTES = 4             # flash decode's partials (o, lse)
@@ -406,7 +406,7 @@ def _gemm_reduce_scatter(prob, w, pattern, meta, hw, p) -> dict:
         # the other owners' tiles stored as in bulk_sync; each own tile's epilogue reads the W - 1
         # peers' partials of it from the local staging (not overlapped: the program waits for them).
         # Not fitted: it prices this 2-6 % below bulk_sync at W = 2, where two H200s measured it
-        # 1-9 % above (eval/results/dist_gemm_h200x2_epilogue_reduce.md); its loop that waits on
+        # 1-9 % above (bench/results/dist_gemm_h200x2_epilogue_reduce.md); its loop that waits on
         # flags is not flattened, which this model does not price. A measured run recalibrates.
         gemm, body, store = gemm_with_stores(sms)
         sums = (w - 1) * (m // w) * n * ELEMENT_BYTES / hbm_rate(sms, hw, p)
@@ -419,7 +419,7 @@ def _gemm_reduce_scatter(prob, w, pattern, meta, hw, p) -> dict:
         # every peer. Not fitted (added 2026-11-26): the copy rate is the spec's copy engine's,
         # where and when the sums happen (SUM_IN_EPILOGUE) is not priced; a measured run
         # recalibrates. Known miss: at W = 4 on four H100s (2026-11-26,
-        # eval/results/dist_gemm_h100x4/) it priced llama70b-o-4k at 0.265 ms, measured 0.366
+        # bench/results/dist_gemm_h100x4/) it priced llama70b-o-4k at 0.265 ms, measured 0.366
         # (bulk_sync: 0.327 priced, 0.287 measured): the (W - 1) x CE_GROUPS copies there ran
         # slower than the copy engine's rate measured between two GPUs.
         rows = m // w
@@ -519,7 +519,7 @@ def predict(kernel: str, problem: Mapping[str, int], world_size: int, pattern: s
     ``params`` replaces the fitted parameters (the fit passes its trial values); leave it None.
     ``measured_gemm``: where ``rank_gemm`` (a file of per-rank GEMMs timed alone per device) has
     this device and per-rank shape, the GEMM is scaled to that time (``source`` says so); the
-    validated figures (eval/results/overlap_model_validation.md) are without it.
+    validated figures (bench/results/overlap_model_validation.md) are without it.
 
     Raises:
         OverlapModelError: an unknown kernel or pattern, a spec without the interconnect

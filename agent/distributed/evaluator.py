@@ -30,7 +30,7 @@ reference:
 Measurement: measured, the candidate timed interleaved with torch + NCCL (the slowest rank's time,
 median and spread, and the paired gain over torch + NCCL), the overlap model recalibrated on each
 measurement (profiling/overlap_calibration.py); simulated, the model's prediction with its interval
-(``simulated:<spec>xW``), beside the measurements committed under eval/results/ for the same kernel,
+(``simulated:<spec>xW``), beside the measurements committed under bench/results/ for the same kernel,
 problem, W and GPU kind where they exist. The answer (agent/distributed/measured.py) is decided by
 measurements only: the best configuration when it beats torch + NCCL beyond the paired spread,
 else "use torch + NCCL".
@@ -54,7 +54,7 @@ from swizzleperf.agent.verification.verify import Verdict, reference_module, run
 from swizzleperf.sandbox.write_back import write_sealed
 
 #: Relative gain of the predicted time below which two configurations count as equal: the overlap
-#: model's resolution is far coarser (eval/results/overlap_model_validation.md).
+#: model's resolution is far coarser (bench/results/overlap_model_validation.md).
 PREDICTED_TIE = 0.01
 CHECK_WORLD_SIZES = (2, 3)
 
@@ -685,7 +685,7 @@ class DistEvaluator:
         return sorted(entries, key=lambda e: (e["key"], e["rank"]))
 
     def committed_measurements(self) -> list:
-        """Measurements committed under eval/results/ for this kernel, problem, W and GPU kind
+        """Measurements committed under bench/results/ for this kernel, problem, W and GPU kind
         (agent/distributed/measured.committed), read once."""
         if self._committed is None:
             from swizzleperf.agent.distributed.measured import committed

@@ -1,5 +1,5 @@
 """Measurements of a distributed run: the rank pool's requests for one kernel and problem, the
-measurements already committed under eval/results/ (shown beside the model's predictions in a
+measurements already committed under bench/results/ (shown beside the model's predictions in a
 simulated run; package data, ``data/measured_refs.json``), and the run's answer: the best configuration, or torch + NCCL.
 
 The answer is decided by measurements only. A configuration is recommended over torch + NCCL
@@ -27,7 +27,7 @@ MAX_CONTENDERS = 5
 #: the candidate) and time one candidate.
 REQUEST_TIMEOUT_S = 240.0
 #: The committed measurements of the bundled distributed kernels, package data extracted from the
-#: repository's eval/results/ by eval/package_data.py (each file's rows with its path as ``source``).
+#: repository's bench/results/ by bench/package_data.py (each file's rows with its path as ``source``).
 MEASURED_REFS = Path(str(resources.files(__package__) / "data" / "measured_refs.json"))
 #: Bytes of the committed measurements read (a few hundred KB).
 RESULTS_MAX_BYTES = 16 << 20
@@ -37,7 +37,7 @@ SAMPLE_MS = 20.0
 #: Timing ends after ``MIN_ROUNDS`` rounds or later (agent/distributed/rank_worker.py's ``SETTLE_EVERY``) once
 #: every contender's interquartile range is within ``SETTLE`` of its median. 3 %: a third of the
 #: smallest gain over torch + NCCL measured beyond its spread on two H100s (2.878 against 3.145 ms,
-#: 8.5 %, eval/results/dist_optimize_h100x2/ at commit 2f3ed18); the paired comparison uses every round timed.
+#: 8.5 %, bench/results/dist_optimize_h100x2/ at commit 2f3ed18); the paired comparison uses every round timed.
 MIN_ROUNDS = 6
 SETTLE = 0.03
 
@@ -58,7 +58,7 @@ class MeasuredRanks:
         paired: the final head-to-head times each contender in a pair with torch + NCCL
             (rank_worker.time_interleaved's ``pair_with``), each pair from its own barrier, rather
             than all back to back. On by default: on two H100s (2026-11-25,
-            eval/results/h2h_bias_h100x2.md) four copies of one configuration and torch + NCCL
+            bench/results/h2h_bias_h100x2.md) four copies of one configuration and torch + NCCL
             back to back timed every figure 3-8 % above the pair timing a candidate gets (and the
             hand bench uses) at two of three problems; in pairs 0-4 % above it (about half the
             shift at GEMM + RS llama70b-o-4k, within the noise at the others); the ratio to torch +
@@ -219,7 +219,7 @@ def answer(best: dict | None, mode: str, references: dict | None, others: list |
     over; else torch + NCCL, with the numbers. A fastest whose rounds scatter widely (a pattern
     that times bimodally) is not a reliable gain, while a slower contender's may be (2 x H200,
     2026-11-26, AG + GEMM llama8b-up-4k: push_copy_engine 0.362 ± 0.229 ms, the kernel's default
-    push +0.025 ± 0.021 ms over torch + NCCL in the same rounds; eval/results/dist_optimize_h100x2.md).
+    push +0.025 ± 0.021 ms over torch + NCCL in the same rounds; bench/results/dist_optimize_h100x2.md).
     Simulated: nothing is recommended from predictions."""
     if mode != "measured":
         return {"use": None, "line": "simulated: predictions only, nothing measured in this run, so "
@@ -290,11 +290,11 @@ def _fused_note(references: dict | None, best_ms: float) -> str:
 
 # --------------------------------------------------------------------------- committed figures
 def committed(kernel: str, sizes: dict, world_size: int, hw) -> list:
-    """Measurements committed under eval/results/ for this kernel, problem sizes, W and GPU kind:
+    """Measurements committed under bench/results/ for this kernel, problem sizes, W and GPU kind:
     ``[{"pattern", "meta" (or None), "time_ms", "spread_ms", "torch_nccl_ms", "source", "device",
     "date"}]``. Read from ``MEASURED_REFS``: per results file, the bench's rows (pattern, meta,
     time_ms, baseline_ms), the hand-transcribed tables of the same shape (``rows`` with
-    ``best_pattern_ms``, ``patterns``) and this module's own eval/results/dist_optimize_*.json
+    ``best_pattern_ms``, ``patterns``) and this module's own bench/results/dist_optimize_*.json
     (``best_config``, ``best_ms``). A file or row that does not fit is skipped.
 
     Raises:

@@ -12,7 +12,7 @@ W (flash decode's SPLITS x BLOCK_N keys per rank, for example).
 
 The per-rank GEMM's configuration at a problem is the one measured for its shape on the run's GPU
 where one was measured (``tuned_gemm``: kernels/schedule/gemm_tuning.py's cache, then the committed
-eval/results/gemm_configs_hopper.json, shipped as this package's data/gemm_configs_hopper.json), else
+bench/results/gemm_configs_hopper.json, shipped as this package's data/gemm_configs_hopper.json), else
 the spec's default.
 """
 from __future__ import annotations
@@ -23,8 +23,8 @@ from importlib import resources
 from pathlib import Path
 
 #: The per-rank GEMM configurations measured per shape and committed (an H100 on 2026-11-25 and an
-#: H200 on 2026-11-26, triton 3.6; eval/results/rank_gemm_hopper.md): looked up after the user's own cache.
-#: Package data, a copy of eval/results/gemm_configs_hopper.json (eval/package_data.py).
+#: H200 on 2026-11-26, triton 3.6; bench/results/rank_gemm_hopper.md): looked up after the user's own cache.
+#: Package data, a copy of bench/results/gemm_configs_hopper.json (bench/package_data.py).
 COMMITTED_GEMM_CONFIGS = Path(str(resources.files(__package__) / "data" / "gemm_configs_hopper.json"))
 
 #: Doublings of the check problem's sizes tried at most (2^6 = 64x a size): beyond that the

@@ -58,7 +58,7 @@ MAX_PER_SAMPLE = 20
 QUEUE_AHEAD = 1.5
 #: Timing stops early (after ``min_rounds``, checked every ``SETTLE_EVERY`` rounds) once every
 #: contender's interquartile range is within ``settle`` of its median: more rounds would not move
-#: a figure by more than that. On two H100s (2026-11-25, eval/results/dist_optimize_h100x2/ at commit 2f3ed18
+#: a figure by more than that. On two H100s (2026-11-25, bench/results/dist_optimize_h100x2/ at commit 2f3ed18
 #: optimize_*.log) the candidates' spreads after 15 rounds were 1.6-47 % of their medians, 7 of 24
 #: under 3 %: those rounds past the first few bought nothing.
 SETTLE_EVERY = 3
@@ -470,7 +470,7 @@ def time_interleaved(ctx: RankContext, fns: dict, rounds: int, sample_ms: float,
     synchronised (the duty cycle of a candidate's own timing and of the hand bench); that
     contender's time in a round is the median of its samples there. Why: on two H100s five
     contenders back to back timed every figure 3-8 % higher than pairs did, the ratio to torch +
-    NCCL unchanged (eval/results/h2h_bias_h100x2.md).
+    NCCL unchanged (bench/results/h2h_bias_h100x2.md).
 
     Returns ``{"rounds" (those timed), "per_sample", "contenders": {name: {"median_ms", "iqr_ms",
     "rounds_ms"}}, "paired": bool}`` (per launch).
@@ -534,12 +534,12 @@ def _time_samples(ctx: RankContext, fns: list, launches: int, queue_ms: float = 
     reaches them: the samples time the GPUs' work, not the host's pace. A device barrier after
     the sleep (queued, the host not waiting) starts every rank's first sample together: the
     ranks' sleeps end apart (two H200s: milliseconds, all of it timed in the first contender's
-    sample without the barrier, eval/results/dist_gemm_h200x2_queued/). Without the sleep the
+    sample without the barrier, bench/results/dist_gemm_h200x2_queued/). Without the sleep the
     first contender of a block was timed at the host's pace wherever queueing a launch took
     about as long as running it: AG + GEMM's push_copy_engine (four copies and four signal
     kernels a launch, CE_GROUPS=4, its default then) at llama70b-qkv-4k on two H200s, 0.55 ms a launch first after a barrier
     and 0.46 queued behind torch + NCCL, the host taking 0.44 ms to queue one (2026-11-26,
-    eval/results/pce_modes_h200x2/)."""
+    bench/results/pce_modes_h200x2/)."""
     if ctx.device == "cuda":
         import torch
         if queue_ms > 0:

@@ -11,10 +11,10 @@ rank first where they exist). The plan, each step skipping what was already eval
 kernel's default, the expert order and every attempt):
 
 1. measured mode: every pattern at the kernel's default pattern knobs (the points the hand bench,
-   eval/dist_bench.py, times), so the run finds at least what the bench finds, but for a pattern
+   bench/dist_bench.py, times), so the run finds at least what the bench finds, but for a pattern
    the calibrated model is already sure loses (as in step 4: AG + GEMM's ``pull`` at
    llama70b-up-8k, predicted 12.8 ms calibrated after one 2.8 ms measurement, measured 12.7 ms on
-   two H100s, eval/results/dist_optimize_h100x2/);
+   two H100s, bench/results/dist_optimize_h100x2/);
 2. for the best pattern so far (measured, else predicted), its best-ordered configuration under
    each tile configuration of the spec (``spec.tile_configs``, a schedule knob among them where the
    kernel has one): tiles and schedules are always searched, whatever the model thinks of them;

@@ -146,7 +146,7 @@ def measured_read_hit_rate(metrics: dict) -> tuple:
     """``(rate, what)``: the measured L2 hit rate that the simulator's prediction is compared with.
     The simulator counts read bytes only (profiling/l2sim.py); ncu's ``lts__t_sector_hit_rate.pct``
     counts every stored sector as a hit too (near 50 % for any streaming kernel: a 2-D transpose
-    read 50 % there and 0 % in its read lookups on an H100, eval/results/user_kernels_h100.md), so
+    read 50 % there and 0 % in its read lookups on an H100, bench/results/user_kernels_h100.md), so
     the SMs' read lookups (``l2_read_hit_rate``) are the like-for-like figure where ncu gave them."""
     if metrics.get("l2_read_hit_rate") is not None:
         return metrics["l2_read_hit_rate"], "ncu's read lookups"

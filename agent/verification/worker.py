@@ -236,7 +236,7 @@ def _stage_compare(module, spec, request: dict) -> dict:
     two modules compare round by round.
 
     Why not a do_bench of each module in turn: on an H200 (2026-11-23,
-    eval/results/timing_integrity/before_h200.json) the GEMM's time stepped between clock levels (3.28,
+    bench/results/timing_integrity/before_h200.json) the GEMM's time stepped between clock levels (3.28,
     3.39, 3.43, 3.46 ms) every second or so, and a module timed for 200 ms inside one step took
     that step's time: five copies of one module came out 3.39-3.46 ms, up to 2 % apart, with the
     later-listed copies slower. Launches a few ms apart share the clock level, so their paired

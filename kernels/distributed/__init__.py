@@ -5,7 +5,7 @@ functions (``translate``, ``load``, ``store``, ``get``, ``put``, ``atomic_*``, `
 ``wait``); the kernel modules beside them each export a ``DistKernelSpec`` (``spec``), and
 ``load_spec(name)`` gives the spec of one of ``KERNELS`` by name. Like every kernel, imports only
 kernels and hwspecs: the catalog and the splice of a tile order are the agent's
-(eval/dist_bench.py's ``--order``).
+(bench/dist_bench.py's ``--order``).
 """
 
 #: The distributed kernel modules beside this file, by name.

@@ -102,9 +102,9 @@ from swizzleperf.kernels.schedule.persistent_gemm import (cdiv, data_parallel_ti
 
 #: The patterns, the default first: ``push`` (``pull`` until 2026-11-25, which measured 4x slower
 #: than every other pattern: 13.3 ms at llama70b-up-8k on two H100s where the others took 4.2-4.4,
-#: eval/results/dist_optimize_h100x2/ at commit 2f3ed18). With the grouped-m:8 order and the tuned GEMM configurations
+#: bench/results/dist_optimize_h100x2/ at commit 2f3ed18). With the grouped-m:8 order and the tuned GEMM configurations
 #: push was within 5 % of the best pattern at the three bench problems there and never lost to
-#: torch + NCCL (1.02-1.08x, eval/results/dist_gemm_h100x2.md), where push_copy_engine, best at two
+#: torch + NCCL (1.02-1.08x, bench/results/dist_gemm_h100x2.md), where push_copy_engine, best at two
 #: of them, took 0.66x at llama8b-up-4k.
 PATTERNS = ("push", "push_copy_engine", "bulk_sync", "pull")
 _PULL, _WAIT, _GATHERED = 0, 1, 2  # where the GEMM finds remote rows of A (SOURCE)
@@ -116,8 +116,8 @@ def swizzle(pid, num_pid_m, num_pid_n):
     rows, column by column inside a group (the catalog's ``grouped-m:8``, Triton's GROUP_SIZE_M
     order). The default since 2026-11-25 (row-major before): on two H100s it timed at most
     row-major's at the five problems where the optimize measured both (2.878 against 3.438 ms
-    at GEMM + RS llama70b-down-8k, eval/results/dist_optimize_h100x2/ at commit 2f3ed18), and the per-rank GEMM
-    configurations were tuned with it (eval/results/gemm_configs_hopper.json)."""
+    at GEMM + RS llama70b-down-8k, bench/results/dist_optimize_h100x2/ at commit 2f3ed18), and the per-rank GEMM
+    configurations were tuned with it (bench/results/gemm_configs_hopper.json)."""
     GROUP_SIZE_M: tl.constexpr = 8
     num_pid_in_group = GROUP_SIZE_M * num_pid_n
     group_id = pid // num_pid_in_group
@@ -537,7 +537,7 @@ SPEC = DistKernelSpec(
     },
     bench_problems=("llama70b-up-8k", "llama70b-qkv-4k", "llama8b-up-4k"),
     # CE_GROUPS=1: one copy and one flag per peer. On two H200s (2026-11-26,
-    # eval/results/ag_ce_groups_h200x2/) push_copy_engine ran at the same GPU time with 1 and 4
+    # bench/results/ag_ce_groups_h200x2/) push_copy_engine ran at the same GPU time with 1 and 4
     # groups at the three bench problems (within 0.3 %), and queueing a launch took the host
     # 0.26-0.46 ms with 1 against 0.35-0.64 with 4: at llama8b-up-4k more than the GPUs' 0.33.
     meta={**GEMM_META, "COMM_SMS": 16, "CE_GROUPS": 1, "WS_GEMM": 0, "BLOCK_M_LOW": 0},

@@ -72,8 +72,8 @@ def swizzle(pid, num_pid_m, num_pid_n):
     rows, column by column inside a group (the catalog's ``grouped-m:8``, Triton's GROUP_SIZE_M
     order). The default since 2026-11-25 (row-major before): on two H100s it timed at most
     row-major's at the five problems where the optimize measured both (2.878 against 3.438 ms
-    at GEMM + RS llama70b-down-8k, eval/results/dist_optimize_h100x2/ at commit 2f3ed18), and the per-rank GEMM
-    configurations were tuned with it (eval/results/gemm_configs_hopper.json)."""
+    at GEMM + RS llama70b-down-8k, bench/results/dist_optimize_h100x2/ at commit 2f3ed18), and the per-rank GEMM
+    configurations were tuned with it (bench/results/gemm_configs_hopper.json)."""
     GROUP_SIZE_M: tl.constexpr = 8
     num_pid_in_group = GROUP_SIZE_M * num_pid_n
     group_id = pid // num_pid_in_group

@@ -45,26 +45,26 @@ partials of it have arrived. Patterns:
   in its epilogue, as epilogue_reduce does (``SUM_IN_EPILOGUE=0``: waits before its main loop and
   starts its accumulator from them), loading them through a descriptor of the staging where C
   is stored through one (``SUM_TMA``, after a proxy fence: ``device.fence_async_reads``). On two
-  H100s (2026-11-26, eval/results/rs_ce_parts_h100x2/) one slice left the own rows waiting for
+  H100s (2026-11-26, bench/results/rs_ce_parts_h100x2/) one slice left the own rows waiting for
   the copies at llama70b-o-4k, and the own rows took ~10 % over cuBLAS's share either way; with
-  two copy groups the epilogue's sum made the launch ~1 % faster (eval/results/rs_prefetch_h100x2/):
+  two copy groups the epilogue's sum made the launch ~1 % faster (bench/results/rs_prefetch_h100x2/):
   a tile of the group copied last waits at the end of its main loop instead of before it; the
-  descriptor loads another 1-2 us a launch (eval/results/rs_sum_tma_h100x2/). What the own rows
+  descriptor loads another 1-2 us a launch (bench/results/rs_sum_tma_h100x2/). What the own rows
   cost over the other rows is their loop, not their sums: on one H100 under ncu they took what
-  the other rows' GEMM takes with its loop not flattened (eval/results/rs_own_rows_ncu_h100/);
+  the other rows' GEMM takes with its loop not flattened (bench/results/rs_own_rows_ncu_h100/);
   a loop that waits on flags cannot be flattened (3x slower), and a launch per copy group with
-  the wait before a flattened loop was slower still (eval/results/rs_sum_tma_h100x2/). With
+  the wait before a flattened loop was slower still (bench/results/rs_sum_tma_h100x2/). With
   ``WS_OWN`` (the default where Gluon runs: Hopper) the own rows are a warp-specialized Gluon
   kernel instead (``gemm_reduce_scatter_own_ws``, kernels/schedule/ws_gemm.py): a load warp runs
   ahead across tiles while the consumers' epilogue waits for the flags and sums, so the wait no
   longer drains the loads; the own rows alone 4 us faster at o-4k, the launch ~2 us
-  (eval/results/rs_ws_own_h100x2/). The load warp also loads the first peer's partial of a tile
+  (bench/results/rs_ws_own_h100x2/). The load warp also loads the first peer's partial of a tile
   into the epilogue's shared memory once it has issued the tile's last loads, while the
   consumers still work through the ring (1.5-2 us a launch at o-4k, 0-1 us at down-4k:
   ``5_prefetch_partial/``; issued earlier in the tile, its wait for the flags stalled the tile's
   own loads where copies came late, SLICES=1: ``6_prefetch_after_last_step_h200x2/``). Its
   copies are (W - 1) / W of the partial, one after another on one stream: at W = 4 on four
-  H100s (eval/results/dist_gemm_h100x4/) they outlasted the GEMM at llama70b-o-4k and
+  H100s (bench/results/dist_gemm_h100x4/) they outlasted the GEMM at llama70b-o-4k and
   llama8b-down-4k, where bulk_sync was faster (0.287 against 0.366 ms at o-4k); copies to the
   peers on a stream each were no faster.
 
@@ -165,8 +165,8 @@ def swizzle(pid, num_pid_m, num_pid_n):
     rows, column by column inside a group (the catalog's ``grouped-m:8``, Triton's GROUP_SIZE_M
     order). The default since 2026-11-25 (row-major before): on two H100s it timed at most
     row-major's at the five problems where the optimize measured both (2.878 against 3.438 ms
-    at GEMM + RS llama70b-down-8k, eval/results/dist_optimize_h100x2/ at commit 2f3ed18), and the per-rank GEMM
-    configurations were tuned with it (eval/results/gemm_configs_hopper.json)."""
+    at GEMM + RS llama70b-down-8k, bench/results/dist_optimize_h100x2/ at commit 2f3ed18), and the per-rank GEMM
+    configurations were tuned with it (bench/results/gemm_configs_hopper.json)."""
     GROUP_SIZE_M: tl.constexpr = 8
     num_pid_in_group = GROUP_SIZE_M * num_pid_n
     group_id = pid // num_pid_in_group
@@ -444,7 +444,7 @@ def _whole_tile(a, b, staging_ptr, out, flags, errors, flag_kind, heap_bases, ra
     the release does not stall on them (a release orders every store before it). Two H200s,
     2026-11-26, llama70b-o-4k: 0.485 ms with each flag set at once (bulk_sync 0.433 in the same
     bench), 0.475 one tile late (bulk_sync 0.442 in the same bench;
-    eval/results/dist_gemm_h200x2_epilogue_reduce.md): a little, not the gap to bulk_sync."""
+    bench/results/dist_gemm_h200x2_epilogue_reduce.md): a little, not the gap to bulk_sync."""
     accumulator = _gemm_piece(a, b, owner, local_m, pid_n, 0, k_iters, rows_per_rank, N, K_local,
                               stride_am, stride_ak, stride_bk, stride_bn, BLOCK_M, BLOCK_N, BLOCK_K,
                               USE_TMA, DOT_IN_FP32)
@@ -1118,21 +1118,21 @@ SPEC = DistKernelSpec(
     },
     bench_problems=("llama70b-down-8k", "llama70b-o-4k", "llama8b-down-4k"),
     # push_copy_engine: two slices, a copy per slice and owner (CE_GROUPS=2). On two H100s
-    # (2026-11-26, eval/results/rs_ce_parts_h100x2/, eval/results/dist_optimize_h100x2_ce/) one slice
+    # (2026-11-26, bench/results/rs_ce_parts_h100x2/, bench/results/dist_optimize_h100x2_ce/) one slice
     # left the own rows waiting for the copies at llama70b-o-4k (0.403-0.475 ms against 0.386-0.388
     # with two), four cost a launch more (0.405-0.450); 2, 4 and 8 groups ran within 0.5 % of each
     # other, and every copy is host time (eight: ~0.5 ms to queue a launch of ~0.33-0.39).
     # The peers' partials summed in the own tiles' epilogue: on two H100s (2026-11-26,
-    # eval/results/rs_prefetch_h100x2/) 0.381 against 0.385 ms first at llama70b-o-4k, 0.319
+    # bench/results/rs_prefetch_h100x2/) 0.381 against 0.385 ms first at llama70b-o-4k, 0.319
     # against 0.322 at llama8b-down-4k (the own rows alone: 0.193 against 0.195 and 0.160
     # against 0.162); prefetching them into L2 a main loop ahead made both slower (0.386, 0.323),
     # at the evict-last priority too (own rows 0.1949 against 0.1934 ms at o-4k, the sums' loads
-    # evict-first or not; eval/results/rs_sum_tma_h100x2/2_prefetch_evict_last/, knob since removed).
+    # evict-first or not; bench/results/rs_sum_tma_h100x2/2_prefetch_evict_last/, knob since removed).
     # Loaded through the staging's descriptor (SUM_TMA), the launch was 1.1-2.1 us faster at both
     # in three leases of two H100s (2026-11-26, the same folder; e.g. 0.3774 against 0.3794 ms at
     # o-4k, 0.3173 against 0.3181 at down-4k).
     # The own rows through the warp-specialized Gluon kernel (WS_OWN, where a Hopper GPU runs
-    # Gluon; the Triton loop elsewhere): on two H100s (2026-11-26, eval/results/rs_ws_own_h100x2/),
+    # Gluon; the Triton loop elsewhere): on two H100s (2026-11-26, bench/results/rs_ws_own_h100x2/),
     # alternating in one lease, 0.368 against 0.370-0.371 ms at o-4k (86 % of the way against
     # 84 %) and 0.311 against 0.312-0.313 at down-4k (85 % against 83 %).
     meta={**GEMM_META, "COMM_SMS": 16, "CE_GROUPS": 2, "SLICES": 2, "SUM_IN_EPILOGUE": 1,

@@ -44,7 +44,7 @@ def copy_engine_push(heap, copies: list, flags: torch.Tensor, epoch: int) -> Non
     current stream, in order: each a ``Tensor.copy_`` (a copy engine's) followed by
     ``flags[flag_index] = epoch`` in ``peer``'s heap written by the stream
     (``Heap.signal_queued``: no SM). One stream, so the groups land in the order the peers read
-    them: on two H100s (2026-11-26, eval/results/rs_ce_parts_h100x2/) eight copies of 4 MiB
+    them: on two H100s (2026-11-26, bench/results/rs_ce_parts_h100x2/) eight copies of 4 MiB
     took 139-141 us on one stream and on four, and GEMM + RS llama70b-o-4k ran 0.403-0.413 ms
     a launch on one and 0.451-0.456 on four (its first groups came later)."""
     for destination, source, flag, peer in copies:

@@ -4,7 +4,7 @@ A distributed kernel is a sequence of *steps* per rank: Triton launches (on the 
 stream or on a second, "comm" stream) and device barriers. The same steps run
 
 - on GPUs, one process per rank (``runner.run_rank``; ``torchrun ... -m
-  swizzleperf.eval.dist_bench``), the comm stream concurrent with the main one;
+  bench.dist_bench``), the comm stream concurrent with the main one;
 - on a CPU, all ranks in one process through the Triton interpreter (``runner.run_group``):
   step i of every rank, then step i + 1. So a step may wait only on flags set by earlier steps
   (of any rank) or by lower program ids of its own launch (the interpreter runs programs in id

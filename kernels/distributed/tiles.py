@@ -28,7 +28,7 @@ __all__ = ["GEMM_META", "GEMM_CHECK_META", "GEMM_TILE_CONFIGS", "GEMM_TILE_KNOBS
 #: stored in two halves (the epilogue's shared memory halved so that 4 stages fit), data-parallel.
 #: It was the best configuration at 17 of 27 per-rank shapes of the benchmark problems (W = 2, 4,
 #: 8) on one H100 (triton 3.6, kernels/schedule/gemm_tuning.py against cuBLAS, 2026-11-25, a first run of
-#: eval/gpu_rank_gemm.sh; eval/results/rank_gemm_hopper.md has the final one).
+#: bench/gpu_rank_gemm.sh; bench/results/rank_gemm_hopper.md has the final one).
 GEMM_META = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4,
              "EPILOGUE_SUBTILE": 1, "STREAM_K": 0, "WARP_SPECIALIZE": 0}
 #: Small tiles for the CPU interpreter at the ``check`` problems; stream-K on, so that the
@@ -78,7 +78,7 @@ def gemm_constraints(meta: dict, itemsize: int, comm_sms: bool) -> str | None:
 #: has a ``WS_GEMM`` path (kernels/schedule/ws_gemm.py): 128 x 256 x 64 with 3 stages and C's whole
 #: tile, and cuBLAS's 320 x 128 tile as 256 + 64 rows, 32-wide K steps in 6 stages, C in halves
 #: (the best of each kind on one H100 at the per-rank shapes, 2026-11-26:
-#: eval/results/ws_gemm_h100/5_tall_tiles/).
+#: bench/results/ws_gemm_h100/5_tall_tiles/).
 WS_TILE_CONFIGS = (
     {**GEMM_META, "WS_GEMM": 1, "num_stages": 3, "EPILOGUE_SUBTILE": 0},
     {**GEMM_META, "WS_GEMM": 1, "BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 6,
@@ -101,7 +101,7 @@ def ws_gemm_error(meta: dict) -> str | None:
     (BLOCK_M_LOW) only with WS_GEMM, and a configuration the Gluon kernel builds
     (``ws_gemm.config_error``: shared memory, warps, tiles). A pattern without a warp-specialized
     path ignores WS_GEMM and BLOCK_M_LOW and runs the Triton GEMM with the same tiles (so a
-    per-shape configuration with WS_GEMM, eval/results/gemm_configs_hopper.json, can be every
+    per-shape configuration with WS_GEMM, bench/results/gemm_configs_hopper.json, can be every
     pattern's default), which ``gemm_constraints`` checks."""
     from swizzleperf.kernels.schedule import ws_gemm
     low = meta.get("BLOCK_M_LOW", 0)
@@ -134,7 +134,7 @@ def gemm_launch(num_tiles: int, programs: int, meta: dict, device, use_tma: bool
     acquire or release in every iteration). Such a loop is neither flattened nor
     warp-specialized by default (WARP_SPECIALIZE is ignored there; ``FLATTEN`` in ``meta``
     overrides the first). Measured on two H100s (triton 3.6, 2026-11-25,
-    eval/results/dist_gemm_h100x2*.json): GEMM + RS producer_consumer at llama70b-o-4k, W = 2,
+    bench/results/dist_gemm_h100x2*.json): GEMM + RS producer_consumer at llama70b-o-4k, W = 2,
     took 1.474 ms with the loop flattened (FLATTEN=1) and 0.528 ms without, where bulk_sync
     (no flags, flattened) took 0.466 ms.
     """

@@ -11,7 +11,7 @@ and M, N, K, so that a shape is tuned once per machine.
 Why not Triton's ``@triton.autotune`` with ``cache_results``: it times each configuration by
 itself in turn (``do_bench``), and on an H200 the GEMM's clock stepped between levels every
 second or so, so configurations timed in turn differ by up to 2 % for nothing
-(agent/verification/worker.py's ``compare`` stage, eval/results/timing_integrity/before_h200.json); it cannot time
+(agent/verification/worker.py's ``compare`` stage, bench/results/timing_integrity/before_h200.json); it cannot time
 cuBLAS beside them in the same rounds, which is the comparison this project reports; and its
 cache key has no device name and no SM count (the distributed kernels give the GEMM
 ``NUM_SMS - COMM_SMS`` programs). The cache here is one small JSON file, written atomically.
@@ -151,7 +151,7 @@ def cache_key(kernel: str, device_name: str, programs: int, dtype: str, M: int, 
             f"{dtype}|{M}x{N}x{K}")
 
 
-#: Bytes of a cache file we read: an entry is about 700 bytes (eval/results/gemm_configs_hopper.json:
+#: Bytes of a cache file we read: an entry is about 700 bytes (bench/results/gemm_configs_hopper.json:
 #: 56 entries, 37 KB), so 16 MiB holds some 20 000 tuned shapes.
 CACHE_MAX_BYTES = 16 << 20
 #: Nesting of a cache file: the object, an entry, its alternatives, one of them, its configuration.
@@ -267,7 +267,7 @@ def ranked_configs(M: int, N: int, K: int, dtype: str, device_name: str, program
     ``programs`` (a data-parallel or warp-specialized schedule: a pattern that gives the GEMM
     ``NUM_SMS - COMM_SMS`` programs), the schedules that lose less there compete with it by
     ``scaled_ms``: a prediction from the waves, not a measurement. (Measured on two H100s, W = 2,
-    eval/results/pattern_configs_h100x4/: all-gather + GEMM push at llama8b-up-4k, 896 tiles of
+    bench/results/pattern_configs_h100x4/: all-gather + GEMM push at llama8b-up-4k, 896 tiles of
     either GEMM, 7 waves of 132 and 8 of 116, the WS GEMM 0.354 ms, the Triton GEMM faster alone
     by under 1 %, 0.364: so the same loss does not re-rank.) Every switch a configuration leaves
     out is 0 (``SWITCHES``).

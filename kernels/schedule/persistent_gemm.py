@@ -53,7 +53,7 @@ its own loop (each kernel keeps its own ``swizzle``, the optimizer's rewrite tar
    at M = 4096, N = 2560 (320 tiles of 128 x 256 on 132 SMs, 2.4 waves) 26 rows of 128 x 256
    tiles fill two waves less 4 tiles and the 6 rows left make 120 tiles of 128 x 128, so no
    program has more than 2.5 tiles' work. ``tail_rows`` chooses how many rows of tiles go to
-   the tail. Measured (eval/results/wide_tile/, 2026-11-26, against cuBLAS, the tuned schedule
+   the tail. Measured (bench/results/wide_tile/, 2026-11-26, against cuBLAS, the tuned schedule
    without a tail in the same rounds): 0.956x against 0.929x there and 1.032x against 0.988x at
    4096 x 3584 x 4096 on an H100, 0.970x against 0.955x and 1.044x against 1.012x on an H200;
    slower where the tail is short (4096 x 1280 x 8192: 0.800x against 0.866x on the H100) or the
@@ -289,7 +289,7 @@ def stream_k_fixup(accumulator, workspace, flags, pid, num_programs, units, tile
     tile when ``k_hi == k_iters``. Each program hands over at most one piece (its range's last),
     so one slot per program suffices.
 
-    Measured on an H200 (eval/results/stream_k_cost/, 2026-11-26): with the slot
+    Measured on an H200 (bench/results/stream_k_cost/, 2026-11-26): with the slot
     row-major through ``tl.store`` / ``tl.load``, the hand-over took 11.5 us of a 44 us launch at
     4096 x 512 x 4096 and of a 129 us launch at 4096 x 1280 x 8192 (128 x 256 tiles, every tile
     stream-K), against the same launches with it left out; in ``slot_offsets``' order through
@@ -343,7 +343,7 @@ def warp_specialize_effective() -> bool:
     device: on a CUDA GPU of compute capability 10 or more (Blackwell), not on Hopper, ROCm, or
     under the interpreter.
 
-    Compiled here on 2026-11-26 (eval/results/wide_tile/README.md): under triton 3.6 and 3.9 the
+    Compiled here on 2026-11-26 (bench/results/wide_tile/README.md): under triton 3.6 and 3.9 the
     option gives byte-identical PTX for sm_90, both for kernels/gemm.py's persistent loop and for
     a minimal TMA matmul loop, and a 12-warp kernel with ``setmaxnreg`` (a producer warp group)
     for sm_100. On Hopper a configuration with it is the same kernel as one without, so timing
@@ -387,7 +387,7 @@ def operands(tensor: torch.Tensor, block_shape: list, use_tma: bool):
 def cdiv(a: int, b: int) -> int:
     """``ceil(a / b)`` of two host integers. Host code calls this, not ``triton.cdiv``, which goes
     through Triton's constexpr-function wrapper: profiled on two H100s' host (2026-11-26,
-    eval/results/host_profile_h100x2/), 16 such calls took ~80 us of the ~0.6 ms it took to
+    bench/results/host_profile_h100x2/), 16 such calls took ~80 us of the ~0.6 ms it took to
     queue one launch of GEMM + RS push_copy_engine."""
     return -(-a // b)
 
@@ -429,7 +429,7 @@ def schedule_grid(num_tiles: int, programs: int, stream_k: int) -> int:
 
 
 #: A tail tile's throughput against a whole tile's, for ``tail_rows``' count of when a launch
-#: ends: 128 x 128 tiles beside 128 x 256 ones on one H100 (eval/results/wide_tile/, 2026-11-26:
+#: ends: 128 x 128 tiles beside 128 x 256 ones on one H100 (bench/results/wide_tile/, 2026-11-26:
 #: 4096 x 2560 x 8192 took 0.2289 ms where 2.5 tile times of the 128 x 256 tiles, 0.0874 ms each
 #: at 4096 x 5120 x 8192, would take 0.2186: the 120 tail tiles ran at 0.81 of the whole tiles'
 #: rate). An estimate from one shape, used only to choose the split; the tuner measures.

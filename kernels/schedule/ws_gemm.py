@@ -8,7 +8,7 @@ Why
 them, run ``wgmma`` and write the epilogue. On Hopper, Triton 3.6 and 3.9 do not
 warp-specialize that loop (``tl.range(..., warp_specialize=True)`` builds the same PTX for
 sm_90: ``persistent_gemm.warp_specialize_effective``), and that GEMM stayed at 0.87-0.99x of
-cuBLAS at several per-rank shapes (eval/results/rank_gemm_hopper.md). cuBLAS's Hopper kernels
+cuBLAS at several per-rank shapes (bench/results/rank_gemm_hopper.md). cuBLAS's Hopper kernels
 (``nvjet_sm90_*``) give the loads to a producer warp and the math to consumer warp groups.
 
 Gluon (``triton.experimental.gluon``, in triton 3.6 and newer) lets a kernel say which warps do
@@ -52,15 +52,15 @@ Gluon kernels do not run under the Triton interpreter: on the CPU this module is
 sm_90 (``compile_for_hopper``) and its tile order run (``tile_coordinates`` is plain Triton);
 numerics are checked on a GPU (tests/kernels/schedule/test_ws_gemm.py, marked ``gpu``).
 
-Measured (eval/results/ws_gemm_h100/, one H100, triton 3.6, 2026-11-26, against cuBLAS and the
+Measured (bench/results/ws_gemm_h100/, one H100, triton 3.6, 2026-11-26, against cuBLAS and the
 tuned Triton persistent GEMM in the same interleaved rounds, 28 shapes): 128 x 256 x 64 tiles,
 8 consumer warps, 3 stages come within 1-2 % of the Triton GEMM at the data-parallel shapes
 (0.97-1.03x of cuBLAS) and reach 0.988x, 0.993x and 0.959x at 8192 x 896 x 14336 in three runs,
-where the Triton GEMM is at 0.924x, 0.927x and 0.919x (its slow mode: eval/results/bimodal_896/).
+where the Triton GEMM is at 0.924x, 0.927x and 0.919x (its slow mode: bench/results/bimodal_896/).
 This kernel is data-parallel only: at 4096 x 1280 x 8192 (160 tiles of 128 x 256 on 132 SMs) it is
 at 0.65-0.67x, where the Triton GEMM's stream-K schedule is at 0.86-0.88x; with the 320-row tile (32-wide
 K steps, 6 stages) it is at 0.972-0.980x there and 0.976-0.985x at 4096 x 2560 x 8192
-(eval/results/ws_gemm_h100/5_tall_tiles/, eval/results/rank_gemm_hopper.md). A fourth stage (C
+(bench/results/ws_gemm_h100/5_tall_tiles/, bench/results/rank_gemm_hopper.md). A fourth stage (C
 stored in halves to make room) gained nothing.
 """
 from __future__ import annotations

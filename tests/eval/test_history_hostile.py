@@ -17,7 +17,7 @@ from swizzleperf.agent.loop.record import RunRecord
 from swizzleperf.eval import history
 
 ROOT = Path(__file__).resolve().parents[2]
-QWEN_GEMM = ROOT / "eval" / "results" / "real_llm" / "work" / "runs" / "20261124-012842-ba04"
+QWEN_GEMM = ROOT / "bench" / "results" / "real_llm" / "work" / "runs" / "20261124-012842-ba04"
 DEEP = "[" * 50_000 + "]" * 50_000
 
 

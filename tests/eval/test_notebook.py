@@ -1,5 +1,5 @@
 """The reflection-history notebook on a committed run folder (#45): the README's
-``SWIZZLEPERF_RUN=eval/results/...`` from the folder Jupyter starts in (notebooks/), and
+``SWIZZLEPERF_RUN=bench/results/...`` from the folder Jupyter starts in (notebooks/), and
 ``swizzleperf notebook RUN`` headless, from the repository's root and from elsewhere."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from swizzleperf.eval import history
 
 ROOT = Path(__file__).resolve().parents[2]
 #: A committed run folder (report.json and transcript.jsonl only): the README's example.
-RUN = "eval/results/real_llm/work/runs/20261124-012842-ba04"
+RUN = "bench/results/real_llm/work/runs/20261124-012842-ba04"
 HEADLINE = "run 20261124-012842-ba04: gemm on mi300x (simulated)"
 
 

@@ -1,7 +1,7 @@
 """The overlap model (profiling/overlap_model.py): physical sense of its parts, its errors, its
 lower bound, interval and extrapolation flag, and the mechanics of its fit and validation (fast: no
 GPU, no kernels run). No test here looks at the frozen unseen set's accuracy (the 4- and 8-GPU rows,
-the COMM_SMS sweep, the two-H100 bench): that is eval/results/overlap_model_validation.md's job."""
+the COMM_SMS sweep, the two-H100 bench): that is bench/results/overlap_model_validation.md's job."""
 import json
 import math
 from pathlib import Path
@@ -17,7 +17,7 @@ BIG = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stage
 SMALL = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 4}
 #: A configuration as measured for the fit: a measured tile, the later GEMM knobs off.
 MEASURED = {**BIG, "EPILOGUE_SUBTILE": 0, "STREAM_K": 0, "WARP_SPECIALIZE": 0}
-RESULTS = Path(__file__).resolve().parents[2] / "eval" / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results"
 
 
 def test_bulk_sync_is_its_parts_in_a_row_and_overlap_hides_some_of_them():
@@ -45,7 +45,7 @@ def test_the_last_partial_wave_costs_less_than_a_full_one():
 
 def test_the_gemm_follows_the_measured_rank_gemm_at_a_fitted_shape():
     """4096 x 5120 x 8192 (the 2-GPU per-rank QKV GEMM, in the GEMM's fit) on 132 SMs, both tile
-    configurations, against eval/results/rank_gemm_h200.json: within the fit's 15 %."""
+    configurations, against bench/results/rank_gemm_h200.json: within the fit's 15 %."""
     rows = json.loads((RESULTS / "rank_gemm_h200.json").read_text())["rows"]
     for meta in (BIG, SMALL):
         row = next(r for r in rows if r["impl"] == "triton" and r["world_size"] == 2 and r["programs"] == 132
@@ -192,7 +192,7 @@ def test_the_prediction_dict_keeps_its_keys_and_adds_the_new_ones():
 
 # ------------------------------------------------------------------------------ the fit's mechanics
 def test_spearman_counts_an_exact_0_8():
-    import swizzleperf.eval.validate_overlap_model as v
+    import bench.validate_overlap_model as v
     rho = v.spearman([1, 2, 3, 4, 5], [2, 1, 4, 3, 5])       # two swaps of neighbours: 1 - 6*4/120
     assert rho == 0.8 and rho >= 0.8
     assert math.isnan(v.spearman([1.0], [2.0])) and math.isnan(v.spearman([1, 1], [1, 2]))
@@ -202,7 +202,7 @@ def test_spearman_counts_an_exact_0_8():
 
 def test_the_gemm_fit_never_sees_the_unseen_shapes(tmp_path):
     """Rows at W = 4 and 8 with absurd times change nothing: the fit reads the W = 2 shapes only."""
-    import swizzleperf.eval.validate_overlap_model as v
+    import bench.validate_overlap_model as v
     data = json.loads(v.RANK_GEMM.read_text())
     clean = tmp_path / "clean.json"
     clean.write_text(json.dumps({**data, "rows": [r for r in data["rows"] if r["world_size"] == 2]}))
@@ -213,7 +213,7 @@ def test_the_gemm_fit_never_sees_the_unseen_shapes(tmp_path):
 
 
 def test_the_spec_carries_the_gemm_fitted_without_the_unseen_shapes():
-    import swizzleperf.eval.validate_overlap_model as v
+    import bench.validate_overlap_model as v
     fitted = v.gemm_fit()
     v.check_gemm_constants(H200, fitted)
     v.check_gemm_constants(hwspecs.load_spec("h100"), fitted)      # the H200's, said so in h100.yaml
@@ -222,7 +222,7 @@ def test_the_spec_carries_the_gemm_fitted_without_the_unseen_shapes():
 
 
 def test_the_parameter_fit_reads_no_unseen_row(monkeypatch):
-    import swizzleperf.eval.validate_overlap_model as v
+    import bench.validate_overlap_model as v
     monkeypatch.setattr(v, "check_frozen", lambda: (_ for _ in ()).throw(AssertionError("read the unseen set")))
     obs = v._observations(H200)
     assert obs and all("/" in what or what.startswith("cuBLAS") for what, *_ in obs)
@@ -233,7 +233,7 @@ def test_the_parameter_fit_reads_no_unseen_row(monkeypatch):
 
 def test_the_frozen_unseen_set_is_checked_by_hash(tmp_path, monkeypatch):
     import shutil
-    import swizzleperf.eval.validate_overlap_model as v
+    import bench.validate_overlap_model as v
     v.check_frozen()                                   # the committed files are the frozen ones
     for name in v.UNSEEN:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -242,7 +242,7 @@ def test_the_frozen_unseen_set_is_checked_by_hash(tmp_path, monkeypatch):
     v.check_frozen()
     path = tmp_path / "dist_h200_8gpu.json"
     path.write_text(path.read_text().replace('"time_ms": 0.', '"time_ms": 1.', 1))
-    with pytest.raises(ValueError, match="the frozen unseen set changed: eval/results/dist_h200_8gpu.json"):
+    with pytest.raises(ValueError, match="the frozen unseen set changed: bench/results/dist_h200_8gpu.json"):
         v.rows(8)
 
 
@@ -255,7 +255,7 @@ def test_the_fitted_parameters_carry_their_interval_and_domain():
 
 
 def test_a_per_rank_gemm_measured_on_the_device_calibrates_the_gemm(tmp_path):
-    """A rank-GEMM file (eval/results/rank_gemm_hopper.json's rows) with this device and shape: the
+    """A rank-GEMM file (bench/results/rank_gemm_hopper.json's rows) with this device and shape: the
     GEMM part becomes the measured time at every SM, the source says so; other devices, shapes and
     the default (measured_gemm off) are the model's own."""
     path = tmp_path / "rank_gemm.json"

@@ -207,7 +207,7 @@ def test_a_world_size_beyond_a_node_carries_a_caveat():
 
 # ------------------------------------------------------------------------------- what the run answers
 GRS = ROOT / "kernels" / "distributed" / "gemm_reduce_scatter.py"
-#: GEMM + RS at llama70b-down-8k on two H100s (2026-11-25, eval/results/dist_optimize_h100x2/ at commit 2f3ed18): the
+#: GEMM + RS at llama70b-down-8k on two H100s (2026-11-25, bench/results/dist_optimize_h100x2/ at commit 2f3ed18): the
 #: kernel's order then (row-major) 3.438 ms against torch + NCCL's 3.197 in the same rounds, the expert
 #: order (grouped-m:8) 2.878 against 3.145; anything else here: slower than both.
 DOWN_8K = {'{"pattern": "bulk_sync"}': (3.438, 3.197),
@@ -283,7 +283,7 @@ def _scripted_run(tmp_path, iterations: int = 2, proposer=None, **options):
 def test_measured_runs_rank_patterns_by_the_gpus_time_not_the_hosts(tmp_path):
     """The ranks time launches queued ahead (the GPUs' pace), so a measured run ranks and prunes
     on the model's GPU time: GEMM + RS push_copy_engine at llama8b-down-4k on two H100s takes the
-    host about 0.5 ms to queue and the GPUs about 0.32 ms to run (eval/results/dist_gemm_h100x2_ce/);
+    host about 0.5 ms to queue and the GPUs about 0.32 ms to run (bench/results/dist_gemm_h100x2_ce/);
     the run of 2026-11-26 that ranked it by the host's time never tried it."""
     evaluator = _measured_loop(tmp_path, GRS, "llama8b-down-4k", "ranking")[0].evaluator
     eight_copies = {"BLOCK_M": 128, "BLOCK_N": 256, "STREAM_K": 0, "CE_GROUPS": 8, "SLICES": 2}

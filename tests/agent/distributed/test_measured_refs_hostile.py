@@ -20,7 +20,7 @@ def test_hostile_results_files_and_rows_are_skipped(tmp_path, monkeypatch):
     measured.MEASURED_REFS.write_text('{"files": [{"rows": ' + "[" * 50_000 + "]" * 50_000 + "}]}")
     assert measured.committed("k", SIZES, 2, hw) == []
     measured.MEASURED_REFS.write_text(json.dumps({"files": ["a.json", {"source": "b.json", "rows": "all"}, {
-        "source": "eval/results/b_rows.json", "rows": [
+        "source": "bench/results/b_rows.json", "rows": [
             {**GOOD, "world_size": "two"},
             {**GOOD, "M": "lots"},
             {**GOOD, "M": [8192]},
@@ -29,4 +29,4 @@ def test_hostile_results_files_and_rows_are_skipped(tmp_path, monkeypatch):
             GOOD,
         ], "patterns": "all"}]}))
     found = measured.committed("k", SIZES, 2, hw)
-    assert [(f["pattern"], f["time_ms"], f["source"]) for f in found] == [("push", 1.5, "eval/results/b_rows.json")]
+    assert [(f["pattern"], f["time_ms"], f["source"]) for f in found] == [("push", 1.5, "bench/results/b_rows.json")]

@@ -91,7 +91,7 @@ def test_a_measured_run_prunes_what_the_calibrated_model_says_surely_loses(tmp_p
 
 
 def test_a_simulated_run_ranks_by_committed_measurements_and_shows_them(tmp_path):
-    """Two H100s at llama70b-up-8k: pull was measured at 12.7 ms (eval/results/
+    """Two H100s at llama70b-up-8k: pull was measured at 12.7 ms (bench/results/
     dist_h100_2gpu_20261125.json); the default (pull) carries that figure beside its prediction,
     and the model is calibrated on it."""
     policy = _policy(tmp_path, "simulated", "llama70b-up-8k")
@@ -139,7 +139,7 @@ def test_what_was_measured_carries_into_the_next_proposals(tmp_path):
 
 def test_the_pattern_sweep_skips_a_pattern_the_calibrated_model_is_sure_loses(tmp_path):
     """Two H100s at llama70b-up-8k, measured: pull at 12.7 ms against 2.8 ms for the best pattern
-    (eval/results/dist_optimize_h100x2/). Once one pattern was measured as the model says, a
+    (bench/results/dist_optimize_h100x2/). Once one pattern was measured as the model says, a
     pattern predicted beyond the cut-off is not spent as an iteration; the others still are."""
     policy = _policy(tmp_path, "measured", problem="llama70b-up-8k")
     ev = policy.evaluator

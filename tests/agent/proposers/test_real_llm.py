@@ -1,5 +1,5 @@
 """Against a real model (``-m llm``; skipped unless SWIZZLEPERF_LLM_BASE_URL is set, e.g. by
-``bash eval/real_llm.sh serve qwen``; SWIZZLEPERF_LLM_MODEL names the model, ``qwen`` by default).
+``bash bench/real_llm.sh serve qwen``; SWIZZLEPERF_LLM_MODEL names the model, ``qwen`` by default).
 What the fake server cannot show: the real server's streaming, its refusal of an overlong prompt,
 its tokenizer, and that it stops generating when the deadline closes the stream."""
 from __future__ import annotations

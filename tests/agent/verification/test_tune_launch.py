@@ -52,6 +52,6 @@ def test_the_stage_on_the_gemm(gemm_path):
     assert figures["best_ms"] == min(r["time_ms"] for r in rows)
     assert all(r["time_ms"] > 0 and r["time_spread_ms"] >= 0 and r["rel_error"] is not None for r in rows)
     # The Triton GEMM and cuBLAS within 2x of each other at the default problem (measured 0.97-1.03x
-    # on H100 and H200, eval/results/optimize_gemm_*): a broken timing (an unsynchronised launch, a
+    # on H100 and H200, bench/results/optimize_gemm_*): a broken timing (an unsynchronised launch, a
     # launch timed on the wrong stream) falls far outside.
     assert 0.5 < figures["library_ms"] / figures["best_ms"] < 2.0, (figures["library_ms"], figures["best_ms"])

@@ -39,7 +39,7 @@ def test_every_pattern_on_cpu(world_size):
         "           for d in ('bfloat16', 'float16')} for p in kernel.SPEC.patterns}\n"
         "print(json.dumps(out))\n" % world_size)
     # every pattern ran, the default first: push since 2026-11-25 (pull measured 4x slower than
-    # every other pattern on two H100s, eval/results/dist_optimize_h100x2/ at commit 2f3ed18, so no longer the default)
+    # every other pattern on two H100s, bench/results/dist_optimize_h100x2/ at commit 2f3ed18, so no longer the default)
     assert list(errors) == ["push", "push_copy_engine", "bulk_sync", "pull"]
     for pattern, by_dtype in errors.items():
         for dtype, rank_errors in by_dtype.items():
@@ -183,7 +183,7 @@ def test_the_warp_specialized_gemm_compiles_for_sm_90(pattern, config, world_siz
     Gluon kernel, with a load warp, wgmma and TMA; in push_copy_engine its load warp acquires
     the peers' flags and fences the proxies before reading their rows through TMA (a 320-row
     tile spans two ranks' rows: 512 rows a rank). Gluon does not run in the
-    interpreter: the numerics ran on H100s (eval/results/ws_all_gather_h100x2/)."""
+    interpreter: the numerics ran on H100s (bench/results/ws_all_gather_h100x2/)."""
     from swizzleperf.kernels.distributed import compile_check
     problem = {"M": 512 * world_size, "N": 256 * world_size, "K": 256}
     meta = dict(kernel.SPEC.meta_for("llama70b-qkv-4k", config), NUM_SMS=132)

@@ -110,7 +110,7 @@ def test_the_warp_specialized_gemm_compiles_for_sm_90(pattern, config, instructi
     stores C through TMA (the 320-row tile's two consumers included), producer_consumer's too,
     and releases each tile's flag after its store has completed (not only read its shared
     memory) and a proxy fence. Gluon does not run in the interpreter: the
-    numerics ran on two H100s (eval/results/ws_all_scatter_h100x2/)."""
+    numerics ran on two H100s (bench/results/ws_all_scatter_h100x2/)."""
     from swizzleperf.kernels.distributed import compile_check
     problem = {"M": 640, "N": 512, "K": 256}
     meta = dict(kernel.SPEC.meta_for("iris-4096", config), NUM_SMS=132)

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# On a one-GPU machine (wheels of bench/gather_wheels.sh carried in .whl/, the 78 development
+# operators of TritonBench-G and their list carried in .tb/): the GPU parts of issue #42, results
+# under $OUT. Usage:
+#   bash bench/gpu_round42.sh box          the read-only box with CUDA, compiled Triton and ncu inside
+#                                         (GPU-marked sandbox tests), and the bottleneck trace on
+#                                         NVIDIA (torch.profiler's CUPTI): `profile --app` on the
+#                                         tutorial GEMM and the three-kernel app, `optimize --app`
+#                                         without --kernel
+#   bash bench/gpu_round42.sh suite SECONDS [EVAL_ID]
+#                                         `eval --apps` over the 78, WORKERS workers sharing the GPU
+#                                         (timing, ncu and the trace take it in turn), stopped with
+#                                         SIGINT after SECONDS (finished rows kept); EVAL_ID resumes
+#                                         the eval whose record was carried in .gpu42/swizzleperf.db
+# The record comes back as $OUT/w/swizzleperf.db (carry it as .gpu42/ to resume), the tables as
+# $OUT/tritonbench_g_dev_<gpu>.{md,json}, the worker logs of rows that did not answer under $OUT/logs.
+set -uo pipefail
+source bench/gpu_setup.sh
+OUT=${OUT:?}
+git rev-parse HEAD > "$OUT/head.txt" 2>/dev/null || true
+nvidia-smi -L > "$OUT/gpu.txt"
+case "${1:-box}" in
+box)
+  timeout 240 python3 -m pytest -q -p no:cacheprovider tests/sandbox/test_box_filesystem.py \
+    tests/sandbox/test_sandbox.py tests/agent/verification/test_timing_gpu.py \
+    "tests/agent/verification/test_verify.py::test_on_a_gpu_a_good_order_passes_the_compiled_probe_on_every_grid" \
+    2>&1 | tail -40 > "$OUT/box_gpu_tests.txt"
+  timeout 120 swizzleperf profile --app "python examples/user_kernels/tutorial_gemm/app.py --large" --json \
+    > "$OUT/profile_tutorial_gemm_large.json" 2> "$OUT/profile_tutorial_gemm_large.err"
+  timeout 120 swizzleperf profile --app "python tests/helpers/apps/three_kernels/app.py" \
+    > "$OUT/profile_three_kernels.txt" 2>&1
+  timeout 150 swizzleperf optimize --app "python tests/helpers/apps/three_kernels/app.py" --iterations 1 \
+    --workdir /tmp/opt3 > "$OUT/optimize_three_kernels.txt" 2>&1
+  ;;
+suite)
+  SECONDS_LEFT=${2:?seconds}; RESUME=${3:-}
+  mkdir -p /tmp/w "$OUT/w" "$OUT/logs"
+  [ -n "$RESUME" ] && cp .gpu42/swizzleperf.db /tmp/w/
+  ARGS=(--apps .tb --files .tb/tritonbench_g_dev.txt --iterations 2 --row-budget 240 --no-ncu)
+  [ -n "$RESUME" ] && ARGS=(--resume "$RESUME")
+  timeout -s INT -k 30 "$SECONDS_LEFT" swizzleperf eval "${ARGS[@]}" --gpus "${WORKERS:-12}" --workdir /tmp/w \
+    --out "$OUT/tritonbench_g_dev_$GPU" > "$OUT/suite.txt" 2>&1
+  echo "eval exit $?" >> "$OUT/suite.txt"
+  cp /tmp/w/swizzleperf.db "$OUT/w/"
+  python3 - "$OUT" <<'PY'
+import json, shutil, sys
+from pathlib import Path
+out = Path(sys.argv[1])
+for table in out.glob("tritonbench_g_dev_*.json"):
+    for row in json.loads(table.read_text())["rows"]:
+        if row.get("outcome") not in ("optimized", "verified, no gain", "refused") and row.get("log"):
+            log = Path(row["log"])
+            if log.exists():
+                shutil.copyfile(log, out / "logs" / f"{Path(row['app']).stem}.log")
+PY
+  ;;
+esac
+echo "done" >> "$OUT/gpu.txt"

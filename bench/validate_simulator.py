@@ -1,0 +1,159 @@
+"""Simulator against ncu: predicted vs measured L2 hit rate and DRAM bytes over several orders.
+
+Two steps, so that the model can be revised on a CPU against fixed measurements:
+
+    # on the GPU machine: ncu metrics of each order (JSON)
+    python -m bench.validate_simulator measure --out bench/results/ncu_orders_h200.json
+    # anywhere: the simulator's predictions beside them, as a markdown table
+    python -m bench.validate_simulator compare bench/results/ncu_orders_h200.json \
+        --hw h200 --out bench/results/simulator_validation.md
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+ORDERS = ["row-major", "column-major", "grouped-m:4", "grouped-m:8", "grouped-m:16", "grouped-m:32",
+          "grouped-m:64", "grouped-n:8", "grouped-n:16", "grouped-n:32"]
+
+
+def measure(kernel: Path, orders: list, out: Path, whole_run: bool = False) -> None:
+    """ncu metrics (profiling/ncu.py: 3 launches averaged; ``whole_run``: one whole run of a
+    kernel that is many launches, as one range) of each order at the default problem (an order:
+    see :func:`_order_source`). ``out`` is rewritten after every order, so that a run cut short
+    keeps the orders it measured."""
+    import torch
+    from swizzleperf.agent.verification.candidate import splice
+    from swizzleperf.agent.verification.load import load_kernel
+    from swizzleperf.profiling.ncu import profile_launch, profile_run
+    kernel = kernel.resolve()
+    source, (module, spec) = kernel.read_text(), load_kernel(kernel)
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        for i, order in enumerate(orders):
+            path = Path(folder) / f"order{i}_{kernel.name}"
+            path.write_text(splice(source, spec.rewrite_target, _order_source(order, source, module, spec)))
+            metrics = (profile_run(path, spec.dtypes[0]) if whole_run
+                       else profile_launch(path, spec.kernel_name, spec.dtypes[0]))
+            rows.append({"order": order, **metrics})
+            print(order, rows[-1]["lts__t_sector_hit_rate.pct"], flush=True)
+            out.write_text(json.dumps({"device": torch.cuda.get_device_name(),
+                                       "kernel": str(kernel.relative_to(ROOT)),
+                                       "problem": dict(spec.problems["default"]), "meta": dict(spec.meta),
+                                       "profiled": "one whole run (ncu range replay)" if whole_run
+                                       else "mean of 3 launches",
+                                       "rows": rows}, indent=1))
+
+
+def _order_source(order: str, source: str, module, spec) -> str:
+    """The rewrite-target source of an order: a catalog name, ``own`` (the kernel's own target),
+    or ``source:NAME`` (an order of the kernel module's ``order_sources()``, e.g. smith_waterman's
+    ``bottom-up``)."""
+    from swizzleperf.agent.verification.candidate import target_args, target_source
+    from swizzleperf.agent.verification.swizzles import catalog_source
+    if order == "own":
+        return target_source(source, spec.rewrite_target)
+    if order.startswith("source:"):
+        return module.order_sources()[order[len("source:"):]]
+    return catalog_source(order, target_args(source, spec.rewrite_target))
+
+
+def compare(measured_path: Path, hw: str, out: Path | None, probe: Path | None = None,
+            placements: Path | None = None) -> str:
+    """The markdown table of predictions beside the measurements, with MAE and Spearman rank;
+    with ``probe`` (a stored dispatch probe) the simulator places programs as it measured; with
+    ``placements`` as well (bench/gemm_placement.py's output) each order's programs go where the
+    kernel's own programs landed under that order, on the probe's partition map."""
+    from swizzleperf.agent.verification.simulate import kernel_trace, program_order
+    from swizzleperf.agent.verification.load import load_kernel
+    from swizzleperf.hwspecs import load_spec
+    from swizzleperf.profiling import dispatch_probe, l2sim
+    data = json.loads(measured_path.read_text())
+    kernel = ROOT / data["kernel"]
+    source, (module, kernel_spec) = kernel.read_text(), load_kernel(kernel)
+    hardware = load_spec(hw)
+    stored = dispatch_probe.load(probe) if probe else None
+    if placements and stored is None:
+        raise SystemExit("--placements needs --probe (the partition map of the same GPU)")
+    own = {r["order"]: r["sm_of_program"] for r in json.loads(placements.read_text())["rows"]} if placements else {}
+    lines, pairs, trace = [], [], None
+    for row in data["rows"]:
+        with tempfile.TemporaryDirectory() as folder:
+            target = Path(folder) / "target.py"
+            target.write_text(_order_source(row["order"], source, module, kernel_spec))
+            spec, order, _ = program_order(kernel, None, target, {})
+        trace = trace or kernel_trace(kernel, spec, {}, traced=False)
+        if own:
+            stored = {**stored, "placement": {"1": {"sm_of_program": own[row["order"]]}}}
+        sim = l2sim.simulate(trace, order, hardware, probe=stored)
+        hits, misses = (row["lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum"],
+                        row["lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum"])
+        measured = {"all": row["lts__t_sector_hit_rate.pct"] / 100, "read": hits / (hits + misses),
+                    "dram_read": row["dram__bytes_read.sum"]}
+        pairs.append((measured, sim))
+        lines.append(f"| {row['order']} | {measured['all']:.1%} | {measured['read']:.1%} | {sim.l2_hit_rate:.1%} "
+                     f"| {measured['dram_read'] / 1e9:.2f} | {sim.dram_read_bytes / 1e9:.2f} "
+                     f"| {row['lts__t_sectors_srcunit_ltcfabric.sum'] * 32 / 1e9:.2f} "
+                     f"| {sim.cross_domain_bytes / 1e9:.2f} |")
+    summary = _summary(pairs)
+    text = "\n".join([f"Kernel `{data['kernel']}` at {data['problem']}, meta {data['meta']}; measured on "
+                      f"{data['device']} (ncu, {data.get('profiled', 'mean of 3 launches')}); predicted `simulated:{hw}` "
+                      f"({pairs[0][1].model}).", "",
+                      "| order | ncu L2 hit (all) | ncu L2 hit (SM reads) | simulated | ncu DRAM read GB | simulated GB "
+                      "| ncu fabric GB | simulated cross-partition GB |",
+                      "|---|---|---|---|---|---|---|---|", *lines, "", summary])
+    if out:
+        out.write_text(text + "\n")
+    return text
+
+
+def _summary(pairs: list) -> str:
+    sim = np.array([s.l2_hit_rate for _, s in pairs])
+    parts = []
+    for key, label in (("all", "lts__t_sector_hit_rate"), ("read", "SM read lookups")):
+        meas = np.array([m[key] for m, _ in pairs])
+        mae = np.mean(np.abs(sim - meas)) * 100
+        parts.append(f"against {label}: MAE {mae:.1f} points, Spearman {_spearman(sim, meas):.2f}")
+    dram_m = np.array([m["dram_read"] for m, _ in pairs])
+    dram_s = np.array([s.dram_read_bytes for _, s in pairs])
+    parts.append(f"DRAM read bytes: mean relative error {np.mean(np.abs(dram_s - dram_m) / dram_m):.0%}, "
+                 f"Spearman {_spearman(dram_s, dram_m):.2f}")
+    return "Hit rate " + "; ".join(parts) + "."
+
+
+def _spearman(a: np.ndarray, b: np.ndarray) -> float:
+    rank = lambda x: np.argsort(np.argsort(x)).astype(float)
+    return float(np.corrcoef(rank(a), rank(b))[0, 1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command", required=True)
+    m = sub.add_parser("measure")
+    m.add_argument("--kernel", default=str(ROOT / "kernels" / "gemm.py"))
+    m.add_argument("--orders", default=",".join(ORDERS))
+    m.add_argument("--out", required=True)
+    m.add_argument("--whole-run", action="store_true",
+                   help="profile one whole run as an NVTX range (kernels of many launches per run)")
+    c = sub.add_parser("compare")
+    c.add_argument("measured")
+    c.add_argument("--hw", default="h200")
+    c.add_argument("--out")
+    c.add_argument("--probe", help="a stored dispatch probe (swizzleperf hw --probe) of the measured GPU")
+    c.add_argument("--placements", help="the kernel's own placement per order (bench/gemm_placement.py)")
+    args = parser.parse_args()
+    if args.command == "measure":
+        measure(Path(args.kernel), args.orders.split(","), Path(args.out), args.whole_run)
+    else:
+        print(compare(Path(args.measured), args.hw, Path(args.out) if args.out else None,
+                      Path(args.probe) if args.probe else None,
+                      Path(args.placements) if args.placements else None))
+
+
+if __name__ == "__main__":
+    main()
