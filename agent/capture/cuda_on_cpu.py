@@ -194,6 +194,7 @@ def generated_module_shims() -> None:
     interpreter_libdevice()
     interpreter_string_annotations()
     interpreter_boolean_masks()
+    interpreter_boolean_operators()
 
 
 def _switch_on() -> None:
@@ -232,6 +233,7 @@ def _on_triton() -> None:
     interpreter_libdevice()
     interpreter_string_annotations()
     interpreter_boolean_masks()
+    interpreter_boolean_operators()
     _cpu_driver()
     if "torch" in sys.modules:
         _switch_on()
@@ -340,6 +342,61 @@ def interpreter_boolean_masks() -> bool:
     masked_load._boolean_masks = masked_store._boolean_masks = True
     InterpreterBuilder.create_masked_load, InterpreterBuilder.create_masked_store = masked_load, masked_store
     return True
+
+
+def interpreter_boolean_operators() -> bool:
+    """Under ``TRITON_INTERPRET=1``, ``a and b`` / ``a or b`` of Triton tensors are the elementwise
+    logical operations, as compiled Triton makes them (its code generator turns ``and`` / ``or`` into
+    ``logical_and`` / ``logical_or``). Triton 3.9.0's interpreter leaves them to Python, which takes
+    the truth of a whole block and returns one operand: ``tl.store(out + offs, x, mask=(select and
+    mask))`` then stored through the unmasked lanes of ``select`` (TritonBench-G's masked_select.py
+    wrote outside its output and died with SIGSEGV). Operands that are not tensors keep Python's own
+    meaning. Returns whether the interpreter was patched."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return False
+    try:
+        import ast
+        import triton.runtime.interpreter as interpreter
+    except ImportError:
+        return False
+    transformer = getattr(interpreter, "ASTTransformer", None)
+    if transformer is None:
+        return False
+    if getattr(transformer, "_swizzleperf_boolean_operators", False):
+        return True
+
+    def visit_BoolOp(self, node):
+        node = self.generic_visit(node)
+        helper = "_swizzleperf_logical_and" if isinstance(node.op, ast.And) else "_swizzleperf_logical_or"
+        result = node.values[0]
+        for value in node.values[1:]:   # a and b and c: and(and(a, lambda: b), lambda: c), left to right
+            later = ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
+                               body=value)
+            result = ast.Call(func=ast.Name(id=helper, ctx=ast.Load()), args=[result, later], keywords=[])
+        return ast.copy_location(result, node)
+    transformer.visit_BoolOp = visit_BoolOp
+    transformer._swizzleperf_boolean_operators = True
+    # the rewritten kernel's globals receive the interpreter module's names (FunctionRewriter._compile_and_exec)
+    interpreter._swizzleperf_logical_and = _logical("and")
+    interpreter._swizzleperf_logical_or = _logical("or")
+    return True
+
+
+def _logical(op: str):
+    """``a and later()`` (``or``) as compiled Triton means it: elementwise where either is a tensor."""
+    def truth(value):
+        import triton.language as tl
+        if isinstance(value, tl.tensor):
+            return value if value.dtype == tl.int1 else value != 0
+        return bool(value)
+
+    def apply(a, later):
+        import triton.language as tl
+        if not isinstance(a, tl.tensor):
+            return (a and later()) if op == "and" else (a or later())
+        b = later()
+        return truth(a) & truth(b) if op == "and" else truth(a) | truth(b)
+    return apply
 
 
 # -- libdevice under the interpreter --------------------------------------------------------------

@@ -444,3 +444,43 @@ def test_a_mask_of_a_scalar_and_a_block_comparison_runs_under_the_interpreter(cp
     prepared = user_kernel.prepare(_app(tmp_path, SCALAR_AND_BLOCK_MASK_APP), "heads_kernel", tmp_path / "work")
     result = verify(prepared.module_path, tmp_path / "m.npy", VerifyConfig(dtype="float32", seeds=(1,)))
     assert result.verdict is Verdict.PASS, result.reason
+
+
+BOOLEAN_OPERATOR_APP = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def select_kernel(x_ptr, select_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    select = tl.load(select_ptr + offs, mask=mask, other=0).to(tl.int1)
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    tl.store(out_ptr + offs, x, mask=(select and mask))
+    tl.store(out_ptr + n + offs, x, mask=(offs < 3 or offs > n - 3) and mask)
+
+def test_select():
+    x = torch.randn(200, device="cuda")
+    select = (torch.rand(200, device="cuda") > 0.5).to(torch.int32)
+    out = torch.full((400,), -1.0, device="cuda")
+    select_kernel[(triton.cdiv(200, 64),)](x, select, out, 200, BLOCK=64)
+    expected = torch.full((400,), -1.0)
+    expected[:200] = torch.where(select.bool(), x, expected[:200])
+    edge = (torch.arange(200) < 3) | (torch.arange(200) > 197)
+    expected[200:] = torch.where(edge, x, expected[200:])
+    torch.testing.assert_close(out, expected)
+    return out
+
+result_gold = test_select()
+'''
+
+
+def test_and_or_of_tensors_are_elementwise_under_the_interpreter(cpu_only, tmp_path):
+    """``mask=(select and mask)``: compiled Triton's logical_and; Triton 3.9.0's interpreter left it
+    to Python (one operand of the two, whole) and the app's own check failed; it passes, and the copy
+    verifies."""
+    prepared = user_kernel.prepare(_app(tmp_path, BOOLEAN_OPERATOR_APP), "select_kernel", tmp_path / "work")
+    result = verify(prepared.module_path, tmp_path / "m.npy", VerifyConfig(dtype="float32", seeds=(1,)))
+    assert result.verdict is Verdict.PASS, result.reason
