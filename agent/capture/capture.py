@@ -14,7 +14,8 @@ A capture folder holds ``launch.json``, ``tensors.pt`` (torch.save), ``app.log``
 ones whatever the seed (fresh random inputs cannot be made for arbitrary arguments), the outputs
 are poisoned before each launch as usual, the launch calls the kernel's JITFunction with the
 captured grid, arguments and options (bypassing the autotuner), the reference is the captured
-outputs.
+outputs. The agent's own process builds that spec from the folder alone (``captured_spec``), never
+importing the generated module (issue #41): only the boxed workers do, and launch it.
 """
 from __future__ import annotations
 
@@ -36,6 +37,8 @@ from swizzleperf.agent.capture import capture_hook, cuda_on_cpu
 from swizzleperf.agent.capture.interpreter_gaps import missing_construct, traceback_frames
 from swizzleperf.agent.capture.lift import Launch
 from swizzleperf.agent.capture.schema import CaptureError, LaunchFile, LiftFile, read, read_seen
+from swizzleperf.agent.verification.load import build_captured_specs_with
+from swizzleperf.kernels.spec import KernelLoadError, KernelSpec
 
 APP_TIMEOUT_S = 900.0
 SYNTHETIC_OUTPUT = "swizzleperf_output"   # where a read-modify-write output is copied for the verifier
@@ -373,9 +376,25 @@ def _argument(param: dict, inputs: dict):
     return _value(param)
 
 
+@build_captured_specs_with
+def captured_spec(folder: str, target: str) -> KernelSpec:
+    """The KernelSpec of the module generated from the capture in ``folder`` (rewrite target
+    ``target``), from its files alone: what the agent's own process loads (agent/verification/load.py's
+    ``load_spec``), the module never imported there. Its launch is the workers' (they import it).
+
+    Raises:
+        KernelLoadError: a capture file that does not fit its schema, or fields no KernelSpec takes (one line).
+    """
+    try:
+        return KernelSpec(**spec_fields(None, folder), rewrite_target=target)
+    except (CaptureError, ValueError, StopIteration) as exc:
+        raise KernelLoadError(f"the capture in {folder} gives no KernelSpec: {exc}") from None
+
+
 def spec_fields(kernel, folder: str | Path) -> dict:
     """Every KernelSpec field but ``rewrite_target`` for the captured launch in ``folder`` (which
-    also holds the lift's ``lift.json``); ``kernel`` is the module's kernel object (autotuned or not).
+    also holds the lift's ``lift.json``); ``kernel`` is the module's kernel object (autotuned or not),
+    None in the agent's own process (``captured_spec``), which never launches it.
 
     Problems: ``default`` and ``check`` are the captured launch (numerics run there: the only
     inputs there are), ``probe`` (when the lift found one) is permutation-only: the target is
@@ -419,6 +438,9 @@ def spec_fields(kernel, folder: str | Path) -> dict:
 
     def launch_fn(inputs: dict, **run_meta) -> None:
         """The captured launch: its grid, arguments and options, the autotuner bypassed."""
+        if kernel is None:
+            raise KernelLoadError(f"the agent's own process never launches the captured {launch['kernel']}: "
+                                  f"a worker imports the generated module and launches it")
         values = [_argument(p, inputs) for p in params]
         _jit_function(kernel)[tuple(launch["grid"])](*values, **options, **run_meta)
         if primary is None:   # elements equal to the captured ones (a NaN it left or wrote included) as the reference's

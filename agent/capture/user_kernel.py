@@ -7,7 +7,8 @@ user's folder put on ``sys.path`` (sibling imports keep working), its relative i
 absolute where the file is in a package (``from .utils import x`` in ``mylib/ops.py`` becomes
 ``from mylib.utils import x``, the folder holding ``mylib`` on ``sys.path`` too: the copy lives
 outside the package), and a ``KernelSpec`` of the captured launch appended. That module then
-runs through the normal ``optimize`` path, loaded by ``load_spec`` like any other.
+runs through the normal ``optimize`` path; ``load_spec`` builds its KernelSpec from the capture's
+data without importing it (the user's file as the app left it runs only in the boxed workers).
 
 ``finish``: after the run, ``user.diff`` in the run folder is the diff of the *user's own file*
 (the call site and the target with the best order), applied to it only with ``--in-place``;
@@ -90,7 +91,7 @@ def prepare(app: str, kernel: str, workdir: Path, timeout_s: float = APP_TIMEOUT
     write_sealed(folder / f"lifted_{user_file.name}", lifted.source)
     module_path = folder / user_file.name
     write_sealed(module_path, generated_module(lifted, captured, folder, source))
-    load_spec(module_path)   # the stand-in path the run takes: a module that does not load fails here
+    load_spec(module_path)   # as the run loads it (from the capture's data): a capture that gives no spec fails here
     return Prepared(captured, lifted, module_path, user_file, note, source)
 
 

@@ -16,6 +16,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from swizzleperf import hwspecs
+from swizzleperf.agent.capture import capture as _captured  # noqa: F401  a generated --app module's spec: from its data
 from swizzleperf.agent.distributed import evaluator as distributed
 from swizzleperf.agent.loop.graph import Budget, Loop
 from swizzleperf.agent.loop.record import RunRecord, storage_fault, stored_json, stored_options
