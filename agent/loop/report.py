@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 from swizzleperf.agent.verification import lessons
 from swizzleperf.agent.verification.verify import Verdict
+from swizzleperf.sandbox.write_back import verified_text, write_sealed
 
 
 def figures(attempt: dict | None) -> dict | None:
@@ -220,13 +220,21 @@ def _comparisons(best: dict, baseline: dict | None, expert: dict | None, mode: s
 
 
 def write_outputs(run_dir: Path, report: dict, best: dict | None, kernel_filename: str) -> None:
-    """Write report.json, report.md and, when there is a verified best, the best kernel and diff."""
+    """Write report.json, report.md and, when there is a verified best, the best kernel and diff.
+    The best kernel is the text that was verified (issue #41): its candidate file is read through
+    the digest kept with it (sandbox/write_back.py's ``verified_text``) and written read-only; a
+    file changed since is not copied, ``best_kernel_refused`` says why in one line."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    if best and best.get("kernel_file") and Path(best["kernel_file"]).exists():
-        shutil.copyfile(best["kernel_file"], run_dir / kernel_filename)
-        report["best_kernel_file"] = str(run_dir / kernel_filename)
+    if best and best.get("kernel_file"):
+        text, why = verified_text(Path(best["kernel_file"]), best.get("kernel_sha256"))
+        if text is None:
+            report.update(best_kernel_file=None, best_kernel_refused=f"not written: {why}")
+        else:
+            write_sealed(run_dir / kernel_filename, text)
+            report["best_kernel_file"] = str(run_dir / kernel_filename)
         if report.get("distributed"):
-            _write_distributed_next(run_dir, report, best)
+            if text is not None:
+                _write_distributed_next(run_dir, report, best)
         else:
             (run_dir / "best.diff").write_text(best.get("diff", ""))
     (run_dir / "report.json").write_text(json.dumps(report, indent=2, default=str))
@@ -297,6 +305,8 @@ def render_markdown(report: dict) -> str:
                 t += f"; {a['committed_ms']:.3f} measured earlier"
         lines.append(f"| {a['iteration']} | {md_text(a['name'])} | {md_text(a['verdict'])} | {_pct(a.get('l2_hit_rate'))} | "
                      f"{_gb(a.get('dram_bytes'))} | {_gb(a.get('predicted_cross_domain_bytes'))} | {t} | {text} |")
+    if report.get("best_kernel_refused"):
+        lines.append(f"\nThe best kernel file: {md_text(report['best_kernel_refused'])}")
     if best.get("swizzle_source"):
         title = "Best configuration" if report.get("distributed") else "Best swizzle"
         fence = "json" if report.get("distributed") else "python"

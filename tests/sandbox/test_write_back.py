@@ -131,3 +131,34 @@ def test_in_place_refuses_a_candidate_changed_after_its_verification(tmp_path, g
     best_file = next(outcome.run_dir.glob("candidates/candidate001*.py"))
     assert outcome.report["in_place"].startswith(f"not written: {best_file} is not the text that was verified")
     assert kernel.read_text() == gemm_path.read_text()   # neither the order nor the appended line
+
+
+def test_the_run_folders_best_kernel_is_the_verified_text_or_not_written(tmp_path, gemm_path):
+    """report.write_outputs' copy of the best kernel (``<run>/gemm.py``) is read through the digest
+    kept when it was verified, like ``--in-place``: a candidate file with a line appended after its
+    verification is not copied; report.json and report.md say why in one line."""
+    kernel = tmp_path / "gemm.py"
+    kernel.write_text(gemm_path.read_text())
+    workdir = tmp_path / ".sp"
+    options = run.RunOptions(kernel=str(kernel), hw="mi300x", workdir=str(workdir), plateau=10, iterations=2)
+    outcome = run.start(options, proposer=TamperingAt([("xcd", catalog_source("xcd-grouped-m:8:8", ARGS))], 1,
+                                                      workdir))
+    assert outcome.status == "finished" and outcome.report["best"]["kind"] == "candidate"
+    best_file = next(outcome.run_dir.glob("candidates/candidate001*.py"))
+    copy = outcome.run_dir / "gemm.py"
+    assert not copy.exists() or "appended after verification" not in copy.read_text()
+    report = json.loads((outcome.run_dir / "report.json").read_text())
+    why = f"not written: {best_file} is not the text that was verified (it changed after verification)"
+    assert report["best_kernel_file"] is None and report["best_kernel_refused"] == why
+    assert why in " ".join((outcome.run_dir / "report.md").read_text().replace("\\", "").split())
+
+
+def test_the_run_folders_best_kernel_is_written_sealed_when_unchanged(tmp_path, gemm_path):
+    kernel = tmp_path / "gemm.py"
+    kernel.write_text(gemm_path.read_text())
+    options = run.RunOptions(kernel=str(kernel), hw="mi300x", workdir=str(tmp_path / ".sp"), plateau=10,
+                             iterations=1)
+    outcome = run.start(options, proposer=ScriptedProposer([("xcd", catalog_source("xcd-grouped-m:8:8", ARGS))]))
+    copy, best = outcome.run_dir / "gemm.py", outcome.report["best"]
+    assert outcome.report["best_kernel_file"] == str(copy) and "best_kernel_refused" not in outcome.report
+    assert digest(copy.read_text()) == best["kernel_sha256"] and (copy.stat().st_mode & 0o777) == 0o444
