@@ -29,6 +29,8 @@ from pathlib import Path
 from swizzleperf.agent.capture import capture_hook
 from swizzleperf.agent.capture.capture import APP_TIMEOUT_S, CaptureError, run_app
 from swizzleperf.agent.capture.lift import Launch, LiftError, lift
+from swizzleperf.agent.capture.schema import MAX_FILE_BYTES, ProfileFile
+from swizzleperf.sandbox import untrusted
 from swizzleperf.sandbox import gpu_lock
 
 L2_HIT_ENOUGH = 0.95   # SwizzlePerf's bottleneck rule: a kernel already hitting this in L2 has little to win
@@ -128,10 +130,11 @@ def profile_app(app: str, workdir: Path, timeout_s: float = APP_TIMEOUT_S, hw: s
     # the trace times each kernel on the GPU: several workers on one GPU take it in turn
     with gpu_lock.exclusive() if target.device is not None else nullcontext():
         run_app(app, {capture_hook.PROFILE_ENV: "rocprofv3" if rocprof else "1"}, work, timeout_s, cwd, command)
-    records = [json.loads(p.read_text()) for p in sorted(work.glob("profile-*.json"))]
+    records, left_out = read_profiles(work)
     kernels = [k for r in records for k in r["kernels"]]
     if not kernels:
-        raise CaptureError(f"`{app}` launched no Triton kernel (its output: {work / 'app.log'})")
+        raise CaptureError(f"`{app}` launched no Triton kernel (its output: {work / 'app.log'})"
+                           + "".join(f"; {line}" for line in left_out))
     if rocprof:
         _rocprof_times(kernels, work / "rocprof")
     wave = target.spec.compute_units
@@ -140,10 +143,41 @@ def profile_app(app: str, workdir: Path, timeout_s: float = APP_TIMEOUT_S, hw: s
     rows = ranked(kernels, wave)
     sources = sorted({r["source"] for r in records if r.get("source")})
     source = sources[0] if len(sources) == 1 else ", ".join(sources) or "unmeasured"
-    note = "; ".join(sorted({r["note"] for r in records if r.get("note")}))
+    note = "; ".join(sorted({_short(r["note"], 400) for r in records if r.get("note")}) + left_out)
     return KernelProfile(app, rows, source, note, wave,
                          f"{wave} {target.spec.compute_unit_label}s x 1 program each ({target.spec.name}{simulated})",
                          work)
+
+
+def read_profiles(work: Path) -> tuple[list, list]:
+    """The hook's ``profile-<pid>.json`` files in ``work`` (the app's processes wrote them: the app
+    may have written anything there), each read within ``MAX_FILE_BYTES`` and ``MAX_JSON_DEPTH`` and
+    checked field by field (schema.py's ``ProfileFile``); ``(records, one line per file left out)``."""
+    records, left_out = [], []
+    for path in sorted(work.glob("profile-*.json")):
+        try:
+            data = untrusted.read_bounded(path, MAX_FILE_BYTES, path.name)
+            text = data.decode("utf-8")
+            if untrusted.json_depth(text) > untrusted.MAX_JSON_DEPTH:
+                raise untrusted.UntrustedInput(f"{path.name} nests {untrusted.json_depth(text)} levels deep, more "
+                                               f"than the {untrusted.MAX_JSON_DEPTH} allowed")
+            # json.loads, not untrusted.loads: the hook's json.dump writes a NaN or infinite scalar argument as such
+            records.append(untrusted.validated(ProfileFile, json.loads(text), path.name, "")
+                           .model_dump(exclude_unset=True))
+        except UnicodeDecodeError:
+            left_out.append(f"{path.name} left out: it is not UTF-8")
+        except json.JSONDecodeError as exc:
+            left_out.append(f"{path.name} left out: it is not JSON ({exc.msg}, line {exc.lineno} column {exc.colno})")
+        except (untrusted.UntrustedInput, OSError, ValueError, RecursionError) as exc:
+            reason = str(exc).split("; received: ")[0].removeprefix(f"{path.name}: ")
+            left_out.append(f"{path.name} left out: not a profile the hook wrote ({_short(reason, 300)})")
+    return records, left_out
+
+
+def _short(text: str, limit: int) -> str:
+    """``text`` on one line of printable characters, cut at ``limit``."""
+    line = "".join(c if c.isprintable() else "?" for c in " ".join(str(text).split()))
+    return line if len(line) <= limit else line[:limit] + "..."
 
 
 def ranked(kernels: list, wave: int) -> tuple:

@@ -1,9 +1,10 @@
 """The capture files as data (issue #41): ``launch.json`` (and the hook's ``launch-<pid>.json``),
-``seen-<pid>.json`` and ``lift.json``, each checked against a pydantic model of every field the
-agent reads before any of it is used. The user's app writes the first two (it may rewrite them:
-they are its own files), and their values reach generated source (agent/capture/user_kernel.py),
-messages and the replay: a kernel or parameter name must be a Python identifier, a file an
-existing ``.py`` file, a grid 1 to 3 positive sizes, a parameter's kind one the replay knows.
+``seen-<pid>.json``, ``profile-<pid>.json`` (the hook's profile mode) and ``lift.json``, each
+checked against a pydantic model of every field the agent reads before any of it is used. The
+user's app writes the first three (it may rewrite them: they are its own files), and their values
+reach generated source (agent/capture/user_kernel.py), messages, the profile's table and the
+replay: a kernel or parameter name must be a Python identifier, a file an existing ``.py`` file,
+a grid 1 to 3 positive sizes, a parameter's kind one the replay knows.
 Any violation is one :class:`CaptureError` line naming the file and the field.
 
 Unknown fields are kept as they are (a newer hook may add some); only the fields named here are
@@ -65,6 +66,7 @@ Size = Annotated[StrictInt, Field(ge=1, le=2**31 - 1)]
 Number = Union[StrictBool, StrictInt, StrictFloat]
 Scalar = Union[StrictBool, StrictInt, StrictFloat, Annotated[StrictStr, Field(max_length=4096)]]
 Grid = Annotated[list[Size], Field(min_length=1, max_length=3)]
+Seconds = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
 
 
 class _Data(BaseModel):
@@ -201,6 +203,36 @@ class LiftFile(_Data):
                 self.probe_values is not None and len(self.probe_values) != len(self.arg_values)):
             raise ValueError("the argument values do not match the target's parameters")
         return self
+
+
+class ProfiledKernel(_Data):
+    """One kernel of ``profile-<pid>.json`` (capture_hook.py's ``_profile_entry``): its launches, its
+    largest grid with the scalar arguments and pointer names of that launch, its time."""
+
+    kernel: Identifier
+    file: Line
+    line: Count
+    calls: Count
+    grid: Annotated[list[Count], Field(min_length=1, max_length=3)]
+    programs: Count
+    values: dict[Identifier, Optional[Scalar]] = {}
+    pointers: Annotated[list[Identifier], Field(max_length=4096)] = []
+    globals: dict[Identifier, Number] = {}
+    wall_s: Seconds = 0.0
+    time_s: Optional[Seconds] = None
+    source: Optional[Line] = None
+
+
+class ProfileFile(_Data):
+    """``profile-<pid>.json``, written at the app's exit by the hook's profile mode (``_write_profile``)."""
+
+    pid: Count
+    source: Optional[Line] = None
+    note: Optional[Annotated[StrictStr, Field(max_length=4096)]] = None   # an exception's text: one line where read
+    interpreter: StrictBool = False
+    other_device_s: Optional[Seconds] = None
+    triton: Optional[Line] = None
+    kernels: Annotated[list[ProfiledKernel], Field(max_length=4096)]
 
 
 Seen = dict[Annotated[StrictStr, Field(max_length=256), AfterValidator(_printable)], Count]
