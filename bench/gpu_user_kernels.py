@@ -226,6 +226,7 @@ def _simulate(row: dict, deadline: float) -> dict:
     import numpy as np
 
     from swizzleperf import hwspecs
+    from swizzleperf.agent.capture import capture  # noqa: F401  load_spec builds a generated module's spec with it
     from swizzleperf.agent.capture.lift import target_order
     from swizzleperf.agent.verification.simulate import kernel_trace
     from swizzleperf.agent.verification.load import load_spec
