@@ -1,5 +1,5 @@
 """The installed wheel answers as the checkout does (issue #45: a non-editable install read
-bench/results/ through paths of the source tree, so from another folder its distributed runs fell
+eval/results/ (now bench/results/) through paths of the source tree, so from another folder its distributed runs fell
 back to the default GEMM configurations and its simulated runs lost the committed measurements,
 silently).
 
