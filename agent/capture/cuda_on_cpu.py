@@ -19,7 +19,8 @@ of the capture folder, which the CLI prints as one line:
 - the ``torch.cuda`` calls with a CPU meaning become harmless: ``synchronize``, ``set_device``,
   ``current_device`` (0), ``device(...)`` and ``_DeviceGuard`` (no-op contexts), ``Event``
   (wall-clock timing), ``Stream`` / ``stream`` / ``current_stream`` (no-ops), the memory counters
-  (0), ``get_device_name`` ("cpu"); for Inductor-generated code, ``torch._C._cuda_getCurrentRawStream``
+  (0), ``get_device_name`` ("cpu"), ``default_generators`` (one generator holding a Philox seed
+  and offset, as a CUDA generator's state reads); for Inductor-generated code, ``torch._C._cuda_getCurrentRawStream``
   (0) and ``_empty_strided_cuda`` (on the CPU). ``torch.cuda.is_available()`` stays False: an app that
   branches on it takes its CPU path, which is the truth.
 
@@ -139,6 +140,47 @@ class _Props:
     total_memory = 0
 
 
+class _PhiloxGenerator:
+    """``torch.cuda.default_generators[i]`` without a GPU: a CUDA generator's state as its API gives
+    it, the Philox seed and offset (``get_state()``: 16 bytes, two int64), for apps that derive the
+    seed and offset of their own Philox kernels from it (FlagGems-style ``uniform_``). Its numbers are
+    the app's kernel's; nothing here draws any."""
+
+    def __init__(self, seed: int = 67280421310721):   # torch's default seed (c10::default_rng_seed_val)
+        self._seed, self._offset = seed, 0
+
+    @property
+    def device(self):
+        import torch
+        return torch.device("cpu")
+
+    def get_state(self):
+        import torch
+        return torch.tensor([self._seed, self._offset], dtype=torch.int64).view(torch.uint8)
+
+    def set_state(self, state) -> None:
+        import torch
+        self._seed, self._offset = (int(v) for v in state.view(torch.int64)[:2])
+
+    def manual_seed(self, seed: int):
+        self._seed, self._offset = int(seed), 0
+        return self
+
+    def seed(self) -> int:
+        import random
+        self.manual_seed(random.getrandbits(63))
+        return self._seed
+
+    def initial_seed(self) -> int:
+        return self._seed
+
+    def get_offset(self) -> int:
+        return self._offset
+
+    def set_offset(self, offset: int) -> None:
+        self._offset = int(offset)
+
+
 def _returning(value):
     return lambda *args, **kwargs: value
 
@@ -165,6 +207,8 @@ def _patch_cuda() -> None:
     cuda.default_stream = lambda device=None: _Stream()
     cuda.get_device_name = lambda device=None: "cpu"
     cuda.get_device_properties = lambda device=None: _Props()
+    if not getattr(cuda, "default_generators", ()):   # an empty tuple without CUDA
+        cuda.default_generators = (_PhiloxGenerator(),)
     _inductor_shims()
     set_default = torch.set_default_device
     torch.set_default_device = lambda device: set_default(_cpu(device))

@@ -484,3 +484,42 @@ def test_and_or_of_tensors_are_elementwise_under_the_interpreter(cpu_only, tmp_p
     prepared = user_kernel.prepare(_app(tmp_path, BOOLEAN_OPERATOR_APP), "select_kernel", tmp_path / "work")
     result = verify(prepared.module_path, tmp_path / "m.npy", VerifyConfig(dtype="float32", seeds=(1,)))
     assert result.verdict is Verdict.PASS, result.reason
+
+
+PHILOX_APP = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def uniform_kernel(out_ptr, n, seed, offset, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.rand(seed, offset + offs), mask=offs < n)
+
+def philox_seed_offset(increment):
+    gen = torch.cuda.default_generators[torch.cuda.current_device()]
+    state = gen.get_state()
+    seed, offset = (int(v) for v in state.view(torch.int64))
+    state.view(torch.int64)[1] += increment
+    gen.set_state(state)
+    return seed, offset
+
+def test_uniform():
+    out = torch.empty(300, device="cuda")
+    seed, offset = philox_seed_offset(300)
+    uniform_kernel[(triton.cdiv(300, 64),)](out, 300, seed, offset, BLOCK=64)
+    assert philox_seed_offset(0)[1] == offset + 300
+    assert ((out >= 0) & (out < 1)).all()
+    return out
+
+result_gold = test_uniform()
+'''
+
+
+def test_a_philox_seed_and_offset_from_the_cuda_generator_are_there_without_a_gpu(cpu_only, tmp_path):
+    """``torch.cuda.default_generators[0].get_state()`` read as (seed, offset): an empty tuple on a
+    torch without CUDA ('tuple index out of range': TritonBench-G's uniform_sampling.py); a generator
+    of the CUDA state's shape stands in, and the app runs."""
+    prepared = user_kernel.prepare(_app(tmp_path, PHILOX_APP), "uniform_kernel", tmp_path / "work")
+    assert prepared.capture.launch["grid"] == [5, 1, 1] or prepared.capture.launch["programs"] == 5
