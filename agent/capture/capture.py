@@ -38,6 +38,7 @@ from swizzleperf.agent.capture.interpreter_gaps import missing_construct, traceb
 from swizzleperf.agent.capture.lift import Launch
 from swizzleperf.agent.capture.schema import CaptureError, LaunchFile, LiftFile, read, read_seen
 from swizzleperf.agent.verification.load import build_captured_specs_with
+from swizzleperf.agent.verification.stages import poison_value
 from swizzleperf.kernels.spec import KernelLoadError, KernelSpec
 
 APP_TIMEOUT_S = 900.0
@@ -541,7 +542,7 @@ def torch_where_equal(out, expected, value):
 
 
 def _without_poison(t):
-    """``t`` with the verifier's poison values (NaN; the integer minimum) as 0: a captured output
+    """``t`` with the verifier's poison values (NaN; stages.poison_value for integers) as 0: a captured output
     may hold them (the kernel wrote a NaN, or left an element that held one), and the verifier
     would read them as never written."""
     import torch
@@ -549,5 +550,5 @@ def _without_poison(t):
         return torch.nan_to_num(t, nan=0.0, posinf=float("inf"), neginf=float("-inf"))
     if t.dtype == torch.bool or t.dtype.is_complex:
         return t
-    return torch.where(t == torch.iinfo(t.dtype).min, torch.zeros_like(t), t)
+    return torch.where(t == poison_value(t.dtype), torch.zeros_like(t), t)
 

@@ -292,7 +292,8 @@ def _poison(t) -> None:
     if t.dtype.is_floating_point:
         t.fill_(float("nan"))
     elif t.dtype != torch.bool:
-        t.fill_(torch.iinfo(t.dtype).min)
+        info = torch.iinfo(t.dtype)   # the verifier's integer poison (agent/verification/stages.poison_value)
+        t.fill_(info.min if info.min < 0 else info.max)
 
 
 def _other_poison(t) -> None:
@@ -317,7 +318,10 @@ def _holds_poison(t) -> bool:
     import torch
     if t.dtype.is_floating_point:
         return bool(torch.isnan(t).any())
-    return t.dtype != torch.bool and bool((t == torch.iinfo(t.dtype).min).any())
+    if t.dtype == torch.bool:
+        return False
+    info = torch.iinfo(t.dtype)   # the verifier's integer poison (agent/verification/stages.poison_value)
+    return bool((t == (info.min if info.min < 0 else info.max)).any())
 
 
 class _Replay:

@@ -72,14 +72,23 @@ def one_line(exc: Exception) -> str:
 
 # -- numerics ------------------------------------------------------------------------------------
 
+def poison_value(dtype):
+    """The value ``poison`` fills an integer output of ``dtype`` with: the most negative value of a
+    signed type, the largest of an unsigned one (an unsigned type's minimum is 0, which kernels write
+    and caches start from: a uint8 KV cache filled from zeros read as never written)."""
+    import torch
+    info = torch.iinfo(dtype)
+    return info.min if info.min < 0 else info.max
+
+
 def poison(out):
-    """Fill ``out`` with a value no kernel writes (NaN; the most negative integer for integer
-    outputs) and return the function that finds the elements still holding it."""
+    """Fill ``out`` with a value no kernel writes (NaN; for integer outputs :func:`poison_value`)
+    and return the function that finds the elements still holding it."""
     import torch
     if out.dtype.is_floating_point:
         out.fill_(float("nan"))
         return torch.isnan
-    sentinel = torch.iinfo(out.dtype).min
+    sentinel = poison_value(out.dtype)
     out.fill_(sentinel)
     return lambda t: t == sentinel
 
