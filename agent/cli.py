@@ -586,7 +586,11 @@ def analyze(
 
 
 def _guarded(action):
-    """Run ``action``; the errors a user can cause become one line."""
+    """Run ``action``; the errors a user can cause become one line. ``simulate``, ``analyze`` and
+    ``profile KERNEL`` read their kernel's spec through it: the capture module is loaded first, so
+    that a module ``optimize --app`` generated has its spec built from its capture's data (it
+    registers that builder with agent/verification/load.py), the module itself never imported here."""
+    from swizzleperf.agent.capture import capture  # noqa: F401  builds a generated --app module's spec
     from swizzleperf.agent.verification.simulate import SimulateError
     from swizzleperf.kernels.spec import KernelLoadError
     from swizzleperf.hwspecs import UnknownHardwareError
