@@ -8,7 +8,8 @@ a grid 1 to 3 positive sizes, a parameter's kind one the replay knows.
 Any violation is one :class:`CaptureError` line naming the file and the field.
 
 Unknown fields are kept as they are (a newer hook may add some); only the fields named here are
-read as trusted. Imports nothing of the agent.
+read as trusted. Each file is read within ``MAX_FILE_BYTES`` and sandbox/untrusted.py's
+``MAX_JSON_DEPTH`` (``read``). Imports nothing of the agent but sandbox/untrusted.py.
 """
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from typing import Annotated, Literal, Optional, Union
 
 import pydantic
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+
+from swizzleperf.sandbox import untrusted
 
 #: The largest capture file read (a launch of a few thousand parameters is well under 1 MB).
 MAX_FILE_BYTES = 16 << 20
@@ -247,12 +250,19 @@ def read(path: Path, model) -> dict:
         CaptureError: one line: not readable, not JSON, or the first field that does not fit.
     """
     path = Path(path)
-    try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise CaptureError(f"{path}: {path.stat().st_size} bytes, more than the {MAX_FILE_BYTES} a capture "
-                               f"file may have")
-        data = json.loads(path.read_bytes())
-    except (OSError, ValueError, RecursionError) as exc:
+    try:   # at most MAX_FILE_BYTES read (a file the app grows after a size check is still cut there)
+        text = untrusted.read_bounded(path, MAX_FILE_BYTES, "the capture file").decode("utf-8")
+    except untrusted.UntrustedInput:
+        raise CaptureError(f"{path} is longer than the {MAX_FILE_BYTES} bytes a capture file may have") from None
+    except (OSError, ValueError) as exc:
+        raise CaptureError(f"{path} is not a readable capture file ({_short(exc)})") from None
+    depth = untrusted.json_depth(text)   # one linear pass, before json.loads recurses into it
+    if depth > untrusted.MAX_JSON_DEPTH:
+        raise CaptureError(f"{path} nests {depth} levels deep, more than the {untrusted.MAX_JSON_DEPTH} a capture "
+                           f"file may have")
+    try:   # json.loads, not untrusted.loads: the hook's json.dump writes a NaN or infinite scalar argument as such
+        data = json.loads(text)
+    except (ValueError, RecursionError, MemoryError) as exc:
         raise CaptureError(f"{path} is not a readable capture file ({_short(exc)})") from None
     try:
         if isinstance(model, pydantic.TypeAdapter):
