@@ -227,10 +227,12 @@ def _inductor_shims() -> None:
 
 def generated_module_shims() -> None:
     """What the generated copy of an app's file needs on a machine without a GPU, where it imports
-    what the app's run had: Inductor's CUDA names (where torch has no GPU: the agent's process
-    imports the copy too); under the interpreter, libdevice's numpy stand-ins and the interpreter's
-    fixes (string constexprs, int1 masks held as integers), so that verification runs the kernel as
-    the app's run did."""
+    what the app's run had: Inductor's CUDA names (where torch has no GPU); under the interpreter,
+    libdevice's numpy stand-ins and the interpreter's fixes (string constexprs, int1 masks held as
+    integers), so that verification runs the kernel as the app's run did. Only the boxed worker
+    processes import the copy (agent/verification/load.py's ``load_kernel``); the agent's own process
+    never does (issue #41): it builds the copy's KernelSpec from the capture's checked files
+    (agent/verification/load.py's ``load_spec``, agent/capture/capture.py's ``captured_spec``)."""
     import torch
     if not torch.cuda.is_available():
         _inductor_shims()
@@ -272,8 +274,10 @@ def install(after_import) -> None:
 
 def _on_triton() -> None:
     """In the app's process (the hook): libdevice, the driver, and the mode once torch is imported.
-    Never from :func:`generated_module_shims`: the agent's own process imports the generated copy,
-    and the mode there would answer ``is_cuda`` for the agent's tensors (it leaked into the tests)."""
+    Never from :func:`generated_module_shims`: the workers that import the generated copy run the
+    agent's own code beside it (the verifier's poisoning and comparisons), and the mode there would
+    answer ``is_cuda`` for the agent's tensors (it leaked into the tests when the agent's own process
+    still imported the copy, before issue #41)."""
     interpreter_libdevice()
     interpreter_string_annotations()
     interpreter_boolean_masks()
