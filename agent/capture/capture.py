@@ -34,7 +34,7 @@ from pathlib import Path
 
 from swizzleperf import sandbox
 from swizzleperf.agent.capture import capture_hook, cuda_on_cpu
-from swizzleperf.agent.capture.interpreter_gaps import missing_construct, traceback_frames
+from swizzleperf.agent.capture.interpreter_gaps import missing_construct, traceback_frames, where_stopped
 from swizzleperf.agent.capture.lift import Launch
 from swizzleperf.agent.capture.schema import CaptureError, LaunchFile, LiftFile, read, read_seen
 from swizzleperf.agent.verification.load import build_captured_specs_with
@@ -263,8 +263,11 @@ def run_app(app: str, variables: dict, work: Path, timeout_s: float, cwd: Path |
     try:
         code = run_with_hook(command or app, env, timeout_s, cwd, log)
     except subprocess.TimeoutExpired:
-        raise AppTimeoutError(f"`{app}` did not finish within {timeout_s:.0f} s; it was stopped "
-                           f"(its output: {log})") from None
+        where, spin = where_stopped(work)
+        if spin:
+            raise InterpreterGapError(f"`{app}` cannot finish under Triton's interpreter: {spin}") from None
+        raise AppTimeoutError(f"`{app}` did not finish within {timeout_s:.0f} s; it was stopped"
+                              f"{f' ({where})' if where else ''} (its output: {log})") from None
     finally:
         shutil.rmtree(hook_dir, ignore_errors=True)
     if code != 0:

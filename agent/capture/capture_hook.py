@@ -30,6 +30,10 @@ Two jobs, each switched on by environment variables:
   (paired with the launches in order) (``measured:cupti``; where it fails to start,
   each launch timed between ``torch.cuda.synchronize()`` calls, ``measured:cuda-synchronized-wall``).
   Written at exit: ``profile-<pid>.json`` (agent/capture/bottleneck.py reads it).
+- Under the interpreter, with ``SWIZZLEPERF_CAPTURE_DIR``: ``running-<pid>.json`` says which
+  launch the process is in (kernel, file, line, grid) and how many of its programs have run, rewritten
+  every few seconds and removed when the launch returns, so that an app stopped at its time limit
+  can be told where it was (agent/capture/capture.py's ``where_stopped``).
 - ``TRITON_INTERPRET=1`` on a machine where torch sees no GPU: the app's CUDA tensors are made on
   the CPU (agent/capture/cuda_on_cpu.py, copied beside this file as ``swizzleperf_cuda_on_cpu``).
 - ``SWIZZLEPERF_SUBSTITUTE`` (JSON ``{original path: patched path}``): a module whose file is an
@@ -131,6 +135,14 @@ def _patch_triton() -> None:
     from triton.runtime import autotuner, interpreter, jit
     jit.JITFunction.run = _wrap_run(jit.JITFunction.run)
     interpreter.InterpretedFunction.run = _wrap_run(interpreter.InterpretedFunction.run)
+    set_grid_idx = getattr(interpreter.InterpreterBuilder, "set_grid_idx", None)
+    if set_grid_idx is not None:
+        def counted_grid_idx(self, *args, **kwargs):   # one call per program the interpreter runs
+            _running["done"] += 1
+            if _running.get("path") and time.monotonic() - _running["written"] > RUNNING_EVERY_S:
+                _write_running()
+            return set_grid_idx(self, *args, **kwargs)
+        interpreter.InterpreterBuilder.set_grid_idx = counted_grid_idx
     run, bench = autotuner.Autotuner.run, autotuner.Autotuner._bench
 
     def autotuner_run(self, *args, **kwargs):
@@ -185,13 +197,70 @@ def _wrap_run(original):
             _seen[name] = _seen.get(name, 0) + 1
         if os.environ.get(PROFILE_ENV) and not warmup and not _state.busy:
             _dispatches.setdefault(name, []).append(counted)   # False: an autotuner's benchmark launch
-        if counted and os.environ.get(PROFILE_ENV):
-            return _profiled(original, self, args, grid, kwargs)
-        if not counted or name != os.environ.get(KERNEL_ENV):
-            return original(self, *args, grid=grid, warmup=warmup, **kwargs)
-        return _capture(original, self, args, grid, kwargs)
+        with _running_launch(self, args, grid, kwargs, counted and not warmup):
+            if counted and os.environ.get(PROFILE_ENV):
+                return _profiled(original, self, args, grid, kwargs)
+            if not counted or name != os.environ.get(KERNEL_ENV):
+                return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+            return _capture(original, self, args, grid, kwargs)
     run.__wrapped__ = original
     return run
+
+
+RUNNING_PREFIX = "running-"   # running-<pid>.json: the interpreted launch the process is in
+RUNNING_EVERY_S = 2.0
+_running: dict = {"path": None, "done": 0, "written": 0.0}
+
+
+class _running_launch:
+    """Under the interpreter (with the capture folder): ``running-<pid>.json`` for the launch's
+    duration, outermost launch only (a replay inside a capture keeps the capture's record)."""
+
+    def __init__(self, jit_fn, args, grid, kwargs, counted: bool):
+        self.active = (counted and os.environ.get("TRITON_INTERPRET") == "1" and bool(os.environ.get(DIR_ENV))
+                       and _running["path"] is None)
+        if self.active:
+            self.record = _launch_record(jit_fn, args, grid, kwargs)
+
+    def __enter__(self):
+        if self.active:
+            _running.update(path=os.path.join(os.environ[DIR_ENV], f"{RUNNING_PREFIX}{os.getpid()}.json"),
+                            done=0, started=time.time(), record=self.record)
+            _write_running()
+        return self
+
+    def __exit__(self, *exc):
+        if self.active:
+            path, _running["path"] = _running["path"], None
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        return False
+
+
+def _launch_record(jit_fn, args, grid, kwargs) -> dict:
+    fn = getattr(jit_fn, "fn", None)
+    record = {"kernel": getattr(fn, "__name__", "?"), "file": "?", "line": 0, "grid": [], "programs": 0}
+    try:
+        record.update(file=os.path.realpath(inspect.getsourcefile(fn)), line=fn.__code__.co_firstlineno)
+        _, sizes = _resolved(fn, args, grid, kwargs)
+        record.update(grid=list(sizes), programs=math.prod(sizes))
+    except Exception:   # the record is a courtesy: the launch itself must go on as the app made it
+        pass
+    return record
+
+
+def _write_running() -> None:
+    path = _running["path"]
+    _running["written"] = time.monotonic()
+    data = {**_running["record"], "done": _running["done"], "started": _running["started"], "now": time.time()}
+    try:
+        with open(path + ".tmp", "w") as f:
+            json.dump(data, f)
+        os.replace(path + ".tmp", path)
+    except OSError:
+        pass
 
 
 def _tuple_grid(grid):

@@ -72,3 +72,64 @@ def missing_construct(log: str, triton_version: str | None) -> str | None:
         return (f"the installed Triton ({triton_version or '?'}) has no tl.{found.group(1)}: install the "
                 f"Triton version the app was written for")
     return None
+
+
+# -- where an app stopped at its time limit was, under the interpreter -------------------------------
+
+#: Calls a program can wait on for another program's write: a ``while`` loop testing one of them spins.
+WAITS = ("atomic_cas", "atomic_xchg", "atomic_add", "atomic_or", "atomic_and", "atomic_max", "atomic_min")
+
+
+def spin_wait(file: str, line: int) -> tuple | None:
+    """``(line, call)`` of the first ``while`` loop in the function defined at ``file:line`` whose test
+    calls an atomic (:data:`WAITS`) or a volatile ``tl.load``: a program waiting there for another
+    program's write; None where there is none (or the source cannot be read)."""
+    import ast
+
+    from swizzleperf.sandbox.untrusted import UntrustedInput, read_source
+    try:
+        tree = ast.parse(read_source(file))
+    except (OSError, SyntaxError, ValueError, UntrustedInput):
+        return None
+    fn = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+               and (n.lineno == line or any(d.lineno == line for d in n.decorator_list))), None)
+    for loop in (n for n in ast.walk(fn) if isinstance(n, ast.While)) if fn else ():
+        for call in (n for n in ast.walk(loop.test) if isinstance(n, ast.Call)):
+            name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+            volatile = name == "load" and any(k.arg == "volatile" and getattr(k.value, "value", False)
+                                              for k in call.keywords)
+            if name in WAITS or volatile:
+                return loop.lineno, f"tl.{name}" + ("(volatile=True)" if volatile else "")
+    return None
+
+
+def where_stopped(folder) -> tuple:
+    """Where the app's processes were when stopped at their time limit, from the hook's
+    ``running-<pid>.json`` files in ``folder``: ``(text, spin)``, ``text`` one clause ("" where no
+    process was in an interpreted launch), ``spin`` the text of a refusal where the launch waits in a
+    spin loop for a program the interpreter has not run yet (None otherwise)."""
+    import time
+    from pathlib import Path
+
+    from swizzleperf.agent.capture.schema import CaptureError, RunningFile, read
+    clauses, spin = [], None
+    for path in sorted(Path(folder).glob("running-*.json"))[:8]:
+        try:
+            r = read(path, RunningFile)
+        except CaptureError:
+            continue
+        elapsed = max(0.0, max(r["now"], time.time()) - r["started"])   # read once the app was stopped
+        where = f"{r['kernel']} ({Path(r['file']).name}:{r['line']}, grid {'x'.join(map(str, r['grid'])) or '?'})"
+        done, programs = r["done"], r["programs"]
+        clause = f"it was in {where} for {elapsed:.0f} s, {done} of its {programs} programs started"
+        if 0 < done < programs and elapsed > 0:
+            clause += (f": Triton's interpreter runs one program at a time, about {elapsed / done:.2g} s each, "
+                       f"so this launch alone needs about {elapsed / done * programs:.0f} s on this CPU")
+        clauses.append(clause)
+        waits = spin_wait(r["file"], r["line"]) if done < programs or programs == 0 else None
+        if waits and spin is None:
+            spin = (f"{where} waits at line {waits[0]} in a loop on {waits[1]} for a write of another program; "
+                    f"Triton's interpreter runs one program at a time, so a program waiting for one it has "
+                    f"not run yet never returns (program {max(done, 1)} of {programs} was still waiting after "
+                    f"{elapsed:.0f} s); on a GPU the programs run side by side: run the app on a GPU")
+    return "; ".join(clauses), spin

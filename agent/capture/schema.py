@@ -238,6 +238,20 @@ class ProfileFile(_Data):
     kernels: Annotated[list[ProfiledKernel], Field(max_length=4096)]
 
 
+class RunningFile(_Data):
+    """``running-<pid>.json`` (capture_hook.py's ``_running_launch``): the interpreted launch a process
+    was in, and how many of its programs had run."""
+
+    kernel: Identifier
+    file: Line
+    line: Count
+    grid: Annotated[list[Count], Field(max_length=3)] = []
+    programs: Count = 0
+    done: Count = 0
+    started: Seconds
+    now: Seconds
+
+
 Seen = dict[Annotated[StrictStr, Field(max_length=256), AfterValidator(_printable)], Count]
 _SEEN = pydantic.TypeAdapter(Seen)
 

@@ -523,3 +523,97 @@ def test_a_philox_seed_and_offset_from_the_cuda_generator_are_there_without_a_gp
     of the CUDA state's shape stands in, and the app runs."""
     prepared = user_kernel.prepare(_app(tmp_path, PHILOX_APP), "uniform_kernel", tmp_path / "work")
     assert prepared.capture.launch["grid"] == [5, 1, 1] or prepared.capture.launch["programs"] == 5
+
+
+SPIN_LOCK_APP = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def handoff_kernel(x_ptr, flags_ptr, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    if pid == 0:   # waits for program 1, which the interpreter runs after it
+        while tl.atomic_cas(flags_ptr + 1, 1, 1) != 1:
+            pass
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs) + 1.0)
+    tl.atomic_xchg(flags_ptr + pid, 1)
+
+def test_handoff():
+    x = torch.zeros(128, device="cuda")
+    flags = torch.zeros(2, dtype=torch.int32, device="cuda")
+    handoff_kernel[(2,)](x, flags, BLOCK=64)
+    return x
+
+result_gold = test_handoff()
+'''
+
+SLOW_APP = '''
+import time
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def slow_kernel(x_ptr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs) + 1.0)
+
+def test_slow():
+    x = torch.zeros(4096 * 16, device="cuda")
+    for _ in range(1000):
+        slow_kernel[(4096,)](x, BLOCK=16)
+    return x
+
+result_gold = test_slow()
+'''
+
+
+def test_a_program_that_spins_on_a_later_one_is_refused_with_the_loop_named(cpu_only, tmp_path):
+    """Under the interpreter (one program at a time) a program spinning on an atomic for a program
+    not yet run never returns: at the app's time limit the refusal names the kernel, the loop's line
+    and the call, and says a GPU runs it (TritonBench-G spinning_lock_reduction)."""
+    from swizzleperf.agent.capture import bottleneck
+    from swizzleperf.agent.capture.capture import InterpreterGapError
+    with pytest.raises(InterpreterGapError) as caught:
+        bottleneck.profile_app(_app(tmp_path, SPIN_LOCK_APP), tmp_path / "work", timeout_s=25)
+    text = str(caught.value)
+    assert "handoff_kernel (op.py:7, grid 2) waits at line 12 in a loop on tl.atomic_cas" in text
+    assert "program 1 of 2" in text and "run the app on a GPU" in text
+
+
+def test_an_app_stopped_at_its_limit_says_which_launch_it_was_in(cpu_only, tmp_path):
+    """A launch that makes progress is a timeout, not a refusal, and says where it was: the kernel,
+    its grid, the programs run and what the whole launch needs at that pace."""
+    from swizzleperf.agent.capture import bottleneck
+    from swizzleperf.agent.capture.capture import AppTimeoutError
+    with pytest.raises(AppTimeoutError) as caught:
+        bottleneck.profile_app(_app(tmp_path, SLOW_APP), tmp_path / "work", timeout_s=12)
+    assert "it was in slow_kernel (op.py:8, grid 4096)" in str(caught.value)
+    assert "programs started" in str(caught.value)
+
+
+def test_spin_wait_finds_loops_on_atomics_and_volatile_loads(tmp_path):
+    from swizzleperf.agent.capture.interpreter_gaps import spin_wait
+    source = tmp_path / "k.py"
+    source.write_text(textwrap.dedent('''
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def waits(flag):
+            while tl.load(flag, volatile=True) == 0:
+                pass
+
+        @triton.jit
+        def loops(x, n):
+            i = 0
+            while i < n:
+                i += tl.atomic_add(x, 1)
+    '''))
+    assert spin_wait(str(source), 5) == (7, "tl.load(volatile=True)")
+    assert spin_wait(str(source), 10) is None   # an atomic in the body, not the test: no wait
+    assert spin_wait(str(source), 2) is None and spin_wait(str(tmp_path / "missing.py"), 5) is None
