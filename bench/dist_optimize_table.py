@@ -65,6 +65,7 @@ def _row(path: Path, report: dict, hand: dict | None) -> dict:
            "hand_best_ms": (hand or {}).get("time_ms"), "hand_best_pattern": (hand or {}).get("pattern"),
            "spread_ms": spread, "paired_gain_ms": best.get("paired_gain_ms"),
            "overlap_bound_ms": refs.get("overlap_bound_ms"), "way_to_bound": d.get("way_to_bound"),
+           "way_to_bound_note": d.get("way_to_bound_note"),
            "recommendation": _recommendation(answer, best),
            "answer": answer.get("line"), "verified_at": best.get("verified_at"),
            "source": "measured" if measured else report["mode"], "report": str(path),

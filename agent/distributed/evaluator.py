@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from swizzleperf.agent.distributed import worker as dist_worker
+from swizzleperf.agent.distributed.session import REFERENCES as SESSION_REFERENCES
 from swizzleperf.agent.verification.candidate import (CandidateError, canonical_target, check_candidate, splice,
                                                       target_args, unified_diff)
 from swizzleperf.agent.verification.swizzles import UnknownSwizzleError, catalog_source
@@ -636,7 +637,7 @@ class DistEvaluator:
             candidate = self._candidate_of(path)
             items.append({"kernel_path": str(path), "pattern": candidate.pattern,
                           "meta": self._rank_meta(self.meta(candidate))})
-        answer = self.ranks.compare(items)
+        answer = self.ranks.compare(items, references=self._session_references())
         if answer.get("verdict") != Verdict.PASS.value:
             return {"verdict": answer.get("verdict", Verdict.RUNTIME_ERROR.value), "reason": answer.get("reason", "")}
         contenders = answer["timing"]["contenders"]
@@ -644,11 +645,22 @@ class DistEvaluator:
         torch_rounds = contenders["torch_nccl"]["rounds_ms"]
         self._confirmed_torch = {"torch_nccl_ms": contenders["torch_nccl"]["median_ms"],
                                  "torch_nccl_spread_ms": contenders["torch_nccl"]["iqr_ms"],
-                                 "rounds_ms": torch_rounds, "names": {}}
+                                 "rounds_ms": torch_rounds, "names": {},
+                                 "references": {k: {"median_ms": v["median_ms"], "iqr_ms": v["iqr_ms"],
+                                                    "rounds_ms": v["rounds_ms"]}
+                                                for k, v in contenders.items() if k in SESSION_REFERENCES}}
         return {"verdict": Verdict.PASS.value, "reason": "", "rounds": answer["timing"]["rounds"],
                 "time_ms": [contenders[n]["median_ms"] for n in names],
                 "time_spread_ms": [contenders[n]["iqr_ms"] for n in names],
                 "round_medians_ms": [contenders[n]["rounds_ms"] for n in names]}
+
+    def _session_references(self) -> list:
+        """The references the head-to-head times beside its contenders: those the run's references
+        checked and timed (torch's fused op only where it agreed with the reference on every rank),
+        the communication alone only where the kernel gives that part (else it is derived)."""
+        refs = self.ranks.measured_references()
+        return [k for k in SESSION_REFERENCES if refs.get(f"{k}_ms") is not None
+                and not (k == "comm_alone" and refs.get("comm_alone_source"))]
 
     def ranked_space(self) -> list:
         """Every configuration of the space with the overlap model's prediction, best first (ties:

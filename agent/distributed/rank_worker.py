@@ -410,7 +410,10 @@ def references(ctx: RankContext, request: dict) -> dict:
 
 def compare(ctx: RankContext, request: dict) -> dict:
     """Several verified candidates (``candidates``: [{kernel_path, pattern, meta}]) and torch +
-    NCCL, timed interleaved at the benchmark problem (their states all allocated at once)."""
+    NCCL, timed interleaved at the benchmark problem (their states all allocated at once), with
+    the ``references`` asked for (``torch_fused``, ``gemm_alone``, ``comm_alone``: those the run's
+    references checked and timed) in the same rounds, so that every figure the report derives
+    from them is of one timing session (issue #44)."""
     from swizzleperf.kernels.distributed import runner
     import contextlib
     dtype, bench = request["dtype"], request["bench"]
@@ -424,9 +427,28 @@ def compare(ctx: RankContext, request: dict) -> dict:
             fns[f"c{i}"] = ctx.launcher(spec, state, item["pattern"], item["meta"])
             if i == 0:
                 fns["torch_nccl"] = spec.baseline(inputs, problem, ctx.group).run
+                fns.update(_reference_fns(ctx, spec, problem, dtype, request.get("references") or []))
         timing = time_interleaved(ctx, fns, request.get("rounds", 15), request.get("sample_ms", 20.0),
                                   request.get("warmup", WARMUP_LAUNCHES), **_settling(request))
     return {"timing": timing}
+
+
+def _reference_fns(ctx: RankContext, spec, problem: dict, dtype: str, wanted: list) -> dict:
+    """The references of ``wanted`` as ``references`` times them (their own inputs, as there)."""
+    if not wanted:
+        return {}
+    device = "cuda" if ctx.device == "cuda" else "cpu"
+    inputs = spec.make_inputs(problem, ctx.rank, ctx.world_size, 0, device, dtype)
+    baseline, fns = spec.baseline(inputs, problem, ctx.group), {}
+    if "gemm_alone" in wanted and baseline.compute is not None:
+        fns["gemm_alone"] = baseline.compute
+    if "comm_alone" in wanted and getattr(baseline, "comm", None) is not None:
+        fns["comm_alone"] = baseline.comm
+    if "torch_fused" in wanted:
+        _, fused = fused_op(spec.name, inputs, ctx)
+        if fused is not None:
+            fns["torch_fused"] = fused
+    return fns
 
 
 def fused_op(kernel: str, inputs: dict, ctx: RankContext) -> tuple:

@@ -153,23 +153,45 @@ def _distributed_outcome(report: dict, history: list) -> dict:
     """What a distributed run concludes: the hand bench's point (the best of the patterns at the
     kernel's default knobs measured in this run), the answer (agent/distributed/measured.answer: the best
     configuration when it beats torch + NCCL beyond the paired spread, else the fastest of the
-    head-to-head's contenders that does, else torch + NCCL), and the fraction of
-    the way from torch + NCCL to the perfect-overlap bound that the best went."""
+    head-to-head's contenders that does, else torch + NCCL), and the figures of one timing session
+    (agent/distributed/session.py): the answer's configuration against torch + NCCL, torch's fused
+    op and the cuBLAS GEMM in the same rounds, a tie named a tie, and the share of the way to the
+    perfect-overlap bound only where the bound's parts were timed in those rounds and the answer
+    did not reject the figure (``way_to_bound`` is then set, else ``way_to_bound_note`` says why)."""
     from swizzleperf.agent.distributed.measured import answer
+    from swizzleperf.agent.distributed.session import session_figures
     d, best = report["distributed"], report.get("best") or {}
     defaults = [figures(h) for h in history if h.get("verdict") == Verdict.PASS.value
                 and _at_default_knobs((h.get("metrics") or {}).get("config"), d.get("gemm_config") or {})
                 and (h.get("metrics") or {}).get("time_ms") is not None]
     if (report.get("baseline") or {}).get("time_ms") is not None:
         defaults.append(report["baseline"])     # the kernel's default pattern at its default knobs
+    contenders = (report.get("confirmation") or {}).get("contenders")
+    verified = best if best.get("verdict") == Verdict.PASS.value else None
     out = {"hand_bench": min(defaults, key=lambda f: f["time_ms"]) if defaults else None,
-           "answer": answer(best if best.get("verdict") == Verdict.PASS.value else None, report["mode"],
-                            d.get("references"), (report.get("confirmation") or {}).get("contenders"))}
-    refs = d.get("references") or {}
-    torch_ms, bound = refs.get("torch_nccl_ms"), refs.get("overlap_bound_ms")
-    if best.get("time_ms") and torch_ms and bound and bound < best["time_ms"] < torch_ms:
-        out["way_to_bound"] = (torch_ms - best["time_ms"]) / (torch_ms - bound)
+           "answer": answer(verified, report["mode"], d.get("references"), contenders)}
+    if report["mode"] != "measured" or not verified or verified.get("time_ms") is None:
+        return out
+    chosen, rejected = _chosen_figures(out["answer"], verified, contenders or [])
+    session = session_figures(chosen, d.get("confirmed_torch_nccl"), rejected)
+    out["session"] = session
+    if session["way"]["value"] is not None:
+        out["way_to_bound"], out["way_to_bound_spread"] = session["way"]["value"], session["way"]["spread"]
+    else:
+        out["way_to_bound_note"] = session["way"]["why"]
     return out
+
+
+def _chosen_figures(answer: dict, best: dict, contenders: list) -> tuple:
+    """``(figures, why rejected)``: the configuration the answer recommends (the best, or the
+    head-to-head contender it names); where the answer is torch + NCCL, the best with the reason
+    its figure was rejected."""
+    if answer.get("use") != "configuration":
+        return best, (f"the best found, {best.get('name')}, does not beat torch + NCCL beyond its paired spread "
+                      "(the answer is torch + NCCL)")
+    if answer.get("name") in (None, best.get("name")):
+        return best, ""
+    return next((c for c in contenders if c.get("name") == answer["name"]), best), ""
 
 
 def _at_default_knobs(config: dict | None, run_defaults: dict) -> bool:
@@ -535,11 +557,17 @@ def distributed_table(report: dict) -> list:
 
 
 def _config_row(label: str, f: dict, refs: dict, torch_pred: dict) -> str:
+    from swizzleperf.agent.distributed.session import host_paced
     if f.get("time_ms") is not None:
         t, source = f"{f['time_ms']:.3f} ± {f['time_spread_ms']:.3f}", f.get("time_source")
         torch_ms = f.get("torch_nccl_ms") or refs.get("torch_nccl_ms")
         ratio = (f"{torch_ms / f['time_ms']:.2f}x (paired gain {f['paired_gain_ms']:+.3f} ± "
                  f"{f['paired_spread_ms']:.3f} ms)" if torch_ms and f.get("paired_gain_ms") is not None else "n/a")
+        paced = host_paced(f)
+        if paced:    # the host slower than the GPUs: both figures (#44)
+            t += f" (GPUs, queued ahead); host {paced['host_ms']:.3f} to queue one launch"
+            if "ratio_host_paced" in paced and ratio != "n/a":
+                ratio += f"; at most {paced['ratio_host_paced']:.2f}x launched one by one"
     elif f.get("committed_ms") is not None:
         t, source = f"{f['committed_ms']:.3f}", f.get("committed_source")
         ratio = "not measured in this run"
@@ -601,9 +629,7 @@ def _reference_rows(refs: dict, torch_pred: dict, mode: str) -> list:
 def _distributed_notes(report: dict, refs: dict) -> list:
     d = report["distributed"]
     lines = []
-    if d.get("way_to_bound") is not None:
-        lines.append(f"\nThe best went {100 * d['way_to_bound']:.0f} % of the way from torch + NCCL to the "
-                     f"perfect-overlap bound (measured).")
+    lines += session_lines(d.get("session"))
     calibration = d.get("calibration") or {}
     if calibration.get("observations"):
         what = "this run's measurements" if report["mode"] == "measured" else "measurements committed earlier"
@@ -628,6 +654,23 @@ def _distributed_notes(report: dict, refs: dict) -> list:
     if report.get("best_command"):
         lines.append(f"\nWhat to run next: `{report['best_command']}` (verifies and times the best configuration "
                      f"against torch + NCCL on {d['world_size']} GPUs).")
+    return lines
+
+
+def session_lines(session: dict | None) -> list:
+    """report.md's figures of one timing session: what the answer's configuration was timed
+    against in the same rounds (a tie called a tie), the share of the way with its definition (or
+    why none is given), and the host's pace beside the GPUs' where the host was slower."""
+    if not session:
+        return []
+    lines = [f"\nFigures of one timing session ({md_text(session['session'])}):"]
+    lines += [f"- {md_text(v['line'])}" for v in session["versus"]]
+    way = session["way"]
+    figure = (f"{100 * way['value']:.0f} % ± {100 * way['spread']:.0f} points over {way['rounds']} rounds"
+              if way.get("value") is not None else md_text(way["why"]))
+    lines.append(f"- {way['name']}: {figure}; defined as {way['definition']}")
+    if session.get("host"):
+        lines.append(f"- host: {md_text(session['host']['line'])}")
     return lines
 
 

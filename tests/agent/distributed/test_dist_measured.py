@@ -242,9 +242,12 @@ class ScriptedRanks:
                 "timing": {"rounds": len(self.FACTORS), "per_sample": 1,
                            "contenders": {"candidate": self._figures(ours), "torch_nccl": self._figures(torch_ms)}}}
 
-    def compare(self, items: list) -> dict:
+    def compare(self, items: list, paired=None, references=None) -> dict:
+        self.calls.append({"compare": len(items), "references": list(references or [])})
         contenders = {f"c{i}": self._figures(self._of(item["kernel_path"])[0]) for i, item in enumerate(items)}
         contenders["torch_nccl"] = self._figures(3.15)
+        if "gemm_alone" in (references or []):     # timed in the same rounds when asked (#44)
+            contenders["gemm_alone"] = self._figures(2.7)
         return {"verdict": "PASS", "timing": {"rounds": len(self.FACTORS), "contenders": contenders}}
 
     def references(self) -> dict:
@@ -314,6 +317,21 @@ def test_every_measured_configuration_contends_for_the_answer_and_teaches_the_ne
     assert [c["probe_sites"] is not None for c in ranks.calls[:3]] == [True, True, False]
     assert len(ranks.calls[0]["probe_sites"]) > 100        # every small grid and a sample of larger ones
     assert [t["permutation_cached"] for t in d["time_account"][:3]] == [False, False, True]
+
+
+def test_the_head_to_head_times_the_bounds_parts_in_its_own_rounds(tmp_path):
+    """The share of the way comes from one timing session (#44): the head-to-head asks for the
+    references the run's references timed (here the GEMM alone; the communication is derived) and
+    the report computes the share from those rounds: (3.15 - 2.878) / (3.15 - 2.7) = 60 %."""
+    outcome, report, ranks = _scripted_run(tmp_path)
+    compare = [c for c in ranks.calls if "compare" in c]
+    assert compare and compare[-1]["references"] == ["gemm_alone"], ranks.calls
+    d = report["distributed"]
+    assert len(d["confirmed_torch_nccl"]["references"]["gemm_alone"]["rounds_ms"]) == len(ScriptedRanks.FACTORS)
+    assert d["way_to_bound"] == pytest.approx((3.15 - 2.878) / (3.15 - 2.7), abs=1e-3)
+    assert d["session"]["session"].startswith("the final head-to-head")
+    text = (outcome.run_dir / "report.md").read_text()
+    assert "share of the way to the perfect-overlap bound: 60 % ±" in text
 
 
 def test_a_run_out_of_time_ends_finished_with_its_answer(tmp_path):
