@@ -42,7 +42,8 @@ def verified_text(path: Path, expected: str | None) -> tuple[str | None, str]:
     """The text of the run folder's file ``path`` if its digest is still ``expected`` (kept when
     it was verified), else ``(None, why)`` in a few words for a line of output."""
     if expected is None:
-        return None, f"{path} has no digest of its verified text in the run record"
+        return None, (f"{path} has no digest of its verified text in the run record (a run recorded before "
+                      f"digests were kept)")
     try:
         text = Path(path).read_text()
     except OSError as exc:

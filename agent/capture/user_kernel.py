@@ -266,6 +266,8 @@ def _unverified(prepared: Prepared, best: dict, order: str) -> str | None:
         verified = digest(splice(module, prepared.lifted.target_name, order))
     except (OSError, CandidateError) as exc:
         return f"the verified kernel cannot be rebuilt ({exc})"
+    if best.get("kernel_sha256") is None:
+        return "the run record has no digest of the verified text (a run recorded before digests were kept)"
     if best.get("kernel_sha256") != verified:
         return (f"the best order spliced into {prepared.module_path} is not the text that was verified "
                 f"(changed after verification)")

@@ -417,5 +417,7 @@ def _write_back(user_file: Path, best: dict, options: RunOptions, run_dir: Path)
         written, why = write_back(user_file, expected, text)
     if written:
         return f"wrote the best kernel ({best.get('name')}) into {user_file}"
+    if text is None:   # nor is it copied into the run folder (report.write_outputs reads it the same way)
+        return f"not written: {why}; its patch is {run_dir / 'best.diff'}"
     return (f"not written: {why}; the best kernel is {run_dir / user_file.name} and its patch "
             f"{run_dir / 'best.diff'}")

@@ -162,3 +162,51 @@ def test_the_run_folders_best_kernel_is_written_sealed_when_unchanged(tmp_path, 
     copy, best = outcome.run_dir / "gemm.py", outcome.report["best"]
     assert outcome.report["best_kernel_file"] == str(copy) and "best_kernel_refused" not in outcome.report
     assert digest(copy.read_text()) == best["kernel_sha256"] and (copy.stat().st_mode & 0o777) == 0o444
+
+
+def test_a_run_recorded_before_digests_resumes_and_its_best_is_refused_in_one_line(tmp_path, gemm_path, monkeypatch):
+    """A run killed before digests were kept (its attempts have no ``kernel_sha256``, nor its
+    configuration) resumes as any other; its best's text, with nothing to check it against, is
+    neither copied into the run folder nor written ``--in-place``: one line each says why and
+    points at best.diff, not at a best kernel file that was not written."""
+    from types import SimpleNamespace
+
+    from swizzleperf.agent.capture.user_kernel import _unverified
+    from swizzleperf.agent.verification import evaluate
+    kernel = tmp_path / "gemm.py"
+    kernel.write_text(gemm_path.read_text())
+    options = run.RunOptions(kernel=str(kernel), hw="mi300x", workdir=str(tmp_path / ".sp"), plateau=10,
+                             iterations=3, in_place=True)
+    prepare = evaluate.Evaluator.prepare
+
+    def without_digest(self, *args, **kwargs):   # as the evaluator wrote attempts before digests
+        prepared = prepare(self, *args, **kwargs)
+        prepared.pop("kernel_sha256", None)
+        return prepared
+    with monkeypatch.context() as m:
+        m.setattr(evaluate.Evaluator, "prepare", without_digest)
+        with pytest.raises(KeyboardInterrupt):
+            run.start(options, proposer=KilledAt([("xcd", catalog_source("xcd-grouped-m:8:8", ARGS))], at=1))
+    with sqlite3.connect(Path(options.workdir) / "swizzleperf.db") as db:
+        run_id, config = db.execute("SELECT run_id, config_json FROM runs").fetchone()
+        config = json.loads(config)
+        del config["kernel_sha256"]
+        db.execute("UPDATE runs SET config_json = ? WHERE run_id = ?", (json.dumps(config), run_id))
+    outcome = run.resume(run_id, workdir=options.workdir,
+                         proposer=ScriptedProposer([("col", catalog_source("column-major", ARGS))]))
+    assert outcome.status == "finished"
+    report = json.loads((outcome.run_dir / "report.json").read_text())
+    assert [a["name"] for a in report["attempts"]][-2:] == ["xcd", "col"]   # resumed: the next candidate verified
+    assert report["best"]["name"] == "xcd" and report["best"].get("kernel_sha256") is None
+    best_file = next(outcome.run_dir.glob("candidates/candidate001*.py"))
+    why = f"{best_file} has no digest of its verified text in the run record (a run recorded before digests were kept)"
+    assert report["best_kernel_file"] is None and report["best_kernel_refused"] == f"not written: {why}"
+    assert report["in_place"] == f"not written: {why}; its patch is {outcome.run_dir / 'best.diff'}"
+    assert "\n" not in report["in_place"] + report["best_kernel_refused"]
+    assert why in " ".join((outcome.run_dir / "report.md").read_text().replace("\\", "").split())
+    assert not (outcome.run_dir / "gemm.py").exists() and kernel.read_text() == gemm_path.read_text()
+    assert "NUM_XCDS" in (outcome.run_dir / "best.diff").read_text()
+    prepared = SimpleNamespace(module_path=kernel, lifted=SimpleNamespace(target_name="swizzle"))   # --app's check
+    order = catalog_source("xcd-grouped-m:8:8", ARGS)
+    assert _unverified(prepared, report["best"], order) == ("the run record has no digest of the verified text "
+                                                            "(a run recorded before digests were kept)")
