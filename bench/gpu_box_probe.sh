@@ -26,6 +26,7 @@ for step in "mount -t tmpfs -o mode=1777 tmpfs /dev/shm" "mount -o remount,bind,
   timeout 120 unshare -m --propagation private sh -c "$step && python3 -c '$CUDA'" >> "$OUT/probe.txt" 2>&1
   echo "exit $?" >> "$OUT/probe.txt"
 done
+timeout 120 python3 -c "from swizzleperf import sandbox; print('chosen', sandbox.filesystem_isolation())" >> "$OUT/probe.txt" 2>&1
 cat /proc/self/mountinfo > "$OUT/mountinfo.txt"; ls -la /dev/ | grep -i nvidia > "$OUT/dev_nvidia.txt"; id > "$OUT/id.txt"
 if command -v strace > /dev/null; then
   timeout 120 strace -f -e trace=%file,%network -o "$OUT/strace_mounts.txt" python3 -m swizzleperf.sandbox \

@@ -46,12 +46,14 @@ suite)
 import json, shutil, sys
 from pathlib import Path
 out = Path(sys.argv[1])
+kept = 0
 for table in out.glob("tritonbench_g_dev_*.json"):
     for row in json.loads(table.read_text())["rows"]:
-        if row.get("outcome") not in ("optimized", "verified, no gain", "refused") and row.get("log"):
+        if row.get("outcome") in ("tool failure", "app failed") and row.get("log") and kept < 8:
             log = Path(row["log"])
             if log.exists():
                 shutil.copyfile(log, out / "logs" / f"{Path(row['app']).stem}.log")
+                kept += 1
 PY
   ;;
 esac

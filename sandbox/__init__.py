@@ -348,11 +348,52 @@ def filesystem_isolation() -> tuple:
     if pid:
         works, why = _writes_probe("mounts")
         if works:
+            works, why = _cuda_in_box("mounts")
+        if works:
             return "mounts", ""
     landlock, why_not = _landlock()
     if landlock:
+        landlock, why_not = _cuda_in_box("landlock")
+    if landlock:
         return "landlock", f"no read-only mounts: {why}"
     return "none", f"no read-only mounts ({why}) and no Landlock ({why_not})"
+
+
+#: The probe of CUDA in the box: the driver API through ctypes (no torch: about 0.3 s), its
+#: ``cuInit`` and device count printed as ``CODE COUNT`` ("nolib" without the driver).
+_PROBE_CUDA = ("import ctypes\ntry:\n    cuda = ctypes.CDLL('libcuda.so.1')\nexcept OSError:\n    print('nolib')\n"
+               "    raise SystemExit\nn = ctypes.c_int(0)\nr = cuda.cuInit(0)\n"
+               "r = r or cuda.cuDeviceGetCount(ctypes.byref(n))\nprint(r, n.value)")
+
+
+@functools.lru_cache(maxsize=1)
+def _cuda_outside() -> list | None:
+    """What :data:`_PROBE_CUDA` prints outside the box (None: it could not run)."""
+    try:
+        done = subprocess.run([sys.executable, "-c", _PROBE_CUDA], capture_output=True, text=True, timeout=60,
+                              env=worker_env(), stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.split() if done.returncode == 0 else None
+
+
+def _cuda_in_box(how: str) -> tuple:
+    """``(True, "")`` where CUDA starts in the box made ``how`` ("mounts", "landlock") as it does
+    outside it, or where there is no CUDA GPU to start; else ``(False, why)``. (On an H100, 2026-12-06,
+    every verification worker boxed with read-only mounts failed at its first CUDA call with
+    "cudaGetDeviceCount ... Error 304: OS call failed", while the same code outside the box ran:
+    a box that keeps the GPU away is no box for a GPU worker.)"""
+    outside = _cuda_outside()
+    if not outside or outside[0] != "0" or outside[1:] == ["0"]:
+        return True, ""   # no driver, no GPU, or CUDA fails outside too: nothing the box takes away
+    with tempfile.TemporaryDirectory(prefix="swizzleperf-probe-") as folder:
+        options = {"pid": how == "mounts", "net": True, "drop_admin": True, "fs": how,
+                   "writable": [os.path.realpath(folder)]}
+        seen, why = _probe(options, _PROBE_CUDA)
+    if seen == outside:
+        return True, ""
+    return False, (f"CUDA does not start in the box made by {how} (cuInit / cuDeviceGetCount gave "
+                   f"{' '.join(seen) if seen else why or 'no answer'}; outside it {' '.join(outside)})")
 
 
 @functools.lru_cache(maxsize=1)
