@@ -34,7 +34,8 @@ from pathlib import Path
 
 from swizzleperf import sandbox
 from swizzleperf.agent.capture import capture_hook, cuda_on_cpu
-from swizzleperf.agent.capture.interpreter_gaps import missing_construct, traceback_frames, where_stopped
+from swizzleperf.agent.capture.interpreter_gaps import (fatal_signal, missing_construct, traceback_frames,
+                                                        where_stopped)
 from swizzleperf.agent.capture.lift import Launch
 from swizzleperf.agent.capture.schema import CaptureError, LaunchFile, LiftFile, read, read_seen
 from swizzleperf.agent.verification.load import build_captured_specs_with
@@ -151,6 +152,7 @@ def hook_environment(folder: Path, **variables: str) -> dict:
     (folder / "sitecustomize.py").write_text(source + _CHAIN)
     shutil.copyfile(cuda_on_cpu.__file__, folder / f"{capture_hook.CUDA_ON_CPU_MODULE}.py")
     env = sandbox.app_env(**variables)   # no API key or other credential of the agent's
+    env.setdefault("PYTHONFAULTHANDLER", "1")   # a crash prints where (interpreter_gaps.fatal_signal reads it)
     env["PYTHONPATH"] = os.pathsep.join([str(folder)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     return env
 
@@ -278,6 +280,9 @@ def run_app(app: str, variables: dict, work: Path, timeout_s: float, cwd: Path |
         gap = missing_construct(log.read_text(errors="replace")[-65536:], _triton_version())
         if gap:
             raise InterpreterGapError(f"`{app}` cannot run here (exit code {code}): {gap}")
+        crash = fatal_signal(log.read_text(errors="replace")[-65536:], str(hook_dir))
+        if crash:
+            raise AppFailedError(f"`{app}` failed (exit code {code}): {crash}")
         hint = ("; no GPU driver: on a CPU-only machine leave TRITON_INTERPRET unset (or set it to 1) and the "
                 "app's kernels run through Triton's interpreter" if "active drivers" in last else "")
         withheld = [n for n in sandbox.withheld_from_app() if not n.startswith(sandbox.AGENT_ONLY_PREFIXES)]

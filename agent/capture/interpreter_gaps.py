@@ -133,3 +133,39 @@ def where_stopped(folder) -> tuple:
                     f"not run yet never returns (program {max(done, 1)} of {programs} was still waiting after "
                     f"{elapsed:.0f} s); on a GPU the programs run side by side: run the app on a GPU")
     return "; ".join(clauses), spin
+
+
+# -- where an app died of a signal, from Python's fault handler --------------------------------------
+
+_FATAL = re.compile(r"Fatal Python error: (Segmentation fault|Bus error|Aborted|Floating-point exception)")
+_FAULT_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<fn>\S+)', re.M)
+_ACCESSES = {"create_masked_load": "a load", "create_load": "a load", "create_masked_store": "a store",
+             "create_store": "a store", "create_atomic_rmw": "an atomic", "create_atomic_cas": "an atomic"}
+
+
+def fatal_signal(log: str, hook_dir: str = "") -> str | None:
+    """One line for an app that died of a signal, from the fault handler's dump in its output
+    (``PYTHONFAULTHANDLER=1``, most recent call first): the signal, the innermost frame of the app's
+    own files (not Python's, a package's or our hook's) and, where the signal came from the
+    interpreter's memory access, what that means; None where the output holds no such dump."""
+    found = _FATAL.search(log)
+    if not found:
+        return None
+    frames = [m.groupdict() for m in _FAULT_FRAME.finditer(log[found.end():])]
+    if not frames:
+        return f"{found.group(1)} (no Python frame in its output)"
+    own = next((f for f in frames if not _library(f["file"], hook_dir)), None)
+    access = next((_ACCESSES[f["fn"]] for f in frames if f["fn"] in _ACCESSES and "triton" in f["file"]), None)
+    text = found.group(1)
+    if own:
+        text += f" in {own['fn']} at {own['file'].rsplit('/', 1)[-1]}:{own['line']}"
+    if access:
+        text += (f", in {access} of Triton's interpreter: the kernel reached an address outside its tensors "
+                 f"(the interpreter reads and writes host memory unchecked; on a GPU the same access reads "
+                 f"or writes whatever lies there, or faults)")
+    return text
+
+
+def _library(path: str, hook_dir: str) -> bool:
+    return ("site-packages" in path or "dist-packages" in path or path.startswith("<")
+            or "/lib/python" in path or bool(hook_dir) and path.startswith(hook_dir))

@@ -617,3 +617,47 @@ def test_spin_wait_finds_loops_on_atomics_and_volatile_loads(tmp_path):
     assert spin_wait(str(source), 5) == (7, "tl.load(volatile=True)")
     assert spin_wait(str(source), 10) is None   # an atomic in the body, not the test: no wait
     assert spin_wait(str(source), 2) is None and spin_wait(str(tmp_path / "missing.py"), 5) is None
+
+
+WILD_LOAD_APP = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def wild_kernel(x_ptr, out_ptr, far):
+    tl.store(out_ptr, tl.load(x_ptr + far))
+
+def test_wild():
+    x = torch.zeros(4, device="cuda")
+    out = torch.empty(1, device="cuda")
+    wild_kernel[(1,)](x, out, 2**40)
+    return out
+
+result_gold = test_wild()
+'''
+
+
+def test_an_app_that_dies_of_a_wild_access_is_told_where(cpu_only, tmp_path):
+    """A kernel that reads far outside its tensors dies with SIGSEGV under the interpreter (it reads
+    host memory unchecked: TritonBench-G token_attn_reduceV, decay_cumsum): the app failed, and the
+    line says the signal, the kernel's own line and what the access means, not only "Segmentation fault"."""
+    from swizzleperf.agent.capture.capture import AppFailedError
+    with pytest.raises(AppFailedError) as caught:
+        capture(_app(tmp_path, WILD_LOAD_APP), "wild_kernel", tmp_path / "work")
+    assert "Segmentation fault in wild_kernel at op.py:9, in a load of Triton's interpreter" in str(caught.value)
+
+
+def test_fatal_signal_reads_the_fault_handlers_dump():
+    from swizzleperf.agent.capture.interpreter_gaps import fatal_signal
+    log = ('Fatal Python error: Segmentation fault\n\nCurrent thread 0x7f (most recent call first):\n'
+           '  File "/v/lib/python3.11/site-packages/triton/runtime/interpreter.py", line 554 in create_masked_store\n'
+           '  File "/tmp/hook/swizzleperf_cuda_on_cpu.py", line 339 in masked_store\n'
+           '  File "/home/u/ops/sel.py", line 48 in select_kernel\n  File "/home/u/ops/sel.py", line 90 in <module>\n')
+    assert fatal_signal(log, "/tmp/hook") == (
+        "Segmentation fault in select_kernel at sel.py:48, in a store of Triton's interpreter: the kernel reached "
+        "an address outside its tensors (the interpreter reads and writes host memory unchecked; on a GPU the "
+        "same access reads or writes whatever lies there, or faults)")
+    assert fatal_signal("Traceback (most recent call last):\nValueError: x") is None
+    assert fatal_signal("Fatal Python error: Aborted\n") == "Aborted (no Python frame in its output)"
