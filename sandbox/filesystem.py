@@ -5,7 +5,9 @@ sandbox/__init__.py). Two ways, both run by the box's init before the command st
   namespaces): each writable path is bind-mounted onto itself, ``/dev/shm`` gets a fresh tmpfs of
   the box's own, then every other mount the command can reach is remounted read-only
   (``MS_REMOUNT | MS_BIND | MS_RDONLY``, per mount: nothing changes outside the namespace), keeping
-  the flags a user namespace may not clear (nosuid, nodev, noexec, the atime mode). Writes fail
+  the flags a user namespace may not clear (nosuid, nodev, noexec, the atime mode); but the box's
+  own fresh ``/proc``, where CUDA writes its threads' names, stays writable, its ``sys``,
+  ``sysrq-trigger``, ``irq``, ``bus`` and ``fs`` read-only. Writes fail
   with ``EROFS``; device nodes (``/dev/null``, the GPU's) still open for writing on a read-only
   mount.
 - **Landlock** (Linux 5.13 or later with Landlock enabled, without any privilege): a ruleset that
@@ -33,6 +35,13 @@ _MS_RELATIME, _MS_STRICTATIME = 1 << 21, 1 << 24
 _KEPT = {"nosuid": _MS_NOSUID, "nodev": _MS_NODEV, "noexec": _MS_NOEXEC, "noatime": _MS_NOATIME,
          "nodiratime": _MS_NODIRATIME, "relatime": _MS_RELATIME, "nosymfollow": _MS_NOSYMFOLLOW}
 _SHM = "/dev/shm"
+#: The box's own ``/proc`` (fresh, of its PID namespace: only its processes) stays writable: CUDA
+#: writes there (its threads' names, ``/proc/self/task/TID/comm``); read-only, ``cuInit`` failed
+#: with error 304 "OS call failed" (an H100, 2026-12-06: bench/gpu_box_probe.sh, each mount made
+#: read-only alone; /dev, /sys and / read-only kept CUDA working). What reaches beyond the box's own
+#: processes is read-only, as container runtimes keep it: the kernel's settings and triggers.
+_PROC = "/proc"
+_PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
 
 # linux/landlock.h; the system call numbers are the same on every architecture
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
@@ -92,18 +101,26 @@ def read_only_except(libc, writable: list) -> None:
         _mount(libc, path, path, None, _MS_BIND | _MS_REC, f"binding {path}")
     if os.path.isdir(_SHM) and not any(_beneath(_SHM, path) for path in writable):
         _mount(libc, "tmpfs", _SHM, "tmpfs", _MS_NOSUID | _MS_NODEV, f"a fresh {_SHM}", b"mode=1777")
+    for path in _PROC_READ_ONLY:   # bound onto themselves first: remounted read-only below, /proc left
+        if os.path.lexists(path):
+            _mount(libc, path, path, None, _MS_BIND, f"binding {path}")
     table = {m.id: m for m in mounts()}
     for mount in _reachable(table):
-        if mount.id not in before or "ro" in mount.options:
+        if mount.point == _PROC or "ro" in mount.options or (mount.id not in before and mount.point not in _PROC_READ_ONLY):
             continue
-        flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY | sum(_KEPT.get(o, 0) for o in set(mount.options))
-        if not {"noatime", "relatime"} & set(mount.options):
-            flags |= _MS_STRICTATIME
-        _mount(libc, None, mount.point, None, flags, f"remounting {mount.point} read-only")
+        _read_only(libc, mount)
     table = {m.id: m for m in mounts()}
-    left = [m.point for m in _reachable(table) if m.id in before and "ro" not in m.options]
+    left = [m.point for m in _reachable(table) if (m.id in before and m.point != _PROC or m.point in _PROC_READ_ONLY)
+            and "ro" not in m.options]
     if left:
         raise OSError(errno.EPERM, f"still writable after the read-only remount: {', '.join(left[:5])}")
+
+
+def _read_only(libc, mount: "Mount") -> None:
+    flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY | sum(_KEPT.get(o, 0) for o in set(mount.options))
+    if not {"noatime", "relatime"} & set(mount.options):
+        flags |= _MS_STRICTATIME
+    _mount(libc, None, mount.point, None, flags, f"remounting {mount.point} read-only")
 
 
 def _reachable(table: dict) -> list:

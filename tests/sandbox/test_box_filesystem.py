@@ -228,3 +228,39 @@ def test_optimize_refuses_in_one_line_without_the_flag(nowhere, gemm_path, tmp_p
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "refused to run model-written code" in result.output and "--allow-unboxed-writes" in result.output
     assert not (tmp_path / "w").exists()
+
+
+PROC_WRITES = """
+import json, os, threading
+out = {}
+def name_thread():
+    try:
+        with open(f"/proc/self/task/{threading.get_native_id()}/comm", "w") as f:
+            f.write("cuda-like")
+        out["comm"] = "written"
+    except OSError as exc:
+        out["comm"] = exc.errno
+t = threading.Thread(target=name_thread); t.start(); t.join()
+for path in ("/proc/sys/kernel/hostname", "/proc/sysrq-trigger"):
+    try:
+        with open(path, "w") as f:
+            f.write("x")
+        out[path] = "written"
+    except OSError as exc:
+        out[path] = exc.errno
+print(json.dumps(out))
+"""
+
+
+def test_the_boxs_own_proc_stays_writable_the_kernels_settings_do_not(user, monkeypatch):
+    """CUDA names its threads through /proc/self/task/TID/comm: with /proc read-only cuInit failed
+    with error 304 on an H100 (bench/gpu_box_probe.sh); the box's fresh /proc is its own processes
+    only, and its sys and sysrq-trigger stay read-only."""
+    if sandbox.filesystem_isolation()[0] != "mounts":
+        pytest.skip("no read-only mounts here")
+    done = sandbox.run([sys.executable, "-c", PROC_WRITES], user["scratch"], sandbox.worker_env(), 60,
+                       sandbox.worker_limits(60, True, (user["scratch"],)))
+    seen = json.loads(done.stdout)
+    assert seen["comm"] == "written", done.stderr
+    assert seen["/proc/sys/kernel/hostname"] in (errno.EROFS, errno.EACCES, errno.EPERM)
+    assert seen["/proc/sysrq-trigger"] in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOENT)
