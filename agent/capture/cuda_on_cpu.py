@@ -233,14 +233,22 @@ def generated_module_shims() -> None:
     processes import the copy (agent/verification/load.py's ``load_kernel``); the agent's own process
     never does (issue #41): it builds the copy's KernelSpec from the capture's checked files
     (agent/verification/load.py's ``load_spec``, agent/capture/capture.py's ``captured_spec``)."""
-    import torch
-    if not torch.cuda.is_available():
-        _inductor_shims()
-        _cpu_driver()
     interpreter_libdevice()
     interpreter_string_annotations()
     interpreter_boolean_masks()
     interpreter_boolean_operators()
+    if not _gpu_seen():
+        _inductor_shims()
+        _cpu_driver()
+
+
+def _gpu_seen() -> bool:
+    """Whether torch sees a CUDA GPU, without starting CUDA where NVML answers
+    (``torch.cuda.device_count``): an interpreted verification worker on a GPU machine runs under an
+    address-space limit, and ``cuInit`` there reserved the space its threads needed ("libgomp: Thread
+    creation failed: Resource temporarily unavailable", an H100, 2026-12-06)."""
+    import torch
+    return torch.cuda.device_count() > 0   # ROCm's GPUs too
 
 
 def _switch_on() -> None:
@@ -314,9 +322,8 @@ class _CpuDriver:
 
 def _cpu_driver() -> None:
     """Where Triton finds no active driver (no GPU) and torch sees none: :class:`_CpuDriver`."""
-    import torch
     from triton.runtime import driver   # the DriverConfig object
-    if torch.cuda.is_available():
+    if _gpu_seen():
         return
     try:
         driver.active

@@ -661,3 +661,17 @@ def test_fatal_signal_reads_the_fault_handlers_dump():
         "same access reads or writes whatever lies there, or faults)")
     assert fatal_signal("Traceback (most recent call last):\nValueError: x") is None
     assert fatal_signal("Fatal Python error: Aborted\n") == "Aborted (no Python frame in its output)"
+
+
+def test_the_generated_modules_shims_never_start_cuda(monkeypatch):
+    """An interpreted verification worker on a GPU machine runs under an address-space limit: a
+    cuInit there (torch.cuda.is_available) took the space its threads needed (libgomp 'Thread
+    creation failed', an H100). The shims ask torch.cuda.device_count (NVML) and, seeing a GPU,
+    leave Triton's driver and Inductor's names alone."""
+    import torch
+    from swizzleperf.agent.capture import cuda_on_cpu
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: pytest.fail("CUDA started"))
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(cuda_on_cpu, "_inductor_shims", lambda: pytest.fail("CPU shims on a GPU machine"))
+    monkeypatch.setattr(cuda_on_cpu, "_cpu_driver", lambda: pytest.fail("CPU driver on a GPU machine"))
+    cuda_on_cpu.generated_module_shims()
