@@ -34,8 +34,8 @@ from pathlib import Path
 
 from swizzleperf import sandbox
 from swizzleperf.agent.capture import capture_hook, cuda_on_cpu
-from swizzleperf.agent.capture.interpreter_gaps import (fatal_signal, missing_construct, traceback_frames,
-                                                        where_stopped)
+from swizzleperf.agent.capture.interpreter_gaps import (fatal_signal, missing_construct, spinning,
+                                                        traceback_frames, where_stopped)
 from swizzleperf.agent.capture.lift import Launch
 from swizzleperf.agent.capture.schema import CaptureError, LaunchFile, LiftFile, read, read_seen
 from swizzleperf.agent.verification.load import build_captured_specs_with
@@ -177,7 +177,7 @@ _chain_sitecustomize()
 '''
 
 
-def run_with_hook(command: str, env: dict, timeout_s: float, cwd: Path | None, log: Path) -> int:
+def run_with_hook(command: str, env: dict, timeout_s: float, cwd: Path | None, log: Path, stuck=None) -> int:
     """Run a shell command in the box (sandbox.start): as PID 1 of a PID namespace of its own with
     a fresh ``/proc`` where the OS permits it, so that it sees no process of the agent's (the
     agent's ``/proc/<pid>/environ`` holds the model's API key, issue #41) and everything it starts
@@ -205,7 +205,7 @@ def run_with_hook(command: str, env: dict, timeout_s: float, cwd: Path | None, l
         proc = sandbox.start(shell, cwd, init_env, limits, stdout=out, stderr=subprocess.STDOUT,
                              stdin=subprocess.DEVNULL)
         try:
-            _wait_unreaped(proc, timeout_s)
+            _wait_unreaped(proc, timeout_s, stuck)
         finally:
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -219,17 +219,24 @@ _SH = "/bin/sh"
 _APP_PYTHONPATH = "SWIZZLEPERF_APP_PYTHONPATH"   # the app's PYTHONPATH (the hook's folder first), past the init
 
 
-def _wait_unreaped(proc: subprocess.Popen, timeout_s: float) -> None:
+def _wait_unreaped(proc: subprocess.Popen, timeout_s: float, stuck=None) -> None:
     """Wait for ``proc`` to exit without reaping it: until the group is ended, its id (``proc``'s
-    pid) cannot go to another process.
+    pid) cannot go to another process. ``stuck()``, asked every few seconds where given, ends the
+    wait early as a timeout (a program spinning for one the interpreter will never run).
 
     Raises:
-        subprocess.TimeoutExpired: past ``timeout_s``.
+        subprocess.TimeoutExpired: past ``timeout_s``, or stuck (its ``timeout`` the seconds waited).
     """
-    deadline = time.monotonic() + timeout_s
+    started = time.monotonic()
+    asked = started
     while os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is None:
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        if now - started > timeout_s:
             raise subprocess.TimeoutExpired(proc.args, timeout_s)
+        if stuck is not None and now - asked > 5.0:
+            asked = now
+            if stuck():
+                raise subprocess.TimeoutExpired(proc.args, now - started)
         time.sleep(0.02)
 
 
@@ -263,7 +270,7 @@ def run_app(app: str, variables: dict, work: Path, timeout_s: float, cwd: Path |
     env = hook_environment(hook_dir, **variables, **{capture_hook.DIR_ENV: str(work)}, **interpreter_variables())
     log = work / "app.log"
     try:
-        code = run_with_hook(command or app, env, timeout_s, cwd, log)
+        code = run_with_hook(command or app, env, timeout_s, cwd, log, stuck=lambda: spinning(work))
     except subprocess.TimeoutExpired:
         where, spin = where_stopped(work)
         if spin:

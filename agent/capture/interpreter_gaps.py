@@ -103,6 +103,29 @@ def spin_wait(file: str, line: int) -> tuple | None:
     return None
 
 
+#: Seconds a launch's programs may not advance, in a kernel with a spin loop, before the app is
+#: stopped as waiting for a program the interpreter will never run.
+STUCK_S = 60.0
+
+
+def spinning(folder) -> bool:
+    """Whether a process of the app has been in one program of an interpreted launch for
+    :data:`STUCK_S` seconds (its ``running-<pid>.json`` not rewritten: no program started since)
+    in a kernel with a spin loop (:func:`spin_wait`)."""
+    import time
+    from pathlib import Path
+
+    from swizzleperf.agent.capture.schema import CaptureError, RunningFile, read
+    for path in sorted(Path(folder).glob("running-*.json"))[:8]:
+        try:
+            r = read(path, RunningFile)
+        except CaptureError:
+            continue
+        if time.time() - r["now"] > STUCK_S and r["done"] < max(r["programs"], 1) and spin_wait(r["file"], r["line"]):
+            return True
+    return False
+
+
 def where_stopped(folder) -> tuple:
     """Where the app's processes were when stopped at their time limit, from the hook's
     ``running-<pid>.json`` files in ``folder``: ``(text, spin)``, ``text`` one clause ("" where no

@@ -572,14 +572,21 @@ result_gold = test_slow()
 '''
 
 
-def test_a_program_that_spins_on_a_later_one_is_refused_with_the_loop_named(cpu_only, tmp_path):
+@pytest.mark.parametrize("stuck_s, timeout_s", [(1e9, 25), (3, 300)], ids=["at-the-limit", "stuck-early"])
+def test_a_program_that_spins_on_a_later_one_is_refused_with_the_loop_named(cpu_only, tmp_path, monkeypatch,
+                                                                             stuck_s, timeout_s):
     """Under the interpreter (one program at a time) a program spinning on an atomic for a program
-    not yet run never returns: at the app's time limit the refusal names the kernel, the loop's line
-    and the call, and says a GPU runs it (TritonBench-G spinning_lock_reduction)."""
-    from swizzleperf.agent.capture import bottleneck
+    not yet run never returns: the refusal names the kernel, the loop's line and the call, and says a
+    GPU runs it (TritonBench-G spinning_lock_reduction); at the app's time limit, or as soon as no
+    program has started for STUCK_S seconds (the row does not wait out its budget)."""
+    import time
+    from swizzleperf.agent.capture import bottleneck, interpreter_gaps
     from swizzleperf.agent.capture.capture import InterpreterGapError
+    monkeypatch.setattr(interpreter_gaps, "STUCK_S", stuck_s)
+    started = time.monotonic()
     with pytest.raises(InterpreterGapError) as caught:
-        bottleneck.profile_app(_app(tmp_path, SPIN_LOCK_APP), tmp_path / "work", timeout_s=25)
+        bottleneck.profile_app(_app(tmp_path, SPIN_LOCK_APP), tmp_path / "work", timeout_s=timeout_s)
+    assert time.monotonic() - started < 90
     text = str(caught.value)
     assert "handoff_kernel (op.py:7, grid 2) waits at line 12 in a loop on tl.atomic_cas" in text
     assert "program 1 of 2" in text and "run the app on a GPU" in text
