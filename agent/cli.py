@@ -374,6 +374,7 @@ def _orders_table(r: dict) -> tuple:
 def _best_lines(r: dict, run_dir: Path) -> list:
     """What the run leaves you: the best kernel file and best.diff, and where the best was verified."""
     from swizzleperf.agent.loop.report import numerics_text
+    run_dir = Path(run_dir)   # a run outcome's run_dir may be a string
     best = r.get("best") or {}
     if not best or r.get("distributed"):
         return []
