@@ -108,22 +108,28 @@ def spin_wait(file: str, line: int) -> tuple | None:
 STUCK_S = 60.0
 
 
+def running(folder) -> list:
+    """The hook's ``running-<pid>.json`` records in ``folder`` (at most 8), each checked as data
+    (schema.RunningFile); a file that does not fit is left out."""
+    from pathlib import Path
+
+    from swizzleperf.agent.capture.schema import CaptureError, RunningFile, read
+    records = []
+    for path in sorted(Path(folder).glob("running-*.json"))[:8]:
+        try:
+            records.append(read(path, RunningFile))
+        except CaptureError:
+            continue
+    return records
+
+
 def spinning(folder) -> bool:
     """Whether a process of the app has been in one program of an interpreted launch for
     :data:`STUCK_S` seconds (its ``running-<pid>.json`` not rewritten: no program started since)
     in a kernel with a spin loop (:func:`spin_wait`)."""
     import time
-    from pathlib import Path
-
-    from swizzleperf.agent.capture.schema import CaptureError, RunningFile, read
-    for path in sorted(Path(folder).glob("running-*.json"))[:8]:
-        try:
-            r = read(path, RunningFile)
-        except CaptureError:
-            continue
-        if time.time() - r["now"] > STUCK_S and r["done"] < max(r["programs"], 1) and spin_wait(r["file"], r["line"]):
-            return True
-    return False
+    return any(time.time() - r["now"] > STUCK_S and r["done"] < max(r["programs"], 1)
+               and spin_wait(r["file"], r["line"]) for r in running(folder))
 
 
 def where_stopped(folder) -> tuple:
@@ -133,14 +139,8 @@ def where_stopped(folder) -> tuple:
     spin loop for a program the interpreter has not run yet (None otherwise)."""
     import time
     from pathlib import Path
-
-    from swizzleperf.agent.capture.schema import CaptureError, RunningFile, read
     clauses, spin = [], None
-    for path in sorted(Path(folder).glob("running-*.json"))[:8]:
-        try:
-            r = read(path, RunningFile)
-        except CaptureError:
-            continue
+    for r in running(folder):
         elapsed = max(0.0, max(r["now"], time.time()) - r["started"])   # read once the app was stopped
         where = f"{r['kernel']} ({Path(r['file']).name}:{r['line']}, grid {'x'.join(map(str, r['grid'])) or '?'})"
         done, programs = r["done"], r["programs"]
