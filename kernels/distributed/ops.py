@@ -44,6 +44,9 @@ replay one epoch: at ``world_size > 1`` a capture is refused in one line (use
 raised at once (reading it synchronises): ``check()`` raises it. ``host_ms()`` gives each state's
 host time to queue one call.
 
+Forward only: no autograd formula is registered (a training step's backward of the gather is a
+matmul + reduce-scatter, and the other way round: not written yet).
+
 Bad arguments raise ValueError in one line, "X must be Y, got Z", in the real and the fake
 implementation alike (so ``torch.compile`` reports them while tracing).
 """

@@ -45,10 +45,11 @@ for op, kernel in ops.KERNEL_OF.items():
         check(op, json.dumps({"pattern": pattern}), 512, 256, 384)
     check(op, "", 300, 200, 136)
     check(op, json.dumps({"pattern": ops.TORCH_NCCL}), 300, 200, 136)
+a, b = torch.randn(512, 256, device="cuda").bfloat16(), torch.randn(256, 384, device="cuda").bfloat16()
+torch.cuda.synchronize()
 try:
     with torch.cuda.graph(torch.cuda.CUDAGraph()):
-        ops.all_gather_matmul(torch.randn(512, 256, device="cuda").bfloat16(),
-                              torch.randn(256, 384, device="cuda").bfloat16(), name, world)
+        ops.all_gather_matmul(a, b, name, world)
     raise AssertionError("a capture at W > 1 must be refused")
 except ValueError as exc:
     assert "must run outside CUDA graph capture" in str(exc), exc

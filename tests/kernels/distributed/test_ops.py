@@ -191,6 +191,37 @@ def test_answer_config_refusals(tmp_path, changes, message):
         ops.answer_config(_report(tmp_path), world_size=4)
 
 
+@pytest.fixture
+def h100_sms(monkeypatch):
+    """The kernels' SM count of an H100 (132) where this CPU has none (the interpreter's 4)."""
+    from swizzleperf.kernels.schedule import persistent_gemm
+    monkeypatch.setattr(persistent_gemm, "num_sms", lambda device=None: 132)
+
+
+def test_kernel_meta_of_a_configuration(h100_sms):
+    """What a call at W > 1 on CUDA launches with: the kernel's meta under the configuration."""
+    sizes = {"M": 1024, "N": 512, "K": 2048}
+    pattern, meta = ops._meta("matmul_reduce_scatter", sizes, 2, torch.bfloat16, torch.device("cpu"),
+                              {"pattern": "producer_consumer", "COMM_SMS": 8, "BLOCK_N": 128})
+    spec = load_spec("gemm_reduce_scatter")
+    assert pattern == "producer_consumer"
+    assert meta == {**spec.meta, "COMM_SMS": 8, "BLOCK_N": 128, "NUM_SMS": 132}
+
+
+@pytest.mark.parametrize("config,message", [
+    ({"pattern": "pull"}, "config's pattern must be one of ('bulk_sync', 'producer_consumer', 'epilogue_reduce', "
+                          "'push_copy_engine', 'torch_nccl'), got 'pull'"),
+    ({"pattern": "bulk_sync", "TILE": 3}, "config's knobs must be among ['BLOCK_K', "),
+    ({"pattern": "epilogue_reduce", "STREAM_K": 2}, "matmul_reduce_scatter at M=1024, N=512, K=2048, W=2: "
+                                                    "epilogue_reduce takes STREAM_K 0 or 1"),
+])
+def test_kernel_configuration_refusals_one_line(h100_sms, config, message):
+    with pytest.raises(ValueError) as caught:
+        ops._meta("matmul_reduce_scatter", {"M": 1024, "N": 512, "K": 2048}, 2, torch.bfloat16,
+                  torch.device("cpu"), config)
+    assert str(caught.value).startswith(message) and "\n" not in str(caught.value)
+
+
 # ------------------------------------------------------------------------------ W = 2 on gloo
 _GLOO_RANK = r"""
 import sys, torch, torch.distributed as dist
