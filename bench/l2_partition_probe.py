@@ -283,7 +283,10 @@ def measure(out: Path, map_out: Path | None = None) -> dict:
                "--csv", "--page", "raw", "--print-units", "base", "--log-file", str(log),
                sys.executable, "-m", "bench.l2_partition_probe", "run", "--map", str(map_path)]
     started = time.time()
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=480)
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=200)
+    except subprocess.TimeoutExpired as exc:   # keep what ncu logged of the cases it reached
+        proc = subprocess.CompletedProcess(command, -9, str(exc.stdout or "")[-4000:], "timed out after 200 s")
     text = log.read_text() if log.exists() else ""
     rows = per_launch(text, KERNEL_NAME) if '"ID"' in text else []
     n = len(cases())

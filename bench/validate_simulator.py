@@ -7,6 +7,11 @@ Two steps, so that the model can be revised on a CPU against fixed measurements:
     # anywhere: the simulator's predictions beside them, as a markdown table
     python -m bench.validate_simulator compare bench/results/ncu_orders_h200.json \
         --hw h200 --out bench/results/simulator_validation.md
+
+The frozen held-out part of #43 (bench/results/simulator_holdout.json, bench/l2_measure_set.py):
+a model-building step reads measured rows only through :func:`model_rows`, which drops the
+held-out (kernel, order) pairs; ``compare --part build`` shows the rest, ``--part heldout`` the
+held-out rows alone (the judgement), ``--part all`` (default) everything.
 """
 from __future__ import annotations
 
@@ -63,8 +68,42 @@ def _order_source(order: str, source: str, module, spec) -> str:
     return catalog_source(order, target_args(source, spec.rewrite_target))
 
 
+class HeldOutRead(Exception):
+    """A model-building step was handed a held-out row; one line."""
+
+
+def _kernel_key(data: dict) -> str:
+    """``gemm`` of ``kernels/gemm.py``: the kernel name the held-out file uses."""
+    return Path(data["kernel"]).stem
+
+
+def model_rows(data: dict, holdout: Path | None = None) -> list:
+    """The rows of a measured file (``measure``'s JSON) that a model-building step may read: every
+    row but the held-out pairs (bench/results/simulator_holdout.json, checked by
+    bench/l2_measure_set.py's ``load_holdout``). The only door for fitting code.
+
+    Raises:
+        HeldOutRead: a row still marked ``held_out`` (bench/l2_measure_set.py marks them) after the
+            filter: the file and the held-out list disagree."""
+    from bench.l2_measure_set import HOLDOUT, load_holdout
+    held = load_holdout(holdout or HOLDOUT)
+    kernel = _kernel_key(data)
+    rows = [r for r in data["rows"] if (kernel, r["order"]) not in held]
+    leaked = [r["order"] for r in rows if r.get("held_out")]
+    if leaked:
+        raise HeldOutRead(f"{data['kernel']}: rows marked held out but not in the held-out list: {leaked}")
+    return rows
+
+
+def heldout_rows(data: dict, holdout: Path | None = None) -> list:
+    """The held-out rows of a measured file: for judging a model, never for building one."""
+    from bench.l2_measure_set import HOLDOUT, load_holdout
+    held = load_holdout(holdout or HOLDOUT)
+    return [r for r in data["rows"] if (_kernel_key(data), r["order"]) in held]
+
+
 def compare(measured_path: Path, hw: str, out: Path | None, probe: Path | None = None,
-            placements: Path | None = None) -> str:
+            placements: Path | None = None, part: str = "all") -> str:
     """The markdown table of predictions beside the measurements, with MAE and Spearman rank;
     with ``probe`` (a stored dispatch probe) the simulator places programs as it measured; with
     ``placements`` as well (bench/gemm_placement.py's output) each order's programs go where the
@@ -74,6 +113,10 @@ def compare(measured_path: Path, hw: str, out: Path | None, probe: Path | None =
     from swizzleperf.hwspecs import load_spec
     from swizzleperf.profiling import dispatch_probe, l2sim
     data = json.loads(measured_path.read_text())
+    if part != "all":
+        data = {**data, "rows": model_rows(data) if part == "build" else heldout_rows(data)}
+        if not data["rows"]:
+            return f"{data['kernel']}: no {part} rows in {measured_path}"
     kernel = ROOT / data["kernel"]
     source, (module, kernel_spec) = kernel.read_text(), load_kernel(kernel)
     hardware = load_spec(hw)
@@ -146,13 +189,15 @@ def main() -> None:
     c.add_argument("--out")
     c.add_argument("--probe", help="a stored dispatch probe (swizzleperf hw --probe) of the measured GPU")
     c.add_argument("--placements", help="the kernel's own placement per order (bench/gemm_placement.py)")
+    c.add_argument("--part", choices=("all", "build", "heldout"), default="all",
+                   help="build: without the held-out pairs (bench/results/simulator_holdout.json); heldout: only them")
     args = parser.parse_args()
     if args.command == "measure":
         measure(Path(args.kernel), args.orders.split(","), Path(args.out), args.whole_run)
     else:
         print(compare(Path(args.measured), args.hw, Path(args.out) if args.out else None,
                       Path(args.probe) if args.probe else None,
-                      Path(args.placements) if args.placements else None))
+                      Path(args.placements) if args.placements else None, args.part))
 
 
 if __name__ == "__main__":
