@@ -56,6 +56,8 @@ import numpy as np
 import triton
 import triton.language as tl
 
+from swizzleperf.profiling.probe_kernels import _smid   # %smid through inline PTX (the dispatch probe's)
+
 BLOCK = 4096                 # fp32 per chunk: 16 KiB, 128 lines
 FRACTIONS = (0.125, 0.25, 0.4, 0.5, 0.6, 0.75, 1.0, 1.5)
 PASSES = 4
@@ -66,12 +68,6 @@ EXTRA_METRICS = ("lts__t_sectors_srcunit_ltcfabric_lookup_hit", "lts__t_sectors_
                  "lts__t_sectors_srcunit_tex_lookup_hit", "lts__t_sectors_srcunit_tex_lookup_miss",
                  "lts__t_sectors_srcunit_tex_op_read", "lts__t_sectors_op_read_lookup_hit",
                  "lts__t_sectors_op_read_lookup_miss", "lts__t_sectors_srcunit_tex_op_atom")
-
-
-@triton.jit
-def _smid(dep):
-    return tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r,r", [dep], dtype=tl.int32,
-                                     is_pure=False, pack=1)
 
 
 @triton.jit
