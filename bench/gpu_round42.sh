@@ -21,15 +21,15 @@ git rev-parse HEAD > "$OUT/head.txt" 2>/dev/null || true
 nvidia-smi -L > "$OUT/gpu.txt"
 case "${1:-box}" in
 box)
-  timeout 240 python3 -m pytest -q -p no:cacheprovider tests/sandbox/test_box_filesystem.py \
+  timeout 200 python3 -m pytest -q -p no:cacheprovider tests/sandbox/test_box_filesystem.py \
     tests/sandbox/test_sandbox.py tests/agent/verification/test_timing_gpu.py \
     "tests/agent/verification/test_verify.py::test_on_a_gpu_a_good_order_passes_the_compiled_probe_on_every_grid" \
     2>&1 | tail -40 > "$OUT/box_gpu_tests.txt"
-  timeout 120 swizzleperf profile --app "python examples/user_kernels/tutorial_gemm/app.py --large" --json \
+  timeout 90 swizzleperf profile --app "python examples/user_kernels/tutorial_gemm/app.py --large" --json \
     > "$OUT/profile_tutorial_gemm_large.json" 2> "$OUT/profile_tutorial_gemm_large.err"
-  timeout 120 swizzleperf profile --app "python tests/helpers/apps/three_kernels/app.py" \
+  timeout 90 swizzleperf profile --app "python tests/helpers/apps/three_kernels/app.py" \
     > "$OUT/profile_three_kernels.txt" 2>&1
-  timeout 150 swizzleperf optimize --app "python tests/helpers/apps/three_kernels/app.py" --iterations 1 \
+  timeout 120 swizzleperf optimize --app "python tests/helpers/apps/three_kernels/app.py" --iterations 1 \
     --workdir /tmp/opt3 > "$OUT/optimize_three_kernels.txt" 2>&1
   ;;
 suite)

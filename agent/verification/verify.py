@@ -74,6 +74,8 @@ def run_worker(request: dict, timeout_s: float, interpret: bool, worker: str = W
         env = sandbox.worker_env(TRITON_INTERPRET="1" if interpret else "0", PYTHONUNBUFFERED="1",
                                  PYTHONDONTWRITEBYTECODE="1",
                                  TMPDIR=str(cwd))
+        if interpret:   # a CPU worker: no GPU in sight, so nothing in it starts CUDA (its driver
+            env["CUDA_VISIBLE_DEVICES"] = ""   # reserves more address space than the limit)
         try:
             with nullcontext() if interpret else gpu_lock.exclusive():   # several workers on one GPU
                 proc = sandbox.run(command, cwd, env, timeout_s,

@@ -51,6 +51,7 @@ def _spy(tmp_path: Path, port: int, monkeypatch) -> dict:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-must-not-leak")
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
     monkeypatch.setenv("TORCH_HUB_TOKEN", "must-not-leak-either")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     out = tmp_path / "seen.json"
     module = tmp_path / "spy_kernel.py"
     module.write_text(SPY.format(port=port, out=str(out)))
@@ -65,6 +66,7 @@ def test_candidate_code_sees_no_key_no_proxy_and_an_empty_folder_of_its_own(tmp_
     assert "TORCH_HUB_TOKEN" not in seen["env"]
     assert not any("sk-must-not-leak" in v for v in seen["env"].values())
     assert seen["env"]["TRITON_INTERPRET"] == "1"
+    assert seen["env"]["CUDA_VISIBLE_DEVICES"] == ""   # an interpreted worker starts no CUDA
     assert Path(seen["cwd"]) != Path.cwd() and seen["cwd_files"] == []
     assert not Path(seen["cwd"]).exists()  # removed with the worker's folder
     assert seen["core"] == 0 and seen["nofile"] <= 4096
