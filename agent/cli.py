@@ -433,7 +433,7 @@ def eval_command(
     price_in: float = typer.Option(0.0, help="USD per million prompt tokens (for the cost column)."),
     price_out: float = typer.Option(0.0, help="USD per million completion tokens."),
     evidence: bool = typer.Option(True, "--evidence/--no-evidence", metavar="", help="Leave the simulator's ranking of known orders (and their sources) out of an LLM's prompt (--no-evidence): what the model proposes on its own."),
-    gpus: str = typer.Option("1", "--gpus", help="Worker processes, each pinned to one GPU (CUDA_VISIBLE_DEVICES), or auto: every visible GPU. Simulated evals run their workers on the CPU. With --apps, more workers than GPUs share them: timing, ncu and the kernel trace take a GPU in turn, the rest runs side by side."),
+    gpus: str = typer.Option("1", "--gpus", help="Worker processes, each pinned to one GPU (CUDA_VISIBLE_DEVICES), or auto: every visible GPU. Simulated evals run their workers on the CPU. With --apps, more workers than GPUs share them: timing and ncu take a GPU in turn, the rest (the app's runs and its kernel trace too) runs side by side."),
     out: Optional[str] = typer.Option(None, help="Where the tables and plots are written (default: WORKDIR/results)."),
     resume: Optional[str] = typer.Option(None, "--resume", help="Continue the eval EVAL_ID."),
     workdir: str = typer.Option(".swizzleperf", help="Where runs are recorded."),

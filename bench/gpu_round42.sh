@@ -24,7 +24,10 @@ box)
   timeout 200 python3 -m pytest -q -p no:cacheprovider tests/sandbox/test_box_filesystem.py \
     tests/sandbox/test_sandbox.py tests/agent/verification/test_timing_gpu.py \
     "tests/agent/verification/test_verify.py::test_on_a_gpu_a_good_order_passes_the_compiled_probe_on_every_grid" \
-    2>&1 | tail -40 > "$OUT/box_gpu_tests.txt"
+    > "$OUT/box_gpu_tests.txt" 2>&1
+  # an operator that failed on the GPU in the suite, run plain (without the tool) to tell its own
+  # failure from ours
+  (cd .tb && timeout 60 python3 chunk_gla_fwd.py > "$OUT/plain_chunk_gla_fwd.txt" 2>&1; echo "exit $?" >> "$OUT/plain_chunk_gla_fwd.txt")
   timeout 90 swizzleperf profile --app "python examples/user_kernels/tutorial_gemm/app.py --large" --json \
     > "$OUT/profile_tutorial_gemm_large.json" 2> "$OUT/profile_tutorial_gemm_large.err"
   timeout 90 swizzleperf profile --app "python tests/helpers/apps/three_kernels/app.py" \

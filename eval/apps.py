@@ -178,7 +178,7 @@ def _devices() -> list:
 def run_local(jobs: list, slots: int, devices: list, on_row: Callable) -> None:
     """``jobs`` on this host, ``slots`` at a time, slot ``i`` pinned to ``devices[i % len(devices)]``
     where there are devices; with more slots than devices, the workers of one GPU take it in turn for
-    timing, profiling and the kernel trace (sandbox/gpu_lock.py; the lock folder beside the rows)
+    timing and ncu (sandbox/gpu_lock.py; the lock folder beside the rows)
     and run the rest side by side. Interrupted, the running workers are stopped before
     KeyboardInterrupt goes on."""
     free = list(range(slots))

@@ -66,6 +66,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -229,6 +230,69 @@ def run(command: list, cwd: Path, env: dict, timeout_s: float, limits: Limits) -
         raise
     _kill_group(process)  # what it left behind in its group (in a PID namespace: already gone)
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+#: The line a worker prints on its stdout when it needs the GPU alone (:func:`run_gpu_turn`); the
+#: answer on its stdin is one line, written once this process holds the GPU's lock.
+GPU_TURN_ASK = "swizzleperf-worker: the GPU alone, please"
+
+
+def run_gpu_turn(command: list, cwd: Path, env: dict, timeout_s: float, limits: Limits) -> subprocess.CompletedProcess:
+    """:func:`run`, for a command that shares its GPU with other workers (sandbox/gpu_lock.py): it
+    compiles and checks side by side with them, then prints ``GPU_TURN_ASK`` where it needs the GPU
+    alone (timing); this process takes the GPU's lock, answers one line on its stdin, and holds the
+    lock until the command has ended. The lock is taken and released here, never inside the box:
+    code in the box can ask early (it then only holds the GPU longer, within its timeout) but can
+    neither keep the lock past its end nor take it from another worker. The time spent waiting for
+    the lock is added to ``timeout_s``.
+
+    Raises:
+        subprocess.TimeoutExpired: the command ran past ``timeout_s`` (it has been killed).
+    """
+    import queue
+    import threading
+    from swizzleperf.sandbox import gpu_lock
+    process = start(command, cwd, env, limits, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                    stdin=subprocess.PIPE, text=True)
+    lines: queue.Queue = queue.Queue()
+    errors: list = []
+    readers = [threading.Thread(target=lambda: [lines.put(line) for line in process.stdout] + [lines.put(None)],
+                                daemon=True),
+               threading.Thread(target=lambda: errors.append(process.stderr.read()), daemon=True)]
+    for reader in readers:
+        reader.start()
+    out: list = []
+    deadline, holding = time.monotonic() + timeout_s, False
+    with contextlib.ExitStack() as held:
+        try:
+            while True:
+                try:
+                    line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    raise subprocess.TimeoutExpired(command, timeout_s) from None
+                if line is None:
+                    break
+                if line.rstrip("\n") == GPU_TURN_ASK and not holding:
+                    asked = time.monotonic()
+                    held.enter_context(gpu_lock.exclusive())
+                    holding, deadline = True, deadline + time.monotonic() - asked
+                    try:
+                        process.stdin.write("go\n")
+                        process.stdin.flush()
+                    except OSError:   # it ended meanwhile
+                        pass
+                    continue
+                out.append(line)
+            process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        finally:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)   # its group; in a PID namespace: already gone
+            except (ProcessLookupError, PermissionError):
+                pass
+            process.wait()
+            for reader in readers:
+                reader.join(timeout=5)
+    return subprocess.CompletedProcess(command, process.returncode, "".join(out), "".join(errors))
 
 
 def start(command: list, cwd: Path, env: dict, limits: Limits, **popen: object) -> subprocess.Popen:

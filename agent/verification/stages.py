@@ -11,6 +11,7 @@ stages of a room above it.
 from __future__ import annotations
 
 import json
+import sys
 import traceback
 from pathlib import Path
 from typing import Callable
@@ -51,6 +52,8 @@ def run_stages(request: dict, stages: dict) -> dict:
         return {"verdict": "COMPILE_ERROR", "reason": str(exc), "details": details}
     try:
         for stage in request["stages"]:
+            if request.get("gpu_turn") and stage in GPU_ALONE_STAGES:
+                _wait_for_the_gpu(request)
             details[stage] = stages[stage](module, spec, request)
     except StageFailure as failure:
         return {"verdict": failure.verdict, "reason": failure.reason, "details": details}
@@ -58,6 +61,20 @@ def run_stages(request: dict, stages: dict) -> dict:
         return {"verdict": classify(exc), "reason": one_line(exc), "details": details,
                 "traceback": traceback.format_exc(limit=8)}
     return {"verdict": "PASS", "reason": "", "details": details}
+
+
+#: The stages that read the GPU's clock: with ``request["gpu_turn"]`` (several workers share the
+#: GPU) the worker asks for it before the first of them (sandbox.run_gpu_turn).
+GPU_ALONE_STAGES = frozenset({"timing", "compare", "tune_launch"})
+
+
+def _wait_for_the_gpu(request: dict) -> None:
+    """Ask the agent for the GPU alone (one line on stdout) and wait for its answer (one line on
+    stdin), once per worker; everything before ran side by side with the other workers."""
+    if request.pop("gpu_turn", None):
+        from swizzleperf.sandbox import GPU_TURN_ASK
+        print(GPU_TURN_ASK, flush=True)
+        sys.stdin.readline()
 
 
 def classify(exc: Exception) -> str:

@@ -8,11 +8,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from swizzleperf import sandbox
+from swizzleperf.agent.verification.stages import GPU_ALONE_STAGES
 from swizzleperf.profiling.profiler import WORKER
 from swizzleperf.sandbox import gpu_lock
 from swizzleperf.sandbox.paths import absolute_paths
@@ -69,6 +69,11 @@ def run_worker(request: dict, timeout_s: float, interpret: bool, worker: str = W
         request_path, out_path, cwd = folder / "request.json", folder / "result.json", folder / "cwd"
         cwd.mkdir()
         boxed, outputs = _outputs_into(absolute_paths(request), folder)
+        # several workers share the GPU: this one compiles and checks beside them and asks for the
+        # GPU alone only for its timing stages; else the lock (a no-op without sharing) is not needed
+        turn = not interpret and gpu_lock.shared() and bool(GPU_ALONE_STAGES & set(request.get("stages", ())))
+        if turn:
+            boxed["gpu_turn"] = True
         request_path.write_text(json.dumps(boxed))
         command = [sys.executable, "-m", worker, str(request_path), str(out_path)]
         env = sandbox.worker_env(TRITON_INTERPRET="1" if interpret else "0", PYTHONUNBUFFERED="1",
@@ -77,9 +82,8 @@ def run_worker(request: dict, timeout_s: float, interpret: bool, worker: str = W
         if interpret:   # a CPU worker: no GPU in sight, so nothing in it starts CUDA (its driver
             env["CUDA_VISIBLE_DEVICES"] = ""   # reserves more address space than the limit)
         try:
-            with nullcontext() if interpret else gpu_lock.exclusive():   # several workers on one GPU
-                proc = sandbox.run(command, cwd, env, timeout_s,
-                                   sandbox.worker_limits(timeout_s, interpret, (folder,)))
+            limits = sandbox.worker_limits(timeout_s, interpret, (folder,))
+            proc = (sandbox.run_gpu_turn if turn else sandbox.run)(command, cwd, env, timeout_s, limits)
         except subprocess.TimeoutExpired:
             stages = "+".join(request["stages"])
             return WorkerResult(Verdict.TIMEOUT, f"{stages} did not finish within {timeout_s:.0f} s "
