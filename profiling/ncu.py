@@ -113,7 +113,21 @@ def _run_ncu(kernel_path: Path, dtype: str, options: list, request: dict, timeou
         text = (log.read_text() if log.exists() else "") + "\n" + proc.stdout
         if proc.returncode != 0 and '"ID"' not in text:
             raise NcuError(f"ncu exited with code {proc.returncode}: {_last_line(text + proc.stderr)}")
+        if '"ID"' not in text:   # nothing profiled: the worker's own word says why
+            text += "\n" + _worker_said(folder / "result.json", proc.stderr)
     return text
+
+
+def _worker_said(result: Path, stderr: str) -> str:
+    """One line: what the worker under ncu answered (its verdict and reason, a file it wrote: data,
+    read bounded), or the last line of its stderr where it left no answer."""
+    from swizzleperf.sandbox import untrusted
+    try:
+        answer = untrusted.loads(untrusted.read_bounded(result, 1 << 20, result.name), result.name)
+        verdict, reason = str(answer.get("verdict"))[:40], " ".join(str(answer.get("reason"))[:300].split())
+        return f"the worker under ncu: {verdict}" + (f": {reason}" if reason else "")
+    except (OSError, AttributeError, untrusted.UntrustedInput):
+        return f"the worker under ncu left no answer: {_last_line(stderr) or 'no output'}"
 
 
 def parse_csv(text: str, kernel_name: str) -> dict:

@@ -147,9 +147,13 @@ def line(roof: dict) -> str:
 
 
 def stop_line(roof: dict) -> str:
-    """ "at N % of the roof: no tile order can gain more than M %" (measured roofs only)."""
-    return (f"at {100 * roof['roof_share']:.0f} % of the roof: no tile order can gain more than "
-            f"{100 * roof['max_gain']:.0f} %")
+    """ "at N % of the roof: no tile order can gain more than M %" (measured roofs only); below half
+    the roof (M over 100 %) the roof bounds nothing an order could gain, and the line says that
+    instead of a bound in the thousands of per cent."""
+    share = f"at {100 * roof['roof_share']:.0f} % of the roof"
+    if roof["max_gain"] > 1.0:
+        return f"{share}: far below it, the roof bounds no order's gain here"
+    return f"{share}: no tile order can gain more than {100 * roof['max_gain']:.0f} %"
 
 
 def at_roof(metrics: dict, margin: float = DEFAULT_MARGIN) -> str | None:

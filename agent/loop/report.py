@@ -6,6 +6,7 @@ from pathlib import Path
 
 from swizzleperf.agent.verification import lessons
 from swizzleperf.agent.verification.verify import Verdict
+from swizzleperf.profiling.roof import stop_line
 from swizzleperf.sandbox.write_back import verified_text, write_sealed
 
 
@@ -132,9 +133,8 @@ def roof_lines(report: dict) -> list:
                      f"{md_text(o.get('binding'))} | {_pct(o.get('roof_share'))} | {_pct(o.get('max_gain'))} |")
     best = r["orders"].get("best") or {}
     if best.get("status") == "measured" and isinstance(best.get("roof_share"), float):
-        # our own sentence of numbers (profiling/roof.py's stop_line), written as it reads
-        lines.append(f"\nbest: at {100 * best['roof_share']:.0f} % of the roof: no tile order can gain more than "
-                     f"{100 * best['max_gain']:.0f} %")
+        # our own sentence of numbers, written as it reads
+        lines.append(f"\nbest: {stop_line(best)}")
     lines.append("")
     for key, p in r["peaks"].items():
         value = "none" if p["value"] is None else (f"{p['value'] / 1e12:.1f} TFLOP/s" if key == "flops"

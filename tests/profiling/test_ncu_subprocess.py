@@ -5,6 +5,8 @@ import stat
 import sys
 from pathlib import Path
 
+import pytest
+
 from swizzleperf.profiling import ncu
 
 # Stand-in for ncu: finds the worker's request after `-m swizzleperf.agent.verification.worker`, and "profiles"
@@ -36,3 +38,35 @@ def test_a_relative_kernel_path_reaches_the_worker_resolved(tmp_path, monkeypatc
     monkeypatch.chdir(tmp_path)
     raw = ncu.profile_launch(Path("runs/gemm.py"), "matmul_kernel", "bfloat16", timeout_s=60)
     assert raw["lts__t_sector_hit_rate.pct"] == 76.0 and raw["launches"] == 1.0
+
+
+# Stand-in for ncu whose worker failed before its launch: it profiled nothing, and the worker's
+# answer (result.json, the last argument) says why, or the worker left none and said so on stderr.
+FAILED_NCU = '''#!{python}
+import json, sys
+from pathlib import Path
+args = sys.argv[1:]
+Path(args[args.index("--log-file") + 1]).write_text("==WARNING== No kernels were profiled.\\n")
+if {answer}:
+    Path(args[-1]).write_text(json.dumps({{"verdict": "RUNTIME_ERROR", "reason": "RuntimeError: CUDA error: 304"}}))
+else:
+    print("OSError: [Errno 30] Read-only file system: '/root/.triton'", file=sys.stderr)
+'''
+
+
+def _fake_ncu(tmp_path, monkeypatch, text: str) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "ncu"
+    fake.write_text(text.format(python=sys.executable))
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+
+
+@pytest.mark.parametrize("answer, said", [(True, "the worker under ncu: RUNTIME_ERROR: RuntimeError: CUDA error: 304"),
+                                          (False, "left no answer: OSError: [Errno 30] Read-only file system")])
+def test_nothing_profiled_says_what_the_worker_said(tmp_path, monkeypatch, gemm_path, answer, said):
+    _fake_ncu(tmp_path, monkeypatch, FAILED_NCU.replace("{answer}", str(answer)))
+    with pytest.raises(ncu.NcuError) as raised:
+        ncu.profile_launch(gemm_path, "matmul_kernel", "bfloat16", timeout_s=60)
+    assert said in str(raised.value), str(raised.value)

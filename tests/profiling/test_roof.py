@@ -115,3 +115,12 @@ def test_without_ncu_the_dram_bytes_are_labelled_predicted(monkeypatch):
     r = m.roof(metrics)
     assert r["status"] == "measured" and r["dram_source"] == "simulated:h200 (predicted)"
     assert r["l2_bytes"] is None and r["shares"]["L2"] is None
+
+
+def test_far_below_the_roof_the_line_bounds_nothing():
+    """An H200 run of a 6-program GEMM (2026-12-06): 0 % of the roof, bound by latency; the line once
+    read "no tile order can gain more than 209900 %"."""
+    far = {"roof_share": 0.0005, "max_gain": 2099.0}
+    assert roof.stop_line(far) == "at 0 % of the roof: far below it, the roof bounds no order's gain here"
+    assert roof.stop_line({"roof_share": 0.5, "max_gain": 1.0}) == \
+        "at 50 % of the roof: no tile order can gain more than 100 %"
