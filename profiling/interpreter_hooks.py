@@ -25,7 +25,8 @@ what differs:
   triton-lang/triton#9171, fixed by #9172 as ``int(handle.data.squeeze())``, which 3.9 has). The
   hook wraps ``_patch_lang`` (which every launch and device-function call runs) and sets the fixed
   ``__index__`` in the patch scope it returns, so the launch undoes it with the rest; on 3.9 it
-  sets what is already there.
+  sets what is already there. Every other interpreted run (a worker's numerics, an app on the CPU)
+  gets the same fix from kernels/interpreter.py.
 """
 from __future__ import annotations
 
@@ -34,6 +35,8 @@ from contextlib import contextmanager
 from typing import Callable, Iterator
 
 import numpy as np
+
+from swizzleperf.kernels.interpreter import scalar_index
 
 
 @contextmanager
@@ -61,7 +64,7 @@ def sampled_launches(pids: list, on_access: Callable) -> Iterator[None]:
 
     def patch_lang(fn):
         scope = original[interpreter, "_patch_lang"](fn)
-        scope.set_attr(interpreter.tl.core.tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
+        scope.set_attr(interpreter.tl.core.tensor, "__index__", scalar_index)
         return scope
 
     def scalar(value):

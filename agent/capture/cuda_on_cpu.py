@@ -237,6 +237,8 @@ def generated_module_shims() -> None:
     interpreter_string_annotations()
     interpreter_boolean_masks()
     interpreter_boolean_operators()
+    from swizzleperf.kernels.interpreter import interpreter_scalar_index
+    interpreter_scalar_index()
     if not _gpu_seen():
         _inductor_shims()
         _cpu_driver()
@@ -290,6 +292,8 @@ def _on_triton() -> None:
     interpreter_string_annotations()
     interpreter_boolean_masks()
     interpreter_boolean_operators()
+    from swizzleperf.kernels.interpreter import interpreter_scalar_index
+    interpreter_scalar_index()
     _cpu_driver()
     if "torch" in sys.modules:
         _switch_on()

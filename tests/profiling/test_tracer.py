@@ -14,6 +14,7 @@ from swizzleperf.agent.verification.simulate import trace_kernel
 from swizzleperf.hwspecs import load_spec
 from swizzleperf.profiling import l2sim
 from swizzleperf.profiling.tracer import TraceError, extend, group_steps, sample_tiles
+from triton36 import SKIP_REASON, TRITON36, env_with_triton36
 
 
 def _gemm_like(tile, steps=2):
@@ -141,8 +142,6 @@ def test_tracer_footprints_counted_by_hand(kernel, meta, sizes, footprint, block
     assert hand.footprint_bytes() == footprint
 
 
-TRITON36 = next((Path(p) for p in (os.environ.get("SWIZZLEPERF_TRITON36"), "/tmp/tri36")
-                 if p and (Path(p) / "triton").is_dir()), None)
 # Prints the triton version, then per kernel the traced keys and block bytes (small problems).
 _TRACE_SCRIPT = """
 import json, sys, triton
@@ -158,14 +157,13 @@ _SMALL = [(str(KERNELS / "gemm.py"), {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 3
           (str(KERNELS / "elementwise.py"), {"BLOCK": 256}, {"M": 16, "N": 64})]
 
 
-@pytest.mark.skipif(TRITON36 is None, reason="no Triton 3.6 to run under: set SWIZZLEPERF_TRITON36 to a folder "
-                                             "holding its triton package (as /tmp/tri36 does)")
+@pytest.mark.skipif(TRITON36 is None, reason=SKIP_REASON)
 def test_tracer_gives_the_same_trace_under_triton36():
     """The GPU image's Triton 3.6 (with NumPy >= 2.4) once failed where 3.9 worked
     (profiling/interpreter_hooks.py says why): the GEMM (a loop over K, so ``tensor.__index__``)
     and the elementwise kernel (loads only) traced in a subprocess under 3.6 give exactly the
     installed Triton's trace."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(TRITON36), os.environ.get("PYTHONPATH")])))
+    env = env_with_triton36()
     proc = subprocess.run([sys.executable, "-c", _TRACE_SCRIPT, json.dumps(_SMALL)], env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]

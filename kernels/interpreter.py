@@ -1,0 +1,46 @@
+"""Triton's interpreter (``TRITON_INTERPRET=1``) mended where the versions this project runs on
+differ: Triton 3.6 (the GPU machines' image) and the newest.
+
+Applied once per process by ``swizzleperf.kernels`` at import (kernels/__init__.py), so every interpreted launch
+of a kernel module (a verification worker's numerics, a rank process, a test) has it; the app's
+process on a CPU gets it from agent/capture/cuda_on_cpu.py, and the tracer's sampled launches
+(profiling/interpreter_hooks.py) set the same ``__index__``.
+"""
+from __future__ import annotations
+
+import os
+
+
+def scalar_index(tensor) -> int:
+    """``tl.tensor.__index__`` under the interpreter, for a scalar held as a 1-element array."""
+    return int(tensor.handle.data.squeeze())
+
+
+def interpreter_scalar_index() -> bool:
+    """Under ``TRITON_INTERPRET=1``, a scalar tensor used as a Python index (``range(pid, n, step)``,
+    ``range(tl.cdiv(K, BLOCK_K))``) converts as in Triton 3.9 (triton-lang/triton#9172): Triton
+    3.6's interpreter sets ``__index__`` to ``int(handle.data)``, which NumPy 2.4 and later refuse
+    ("only 0-dimensional arrays can be converted to Python scalars": kernels/gemm.py's persistent
+    loop failed its numerics on an H100 machine's image, Triton 3.6 and NumPy 2.5, 2026-12-06).
+    Every launch's language patch (``_patch_lang``) sets it, and the launch undoes it with the
+    rest. Returns whether the interpreter was patched (False: not interpreting, or a Triton
+    without that patch step)."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return False
+    try:
+        from triton.runtime import interpreter
+    except ImportError:
+        return False
+    patch = getattr(interpreter, "_patch_lang", None)
+    if patch is None or not hasattr(interpreter, "tl"):
+        return False
+    if getattr(patch, "_scalar_index", False):
+        return True
+
+    def patch_lang(fn):
+        scope = patch(fn)
+        scope.set_attr(interpreter.tl.core.tensor, "__index__", scalar_index)
+        return scope
+    patch_lang._scalar_index = True
+    interpreter._patch_lang = patch_lang
+    return True
