@@ -627,11 +627,13 @@ def _harden(libc, options: dict) -> None:
         libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
     libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     fs = options.get("fs", "none")
-    if fs == "landlock":
-        filesystem.restrict_writes(options["writable"])
+    if fs == "landlock":   # /proc is the host's: only this process's own entries (it execs in place)
+        filesystem.restrict_writes(options["writable"], (os.path.realpath("/proc/self"),))
     elif fs == "mounts" and not options.get("drop_admin") and filesystem.landlock_abi():
         own = ["/dev/shm"] if os.path.isdir("/dev/shm") else []   # the box's fresh one
-        filesystem.restrict_writes(options["writable"] + own)
+        # and its fresh /proc (its kernel settings read-only mounts): CUDA names its threads there,
+        # in every process of the box (ncu's target is ncu's child)
+        filesystem.restrict_writes(options["writable"] + own, ("/proc",))
 
 
 def _say(text: str) -> None:

@@ -186,10 +186,11 @@ def landlock_abi() -> int:
     return max(int(version), 0)
 
 
-def restrict_writes(writable: list) -> None:
+def restrict_writes(writable: list, files_beneath: tuple = ()) -> None:
     """Restrict this process, and everything it starts, by Landlock: no write of any kind but
-    beneath ``writable`` (and writing the character devices under ``/dev``). Needs
-    ``no_new_privs`` (or CAP_SYS_ADMIN).
+    beneath ``writable`` (and writing the character devices under ``/dev``, and writing the
+    existing files beneath ``files_beneath``: the process's own ``/proc`` entries, where CUDA
+    names its threads). Needs ``no_new_privs`` (or CAP_SYS_ADMIN).
 
     Raises:
         OSError: no Landlock here, or a rule or the restriction failed.
@@ -207,7 +208,7 @@ def restrict_writes(writable: list) -> None:
     try:
         for path in writable:
             _allow(syscall, ruleset, path, handled if os.path.isdir(path) else file_rights)
-        for path in _devices():
+        for path in [*_devices(), *files_beneath]:
             _allow(syscall, ruleset, path, file_rights)
         if syscall(_SYS_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)) != 0:
             raise _errno("restricting by Landlock")

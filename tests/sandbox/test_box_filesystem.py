@@ -264,3 +264,34 @@ def test_the_boxs_own_proc_stays_writable_the_kernels_settings_do_not(user, monk
     assert seen["comm"] == "written", done.stderr
     assert seen["/proc/sys/kernel/hostname"] in (errno.EROFS, errno.EACCES, errno.EPERM)
     assert seen["/proc/sysrq-trigger"] in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOENT)
+
+
+NAME_THREADS = """
+import json, os, sys, threading
+seen = {}
+def name(path, text):
+    try:
+        with open(path, "w") as handle:
+            handle.write(text)
+        return "written"
+    except OSError as exc:
+        return exc.strerror
+seen["own"] = name("/proc/self/comm", "boxed")
+seen["thread"] = name(f"/proc/self/task/{threading.get_native_id()}/comm", "boxed-thread")
+seen["agent"] = name(f"/proc/{sys.argv[1]}/comm", "pwned") if os.path.exists(f"/proc/{sys.argv[1]}") else "not visible"
+print(json.dumps(seen))
+"""
+
+
+def test_the_box_names_its_own_threads_and_no_one_elses(user, how):
+    """CUDA names its threads (/proc/self/task/TID/comm); read-only there, cuInit failed with error
+    304 (an H100, 2026-12-06). The box's own entries stay writable; the agent's never."""
+    before = Path(f"/proc/{os.getpid()}/comm").read_text()
+    scratch = user["scratch"]
+    done = sandbox.run([sys.executable, "-c", NAME_THREADS, str(os.getpid())], scratch / "cwd",
+                       sandbox.worker_env(TMPDIR=str(scratch / "cwd")), 120,
+                       sandbox.worker_limits(120, interpret=True, writable=(scratch,)))
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["own"] == "written" and seen["thread"] == "written", seen
+    assert seen["agent"] != "written" and Path(f"/proc/{os.getpid()}/comm").read_text() == before
