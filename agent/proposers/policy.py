@@ -36,6 +36,7 @@ class SearchPolicy:
     score: Callable[[list], list]
     known: list = field(default_factory=list)
     ranking: list = field(default_factory=list)
+    counts: dict = field(default_factory=dict)
 
     def describe(self) -> str:
         return "policy:catalog search ranked by the L2 simulator"
@@ -49,11 +50,28 @@ class SearchPolicy:
             if _normalise(entry["source"]) not in tried:
                 return Proposal(source=entry["source"], name=entry["name"],
                                 rationale=self._rationale(entry, context), predicted=entry["predicted"])
-        raise ProposerExhausted("the policy has tried every catalog member that passed verification")
+        raise ProposerExhausted(self._exhausted(context))
 
     def _rank(self, context: ProposalContext) -> list:
         return rank_catalog(self.score, self.arg_names, self.wave, self.aspect, context.tile_grid,
-                            context.hardware, context.target_source, known_sources=self.known)
+                            context.hardware, context.target_source, known_sources=self.known,
+                            counts=self.counts)
+
+    def _exhausted(self, context: ProposalContext) -> str:
+        """Why there is nothing left to propose, with the catalog's counts: on a grid where every
+        member is the kernel's own order (one row of tiles), that is the reason, not a search."""
+        c = self.counts
+        if not c:
+            return "the policy has tried every catalog member that passed verification"
+        grid = " x ".join(map(str, context.tile_grid))
+        if not self.ranking:
+            why = [f"{c['same']} map programs to tiles as the kernel's own order (or another member) does on its "
+                   f"{grid} tile grid"] if c["same"] else []
+            why += [f"{c['failed']} failed the permutation check"] if c["failed"] else []
+            return (f"no catalog order differs from the kernel's own: of {c['members']} members, "
+                    + ", ".join(why or ["none applies"]))
+        return (f"the policy has tried every catalog member that passed verification ({len(self.ranking)} distinct "
+                f"orders of {c['members']} members on its {grid} tile grid)")
 
     def _rationale(self, entry: dict, context: ProposalContext) -> str:
         rank = self.ranking.index(entry) + 1

@@ -230,13 +230,15 @@ def expert_source(expert: str, arg_names: list) -> tuple:
 
 
 def rank_catalog(score: Callable[[list], list], arg_names: list, wave: int, aspect: float,
-                 tile_grid: tuple, hardware, current_source: str, known_sources: list | tuple = ()) -> list:
+                 tile_grid: tuple, hardware, current_source: str, known_sources: list | tuple = (),
+                 counts: dict | None = None) -> list:
     """The catalog members worth trying for this wave, grid and hardware, best first by ``score``
     (the L2 simulator: predicted hit rate, then DRAM bytes): ``[{name, source, predicted}]``.
     Members that are the same order as the kernel's current one, as one of ``known_sources`` (the
     expert, evaluated before the loop) or as a better-ranked member, under any name (grouped-n:64
     on 64 columns is row-major) are dropped, and so are members that fail the permutation check
-    (``score`` gives None)."""
+    (``score`` gives None). ``counts``, where given, gets how many members there were
+    (``members``), failed the check (``failed``) and were the same order as another (``same``)."""
     coordinates = 3 if len(tile_grid) == 3 else 2    # a batch / split-K coordinate outermost
     grid = tuple(tile_grid[1:]) if coordinates == 3 else tile_grid
     names = family_members(wave, grid, hardware.l2_domains, aspect, hardware.dispatch)
@@ -254,4 +256,6 @@ def rank_catalog(score: Callable[[list], list], arg_names: list, wave: int, aspe
         if entry["predicted"]["order_sha1"] not in seen:
             seen.add(entry["predicted"]["order_sha1"])
             ranking.append(entry)
+    if counts is not None:
+        counts.update(members=len(members), failed=len(members) - len(scored), same=len(scored) - len(ranking))
     return ranking

@@ -92,3 +92,32 @@ def test_a_candidate_handed_back_re_printed_is_still_a_repeat():
     assert reprinted != first.source
     context.history.append({"source": reprinted})
     assert policy.propose(context).name != first.name
+
+
+def test_on_one_row_of_tiles_the_policy_says_every_member_is_the_kernels_own_order():
+    """A 1-D launch of 32768 programs (TritonBench-G destindex_copy_kv2 on an H100, 2026-12-06):
+    every member is the kernel's own order; the stop once read "0 tried: the policy has tried every
+    catalog member that passed verification"."""
+    def all_the_same(members):
+        return [{"predicted_l2_hit_rate": 0.0, "predicted_dram_bytes": 1e9, "predicted_source": "simulated:test",
+                 "order_sha1": "identity"} for name, _ in members]
+    context = _context(load_spec("h100"))
+    context.tile_grid = (1, 32768)
+    policy = SearchPolicy(arg_names=ARGS, wave=132, aspect=2.0, score=all_the_same)
+    with pytest.raises(ProposerExhausted) as stop:
+        policy.propose(context)
+    members = policy.counts["members"]
+    assert members > 0 and str(stop.value) == (
+        f"no catalog order differs from the kernel's own: of {members} members, {members} map programs to "
+        f"tiles as the kernel's own order (or another member) does on its 1 x 32768 tile grid")
+
+
+def test_a_member_that_fails_the_check_is_counted_as_such():
+    def failing(members):
+        return [None if name == "column-major" else
+                {"predicted_l2_hit_rate": 0.1, "predicted_dram_bytes": 1e9, "predicted_source": "simulated:test",
+                 "order_sha1": "identity"} for name, _ in members]
+    policy = SearchPolicy(arg_names=ARGS, wave=132, aspect=2.0, score=failing)
+    with pytest.raises(ProposerExhausted) as stop:
+        policy.propose(_context(load_spec("h100")))
+    assert str(stop.value).endswith("tile grid, 1 failed the permutation check"), str(stop.value)
