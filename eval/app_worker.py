@@ -224,6 +224,7 @@ def _optimize(app: str, workdir: Path, iterations: int, left, row: _Row, hw: str
 
 def verdict(report: dict, summary: dict) -> dict:
     """The row's outcome and figures from a finished run's report (and user_kernel.finish's summary)."""
+    from swizzleperf.agent.verification.stages import NOT_REPRODUCIBLE
     base, best = report.get("baseline") or {}, report.get("best") or {}
     work = report.get("workload") or {}
     fields = {"hardware": report.get("hardware"), "mode": report.get("mode"), "best_order": best.get("name"),
@@ -233,6 +234,10 @@ def verdict(report: dict, summary: dict) -> dict:
               "best_ms": best.get("time_ms"), "best_spread_ms": best.get("time_spread_ms")}
     if work.get("programs") and work.get("programs_per_wave"):
         fields["waves"] = _round(work["programs"] / work["programs_per_wave"])
+    if base.get("verdict") not in (None, "PASS") and NOT_REPRODUCIBLE in (report.get("stop_reason") or ""):
+        # two replays of the captured launch disagree with each other: the kernel, not the capture
+        return {**fields, "outcome": "refused",
+                "reason": f"the captured launch cannot be checked: {report.get('stop_reason')}"}
     if base.get("verdict") not in (None, "PASS"):   # the captured launch does not replay as captured: ours
         return {**fields, "outcome": "tool failure",
                 "reason": f"the replay of the captured launch failed its own check: {report.get('stop_reason')}"}
@@ -275,6 +280,8 @@ def why_no_gain(report: dict, summary: dict) -> str:
     if None not in predicted and max(predicted) < 1e-3:
         return "no reuse between tiles: predicted L2 0.0% under every order tried (each tile reads data of its own)"
     tried = len(report.get("attempts") or [])
+    if not tried:   # nothing was timed against it: the stop says why (no catalog order differs...)
+        return f"no order tried: {report.get('stop_reason')}"
     return f"no order beyond noise of the kernel's own ({tried} tried: {report.get('stop_reason')})"
 
 

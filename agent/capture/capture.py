@@ -240,6 +240,19 @@ def _wait_unreaped(proc: subprocess.Popen, timeout_s: float, stuck=None) -> None
         time.sleep(0.02)
 
 
+#: CUDA's errors of a kernel that are reported at a later call, not at its launch (the CUDA runtime
+#: API's cudaErrorIllegalAddress, cudaErrorAssert, cudaErrorMisalignedAddress, cudaErrorLaunchFailure,
+#: cudaErrorIllegalInstruction), as torch prints them.
+ASYNC_CUDA_ERRORS = ("an illegal memory access was encountered", "device-side assert triggered",
+                     "misaligned address", "unspecified launch failure", "an illegal instruction was encountered")
+
+
+def async_cuda_error(log_text: str) -> str | None:
+    """The asynchronous CUDA error a log reports, if any (``ASYNC_CUDA_ERRORS``): where it surfaces
+    is the first synchronisation after the faulting kernel, not the code at fault."""
+    return next((e for e in ASYNC_CUDA_ERRORS if e in log_text), None)
+
+
 def last_line(log: Path) -> str:
     lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
     return lines[-1][:300] if lines else "(no output)"
@@ -282,6 +295,11 @@ def run_app(app: str, variables: dict, work: Path, timeout_s: float, cwd: Path |
     if code != 0:
         last = last_line(log)
         frame = _hook_frame(log, hook_dir)
+        tail = log.read_text(errors="replace")[-65536:]
+        if frame and (fault := async_cuda_error(tail)):
+            raise AppFailedError(f"`{app}` failed (exit code {code}): CUDA error '{fault}' from a kernel it "
+                                 f"launched, reported at the next synchronisation, which was swizzleperf's "
+                                 f"hook's ({frame}); with CUDA_LAUNCH_BLOCKING=1 the app stops at the kernel")
         if frame:
             raise HookFailedError(f"`{app}` stopped on an error in swizzleperf's hook inside it ({frame}): {last}")
         gap = missing_construct(log.read_text(errors="replace")[-65536:], _triton_version())

@@ -23,6 +23,12 @@ from swizzleperf.agent.verification.load import load_kernel
 from swizzleperf.kernels.spec import KernelLoadError
 
 
+#: What a mismatch says where two runs of the same launch on the same inputs disagree
+#: (agent/verification/worker.py): the kernel, not an order, is at fault.
+NOT_REPRODUCIBLE = ("the kernel's output is not a function of its inputs (it reads memory outside its "
+                    "tensors or not yet written, or its programs race)")
+
+
 class StageFailure(Exception):
     """A stage rejected the candidate: ``verdict`` (a Verdict value) and a one-line reason."""
 

@@ -159,6 +159,24 @@ def test_a_measured_gain_beyond_noise_is_optimized_and_one_within_it_is_not():
     assert roof["reason"].startswith("at the roof: the kernel's own order already hits L2 97.0%")
 
 
+def test_a_captured_launch_that_does_not_replay_is_ours_unless_two_replays_disagree():
+    from swizzleperf.agent.verification.stages import NOT_REPRODUCIBLE
+    report = _measured(1.0, False)
+    report["baseline"]["verdict"] = "MISMATCH"
+    report["stop_reason"] = "the unmodified kernel fails verification: MISMATCH: output differs from the reference"
+    assert app_worker.verdict(report, {"lift_notes": []})["outcome"] == "tool failure"
+    report["stop_reason"] += f"; a second run of the same launch on the same inputs leaves o otherwise: {NOT_REPRODUCIBLE}"
+    row = app_worker.verdict(report, {"lift_notes": []})
+    assert row["outcome"] == "refused" and row["reason"].startswith("the captured launch cannot be checked: ")
+
+
+def test_a_run_that_tried_no_order_says_why_instead_of_0_tried():
+    report = _measured(1.0, False)
+    report.update(attempts=[], stop_reason="no catalog order differs from the kernel's own: of 9 members, 9 map ...")
+    row = app_worker.verdict(report, {"lift_notes": []})
+    assert row["reason"] == "no order tried: no catalog order differs from the kernel's own: of 9 members, 9 map ..."
+
+
 def test_an_error_raised_in_our_hook_inside_the_app_is_told_from_the_apps_own(tmp_path):
     from swizzleperf.agent.capture.capture import _hook_frame
     hook = tmp_path / "hook"
@@ -189,3 +207,27 @@ def test_more_workers_than_gpus_share_them_through_the_gpu_lock(tmp_path, monkey
     assert locks == ({str(tmp_path / "rows" / "gpu-locks")} if shared else {None})
     assert {job.device for job in seen} <= (set(devices) if devices else {None})
     assert "--no-ncu" in app_worker.worker_command(seen[0], tmp_path / "row.json")
+
+
+@pytest.mark.parametrize("error, raised", [
+    ("RuntimeError: CUDA error: an illegal memory access was encountered", "AppFailedError"),
+    ("AttributeError: 'NoneType' object has no attribute 'data_ptr'", "HookFailedError")])
+def test_a_cuda_fault_that_surfaces_in_our_hook_is_the_apps_kernels(tmp_path, monkeypatch, error, raised):
+    """TritonBench-G rotary_emb_nopad on an H100 (2026-12-06): a kernel that reads outside its tensors
+    (its CPU run says so) faulted, and the fault surfaced at the hook's next synchronisation."""
+    from swizzleperf.agent.capture import capture
+
+    def app_that_faults(command, env, timeout_s, cwd, log, stuck):
+        hook = tmp_path / "work" / "hook"
+        log.write_text(f'Traceback (most recent call last):\n  File "/apps/app.py", line 3, in <module>\n'
+                       f'  File "{hook}/sitecustomize.py", line 339, in launched\n{error}\n'
+                       f'Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n')
+        return 1
+    monkeypatch.setattr(capture, "run_with_hook", app_that_faults)
+    (tmp_path / "work").mkdir()
+    with pytest.raises(capture.CaptureError) as stopped:
+        capture.run_app("python app.py", {}, tmp_path / "work", 60, tmp_path)
+    assert type(stopped.value).__name__ == raised, stopped.value
+    if raised == "AppFailedError":
+        assert "CUDA error 'an illegal memory access was encountered' from a kernel it launched" in str(stopped.value)
+        assert "(sitecustomize.py:339)" in str(stopped.value)

@@ -351,3 +351,32 @@ def test_on_a_gpu_a_good_order_passes_the_compiled_probe_on_every_grid(tmp_path,
 def test_the_extents_among_the_targets_arguments(sites, positions):
     from swizzleperf.agent.verification.probe import Site, extent_positions
     assert extent_positions([Site(g, a, "") for g, a in sites]) == positions
+
+
+# A kernel whose output is wrong the same way on every run, and one whose output changes from run to
+# run on the same inputs (as a kernel reading memory outside its tensors does: TritonBench-G
+# token_attn_reduceV's replay on an H100, 2026-12-06).
+WRAPPED = '''
+import dataclasses, itertools
+_runs = itertools.count(1)
+_launch = SPEC.launch
+def _launch_then(inputs, **meta):
+    _launch(inputs, **meta)
+    inputs[SPEC.output_name].add_({shift})
+SPEC = dataclasses.replace(SPEC, launch=_launch_then)
+'''
+
+
+@pytest.mark.parametrize("shift, reproducible", [("1.0", True), ("float(next(_runs))", False)])
+def test_a_mismatch_says_whether_two_runs_on_the_same_inputs_agree(tmp_path, shift, reproducible):
+    from swizzleperf.agent.verification.stages import NOT_REPRODUCIBLE
+    elementwise = Path(__file__).resolve().parents[3] / "kernels" / "elementwise.py"
+    path = tmp_path / "elementwise_wrapped.py"
+    path.write_text(elementwise.read_text() + WRAPPED.format(shift=shift))
+    result = run_worker({"kernel_path": str(path), "stages": ["numerics"], "numerics_problems": ["check"],
+                         "problems": ["check"], "seeds": [1], "device": "cpu", "dtype": "float32"},
+                        300, interpret=True)
+    assert result.verdict is Verdict.MISMATCH, result.reason
+    assert (NOT_REPRODUCIBLE in result.reason) is not reproducible, result.reason
+    if not reproducible:
+        assert "a second run of the same launch on the same inputs leaves y otherwise" in result.reason
