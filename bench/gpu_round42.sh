@@ -17,7 +17,7 @@
 set -uo pipefail
 source bench/gpu_setup.sh
 OUT=${OUT:?}
-git rev-parse HEAD > "$OUT/head.txt" 2>/dev/null || true
+
 nvidia-smi -L > "$OUT/gpu.txt"
 case "${1:-box}" in
 box)
