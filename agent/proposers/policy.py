@@ -67,7 +67,8 @@ class SearchPolicy:
         if not self.ranking:
             why = [f"{c['same']} map programs to tiles as the kernel's own order (or another member) does on its "
                    f"{grid} tile grid"] if c["same"] else []
-            why += [f"{c['failed']} failed the permutation check"] if c["failed"] else []
+            why += [f"{c['failed']} got no program -> tile map (not a permutation, or its mapping failed or did "
+                    f"not finish in time)"] if c["failed"] else []
             return (f"no catalog order differs from the kernel's own: of {c['members']} members, "
                     + ", ".join(why or ["none applies"]))
         return (f"the policy has tried every catalog member that passed verification ({len(self.ranking)} distinct "
