@@ -78,12 +78,17 @@ def _optimize_gemm() -> str:
     parts, counts = [], []
     for gpu in ("h100", "h200"):
         lib = json.loads((RESULTS / f"optimize_gemm_{gpu}.json").read_text())["library"]
-        counts.append(f"{len(lib.get('configs') or [])} ({gpu.upper()})")
+        counts.append(f"{len((lib.get('selection') or lib).get('configs') or [])} ({gpu.upper()})")
         gain, noise = lib["library_ms"] - lib["default_ms"], max(lib["default_spread_ms"], lib["library_spread_ms"])
         parts.append((gpu.upper(), lib["library_ms"] / lib["best_ms"], lib["library_ms"] / lib["default_ms"],
                       "a tie inside the spread" if abs(gain) <= noise else "beyond the spread"))
     best = " and ".join(f"{x:.3f}x ({g})" for g, x, _, _ in parts)
     own = ", ".join(f"{x:.3f}x on the {g} ({said})" for g, _, x, said in parts)
+    if all("selection" in json.loads((RESULTS / f"optimize_gemm_{g}.json").read_text())["library"]
+           for g in ("h100", "h200")):   # reports since the confirmation rounds (agent/verification/evaluate.py)
+        return (f"`swizzleperf optimize`'s own report: the launch configuration chosen from {' and '.join(counts)} "
+                f"timed, confirmed in fresh rounds of another process, {best}; the kernel's own configuration "
+                f"in those rounds {own}.")
     return (f"The {best} of `swizzleperf optimize`'s own report is the best of {' and '.join(counts)} launch "
             f"configurations chosen in the same rounds that report it, not confirmed in fresh rounds; the "
             f"kernel's own configuration in those rounds gave {own}.")

@@ -419,20 +419,44 @@ def _library_lines(library: dict | None) -> list:
         return ["", f"launch tuning failed: {md_text(library.get('verdict'))}: {md_text(library.get('reason'))}"]
     name = md_text(library.get("library_name") or "the library")
     lines = ["", "## Against the library (measured, interleaved launch by launch)", "",
-             "| what | time ms (median ± IQR) | library / this |", "|---|---|---|"]
-    rows = [("the kernel's launch configuration", library.get("default_ms"), library.get("default_spread_ms")),
-            ("best launch configuration: " + ", ".join(f"{k}={v}" for k, v in library["best_meta"].items()),
-             library["best_ms"], library["best_spread_ms"])]
-    for label, ms, spread in rows:
+             "| what | time ms (median ± IQR) | library / this (paired per round, median ± IQR) |", "|---|---|---|"]
+    configs = library.get("configs") or []
+    own = configs[0] if configs and library.get("default_ms") is not None else None   # the spec's meta comes first
+    chosen = next((c for c in configs if c.get("meta") == library["best_meta"]), None)
+    rows = [("the kernel's launch configuration" + (" (also the chosen one)" if own is not None and chosen is own else ""),
+             library.get("default_ms"), library.get("default_spread_ms"), own)]
+    if chosen is not own or own is None:
+        rows.append(("chosen launch configuration: " + ", ".join(f"{k}={v}" for k, v in library["best_meta"].items()),
+                     library["best_ms"], library["best_spread_ms"], chosen))
+    for label, ms, spread, row in rows:
         if ms is None:
             continue
-        ratio = f"{library['library_ms'] / ms:.3f}x" if library.get("library_ms") else ""
-        lines.append(f"| {md_text(label)} | {ms:.3f}{'' if spread is None else f' ± {spread:.3f}'} | {ratio} |")
+        lines.append(f"| {md_text(label)} | {ms:.3f}{'' if spread is None else f' ± {spread:.3f}'} | "
+                     f"{_library_ratio(library, ms, row)} |")
     if library.get("library_ms") is not None:
         lines.append(f"| {name} | {library['library_ms']:.3f} ± {library['library_spread_ms']:.3f} | 1.000x |")
-    lines.append(f"\norder: {md_text(Path(library['kernel_file']).name)}; {len(library['configs'])} "
-                 f"configurations timed, {len(library.get('rejected') or {})} rejected, {library['rounds']} rounds")
+    selection = library.get("selection")
+    if selection:
+        lines.append(f"\norder: {md_text(Path(library['kernel_file']).name)}; the configuration chosen from "
+                     f"{len(selection.get('configs') or [])} timed ({len(selection.get('rejected') or {})} rejected) "
+                     f"in {selection.get('rounds')} selection rounds, where it took {selection.get('best_ms'):.3f} ms; "
+                     f"{md_text(library.get('confirmation'))}: the figures above are from those "
+                     f"{library['rounds']} rounds")
+    else:
+        lines.append(f"\norder: {md_text(Path(library['kernel_file']).name)}; {len(library['configs'])} "
+                     f"configurations timed, {len(library.get('rejected') or {})} rejected, {library['rounds']} "
+                     f"rounds; the best chosen in the rounds that report it (not confirmed)")
     return lines
+
+
+def _library_ratio(library: dict, ms: float, row: dict | None) -> str:
+    """library / this: the paired per-round median ± IQR where the run has it, else the ratio of
+    the medians (older reports), said so."""
+    if row is not None and row.get("library_ratio") is not None:
+        return f"{row['library_ratio']:.3f}x ± {row['library_ratio_spread']:.3f}"
+    if library.get("library_ms"):
+        return f"{library['library_ms'] / ms:.3f}x (of the medians)"
+    return ""
 
 
 def _workload_lines(workload: dict | None) -> list:

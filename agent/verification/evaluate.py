@@ -105,8 +105,12 @@ class Evaluator:
         fastest = min(self._timed, key=self._timed.get)
         request = {"kernel_path": fastest, "stages": ["tune_launch"], "dtype": self.verify_config.dtype}
         result = run_worker(request, self.verify_config.timeout_s, interpret=False)
-        return {"kernel_file": fastest, "verdict": result.verdict.value, "reason": result.reason,
-                **result.details.get("tune_launch", {})}
+        selection = {"kernel_file": fastest, "verdict": result.verdict.value, "reason": result.reason,
+                     **result.details.get("tune_launch", {})}
+        if not result.passed:
+            return selection
+        return confirmed_launch(selection, run_worker({**request, "configs": [selection["best_meta"]]},
+                                                      self.verify_config.timeout_s, interpret=False))
 
     # -- judging (agent/verification/lessons.py, in this run's mode) ----------------------------
 
@@ -390,3 +394,32 @@ def repeat_of(key: str, baseline: dict, history: list, key_of) -> str | None:
         except (SyntaxError, ValueError, IndexError, AttributeError):
             continue
     return None
+
+
+#: The fields of a tune_launch answer that the confirmation run gives (the figures reported).
+CONFIRMED_FIELDS = ("best_ms", "best_spread_ms", "default_ms", "default_spread_ms", "library_ms",
+                    "library_spread_ms", "rounds", "configs")
+
+
+def confirmed_launch(selection: dict, confirmation) -> dict:
+    """The library row as reported: the configuration ``selection`` chose (its rounds timed every
+    configuration: the minimum of many, optimistic) confirmed in fresh rounds of another process
+    (``confirmation``, a WorkerResult of the tune_launch stage given that configuration and the
+    kernel's own): the reported figures are the confirmation's, the selection's kept under
+    ``selection``. Where the confirmation failed, the selection's figures stay, and
+    ``confirmation`` says why (they are then not confirmed)."""
+    chosen = {k: selection.get(k) for k in (*CONFIRMED_FIELDS, "best_meta", "rejected")}
+    if not confirmation.passed:
+        return {**selection, "selection": chosen,
+                "confirmation": f"not confirmed: {confirmation.verdict.value}: {confirmation.reason}"}
+    figures = confirmation.details.get("tune_launch", {})
+    confirmed = {k: figures.get(k) for k in CONFIRMED_FIELDS}
+    row = next((r for r in figures.get("configs") or () if r["meta"] == selection["best_meta"]), None)
+    if row is None:   # the chosen configuration failed its check this time
+        return {**selection, "selection": chosen,
+                "confirmation": f"not confirmed: the chosen configuration did not pass again: "
+                                f"{figures.get('rejected')}"}
+    confirmed.update(best_ms=row["time_ms"], best_spread_ms=row["time_spread_ms"])   # the chosen one's, not a new minimum
+    return {**selection, **confirmed, "best_meta": selection["best_meta"], "selection": chosen,
+            "confirmation": "confirmed: the chosen configuration and the kernel's own timed again with the "
+                            "library in fresh rounds of another process"}

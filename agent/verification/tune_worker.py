@@ -13,10 +13,16 @@ launch (torch.matmul, i.e. cuBLAS), at the default problem on the GPU:
    each launch, the order rotated every round, CUDA events around each launch;
    kernels/schedule/gemm_tuning.interleaved), medians and interquartile ranges.
 
-Returns ``{"configs": [{"meta", "time_ms", "time_spread_ms", "rel_error"}], "rejected":
-{name: reason}, "best_meta", "best_ms", "best_spread_ms", "default_ms" and "default_spread_ms"
-(the spec's ``meta``; None where it failed), "library_name",
-"library_ms", "library_spread_ms", "rounds"}``.
+``request["configs"]`` (a list of meta dicts over the spec's ``meta``), where given, replaces the
+search: the confirmation run of agent/verification/evaluate.py times only the configuration chosen
+before and the kernel's own, in fresh rounds of a process of its own.
+
+Returns ``{"configs": [{"meta", "time_ms", "time_spread_ms", "rel_error", "library_ratio",
+"library_ratio_spread"}], "rejected": {name: reason}, "best_meta", "best_ms", "best_spread_ms",
+"default_ms" and "default_spread_ms" (the spec's ``meta``; None where it failed), "library_name",
+"library_ms", "library_spread_ms", "rounds"}``; ``library_ratio`` is the median over the rounds of
+the library's time over this configuration's in the same round (paired), its spread the IQR of
+those per-round ratios (None without a library).
 """
 from __future__ import annotations
 
@@ -30,8 +36,9 @@ def stage_tune_launch(module, spec, request: dict) -> dict:
     from swizzleperf.agent.verification.stages import StageFailure, compare_output, poison
     from swizzleperf.kernels.schedule.gemm_tuning import interleaved
     dtype, problem = request["dtype"], spec.problems["default"]
-    configs = [dict(spec.meta)] + [{**spec.meta, **c} for c in spec.launch_configs
-                                   if {**spec.meta, **c} != dict(spec.meta)]
+    chosen = request.get("configs")
+    wanted = spec.launch_configs if chosen is None else chosen
+    configs = [dict(spec.meta)] + [{**spec.meta, **c} for c in wanted if {**spec.meta, **c} != dict(spec.meta)]
     inputs = spec.make_inputs(problem, 3000, "cuda", dtype)
     out = inputs[spec.output_name]
     expected = spec.reference(inputs)
@@ -61,7 +68,8 @@ def stage_tune_launch(module, spec, request: dict) -> dict:
         launches["library"] = lambda: library(spare)
     timed = interleaved(launches, request.get("rounds", 30))
     rows = [{"meta": meta, "time_ms": timed[str(i)]["median_ms"], "time_spread_ms": timed[str(i)]["spread_ms"],
-             "rel_error": error} for i, (meta, error) in enumerate(passed)]
+             "rel_error": error, **_paired(timed.get("library"), timed[str(i)])}
+            for i, (meta, error) in enumerate(passed)]
     best = min(rows, key=lambda r: r["time_ms"])
     result = {"configs": rows, "rejected": rejected, "best_meta": best["meta"], "best_ms": best["time_ms"],
               "best_spread_ms": best["time_spread_ms"],
@@ -72,3 +80,16 @@ def stage_tune_launch(module, spec, request: dict) -> dict:
     if library is not None:
         result.update(library_ms=timed["library"]["median_ms"], library_spread_ms=timed["library"]["spread_ms"])
     return result
+
+
+def _paired(library: dict | None, this: dict) -> dict:
+    """The library's time over this launch's, round by round (the same round's two launches):
+    median and interquartile range of those ratios; Nones without a library."""
+    import statistics
+    if library is None:
+        return {"library_ratio": None, "library_ratio_spread": None}
+    ratios = [lib / own for lib, own in zip(library["times_ms"], this["times_ms"]) if own > 0]
+    if len(ratios) < 2:
+        return {"library_ratio": ratios[0] if ratios else None, "library_ratio_spread": 0.0 if ratios else None}
+    q25, q50, q75 = statistics.quantiles(ratios, n=4)
+    return {"library_ratio": statistics.median(ratios), "library_ratio_spread": q75 - q25}

@@ -27,13 +27,66 @@ def test_the_report_says_the_library_row():
                "best_meta": {"BLOCK_M": 128, "WARP_SPECIALIZE": 1}, "best_ms": 3.00, "best_spread_ms": 0.01,
                "library_name": "torch.matmul (cuBLAS)", "library_ms": 3.12, "library_spread_ms": 0.02}
     text = "\n".join(report._library_lines(library))
-    assert "| best launch configuration\\: BLOCK\\_M=128, WARP\\_SPECIALIZE=1 | 3.000 ± 0.010 | 1.040x |" in text
-    assert "| the kernel's launch configuration | 3.100 ± 0.020 | 1.006x |" in text
+    assert ("| chosen launch configuration\\: BLOCK\\_M=128, WARP\\_SPECIALIZE=1 | 3.000 ± 0.010 | "
+            "1.040x (of the medians) |") in text
+    assert "| the kernel's launch configuration | 3.100 ± 0.020 | 1.006x (of the medians) |" in text
     assert "| torch.matmul \\(cuBLAS\\) | 3.120 ± 0.020 | 1.000x |" in text
-    assert "2 configurations timed, 1 rejected, 30 rounds" in text
+    assert "2 configurations timed, 1 rejected, 30 rounds; the best chosen in the rounds that report it (not confirmed)" in text
     failed = report._library_lines({"verdict": "TIMEOUT", "reason": "tune_launch did not finish"})
     assert failed[-1].startswith("launch tuning failed: TIMEOUT")
     assert report._library_lines(None) == []
+
+
+def _confirmed_figures():
+    """A selection run of 3 configurations (the chosen one at 2.90 ms there) and its confirmation:
+    the chosen one and the kernel's own, with the library, in 20 fresh rounds."""
+    from swizzleperf.agent.verification.verify import Verdict, WorkerResult
+    own, chosen = {"BLOCK_M": 128}, {"BLOCK_M": 256}
+    selection = {"kernel_file": "/run/c.py", "verdict": "PASS", "reason": "", "rounds": 30, "rejected": {},
+                 "configs": [{"meta": own}, {"meta": chosen}, {"meta": {"BLOCK_M": 64}}],
+                 "best_meta": chosen, "best_ms": 2.90, "best_spread_ms": 0.01, "default_ms": 3.10,
+                 "default_spread_ms": 0.02, "library_name": "torch.matmul (cuBLAS)", "library_ms": 3.12,
+                 "library_spread_ms": 0.02}
+    confirmation = {"configs": [{"meta": own, "time_ms": 3.05, "time_spread_ms": 0.02, "library_ratio": 1.02,
+                                 "library_ratio_spread": 0.01},
+                                {"meta": chosen, "time_ms": 3.08, "time_spread_ms": 0.03, "library_ratio": 1.01,
+                                 "library_ratio_spread": 0.02}],
+                    "rejected": {}, "best_meta": own, "best_ms": 3.05, "best_spread_ms": 0.02, "default_ms": 3.05,
+                    "default_spread_ms": 0.02, "library_ms": 3.11, "library_spread_ms": 0.02, "rounds": 20}
+    return selection, WorkerResult(Verdict.PASS, "", {"tune_launch": confirmation})
+
+
+def test_the_chosen_configuration_is_reported_from_its_confirmation_not_its_selection():
+    """#44: the best of several configurations picked in the rounds that report it is optimistic;
+    the reported figure is the chosen one's in fresh rounds, even where the kernel's own is faster there."""
+    from swizzleperf.agent.verification.evaluate import confirmed_launch
+    selection, confirmation = _confirmed_figures()
+    library = confirmed_launch(selection, confirmation)
+    assert library["best_meta"] == {"BLOCK_M": 256} and library["best_ms"] == 3.08   # not 2.90, not 3.05
+    assert library["default_ms"] == 3.05 and library["rounds"] == 20 and library["selection"]["best_ms"] == 2.90
+    text = "\n".join(report._library_lines(library))
+    assert "| chosen launch configuration\\: BLOCK\\_M=256 | 3.080 ± 0.030 | 1.010x ± 0.020 |" in text
+    assert "| the kernel's launch configuration | 3.050 ± 0.020 | 1.020x ± 0.010 |" in text
+    assert "chosen from 3 timed (0 rejected) in 30 selection rounds, where it took 2.900 ms" in text
+    assert "the figures above are from those 20 rounds" in text
+
+
+def test_a_failed_confirmation_leaves_the_selection_said_unconfirmed():
+    from swizzleperf.agent.verification.evaluate import confirmed_launch
+    from swizzleperf.agent.verification.verify import Verdict, WorkerResult
+    selection, _ = _confirmed_figures()
+    library = confirmed_launch(selection, WorkerResult(Verdict.TIMEOUT, "tune_launch did not finish"))
+    assert library["best_ms"] == 2.90 and library["confirmation"] == "not confirmed: TIMEOUT: tune_launch did not finish"
+
+
+def test_the_library_ratio_is_paired_round_by_round():
+    """A clock that drifts across rounds moves both launches of a round alike: the per-round ratio
+    stays put, and its spread is that of the ratios, not of either time."""
+    from swizzleperf.agent.verification.tune_worker import _paired
+    drift = [1.0, 1.1, 1.2, 1.3, 1.4]
+    paired = _paired({"times_ms": [2.0 * d for d in drift]}, {"times_ms": [1.0 * d for d in drift]})
+    assert paired == {"library_ratio": 2.0, "library_ratio_spread": 0.0}
+    assert _paired(None, {"times_ms": [1.0]}) == {"library_ratio": None, "library_ratio_spread": None}
 
 
 def check_tune_figures(figures: dict, own_meta: dict, rounds: int) -> None:
