@@ -115,14 +115,21 @@ def _passed(state: dict) -> list:
 
 
 def with_confirmed_time(attempt: dict, time_ms: float, spread_ms: float, rounds_ms: list,
-                        target) -> dict:
+                        target, selection: bool = False) -> dict:
     """The attempt with its head-to-head time as the headline time (the first measurement kept
-    as ``first_time_ms``, the per-round medians as ``rounds_ms``)."""
+    as ``first_time_ms``, the per-round medians as ``rounds_ms``). ``selection``: this is the
+    confirmation after the head-to-head that chose the best; that head-to-head's time is kept as
+    ``selection_time_ms`` and the first measurement stays."""
     m = dict(attempt["metrics"])
     device = target.device.name if target.device else "GPU"
-    m.update(first_time_ms=m.get("time_ms"), first_time_spread_ms=m.get("time_spread_ms"),
-             time_ms=time_ms, time_spread_ms=spread_ms, rounds_ms=list(rounds_ms),
-             time_source=f"measured:events:{device} (head-to-head, {len(rounds_ms)} rounds)")
+    if selection:
+        m.update(selection_time_ms=m.get("time_ms"), selection_time_spread_ms=m.get("time_spread_ms"))
+        what = f"confirmation head-to-head, {len(rounds_ms)} fresh rounds apart from the selection"
+    else:
+        m.update(first_time_ms=m.get("time_ms"), first_time_spread_ms=m.get("time_spread_ms"))
+        what = f"head-to-head, {len(rounds_ms)} rounds"
+    m.update(time_ms=time_ms, time_spread_ms=spread_ms, rounds_ms=list(rounds_ms),
+             time_source=f"measured:events:{device} ({what})")
     return {**attempt, "metrics": m}
 
 
