@@ -26,13 +26,18 @@ log.write_text('"ID","Kernel Name","gpu__time_duration.sum","lts__t_sector_hit_r
 '''
 
 
-def test_a_relative_kernel_path_reaches_the_worker_resolved(tmp_path, monkeypatch, gemm_path):
+def _fake_ncu(tmp_path, monkeypatch, text: str) -> None:
+    """``text`` (with ``{python}``) as the ``ncu`` first on PATH."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "ncu"
-    fake.write_text(FAKE_NCU.format(python=sys.executable))
+    fake.write_text(text.format(python=sys.executable))
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+
+
+def test_a_relative_kernel_path_reaches_the_worker_resolved(tmp_path, monkeypatch, gemm_path):
+    _fake_ncu(tmp_path, monkeypatch, FAKE_NCU)
     (tmp_path / "runs").mkdir()
     (tmp_path / "runs" / "gemm.py").write_text(gemm_path.read_text())
     monkeypatch.chdir(tmp_path)
@@ -52,15 +57,6 @@ if {answer}:
 else:
     print("OSError: [Errno 30] Read-only file system: '/root/.triton'", file=sys.stderr)
 '''
-
-
-def _fake_ncu(tmp_path, monkeypatch, text: str) -> None:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake = bin_dir / "ncu"
-    fake.write_text(text.format(python=sys.executable))
-    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
 
 
 @pytest.mark.parametrize("answer, said", [(True, "the worker under ncu: RUNTIME_ERROR: RuntimeError: CUDA error: 304"),
