@@ -12,8 +12,10 @@
 #                                         (timing, ncu and the trace take it in turn), stopped with
 #                                         SIGINT after SECONDS (finished rows kept); EVAL_ID resumes
 #                                         the eval whose record was carried in .gpu42/swizzleperf.db
-# The record comes back as $OUT/w/swizzleperf.db (carry it as .gpu42/ to resume), the tables as
-# $OUT/tritonbench_g_dev_<gpu>.{md,json}, the worker logs of rows that did not answer under $OUT/logs.
+#                                         (or .db.gz: the carry is 64 MiB in all)
+# The record comes back as $OUT/swizzleperf.db.gz (carry it in .gpu42/ to resume), the tables as
+# $OUT/tritonbench_g_dev_<gpu>.{md,json}, the worker and app logs of rows that did not answer in
+# $OUT/logs.tgz (a call returns 8 files at most).
 set -uo pipefail
 source bench/gpu_setup.sh
 OUT=${OUT:?}
@@ -37,27 +39,30 @@ box)
   ;;
 suite)
   SECONDS_LEFT=${2:?seconds}; RESUME=${3:-}
-  mkdir -p /tmp/w "$OUT/w" "$OUT/logs"
-  [ -n "$RESUME" ] && cp .gpu42/swizzleperf.db /tmp/w/
+  mkdir -p /tmp/w /tmp/logs
+  [ -n "$RESUME" ] && { [ -f .gpu42/swizzleperf.db.gz ] && gunzip -c .gpu42/swizzleperf.db.gz > /tmp/w/swizzleperf.db \
+                          || cp .gpu42/swizzleperf.db /tmp/w/; }
   ARGS=(--apps .tb --files .tb/tritonbench_g_dev.txt --iterations 2 --row-budget 240 --no-ncu)
   [ -n "$RESUME" ] && ARGS=(--resume "$RESUME")
   timeout -s INT -k 30 "$SECONDS_LEFT" swizzleperf eval "${ARGS[@]}" --gpus "${WORKERS:-12}" --workdir /tmp/w \
     --out "$OUT/tritonbench_g_dev_$GPU" > "$OUT/suite.txt" 2>&1
   echo "eval exit $?" >> "$OUT/suite.txt"
-  cp /tmp/w/swizzleperf.db "$OUT/w/"
+  gzip -c /tmp/w/swizzleperf.db > "$OUT/swizzleperf.db.gz"
   python3 - "$OUT" <<'PY'
-import json, shutil, sys
+import json, re, shutil, sys
 from pathlib import Path
 out = Path(sys.argv[1])
-kept = 0
 for table in out.glob("tritonbench_g_dev_*.json"):
     for row in json.loads(table.read_text())["rows"]:
-        if row.get("outcome") in ("tool failure", "app failed") and row.get("log") and kept < 8:
-            log = Path(row["log"])
+        if row.get("outcome") in ("tool failure", "app failed", "timeout") and row.get("log"):
+            log, stem = Path(row["log"]), Path(row["app"]).stem
             if log.exists():
-                shutil.copyfile(log, out / "logs" / f"{Path(row['app']).stem}.log")
-                kept += 1
+                shutil.copyfile(log, Path("/tmp/logs") / f"{stem}.log")
+            for app_log in re.findall(r"/tmp/w/profiles/app-\w+/app\.log", row.get("reason") or ""):
+                if Path(app_log).exists():
+                    shutil.copyfile(app_log, Path("/tmp/logs") / f"{stem}.app.log")
 PY
+  tar czf "$OUT/logs.tgz" -C /tmp logs
   ;;
 esac
 echo "done" >> "$OUT/gpu.txt"
