@@ -253,7 +253,7 @@ def run_gpu_turn(command: list, cwd: Path, env: dict, timeout_s: float, limits: 
     import threading
     from swizzleperf.sandbox import gpu_lock
     process = start(command, cwd, env, limits, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                    stdin=subprocess.PIPE, text=True)
+                    stdin=subprocess.PIPE, text=True, errors="replace")   # bytes that are not UTF-8: no hang
     lines: queue.Queue = queue.Queue()
     errors: list = []
     readers = [threading.Thread(target=lambda: [lines.put(line) for line in process.stdout] + [lines.put(None)],

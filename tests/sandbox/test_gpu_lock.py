@@ -127,3 +127,11 @@ def test_the_wait_for_the_gpu_is_not_the_workers_time_and_the_lock_ends_with_it(
     start = time.monotonic()
     with gpu_lock.exclusive():
         assert time.monotonic() - start < 1.0
+
+
+def test_a_worker_that_prints_bytes_that_are_not_text_still_takes_its_turn(tmp_path, monkeypatch):
+    monkeypatch.setenv(gpu_lock.GPU_LOCK_ENV, str(tmp_path / "locks"))
+    code = ("import sys\nsys.stdout.buffer.write(b'\\xff\\xfe garbage\\n'); sys.stdout.flush()\n"
+            "print(ASK, flush=True)\nsys.stdin.readline()\nprint('timed')")
+    result = _turn(tmp_path, code, timeout_s=20)
+    assert result.returncode == 0 and "timed" in result.stdout
