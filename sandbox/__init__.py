@@ -222,7 +222,7 @@ def run(command: list, cwd: Path, env: dict, timeout_s: float, limits: Limits) -
         subprocess.TimeoutExpired: the command ran past ``timeout_s`` (it has been killed).
     """
     process = start(command, cwd, env, limits, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                    stdin=subprocess.DEVNULL, text=True)
+                    stdin=subprocess.DEVNULL, text=True, errors="replace")   # its bytes need not be UTF-8
     try:
         stdout, stderr = process.communicate(timeout=timeout_s)
     except BaseException:

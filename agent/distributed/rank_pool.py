@@ -120,7 +120,8 @@ class RankPool:
         with open(folder / "supervisor.log", "w") as log:
             try:
                 self._process = sandbox.start(command, folder, env, limits, stdin=subprocess.PIPE,
-                                              stdout=subprocess.PIPE, stderr=log, text=True)
+                                              stdout=subprocess.PIPE, stderr=log, text=True,
+                                              errors="replace")   # a line that is not UTF-8 stops no reader
             except sandbox.Unboxed as exc:
                 raise PoolError(str(exc)) from None
         self._lines = queue.Queue()

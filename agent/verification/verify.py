@@ -14,7 +14,7 @@ from pathlib import Path
 from swizzleperf import sandbox
 from swizzleperf.agent.verification.stages import GPU_ALONE_STAGES
 from swizzleperf.profiling.profiler import WORKER
-from swizzleperf.sandbox import gpu_lock
+from swizzleperf.sandbox import gpu_lock, untrusted
 from swizzleperf.sandbox.paths import absolute_paths
 
 
@@ -93,10 +93,34 @@ def run_worker(request: dict, timeout_s: float, interpret: bool, worker: str = W
         if not out_path.exists():
             return WorkerResult(Verdict.CRASH, f"worker exited with code {proc.returncode} and no "
                                                f"result: {_last_line(proc.stderr)}")
-        raw = json.loads(out_path.read_text())
+        try:
+            result = _read_result(out_path)
+        except (OSError, ValueError, untrusted.UntrustedInput) as exc:   # the folder was the worker's to write
+            return WorkerResult(Verdict.CRASH, f"the worker's result is not one the worker writes: "
+                                               f"{' '.join(str(exc).split())[:300]}")
         for scratch, wanted in outputs:
             if scratch.exists():
                 shutil.copyfile(scratch, wanted)
+    return result
+
+
+#: The largest result file a worker writes (its items' figures included): far above any real one.
+MAX_RESULT_BYTES = 64 << 20
+
+
+def _read_result(path: Path) -> WorkerResult:
+    """A worker's ``result.json``, read as data: it lies in the folder the worker (and so the code
+    under test) may write. Bounded in size and depth, UTF-8, its verdict one of ours.
+
+    Raises:
+        ValueError: not UTF-8, not JSON, or not shaped as a result; UntrustedInput: too big or deep.
+    """
+    text = untrusted.read_bounded(path, MAX_RESULT_BYTES, path.name).decode("utf-8")
+    if untrusted.json_depth(text) > 2 * untrusted.MAX_JSON_DEPTH:
+        raise untrusted.UntrustedInput(f"{path.name} nests deeper than {2 * untrusted.MAX_JSON_DEPTH} levels")
+    raw = json.loads(text)   # NaN kept: a stage may report one
+    if not isinstance(raw, dict) or not isinstance(raw.get("reason"), str) or not isinstance(raw.get("details"), dict):
+        raise ValueError(f"{path.name} is not a worker's result (a verdict, a reason, details)")
     return WorkerResult(Verdict(raw["verdict"]), raw["reason"], raw["details"])
 
 

@@ -270,3 +270,23 @@ def test_ncu_profiles_a_launch_from_inside_the_box(gemm_path):
         pytest.skip("no ncu on this machine")
     raw = ncu.profile_launch(gemm_path, "matmul_kernel", "bfloat16", timeout_s=600)
     assert any("lts__t_sector" in key for key in raw), sorted(raw)[:10]
+
+
+def test_a_candidate_that_prints_bytes_that_are_not_text_gets_a_verdict_not_a_traceback(tmp_path):
+    """Found 2026-12-06: b"\\xff" on the worker's stdout raised UnicodeDecodeError in the agent."""
+    module = tmp_path / "bytes_kernel.py"
+    module.write_text("import sys\nsys.stdout.buffer.write(b'\\xff\\xfe'); sys.stdout.flush()\n"
+                      "sys.stderr.buffer.write(b'\\xff bad\\n'); sys.stderr.flush()\nraise SystemExit(3)\n")
+    result = run_worker({"kernel_path": str(module), "stages": ["permutation"]}, 60, interpret=True)
+    assert result.verdict in (Verdict.CRASH, Verdict.COMPILE_ERROR), result
+
+
+@pytest.mark.parametrize("spoiled", [b"\xff{not json", b"[" * 100000, b'{"verdict": "PASS"}',
+                                     b'{"verdict": "FORGED", "reason": "", "details": {}}'])
+def test_a_result_file_spoiled_in_the_workers_folder_is_a_crash_not_a_traceback(tmp_path, spoiled):
+    """The worker's result.json lies in the folder its code may write (found 2026-12-06: bytes that
+    are not UTF-8 there raised UnicodeDecodeError in the agent)."""
+    module = tmp_path / "spoiling_kernel.py"
+    module.write_text(f"import atexit, sys\natexit.register(lambda: open(sys.argv[2], 'wb').write({spoiled!r}))\n")
+    result = run_worker({"kernel_path": str(module), "stages": ["permutation"]}, 60, interpret=True)
+    assert result.verdict is Verdict.CRASH and "the worker's result is not one the worker writes" in result.reason
