@@ -100,8 +100,35 @@ def run_worker(request: dict, timeout_s: float, interpret: bool, worker: str = W
                                                f"{' '.join(str(exc).split())[:300]}")
         for scratch, wanted in outputs:
             if scratch.exists():
+                why = _not_a_mapping(scratch)
+                if why:   # the folder was the code's to write: nothing of it reaches the run
+                    return WorkerResult(Verdict.CRASH, f"the mapping the worker left is not one it writes: {why}")
                 shutil.copyfile(scratch, wanted)
     return result
+
+
+#: The largest mapping file (program -> tile, int64): 2^27 programs, far above any launch here.
+MAX_MAPPING_BYTES = 1 << 30
+
+
+def _not_a_mapping(path: Path) -> str | None:
+    """Why the ``.npy`` file a worker left is not a program -> tile mapping as the worker writes one
+    (np.save of a 1-D integer array that is a permutation of 0..n-1), or None. Read without
+    pickle, bounded in size: the agent and the simulator load it afterwards."""
+    import numpy as np
+    try:
+        if path.stat().st_size > MAX_MAPPING_BYTES:
+            return f"{path.stat().st_size} bytes, more than {MAX_MAPPING_BYTES}"
+        order = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        return f"not a NumPy array file ({' '.join(str(exc).split())[:200]})"
+    if not isinstance(order, np.ndarray) or order.ndim != 1 or order.dtype.kind not in "iu":
+        return f"a {getattr(order, 'dtype', type(order).__name__)} array of shape {getattr(order, 'shape', '?')}"
+    if order.size and (order.min() < 0 or order.max() >= order.size):
+        return "tile indices outside 0..programs-1"
+    seen = np.zeros(order.size, dtype=bool)
+    seen[order] = True
+    return None if bool(seen.all()) else "not a permutation of the tiles"
 
 
 #: The largest result file a worker writes (its items' figures included): far above any real one.

@@ -290,3 +290,22 @@ def test_a_result_file_spoiled_in_the_workers_folder_is_a_crash_not_a_traceback(
     module.write_text(f"import atexit, sys\natexit.register(lambda: open(sys.argv[2], 'wb').write({spoiled!r}))\n")
     result = run_worker({"kernel_path": str(module), "stages": ["permutation"]}, 60, interpret=True)
     assert result.verdict is Verdict.CRASH and "the worker's result is not one the worker writes" in result.reason
+
+
+@pytest.mark.parametrize("spoil", ["open(path, 'wb').write(b'garbage')",
+                                   "numpy.save(path, numpy.zeros(8, dtype=numpy.int64))",
+                                   "numpy.save(path, numpy.array([0.5, 1.5]))"])
+def test_a_mapping_spoiled_in_the_workers_folder_never_reaches_the_run(tmp_path, gemm_source, spoil):
+    """The mapping a worker saves lies in the folder its code may write; the agent and the simulator
+    load it afterwards: it is checked before it is copied out (found 2026-12-06)."""
+    module = tmp_path / "spoiling_map.py"
+    module.write_text(gemm_source + "\nimport atexit, json, sys, numpy\n"
+                      "def _spoil():\n    path = json.load(open(sys.argv[1]))['mapping_path']\n"
+                      f"    {spoil}\n"
+                      "atexit.register(_spoil)\n")
+    wanted = tmp_path / "run" / "m.npy"
+    wanted.parent.mkdir()
+    result = run_worker({"kernel_path": str(module), "stages": ["permutation"], "problems": ["check"],
+                         "mapping_path": str(wanted)}, 120, interpret=True)
+    assert result.verdict is Verdict.CRASH and "the mapping the worker left is not one it writes" in result.reason
+    assert not wanted.exists()
