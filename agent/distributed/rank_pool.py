@@ -214,9 +214,19 @@ class RankPool:
 
 
 def _read_lines(stream, lines: queue.Queue) -> None:
+    """The supervisor's protocol messages (it runs in the box, beside the ranks' code): a line that
+    is not a JSON object is a broken pool, said in one line, never an exception in this thread."""
     for line in stream:
         if line.startswith(_PROTOCOL):
-            lines.put(json.loads(line[len(_PROTOCOL):]))
+            try:
+                message = json.loads(line[len(_PROTOCOL):])
+            except ValueError as exc:
+                message = exc
+            if not isinstance(message, dict):
+                message = {"event": "failed", "verdict": "CRASH", "broken": True,
+                           "reason": f"the rank pool's supervisor wrote a message that is not a JSON object "
+                                     f"({line[len(_PROTOCOL):][:80].strip()!r})"}
+            lines.put(message)
 
 
 # --------------------------------------------------------------------------- the supervisor

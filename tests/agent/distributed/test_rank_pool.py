@@ -147,3 +147,15 @@ def test_paired_timing_keeps_each_contenders_own_time():
     assert c["c0"]["median_ms"] < c["torch_nccl"]["median_ms"] < c["c1"]["median_ms"]
     # the probe launch, then per round one sample of the reference in each of the two pairs
     assert calls["torch_nccl"] == 1 + 3 * 2 * timing["per_sample"]
+
+
+@pytest.mark.parametrize("line", ['@@rankpool {"verdict": ', "@@rankpool [1, 2]", "@@rankpool \"PASS\""])
+def test_a_protocol_line_that_is_no_json_object_is_a_broken_pool_not_a_dead_reader(line):
+    import io
+    import queue
+    from swizzleperf.agent.distributed.rank_pool import _read_lines
+    lines = queue.Queue()
+    _read_lines(io.StringIO(line + "\n@@rankpool {\"event\": \"ready\"}\nnot the protocol\n"), lines)
+    first, second = lines.get_nowait(), lines.get_nowait()
+    assert first["broken"] and first["verdict"] == "CRASH" and "not a JSON object" in first["reason"]
+    assert second == {"event": "ready"} and lines.empty()
