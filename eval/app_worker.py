@@ -263,19 +263,26 @@ def verdict(report: dict, summary: dict) -> dict:
 
 
 def why_no_gain(report: dict, summary: dict) -> str:
-    """Why no order beat the kernel's own: one wave, not traced, at the roof, no reuse, or none beyond noise."""
+    """Why no order beat the kernel's own: one wave; at the roof; on a GPU, the orders timed there
+    (an untraced kernel's note beside them); not traced; no reuse; or none beyond noise."""
     base, best = report.get("baseline") or {}, report.get("best") or {}
     work = report.get("workload") or {}
     programs, per_wave = work.get("programs"), work.get("programs_per_wave")
     if programs and per_wave and programs <= per_wave and _l2_domains(report.get("hardware")) == 1:
         return (f"under one wave: {programs} programs, {per_wave} run at once ({work.get('wave_note')}) on one "
                 f"L2: every order reads the same tiles in the same window")
-    untraced = [n for n in summary.get("lift_notes", []) if n.startswith("no access model")]
-    if untraced:
-        return f"not traced: {untraced[0][:240]}"
     l2 = base.get("l2_hit_rate")
     if l2 is not None and l2 >= L2_ROOF:
         return f"at the roof: the kernel's own order already hits L2 {l2:.1%} ({base.get('source')})"
+    untraced = [n for n in summary.get("lift_notes", []) if n.startswith("no access model")]
+    timed = [a for a in report.get("attempts") or () if a.get("time_ms") is not None]
+    if timed and base.get("time_ms") is not None:   # on a GPU: the orders themselves were timed
+        names = ", ".join(str(a.get("name")) for a in timed[:4]) + (" ..." if len(timed) > 4 else "")
+        note = f"; the simulator could not rank them (not traced: {untraced[0][:160]})" if untraced else ""
+        return (f"no order beyond noise of the kernel's own: {len(timed)} timed on the GPU ({names}; "
+                f"{report.get('stop_reason')}){note}")
+    if untraced:
+        return f"not traced: {untraced[0][:240]}"
     predicted = [f.get("predicted_l2_hit_rate") for f in (base, best)]
     if None not in predicted and max(predicted) < 1e-3:
         return "no reuse between tiles: predicted L2 0.0% under every order tried (each tile reads data of its own)"

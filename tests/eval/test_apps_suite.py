@@ -170,6 +170,17 @@ def test_a_captured_launch_that_does_not_replay_is_ours_unless_two_replays_disag
     assert row["outcome"] == "refused" and row["reason"].startswith("the captured launch cannot be checked: ")
 
 
+def test_on_a_gpu_the_orders_timed_are_named_before_what_the_simulator_could_not_do():
+    """#42: an attention operator of 2.9 waves on an H100 read "not traced: no access model ..." though
+    its orders had been timed: the row says they were, and which."""
+    report = _measured(1.0, False)
+    report["attempts"] = [{"name": "row-major", "time_ms": 0.39}, {"name": "grouped-m:8", "time_ms": 0.40}]
+    row = app_worker.verdict(report, {"lift_notes": ["no access model: the tracer could not extend ..."]})
+    assert row["reason"] == ("no order beyond noise of the kernel's own: 2 timed on the GPU (row-major, grouped-m:8; "
+                             "iteration budget reached (2)); the simulator could not rank them (not traced: no "
+                             "access model: the tracer could not extend ...)")
+
+
 def test_a_run_that_tried_no_order_says_why_instead_of_0_tried():
     report = _measured(1.0, False)
     report.update(attempts=[], stop_reason="no catalog order differs from the kernel's own: of 9 members, 9 map ...")
