@@ -63,18 +63,10 @@ def shard_weights(dims: tb.LlamaDims, rank: int, world: int, dtype, device, seed
 def _torch_block_funcol(x, w, dims, batch, group_name, world):
     """The torch block through functional collectives, the form torch's micro-pipeline TP rewrites."""
     from torch.distributed import _functional_collectives as funcol
-
-    def gather_matmul(a, b):
-        return torch.matmul(funcol.all_gather_tensor(a, 0, group_name), b)
-
-    def matmul_scatter(a, b):
-        return funcol.reduce_scatter_tensor(torch.matmul(a, b), "sum", 0, group_name)
-    hq, hkv = dims.heads // world, dims.kv_heads // world
-    h = tb._rms_norm(x, w["attn_norm"], dims.eps)
-    attn = tb._attention(gather_matmul(h, w["w_qkv"]), dims, batch, hq, hkv)
-    x = x + matmul_scatter(attn, w["wo"])
-    gate, up = gather_matmul(tb._rms_norm(x, w["mlp_norm"], dims.eps), w["w_gate_up"]).chunk(2, dim=1)
-    return x + matmul_scatter((torch.nn.functional.silu(gate) * up).contiguous(), w["w_down"])
+    return tb.forward_with(
+        x, w, dims, batch, world,
+        lambda a, b, _: torch.matmul(funcol.all_gather_tensor(a, 0, group_name), b),
+        lambda a, b, _: funcol.reduce_scatter_tensor(torch.matmul(a, b), "sum", 0, group_name))
 
 
 def _variants(x, w, dims, batch, group_name, world, cuda: bool) -> tuple:

@@ -334,6 +334,23 @@ def read_bounded(path: str | Path, max_bytes: int, what: str) -> bytes:
     return data
 
 
+def read_json(path: str | Path, max_bytes: int, what: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """JSON that code we do not trust wrote into a file we read back (a hook's profile, a worker's
+    result): at most ``max_bytes``, UTF-8, at most ``max_depth`` deep, then ``json.loads`` with NaN
+    and infinities kept (Python's ``json.dump`` writes them; :func:`loads` refuses them).
+
+    Raises:
+        UntrustedInput: longer than ``max_bytes`` or deeper than ``max_depth``.
+        UnicodeDecodeError, json.JSONDecodeError: not UTF-8, not JSON (both ValueError).
+        OSError: it cannot be read.
+    """
+    text = read_bounded(path, max_bytes, what).decode("utf-8")
+    depth = json_depth(text)   # one linear pass, before json.loads recurses into it
+    if depth > max_depth:
+        raise UntrustedInput(f"{what} nests {depth} levels deep, more than the {max_depth} allowed")
+    return json.loads(text)
+
+
 def load_json_checked(source: str | bytes | Path, model: type[Model], what: str, max_bytes: int,
                       max_depth: int = MAX_JSON_DEPTH) -> Model:
     """A cache, record or results file (a ``Path``) or its text, loaded as JSON within

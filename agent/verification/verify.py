@@ -124,11 +124,8 @@ def _not_a_mapping(path: Path) -> str | None:
         return f"not a NumPy array file ({' '.join(str(exc).split())[:200]})"
     if not isinstance(order, np.ndarray) or order.ndim != 1 or order.dtype.kind not in "iu":
         return f"a {getattr(order, 'dtype', type(order).__name__)} array of shape {getattr(order, 'shape', '?')}"
-    if order.size and (order.min() < 0 or order.max() >= order.size):
-        return "tile indices outside 0..programs-1"
-    seen = np.zeros(order.size, dtype=bool)
-    seen[order] = True
-    return None if bool(seen.all()) else "not a permutation of the tiles"
+    from swizzleperf.agent.verification.probe import is_permutation
+    return None if is_permutation(order.reshape(-1, 1), (order.size,)) else "not a permutation of the tiles"
 
 
 #: The largest result file a worker writes (its items' figures included): far above any real one.
@@ -142,10 +139,7 @@ def _read_result(path: Path) -> WorkerResult:
     Raises:
         ValueError: not UTF-8, not JSON, or not shaped as a result; UntrustedInput: too big or deep.
     """
-    text = untrusted.read_bounded(path, MAX_RESULT_BYTES, path.name).decode("utf-8")
-    if untrusted.json_depth(text) > 2 * untrusted.MAX_JSON_DEPTH:
-        raise untrusted.UntrustedInput(f"{path.name} nests deeper than {2 * untrusted.MAX_JSON_DEPTH} levels")
-    raw = json.loads(text)   # NaN kept: a stage may report one
+    raw = untrusted.read_json(path, MAX_RESULT_BYTES, path.name, 2 * untrusted.MAX_JSON_DEPTH)   # NaN kept
     if not isinstance(raw, dict) or not isinstance(raw.get("reason"), str) or not isinstance(raw.get("details"), dict):
         raise ValueError(f"{path.name} is not a worker's result (a verdict, a reason, details)")
     return WorkerResult(Verdict(raw["verdict"]), raw["reason"], raw["details"])

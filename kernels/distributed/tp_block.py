@@ -112,16 +112,26 @@ def block_forward(x_shard: torch.Tensor, w: dict, dims: LlamaDims, batch: int, g
     dims.check(world_size, tokens)
     if tokens % batch:
         raise ValueError(f"batch must divide the {tokens} tokens, got {batch}")
+    return forward_with(
+        x_shard, w, dims, batch, world_size,
+        lambda a, b, name: ops.all_gather_matmul(a, b, group_name, world_size, configs.get(name, "")),
+        lambda a, b, name: ops.matmul_reduce_scatter(a, b, group_name, world_size, configs.get(name, "")))
+
+
+def forward_with(x_shard: torch.Tensor, w: dict, dims: LlamaDims, batch: int, world_size: int,
+                 gather_matmul, matmul_scatter) -> torch.Tensor:
+    """The block (module docstring) with its two kinds of projection given:
+    ``gather_matmul(a_shard, b, projection)`` (all-gather of the rows, then ``@ b``) and
+    ``matmul_scatter(a, b, projection)`` (``a @ b`` summed over the ranks, this rank's rows), each
+    called with the projection's name (``PROJECTIONS``): :func:`block_forward` gives the ops;
+    bench/tp_block_bench.py torch's functional collectives (the form async-TP rewrites)."""
     hq, hkv = dims.heads // world_size, dims.kv_heads // world_size
     h = _rms_norm(x_shard, w["attn_norm"], dims.eps)
-    qkv = ops.all_gather_matmul(h, w["w_qkv"], group_name, world_size, configs.get("qkv", ""))
-    attn = _attention(qkv, dims, batch, hq, hkv)
-    x = x_shard + ops.matmul_reduce_scatter(attn, w["wo"], group_name, world_size, configs.get("o", ""))
-    h = _rms_norm(x, w["mlp_norm"], dims.eps)
-    gate_up = ops.all_gather_matmul(h, w["w_gate_up"], group_name, world_size, configs.get("gate_up", ""))
-    gate, up = gate_up.chunk(2, dim=1)
+    attn = _attention(gather_matmul(h, w["w_qkv"], "qkv"), dims, batch, hq, hkv)
+    x = x_shard + matmul_scatter(attn, w["wo"], "o")
+    gate, up = gather_matmul(_rms_norm(x, w["mlp_norm"], dims.eps), w["w_gate_up"], "gate_up").chunk(2, dim=1)
     act = (torch.nn.functional.silu(gate) * up).contiguous()
-    return x + ops.matmul_reduce_scatter(act, w["w_down"], group_name, world_size, configs.get("down", ""))
+    return x + matmul_scatter(act, w["w_down"], "down")
 
 
 def reference_forward(x: torch.Tensor, weights: dict, dims: LlamaDims, batch: int) -> torch.Tensor:
