@@ -351,8 +351,9 @@ class DistEvaluator:
         grid, args = self.spec.tile_orders(self.problem, self.world_size, meta)[0]
         return tuple(grid), tuple(args)
 
-    def report_extra(self) -> dict:
-        """report.json's ``distributed`` block: problem, sizes, W, torch + NCCL predicted; measured:
+    def report_extra(self, answer_file: str | None = None) -> dict:
+        """report.json's ``distributed`` block (``answer_file``, the run's answer, is not needed:
+        the confirmation rounds time the answer and its references already): problem, sizes, W, torch + NCCL predicted; measured:
         the references (torch + NCCL, torch's fused op, the GEMM alone, the communication alone,
         the perfect-overlap bound), the confirmation's torch + NCCL, the pool's starts (seconds each)
         and restarts, the GEMM configuration the run started from, where each candidate's time

@@ -388,7 +388,8 @@ def _finish(loop: Loop, graph, config: dict, record: RunRecord, run_id: str, run
     elif status == "finished" and _no_candidate_at_all(state):
         status = NO_CANDIDATE
     row = record.run(run_id)
-    report = build_report(state, row, target.message, loop.evaluator.report_extra())
+    answer = (state.get("best") or {}).get("kernel_file")
+    report = build_report(state, row, target.message, loop.evaluator.report_extra(answer))
     report.update(status=status, run_dir=str(run_dir))
     if signal_name and not state.get("stop_reason"):
         report["stop_reason"] = (f"cut short by {signal_name} (a time limit such as `timeout`, or Ctrl-C) after "

@@ -77,10 +77,11 @@ class Evaluator:
                 "tile_grid": tuple(self.spec.tile_grid(problem, meta)),
                 "swizzle_args": tuple(self.spec.swizzle_args(problem, meta))}
 
-    def report_extra(self) -> dict:
+    def report_extra(self, answer_file: str | None = None) -> dict:
         """report.json's ``workload``: problem, dtype, meta, tile grid, programs per wave; in
-        measured mode, ``library``: the fastest order's launch configurations against the vendor
-        library (``tune_launch``), where the spec declares either."""
+        measured mode, ``library``: the launch configurations of the run's answer (``answer_file``,
+        the best order's kernel file) against the vendor library (``tune_launch``), where the spec
+        declares either."""
         fields, hw = self.context_fields(), self.measurer.target.spec
         occupancy = self.measurer.trace.programs_per_cu
         numerics = {name: dict(self.spec.problems[name]) for name in numerics_problems(self.verify_config.device)}
@@ -90,22 +91,22 @@ class Evaluator:
                               "programs_per_wave": hw.compute_units * occupancy,
                               "wave_note": f"{hw.compute_units} {hw.compute_unit_label}s x {occupancy} "
                                            f"resident per {hw.compute_unit_label} ({hw.name})"}}
-        library = self.tune_launch()
+        library = self.tune_launch(answer_file)
         return {**extra, "library": library} if library else extra
 
-    def tune_launch(self) -> dict | None:
-        """Measured mode: the spec's launch configurations (``launch_configs``) of the order this
-        run timed fastest (the head-to-head's figures where it ran), each checked, timed
-        interleaved with the spec's ``library`` launch (agent/verification/tune_worker.py). ``{kernel_file,
-        verdict, reason, ...the stage's figures}``, or None (simulated, nothing timed, or a spec
-        with neither)."""
+    def tune_launch(self, answer_file: str | None = None) -> dict | None:
+        """Measured mode: the spec's launch configurations (``launch_configs``) of the run's answer
+        (``answer_file``, where this run timed it; else the order it timed fastest, the
+        head-to-head's figures where it ran), each checked, timed interleaved with the spec's
+        ``library`` launch (agent/verification/tune_worker.py). ``{kernel_file, verdict, reason,
+        ...the stage's figures}``, or None (simulated, nothing timed, or a spec with neither)."""
         if self.mode != "measured" or not self._timed or not (
                 self.spec.launch_configs or self.spec.library is not None):
             return None
-        fastest = min(self._timed, key=self._timed.get)
-        request = {"kernel_path": fastest, "stages": ["tune_launch"], "dtype": self.verify_config.dtype}
+        order = answer_file if answer_file in self._timed else min(self._timed, key=self._timed.get)
+        request = {"kernel_path": order, "stages": ["tune_launch"], "dtype": self.verify_config.dtype}
         result = run_worker(request, self.verify_config.timeout_s, interpret=False)
-        selection = {"kernel_file": fastest, "verdict": result.verdict.value, "reason": result.reason,
+        selection = {"kernel_file": order, "verdict": result.verdict.value, "reason": result.reason,
                      **result.details.get("tune_launch", {})}
         if not result.passed:
             return selection

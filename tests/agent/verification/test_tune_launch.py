@@ -138,3 +138,27 @@ def test_the_stage_on_the_gemm(gemm_path):
                          "rounds": 5}, 900, interpret=False)
     assert result.passed, result.reason
     check_tune_figures(result.details["tune_launch"], load_spec(gemm_path).meta, 5)
+
+
+@pytest.mark.parametrize("answer, timed_order", [("/run/answer.py", "/run/answer.py"),
+                                                 (None, "/run/fastest.py"), ("/run/never_timed.py", "/run/fastest.py")])
+def test_the_library_row_runs_the_runs_answer_not_the_order_timed_fastest(monkeypatch, answer, timed_order):
+    """The library row is the answer's: an order that won one selection sample by noise (a tie with
+    the answer in the head-to-head) is not it; without a timed answer, the fastest timed order."""
+    from types import SimpleNamespace
+
+    from swizzleperf.agent.verification import evaluate
+    from swizzleperf.agent.verification.verify import Verdict, WorkerResult
+    requests = []
+
+    def worker(request, timeout_s, interpret):
+        requests.append(request)
+        return WorkerResult(Verdict.TIMEOUT, "stopped here")
+    monkeypatch.setattr(evaluate, "run_worker", worker)
+    evaluator = evaluate.Evaluator.__new__(evaluate.Evaluator)
+    evaluator.measurer = SimpleNamespace(target=SimpleNamespace(mode="measured"),
+                                         spec=SimpleNamespace(launch_configs=[{}], library=object()))
+    evaluator.verify_config = SimpleNamespace(dtype="bfloat16", timeout_s=5)
+    evaluator._timed = {"/run/answer.py": 3.10, "/run/fastest.py": 3.04, "/run/baseline.py": 4.4}
+    library = evaluator.tune_launch(answer)
+    assert requests[0]["kernel_path"] == timed_order and library["kernel_file"] == timed_order
