@@ -13,6 +13,11 @@
 #                                         SIGINT after SECONDS (finished rows kept); EVAL_ID resumes
 #                                         the eval whose record was carried in .gpu42/swizzleperf.db
 #                                         (or .db.gz: the carry is 64 MiB in all)
+#   bash bench/gpu_round42.sh rows SECONDS FILE...
+#                                         the same `eval --apps` over the named operators only (a fresh
+#                                         eval, its own record), each first run plain under
+#                                         compute-sanitizer (memcheck) to tell the operator's own invalid
+#                                         accesses from ours: $OUT/sanitizer_<file>.txt
 # The record comes back as $OUT/swizzleperf.db.gz (carry it in .gpu42/ to resume), the tables as
 # $OUT/tritonbench_g_dev_<gpu>.{md,json}, the worker and app logs of rows that did not answer in
 # $OUT/logs.tgz (a call returns 8 files at most).
@@ -63,6 +68,19 @@ for table in out.glob("tritonbench_g_dev_*.json"):
                     shutil.copyfile(app_log, Path("/tmp/logs") / f"{stem}.app.log")
 PY
   tar czf "$OUT/logs.tgz" -C /tmp logs
+  ;;
+rows)
+  SECONDS_LEFT=${2:?seconds}; shift 2
+  mkdir -p /tmp/wr; printf '%s\n' "$@" > /tmp/wr/rows.txt
+  CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  for f in "$@"; do
+    (cd .tb && timeout 120 nice -n 10 "$CS" --tool memcheck --print-limit 3 python3 "$f" 2>&1 | head -c 8000 \
+       > "$OUT/sanitizer_${f%.py}.txt"; echo "exit ${PIPESTATUS[0]}" >> "$OUT/sanitizer_${f%.py}.txt") &
+  done
+  timeout -s INT -k 30 "$SECONDS_LEFT" swizzleperf eval --apps .tb --files /tmp/wr/rows.txt --iterations 2 \
+    --row-budget 240 --no-ncu --gpus "${WORKERS:-2}" --workdir /tmp/wr --out "$OUT/rows_$GPU" > "$OUT/rows.txt" 2>&1
+  echo "eval exit $?" >> "$OUT/rows.txt"
+  wait
   ;;
 esac
 echo "done" >> "$OUT/gpu.txt"

@@ -224,6 +224,7 @@ def _optimize(app: str, workdir: Path, iterations: int, left, row: _Row, hw: str
 
 def verdict(report: dict, summary: dict) -> dict:
     """The row's outcome and figures from a finished run's report (and user_kernel.finish's summary)."""
+    from swizzleperf.agent.verification.bounds import OUTSIDE_ITS_TENSORS
     from swizzleperf.agent.verification.stages import NOT_REPRODUCIBLE
     base, best = report.get("baseline") or {}, report.get("best") or {}
     work = report.get("workload") or {}
@@ -234,8 +235,10 @@ def verdict(report: dict, summary: dict) -> dict:
               "best_ms": best.get("time_ms"), "best_spread_ms": best.get("time_spread_ms")}
     if work.get("programs") and work.get("programs_per_wave"):
         fields["waves"] = _round(work["programs"] / work["programs_per_wave"])
-    if base.get("verdict") not in (None, "PASS") and NOT_REPRODUCIBLE in (report.get("stop_reason") or ""):
-        # two replays of the captured launch disagree with each other: the kernel, not the capture
+    stop_reason = report.get("stop_reason") or ""
+    if base.get("verdict") not in (None, "PASS") and (NOT_REPRODUCIBLE in stop_reason or OUTSIDE_ITS_TENSORS in stop_reason):
+        # two replays of the captured launch disagree with each other, or the launch reaches outside
+        # its tensors under checked accesses: the kernel, not the capture
         return {**fields, "outcome": "refused",
                 "reason": f"the captured launch cannot be checked: {report.get('stop_reason')}"}
     if base.get("verdict") not in (None, "PASS"):   # the captured launch does not replay as captured: ours

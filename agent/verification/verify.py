@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from swizzleperf import sandbox
+from swizzleperf.agent.verification.bounds import OUTSIDE_ITS_TENSORS
 from swizzleperf.agent.verification.stages import GPU_ALONE_STAGES
 from swizzleperf.profiling.profiler import WORKER
 from swizzleperf.sandbox import gpu_lock, untrusted
@@ -227,12 +228,36 @@ def verify(kernel_path: Path, mapping_path: Path, config: VerifyConfig, time_it:
             "reference_path": str(reference_path) if reference_path else None,
             "prove": prove}   # False: a guarded kernel, its order already checked (agent/verification/prove.py)
     if config.device == "cpu":
-        return run_worker({**base, "stages": ["permutation", "all_grids", "numerics"],
-                           "numerics_problems": numerics_problems("cpu")}, config.timeout_s, interpret=True)
+        result = run_worker({**base, "stages": ["permutation", "all_grids", "numerics"],
+                             "numerics_problems": numerics_problems("cpu")}, config.timeout_s, interpret=True)
+        return with_bounds_finding(result, "all_grids", base, config)
     result = run_worker({**base, "stages": ["permutation", "all_grids"]}, config.timeout_s, interpret=True)
     if not result.passed:
         return result
     stages = ["compiled_permutation", "numerics"] + (["timing"] if time_it else [])
     compiled = run_worker({**base, "stages": stages, "numerics_problems": numerics_problems(config.device)},
                           config.timeout_s, interpret=False)
+    compiled = with_bounds_finding(compiled, "compiled_permutation", base, config)
     return WorkerResult(compiled.verdict, compiled.reason, {**result.details, **compiled.details})
+
+
+#: The most a bounds check after a numerics failure may take (s): a diagnosis, not a stage of its own.
+BOUNDS_TIMEOUT_S = 120.0
+
+
+def with_bounds_finding(result: WorkerResult, before: str, base: dict, config: VerifyConfig) -> WorkerResult:
+    """``result`` of a worker whose numerics failed (the stage ``before`` it passed, numerics did
+    not; or the worker died) with, where the ``check`` launch reaches outside its tensors under
+    the interpreter's checked accesses (the worker's ``bounds`` stage), that finding appended: the
+    kernel, not the order, is then at fault (a GPU replay faulted or read other bytes than the app's
+    run). Unchanged otherwise, or where the check itself fails or takes over BOUNDS_TIMEOUT_S."""
+    died = result.verdict is Verdict.CRASH
+    numerics_failed = (result.verdict in (Verdict.MISMATCH, Verdict.RUNTIME_ERROR) and before in result.details
+                       and "numerics" not in result.details)
+    if not (died or numerics_failed):
+        return result
+    checked = run_worker({**base, "stages": ["bounds"]}, min(config.timeout_s, BOUNDS_TIMEOUT_S), interpret=True)
+    if checked.verdict is Verdict.MISMATCH and OUTSIDE_ITS_TENSORS in checked.reason:
+        return WorkerResult(result.verdict, f"{result.reason}; under Triton's interpreter with every access "
+                                            f"checked: {checked.reason}", result.details)
+    return result

@@ -215,6 +215,26 @@ def _raise_if_not_reproducible(spec, problem, seed, device, dtype, meta, first: 
                                            f"two runs): {NOT_REPRODUCIBLE}")
 
 
+def _stage_bounds(module, spec, request: dict) -> dict:
+    """Under the interpreter: the ``check`` problem's launch (first seed, on the CPU) with every
+    access checked against its tensors (agent/verification/bounds.py); MISMATCH naming the first
+    access outside them. Run after a numerics failure (agent/verification/verify.py): a kernel that
+    reaches outside its tensors fails for that reason, whatever the order."""
+    from swizzleperf.agent.verification.bounds import checked_accesses, outside_finding
+    problem, meta = spec.problems["check"], _meta(spec, "check", request)
+    inputs = spec.make_inputs(problem, request["seeds"][0], "cpu", request["dtype"])
+    poison(inputs[spec.output_name])
+    try:
+        with checked_accesses():
+            spec.launch(inputs, **meta)
+    except Exception as exc:
+        found = outside_finding(exc)
+        if found is None:
+            raise
+        raise StageFailure("MISMATCH", found) from None
+    return {"outside": None}
+
+
 # -- timing and profiling ---------------------------------------------------------------------
 
 def _stage_timing(module, spec, request: dict) -> dict:
@@ -338,7 +358,7 @@ def _stage_trace(module, spec, request: dict) -> dict:
 STAGES = {"permutation": _stage_permutation, "all_grids": _stage_all_grids,
           "compiled_permutation": _stage_compiled_permutation, "numerics": _stage_numerics,
           "timing": _stage_timing, "run_once": _stage_run_once, "compare": _stage_compare,
-          "trace": _stage_trace, "tune_launch": stage_tune_launch}
+          "trace": _stage_trace, "tune_launch": stage_tune_launch, "bounds": _stage_bounds}
 
 
 if __name__ == "__main__":

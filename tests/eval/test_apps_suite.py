@@ -170,6 +170,19 @@ def test_a_captured_launch_that_does_not_replay_is_ours_unless_two_replays_disag
     assert row["outcome"] == "refused" and row["reason"].startswith("the captured launch cannot be checked: ")
 
 
+def test_a_captured_launch_reaching_outside_its_tensors_is_refused_with_where():
+    from swizzleperf.agent.verification.bounds import OUTSIDE_ITS_TENSORS
+    report = _measured(1.0, False)
+    report["baseline"]["verdict"] = "RUNTIME_ERROR"
+    report["stop_reason"] = ("the unmodified kernel fails verification: RUNTIME_ERROR: AcceleratorError: CUDA error: "
+                             "an illegal memory access was encountered")
+    assert app_worker.verdict(report, {"lift_notes": []})["outcome"] == "tool failure"
+    report["stop_reason"] += (f"; under Triton's interpreter with every access checked: {OUTSIDE_ITS_TENSORS}: the load "
+                              f"at line 174 of rotary_emb_nopad.py (fused_rotary_embedding_kernel_v2)")
+    row = app_worker.verdict(report, {"lift_notes": []})
+    assert row["outcome"] == "refused" and "the load at line 174 of rotary_emb_nopad.py" in row["reason"]
+
+
 def test_on_a_gpu_the_orders_timed_are_named_before_what_the_simulator_could_not_do():
     """#42: an attention operator of 2.9 waves on an H100 read "not traced: no access model ..." though
     its orders had been timed: the row says they were, and which."""

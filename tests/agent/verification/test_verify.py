@@ -380,3 +380,29 @@ def test_a_mismatch_says_whether_two_runs_on_the_same_inputs_agree(tmp_path, shi
     assert (NOT_REPRODUCIBLE in result.reason) is not reproducible, result.reason
     if not reproducible:
         assert "a second run of the same launch on the same inputs leaves y otherwise" in result.reason
+
+
+# A launch that hands the kernel a `scale` half as long as the kernel reads (TritonBench-G's
+# token_attn_reduceV and rotary_emb_nopad read outside their tensors; on an H100, 2026-12-06, their
+# replays read other bytes than the app's run, or faulted).
+SHORT_SCALE = '''
+import dataclasses
+_launch = SPEC.launch
+def _launch_short(inputs, **meta):
+    _launch({**inputs, "scale": inputs["scale"][: inputs["scale"].numel() // 2].clone()}, **meta)
+SPEC = dataclasses.replace(SPEC, launch=_launch_short)
+'''
+
+
+def test_a_numerics_failure_of_a_kernel_reaching_outside_its_tensors_says_where(tmp_path):
+    from swizzleperf.agent.verification.bounds import OUTSIDE_ITS_TENSORS
+    elementwise = Path(__file__).resolve().parents[3] / "kernels" / "elementwise.py"
+    path = tmp_path / "elementwise_short.py"
+    path.write_text(elementwise.read_text() + SHORT_SCALE)
+    result = verify(path, tmp_path / "map.npy", VerifyConfig(device="cpu", seeds=(1,)))
+    assert result.verdict in (Verdict.MISMATCH, Verdict.CRASH), result.reason
+    assert f"under Triton's interpreter with every access checked: {OUTSIDE_ITS_TENSORS}: the load at line" in result.reason
+    assert "(bias_gelu_kernel)" in result.reason and "of scale_ptr's storage, which has 50 elements" in result.reason
+    plain = tmp_path / "elementwise.py"
+    plain.write_text(elementwise.read_text())
+    assert verify(plain, tmp_path / "map2.npy", VerifyConfig(device="cpu", seeds=(1,))).passed
