@@ -97,11 +97,19 @@ ALLOW_UNBOXED_ENV = "SWIZZLEPERF_ALLOW_UNBOXED_WRITES"
 # linux/sched.h, linux/prctl.h, linux/capability.h, sys/mount.h
 _CLONE_NEWNS, _CLONE_NEWUSER, _CLONE_NEWPID, _CLONE_NEWNET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS = 1, 4, 24, 38
+_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 #: What reads another process's /proc entries even when it is non-dumpable: CAP_SYS_PTRACE, and
 #: CAP_PERFMON (seen on Linux 6.18: with only SYS_PTRACE dropped a root worker still read them);
 #: CAP_CHECKPOINT_RESTORE reads /proc/<pid>/map_files.
 _CAPS_OTHER_PROCESSES = (19, 38, 40)
 _CAP_SYS_ADMIN = 21
+#: What reaches past read-only mounts (issue #41, round three: a root worker kept them): opening any
+#: inode of the scratch's file system by handle through the scratch's writable mount
+#: (CAP_DAC_READ_SEARCH, ``open_by_handle_at``: it appended to a file outside), making device nodes
+#: (CAP_MKNOD), files the agent cannot remove afterwards (CAP_LINUX_IMMUTABLE: the agent's clean-up
+#: of the worker's folder raised), kernel modules, raw I/O, BPF, the clock, reboot, the MAC policy,
+#: the kernel log. Dropped for every command whose writes the box keeps to its folders.
+_CAPS_PAST_THE_MOUNTS = (2, 9, 16, 17, 22, 25, 27, 32, 33, 34, 39)
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 2, 4, 8, 0x4000, 1 << 18
 _BOX_PREFIX = "swizzleperf-box: "
 
@@ -224,11 +232,14 @@ def run(command: list, cwd: Path, env: dict, timeout_s: float, limits: Limits) -
     process = start(command, cwd, env, limits, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                     stdin=subprocess.DEVNULL, text=True, errors="replace")   # its bytes need not be UTF-8
     try:
-        stdout, stderr = process.communicate(timeout=timeout_s)
-    except BaseException:
-        _kill_group(process)
-        raise
-    _kill_group(process)  # what it left behind in its group (in a PID namespace: already gone)
+        try:
+            stdout, stderr = process.communicate(timeout=timeout_s)
+        except BaseException:
+            _kill_group(process)
+            raise
+        _kill_group(process)  # what it left behind in its group (in a PID namespace: already gone)
+    finally:
+        removable(limits.writable)
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
@@ -292,6 +303,7 @@ def run_gpu_turn(command: list, cwd: Path, env: dict, timeout_s: float, limits: 
             process.wait()
             for reader in readers:
                 reader.join(timeout=5)
+            removable(limits.writable)
     return subprocess.CompletedProcess(command, process.returncode, "".join(out), "".join(errors))
 
 
@@ -332,6 +344,50 @@ def _cache_env(writable: list) -> dict:
     return {"TRITON_HOME": str(caches), "TRITON_CACHE_DIR": str(caches / "triton"),
             "CUDA_CACHE_PATH": str(caches / "nv"), "XDG_CACHE_HOME": str(caches),
             "TORCHINDUCTOR_CACHE_DIR": str(caches / "torchinductor")}
+
+
+#: How deep a folder a boxed command leaves may nest below its writable path: the caches Triton
+#: and torch write there nest 4 levels; shutil.rmtree (Python before 3.13) recurses once a level,
+#: so a tree of 3 000 nested folders raised RecursionError in the caller's clean-up (round three).
+MAX_LEFT_DEPTH = 12
+
+
+def removable(writable: tuple | None) -> None:
+    """What a boxed command left beneath ``writable`` made removable by ``shutil.rmtree`` (and so
+    by ``tempfile.TemporaryDirectory``): folders nested deeper than ``MAX_LEFT_DEPTH`` are moved up
+    to the top (renamed, never followed: a link stays a link), folders it made unreadable readable
+    again. Iterative; best effort (what cannot be moved is left)."""
+    for top in writable or ():
+        top = os.path.realpath(top)
+        if not os.path.isdir(top):
+            continue
+        stack, moved = [(top, 0)], 0
+        while stack:
+            folder, depth = stack.pop()
+            for entry in _entries(folder):
+                if not entry.is_dir(follow_symlinks=False):
+                    continue
+                if depth + 1 < MAX_LEFT_DEPTH:
+                    stack.append((entry.path, depth + 1))
+                    continue
+                moved += 1
+                target = os.path.join(top, f".nested-{moved}")
+                with contextlib.suppress(OSError):
+                    os.rename(entry.path, target)
+                    stack.append((target, 1))
+
+
+def _entries(folder: str) -> list:
+    for attempt in range(2):
+        try:
+            return list(os.scandir(folder))
+        except PermissionError:
+            if attempt == 0:
+                with contextlib.suppress(OSError):
+                    os.chmod(folder, 0o700)
+        except OSError:
+            break
+    return []
 
 
 def _kill_group(process: subprocess.Popen) -> None:
@@ -614,26 +670,54 @@ def _fresh_proc(libc) -> None:
 
 
 def _harden(libc, options: dict) -> None:
-    """Drop what would read other processes (and, with ``drop_admin``, what would un-mount the
-    fresh ``/proc`` or remount the file system writable) from the bounding set: gone after exec;
-    no privileges gained by exec either. Each step where permitted (without CAP_SETPCAP the
-    bounding set is left as it is). Then, with ``fs`` "landlock", Landlock; with "mounts" and
-    CAP_SYS_ADMIN kept, Landlock as well where the kernel has it (no remount then).
+    """Drop what would read other processes (and, with ``drop_admin``, every capability: a
+    verification worker needs none; else, where the file system is boxed, what reaches past
+    read-only mounts, ``_CAPS_PAST_THE_MOUNTS``) from the bounding set, and the inheritable and
+    ambient sets: gone after exec; no privileges gained by exec either. Each step where permitted
+    (without CAP_SETPCAP the bounding set is left as it is). Then, with ``fs`` "landlock",
+    Landlock; with "mounts", Landlock as well where the kernel has it (no remount, no write to a
+    block device).
 
     Raises:
         OSError: Landlock was asked for and could not be set up.
     """
-    for cap in _CAPS_OTHER_PROCESSES + ((_CAP_SYS_ADMIN,) if options.get("drop_admin") else ()):
-        libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
-    libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     fs = options.get("fs", "none")
+    caps = _CAPS_OTHER_PROCESSES + ((_CAP_SYS_ADMIN,) if options.get("drop_admin") else ())
+    if fs != "none":
+        caps += _CAPS_PAST_THE_MOUNTS
+    if options.get("drop_admin"):   # a verification worker needs no capability at all
+        caps = tuple(range(_last_cap() + 1))
+    for cap in caps:
+        libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
+    # root's exec grants the bounding set and the inheritable set: the latter cleared, ambient too
+    libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    _clear_inheritable(libc)
+    libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     if fs == "landlock":   # /proc is the host's: only this process's own entries (it execs in place)
-        filesystem.restrict_writes(options["writable"], (os.path.realpath("/proc/self"),))
-    elif fs == "mounts" and not options.get("drop_admin") and filesystem.landlock_abi():
+        filesystem.restrict_writes(options["writable"], (os.path.realpath("/proc/self"),),
+                                   scoped=bool(options.get("drop_admin")))
+    elif fs == "mounts" and filesystem.landlock_abi():
+        # Landlock over the mounts as well: block devices (a disk) stay writable on a read-only
+        # mount to whoever owns them (root), and a profiler keeps CAP_SYS_ADMIN
         own = ["/dev/shm"] if os.path.isdir("/dev/shm") else []   # the box's fresh one
         # and its fresh /proc (its kernel settings read-only mounts): CUDA names its threads there,
         # in every process of the box (ncu's target is ncu's child)
-        filesystem.restrict_writes(options["writable"] + own, ("/proc",))
+        filesystem.restrict_writes(options["writable"] + own, ("/proc",), scoped=bool(options.get("drop_admin")))
+
+
+def _clear_inheritable(libc) -> None:
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)   # _LINUX_CAPABILITY_VERSION_3, this process
+    data = (ctypes.c_uint32 * 6)()                  # effective, permitted, inheritable; twice
+    if libc.capget(header, data) == 0 and (data[2] or data[5]):
+        data[2] = data[5] = 0
+        libc.capset(header, data)
+
+
+def _last_cap() -> int:
+    try:
+        return int(Path("/proc/sys/kernel/cap_last_cap").read_text())
+    except (OSError, ValueError):
+        return 40
 
 
 def _say(text: str) -> None:

@@ -49,6 +49,7 @@ _CREATE_RULESET_VERSION, _RULE_PATH_BENEATH = 1, 1
 _WRITE_FILE, _REMOVE_DIR, _REMOVE_FILE, _MAKE_CHAR, _MAKE_DIR = 1 << 1, 1 << 4, 1 << 5, 1 << 6, 1 << 7
 _MAKE_REG, _MAKE_SOCK, _MAKE_FIFO, _MAKE_BLOCK, _MAKE_SYM = 1 << 8, 1 << 9, 1 << 10, 1 << 11, 1 << 12
 _REFER, _TRUNCATE = 1 << 13, 1 << 14     # ABI 2, ABI 3
+_SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1 << 0, 1 << 1   # ABI 6 (Linux 6.12)
 _WRITES_V1 = (_WRITE_FILE | _REMOVE_DIR | _REMOVE_FILE | _MAKE_CHAR | _MAKE_DIR | _MAKE_REG | _MAKE_SOCK
               | _MAKE_FIFO | _MAKE_BLOCK | _MAKE_SYM)
 #: Folders of /dev whose files are not devices (shared memory, message queues, huge pages): their
@@ -186,11 +187,14 @@ def landlock_abi() -> int:
     return max(int(version), 0)
 
 
-def restrict_writes(writable: list, files_beneath: tuple = ()) -> None:
+def restrict_writes(writable: list, files_beneath: tuple = (), scoped: bool = False) -> None:
     """Restrict this process, and everything it starts, by Landlock: no write of any kind but
     beneath ``writable`` (and writing the character devices under ``/dev``, and writing the
     existing files beneath ``files_beneath``: the process's own ``/proc`` entries, where CUDA
-    names its threads). Needs ``no_new_privs`` (or CAP_SYS_ADMIN).
+    names its threads). Needs ``no_new_privs`` (or CAP_SYS_ADMIN). With ``scoped`` (where the
+    kernel has Landlock's scopes, ABI 6: Linux 6.12), no signal to a process outside the
+    restricted ones and no connection to an abstract unix socket one of them did not bind: where
+    the box has no PID namespace, candidate code could otherwise stop or kill the agent.
 
     Raises:
         OSError: no Landlock here, or a rule or the restriction failed.
@@ -201,8 +205,12 @@ def restrict_writes(writable: list, files_beneath: tuple = ()) -> None:
     handled = _WRITES_V1 | (_REFER if abi >= 2 else 0) | (_TRUNCATE if abi >= 3 else 0)
     file_rights = handled & (_WRITE_FILE | _TRUNCATE)
     syscall = _syscall()
-    attr = ctypes.c_uint64(handled)     # struct landlock_ruleset_attr, its first field only
-    ruleset = syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(8), ctypes.c_uint32(0))
+    if scoped and abi >= 6:   # struct landlock_ruleset_attr: handled fs, handled net, scoped
+        attr = (ctypes.c_uint64 * 3)(handled, 0, _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL)
+    else:                     # its first field only
+        attr = (ctypes.c_uint64 * 1)(handled)
+    ruleset = syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)),
+                      ctypes.c_uint32(0))
     if ruleset < 0:
         raise _errno("creating a Landlock ruleset")
     try:

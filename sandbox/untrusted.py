@@ -28,7 +28,9 @@ from __future__ import annotations
 import ast
 import io
 import json
+import os
 import re
+import stat
 import tokenize
 import zlib
 from collections.abc import Iterable, Iterator
@@ -321,13 +323,25 @@ def _unzstd(stream: Iterable[bytes], what: str) -> Iterator[bytes]:
 
 # ------------------------------------------------------------------------ files read at run time
 def read_bounded(path: str | Path, max_bytes: int, what: str) -> bytes:
-    """The bytes of ``path``, at most ``max_bytes`` of them read.
+    """The bytes of ``path``, at most ``max_bytes`` of them read; only a regular file (a named
+    pipe, a terminal or a device, where code we do not trust left a link to one, such as
+    ``/proc/self/fd/0``, would block the agent for ever or never end: opened without blocking
+    and refused).
 
     Raises:
-        UntrustedInput: the file is longer than ``max_bytes``.
+        UntrustedInput: the file is longer than ``max_bytes``, or not a regular file.
         OSError: it cannot be read.
     """
-    with open(path, "rb") as handle:
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except OSError:
+        os.close(fd)
+        raise
+    if not regular:
+        os.close(fd)
+        raise UntrustedInput(f"{what} ({path}) is not a regular file")
+    with open(fd, "rb") as handle:
         data = handle.read(max_bytes + 1)
     if len(data) > max_bytes:
         raise UntrustedInput(f"{what} ({path}) is longer than the {max_bytes} bytes allowed")

@@ -141,7 +141,8 @@ def _read_result(path: Path) -> WorkerResult:
         ValueError: not UTF-8, not JSON, or not shaped as a result; UntrustedInput: too big or deep.
     """
     raw = untrusted.read_json(path, MAX_RESULT_BYTES, path.name, 2 * untrusted.MAX_JSON_DEPTH)   # NaN kept
-    if not isinstance(raw, dict) or not isinstance(raw.get("reason"), str) or not isinstance(raw.get("details"), dict):
+    if (not isinstance(raw, dict) or not isinstance(raw.get("verdict"), str) or not isinstance(raw.get("reason"), str)
+            or not isinstance(raw.get("details"), dict)):
         raise ValueError(f"{path.name} is not a worker's result (a verdict, a reason, details)")
     return WorkerResult(Verdict(raw["verdict"]), raw["reason"], raw["details"])
 

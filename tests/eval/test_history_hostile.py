@@ -109,3 +109,36 @@ def test_a_record_with_text_for_a_figure_and_deep_metrics_still_loads(tmp_path):
     run, it = history.load_run(None, str(tmp_path))
     assert run["objective"] == "L2 hit rate" and it.best_so_far.tolist()[:2] == [0.5, 0.7]
     assert history.summary(it).roof.tolist() == ["", "", ""]
+
+
+@pytest.mark.parametrize("make", ["fifo", "folder", "link to stdin"])
+def test_a_report_that_is_a_pipe_a_folder_or_the_terminal_is_one_line_not_a_hang(tmp_path, make):
+    """A named pipe for report.json (or a link to /proc/self/fd/0) blocked the loader for ever; a
+    folder raised IsADirectoryError from load_run (round three of #41)."""
+    import os
+    _run_folder(tmp_path, "20261124-000000-aaaa")
+    folder = _run_folder(tmp_path, "20261124-000001-bbbb")
+    report = folder / "report.json"
+    report.unlink()
+    {"fifo": lambda: os.mkfifo(report), "folder": report.mkdir,
+     "link to stdin": lambda: report.symlink_to("/proc/self/fd/0")}[make]()
+    stdin_r, stdin_w = os.pipe()   # a stdin nobody writes
+    saved = os.dup(0)
+    os.dup2(stdin_r, 0)
+    import signal
+
+    def hung(*_):
+        raise TimeoutError("the loader hung")
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(30)
+    try:
+        with pytest.raises(history.HistoryError, match="not a regular file"):
+            history.load_run(str(folder))
+        loaded, failed = history.load_runs(str(tmp_path))
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+        os.dup2(saved, 0)
+        for fd in (saved, stdin_r, stdin_w):
+            os.close(fd)
+    assert list(loaded) == ["20261124-000000-aaaa"] and len(failed) == 1 and "\n" not in failed[0]

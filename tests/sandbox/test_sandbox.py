@@ -282,6 +282,7 @@ def test_a_candidate_that_prints_bytes_that_are_not_text_gets_a_verdict_not_a_tr
 
 
 @pytest.mark.parametrize("spoiled", [b"\xff{not json", b"[" * 100000, b'{"verdict": "PASS"}',
+                                     b'{"reason": "", "details": {}}', b'{"verdict": ["PASS"], "reason": "", "details": {}}',
                                      b'{"verdict": "FORGED", "reason": "", "details": {}}'])
 def test_a_result_file_spoiled_in_the_workers_folder_is_a_crash_not_a_traceback(tmp_path, spoiled):
     """The worker's result.json lies in the folder its code may write (found 2026-12-06: bytes that
