@@ -65,33 +65,42 @@ def gemm_cublas() -> str:
             f"({min(r[3] for r in h200):.3f}-{max(r[3] for r in h200):.3f}x), each run timing both interleaved, "
             f"launch by launch; the gain exceeds the interquartile range of our time in {beyond} of the "
             f"{len(every)}, **a tie within it in the other {len(every) - beyond}**. " + _optimize_gemm()
-            + " ([`optimize_gemm_h100.md`](bench/results/optimize_gemm_h100.md), "
-              "[`optimize_gemm_h200.md`](bench/results/optimize_gemm_h200.md), "
-              "[`rank_gemm_hopper/`](bench/results/rank_gemm_hopper/))")
+            + " ([`rank_gemm_hopper/`](bench/results/rank_gemm_hopper/))")
+
+
+#: `swizzleperf optimize kernels/gemm.py`'s report per GPU: the newest committed run of each
+OPTIMIZE_GEMM = {"H100": RESULTS / "main_job_h100" / "report_h100.json", "H200": RESULTS / "optimize_gemm_h200.json"}
 
 
 def _optimize_gemm() -> str:
-    """`swizzleperf optimize kernels/gemm.py`'s own library figures (one run per GPU): the best of
-    its launch configurations is picked in the rounds that report it, so the kernel's own
-    configuration in those rounds is the figure that stands; within the larger interquartile
-    range of the two, a tie."""
-    parts, counts = [], []
-    for gpu in ("h100", "h200"):
-        lib = json.loads((RESULTS / f"optimize_gemm_{gpu}.json").read_text())["library"]
-        counts.append(f"{len((lib.get('selection') or lib).get('configs') or [])} ({gpu.upper()})")
+    """`swizzleperf optimize kernels/gemm.py`'s own library figures (one run per GPU). A report
+    whose library row was confirmed in fresh rounds with per-round ratios gives cuBLAS / ours
+    paired per round with its spread, for the kernel's own configuration and the chosen one; an
+    older report (its best configuration picked in the rounds that report it) gives the kernel's own
+    configuration in those rounds as the figure that stands. Within its spread, a tie."""
+    sentences = []
+    for gpu, path in OPTIMIZE_GEMM.items():
+        lib = json.loads(path.read_text())["library"]
+        link = f"[`{path.relative_to(RESULTS).as_posix()}`](bench/results/{path.relative_to(RESULTS).as_posix()})"
+        tried = len((lib.get("selection") or lib).get("configs") or [])
+        paired = [c for c in lib.get("configs") or [] if c.get("library_ratio") is not None]
+        if lib.get("selection") and len(paired) == 2:
+            own, chosen = paired
+            said = [f"{c['library_ratio']:.3f}x ± {c['library_ratio_spread']:.3f} "
+                    f"({'beyond the paired spread' if c['library_ratio'] - 1 > c['library_ratio_spread'] else 'a tie inside the paired spread'})"
+                    for c in (own, chosen)]
+            sentences.append(f"`swizzleperf optimize` on the {gpu} ({link}), its library row confirmed in "
+                             f"{lib['rounds']} fresh rounds of another process apart from the rounds that chose "
+                             f"the configuration, cuBLAS / ours paired per round: {said[0]} with the kernel's own "
+                             f"launch configuration, {said[1]} with the one chosen from {tried} timed.")
+            continue
         gain, noise = lib["library_ms"] - lib["default_ms"], max(lib["default_spread_ms"], lib["library_spread_ms"])
-        parts.append((gpu.upper(), lib["library_ms"] / lib["best_ms"], lib["library_ms"] / lib["default_ms"],
-                      "a tie inside the spread" if abs(gain) <= noise else "beyond the spread"))
-    best = " and ".join(f"{x:.3f}x ({g})" for g, x, _, _ in parts)
-    own = ", ".join(f"{x:.3f}x on the {g} ({said})" for g, _, x, said in parts)
-    if all("selection" in json.loads((RESULTS / f"optimize_gemm_{g}.json").read_text())["library"]
-           for g in ("h100", "h200")):   # reports since the confirmation rounds (agent/verification/evaluate.py)
-        return (f"`swizzleperf optimize`'s own report: the launch configuration chosen from {' and '.join(counts)} "
-                f"timed, confirmed in fresh rounds of another process, {best}; the kernel's own configuration "
-                f"in those rounds {own}.")
-    return (f"The {best} of `swizzleperf optimize`'s own report is the best of {' and '.join(counts)} launch "
-            f"configurations chosen in the same rounds that report it, not confirmed in fresh rounds; the "
-            f"kernel's own configuration in those rounds gave {own}.")
+        sentences.append(f"On the {gpu} ({link}, an earlier run) the {lib['library_ms'] / lib['best_ms']:.3f}x of "
+                         f"its report is the best of {tried} launch configurations chosen in the same rounds that "
+                         f"report it, not confirmed; the kernel's own configuration in those rounds gave "
+                         f"{lib['library_ms'] / lib['default_ms']:.3f}x "
+                         f"({'a tie inside the spread' if abs(gain) <= noise else 'beyond the spread'}).")
+    return " ".join(sentences)
 
 
 # --------------------------------------------------------------------------- the measured optimize
