@@ -436,6 +436,7 @@ def eval_command(
     gpus: str = typer.Option("1", "--gpus", help="Worker processes, each pinned to one GPU (CUDA_VISIBLE_DEVICES), or auto: every visible GPU. Simulated evals run their workers on the CPU. With --apps, more workers than GPUs share them: timing and ncu take a GPU in turn, the rest (the app's runs and its kernel trace too) runs side by side."),
     out: Optional[str] = typer.Option(None, help="Where the tables and plots are written (default: WORKDIR/results)."),
     resume: Optional[str] = typer.Option(None, "--resume", help="Continue the eval EVAL_ID."),
+    again: Optional[list[str]] = typer.Option(None, "--again", help="With --resume of an --apps eval: run the apps whose row has this outcome once more (e.g. \"tool failure\" after an upgrade), their rows replaced; repeatable."),
     workdir: str = typer.Option(".swizzleperf", help="Where runs are recorded."),
     apps: Optional[str] = typer.Option(None, "--apps", help="A folder of apps: each file runs as `python FILE` in it through the optimize --app path, one row each (OUT.md, OUT.json with --out OUT)."),
     files: Optional[str] = typer.Option(None, "--files", help="With --apps: a text file of the names to take from the folder, one a line (# comments); default every *.py."),
@@ -450,7 +451,9 @@ def eval_command(
         _check_llm(model, base_url, resume, llm_timeout)
     if apps is not None or ray or (resume and _apps_eval(workdir, resume)):
         return _eval_apps(apps, files, hw, iterations, row_budget, gpus, ray, ray_address, out, resume, workdir,
-                          not no_ncu)
+                          not no_ncu, tuple(again or ()))
+    if again:
+        _fail("--again runs rows of an --apps eval again: give --resume EVAL_ID of one")
     from swizzleperf.agent.loop.record import UnknownRunError
     from swizzleperf.agent.loop.run import RunError
     from swizzleperf.kernels.spec import KernelLoadError
@@ -491,12 +494,15 @@ def _apps_eval(workdir: str, eval_id: str) -> bool:
 
 
 def _eval_apps(apps, files, hw, iterations, row_budget, gpus, ray, ray_address, out, resume, workdir,
-               use_ncu: bool = True) -> None:
+               use_ncu: bool = True, again: tuple = ()) -> None:
     """``eval --apps DIR``: eval/apps.py, one line per row as it finishes, then the table."""
     from swizzleperf.eval.apps import AppsError, AppsOptions, list_apps, run_apps
     from swizzleperf.eval.suite import EvalError, resolve_gpus
     if apps is None and resume is None:
         _fail("--ray runs a folder of apps: give --apps DIR")
+    from swizzleperf.eval.app_worker import OUTCOMES
+    if again and (resume is None or any(o not in OUTCOMES for o in again)):
+        _fail(f"--again takes an outcome of a resumed eval's rows ({', '.join(OUTCOMES)}), with --resume EVAL_ID")
     if not row_budget > 0:
         _fail(f"--row-budget must be > 0 seconds, got {row_budget}")
     _interruptible()
@@ -511,7 +517,8 @@ def _eval_apps(apps, files, hw, iterations, row_budget, gpus, ray, ray_address, 
         with console.status(f"running the apps of {apps or resume}"):
             eval_id, summary, written = run_apps(
                 options, resume, on_row, gpus=resolve_gpus(gpus), ray=ray, ray_address=ray_address,
-                on_start=lambda i: console.print(f"eval {i} (if it stops, continue it with --resume {i})", markup=False))
+                on_start=lambda i: console.print(f"eval {i} (if it stops, continue it with --resume {i})", markup=False),
+                again=again)
     except (AppsError, EvalError) as exc:
         _fail(str(exc))
     except KeyboardInterrupt:

@@ -12,7 +12,8 @@
 #                                         (timing, ncu and the trace take it in turn), stopped with
 #                                         SIGINT after SECONDS (finished rows kept); EVAL_ID resumes
 #                                         the eval whose record was carried in .gpu42/swizzleperf.db
-#                                         (or .db.gz: the carry is 64 MiB in all)
+#                                         (or .db.gz: the carry is 64 MiB in all); with AGAIN=OUTCOME, the
+#                                         rows of that outcome run once more (eval --again)
 #   bash bench/gpu_round42.sh rows SECONDS FILE...
 #                                         the same `eval --apps` over the named operators only (a fresh
 #                                         eval, its own record), each first run plain under
@@ -49,6 +50,7 @@ suite)
                           || cp .gpu42/swizzleperf.db /tmp/w/; }
   ARGS=(--apps .tb --files .tb/tritonbench_g_dev.txt --iterations 2 --row-budget 240 --no-ncu)
   [ -n "$RESUME" ] && ARGS=(--resume "$RESUME")
+  [ -n "$RESUME" ] && [ -n "${AGAIN:-}" ] && ARGS+=(--again "$AGAIN")   # e.g. AGAIN="tool failure": those rows run once more
   timeout -s INT -k 30 "$SECONDS_LEFT" swizzleperf eval "${ARGS[@]}" --gpus "${WORKERS:-12}" --workdir /tmp/w \
     --out "$OUT/tritonbench_g_dev_$GPU" > "$OUT/suite.txt" 2>&1
   echo "eval exit $?" >> "$OUT/suite.txt"

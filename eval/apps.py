@@ -119,11 +119,12 @@ def rows(workdir: str, eval_id: str) -> pd.DataFrame:
 
 def run_apps(options: AppsOptions, eval_id: str | None = None, on_row: Callable = lambda row, done, total: None,
              gpus: int = 1, devices: list | None = None, ray: bool = False, ray_address: str | None = None,
-             on_start: Callable = lambda eval_id: None) -> tuple:
+             on_start: Callable = lambda eval_id: None, again: tuple = ()) -> tuple:
     """Run (or resume, with ``eval_id``) the eval: the apps without a row, ``gpus`` at a time on this
     host (worker ``i`` on ``devices[i]``; default the visible GPUs, none on a CPU) or on Ray;
-    ``on_start(eval_id)`` first, ``on_row(row, done, total)`` after each row. Returns
-    ``(eval_id, summary, [OUT.json, OUT.md])`` (``summarize``).
+    ``on_start(eval_id)`` first, ``on_row(row, done, total)`` after each row. A resumed eval runs the
+    apps whose row has an outcome in ``again`` ("tool failure", say, after an upgrade) once more,
+    their rows replaced. Returns ``(eval_id, summary, [OUT.json, OUT.md])`` (``summarize``).
 
     Raises:
         AppsError: an unknown eval id; Ray asked for and not installed.
@@ -136,6 +137,10 @@ def run_apps(options: AppsOptions, eval_id: str | None = None, on_row: Callable 
     eval_id = eval_id or time.strftime("apps-%Y%m%d-%H%M%S-") + secrets.token_hex(2)
     _register(options, eval_id)
     on_start(eval_id)
+    if again:
+        with _connect(options.workdir) as db:
+            db.execute(f"DELETE FROM app_rows WHERE eval_id = ? AND outcome IN ({', '.join('?' * len(again))})",
+                       [eval_id, *again])
     done = set(rows(options.workdir, eval_id).app)
     jobs = [_job(options, eval_id, name) for name in options.names if name not in done]
     total, count = len(options.names), [len(done)]

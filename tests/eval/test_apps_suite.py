@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from run_cli import swizzleperf
+from run_cli import assert_one_line_error, swizzleperf
 from swizzleperf.eval import app_worker, apps
 from swizzleperf.eval.apps import AppsError, AppsOptions, list_apps, run_apps
 
@@ -68,6 +68,24 @@ def test_a_resumed_eval_runs_no_app_again(three_rows):
     again, resumed, _ = run_apps(AppsOptions(apps_dir="", workdir=options.workdir), eval_id,
                                  on_row=lambda *row: seen.append(row), devices=[])
     assert again == eval_id and seen == [] and resumed["counts"] == summary["counts"]
+
+
+def test_a_resumed_eval_runs_the_rows_of_an_outcome_again_when_asked(three_rows):
+    """``--again "tool failure"`` after an upgrade: only those rows run once more, their rows replaced."""
+    options, eval_id, summary, _, _ = three_rows
+    seen = []
+    _, resumed, _ = run_apps(AppsOptions(apps_dir="", workdir=options.workdir), eval_id,
+                             on_row=lambda row, done, total: seen.append((row["app"], done, total)), devices=[],
+                             again=("app failed",))
+    assert seen == [("raises.py", 3, 3)] and resumed["counts"] == summary["counts"]
+    assert len(apps.rows(options.workdir, eval_id)) == 3
+
+
+@pytest.mark.parametrize("args", [["--again", "tool failure", "--apps", str(SUITE)],
+                                  ["--again", "broken", "--resume", "apps-x"], ["--again", "tool failure"]])
+def test_again_without_a_resumed_apps_eval_or_with_no_outcome_is_one_line(tmp_path, args):
+    assert_one_line_error(swizzleperf("eval", *args, "--workdir", str(tmp_path / ".swizzleperf"), cwd=tmp_path),
+                          "--again")
 
 
 def test_a_worker_that_crashes_is_a_tool_failure_and_the_suite_goes_on(tmp_path, monkeypatch):
