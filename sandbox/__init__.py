@@ -19,18 +19,22 @@ How (Linux): the command runs under a small init (``python -m swizzleperf.sandbo
 unshares a PID, a mount and a network namespace (as root; else inside a user namespace of
 its own where unprivileged ones are permitted), forks the command as PID 1 of the new PID
 namespace with a fresh ``/proc`` (every process of it dies with it), drops what reads other
-processes (``CAP_SYS_PTRACE``, ``CAP_PERFMON``, ``CAP_CHECKPOINT_RESTORE``) and, for verification
-workers, ``CAP_SYS_ADMIN`` (no un-mounting the fresh ``/proc``) from the capability bounding set,
-and sets ``no_new_privs``. CUDA needs nothing of another process's
-``/proc`` (a fresh ``/proc`` is what a container gets). Where no namespace is permitted, the agent
-makes itself non-dumpable (``PR_SET_DUMPABLE`` 0: its ``/proc`` entries are then unreadable by a
-process without ``CAP_SYS_PTRACE``, which the box drops) and says so in one line, once.
+processes (``CAP_SYS_PTRACE``, ``CAP_PERFMON``, ``CAP_CHECKPOINT_RESTORE``) and what reaches past
+read-only mounts from the capability bounding set (a verification worker keeps no capability at
+all), and sets ``no_new_privs``. A verification worker also gets a seccomp filter
+(``Limits.deny_unix_sockets``: no ``socket(AF_UNIX)``, no io_uring; where the kernel has none, one
+line says so, once) and a file-size limit (``Limits.file_size_bytes``). CUDA needs nothing of
+another process's ``/proc`` (a fresh ``/proc`` is what a container gets). Where no namespace is
+permitted, the agent makes itself non-dumpable (``PR_SET_DUMPABLE`` 0: its ``/proc`` entries are
+then unreadable by a process without ``CAP_SYS_PTRACE``, which the box drops) and says so in one
+line, once.
 
 The file system (sandbox/filesystem.py): in the mount namespace, each writable folder is bound
-onto itself, ``/dev/shm`` is a fresh tmpfs of the box's own, and every other mount is remounted
-read-only for the box alone (writes fail with ``EROFS``; device nodes such as ``/dev/null`` and
-the GPU's keep working; without ``CAP_SYS_ADMIN``, which verification workers lose, nothing
-remounts them; a profiler that keeps it is held by Landlock as well, where the kernel has it).
+onto itself, ``/dev/shm`` is a fresh tmpfs of the box's own, ``/dev/null`` covers each block
+device under ``/dev``, and every other mount is remounted read-only for the box alone (writes fail
+with ``EROFS``; character devices such as ``/dev/null`` and the GPU's keep working; without
+``CAP_SYS_ADMIN``, which verification workers lose, nothing remounts them; a profiler that keeps
+it is held by Landlock as well, where the kernel has it).
 Where no mount namespace is permitted (not root, no unprivileged user namespaces), Landlock (Linux
 5.13 or later, enabled at boot; no privilege needed) allows every kind of write only beneath the
 writable folders and the writing of the character devices under ``/dev`` (``EACCES``
@@ -140,6 +144,16 @@ class Limits:
         shared_memory: its processes share memory through ``/dev/shm`` files (NCCL, gloo, torch
             multiprocessing): where Landlock keeps it to its folders, ``/dev/shm`` is one of them;
             in a mount namespace it gets a fresh ``/dev/shm`` of its own either way.
+        file_size_bytes: RLIMIT_FSIZE, the largest file any of its processes may write (a write
+            past it fails with ``EFBIG``: ``SIGXFSZ`` is ignored in the box; a process that
+            restores the signal's default is killed by it, and where that is the command,
+            :func:`run` adds one line that says so to its stderr), or None.
+        deny_unix_sockets: a seccomp filter refuses ``socket(AF_UNIX, ...)`` and
+            ``io_uring_setup`` with ``EPERM`` (:func:`_seccomp_program`): no connection to a unix
+            socket bound outside the box (a session bus, ``docker.sock``, an ssh agent: neither
+            the network namespace nor Landlock stops one), no io_uring (whose requests no filter
+            sees); ``socketpair`` still works. Verification workers only: NCCL, gloo and ncu talk
+            over unix sockets. Where the kernel has no seccomp filter, one line says so, once.
     """
 
     address_space_bytes: int | None = None
@@ -150,18 +164,29 @@ class Limits:
     drop_admin: bool = False
     writable: tuple[str, ...] | None = ()
     shared_memory: bool = False
+    file_size_bytes: int | None = None
+    deny_unix_sockets: bool = False
+
+
+#: A verification worker's largest file (RLIMIT_FSIZE). What a worker writes is far smaller: its
+#: Triton cache (a compiled kernel, its launcher: a few MB), CUDA's and torch's caches, the mapping
+#: ``.npy`` (8 bytes a tile: a few MB; agent/verification/verify.py refuses one above 1 GiB) and
+#: ``result.json`` (refused above 64 MiB). It bounds each file, not their sum.
+WORKER_FILE_SIZE_BYTES = 4 << 30
 
 
 def worker_limits(timeout_s: float, interpret: bool, writable: tuple = ()) -> Limits:
     """The limits of a verification worker: 16 GiB of address space for interpreted (CPU) workers
     (a CPU worker of the bundled kernels' check problems peaks well under 4 GiB, measured on this
     project's 24 GiB CI machine; the machine cannot give more than that anyway), CPU time twice the
-    wall-clock timeout on every core plus a minute, and ``writable`` (its temporary folder) the
-    only place it may write."""
+    wall-clock timeout on every core plus a minute, ``writable`` (its temporary folder) the
+    only place it may write, no file larger than ``WORKER_FILE_SIZE_BYTES``, no unix socket of its
+    own making and no io_uring (``Limits.deny_unix_sockets``)."""
     cores = os.cpu_count() or 1
     return Limits(address_space_bytes=16 << 30 if interpret else None,
                   cpu_seconds=int(timeout_s * 2 * cores) + 60, drop_admin=True,
-                  writable=tuple(str(p) for p in writable))
+                  writable=tuple(str(p) for p in writable), file_size_bytes=WORKER_FILE_SIZE_BYTES,
+                  deny_unix_sockets=True)
 
 
 def worker_env(**overrides: str) -> dict:
@@ -210,6 +235,8 @@ def _preexec(limits: Limits):
             _lower(resource.RLIMIT_CPU, limits.cpu_seconds)
         if limits.address_space_bytes is not None:
             _lower(resource.RLIMIT_AS, limits.address_space_bytes)
+        if limits.file_size_bytes is not None:
+            _lower(resource.RLIMIT_FSIZE, limits.file_size_bytes)
     return apply
 
 
@@ -240,7 +267,7 @@ def run(command: list, cwd: Path, env: dict, timeout_s: float, limits: Limits) -
         _kill_group(process)  # what it left behind in its group (in a PID namespace: already gone)
     finally:
         removable(limits.writable)
-    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr + _why_killed(process, limits))
 
 
 #: The line a worker prints on its stdout when it needs the GPU alone (:func:`run_gpu_turn`); the
@@ -304,7 +331,18 @@ def run_gpu_turn(command: list, cwd: Path, env: dict, timeout_s: float, limits: 
             for reader in readers:
                 reader.join(timeout=5)
             removable(limits.writable)
-    return subprocess.CompletedProcess(command, process.returncode, "".join(out), "".join(errors))
+    return subprocess.CompletedProcess(command, process.returncode, "".join(out),
+                                       "".join(errors) + _why_killed(process, limits))
+
+
+def _why_killed(process: subprocess.Popen, limits: Limits) -> str:
+    """The line that says why a command ended by ``SIGXFSZ`` (code that restored the signal's
+    default wrote up to its file-size limit; the box ignores the signal, so a write past the limit
+    is otherwise an ``EFBIG`` error, and the PID 1 of a PID namespace is never killed by it), or ""."""
+    if process.returncode != -signal.SIGXFSZ:
+        return ""
+    limit = f" ({limits.file_size_bytes} bytes)" if limits.file_size_bytes is not None else ""
+    return f"\n{_BOX_PREFIX}killed by SIGXFSZ: it wrote a file up to the box's file-size limit{limit}\n"
 
 
 def start(command: list, cwd: Path, env: dict, limits: Limits, **popen: object) -> subprocess.Popen:
@@ -326,7 +364,8 @@ def start(command: list, cwd: Path, env: dict, limits: Limits, **popen: object) 
     if limits.shared_memory and fs == "landlock" and os.path.isdir("/dev/shm"):
         writable.append("/dev/shm")
     options = {"pid": processes, "net": limits.isolate_network, "drop_admin": limits.drop_admin,
-               "fs": fs, "writable": writable}
+               "fs": fs, "writable": writable, "landlock": filesystem.landlock_abi() > 0,
+               "seccomp": limits.deny_unix_sockets and _seccomp_for_workers()}
     boxed = [sys.executable, "-m", "swizzleperf.sandbox", json.dumps(options), "--", *command]
     return subprocess.Popen(boxed, cwd=cwd, env={**env, **_cache_env(writable)}, start_new_session=True,
                             preexec_fn=_preexec(limits), **popen)
@@ -594,10 +633,117 @@ def _protect_agent(why: str) -> None:
 _protect_agent.done = False
 
 
+# -- seccomp: no unix socket of a verification worker's own making, no io_uring --------------------
+
+# linux/prctl.h, linux/seccomp.h, linux/filter.h, linux/audit.h
+_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, _SECCOMP_GET_ACTION_AVAIL = 22, 2, 2
+_SECCOMP_RET_ALLOW, _SECCOMP_RET_ERRNO = 0x7fff0000, 0x00050000
+_BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_AND_K, _BPF_RET_K = 0x20, 0x15, 0x54, 0x06
+#: Per machine: its audit arch, the mask of a call's number (x86_64: the x32 bit cleared, so that
+#: x32's socket is 41 too), the number of ``socket``, and that of ``seccomp`` (the check of
+#: :func:`_seccomp`). ``io_uring_setup`` is 425 on both.
+_SECCOMP_ARCHES = {"x86_64": (0xC000003E, 0xBFFFFFFF, 41, 317),
+                   "aarch64": (0xC00000B7, 0xFFFFFFFF, 198, 277)}
+_SYS_IO_URING_SETUP, _AF_UNIX = 425, 1
+
+
+def _seccomp_program(machine: str) -> list:
+    """The filter of a verification worker, as ``(code, jt, jf, k)`` BPF instructions over
+    ``struct seccomp_data`` (the call's number at 0, its audit arch at 4, its arguments from 16):
+    a call through another ABI than ``machine``'s own is refused (a 32-bit call, ``int 0x80``,
+    numbers ``socket`` otherwise and passes ``socketcall``'s arguments where no filter sees them;
+    a 64-bit worker makes none); ``io_uring_setup`` is refused; ``socket`` is refused where its
+    domain is ``AF_UNIX`` (``socketpair`` is another call); everything else is allowed. Refused
+    calls fail with ``EPERM``.
+
+    Raises:
+        KeyError: no filter for ``machine`` (only x86_64 and aarch64).
+    """
+    arch, mask, socket_call, _ = _SECCOMP_ARCHES[machine]
+    deny = _SECCOMP_RET_ERRNO | errno.EPERM
+    return [(_BPF_LD_W_ABS, 0, 0, 4),                  # 0: the audit arch
+            (_BPF_JEQ_K, 1, 0, arch),                  # 1: this machine's own ABI: to 3
+            (_BPF_RET_K, 0, 0, deny),                  # 2: another ABI
+            (_BPF_LD_W_ABS, 0, 0, 0),                  # 3: the call's number
+            (_BPF_AND_K, 0, 0, mask),                  # 4
+            (_BPF_JEQ_K, 4, 0, _SYS_IO_URING_SETUP),   # 5: io_uring_setup: to 10
+            (_BPF_JEQ_K, 0, 2, socket_call),           # 6: socket: to 7; else to 9
+            (_BPF_LD_W_ABS, 0, 0, 16),                 # 7: its domain (args[0]'s low half)
+            (_BPF_JEQ_K, 1, 0, _AF_UNIX),              # 8: AF_UNIX: to 10
+            (_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW),    # 9
+            (_BPF_RET_K, 0, 0, deny)]                  # 10
+
+
+@functools.lru_cache(maxsize=1)
+def _seccomp() -> tuple:
+    """``(True, "")`` where the box can install its seccomp filter here (x86_64 or aarch64, a
+    kernel with seccomp filters and their ``ERRNO`` action: Linux 4.14 or later), else
+    ``(False, why)``. Asked of the kernel once per process (``SECCOMP_GET_ACTION_AVAIL``)."""
+    import platform
+    machine = platform.machine()
+    if not sys.platform.startswith("linux"):
+        return False, f"no seccomp on {sys.platform}"
+    if machine not in _SECCOMP_ARCHES:
+        return False, f"no filter for {machine}, only for {' and '.join(_SECCOMP_ARCHES)}"
+    syscall = _libc().syscall
+    syscall.restype = ctypes.c_long
+    action = ctypes.c_uint32(_SECCOMP_RET_ERRNO)
+    if syscall(ctypes.c_long(_SECCOMP_ARCHES[machine][3]), ctypes.c_uint(_SECCOMP_GET_ACTION_AVAIL),
+               ctypes.c_uint(0), ctypes.byref(action)) != 0:
+        return False, (f"not in this kernel ({os.strerror(ctypes.get_errno())}): seccomp filters need Linux "
+                       f"4.14 or later built with CONFIG_SECCOMP_FILTER")
+    return True, ""
+
+
+def _seccomp_for_workers() -> bool:
+    """Whether a verification worker gets the filter here; where not, one line says so, once."""
+    works, why = _seccomp()
+    if not works:
+        _no_seccomp(why)
+    return works
+
+
+def _no_seccomp(why: str) -> None:
+    if _no_seccomp.said:
+        return
+    _no_seccomp.said = True
+    log.warning("sandbox: no seccomp filter for workers here (%s): candidate code can connect to a unix "
+                "socket bound outside the box (a session bus, docker.sock, an ssh agent) and use io_uring", why)
+
+
+_no_seccomp.said = False
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def _install_seccomp(libc) -> None:
+    """This process, and all it starts, under :func:`_seccomp_program` (needs ``no_new_privs``).
+
+    Raises:
+        OSError: the filter was not installed (the command must not run without it).
+    """
+    import platform
+    program = _seccomp_program(platform.machine())
+    filters = (_SockFilter * len(program))(*program)
+    fprog = _SockFprog(len(program), filters)
+    if libc.prctl(_PR_SET_SECCOMP, ctypes.c_ulong(_SECCOMP_MODE_FILTER), ctypes.byref(fprog),
+                  ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"installing the seccomp filter: {os.strerror(err)}")
+
+
 def box_main(argv: list) -> int:
     """The init: ``python -m swizzleperf.sandbox OPTIONS -- COMMAND...`` (OPTIONS: JSON with
     ``pid``, ``net``, ``drop_admin``, and ``fs``: "mounts" (only with ``pid``), "landlock" or
-    "none", with ``writable``, the absolute paths COMMAND may write). Namespaces as permitted, the
+    "none", with ``writable``, the absolute paths COMMAND may write; ``landlock``: false where the
+    agent saw no Landlock (then none over the mounts either; default true); ``seccomp``: the
+    worker's filter, :func:`_seccomp_program`). Namespaces as permitted, the
     file system as ``fs`` says, then COMMAND as PID 1 of the new PID namespace (or in place,
     without one); exits as COMMAND does (killed by a signal: the same signal). What it cannot set
     up as asked, it does not run COMMAND without (exit 127). Lines it writes on stderr begin with
@@ -674,12 +820,12 @@ def _harden(libc, options: dict) -> None:
     verification worker needs none; else, where the file system is boxed, what reaches past
     read-only mounts, ``_CAPS_PAST_THE_MOUNTS``) from the bounding set, and the inheritable and
     ambient sets: gone after exec; no privileges gained by exec either. Each step where permitted
-    (without CAP_SETPCAP the bounding set is left as it is). Then, with ``fs`` "landlock",
-    Landlock; with "mounts", Landlock as well where the kernel has it (no remount, no write to a
-    block device).
+    (without CAP_SETPCAP the bounding set is left as it is). ``SIGXFSZ`` ignored (a write past
+    RLIMIT_FSIZE fails with ``EFBIG``). Then, with ``fs`` "landlock", Landlock; with "mounts",
+    Landlock as well where the kernel has it (no remount); with ``seccomp``, the seccomp filter.
 
     Raises:
-        OSError: Landlock was asked for and could not be set up.
+        OSError: Landlock or the seccomp filter was asked for and could not be set up.
     """
     fs = options.get("fs", "none")
     caps = _CAPS_OTHER_PROCESSES + ((_CAP_SYS_ADMIN,) if options.get("drop_admin") else ())
@@ -693,16 +839,21 @@ def _harden(libc, options: dict) -> None:
     libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     _clear_inheritable(libc)
     libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    # a write past RLIMIT_FSIZE fails with EFBIG instead of killing the command (exec keeps this)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     if fs == "landlock":   # /proc is the host's: only this process's own entries (it execs in place)
         filesystem.restrict_writes(options["writable"], (os.path.realpath("/proc/self"),),
                                    scoped=bool(options.get("drop_admin")))
-    elif fs == "mounts" and filesystem.landlock_abi():
-        # Landlock over the mounts as well: block devices (a disk) stay writable on a read-only
-        # mount to whoever owns them (root), and a profiler keeps CAP_SYS_ADMIN
+    elif fs == "mounts" and options.get("landlock", True) and filesystem.landlock_abi():
+        # Landlock over the mounts as well: a profiler keeps CAP_SYS_ADMIN (it could remount), and
+        # a block device made after the init covered those of /dev with /dev/null stays writable
+        # on a read-only mount to whoever owns it (root)
         own = ["/dev/shm"] if os.path.isdir("/dev/shm") else []   # the box's fresh one
         # and its fresh /proc (its kernel settings read-only mounts): CUDA names its threads there,
         # in every process of the box (ncu's target is ncu's child)
         filesystem.restrict_writes(options["writable"] + own, ("/proc",), scoped=bool(options.get("drop_admin")))
+    if options.get("seccomp"):
+        _install_seccomp(libc)
 
 
 def _clear_inheritable(libc) -> None:

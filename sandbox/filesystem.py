@@ -3,12 +3,13 @@ sandbox/__init__.py). Two ways, both run by the box's init before the command st
 
 - **read-only mounts** (in the box's own mount namespace: Linux as root, or with unprivileged user
   namespaces): each writable path is bind-mounted onto itself, ``/dev/shm`` gets a fresh tmpfs of
-  the box's own, then every other mount the command can reach is remounted read-only
-  (``MS_REMOUNT | MS_BIND | MS_RDONLY``, per mount: nothing changes outside the namespace), keeping
-  the flags a user namespace may not clear (nosuid, nodev, noexec, the atime mode); but the box's
-  own fresh ``/proc``, where CUDA writes its threads' names, stays writable, its ``sys``,
-  ``sysrq-trigger``, ``irq``, ``bus`` and ``fs`` read-only. Writes fail
-  with ``EROFS``; device nodes (``/dev/null``, the GPU's) still open for writing on a read-only
+  the box's own, ``/dev/null`` is bound over each block device under ``/dev`` (a read-only mount
+  does not stop a write to a device), then every other mount the command can reach is remounted
+  read-only (``MS_REMOUNT | MS_BIND | MS_RDONLY``, per mount: nothing changes outside the
+  namespace), keeping the flags a user namespace may not clear (nosuid, nodev, noexec, the atime
+  mode); but the box's own fresh ``/proc``, where CUDA writes its threads' names, stays writable,
+  its ``sys``, ``sysrq-trigger``, ``irq``, ``bus`` and ``fs`` read-only. Writes fail with
+  ``EROFS``; character devices (``/dev/null``, the GPU's) still open for writing on a read-only
   mount.
 - **Landlock** (Linux 5.13 or later with Landlock enabled, without any privilege): a ruleset that
   handles every kind of write (writing, truncating, creating, removing, renaming, linking) and
@@ -35,6 +36,7 @@ _MS_RELATIME, _MS_STRICTATIME = 1 << 21, 1 << 24
 _KEPT = {"nosuid": _MS_NOSUID, "nodev": _MS_NODEV, "noexec": _MS_NOEXEC, "noatime": _MS_NOATIME,
          "nodiratime": _MS_NODIRATIME, "relatime": _MS_RELATIME, "nosymfollow": _MS_NOSYMFOLLOW}
 _SHM = "/dev/shm"
+_NULL = "/dev/null"
 #: The box's own ``/proc`` (fresh, of its PID namespace: only its processes) stays writable: CUDA
 #: writes there (its threads' names, ``/proc/self/task/TID/comm``); read-only, ``cuInit`` failed
 #: with error 304 "OS call failed" (an H100, 2026-12-06: bench/gpu_box_probe.sh, each mount made
@@ -91,7 +93,10 @@ def _unescape(text: str) -> str:
 
 def read_only_except(libc, writable: list) -> None:
     """In a mount namespace of the caller's own (``/`` already private): ``writable`` bound onto
-    themselves, a fresh ``/dev/shm``, every other reachable mount remounted read-only.
+    themselves, a fresh ``/dev/shm``, ``/dev/null`` bound over every block device under ``/dev``
+    (a read-only mount does not stop a write to a device: root, even without a capability, opened
+    the disk for writing), every other reachable mount remounted read-only. Character devices (the
+    GPU's ``/dev/nvidia*``, ``/dev/null``) are left as they are.
 
     Raises:
         OSError: a mount failed, or a reachable mount is still writable afterwards (the command must
@@ -102,6 +107,8 @@ def read_only_except(libc, writable: list) -> None:
         _mount(libc, path, path, None, _MS_BIND | _MS_REC, f"binding {path}")
     if os.path.isdir(_SHM) and not any(_beneath(_SHM, path) for path in writable):
         _mount(libc, "tmpfs", _SHM, "tmpfs", _MS_NOSUID | _MS_NODEV, f"a fresh {_SHM}", b"mode=1777")
+    for path in block_devices():
+        _mount(libc, _NULL, path, None, _MS_BIND, f"covering the block device {path}")
     for path in _PROC_READ_ONLY:   # bound onto themselves first: remounted read-only below, /proc left
         if os.path.lexists(path):
             _mount(libc, path, path, None, _MS_BIND, f"binding {path}")
@@ -136,6 +143,30 @@ def _reachable(table: dict) -> list:
         if top in table and table[top].point == mount.point:
             out.append(table[top])
     return out
+
+
+def block_devices(root: str = "/dev") -> list:
+    """The block devices beneath ``root`` (the disks, their partitions, loop devices; links not
+    followed, nor the folders of files that are not devices: ``shm``, ``mqueue``, ``hugepages``,
+    ``pts``)."""
+    skipped = {os.path.join(root, name) for name in ("shm", "mqueue", "hugepages", "pts")}
+    found, folders = [], [root]
+    while folders:
+        folder = folders.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                mode = entry.stat(follow_symlinks=False).st_mode
+            except OSError:
+                continue
+            if stat.S_ISBLK(mode):
+                found.append(entry.path)
+            elif stat.S_ISDIR(mode) and entry.path not in skipped:
+                folders.append(entry.path)
+    return sorted(found)
 
 
 def _mount_id(path: str) -> int | None:

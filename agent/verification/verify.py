@@ -115,11 +115,17 @@ MAX_MAPPING_BYTES = 1 << 30
 def _not_a_mapping(path: Path) -> str | None:
     """Why the ``.npy`` file a worker left is not a program -> tile mapping as the worker writes one
     (np.save of a 1-D integer array that is a permutation of 0..n-1), or None. Read without
-    pickle, bounded in size: the agent and the simulator load it afterwards."""
+    pickle, bounded in size, only a regular file (a named pipe, or a link to the agent's stdin, left
+    there would block the agent): the agent and the simulator load it afterwards."""
+    import stat
+
     import numpy as np
     try:
-        if path.stat().st_size > MAX_MAPPING_BYTES:
-            return f"{path.stat().st_size} bytes, more than {MAX_MAPPING_BYTES}"
+        found = path.lstat()
+        if not stat.S_ISREG(found.st_mode):
+            return "not a regular file"
+        if found.st_size > MAX_MAPPING_BYTES:
+            return f"{found.st_size} bytes, more than {MAX_MAPPING_BYTES}"
         order = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
         return f"not a NumPy array file ({' '.join(str(exc).split())[:200]})"

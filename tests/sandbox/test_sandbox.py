@@ -295,10 +295,13 @@ def test_a_result_file_spoiled_in_the_workers_folder_is_a_crash_not_a_traceback(
 
 @pytest.mark.parametrize("spoil", ["open(path, 'wb').write(b'garbage')",
                                    "numpy.save(path, numpy.zeros(8, dtype=numpy.int64))",
-                                   "numpy.save(path, numpy.array([0.5, 1.5]))"])
+                                   "numpy.save(path, numpy.array([0.5, 1.5]))",
+                                   "import os; os.remove(path); os.mkfifo(path)",
+                                   "import os; os.remove(path); os.symlink('/proc/self/fd/0', path)"])
 def test_a_mapping_spoiled_in_the_workers_folder_never_reaches_the_run(tmp_path, gemm_source, spoil):
     """The mapping a worker saves lies in the folder its code may write; the agent and the simulator
-    load it afterwards: it is checked before it is copied out (found 2026-12-06)."""
+    load it afterwards: it is checked before it is copied out (found 2026-12-06); a named pipe or a
+    link to the agent's stdin there is refused, not read (which would block the agent)."""
     module = tmp_path / "spoiling_map.py"
     module.write_text(gemm_source + "\nimport atexit, json, sys, numpy\n"
                       "def _spoil():\n    path = json.load(open(sys.argv[1]))['mapping_path']\n"
