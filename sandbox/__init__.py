@@ -180,13 +180,16 @@ def worker_limits(timeout_s: float, interpret: bool, writable: tuple = ()) -> Li
     (a CPU worker of the bundled kernels' check problems peaks well under 4 GiB, measured on this
     project's 24 GiB CI machine; the machine cannot give more than that anyway), CPU time twice the
     wall-clock timeout on every core plus a minute, ``writable`` (its temporary folder) the
-    only place it may write, no file larger than ``WORKER_FILE_SIZE_BYTES``, no unix socket of its
-    own making and no io_uring (``Limits.deny_unix_sockets``)."""
+    only place it may write, no file larger than ``WORKER_FILE_SIZE_BYTES``; an interpreted worker
+    also no unix socket of its own making and no io_uring (``Limits.deny_unix_sockets``). Not a
+    compiled (GPU) worker: with the filter, every GPU worker's CUDA start failed ("Error 304: OS
+    call failed" at cudaGetDeviceCount) on an H100 (2026-12-06, bench/results/gpu_round42_h100/
+    box6_h100.txt), while the box's own CUDA probe, the same box without the filter, passed there."""
     cores = os.cpu_count() or 1
     return Limits(address_space_bytes=16 << 30 if interpret else None,
                   cpu_seconds=int(timeout_s * 2 * cores) + 60, drop_admin=True,
                   writable=tuple(str(p) for p in writable), file_size_bytes=WORKER_FILE_SIZE_BYTES,
-                  deny_unix_sockets=True)
+                  deny_unix_sockets=interpret)
 
 
 def worker_env(**overrides: str) -> dict:
