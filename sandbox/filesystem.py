@@ -54,9 +54,9 @@ _REFER, _TRUNCATE = 1 << 13, 1 << 14     # ABI 2, ABI 3
 _SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1 << 0, 1 << 1   # ABI 6 (Linux 6.12)
 _WRITES_V1 = (_WRITE_FILE | _REMOVE_DIR | _REMOVE_FILE | _MAKE_CHAR | _MAKE_DIR | _MAKE_REG | _MAKE_SOCK
               | _MAKE_FIFO | _MAKE_BLOCK | _MAKE_SYM)
-#: Folders of /dev whose files are not devices (shared memory, message queues, huge pages): their
-#: files are not made writable by the device rules.
-_NOT_DEVICES = ("/dev/shm", "/dev/mqueue", "/dev/hugepages")
+#: Folders of /dev whose files are not devices (shared memory, message queues, huge pages; pts, whose
+#: ttys come and go, is taken whole where it is wanted): not entered by the device walks (``_nodes``).
+_NOT_DEVICES = ("shm", "mqueue", "hugepages", "pts")
 
 
 # -- read-only mounts -------------------------------------------------------------------------------
@@ -148,25 +148,8 @@ def _reachable(table: dict) -> list:
 def block_devices(root: str = "/dev") -> list:
     """The block devices beneath ``root`` (the disks, their partitions, loop devices; links not
     followed, nor the folders of files that are not devices: ``shm``, ``mqueue``, ``hugepages``,
-    ``pts``)."""
-    skipped = {os.path.join(root, name) for name in ("shm", "mqueue", "hugepages", "pts")}
-    found, folders = [], [root]
-    while folders:
-        folder = folders.pop()
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                mode = entry.stat(follow_symlinks=False).st_mode
-            except OSError:
-                continue
-            if stat.S_ISBLK(mode):
-                found.append(entry.path)
-            elif stat.S_ISDIR(mode) and entry.path not in skipped:
-                folders.append(entry.path)
-    return sorted(found)
+    ``pts``), sorted."""
+    return sorted(_nodes(root, stat.S_ISBLK, kept_folders=()))
 
 
 def _mount_id(path: str) -> int | None:
@@ -269,7 +252,14 @@ def _allow(syscall, ruleset: int, path: str, access: int) -> None:
 def _devices() -> list:
     """The character devices under /dev (``/dev/null``, the terminal, the GPU's: /dev/nvidia*,
     /dev/dri/*, /dev/kfd), and /dev/pts (whose ttys come and go)."""
-    found, folders = [], ["/dev"]
+    return _nodes("/dev", stat.S_ISCHR, kept_folders=("/dev/pts",))
+
+
+def _nodes(root: str, is_kind, kept_folders: tuple) -> list:
+    """The nodes beneath ``root`` whose mode passes ``is_kind`` (links not followed; the folders
+    ``_NOT_DEVICES`` not entered), and ``kept_folders`` themselves where found."""
+    skipped = {os.path.join(root, name) for name in _NOT_DEVICES}
+    found, folders = [], [root]
     while folders:
         folder = folders.pop()
         try:
@@ -277,16 +267,16 @@ def _devices() -> list:
         except OSError:
             continue
         for entry in entries:
-            if entry.path in _NOT_DEVICES:
-                continue
             try:
                 mode = entry.stat(follow_symlinks=False).st_mode
             except OSError:
                 continue
-            if stat.S_ISCHR(mode):
+            if is_kind(mode):
                 found.append(entry.path)
-            elif stat.S_ISDIR(mode):
-                (found if entry.path == "/dev/pts" else folders).append(entry.path)
+            elif stat.S_ISDIR(mode) and entry.path in kept_folders:
+                found.append(entry.path)
+            elif stat.S_ISDIR(mode) and entry.path not in skipped:
+                folders.append(entry.path)
     return found
 
 

@@ -75,19 +75,6 @@ def user(tmp_path, monkeypatch):
     return {"home": home, "cache": cache, "run": run, "record": record, "kernel": kernel, "scratch": scratch}
 
 
-@pytest.fixture(params=["mounts", "landlock"])
-def how(request, monkeypatch):
-    """Each way the box keeps a command to its folders; Landlock by switching the mount path off."""
-    if request.param == "mounts" and sandbox.filesystem_isolation()[0] != "mounts":
-        pytest.skip(f"no read-only mounts here: {sandbox.filesystem_isolation()[1]}")
-    if request.param == "landlock":
-        works, why = sandbox._landlock()
-        if not works:
-            pytest.skip(f"no Landlock here: {why}")
-        monkeypatch.setattr(sandbox, "filesystem_isolation", lambda: ("landlock", "forced by the test"))
-    return request.param
-
-
 def _in_box(user: dict, attempts: list) -> list:
     scratch = user["scratch"]
     done = sandbox.run([sys.executable, "-c", ATTEMPT, json.dumps([[k, str(p)] for k, p in attempts])],

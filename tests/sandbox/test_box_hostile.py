@@ -24,18 +24,6 @@ from swizzleperf.sandbox import filesystem
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the box is Linux's")
 
 
-@pytest.fixture(params=["mounts", "landlock"])
-def how(request, monkeypatch):
-    if request.param == "mounts" and sandbox.filesystem_isolation()[0] != "mounts":
-        pytest.skip(f"no read-only mounts here: {sandbox.filesystem_isolation()[1]}")
-    if request.param == "landlock":
-        works, why = sandbox._landlock()
-        if not works:
-            pytest.skip(f"no Landlock here: {why}")
-        monkeypatch.setattr(sandbox, "filesystem_isolation", lambda: ("landlock", "forced by the test"))
-    return request.param
-
-
 def _in_box(scratch: Path, code: str, *args: str) -> dict:
     (scratch / "cwd").mkdir(parents=True, exist_ok=True)
     done = sandbox.run([sys.executable, "-c", code, *args], scratch / "cwd",
