@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from hang_guard import never_blocks
 
 from swizzleperf.agent.loop.record import RunRecord
 from swizzleperf.eval import history
@@ -122,23 +123,8 @@ def test_a_report_that_is_a_pipe_a_folder_or_the_terminal_is_one_line_not_a_hang
     report.unlink()
     {"fifo": lambda: os.mkfifo(report), "folder": report.mkdir,
      "link to stdin": lambda: report.symlink_to("/proc/self/fd/0")}[make]()
-    stdin_r, stdin_w = os.pipe()   # a stdin nobody writes
-    saved = os.dup(0)
-    os.dup2(stdin_r, 0)
-    import signal
-
-    def hung(*_):
-        raise TimeoutError("the loader hung")
-    previous = signal.signal(signal.SIGALRM, hung)
-    signal.alarm(30)
-    try:
+    with never_blocks(30, "the loader hung"):
         with pytest.raises(history.HistoryError, match="not a regular file"):
             history.load_run(str(folder))
         loaded, failed = history.load_runs(str(tmp_path))
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-        os.dup2(saved, 0)
-        for fd in (saved, stdin_r, stdin_w):
-            os.close(fd)
     assert list(loaded) == ["20261124-000000-aaaa"] and len(failed) == 1 and "\n" not in failed[0]

@@ -9,13 +9,13 @@ verdict, not a hang.
 Each test is hermetic: the box writes only beneath ``tmp_path``."""
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import pytest
+from hang_guard import never_blocks
 
 from swizzleperf import sandbox
 from swizzleperf.agent.verification.verify import Verdict, run_worker
@@ -152,20 +152,6 @@ def test_a_result_file_swapped_for_a_pipe_or_a_terminal_is_a_crash_not_a_hang(tm
     module.write_text("import atexit, os, sys\n"
                       "def swap():\n    path = sys.argv[2]\n    os.unlink(path)\n"
                       f"    {swap}\natexit.register(swap)\n")
-    stdin_r, stdin_w = os.pipe()   # an agent whose stdin nobody writes: a read of it never ends
-    saved = os.dup(0)
-    os.dup2(stdin_r, 0)
-
-    def hung(*_):
-        raise TimeoutError("the agent hung reading the worker's result")
-    previous = signal.signal(signal.SIGALRM, hung)
-    signal.alarm(120)
-    try:
+    with never_blocks(120, "the agent hung reading the worker's result"):
         result = run_worker({"kernel_path": str(module), "stages": ["permutation"]}, 60, interpret=True)
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-        os.dup2(saved, 0)
-        for fd in (saved, stdin_r, stdin_w):
-            os.close(fd)
     assert result.verdict is Verdict.CRASH and "not a regular file" in result.reason, result
