@@ -94,14 +94,13 @@ def _check(kind: str, ptrs, mask, element_bytes: int) -> None:
     nearest = min(storages, key=lambda s: min(abs(address - s.start), abs(address - (s.start + s.nbytes))))
     size = nearest.nbytes // max(1, nearest.itemsize)
     element = (address - nearest.start) // nearest.itemsize   # negative: before its start
-    place = (f"element {element} of {nearest.name}'s storage, which has {size} elements of "
-             f"{nearest.itemsize} bytes")
     from triton.runtime import interpreter
     program = tuple(int(i) for i in getattr(interpreter.interpreter_builder, "grid_idx", ()) or ())
     raise OutsideTensors(f"{OUTSIDE_ITS_TENSORS}: {kind} at {_where()}"
-                         f"{f' in program {program}' if program else ''} reaches {place}; "
-                         f"{int((~inside).sum())} of its {addresses.size} active elements fall outside every "
-                         f"tensor argument")
+                         f"{f' in program {program}' if program else ''}: {int((~inside).sum())} of its "
+                         f"{addresses.size} active elements fall outside every tensor argument, the first at "
+                         f"element {element} counted from the start of the nearest, {nearest.name}'s storage "
+                         f"({size} elements of {nearest.itemsize} bytes)")
 
 
 def _element_bytes(handle) -> int:
@@ -159,15 +158,19 @@ def checked_accesses():
 
 def outside_finding(exc: BaseException) -> str | None:
     """The ``OutsideTensors`` message in ``exc`` or its chain (Triton wraps a kernel's exceptions
-    in ``InterpreterError(repr(e))``), else None."""
-    seen = set()
+    in ``InterpreterError(repr(e)) from e``), else None; from the wrapper's text where the chain
+    was lost."""
+    chain, seen = [], set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        if isinstance(exc, OutsideTensors):
-            return str(exc)
-        text = str(exc)
-        if OUTSIDE_ITS_TENSORS in text:
-            start = text.index(OUTSIDE_ITS_TENSORS)
-            return text[start:].rstrip("')\"")
+        chain.append(exc)
         exc = exc.__cause__ or exc.__context__
+    found = next((e for e in chain if isinstance(e, OutsideTensors)), None)
+    if found is not None:
+        return str(found)
+    for e in chain:
+        text = str(e)
+        if OUTSIDE_ITS_TENSORS in text:
+            text = text[text.index(OUTSIDE_ITS_TENSORS):]
+            return text[:-2] if text.endswith(("')", '")')) else text
     return None
