@@ -643,11 +643,11 @@ _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, _SECCOMP_GET_ACTION_AVAIL = 22, 2, 2
 _SECCOMP_RET_ALLOW, _SECCOMP_RET_ERRNO = 0x7fff0000, 0x00050000
 _BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_AND_K, _BPF_RET_K = 0x20, 0x15, 0x54, 0x06
 #: Per machine: its audit arch, the mask of a call's number (x86_64: the x32 bit cleared, so that
-#: x32's socket is 41 too), the number of ``socket``, and that of ``seccomp`` (the check of
-#: :func:`_seccomp`). ``io_uring_setup`` is 425 on both.
-_SECCOMP_ARCHES = {"x86_64": (0xC000003E, 0xBFFFFFFF, 41, 317),
-                   "aarch64": (0xC00000B7, 0xFFFFFFFF, 198, 277)}
-_SYS_IO_URING_SETUP, _AF_UNIX = 425, 1
+#: x32's socket is 41 too), the number of ``socket``, that of ``seccomp`` (the check of
+#: :func:`_seccomp`) and that of ``socketpair``. ``io_uring_setup`` is 425 on both.
+_SECCOMP_ARCHES = {"x86_64": (0xC000003E, 0xBFFFFFFF, 41, 317, 53),
+                   "aarch64": (0xC00000B7, 0xFFFFFFFF, 198, 277, 199)}
+_SYS_IO_URING_SETUP, _AF_UNIX, _SOCK_STREAM, _SOCK_TYPE_MASK = 425, 1, 1, 0xF
 
 
 def _seccomp_program(machine: str) -> list:
@@ -656,25 +656,31 @@ def _seccomp_program(machine: str) -> list:
     a call through another ABI than ``machine``'s own is refused (a 32-bit call, ``int 0x80``,
     numbers ``socket`` otherwise and passes ``socketcall``'s arguments where no filter sees them;
     a 64-bit worker makes none); ``io_uring_setup`` is refused; ``socket`` is refused where its
-    domain is ``AF_UNIX`` (``socketpair`` is another call); everything else is allowed. Refused
+    domain is ``AF_UNIX``; ``socketpair`` (``AF_UNIX`` alone on Linux) is refused but for a stream
+    pair (a datagram one can still ``sendto`` a named socket outside the box: ``/dev/log``,
+    journald; multiprocessing and torch take stream pairs); everything else is allowed. Refused
     calls fail with ``EPERM``.
 
     Raises:
         KeyError: no filter for ``machine`` (only x86_64 and aarch64).
     """
-    arch, mask, socket_call, _ = _SECCOMP_ARCHES[machine]
+    arch, mask, socket_call, _, socketpair_call = _SECCOMP_ARCHES[machine]
     deny = _SECCOMP_RET_ERRNO | errno.EPERM
-    return [(_BPF_LD_W_ABS, 0, 0, 4),                  # 0: the audit arch
-            (_BPF_JEQ_K, 1, 0, arch),                  # 1: this machine's own ABI: to 3
-            (_BPF_RET_K, 0, 0, deny),                  # 2: another ABI
-            (_BPF_LD_W_ABS, 0, 0, 0),                  # 3: the call's number
-            (_BPF_AND_K, 0, 0, mask),                  # 4
-            (_BPF_JEQ_K, 4, 0, _SYS_IO_URING_SETUP),   # 5: io_uring_setup: to 10
-            (_BPF_JEQ_K, 0, 2, socket_call),           # 6: socket: to 7; else to 9
-            (_BPF_LD_W_ABS, 0, 0, 16),                 # 7: its domain (args[0]'s low half)
-            (_BPF_JEQ_K, 1, 0, _AF_UNIX),              # 8: AF_UNIX: to 10
-            (_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW),    # 9
-            (_BPF_RET_K, 0, 0, deny)]                  # 10
+    return [(_BPF_LD_W_ABS, 0, 0, 4),                   # 0: the audit arch
+            (_BPF_JEQ_K, 1, 0, arch),                   # 1: this machine's own ABI: to 3
+            (_BPF_RET_K, 0, 0, deny),                   # 2: another ABI
+            (_BPF_LD_W_ABS, 0, 0, 0),                   # 3: the call's number
+            (_BPF_AND_K, 0, 0, mask),                   # 4
+            (_BPF_JEQ_K, 8, 0, _SYS_IO_URING_SETUP),    # 5: io_uring_setup: to 14
+            (_BPF_JEQ_K, 0, 2, socket_call),            # 6: socket: to 7; else to 9
+            (_BPF_LD_W_ABS, 0, 0, 16),                  # 7: its domain (args[0]'s low half)
+            (_BPF_JEQ_K, 5, 4, _AF_UNIX),               # 8: AF_UNIX: to 14; else to 13
+            (_BPF_JEQ_K, 0, 3, socketpair_call),        # 9: socketpair: to 10; else to 13
+            (_BPF_LD_W_ABS, 0, 0, 24),                  # 10: its type (args[1]'s low half)
+            (_BPF_AND_K, 0, 0, _SOCK_TYPE_MASK),        # 11: without SOCK_NONBLOCK, SOCK_CLOEXEC
+            (_BPF_JEQ_K, 0, 1, _SOCK_STREAM),           # 12: a stream pair: to 13; else to 14
+            (_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW),     # 13
+            (_BPF_RET_K, 0, 0, deny)]                   # 14
 
 
 @functools.lru_cache(maxsize=1)

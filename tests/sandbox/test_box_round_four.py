@@ -50,6 +50,11 @@ except OSError as exc:
 a, b = socket.socketpair()
 a.sendall(b"x")
 out["socketpair"] = b.recv(1).decode()
+try:   # a datagram pair can sendto a named socket outside the box (/dev/log, journald)
+    socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    out["datagram pair"] = "made"
+except OSError as exc:
+    out["datagram pair"] = errno.errorcode.get(exc.errno, str(exc.errno))
 try:
     socket.socket(socket.AF_INET, socket.SOCK_STREAM).close()
     out["tcp"] = "made"
@@ -86,7 +91,7 @@ def test_a_verification_worker_cannot_connect_to_a_unix_socket_outside(tmp_path,
     if not sandbox._seccomp()[0]:
         pytest.skip(f"no seccomp filter here: {sandbox._seccomp()[1]}")
     seen = _in_box(tmp_path / "scratch", SOCKETS, listening)
-    assert seen["unix"] == "EPERM", seen
+    assert seen["unix"] == "EPERM" and seen["datagram pair"] == "EPERM", seen
     assert seen["socketpair"] == "x", seen                 # multiprocessing's and torch's pipes
     assert seen["tcp"] == "made" or _tcp_outside() == "failed", seen
     assert seen["io_uring"] == "EPERM", seen
@@ -100,7 +105,7 @@ def test_the_rank_pool_and_profilers_keep_their_unix_sockets(tmp_path, listening
     # a compiled (GPU) worker: CUDA's start failed with the filter on an H100 (Error 304)
     assert not sandbox.worker_limits(60, False).deny_unix_sockets
     seen = _in_box(scratch, SOCKETS, listening, limits=pool)
-    assert seen["unix"] == "connected" and seen["socketpair"] == "x", seen
+    assert seen["unix"] == "connected" and seen["socketpair"] == "x" and seen["datagram pair"] == "made", seen
 
 
 def test_without_seccomp_the_worker_runs_and_one_line_says_so_once(tmp_path, listening, monkeypatch, caplog):
@@ -116,11 +121,13 @@ def test_without_seccomp_the_worker_runs_and_one_line_says_so_once(tmp_path, lis
 
 def test_the_filter_reads_the_architecture_before_the_call_number():
     """An x86_64 or aarch64 filter: a call made through another ABI (32-bit) is refused outright,
-    the x32 bit is masked, socket is 41 / 198 and io_uring_setup 425."""
-    for machine, number in (("x86_64", 41), ("aarch64", 198)):
+    the x32 bit is masked, socket is 41 / 198, socketpair 53 / 199 and io_uring_setup 425."""
+    for machine, number, pair in (("x86_64", 41, 53), ("aarch64", 198, 199)):
         program = sandbox._seccomp_program(machine)
         assert program[0] == (0x20, 0, 0, 4)                # load the audit arch first
-        assert any(k == number for _, _, _, k in program) and any(k == 425 for _, _, _, k in program)
+        assert {number, pair, 425} <= {k for _, _, _, k in program}
+        for i, (code, jt, jf, _) in enumerate(program):     # every jump lands inside the program
+            assert code != 0x15 or max(i + 1 + jt, i + 1 + jf) < len(program)
         assert program[-1] == (0x06, 0, 0, 0x00050000 | 1) and program[-2] == (0x06, 0, 0, 0x7fff0000)
     with pytest.raises(KeyError):
         sandbox._seccomp_program("riscv64")
