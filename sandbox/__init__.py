@@ -650,37 +650,75 @@ _SECCOMP_ARCHES = {"x86_64": (0xC000003E, 0xBFFFFFFF, 41, 317, 53),
 _SYS_IO_URING_SETUP, _AF_UNIX, _SOCK_STREAM, _SOCK_TYPE_MASK = 425, 1, 1, 0xF
 
 
-def _seccomp_program(machine: str) -> list:
+#: What the worker's filter refuses, each by name (``_seccomp_program``'s ``refused``): a call through
+#: another ABI, ``io_uring_setup``, ``socket(AF_UNIX)``, a ``socketpair`` that is not a stream pair.
+SECCOMP_REFUSALS = ("other_abi", "io_uring", "unix_socket", "datagram_pair")
+
+
+def _seccomp_program(machine: str, refused: tuple = SECCOMP_REFUSALS) -> list:
     """The filter of a verification worker, as ``(code, jt, jf, k)`` BPF instructions over
-    ``struct seccomp_data`` (the call's number at 0, its audit arch at 4, its arguments from 16):
-    a call through another ABI than ``machine``'s own is refused (a 32-bit call, ``int 0x80``,
-    numbers ``socket`` otherwise and passes ``socketcall``'s arguments where no filter sees them;
-    a 64-bit worker makes none); ``io_uring_setup`` is refused; ``socket`` is refused where its
-    domain is ``AF_UNIX``; ``socketpair`` (``AF_UNIX`` alone on Linux) is refused but for a stream
-    pair (a datagram one can still ``sendto`` a named socket outside the box: ``/dev/log``,
-    journald; multiprocessing and torch take stream pairs); everything else is allowed. Refused
-    calls fail with ``EPERM``.
+    ``struct seccomp_data`` (the call's number at 0, its audit arch at 4, its arguments from 16),
+    refusing with ``EPERM`` what ``refused`` names (``SECCOMP_REFUSALS``, all by default;
+    bench/gpu_seccomp_cuda.py tries CUDA's start under each alone): ``other_abi``, a call through
+    another ABI than ``machine``'s own (a 32-bit call, ``int 0x80``, numbers ``socket`` otherwise
+    and passes ``socketcall``'s arguments where no filter sees them; a 64-bit worker makes none);
+    ``io_uring``, ``io_uring_setup`` (whose requests no filter sees); ``unix_socket``, ``socket``
+    where its domain is ``AF_UNIX``; ``datagram_pair``, ``socketpair`` (``AF_UNIX`` alone on Linux)
+    but for a stream pair (a datagram one can still ``sendto`` a named socket outside the box:
+    ``/dev/log``, journald; multiprocessing and torch take stream pairs). Everything else is
+    allowed.
 
     Raises:
         KeyError: no filter for ``machine`` (only x86_64 and aarch64).
+        ValueError: an unknown name in ``refused``.
     """
     arch, mask, socket_call, _, socketpair_call = _SECCOMP_ARCHES[machine]
-    deny = _SECCOMP_RET_ERRNO | errno.EPERM
-    return [(_BPF_LD_W_ABS, 0, 0, 4),                   # 0: the audit arch
-            (_BPF_JEQ_K, 1, 0, arch),                   # 1: this machine's own ABI: to 3
-            (_BPF_RET_K, 0, 0, deny),                   # 2: another ABI
-            (_BPF_LD_W_ABS, 0, 0, 0),                   # 3: the call's number
-            (_BPF_AND_K, 0, 0, mask),                   # 4
-            (_BPF_JEQ_K, 8, 0, _SYS_IO_URING_SETUP),    # 5: io_uring_setup: to 14
-            (_BPF_JEQ_K, 0, 2, socket_call),            # 6: socket: to 7; else to 9
-            (_BPF_LD_W_ABS, 0, 0, 16),                  # 7: its domain (args[0]'s low half)
-            (_BPF_JEQ_K, 5, 4, _AF_UNIX),               # 8: AF_UNIX: to 14; else to 13
-            (_BPF_JEQ_K, 0, 3, socketpair_call),        # 9: socketpair: to 10; else to 13
-            (_BPF_LD_W_ABS, 0, 0, 24),                  # 10: its type (args[1]'s low half)
-            (_BPF_AND_K, 0, 0, _SOCK_TYPE_MASK),        # 11: without SOCK_NONBLOCK, SOCK_CLOEXEC
-            (_BPF_JEQ_K, 0, 1, _SOCK_STREAM),           # 12: a stream pair: to 13; else to 14
-            (_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW),     # 13
-            (_BPF_RET_K, 0, 0, deny)]                   # 14
+    unknown = set(refused) - set(SECCOMP_REFUSALS)
+    if unknown:
+        raise ValueError(f"no such refusal: {', '.join(sorted(unknown))} (known: {', '.join(SECCOMP_REFUSALS)})")
+    # instructions with jumps to labels ("allow", "deny", or a label set by ("label", name)): resolved below
+    code = [(_BPF_LD_W_ABS, None, None, 4)]                                       # the audit arch
+    if "other_abi" in refused:
+        code += [(_BPF_JEQ_K, "number", "deny", arch), ("label", "number")]
+    code += [(_BPF_LD_W_ABS, None, None, 0), (_BPF_AND_K, None, None, mask)]      # the call's number
+    if "io_uring" in refused:
+        code += [(_BPF_JEQ_K, "deny", None, _SYS_IO_URING_SETUP)]
+    if "unix_socket" in refused:
+        code += [(_BPF_JEQ_K, None, "not_socket", socket_call),
+                 (_BPF_LD_W_ABS, None, None, 16),                                 # its domain (args[0]'s low half)
+                 (_BPF_JEQ_K, "deny", "allow", _AF_UNIX), ("label", "not_socket")]
+    if "datagram_pair" in refused:
+        code += [(_BPF_JEQ_K, None, "allow", socketpair_call),
+                 (_BPF_LD_W_ABS, None, None, 24),                                 # its type (args[1]'s low half)
+                 (_BPF_AND_K, None, None, _SOCK_TYPE_MASK),                       # without NONBLOCK, CLOEXEC
+                 (_BPF_JEQ_K, "allow", "deny", _SOCK_STREAM)]
+    code += [("label", "allow"), (_BPF_RET_K, None, None, _SECCOMP_RET_ALLOW),
+             ("label", "deny"), (_BPF_RET_K, None, None, _SECCOMP_RET_ERRNO | errno.EPERM)]
+    program, labels = [], {}
+    for item in code:
+        if item[0] == "label":
+            labels[item[1]] = len(program)
+        else:
+            program.append(item)
+
+    def offset(i: int, target) -> int:   # None: the next instruction
+        return 0 if target is None else labels[target] - i - 1
+    return [(op, offset(i, jt), offset(i, jf), k) for i, (op, jt, jf, k) in enumerate(program)]
+
+
+def _seccomp_program_installed(libc, program: list) -> None:
+    """This process, and all it starts, under ``program`` (``_seccomp_program``'s instructions;
+    needs ``no_new_privs``).
+
+    Raises:
+        OSError: the filter was not installed.
+    """
+    filters = (_SockFilter * len(program))(*program)
+    fprog = _SockFprog(len(program), filters)
+    if libc.prctl(_PR_SET_SECCOMP, ctypes.c_ulong(_SECCOMP_MODE_FILTER), ctypes.byref(fprog),
+                  ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"installing the seccomp filter: {os.strerror(err)}")
 
 
 @functools.lru_cache(maxsize=1)
@@ -738,13 +776,7 @@ def _install_seccomp(libc) -> None:
         OSError: the filter was not installed (the command must not run without it).
     """
     import platform
-    program = _seccomp_program(platform.machine())
-    filters = (_SockFilter * len(program))(*program)
-    fprog = _SockFprog(len(program), filters)
-    if libc.prctl(_PR_SET_SECCOMP, ctypes.c_ulong(_SECCOMP_MODE_FILTER), ctypes.byref(fprog),
-                  ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"installing the seccomp filter: {os.strerror(err)}")
+    _seccomp_program_installed(libc, _seccomp_program(platform.machine()))
 
 
 def box_main(argv: list) -> int:

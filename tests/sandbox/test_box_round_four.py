@@ -131,6 +131,10 @@ def test_the_filter_reads_the_architecture_before_the_call_number():
         assert program[-1] == (0x06, 0, 0, 0x00050000 | 1) and program[-2] == (0x06, 0, 0, 0x7fff0000)
     with pytest.raises(KeyError):
         sandbox._seccomp_program("riscv64")
+    assert sandbox._seccomp_program("x86_64", ()) == [(0x20, 0, 0, 4), (0x20, 0, 0, 0), (0x54, 0, 0, 0xBFFFFFFF),
+                                                      (0x06, 0, 0, 0x7fff0000), (0x06, 0, 0, 0x00050000 | 1)]
+    with pytest.raises(ValueError, match="no such refusal: sockets"):
+        sandbox._seccomp_program("x86_64", ("sockets",))
 
 
 # -- 2. block devices under the read-only /dev ----------------------------------------------------
