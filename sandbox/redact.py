@@ -101,6 +101,12 @@ def _redact_rest(rest: str) -> str:
     return authority + path + question + query + hash_mark + fragment
 
 
+def remember(secret: str) -> None:
+    """Mask ``secret`` (and its percent-decoded form) wherever ``redact`` meets it from now on, in
+    this process: an API key given apart from the URL, which a server may echo back."""
+    _remember(secret)
+
+
 def _remember(secret: str) -> None:
     for form in {secret, unquote(secret)}:
         if len(form) >= MIN_SECRET_CHARS and form != MASK:

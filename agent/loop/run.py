@@ -25,7 +25,7 @@ from swizzleperf.agent.proposers.overlap_policy import OverlapPolicy
 from swizzleperf.agent.proposers.policy import SearchPolicy
 from swizzleperf.agent.verification.candidate import target_args
 from swizzleperf.agent.verification.evaluate import Evaluator
-from swizzleperf.agent.verification.load import load_spec
+from swizzleperf.agent.verification.load import KernelLoadError, load_spec
 from swizzleperf.agent.verification.measure import Measurer
 from swizzleperf.agent.verification.verify import VerifyConfig
 from swizzleperf.kernels.distributed.spec import DistKernelSpec
@@ -97,7 +97,10 @@ def start(options: RunOptions, on_event: Callable = lambda k, d: None, proposer=
             KernelLoadError, UnknownHardwareError from loading the kernel and its target.
     """
     run_id = new_run_id()
-    kernel_path = Path(options.kernel).resolve()
+    try:
+        kernel_path = Path(options.kernel).resolve()
+    except (OSError, RuntimeError) as exc:  # a symlink loop: RuntimeError before Python 3.13, OSError after
+        raise KernelLoadError(f"{options.kernel}: cannot be resolved: {exc}") from None
     spec = load_spec(kernel_path)
     source = kernel_path.read_bytes()  # before the builder reads the text it splices into
     options = dataclasses.replace(options, kernel=str(kernel_path), kernel_sha256=digest(source))
@@ -331,6 +334,8 @@ def _drive(loop: Loop, record: RunRecord, run_id: str, run_dir: Path, target, in
     config = {"configurable": {"thread_id": run_id}, "recursion_limit": 10_000}
     status, failure, graph, signal_name = "interrupted", None, None, None
     connection = sqlite3.connect(record.db_path, check_same_thread=False, timeout=record.wait_s)
+    if initial is None:  # a resume: a checkpoint that cannot be read stops it in one line, nothing rewritten
+        _readable_checkpoint(loop, connection, config, record, run_id)
     try:
         graph = loop.build(SqliteSaver(connection, serde=CHECKPOINT_SERDE))
         if reopen:
@@ -356,6 +361,40 @@ def _drive(loop: Loop, record: RunRecord, run_id: str, run_dir: Path, target, in
     if failure is not None:
         raise failure
     return RunOutcome(run_id, run_dir, report, report["status"])
+
+
+#: The types of the loop's state (agent/loop/graph.py ``LoopState``) a resumed checkpoint must have.
+_STATE_TYPES = {"iteration": int, "history": list, "baseline": dict, "expert": (dict, type(None)), "best": dict,
+                "analysis": str, "pending": (dict, type(None)), "stale": int, "proposer_failures": int,
+                "stop_reason": str, "confirmation": dict}
+
+
+def _readable_checkpoint(loop: Loop, connection, config: dict, record: RunRecord, run_id: str) -> None:
+    """Read run ``run_id``'s last checkpoint once before resuming it.
+
+    Raises:
+        RunError: it cannot be read (a row of the record rewritten: bytes that are not msgpack, a
+            type the serializer refuses, such as ``pickle``, a state of another shape), one line
+            naming the record; or the record is locked or the disk full (``storage``). The
+            connection is closed then."""
+    try:
+        state = loop.build(SqliteSaver(connection, serde=CHECKPOINT_SERDE)).get_state(config).values
+        for key, kind in _STATE_TYPES.items():
+            if key in state and not isinstance(state[key], kind):
+                raise TypeError(f"its {key} is {type(state[key]).__name__}")
+        if not all(isinstance(a, dict) for a in state.get("history", [])):
+            raise TypeError("an attempt of its history is not a mapping")
+    except Exception as exc:
+        connection.close()
+        fault = storage_fault(exc, record.db_path)
+        if fault is not None:
+            error = RunError(redact(f"{fault}; continue it with --resume {run_id}"))
+            error.storage = True
+            raise error from None
+        detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+        raise RunError(redact(f"the run record {record.db_path} holds a checkpoint of run {run_id} that cannot "
+                              f"be read ({detail}): the run cannot be resumed (its folder and report are as "
+                              f"they were)")) from None
 
 
 def _failure(exc: Exception, record: RunRecord, run_id: str, run_dir: Path) -> RunError:

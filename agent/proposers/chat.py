@@ -29,6 +29,7 @@ a transient error). ``Conversation`` holds them:
 from __future__ import annotations
 
 import importlib
+import math
 import os
 import re
 import time
@@ -40,7 +41,7 @@ import openai
 from swizzleperf.agent.proposers import wire
 from swizzleperf.agent.proposers.base import ProposerError
 from swizzleperf.sandbox import untrusted
-from swizzleperf.sandbox.redact import redact
+from swizzleperf.sandbox.redact import redact, remember
 
 
 def _optional(name: str):
@@ -85,6 +86,11 @@ MAX_ANSWER_BYTES = 64 * 2**20
 #: Bytes of one line of a stream (one event), and of a side answer (/props, /tokenize...).
 MAX_LINE_BYTES = 4 * 2**20
 MAX_SIDE_BYTES = 8 * 2**20
+#: The shortest API key masked wherever it appears (a real key is 20+ characters; shorter ones are
+#: placeholders such as ``EMPTY`` or ``local``, masking which would mangle ordinary text).
+MIN_KEY_CHARS = 8
+#: Seconds a side request (GET /props, /v1/models; POST /tokenize) may take in all.
+SIDE_GET_TIMEOUT_S, SIDE_POST_TIMEOUT_S = 5.0, 10.0
 #: What the transcript keeps of an answer that could not be used (the issue: keep what caused it).
 KEPT_RECEIVED_CHARS = 100_000
 _WINDOW_PATTERNS = (re.compile(r"context window of (\d{1,12})\b"),
@@ -184,11 +190,18 @@ class ChatClient:
     def __init__(self, settings: ChatSettings) -> None:
         self.settings = settings
         given = httpx.URL(settings.base_url) if settings.base_url else None
+        key = settings.api_key or os.environ.get("OPENAI_API_KEY")
+        if key and len(key) >= MIN_KEY_CHARS:  # a server that echoes the key (in an error, in a
+            remember(key)                        # reply) has it masked in all we print and keep
+        self._until = math.inf  # the deadline (time.monotonic()) of the request under way
+        # no redirect followed: the prompt (your kernel's code) goes to the server you named, not to
+        # wherever its 3xx points (the key was never carried, the body would have been)
+        http = openai.DefaultHttpxClient(event_hooks={"response": [_bounded_bodies]}, follow_redirects=False)
+        _bound_by(http, lambda: self._until)
         self._client = openai.OpenAI(  # a query (?api_key=...) goes on every request, not into the path
             base_url=str(given.copy_with(query=None)) if given is not None else None,
             default_query=dict(given.params) if given is not None and given.query else None,
-            api_key=settings.api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
-            max_retries=0, http_client=openai.DefaultHttpxClient(event_hooks={"response": [_bounded_bodies]}))
+            api_key=key or "not-needed", max_retries=0, http_client=http)
         self._base = given if given is not None else httpx.URL(str(self._client.base_url))  # credentials kept
         self.url = redact(str(self._base).rstrip("/"))  # what messages, reports and records show
         self._window: int | None = settings.context_tokens
@@ -298,6 +311,7 @@ class ChatClient:
             exchange.outcome = "deadline: not sent"
             return exchange
         try:
+            self._until = deadline
             self._stream(messages, exchange, deadline, remaining, tools)
         except openai.APITimeoutError:
             exchange.outcome = f"deadline: no answer within {remaining:.1f} s"
@@ -406,7 +420,23 @@ class ChatClient:
     def _read_events(self, response, exchange: Exchange, deadline: float) -> None:
         """The server-sent events of a streamed reply, each checked (``wire.Completion``) before
         use; stops at ``[DONE]``, the deadline, or ``wire.MAX_TEXT_CHARS`` of reply."""
-        parts, calls, size = [], {}, 0
+        parts, calls = [], {}
+        try:
+            self._read_event_data(response, exchange, deadline, parts, calls)
+        except _TIMEOUTS:  # a read that the deadline ended (chat.py _bound_by): what came is kept
+            exchange.outcome = "deadline: cancelled while the reply was streaming"
+        exchange.reply = "".join(parts)
+        if exchange.finish_reason is None and exchange.outcome == "ok" and time.monotonic() > deadline:
+            exchange.outcome = "deadline: cancelled while the reply was streaming"  # stopped between events
+        if not parts and not calls and exchange.finish_reason is None and exchange.outcome == "ok":
+            exchange.outcome = EMPTY_STREAM
+        exchange.tool_calls = [{**c, "id": c["id"] or f"call_{i}"} for i, c in sorted(calls.items()) if c["name"]]
+        if exchange.tokens_source == "server" and exchange.outcome == "ok":
+            self._learn_ratio(exchange)
+
+    def _read_event_data(self, response, exchange: Exchange, deadline: float, parts: list, calls: dict) -> None:
+        """The loop of :meth:`_read_events`: ``parts`` (the reply's text) and ``calls`` filled as events come."""
+        size = 0
         for data in _events(response.iter_bytes(), deadline):
             if data.strip() == "[DONE]":
                 break
@@ -432,14 +462,6 @@ class ChatClient:
             if time.monotonic() > deadline and exchange.finish_reason is None:
                 exchange.outcome = "deadline: cancelled while the reply was streaming"
                 break
-        exchange.reply = "".join(parts)
-        if exchange.finish_reason is None and exchange.outcome == "ok" and time.monotonic() > deadline:
-            exchange.outcome = "deadline: cancelled while the reply was streaming"  # stopped between events
-        if not parts and not calls and exchange.finish_reason is None and exchange.outcome == "ok":
-            exchange.outcome = EMPTY_STREAM
-        exchange.tool_calls = [{**c, "id": c["id"] or f"call_{i}"} for i, c in sorted(calls.items()) if c["name"]]
-        if exchange.tokens_source == "server" and exchange.outcome == "ok":
-            self._learn_ratio(exchange)
 
     def _add_call(self, calls: dict, call: wire.ToolCall, data: str) -> int:
         """Merge one streamed tool-call delta into ``calls``; returns the characters it added."""
@@ -561,9 +583,11 @@ class ChatClient:
         """A side request (/props, /v1/models, /tokenize): its JSON checked against ``model``, or
         None when the server does not answer it usably (any answer over ``MAX_SIDE_BYTES``, too deep,
         of the wrong shape included)."""
+        timeout = SIDE_GET_TIMEOUT_S if method == "GET" else SIDE_POST_TIMEOUT_S
+        until = time.monotonic() + timeout  # in all: a server that trickles its answer is not waited for
         try:
-            with httpx.Client(event_hooks={"response": [_bounded_bodies]}) as client, \
-                    client.stream(method, url, timeout=5.0 if method == "GET" else 10.0, **options) as answer:
+            with _bound_by(httpx.Client(event_hooks={"response": [_bounded_bodies]}), lambda: until) as client, \
+                    client.stream(method, url, timeout=timeout, **options) as answer:
                 answer.raise_for_status()
                 data = bytearray()
                 for chunk in answer.iter_bytes():
@@ -719,6 +743,66 @@ def _bounded_bodies(response) -> None:
     response.stream = Decoded(response.stream)
     if coding:
         del response.headers["content-encoding"]
+
+
+def _bound_by(client, until):
+    """``client`` (an httpx or httpx2 client) with every socket read and write of its connections
+    ending by ``until()`` (``time.monotonic()`` seconds), the response's headers and an error's
+    body included: the libraries' timeouts are per read, so a server that sends a byte a second
+    (of headers, of a 500's body, of a /tokenize answer) held the agent past any deadline (#41)."""
+    for transport in [client._transport, *client._mounts.values()]:
+        pool = getattr(transport, "_pool", None)
+        if pool is None or not hasattr(pool, "_network_backend"):
+            continue
+        pool._network_backend = _DeadlineBackend(pool._network_backend, until)
+    return client
+
+
+class _DeadlineBackend:
+    """httpcore's (or httpcore2's) network backend whose streams end by ``until()``."""
+
+    def __init__(self, backend, until) -> None:
+        self._backend, self._until = backend, until
+
+    def connect_tcp(self, *args, **kwargs):
+        return _DeadlineStream(self._backend.connect_tcp(*args, **kwargs), self._until)
+
+    def connect_unix_socket(self, *args, **kwargs):
+        return _DeadlineStream(self._backend.connect_unix_socket(*args, **kwargs), self._until)
+
+    def sleep(self, seconds: float) -> None:
+        self._backend.sleep(seconds)
+
+
+class _DeadlineStream:
+    """A connection whose reads and writes wait at most until ``until()``; past it, the library's
+    own ``ReadTimeout`` / ``WriteTimeout`` (which the callers take as the deadline)."""
+
+    def __init__(self, stream, until) -> None:
+        self._stream, self._until = stream, until
+        self._library = importlib.import_module(type(stream).__module__.split(".")[0])
+
+    def _left(self, timeout: float | None, error: str) -> float:
+        left = self._until() - time.monotonic()
+        if left <= 0:
+            raise getattr(self._library, error)("the deadline passed")
+        return left if timeout is None else min(timeout, left)
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._stream.read(max_bytes, self._left(timeout, "ReadTimeout"))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, self._left(timeout, "WriteTimeout"))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(self, ssl_context, server_hostname: str | None = None, timeout: float | None = None):
+        tls = self._stream.start_tls(ssl_context, server_hostname, self._left(timeout, "ConnectTimeout"))
+        return _DeadlineStream(tls, self._until)
+
+    def get_extra_info(self, info: str):
+        return self._stream.get_extra_info(info)
 
 
 def _body(response, deadline: float) -> bytes:

@@ -143,9 +143,13 @@ def _stand_in(name: str, params: list, span: int, column: int = 0) -> str:
 
 def _read(path: str | Path) -> tuple[Path, str, ast.Module]:
     path = Path(path)
-    if not path.exists():
+    try:
+        found, folder = path.exists(), path.is_dir()
+    except OSError as exc:  # a name longer than the file system takes (ENAMETOOLONG), a denied folder
+        raise KernelLoadError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+    if not found:
         raise KernelLoadError(f"{path}: no such file")
-    if path.is_dir() or path.suffix != ".py":
+    if folder or path.suffix != ".py":
         raise KernelLoadError(f"{path}: not a Python kernel module (expected a .py file)")
     try:
         source = untrusted.read_source(path)   # within MAX_KERNEL_BYTES, in its PEP 263 encoding

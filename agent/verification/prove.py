@@ -196,8 +196,11 @@ class _Translator:
         bounds = [self.value(a) for a in call.args]
         if not all(isinstance(b, int) and not isinstance(b, bool) for b in bounds):
             raise Unsupported(f"line {stmt.lineno}: a loop whose bounds are not constants")
-        steps = range(*bounds)
-        self.unrolled += len(steps)
+        try:  # a step of 0, bounds whose length leaves a C integer: refused, never raised
+            steps = range(*bounds)
+            self.unrolled += len(steps)
+        except (TypeError, ValueError, OverflowError):
+            raise Unsupported(f"line {stmt.lineno}: a loop over {ast.unparse(call)[:60]}") from None
         if self.unrolled > MAX_UNROLL:
             raise Unsupported(f"line {stmt.lineno}: loops of more than {MAX_UNROLL} steps in all")
         for i in steps:
@@ -371,7 +374,7 @@ def _both_const(a, b) -> bool:
 
 def _fold(op, a: int, b: int) -> int:
     ops = {ast.Add: lambda: a + b, ast.Sub: lambda: a - b, ast.Mult: lambda: a * b,
-           ast.FloorDiv: lambda: a // b, ast.Mod: lambda: a % b, ast.LShift: lambda: a << b,
+           ast.FloorDiv: lambda: a // b, ast.Mod: lambda: a % b, ast.LShift: lambda: a << b if b < 64 else None,
            ast.RShift: lambda: a >> b, ast.BitAnd: lambda: a & b, ast.BitOr: lambda: a | b,
            ast.BitXor: lambda: a ^ b, ast.Pow: lambda: a ** b if 0 <= b < 64 else None}
     if type(op) not in ops:

@@ -120,6 +120,13 @@ def test_a_bundled_kernels_expert_order_is_proven_within_the_budget(module):
     assert proof.seconds < TIME_BUDGET_S, f"{module}: {proof.seconds:.1f} s"
 
 
+TARGET_WITH = """@triton.jit
+def swizzle(pid, num_pid_m, num_pid_n):
+    {}
+    return pid % num_pid_m, pid // num_pid_m
+"""
+
+
 @pytest.mark.parametrize("source, expected", [
     # pid - 3 may be negative: Triton truncates, z3's division floors; not proven, never a counterexample
     ('''@triton.jit
@@ -134,6 +141,13 @@ def swizzle(pid, num_pid_m, num_pid_n):
     return pid // num_pid_n + t * 0, pid % num_pid_n
 ''', "overflows int32"),
     (UNROLLED_TOO_FAR, "more than 64 steps"),
+    # #41: constants the prover folds with Python's operators: a shift of 2^63 - 1 bits (MemoryError,
+    # or gigabytes for 2^32), a loop of step 0 (ValueError) or of more steps than a C integer holds
+    (TARGET_WITH.format("x = 1 << 9223372036854775807"), "beyond 64 bits"),
+    (TARGET_WITH.format("x = 1 << 4294967296"), "beyond 64 bits"),
+    (TARGET_WITH.format("for i in range(0, 10, 0):\n        pid = pid + 0"), "a loop over range(0, 10, 0)"),
+    (TARGET_WITH.format("for i in range(-9223372036854775807, 9223372036854775807):\n        pid = pid + 0"),
+     "a loop over range("),
 ])
 def test_what_the_prover_cannot_settle_is_not_proven_and_says_why(source, expected):
     proof = prove_permutation(source, GRID, 2)
