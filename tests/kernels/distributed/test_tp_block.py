@@ -124,7 +124,12 @@ got = tb.block_forward(x[rows].contiguous(), tb.shard(weights, dims, rank, 2), d
 want = tb.reference_forward(x, weights, dims, batch)[rows]
 err = float((got - want).norm() / want.norm())
 print("ERR", rank, err, flush=True)
+dist.barrier()
 dist.destroy_process_group()
+# gloo's threads at the interpreter's exit aborted one rank in CI after its result was printed
+# ("terminate called without an active exception", SIGABRT): the result is out, leave at once
+import os
+os._exit(0)
 """
 
 
