@@ -6,7 +6,8 @@
 # Results under $OUT (or the folder given second): ncu_orders_<kernel>_<gpu>.json per kernel (the
 # format bench/validate_simulator.py compare reads; held-out rows marked), l2_measure_part<N>.json
 # (pairs measured, failed, not reached, seconds each), l2_partition_probe_<gpu>.json (+ _map.json, _ncu.csv),
-# env.txt. Pairs left unreached: ONLY=kernel:order,... bash bench/gpu_l2_measure.sh N
+# env.txt. Pairs left unreached: ONLY=kernel:order,... bash bench/gpu_l2_measure.sh N. CALL_S: the seconds
+# this script may take of the call (560 by default; less where the same call ran something first).
 set -euo pipefail
 PART=${1:?usage: gpu_l2_measure.sh PART [OUTDIR]   (PART 1 or 2)}
 OUTDIR=${2:-${OUT:?set OUT or give OUTDIR}}
@@ -20,7 +21,7 @@ START=$(date +%s)
   NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu); "$NCU" --version | tail -1; } > "$OUTDIR/env.txt" 2>&1
 # the held-out list is checked before anything is measured (a changed PAIRS or seed stops here)
 python3 -c "from bench.l2_measure_set import load_holdout; print(len(load_holdout()), 'held-out pairs')"
-left() { echo $(( 560 - ($(date +%s) - T0) )); }
+left() { echo $(( ${CALL_S:-560} - ($(date +%s) - T0) )); }
 BUDGET=$(left)
 if [ "$PART" = 1 ] && [ -z "${ONLY:-}" ]; then
   timeout 240 python3 -m bench.l2_partition_probe measure --out "$OUTDIR/l2_partition_probe_$GPU.json" \

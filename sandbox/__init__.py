@@ -22,8 +22,8 @@ namespace with a fresh ``/proc`` (every process of it dies with it), drops what 
 processes (``CAP_SYS_PTRACE``, ``CAP_PERFMON``, ``CAP_CHECKPOINT_RESTORE``) and what reaches past
 read-only mounts from the capability bounding set (a verification worker keeps no capability at
 all), and sets ``no_new_privs``. A verification worker also gets a seccomp filter
-(``Limits.deny_unix_sockets``: no ``socket(AF_UNIX)``, no io_uring; where the kernel has none, one
-line says so, once) and a file-size limit (``Limits.file_size_bytes``). CUDA needs nothing of
+(``Limits.seccomp_refusals``: no io_uring, no call through another ABI, no datagram socket pair, and
+for an interpreted worker no ``socket(AF_UNIX)``; where the kernel has none, one line says so, once) and a file-size limit (``Limits.file_size_bytes``). CUDA needs nothing of
 another process's ``/proc`` (a fresh ``/proc`` is what a container gets). Where no namespace is
 permitted, the agent makes itself non-dumpable (``PR_SET_DUMPABLE`` 0: its ``/proc`` entries are
 then unreadable by a process without ``CAP_SYS_PTRACE``, which the box drops) and says so in one
@@ -148,12 +148,15 @@ class Limits:
             past it fails with ``EFBIG``: ``SIGXFSZ`` is ignored in the box; a process that
             restores the signal's default is killed by it, and where that is the command,
             :func:`run` adds one line that says so to its stderr), or None.
-        deny_unix_sockets: a seccomp filter refuses ``socket(AF_UNIX, ...)`` and
-            ``io_uring_setup`` with ``EPERM`` (:func:`_seccomp_program`): no connection to a unix
-            socket bound outside the box (a session bus, ``docker.sock``, an ssh agent: neither
-            the network namespace nor Landlock stops one), no io_uring (whose requests no filter
-            sees); ``socketpair`` still works. Verification workers only: NCCL, gloo and ncu talk
-            over unix sockets. Where the kernel has no seccomp filter, one line says so, once.
+        seccomp_refusals: what a seccomp filter refuses with ``EPERM`` (names of
+            ``SECCOMP_REFUSALS``; :func:`_seccomp_program`), none by default: ``unix_socket``, no
+            ``socket(AF_UNIX, ...)``, so no connection to a unix socket bound outside the box (a
+            session bus, ``docker.sock``, an ssh agent: neither the network namespace nor Landlock
+            stops one); ``io_uring``, no io_uring (whose requests no filter sees); ``other_abi``, no
+            call through another ABI (32-bit or x32, which would dodge the numbers checked);
+            ``datagram_pair``, no ``socketpair(AF_UNIX, SOCK_DGRAM)``; a stream ``socketpair``
+            still works. Verification workers only: NCCL, gloo and ncu talk over unix sockets.
+            Where the kernel has no seccomp filter, one line says so, once.
     """
 
     address_space_bytes: int | None = None
@@ -165,7 +168,7 @@ class Limits:
     writable: tuple[str, ...] | None = ()
     shared_memory: bool = False
     file_size_bytes: int | None = None
-    deny_unix_sockets: bool = False
+    seccomp_refusals: tuple[str, ...] = ()
 
 
 #: A verification worker's largest file (RLIMIT_FSIZE). What a worker writes is far smaller: its
@@ -180,16 +183,18 @@ def worker_limits(timeout_s: float, interpret: bool, writable: tuple = ()) -> Li
     (a CPU worker of the bundled kernels' check problems peaks well under 4 GiB, measured on this
     project's 24 GiB CI machine; the machine cannot give more than that anyway), CPU time twice the
     wall-clock timeout on every core plus a minute, ``writable`` (its temporary folder) the
-    only place it may write, no file larger than ``WORKER_FILE_SIZE_BYTES``; an interpreted worker
-    also no unix socket of its own making and no io_uring (``Limits.deny_unix_sockets``). Not a
-    compiled (GPU) worker: with the filter, every GPU worker's CUDA start failed ("Error 304: OS
-    call failed" at cudaGetDeviceCount) on an H100 (2026-12-06, bench/results/gpu_round42_h100/
-    box6_h100.txt), while the box's own CUDA probe, the same box without the filter, passed there."""
+    only place it may write, no file larger than ``WORKER_FILE_SIZE_BYTES``, and the seccomp
+    filter: every refusal of ``SECCOMP_REFUSALS`` for an interpreted worker, all but
+    ``unix_socket`` for a compiled (GPU) one. CUDA's start needs ``socket(AF_UNIX)``: on an H100
+    (2026-12-06, bench/results/gpu_round42_h100/seccomp_cuda_h100.json, bench/gpu_seccomp_cuda.py)
+    ``cuInit`` returned 304 under the whole filter and under that refusal alone, and 0 under each
+    other refusal alone and under none."""
     cores = os.cpu_count() or 1
+    refusals = SECCOMP_REFUSALS if interpret else tuple(r for r in SECCOMP_REFUSALS if r != "unix_socket")
     return Limits(address_space_bytes=16 << 30 if interpret else None,
                   cpu_seconds=int(timeout_s * 2 * cores) + 60, drop_admin=True,
                   writable=tuple(str(p) for p in writable), file_size_bytes=WORKER_FILE_SIZE_BYTES,
-                  deny_unix_sockets=interpret)
+                  seccomp_refusals=refusals)
 
 
 def worker_env(**overrides: str) -> dict:
@@ -368,7 +373,7 @@ def start(command: list, cwd: Path, env: dict, limits: Limits, **popen: object) 
         writable.append("/dev/shm")
     options = {"pid": processes, "net": limits.isolate_network, "drop_admin": limits.drop_admin,
                "fs": fs, "writable": writable, "landlock": filesystem.landlock_abi() > 0,
-               "seccomp": limits.deny_unix_sockets and _seccomp_for_workers()}
+               "seccomp": list(limits.seccomp_refusals) if limits.seccomp_refusals and _seccomp_for_workers() else []}
     boxed = [sys.executable, "-m", "swizzleperf.sandbox", json.dumps(options), "--", *command]
     return subprocess.Popen(boxed, cwd=cwd, env={**env, **_cache_env(writable)}, start_new_session=True,
                             preexec_fn=_preexec(limits), **popen)
@@ -769,14 +774,15 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
 
 
-def _install_seccomp(libc) -> None:
-    """This process, and all it starts, under :func:`_seccomp_program` (needs ``no_new_privs``).
+def _install_seccomp(libc, refused: tuple = SECCOMP_REFUSALS) -> None:
+    """This process, and all it starts, under :func:`_seccomp_program` refusing ``refused``
+    (needs ``no_new_privs``).
 
     Raises:
         OSError: the filter was not installed (the command must not run without it).
     """
     import platform
-    _seccomp_program_installed(libc, _seccomp_program(platform.machine()))
+    _seccomp_program_installed(libc, _seccomp_program(platform.machine(), refused))
 
 
 def box_main(argv: list) -> int:
@@ -784,7 +790,7 @@ def box_main(argv: list) -> int:
     ``pid``, ``net``, ``drop_admin``, and ``fs``: "mounts" (only with ``pid``), "landlock" or
     "none", with ``writable``, the absolute paths COMMAND may write; ``landlock``: false where the
     agent saw no Landlock (then none over the mounts either; default true); ``seccomp``: the
-    worker's filter, :func:`_seccomp_program`). Namespaces as permitted, the
+    refusals of the worker's filter, :func:`_seccomp_program`). Namespaces as permitted, the
     file system as ``fs`` says, then COMMAND as PID 1 of the new PID namespace (or in place,
     without one); exits as COMMAND does (killed by a signal: the same signal). What it cannot set
     up as asked, it does not run COMMAND without (exit 127). Lines it writes on stderr begin with
@@ -894,7 +900,7 @@ def _harden(libc, options: dict) -> None:
         # in every process of the box (ncu's target is ncu's child)
         filesystem.restrict_writes(options["writable"] + own, ("/proc",), scoped=bool(options.get("drop_admin")))
     if options.get("seccomp"):
-        _install_seccomp(libc)
+        _install_seccomp(libc, tuple(options["seccomp"]))
 
 
 def _clear_inheritable(libc) -> None:

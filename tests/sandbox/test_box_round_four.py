@@ -97,13 +97,25 @@ def test_a_verification_worker_cannot_connect_to_a_unix_socket_outside(tmp_path,
     assert seen["io_uring"] == "EPERM", seen
 
 
+def test_a_compiled_worker_keeps_its_unix_socket_and_nothing_else_of_the_filter(tmp_path, how, listening):
+    """CUDA's start needs socket(AF_UNIX); a compiled (GPU) worker is refused the rest."""
+    if not sandbox._seccomp()[0]:
+        pytest.skip(f"no seccomp filter here: {sandbox._seccomp()[1]}")
+    scratch = tmp_path / "scratch"
+    seen = _in_box(scratch, SOCKETS, listening, limits=sandbox.worker_limits(120, interpret=False, writable=(scratch,)))
+    assert seen["unix"] == "connected" and seen["socketpair"] == "x", seen
+    assert seen["datagram pair"] == "EPERM" and seen["io_uring"] == "EPERM", seen
+
+
 def test_the_rank_pool_and_profilers_keep_their_unix_sockets(tmp_path, listening):
     """NCCL, gloo and ncu talk over unix sockets: the filter is the verification worker's alone."""
     scratch = tmp_path / "scratch"
     pool = sandbox.Limits(drop_admin=True, writable=(str(scratch),), shared_memory=True)
-    assert not pool.deny_unix_sockets and sandbox.worker_limits(60, True).deny_unix_sockets
-    # a compiled (GPU) worker: CUDA's start failed with the filter on an H100 (Error 304)
-    assert not sandbox.worker_limits(60, False).deny_unix_sockets
+    assert not pool.seccomp_refusals
+    assert sandbox.worker_limits(60, True).seccomp_refusals == sandbox.SECCOMP_REFUSALS
+    # a compiled (GPU) worker: CUDA's start needs socket(AF_UNIX) (cuInit 304 under that refusal
+    # alone on an H100, bench/results/gpu_round42_h100/seccomp_cuda_h100.json); the rest it keeps
+    assert set(sandbox.worker_limits(60, False).seccomp_refusals) == set(sandbox.SECCOMP_REFUSALS) - {"unix_socket"}
     seen = _in_box(scratch, SOCKETS, listening, limits=pool)
     assert seen["unix"] == "connected" and seen["socketpair"] == "x" and seen["datagram pair"] == "made", seen
 
