@@ -17,6 +17,7 @@ interpreter builder's ``create_masked_load`` / ``create_masked_store`` / ``creat
 from __future__ import annotations
 
 import contextlib
+import linecache
 import os
 import sys
 from dataclasses import dataclass
@@ -65,13 +66,17 @@ def _storages(arg_names, args_hst, kwargs_hst) -> list:
 
 
 def _where() -> str:
-    """The kernel's line that made the access: the innermost frame outside Triton and this module."""
+    """The kernel's line that made the access: the innermost frame outside Triton and this module,
+    with its text where the file can be read (at most 80 characters)."""
     frame = sys._getframe(2)
     triton_dir = os.path.dirname(os.path.dirname(sys.modules["triton"].__file__))
     while frame is not None:
         path = frame.f_code.co_filename
         if not path.startswith(triton_dir) and path != __file__:
-            return f"line {frame.f_lineno} of {os.path.basename(path)} ({frame.f_code.co_name})"
+            # the line's text too: a lifted module's line numbers are not the user's file's
+            text = " ".join(linecache.getline(path, frame.f_lineno).split())
+            text = f": `{text[:77] + '...' if len(text) > 80 else text}`" if text else ""
+            return f"line {frame.f_lineno} of {os.path.basename(path)} ({frame.f_code.co_name}{text})"
         frame = frame.f_back
     return "an unknown line"
 

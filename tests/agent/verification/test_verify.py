@@ -402,7 +402,9 @@ def test_a_numerics_failure_of_a_kernel_reaching_outside_its_tensors_says_where(
     result = verify(path, tmp_path / "map.npy", VerifyConfig(device="cpu", seeds=(1,)))
     assert result.verdict in (Verdict.MISMATCH, Verdict.CRASH), result.reason
     assert f"under Triton's interpreter with every access checked: {OUTSIDE_ITS_TENSORS}: the load at line" in result.reason
-    assert "(bias_gelu_kernel)" in result.reason and "the nearest, scale_ptr's storage (50 elements" in result.reason
+    assert "(bias_gelu_kernel: `" in result.reason and "the nearest, scale_ptr's storage (50 elements" in result.reason
+    quoted = result.reason.split("(bias_gelu_kernel: `", 1)[1].split("`)", 1)[0]
+    assert "scale_ptr" in quoted and quoted in elementwise.read_text()   # the line as the user wrote it
     plain = tmp_path / "elementwise.py"
     plain.write_text(elementwise.read_text())
     assert verify(plain, tmp_path / "map2.npy", VerifyConfig(device="cpu", seeds=(1,))).passed
