@@ -306,6 +306,34 @@ def measure(out: Path, map_out: Path | None = None) -> dict:
     return result
 
 
+def summary(result: dict) -> str:
+    """``measure``'s JSON as one markdown table: per case its footprint (share of the whole L2),
+    the sectors its SMs read as ncu counted them against the sectors the case reads (a check that
+    ncu saw the whole launch), the SMs' read-lookup hit rate (tex), the fabric lookups' hits and
+    misses (``ltcfabric``: lines one partition asked the other for) and the DRAM bytes read,
+    against the footprint. Cases ncu did not profile say so."""
+    lines = ["| case | footprint (of L2) | sectors read / expected | SM read hit | fabric hit / miss (sectors) "
+             "| DRAM read / footprint | question |", "|---|---|---|---|---|---|---|"]
+    for case in result["cases"]:
+        m = case.get("metrics") or {}
+        expected = case["reads"] * BLOCK * 4 / 32
+        hit = m.get("lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum")
+        miss = m.get("lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum")
+        if hit is None or miss is None:
+            lines.append(f"| {case['name']} | {case['fraction']:.3f} | not profiled | | | | {case['question']} |")
+            continue
+        f_hit = m.get("lts__t_sectors_srcunit_ltcfabric_lookup_hit.sum")
+        f_miss = m.get("lts__t_sectors_srcunit_ltcfabric_lookup_miss.sum")
+        fabric = f"{f_hit:.3g} / {f_miss:.3g}" if f_hit is not None and f_miss is not None else "not counted"
+        dram = m.get("dram__bytes_read.sum")
+        lines.append(f"| {case['name']} | {case['fraction']:.3f} | {(hit + miss) / expected:.3f} "
+                     f"| {100 * hit / max(1.0, hit + miss):.1f} % | {fabric} "
+                     f"| {dram / case['footprint_bytes']:.2f} | {case['question']} |" if dram is not None else
+                     f"| {case['name']} | {case['fraction']:.3f} | {(hit + miss) / expected:.3f} "
+                     f"| {100 * hit / max(1.0, hit + miss):.1f} % | {fabric} | not counted | {case['question']} |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command", required=True)
@@ -315,9 +343,13 @@ def main() -> None:
     m = sub.add_parser("measure")
     m.add_argument("--out", required=True)
     sub.add_parser("cases")
+    t = sub.add_parser("summary", help="measure's JSON as a markdown table")
+    t.add_argument("result")
     args = parser.parse_args()
     if args.command == "run":
         run(Path(args.map), args.only)
+    elif args.command == "summary":
+        print(summary(json.loads(Path(args.result).read_text())), end="")
     elif args.command == "measure":
         res = measure(Path(args.out))
         print(json.dumps({k: v for k, v in res.items() if k not in ("cases", "all_rows", "run_stdout")})[:2000])
