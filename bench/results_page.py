@@ -1783,6 +1783,220 @@ def own_apps_contents() -> str:
             f"[eval.md](eval.md#a-folder-of-apps)")
 
 
+# --------------------------------------------------------------------------- the hand bench's current paragraphs
+#: issue #23's goal for the share of the way to the perfect-overlap bound (a target, not a figure)
+WAY_GOAL = 0.85
+HAND_BENCH_DIR = RESULTS / "ws_dist_h100x2_bench"
+#: the two runs at the committed defaults before the final one (HAND_BENCH), and the run before them
+HAND_BENCH_EARLIER = {"a8aada7": HAND_BENCH_DIR / "defaults_a8aada7" / "dist_2gpu.json",
+                      "d601140": HAND_BENCH_DIR / "defaults_d601140" / "dist_2gpu.json"}
+HAND_BENCH_BEFORE = HAND_BENCH_DIR / "defaults_a0ed243" / "dist_2gpu.json"
+PREFETCH = RESULTS / "rs_ws_own_h100x2" / "5_prefetch_partial"
+EPILOGUE_WS = RESULTS / "rs_epilogue_ws_h100x2" / "ws1.json"
+AG_WS_MARGIN_SOURCE = ROOT / "bench" / "gpu_rank_gemm.py"
+W4_CHECKS = RESULTS / "w4_checks_h100x4"
+PATTERN_CONFIGS = RESULTS / "pattern_configs_h100x4"
+BENCH_ORDER = {"all_gather_gemm": ("AG + GEMM", ["llama70b-up-8k", "llama70b-qkv-4k", "llama8b-up-4k"]),
+               "gemm_reduce_scatter": ("GEMM + RS", ["llama70b-down-8k", "llama70b-o-4k", "llama8b-down-4k"])}
+
+
+def _pce_bench(path: Path) -> dict:
+    """push_copy_engine's rows of one hand-bench run, each with its share of the way (per round,
+    session.py's), and whether every row of the run was verified."""
+    rows = _read_json(path)["rows"]
+    pce = {(r["kernel"], r["problem"]): {**r, "way": _bench_way(r)["value"]} for r in rows
+           if r["pattern"] == "push_copy_engine" and r.get("verified") and r.get("time_ms")}
+    for kernel, (_, problems) in BENCH_ORDER.items():
+        for problem in problems:
+            if (kernel, problem) not in pce:
+                raise ValueError(f"{_rel(path)}: no verified push_copy_engine row at {kernel} {problem}")
+    return {"pce": pce, "verified": all(r.get("verified") for r in rows)}
+
+
+def _ways(run: dict, kernel: str) -> str:
+    return " / ".join(f"{100 * run['pce'][(kernel, p)]['way']:.0f}" for p in BENCH_ORDER[kernel][1]) + " %"
+
+
+def _paired_us(name: str, problem: str) -> list:
+    """The prefetch's gain in us per pair (old_i - new_i) at one problem of 5_prefetch_partial/."""
+    out = []
+    for old in sorted(PREFETCH.glob("old_*.json")):
+        new = PREFETCH / old.name.replace("old_", "new_")
+        t = [next(r["time_ms"] for r in _read_json(p)["rows"] if (r["problem"], r["pattern"]) == (problem, name))
+             for p in (old, new)]
+        out.append(1e3 * (t[0] - t[1]))
+    if not out:
+        raise ValueError(f"{_rel(PREFETCH)}: no old/new pair")
+    return out
+
+
+def hand_bench_now() -> str:
+    """docs/results.md's "Now, at the committed defaults": the two runs at a8aada7 and d601140 and
+    the final one (each dist_2gpu.json, the share of the way per round as session.py defines it),
+    the run before (a0ed243), the prefetch's pairs, the WS epilogue_reduce tried, the AG margin."""
+    runs = {name: _pce_bench(path) for name, path in HAND_BENCH_EARLIER.items()}
+    final, before = _pce_bench(HAND_BENCH), _pce_bench(HAND_BENCH_BEFORE)
+    names = list(runs)
+    speed = [r["speedup"] for run in runs.values() for r in run["pce"].values()]
+    ways = {k: [run["pce"][k]["way"] for run in runs.values()] for k in final["pce"]}
+    lowest = min(ways, key=lambda k: min(ways[k]))
+    reached = sum(min(w) >= WAY_GOAL for w in ways.values())
+    up4k = ("all_gather_gemm", BENCH_ORDER["all_gather_gemm"][1][-1])
+    margin = float(_search(r"^AG_WS_MARGIN = ([0-9.]+)$", AG_WS_MARGIN_SOURCE.read_text(),
+                           "bench/gpu_rank_gemm.py: AG_WS_MARGIN", re.M).group(1))
+    inside = _search(r"its load warp's waits made it ([0-9.]+-[0-9.]+) % better than alone",
+                     " ".join(RANK_GEMM.read_text().split()), f"{_rel(RANK_GEMM)}: the WS GEMM inside push_copy_engine").group(1)
+    o4k, down4k = (_paired_us("push_copy_engine", p) for p in BENCH_ORDER["gemm_reduce_scatter"][1][1:])
+    ws = {(r["problem"], r["pattern"]): r["time_ms"] for r in _read_json(EPILOGUE_WS)["rows"] if r["verified"]}
+    slower = [ws[(p, "epilogue_reduce")] / ws[(p, "push_copy_engine")] - 1 for p, pattern in ws if pattern == "epilogue_reduce"]
+    date = _search(r"(20\d\d-\d\d-\d\d)", (HAND_BENCH_DIR / "README.md").read_text(),
+                   f"{_rel(HAND_BENCH_DIR)}/README.md: its date").group(1)
+    verified = "every row verified" if all(run["verified"] for run in runs.values()) else "not every row verified"
+    fmt = lambda us: f"{min(us):.1f}-{max(us):.1f}"  # noqa: E731
+    return (f"**Now, at the committed defaults** (issue #23, {date}, two H100s, "
+            f"`ws_dist_h100x2_bench/defaults_{names[0]}/` and `defaults_{names[1]}/`, {_n(len(runs))} runs, {verified}): "
+            f"AG + GEMM {' and '.join(_ways(run, 'all_gather_gemm') for run in runs.values())} of the way, GEMM + RS "
+            f"{' and '.join(_ways(run, 'gemm_reduce_scatter') for run in runs.values())}; push_copy_engine {_x(speed)} "
+            f"torch + NCCL at all {_n(len(final['pce']))}. **{'All ' + _n(len(ways)) if reached == len(ways) else f'{_n(reached).capitalize()} of {_n(len(ways))}'} "
+            f"at {100 * WAY_GOAL:.0f} % or more in both runs, the lowest {lowest[1]} "
+            f"({100 * min(ways[lowest]):.0f}-{100 * max(ways[lowest]):.0f} %).** Two changes: at AG + GEMM's shapes the "
+            f"per-shape configurations keep the WS GEMM while it is within {100 * margin:.0f} % of the Triton GEMM alone "
+            f"(inside push_copy_engine its load warp's waits made it {inside} % better than alone, paired: "
+            f"`bench/gpu_rank_gemm.py`'s `AG_WS_MARGIN`), which puts it at {up4k[1]} ("
+            + " / ".join(f"{100 * run['pce'][up4k]['way']:.0f}" for run in runs.values())
+            + f" % against {100 * before['pce'][up4k]['way']:.0f} % at `defaults_a0ed243/`); and GEMM + RS's own rows' "
+            f"load warp loads the first peer's partial once it has issued the tile's last loads, while the consumers "
+            f"finish the tile ({fmt(o4k)} us a launch at o-4k, {fmt(down4k)} us at down-4k, paired: "
+            f"`rs_ws_own_h100x2/5_prefetch_partial/`; issued earlier, its wait for the flags stalled the tile where "
+            f"copies came late: `6_prefetch_after_last_step_h200x2/`; verified at W = 4 on four H100s since, below). "
+            f"Both bench runs above had the earlier position; at the final one (`defaults_5d36b7c/`, a third lease): "
+            f"AG + GEMM {_ways(final, 'all_gather_gemm')}, GEMM + RS {_ways(final, 'gemm_reduce_scatter')}, "
+            f"{_x([r['speedup'] for r in final['pce'].values()])} torch + NCCL (`bench/results/ws_dist_h100x2_bench/`). "
+            f"Tried and not kept: GEMM + RS epilogue_reduce as one warp-specialized launch storing the other owners' "
+            f"tiles through TMA into their memory (verified, {100 * min(slower):.0f}-{100 * max(slower):.0f} % slower "
+            f"than push_copy_engine in the same rounds: `rs_epilogue_ws_h100x2/`).")
+
+
+def _one(path: Path, problem: str, pattern: str) -> dict:
+    rows = [r for r in _read_json(path)["rows"] if (r["problem"], r["pattern"]) == (problem, pattern)]
+    if len(rows) != 1:
+        raise ValueError(f"{_rel(path)}: {len(rows)} rows of {pattern} at {problem}, not one")
+    return rows[0]
+
+
+def hand_bench_w4() -> str:
+    """docs/results.md's "Each pattern its own per-rank GEMM configuration": the A / B / A runs of
+    w4_checks_h100x4/ and pattern_configs_h100x4/ (each json; the tile and wave counts as their
+    READMEs give them), GEMM + RS at W = 4 (rs_w4.json), GEMM + all-scatter at W = 4 (as_w4.json)."""
+    iris = "iris-8192x3584x14336"
+    cache = [_one(W4_CHECKS / f"{n}.json", iris, "producer_consumer") for n in ("as_cache_w4", "as_cache2_w4")]
+    triton = _one(W4_CHECKS / "as_triton_w4.json", iris, "producer_consumer")
+    waves = _search(r"the pattern gives the GEMM (\d+) programs; the WS GEMM's (\d+) tiles of \d+ x \d+ take (\w+) waves "
+                    r"of \d+ \((\w+) of (\d+), where it was faster alone[^)]*\), the Triton GEMM's (\d+) tiles (\w+)\.",
+                    " ".join((W4_CHECKS / "README.md").read_text().split()), f"{_rel(W4_CHECKS)}/README.md: the waves")
+    programs, ws_tiles, ws_waves, ws_waves_all, sms, triton_tiles, _ = waves.groups()
+    now = _one(PATTERN_CONFIGS / "as_w4.json", iris, "producer_consumer")
+    pairs = [(_one(PATTERN_CONFIGS / "ag_push_new_w2.json", "llama70b-qkv-4k", "push"),
+              _one(PATTERN_CONFIGS / "ag_push_old_w2.json", "llama70b-qkv-4k", "push"), "AG + GEMM push at qkv-4k"),
+             (_one(PATTERN_CONFIGS / "as_pc_new_w2.json", "llama70b-qkv-4k", "producer_consumer"),
+              _one(PATTERN_CONFIGS / "as_pc_old_w2.json", "llama70b-qkv-4k", "producer_consumer"),
+              "all-scatter producer_consumer")]
+    up_new = _one(PATTERN_CONFIGS / "ag_push_new_w2.json", "llama8b-up-4k", "push")
+    up_old = _one(PATTERN_CONFIGS / "ag_push_old_w2.json", "llama8b-up-4k", "push")
+    tiles = _search(r"\*\*up-4k lost \d+ %\*\*: \d+ x \d+ x \d+ is (\d+) tiles with either GEMM",
+                    " ".join((PATTERN_CONFIGS / "README.md").read_text().split()),
+                    f"{_rel(PATTERN_CONFIGS)}/README.md: up-4k's tiles").group(1)
+    rs = _read_json(W4_CHECKS / "rs_w4.json")["rows"]
+    pce = [r for p in BENCH_ORDER["gemm_reduce_scatter"][1] for r in rs
+           if (r["problem"], r["pattern"]) == (p, "push_copy_engine") and r["verified"]]
+    bulk = max((r for r in rs if r["pattern"] == "bulk_sync" and r["verified"]), key=lambda r: r["speedup"])
+    refused = [r for r in rs if not r["verified"] and r.get("message", "").startswith("refused")]
+    scatter = {}
+    for r in _read_json(PATTERN_CONFIGS / "as_w4.json")["rows"]:
+        if r["verified"] and (r["problem"] not in scatter or r["time_ms"] < scatter[r["problem"]]["time_ms"]):
+            scatter[r["problem"]] = r
+    cache_ms, cache_x = [r["time_ms"] for r in cache], [r["speedup"] for r in cache]
+    pce_x = [r["speedup"] for r in pce]
+    return (f"**Each pattern its own per-rank GEMM configuration** (issue #23, four H100s, 2026-11-26 evening, "
+            f"`bench/results/w4_checks_h100x4/`, `pattern_configs_h100x4/`): a pattern that gives its GEMM `NUM_SMS - "
+            f"COMM_SMS` programs (AG + GEMM push, GEMM + all-scatter producer_consumer and workgroup_specialized, "
+            f"GEMM + RS producer_consumer) can need a wave more with the configuration chosen on all SMs. GEMM + "
+            f"all-scatter producer_consumer at {iris}, W = {triton['world_size']}: the WS GEMM's {ws_tiles} tiles take "
+            f"{ws_waves} waves of {programs} programs ({ws_waves_all} of {sms}, where it is faster alone), "
+            f"{' / '.join(f'{t:.3f}' for t in cache_ms)} ms "
+            f"against {triton['time_ms']:.3f} with the Triton GEMM's {triton_tiles} tiles (A / B / A, one lease; "
+            f"{_x(cache_x)} "
+            f"against {triton['speedup']:.2f}x torch + NCCL). The configuration cache now lists the schedules timed "
+            f"beside each default, and where the default needs more waves on the pattern's programs, one that needs "
+            f"fewer takes its place if the waves predict it faster (`gemm_tuning.ranked_configs`: a prediction, then "
+            f"measured): producer_consumer there {now['time_ms']:.3f} ms, {now['speedup']:.2f}x; at W = "
+            f"{pairs[0][0]['world_size']} "
+            + " and ".join(f"{label} {new['time_ms']:.3f} against {old['time_ms']:.3f} ms" for new, old, label in pairs)
+            + f" (A / B / A). A first rule that re-ranked every schedule lost {100 * (up_new['time_ms'] / up_old['time_ms'] - 1):.0f} % "
+            f"at up-4k (both GEMMs {tiles} tiles, the WS GEMM kept there by `AG_WS_MARGIN`), so only a schedule that "
+            f"loses fewer waves may overtake. A pattern whose constraints refuse the cached configuration takes the "
+            f"next one that fits instead of being refused ("
+            + ", ".join(f"GEMM + RS {r['pattern']} at {r['problem'].split('-', 1)[1]}" for r in refused)
+            + f" was refused at W = {rs[0]['world_size']}). The measured optimize tries the pattern's configuration as "
+            f"its second tile configuration. **At W = {rs[0]['world_size']}** on four H100s: every kernel and pattern "
+            f"verified at the check problem (flash decode's was refused by its own constraint since dist_bench began "
+            f"refusing, fixed), GEMM + RS push_copy_engine's WS own rows and the prefetch verified and timed at its "
+            f"{_n(len(pce))} bench problems ({' / '.join(f'{x:.2f}x' for x in pce_x)}; "
+            f"bulk_sync {bulk['speedup']:.2f}x at {bulk['problem'].split('-', 1)[1]}, where the copies set "
+            f"push_copy_engine's time), GEMM + all-scatter {_x([r['speedup'] for r in scatter.values()])} torch + NCCL "
+            f"at its {_n(len(scatter))} with its fastest pattern.")
+
+
+# --------------------------------------------------------------------------- docs/distributed.md: a real model on the distributed optimize
+REAL_LLM_DIST = RESULTS / "real_llm_dist"
+DIST_PROPOSALS = ["#", "the model's proposal", "verdict", "time (ms)", "in the declared space",
+                  "the policy would propose it", "a tile-order source"]
+MEASURED_EARLIER = re.compile(r"(\w+(?: \w+)?) ([0-9.]+) ms \(\S+/([\w.]+), (NVIDIA [^)]+)\)")
+
+
+def real_llm_dist_page() -> str:
+    """docs/distributed.md's sentence on a real model driving the distributed optimize: its
+    summary.md (the proposals, their predictions, the policy's), its console (the wall time, the
+    patterns measured earlier on two H100s)."""
+    text = (REAL_LLM_DIST / "summary.md").read_text()
+    flat = " ".join(text.split())
+    what = f"{_rel(REAL_LLM_DIST)}/summary.md"
+    kernel, problem, world, gpu = _search(r"^# A real model on the distributed optimize: (\w+) at ([\w-]+), W = (\d+), "
+                                          r"(\w+) \(simulated\)$", text, f"{what}: its heading", re.M).groups()
+    iterations = int(_search(r"- proposer: llm:\w+ at \S+; (\d+) iterations;", flat, f"{what}: its proposer").group(1))
+    rows = _table(text, DIST_PROPOSALS, f"{what} proposals")
+    proposals = [(r, json.loads(r["the model's proposal"].strip("`"))) for r in rows]
+    verified = sum(r["verdict"] == "PASS" for r in rows)
+    never = sum(r["the policy would propose it"] != "yes" for r in rows)
+    outside = sum(r["in the declared space"] == "no" for r in rows)
+    pulls = sum(c["pattern"] == "pull" for _, c in proposals)
+    predicted = lambda r: float(_search(r"^([0-9.]+) predicted$", r["time (ms)"], f"{what}: a prediction").group(1))  # noqa: E731
+    best, config = min(proposals, key=lambda rc: predicted(rc[0]))
+    policy = _search(r"the policy's first (\d+) proposals at best ([0-9.]+) ms", flat, f"{what}: the policy's best")
+    console = (REAL_LLM_DIST / "optimize.txt").read_text()
+    minutes, seconds = _search(r"^real\t(\d+)m([0-9.]+)s$", console, f"{_rel(REAL_LLM_DIST)}/optimize.txt: its time",
+                               re.M).groups()
+    measured = {p: float(ms) for p, ms, _, device in MEASURED_EARLIER.findall(" ".join(console.split()))
+                if gpu.upper() in device and p != "best pattern"}
+    if "pull" not in measured or len(measured) < 2:
+        raise ValueError(f"{_rel(REAL_LLM_DIST)}/optimize.txt: the patterns measured earlier: not found")
+    others = [ms for p, ms in measured.items() if p != "pull"]
+    n = lambda count: "all " + _n(count) if count == len(rows) else _n(count)  # noqa: E731
+    return (f"A real local model drove it end to end (`bash bench/real_llm_dist.sh`: Qwen2.5-Coder-1.5B on llama.cpp's "
+            f"server, CPU, simulated {_n(int(world))} {gpu.upper()}s at {problem}, {iterations} iterations, "
+            f"{int(minutes) + float(seconds) / 60:.0f} minutes; `{_rel(REAL_LLM_DIST)}/`, transcript included): "
+            + (f"all {_n(len(rows))} of its proposals" if verified == len(rows) else
+               f"{_n(verified)} of its {_n(len(rows))} proposals") + " verified with their own knobs, "
+            + ("none of them" if never == len(rows) else f"{_n(len(rows) - never)} of them") + " one the policy would "
+            f"have made ({n(outside)} outside the declared tile configurations: single knobs such as `num_stages`, "
+            f"`STREAM_K`), {_n(pulls)} of them the `pull` pattern the committed two-{gpu.upper()} bench measured at "
+            f"{measured['pull']:.1f} ms against {min(others):.1f}-{max(others):.1f} for the others "
+            f"({measured['pull'] / max(others):.1f}-{measured['pull'] / min(others):.1f}x slower); its best "
+            f"(`{config['pattern']}`, predicted {predicted(best):.2f} ms) is predicted "
+            f"{'slower' if predicted(best) > float(policy.group(2)) else 'no slower'} than the policy's first "
+            f"{_n(int(policy.group(1)))} proposals ({float(policy.group(2)):.2f} ms). Predictions, not measurements.")
+
+
 #: (file, marker name) -> the function that writes the text between the markers.
 BLOCKS = {("README.md", "main-job"): main_job, ("README.md", "gemm-cublas"): gemm_cublas,
           ("README.md", "rank-gemm"): rank_gemm, ("README.md", "eval-suite"): eval_suite,
@@ -1808,7 +2022,9 @@ BLOCKS = {("README.md", "main-job"): main_job, ("README.md", "gemm-cublas"): gem
           ("docs/results.md", "dist-h200-patterns"): dist_h200_patterns,
           ("docs/own-app.md", "example-apps"): example_apps_page,
           ("docs/distributed.md", "overlap-model"): overlap_model_page,
-          ("docs/eval.md", "tritonbench"): tritonbench_page}
+          ("docs/eval.md", "tritonbench"): tritonbench_page,
+          ("docs/results.md", "hand-bench-now"): hand_bench_now, ("docs/results.md", "hand-bench-w4"): hand_bench_w4,
+          ("docs/distributed.md", "real-llm-dist"): real_llm_dist_page}
 
 #: Blocks of definitions, no figure (so no file under bench/results/ to name): written from
 #: agent/distributed/session.py so that the pages say what the code computes.
