@@ -43,8 +43,13 @@ class HardwareSpec:
             program's SM a fixed hash of its id, since neighbouring ids land far apart).
         domain_miss_path: where a read that misses in its domain's L2 goes: ``"peer_domains"``
             (NVIDIA L2 partitions: to the other partitions, over the L2 fabric, and to DRAM
-            only when none holds the line) or ``"memory"`` (AMD XCDs and one-domain parts: to
-            the LLC, if any, and DRAM).
+            only when none holds the line), ``"home_partition"`` (NVIDIA L2 partitions as the
+            H100's partition probe measured them, bench/results/l2_measure_h100/: each line has a
+            home partition; a read from the other partition's SMs is served by the home, filled
+            there from DRAM when the home lacks it, and the line is then held in both, so it is
+            a hit for the home's SMs and takes room in both halves; not yet any spec's default:
+            on the GEMM it raises predicted hit rates further above ncu, simulator_validation.md)
+            or ``"memory"`` (AMD XCDs and one-domain parts: to the LLC, if any, and DRAM).
         match_names: lower-case substrings of the device name (torch's ``name`` or AMD's
             ``gcnArchName``) that identify this GPU on a live device.
         link_bytes_per_s: the GPU's interconnect bandwidth to its peers, one direction, all

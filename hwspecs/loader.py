@@ -25,7 +25,7 @@ PARTITION_MODES = {1: "CPX", 2: "QPX", 4: "DPX"}
 _SYSFS_PARTITION = "/sys/class/drm/card*/device/current_compute_partition"  # the spec simulated when no GPU is present and no --hw is given
 VENDORS = ("nvidia", "amd")
 DISPATCH_POLICIES = ("in_order", "round_robin_domains", "hashed_domains")
-DOMAIN_MISS_PATHS = ("peer_domains", "memory")
+DOMAIN_MISS_PATHS = ("peer_domains", "home_partition", "memory")
 _MB = 1 << 20
 _DETECT = object()  # resolve_target's default: detect the device now
 

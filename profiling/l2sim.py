@@ -20,8 +20,12 @@ Model (deliberately simple, every choice stated):
   LLC), and inserts it into the domain's L2. With ``domain_miss_path: peer_domains`` (NVIDIA
   L2 partitions) a read miss on a block another domain holds is served by that domain (counted
   in ``cross_domain_bytes``, not in DRAM bytes) and still inserted into the missing domain's L2
-  (both measured on an H200: bench/results/partition_h200/). A block larger than a cache is never
-  cached there.
+  (both measured on an H200: bench/results/partition_h200/). With ``home_partition`` (the H100's
+  partition probe, bench/results/l2_measure_h100/) each block has a home partition
+  (:func:`block_homes`); a read miss on a block homed in another partition is served by the
+  home (from DRAM into the home first, when the home lacks it), counted in
+  ``cross_domain_bytes``, and the block is then held in both. A block larger than a cache is
+  never cached there.
   Stores allocate in the domain's L2 (write-back) and do not touch the LLC or the read counts;
   every distinct stored block counts its bytes once in ``dram_write_bytes``. A block may be both
   stored and loaded (``TileTrace.access_is_write``): a load of it then hits where the store left it.
@@ -94,6 +98,21 @@ def program_domains(num_programs: int, domains: int, dispatch: str) -> np.ndarra
             z = z ^ (z >> np.uint64(31))
         return (z % np.uint64(domains)).astype(np.int64)
     return np.zeros(num_programs, dtype=np.int64)
+
+
+def block_homes(num_blocks: int, domains: int) -> np.ndarray:
+    """The home L2 partition of each block, int64 ``[num_blocks]`` (``domain_miss_path:
+    home_partition``): a fixed pseudo-random function of the block id (splitmix64 with another
+    constant than :func:`program_domains`'), standing for the address hash that homes each line
+    in one partition. Blocks are whole trace blocks, not lines: over many blocks the share homed
+    in each partition is what a per-line hash gives."""
+    block = np.arange(num_blocks, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        z = block * np.uint64(0xD1B54A32D192ED03) + np.uint64(0x8CB92BA72F3D8DD7)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    return (z % np.uint64(domains)).astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -263,6 +282,8 @@ def _replay(doms: np.ndarray, cus: np.ndarray, keys: np.ndarray, writes: np.ndar
     read, hit = [0] * D, [0] * D
     cross = llc_hit = dram_read = l1_read = l1_hit = 0
     peers_serve = counts is not None and hw.domain_miss_path == "peer_domains"
+    homes = (block_homes(len(nbytes), D).tolist() if D > 1 and hw.domain_miss_path == "home_partition"
+             else None)
     for d, c, k, w in zip(doms.tolist(), cus.tolist(), keys.tolist(), writes.tolist()):
         b = nbytes[k]
         if l1_cap:
@@ -290,7 +311,27 @@ def _replay(doms: np.ndarray, cus: np.ndarray, keys: np.ndarray, writes: np.ndar
                 read[d] += b
                 hit[d] += b
             continue
-        if not w:
+        if not w and homes is not None and homes[k] != d:
+            # a line homed in the other partition: served by its home (filled there from DRAM
+            # when the home lacks it too), and kept in both
+            read[d] += b
+            cross += b
+            h = homes[k]
+            home = caches[h]
+            if k in home:
+                home.move_to_end(k)
+            else:
+                dram_read += b
+                if b <= cap:
+                    u = used[h] + b
+                    while u > cap:
+                        old = home.popitem(False)[0]
+                        u -= nbytes[old]
+                        counts[old] -= 1
+                    counts[k] += 1
+                    home[k] = None
+                    used[h] = u
+        elif not w:
             read[d] += b
             held = counts is not None and counts[k]
             if held:
@@ -339,6 +380,9 @@ def _model_line(hw: HardwareSpec, slots: list, cus: list, probe: dict | None, l1
         line += f"dispatch {hw.dispatch}"
     if hw.domain_miss_path == "peer_domains" and hw.l2_domains > 1:
         line += "; a miss the other partition holds is served by it, not by DRAM"
+    elif hw.domain_miss_path == "home_partition" and hw.l2_domains > 1:
+        line += ("; each block homed in one partition (hashed): a read from the other is served by its home "
+                 "(filled there from DRAM first where the home lacks it) and then held in both")
     if l1:
         line += f"; loads through a per-{hw.compute_unit_label} L1 LRU of {hw.l1_bytes_per_cu // 1024} KiB"
     if hw.llc_bytes > 0:

@@ -524,7 +524,7 @@ def _same_dram_note(report: dict, spec) -> str:
         return (head + f"in the simulator every L2 miss here is served by the {spec.name}'s {cache} once its data "
                 f"was first read from DRAM, so the orders differ in the traffic between the L2s and that cache "
                 f"(and in L2 hit rate), not in DRAM bytes.")
-    if spec.l2_domains > 1 and spec.domain_miss_path == "peer_domains":
+    if spec.l2_domains > 1 and spec.domain_miss_path in ("peer_domains", "home_partition"):
         return (head + f"in the simulator a miss in one L2 partition of the {spec.name} is served by the other "
                 f"partition once its data was first read from DRAM, so the orders differ in the traffic between "
                 f"the partitions (and in L2 hit rate), not in DRAM bytes.")

@@ -365,3 +365,40 @@ def test_full_size_gemm_speed_and_grouped_beats_row_major(monkeypatch):
     assert r_grp.l2_hit_rate > r_row.l2_hit_rate
     assert r_grp.dram_read_bytes < r_row.dram_read_bytes
     assert r_mi.llc_hit_rate is not None and r_mi.cross_domain_bytes > 0
+
+
+def test_home_partition_a_line_one_half_read_is_a_hit_in_its_home_half():
+    """``domain_miss_path: home_partition``, as the H100's partition probe measured it
+    (bench/results/l2_measure_h100/l2_partition_probe_h100.json, far-A0-B1: 25 % read hits):
+    partition 0 reads 64 blocks once, then partition 1 reads them once. A block homed in partition
+    1 was filled there by partition 0's read: partition 1 hits on it. One homed in partition 0 is
+    a miss in partition 1, served by its home (no DRAM). Every block leaves DRAM once."""
+    from swizzleperf.profiling.l2sim import block_homes
+    n = 64
+    trace = make_trace([[[s] for s in range(n)], [[] for _ in range(n)] + [[s] for s in range(n)]])
+    hw = make_hw(compute_units=2, domains=2, l2_bytes=10 * n * B, miss_path="home_partition")
+    r = simulate(trace, ident(2), hw)
+    homed_in_1 = int((block_homes(n, 2) == 1).sum())
+    assert 0 < homed_in_1 < n
+    assert r.l2_hit_bytes == homed_in_1 * B and r.dram_read_bytes == n * B
+    assert r.cross_domain_bytes == n * B      # partition 0's reads homed in 1, 1's homed in 0
+    peer = simulate(trace, ident(2), make_hw(compute_units=2, domains=2, l2_bytes=10 * n * B, miss_path="peer_domains"))
+    assert peer.l2_hit_bytes == 0             # the model it may replace: every such read a miss
+
+
+def test_home_partition_a_far_line_takes_room_in_both_halves():
+    """The probe's split cases: a line partition 0 reads and partition 1 homes is held in both, so
+    one half reading more than its capacity's worth of far-homed lines evicts the other half's."""
+    from swizzleperf.profiling.l2sim import block_homes
+    homes = block_homes(400, 2)
+    far = [int(b) for b in np.flatnonzero(homes == 1)[:4]]      # homed in 1, read by 0
+    near = [int(b) for b in np.flatnonzero(homes == 1)[4:6]]    # homed in 1, read by 1
+    # partition 1 reads `near` twice around partition 0's four far reads; capacity 4 blocks a half
+    p0 = [[]] + [[b] for b in far]
+    p1 = [[b] for b in near] + [[] for _ in far] + [[b] for b in near]
+    hw = make_hw(compute_units=2, domains=2, l2_bytes=4 * B, miss_path="home_partition")
+    r = simulate(make_trace([p0, p1]), ident(2), hw)
+    assert r.per_domain_hit_rate[1] == 0.0    # near's lines were pushed out by far's home fills
+    roomy = simulate(make_trace([p0, p1]), ident(2), make_hw(compute_units=2, domains=2, l2_bytes=8 * B,
+                                                            miss_path="home_partition"))
+    assert roomy.per_domain_hit_rate[1] == pytest.approx(0.5)
