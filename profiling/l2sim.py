@@ -269,8 +269,8 @@ def _replay(doms: np.ndarray, cus: np.ndarray, keys: np.ndarray, writes: np.ndar
 
     Every cache is an LRU by bytes at block granularity (an ``OrderedDict``, least recent first):
     a block larger than the cache is never allocated; allocating one evicts the least recently
-    used blocks until the bytes fit. The insertions are written out in the loop (no call per
-    access): this loop is where a ranking of the catalog spends its time."""
+    used blocks until the bytes fit. A hit costs no call (this loop is where a ranking of the
+    catalog spends its time); an insertion, one."""
     D, cap, llc_cap = hw.l2_domains, hw.l2_bytes_per_domain, hw.llc_bytes
     nbytes = trace.block_bytes.astype(np.int64).tolist()
     caches, used = [OrderedDict() for _ in range(D)], [0] * D
@@ -284,6 +284,23 @@ def _replay(doms: np.ndarray, cus: np.ndarray, keys: np.ndarray, writes: np.ndar
     peers_serve = counts is not None and hw.domain_miss_path == "peer_domains"
     homes = (block_homes(len(nbytes), D).tolist() if D > 1 and hw.domain_miss_path == "home_partition"
              else None)
+
+    def insert(d: int, k: int, b: int) -> None:
+        """Block ``k`` of ``b`` bytes into domain ``d``'s L2, least recently used blocks out until
+        it fits (never a block larger than the cache); ``counts`` kept where there are several."""
+        if b > cap:
+            return
+        cache, u = caches[d], used[d] + b
+        while u > cap:
+            old = cache.popitem(False)[0]
+            u -= nbytes[old]
+            if counts is not None:
+                counts[old] -= 1
+        if counts is not None:
+            counts[k] += 1
+        cache[k] = None
+        used[d] = u
+
     for d, c, k, w in zip(doms.tolist(), cus.tolist(), keys.tolist(), writes.tolist()):
         b = nbytes[k]
         if l1_cap:
@@ -322,15 +339,7 @@ def _replay(doms: np.ndarray, cus: np.ndarray, keys: np.ndarray, writes: np.ndar
                 home.move_to_end(k)
             else:
                 dram_read += b
-                if b <= cap:
-                    u = used[h] + b
-                    while u > cap:
-                        old = home.popitem(False)[0]
-                        u -= nbytes[old]
-                        counts[old] -= 1
-                    counts[k] += 1
-                    home[k] = None
-                    used[h] = u
+                insert(h, k, b)
         elif not w:
             read[d] += b
             held = counts is not None and counts[k]
@@ -348,19 +357,7 @@ def _replay(doms: np.ndarray, cus: np.ndarray, keys: np.ndarray, writes: np.ndar
                     while llc_used > llc_cap:
                         llc_used -= nbytes[llc.popitem(False)[0]]
                     llc[k] = None
-        if b <= cap:
-            u = used[d] + b
-            if counts is None:
-                while u > cap:
-                    u -= nbytes[cache.popitem(False)[0]]
-            else:
-                while u > cap:
-                    old = cache.popitem(False)[0]
-                    u -= nbytes[old]
-                    counts[old] -= 1
-                counts[k] += 1
-            cache[k] = None
-            used[d] = u
+        insert(d, k, b)
     return dict(read=read, hit=hit, cross=cross, llc_hit=llc_hit, dram_read=dram_read,
                 l1_read=l1_read, l1_hit=l1_hit, l1=bool(l1_cap))
 
