@@ -35,6 +35,12 @@ Cases (:func:`cases`, footprints as fractions of torch's ``L2_cache_size``, 50 M
   ``far-A0-B1x2`` partition 1 reads twice (is the served line kept near?); ``far-A0-B0`` partition 0
   reads again (near control); ``far-A1-B0`` the mirror of ``far-A0-B1``. The phase-B counts are
   the difference to ``far-A0`` (``far-A1`` for the mirror).
+* ``together-N`` (N in ``READERS``, 1 to 64): 1/8 of L2; the first N programs of partition 0 each
+  read every chunk once, in the same order, so that N reads of a line arrive at about the same
+  time, as a GEMM's programs sharing a block do. Lookups counted as in an LRU: (N - 1) / N hits.
+  Fewer would say that a read arriving while the line's fill is under way counts as a miss: what
+  the GEMM's orders with many programs on one block (grouped-m:64, column-major) suggest, measured
+  on an H100 on 2026-12-06 (bench/results/simulator_validation.md), and what no case above tests.
 
 Run it under ncu (one launch per case, caches flushed, ``--clock-control none``) with
 ``python3 -m bench.l2_partition_probe measure --out OUT/l2_partition_probe_GPU.json``; the
@@ -61,6 +67,7 @@ from swizzleperf.profiling.probe_kernels import _smid   # %smid through inline P
 BLOCK = 4096                 # fp32 per chunk: 16 KiB, 128 lines
 FRACTIONS = (0.125, 0.25, 0.4, 0.5, 0.6, 0.75, 1.0, 1.5)
 PASSES = 4
+READERS = (1, 2, 4, 8, 16, 32, 64)   # the together-N cases: programs of one half reading the same lines at once
 MAX_POLLS = 2_000_000        # a phase-B program gives up after this many polls (flag set)
 KERNEL_NAME = "stream_kernel"
 # ncu metrics beyond profiling/ncu.py's METRICS, taken only where `ncu --query-metrics` lists them
@@ -99,13 +106,15 @@ def _stream(src_ptr, queue_ptr, done_ptr, count_ptr, first, n_mine, passes, acc,
 
 @triton.jit
 def stream_kernel(src_ptr, part_ptr, queue_ptr, done_ptr, count_ptr, out_ptr, flag_ptr,
-                  n_chunks, passes_a, passes_b, target_a, fake_sms,
+                  n_chunks, passes_a, passes_b, target_a, fake_sms, readers,
                   MODE_A: tl.constexpr, SPLIT_A: tl.constexpr, MODE_B: tl.constexpr,
                   BLOCK: tl.constexpr, ON_GPU: tl.constexpr, COUNT: tl.constexpr, MAX_POLLS: tl.constexpr):
     """See the module docstring. ``queue_ptr``: 4 int32 tickets (phase A partition 0, 1; phase B
     0, 1); ``done_ptr``: phase-A chunks done; ``count_ptr``: reads per chunk (``COUNT``);
     ``out_ptr``: BLOCK fp32 per program (the sums: keeps the loads); ``flag_ptr``: per program, 1
-    where a phase-B program gave up polling; ``target_a``: phase-A chunks in all."""
+    where a phase-B program gave up polling; ``target_a``: phase-A chunks in all; ``readers`` > 0
+    (the ``together-N`` cases, ``MODE_A`` and ``MODE_B`` 0): the first ``readers`` programs of
+    partition 0 (a ticket each) read every chunk once, in the same order, at about the same time."""
     pid = tl.program_id(0)
     if ON_GPU:
         sm = _smid(pid)
@@ -113,6 +122,14 @@ def stream_kernel(src_ptr, part_ptr, queue_ptr, done_ptr, count_ptr, out_ptr, fl
         sm = pid % fake_sms
     part = tl.load(part_ptr + sm)
     acc = tl.zeros([BLOCK], tl.float32)
+    if readers > 0:
+        if part == 0:
+            if tl.atomic_add(queue_ptr, 1) < readers:
+                offs = tl.arange(0, BLOCK)
+                for chunk in range(0, n_chunks):
+                    acc += tl.load(src_ptr + chunk * BLOCK + offs, cache_modifier=".cg")   # 1/8 of an L2: int32 holds it
+                    if COUNT:
+                        tl.atomic_add(count_ptr + chunk, 1)
     if ((MODE_A >> part) & 1) == 1:
         if SPLIT_A:
             n_mine = n_chunks // 2
@@ -151,6 +168,7 @@ class Case:
     mode_b: int = 0
     passes_b: int = 0
     question: str = ""
+    readers: int = 0
 
 
 def cases() -> list:
@@ -166,6 +184,12 @@ def cases() -> list:
             Case("far-A0-B0", 0.125, 1, False, 1, 1, 1, "near control: all hits"),
             Case("far-A1", 0.125, 2, False, 1, question="reference for far-A1-B0"),
             Case("far-A1-B0", 0.125, 2, False, 1, 1, 1, "the mirror of far-A0-B1")]
+    # last, so that the cases above keep their launch index: N programs of one half reading each
+    # line at about the same time; without a cost to reads that arrive while a line's fill is under
+    # way, (N - 1) / N of them hit
+    out += [Case(f"together-{n}", 0.125, 0, False, 0, readers=n,
+                 question=f"{n} programs of one half read each line at once: do the later reads hit?")
+            for n in READERS]
     return out
 
 
@@ -183,6 +207,7 @@ def expected_reads(case: Case, n_chunks: int) -> np.ndarray:
     for h in (0, 1):
         if (case.mode_b >> h) & 1:
             reads += case.passes_b
+    reads += case.readers
     return reads
 
 
@@ -208,7 +233,7 @@ def launch(case: Case, l2_bytes: int, partition_of_sm, device: str = "cuda", on_
     readers_a = bin(case.mode_a).count("1")
     target_a = (n_chunks if case.split_a else n_chunks * readers_a) * case.passes_a
     stream_kernel[(programs,)](src, parts, queue, done, counter, out, flag,
-                               n_chunks, case.passes_a, case.passes_b, target_a, num_sms,
+                               n_chunks, case.passes_a, case.passes_b, target_a, num_sms, case.readers,
                                MODE_A=case.mode_a, SPLIT_A=case.split_a, MODE_B=case.mode_b, BLOCK=block,
                                ON_GPU=on_gpu, COUNT=count, MAX_POLLS=max_polls, num_warps=4)
     return {"src": src, "out": out, "queue": queue, "done": done, "count": counter, "flag": flag,

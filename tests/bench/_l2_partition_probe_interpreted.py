@@ -21,8 +21,8 @@ def _run(case, parts=(0, 1, 0, 1)):
     return {k: (v.numpy() if hasattr(v, "numpy") else v) for k, v in r.items()}
 
 
-@pytest.mark.parametrize("case", [c for c in cases() if c.fraction <= 0.5 or c.name == "distinct"],
-                         ids=lambda c: c.name)
+@pytest.mark.parametrize("case", [c for c in cases() if (c.fraction <= 0.5 or c.name == "distinct") and c.readers <= 4],
+                         ids=lambda c: c.name)     # (8 programs here, 4 of them in partition 0)
 def test_every_chunk_is_read_as_often_as_the_case_claims(case):
     parts = (1, 0, 1, 0) if case.name.startswith("far-A1") else (0, 1, 0, 1)   # the interpreter runs pid 0 first
     r = _run(case, parts)
@@ -54,7 +54,21 @@ def test_phase_b_waits_for_phase_a_then_reads_the_whole_buffer():
     assert stuck["flag"].sum() >= 1
 
 
+@pytest.mark.parametrize("readers", [1, 2, 4])
+def test_together_n_the_first_n_programs_of_partition_0_each_read_every_chunk(readers):
+    r = _run(Case(f"together-{readers}", 0.25, 0, False, 0, readers=readers))
+    n = r["n_chunks"]
+    assert r["count"].tolist() == [readers] * n
+    assert r["queue"][0] == 4                                      # every partition-0 program took a ticket
+    out = r["out"].reshape(8, BLOCK)
+    assert np.all(out[1::2] == 0)                                  # partition 1 read nothing
+    readers_done = [i for i in range(0, 8, 2) if np.any(out[i] != 0)]
+    assert len(readers_done) == readers                           # and only N of partition 0's
+    np.testing.assert_allclose(out.sum(axis=0), readers * r["src"].reshape(n, BLOCK).sum(axis=0), rtol=1e-5)
+
+
 def test_the_case_list_is_what_the_module_says():
     names = [c.name for c in cases()]
-    assert len(names) == len(set(names)) == 1 + 3 * 8 + 6
+    assert len(names) == len(set(names)) == 1 + 3 * 8 + 6 + 7
+    assert names[-7:] == [f"together-{n}" for n in (1, 2, 4, 8, 16, 32, 64)]
     assert {"one-0.5", "split-1.0", "shared-1.5", "far-A0-B1", "far-A1-B0"} <= set(names)

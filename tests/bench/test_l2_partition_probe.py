@@ -34,3 +34,15 @@ def test_the_summary_reads_each_cases_counters_and_says_which_were_not_profiled(
     table = summary(result).splitlines()
     assert table[2] == "| one-0.25 | 0.250 | 1.000 | 75.0 % | 10 / 20 | 2.00 | q1 |"
     assert table[3].startswith("| far-A0 | 0.125 | not profiled |")
+
+
+def test_every_case_compiles_for_hopper_with_its_cg_loads():
+    """The launches of every case (the together-N ones too) compiled for sm_90 as on the GPU
+    (a real %smid), without one: kernels/distributed/compile_check.py."""
+    from bench.l2_partition_probe import cases, launch
+    from swizzleperf.kernels.distributed.compile_check import compiling_launches
+    with compiling_launches(90) as compiled:
+        for case in cases():
+            launch(case, 2**20, [0, 1] * 66, device="cpu", on_gpu=True)
+    assert compiled and all(k[0] == "stream_kernel" for k in compiled)
+    assert all(v is not None and "ld.global.cg" in v.asm["ptx"] for v in compiled.values())
