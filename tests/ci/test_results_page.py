@@ -473,3 +473,88 @@ def test_the_real_model_on_the_distributed_optimize_is_its_summary(raw):
     raw.edit("real_llm_dist/optimize.txt", "pull 12.700 ms", "pull 12.700")
     with pytest.raises(ValueError, match="the patterns measured earlier"):
         results_page.real_llm_dist_page()
+
+
+def _pce_row(data: dict, kernel: str, problem: str) -> dict:
+    return next(r for r in data["rows"] if (r["kernel"], r["problem"], r["pattern"]) == (kernel, problem, "push_copy_engine"))
+
+
+def _slower(data: dict, kernel: str, problem: str, ms: float) -> None:
+    rounds = _pce_row(data, kernel, problem)["rounds_ms"]
+    rounds["push_copy_engine"] = [t + ms for t in rounds["push_copy_engine"]]
+
+
+def test_a_history_share_of_the_way_edited_by_hand_fails_the_check(tmp_path, capsys):
+    """The broken variant: the CE bench's o-4k share put back at a figure its rounds do not give."""
+    _pages(tmp_path)
+    text = (ROOT / "docs" / "results.md").read_text()
+    start = text.index("<!-- results:history-ce-way -->")
+    assert "AG + GEMM 95 / 95 / 86 %" in text[start:]
+    (tmp_path / "docs" / "results.md").write_text(text[:start] + text[start:].replace("95 / 95 / 86 %", "95 / 95 / 85 %", 1))
+    assert results_page.main(["--check"], root=tmp_path) == 1
+    assert "95 / 95 / 85 %" in capsys.readouterr().out
+
+
+def test_the_since_then_share_is_its_runs(raw):
+    """A run's down-4k made slower widens the range; a row without rounds is refused."""
+    raw("dist_gemm_h100x2_rs_epilogue")
+    name = "dist_gemm_h100x2_rs_epilogue/5_replicates_365d18a/run_3.json"
+    data = raw.json(name)
+    _slower(data, "gemm_reduce_scatter", "llama8b-down-4k", 0.004)
+    raw.put(name, data)
+    assert "and 77-82 % at down-4k in ten runs" in results_page.history_since_then_way()
+    del _pce_row(data, "gemm_reduce_scatter", "llama8b-down-4k")["rounds_ms"]
+    raw.put(name, data)
+    with pytest.raises(ValueError, match="no share of the way from its rounds"):
+        results_page.history_since_then_way()
+
+
+def test_the_later_share_is_its_runs(raw):
+    raw("rs_sum_tma_h100x2/9_bench_fence_89a9bd0")
+    name = "rs_sum_tma_h100x2/9_bench_fence_89a9bd0/replicate_2/pce.json"
+    data = raw.json(name)
+    _slower(data, "gemm_reduce_scatter", "llama8b-down-4k", 0.004)
+    raw.put(name, data)
+    assert "GEMM + RS 109-110 / 82-84 / 78-82 %" in results_page.history_later_way()
+
+
+def test_the_ws_share_is_its_runs_and_logs(raw):
+    """The WS_OWN=1 log's printed share is read strictly; a replicate made slower changes the count."""
+    raw("rs_ws_own_h100x2")
+    raw.edit("rs_ws_own_h100x2/2_ab_bench/bench_ws1_2.log", "| 1.32x | 85 % (IQR 0) |", "| 1.32x | 86 % (IQR 0) |")
+    assert "85-86 % at down-4k" in results_page.history_ws_way()
+    assert "84 % in three, 85 % in one, 86 % in one." in results_page.history_ws_way()
+    raw.edit("rs_ws_own_h100x2/2_ab_bench/bench_ws1_1.log", "each round's own figures", "medians")
+    with pytest.raises(ValueError, match="its table of the share of the way"):
+        results_page.history_ws_way()
+
+
+def test_the_every_pattern_share_is_its_runs(raw):
+    raw("ws_dist_h100x2_bench", "dist_gemm_h100x2_rs_epilogue", "rs_sum_tma_h100x2", "rs_ws_own_h100x2",
+        "ws_all_gather_h100x2")
+    name = "ws_dist_h100x2_bench/dist_2gpu.json"
+    data = raw.json(name)
+    _slower(data, "gemm_reduce_scatter", "llama8b-down-4k", -0.003)
+    raw.put(name, data)
+    text = results_page.history_every_way()
+    assert "(**down-4k at 85 %**)" in text, text
+
+
+def test_the_timer_share_is_its_runs(raw):
+    raw("dist_gemm_h200x2_final", "dist_gemm_h100x2_queued")
+    name = "dist_gemm_h100x2_queued/dist_gemm_2gpu.json"
+    data = raw.json(name)
+    _slower(data, "all_gather_gemm", "llama70b-qkv-4k", 0.010)
+    raw.put(name, data)
+    assert "all-gather + GEMM qkv-4k 89 % (push_copy_engine)" not in results_page.history_timer_way().split("two H100s")[1]
+
+
+def test_no_share_from_runs_timed_in_blocks(raw):
+    """A block-timed run given rounds would make a share computable: refused, not silently withheld."""
+    raw("dist_gemm_h200x2_stream_k_ptx.json", "dist_gemm_h200x2.json", "dist_gemm_h100x2_final.json")
+    assert "not given: its bound was timed in other rounds" in results_page.history_blocks_way()
+    data = raw.json("dist_gemm_h100x2_final.json")
+    data["rows"][0]["rounds_ms"] = {"x": [1.0]}
+    raw.put("dist_gemm_h100x2_final.json", data)
+    with pytest.raises(ValueError, match="rounds found"):
+        results_page.history_blocks_way()
