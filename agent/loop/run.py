@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import pydantic
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
@@ -368,6 +369,78 @@ _STATE_TYPES = {"iteration": int, "history": list, "baseline": dict, "expert": (
                 "analysis": str, "pending": (dict, type(None)), "stale": int, "proposer_failures": int,
                 "stop_reason": str, "confirmation": dict}
 
+_Figure = pydantic.StrictFloat | pydantic.StrictInt | None
+_Text = pydantic.StrictStr | None
+
+
+class _Metrics(pydantic.BaseModel):
+    """The figures of an attempt's ``metrics`` that the loop and the report compute with (numbers)
+    or print (text); the rest of the mapping is kept as it is."""
+    model_config = pydantic.ConfigDict(extra="allow")
+    l2_hit_rate: _Figure = None
+    time_ms: _Figure = None
+    time_spread_ms: _Figure = None
+    dram_bytes: _Figure = None
+    predicted_l2_hit_rate: _Figure = None
+    predicted_cross_domain_bytes: _Figure = None
+    tflops: _Figure = None
+    predicted_time_ms: _Figure = None
+    calibrated_predicted_ms: _Figure = None
+    torch_nccl_ms: _Figure = None
+    torch_nccl_spread_ms: _Figure = None
+    paired_gain_ms: _Figure = None
+    paired_spread_ms: _Figure = None
+    committed_ms: _Figure = None
+    committed_spread_ms: _Figure = None
+    host_ms: _Figure = None
+    l2_source: _Text = None
+    time_source: _Text = None
+    dram_source: _Text = None
+    predicted_source: _Text = None
+    notes: _Text = None
+
+
+class _Attempt(pydantic.BaseModel):
+    """One attempt of the loop's state (the baseline, the expert, the best, one of the history):
+    what is computed with or printed from it."""
+    model_config = pydantic.ConfigDict(extra="allow")
+    iteration: pydantic.StrictInt | None = None
+    name: _Text = None
+    kind: _Text = None
+    source: _Text = None
+    verdict: _Text = None
+    reason: _Text = None
+    rationale: _Text = None
+    lesson: _Text = None
+    kernel_file: _Text = None
+    kernel_sha256: _Text = None
+    diff: _Text = None
+    mapping: _Text = None
+    permutation_scope: _Text = None
+    predicted: dict | None = None
+    prompt_tokens: pydantic.StrictInt | None = None
+    completion_tokens: pydantic.StrictInt | None = None
+    cost_usd: _Figure = None
+    metrics: _Metrics | None = None
+
+
+def _check_attempts(state: dict) -> None:
+    """Each attempt of a checkpointed state against :class:`_Attempt`.
+
+    Raises:
+        TypeError: the first that does not fit, naming where it is and the field."""
+    places = [(key, state.get(key)) for key in ("baseline", "expert", "best", "pending")]
+    places += [(f"attempt {i + 1} of its history", a) for i, a in enumerate(state.get("history", []))]
+    for where, attempt in places:
+        if not attempt:
+            continue
+        try:
+            _Attempt.model_validate(attempt)
+        except pydantic.ValidationError as exc:
+            first = exc.errors()[0]
+            field = ".".join(str(p) for p in first["loc"])
+            raise TypeError(f"its {where}: {field}: {first['msg']}") from None
+
 
 def _readable_checkpoint(loop: Loop, connection, config: dict, record: RunRecord, run_id: str) -> None:
     """Read run ``run_id``'s last checkpoint once before resuming it.
@@ -384,6 +457,7 @@ def _readable_checkpoint(loop: Loop, connection, config: dict, record: RunRecord
                 raise TypeError(f"its {key} is {type(state[key]).__name__}")
         if not all(isinstance(a, dict) for a in state.get("history", [])):
             raise TypeError("an attempt of its history is not a mapping")
+        _check_attempts(state)
     except Exception as exc:
         connection.close()
         fault = storage_fault(exc, record.db_path)

@@ -55,6 +55,11 @@ TAMPERED = {
     "an iteration that is text": _rewritten_state({"iteration": "many"}),
     "a history that is a number": _rewritten_state({"history": 5}),
     "an attempt that is a number": _rewritten_state({"history": [5]}),
+    # found 2026-12-06: a figure of an attempt rewritten as text was a TypeError in the report
+    "a best whose time is text": _rewritten_state({"best": {"name": "x", "metrics": {"time_ms": "fast"}}}),
+    "an attempt whose verdict is a number": _rewritten_state({"history": [{"name": "x", "verdict": 7}]}),
+    "an attempt whose hit rate is text": _rewritten_state({"history": [{"name": "x", "metrics": {"l2_hit_rate": "high"}}]}),
+    "a best whose kernel file is a number": _rewritten_state({"best": {"name": "x", "kernel_file": 5}}),
 }
 
 
