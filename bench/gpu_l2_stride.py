@@ -27,6 +27,7 @@ import argparse
 import json
 import re
 import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -61,7 +62,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     from bench.validate_simulator import measure
     out = Path(args.out)
-    folder = ROOT / "bench" / ".l2_stride"
+    # under the repository (the measurement names the kernel by its path from the root), a folder
+    # of this run's own: two runs in one checkout never share it
+    folder = Path(tempfile.mkdtemp(prefix=".l2_stride-", dir=ROOT / "bench"))
     result = {"what": "kernels/gemm.py at M = N = 16384 and K as given, ncu (bench/validate_simulator.py measure)",
               "rows": [], "failed": []}
     try:

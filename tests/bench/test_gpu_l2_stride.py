@@ -21,7 +21,10 @@ def test_each_pair_is_kept_as_measured_and_a_failure_costs_only_itself(tmp_path,
     import bench.validate_simulator as vs
     seen = []
 
+    folders = set()
+
     def fake_measure(kernel, orders, out, whole_run=False):
+        folders.add(kernel.parent)
         k = int(kernel.stem.split("_k")[1])
         seen.append((k, orders[0]))
         if (k, orders[0]) == (4160, "row-major"):
@@ -36,4 +39,5 @@ def test_each_pair_is_kept_as_measured_and_a_failure_costs_only_itself(tmp_path,
     result = json.loads(out.read_text())
     assert [(r["K"], r["order"]) for r in result["rows"]] == seen[:3]
     assert result["failed"] == [{"K": 4160, "order": "row-major", "error": "RuntimeError: ncu failed"}]
-    assert not (gpu_l2_stride.ROOT / "bench" / ".l2_stride").exists()
+    (folder,) = folders                       # one folder of the run's own, under the repository, gone after
+    assert folder.parent == gpu_l2_stride.ROOT / "bench" and not folder.exists()
