@@ -82,7 +82,7 @@ def _optimize_gemm() -> str:
     configuration in those rounds as the figure that stands. Within its spread, a tie."""
     sentences = []
     for gpu, path in OPTIMIZE_GEMM.items():
-        lib = json.loads(path.read_text())["library"]
+        lib = _read_json(path)["library"]
         link = f"[`{path.relative_to(RESULTS).as_posix()}`](bench/results/{path.relative_to(RESULTS).as_posix()})"
         tried = len((lib.get("selection") or lib).get("configs") or [])
         paired = [c for c in lib.get("configs") or [] if c.get("library_ratio") is not None]
@@ -121,11 +121,11 @@ def _fused_rows(rows: list) -> tuple:
 def dist_optimize() -> str:
     """The measured optimize at W = 2 on two H200s: the answer against torch + NCCL from the
     head-to-head (one session each), the hand bench, torch's fused op (timed in other rounds)."""
-    rows = json.loads(OPTIMIZE.read_text())["rows"]
+    rows = _read_json(OPTIMIZE)["rows"]
     answered = [r for r in rows if r["recommendation"] != "torch + NCCL"]
     ratios = [r["torch_nccl_ms"] / (r.get("recommended_ms") or r["best_ms"]) for r in answered]
     fused, higher, inside = _fused_rows(rows)
-    lower_h100 = [(path, r) for path in OPTIMIZE_H100 for r in json.loads(path.read_text())["rows"]
+    lower_h100 = [(path, r) for path in OPTIMIZE_H100 for r in _read_json(path)["rows"]
                   if r.get("torch_fused_ms") and r["torch_fused_ms"] <= r["best_ms"]]
     h100 = "; ".join(f"{r['kernel']} {r['problem']} {r['torch_fused_ms']:.3f} against {r['best_ms']:.3f} ± "
                      f"{r['spread_ms']:.3f} ms ([`{path.name}`](bench/results/{path.name}))" for path, r in lower_h100)
@@ -137,7 +137,7 @@ def dist_optimize() -> str:
             f"head-to-head's contenders in the rounds that report it, not confirmed in fresh rounds. It was within the spread of "
             f"the hand bench's best at {sum(bool(r.get('finds_hand_best')) for r in rows)} of {len(rows)}. "
             f"The {WAY_NAME} is not given for this run: its bound (the cuBLAS GEMM alone) was timed in the run's "
-            f"references rounds, not in the head-to-head's (the {100 * min(ways):.0f}-{100 * max(ways):.0f} % "
+            f"references rounds, not in the head-to-head's (the {_range(ways)} "
             f"printed before mixed the two sessions). torch's fused ops had a higher median than our best at "
             f"{len(higher)} of the {len(fused)} problems where torch has one, **a tie inside the row's spread at "
             f"{len(inside)} of the {len(fused)}**, and were timed in the references' rounds, not with our best: "
@@ -152,7 +152,7 @@ KERNEL_NAMES = {"all_gather_gemm": "all-gather + GEMM", "gemm_reduce_scatter": "
 def _report(row: dict) -> dict:
     """The run's own report.json, committed under bench/results/ (the row names it as written on the
     machine, eval/results/...)."""
-    return json.loads((RESULTS / row["report"].split("results/", 1)[1]).read_text())
+    return _read_json(RESULTS / row["report"].split("results/", 1)[1])
 
 
 def _config(config) -> str:
@@ -170,7 +170,7 @@ def dist_optimize_table() -> str:
     """docs/results.md's table of the measured optimize at W = 2 (two H200s), each column named with
     the timing session it comes from; torch + NCCL over the bound from the references' rounds alone
     (the table printed before divided the head-to-head's torch + NCCL by the references' GEMM)."""
-    rows = json.loads(OPTIMIZE.read_text())["rows"]
+    rows = _read_json(OPTIMIZE)["rows"]
     lines = [f"ms, the slowest rank's, medians of interleaved rounds "
              f"(`bench/results/{OPTIMIZE.name}`; the references' columns from each run's `report.json` under "
              f"`bench/results/dist_optimize_h100x2_h200/runs/`). Each figure comes from one of three timing "
@@ -196,7 +196,7 @@ def dist_optimize_table() -> str:
 def dist_optimize_summary() -> str:
     """docs/results.md's reading of that table: what one session says, ties stated, the share of the
     way withheld (its parts were timed in two sessions), llama8b-up-4k's answer from its report."""
-    rows = json.loads(OPTIMIZE.read_text())["rows"]
+    rows = _read_json(OPTIMIZE)["rows"]
     answered = [r for r in rows if r["recommendation"] != "torch + NCCL"]
     ratios = [r["torch_nccl_ms"] / r["best_ms"] for r in answered]
     fused, higher, inside = _fused_rows(rows)
@@ -222,7 +222,7 @@ def dist_optimize_summary() -> str:
     up4k = next(r for r in rows if r["recommendation"] == "torch + NCCL")
     report = _report(up4k)
     best, default = report["best"], report["baseline"]
-    hand = json.loads((RESULTS / "dist_optimize_h100x2_h200" / f"bench_{up4k['kernel']}.json").read_text())["rows"]
+    hand = _read_json((RESULTS / "dist_optimize_h100x2_h200" / f"bench_{up4k['kernel']}.json"))["rows"]
     hand_pce = next(h for h in hand if h["problem"] == up4k["problem"] and h["pattern"] == best["config"]["pattern"])
     out += (f"\n\nAt {name(up4k)} the answer was torch + NCCL although a configuration beat it: the fastest by "
             f"median, {best['name']}, timed bimodally ({best['time_ms']:.3f} ± {best['time_spread_ms']:.3f} ms "
@@ -266,7 +266,7 @@ def hand_bench() -> str:
     """The hand bench at the committed defaults (two H100s, one run of interleaved rounds): each
     pattern, torch + NCCL and torch's GEMM alone in the same rounds, so the share of the way is
     one session's; the host's time to queue a launch where it exceeds the GPUs'."""
-    rows = [r for r in json.loads(HAND_BENCH.read_text())["rows"] if r.get("verified") and r.get("time_ms")]
+    rows = [r for r in _read_json(HAND_BENCH)["rows"] if r.get("verified") and r.get("time_ms")]
     problems = sorted({(r["kernel"], r["problem"]) for r in rows})
     fastest = {p: min((r for r in rows if (r["kernel"], r["problem"]) == p), key=lambda r: r["time_ms"])
                for p in problems}
@@ -286,7 +286,7 @@ def hand_bench() -> str:
             f"defaults_5d36b7c/)): push_copy_engine, the fastest pattern at {pce_fastest} of {len(problems)} "
             f"problems, {_x([r['speedup'] for r in pce])} torch + NCCL (the median of the rounds' ratios); "
             f"{WAY_NAME} (per round, from the same rounds) "
-            f"{100 * min(w['value'] for _, w in ways):.0f}-{100 * max(w['value'] for _, w in ways):.0f} %, "
+            f"{_range([w['value'] for _, w in ways])}, "
             f"85 % or more at {len(reached)} of {len(pce)}"
             + (", under it at " + ", ".join(f"{r['kernel']} {r['problem']} ({100 * w['value']:.0f} %)"
                                             for r, w in short) if short else "")
@@ -356,6 +356,12 @@ def _link(path: Path, docs: bool = False) -> str:
 
 def _pct(share: float) -> str:
     return f"{100 * share:.0f} %"
+
+
+def _range(values: list) -> str:
+    """Shares (0..1) as "86-111 %", or "86 %" where the two ends print alike."""
+    lo, hi = (f"{100 * v:.0f}" for v in (min(values), max(values)))
+    return f"{lo} %" if lo == hi else f"{lo}-{hi} %"
 
 
 def _date(run_id: str) -> str:
@@ -1578,7 +1584,7 @@ def dist_optimize_rerun() -> str:
                 f"{r['torch_nccl_ms'] / r['recommended_ms']:.2f}x"
                 + (", its fastest beating torch + NCCL beyond the spread this time, so the new rule had nothing to "
                    "pass over" if fastest else ", the new rule passing over a faster contender"))
-    return (out + f". The head-to-head's figures sat {100 * min(moved):.0f}-{100 * max(moved):.0f} % above each "
+    return (out + f". The head-to-head's figures sat {_range(moved)} above each "
             f"configuration's own first timing; torch + NCCL's {100 * min(torch_moved):+.0f} to "
             f"{100 * max(torch_moved):+.0f} % off its references' timing (each run's `report.json`).")
 
@@ -1683,7 +1689,7 @@ def dist_h200_patterns() -> str:
             + ("" if every else " (" + ", ".join(f"{v} of {n} rows at {w}" for w, (v, n) in verified.items()) + ")")
             + f" (`bench/results/dist_h200_{{{','.join(map(str, sizes))}}}gpu.json`); GEMM + RS's `epilogue_reduce`, "
             f"added later, only at {', '.join(map(str, ws))} (the check problem with two tile configurations and the "
-            f"{_n(len(problems))} bench problems; it measured {100 * min(slower):.0f}-{100 * max(slower):.0f} % {word} "
+            f"{_n(len(problems))} bench problems; it measured {_range(slower)} {word} "
             f"than bulk_sync there, in the same run: `{_rel(EPILOGUE_REDUCE.with_suffix('.md'))}`). The CPU tests run "
             f"every pattern at world sizes 2 and 3 in one process through the Triton interpreter (several heaps in "
             f"one process).")
@@ -1890,7 +1896,7 @@ def hand_bench_now() -> str:
             f"{' and '.join(_ways(run, 'gemm_reduce_scatter') for run in runs.values())}; push_copy_engine {_x(speed)} "
             f"torch + NCCL at all {_n(len(final['pce']))}. **{'All ' + _n(len(ways)) if reached == len(ways) else f'{_n(reached).capitalize()} of {_n(len(ways))}'} "
             f"at {100 * WAY_GOAL:.0f} % or more in both runs, the lowest {lowest[1]} "
-            f"({100 * min(ways[lowest]):.0f}-{100 * max(ways[lowest]):.0f} %).** Two changes: at AG + GEMM's shapes the "
+            f"({_range(ways[lowest])}).** Two changes: at AG + GEMM's shapes the "
             f"per-shape configurations keep the WS GEMM while it is within {100 * margin:.0f} % of the Triton GEMM alone "
             f"(inside push_copy_engine its load warp's waits made it {inside} % better than alone, paired: "
             f"`bench/gpu_rank_gemm.py`'s `AG_WS_MARGIN`), which puts it at {up4k[1]} ("
@@ -1904,7 +1910,7 @@ def hand_bench_now() -> str:
             f"AG + GEMM {_ways(final, 'all_gather_gemm')}, GEMM + RS {_ways(final, 'gemm_reduce_scatter')}, "
             f"{_x([r['speedup'] for r in final['pce'].values()])} torch + NCCL (`bench/results/ws_dist_h100x2_bench/`). "
             f"Tried and not kept: GEMM + RS epilogue_reduce as one warp-specialized launch storing the other owners' "
-            f"tiles through TMA into their memory (verified, {100 * min(slower):.0f}-{100 * max(slower):.0f} % slower "
+            f"tiles through TMA into their memory (verified, {_range(slower)} slower "
             f"than push_copy_engine in the same rounds: `rs_epilogue_ws_h100x2/`).")
 
 
@@ -2031,11 +2037,6 @@ def _run_ways(path: Path, pattern: str | None = "push_copy_engine") -> dict:
             raise ValueError(f"{_rel(path)}: {r['pattern']} at {r['problem']}: no share of the way from its rounds")
         out[key] = {**r, "way": way}
     return out
-
-
-def _range(values: list) -> str:
-    lo, hi = (f"{100 * v:.0f}" for v in (min(values), max(values)))
-    return f"{lo} %" if lo == hi else f"{lo}-{hi} %"
 
 
 def _over(runs: list, key: tuple) -> list:
