@@ -371,9 +371,12 @@ def start(command: list, cwd: Path, env: dict, limits: Limits, **popen: object) 
     writable = [os.path.realpath(p) for p in limits.writable or ()]
     if limits.shared_memory and fs == "landlock" and os.path.isdir("/dev/shm"):
         writable.append("/dev/shm")
+    refusals = list(limits.seccomp_refusals)
+    if fs == "landlock":   # Landlock alone: no right for metadata, none for truncate before ABI 3
+        refusals += ["metadata"] + (["path_truncate"] if filesystem.landlock_abi() < 3 else [])
     options = {"pid": processes, "net": limits.isolate_network, "drop_admin": limits.drop_admin,
                "fs": fs, "writable": writable, "landlock": filesystem.landlock_abi() > 0,
-               "seccomp": list(limits.seccomp_refusals) if limits.seccomp_refusals and _seccomp_for_workers() else []}
+               "seccomp": refusals if refusals and _seccomp_for_workers() else []}
     boxed = [sys.executable, "-m", "swizzleperf.sandbox", json.dumps(options), "--", *command]
     return subprocess.Popen(boxed, cwd=cwd, env={**env, **_cache_env(writable)}, start_new_session=True,
                             preexec_fn=_preexec(limits), **popen)
@@ -658,6 +661,19 @@ _SYS_IO_URING_SETUP, _AF_UNIX, _SOCK_STREAM, _SOCK_TYPE_MASK = 425, 1, 1, 0xF
 #: What the worker's filter refuses, each by name (``_seccomp_program``'s ``refused``): a call through
 #: another ABI, ``io_uring_setup``, ``socket(AF_UNIX)``, a ``socketpair`` that is not a stream pair.
 SECCOMP_REFUSALS = ("other_abi", "io_uring", "unix_socket", "datagram_pair")
+#: What the filter refuses besides where Landlock alone keeps a command to its folders (no read-only
+#: mounts): Landlock has no right for a file's metadata, so a command restricted by it alone still
+#: changed the mode, times and extended attributes of any file its user owns (issue #41, round four:
+#: ``chmod 0777`` of the user's kernel file from a verification worker; a set-user-ID bit is a mode
+#: too): ``metadata``, every chmod, chown, utime and set/remove-xattr call; ``path_truncate``,
+#: ``truncate(path)``, which Landlock handles only from ABI 3 (Linux 6.2).
+LANDLOCK_ALONE_REFUSALS = ("metadata", "path_truncate")
+#: The calls of ``metadata`` and of ``path_truncate`` per machine (aarch64 has only the *at forms).
+_METADATA_CALLS = {
+    "x86_64": (90, 91, 92, 93, 94, 132, 188, 189, 190, 197, 198, 199, 235, 260, 261, 268, 280, 452, 463, 466),
+    "aarch64": (5, 6, 7, 14, 15, 16, 52, 53, 54, 55, 88, 452, 463, 466),
+}
+_TRUNCATE_CALL = {"x86_64": 76, "aarch64": 45}
 
 
 def _seccomp_program(machine: str, refused: tuple = SECCOMP_REFUSALS) -> list:
@@ -678,9 +694,10 @@ def _seccomp_program(machine: str, refused: tuple = SECCOMP_REFUSALS) -> list:
         ValueError: an unknown name in ``refused``.
     """
     arch, mask, socket_call, _, socketpair_call = _SECCOMP_ARCHES[machine]
-    unknown = set(refused) - set(SECCOMP_REFUSALS)
+    known = SECCOMP_REFUSALS + LANDLOCK_ALONE_REFUSALS
+    unknown = set(refused) - set(known)
     if unknown:
-        raise ValueError(f"no such refusal: {', '.join(sorted(unknown))} (known: {', '.join(SECCOMP_REFUSALS)})")
+        raise ValueError(f"no such refusal: {', '.join(sorted(unknown))} (known: {', '.join(known)})")
     # instructions with jumps to labels ("allow", "deny", or a label set by ("label", name)): resolved below
     code = [(_BPF_LD_W_ABS, None, None, 4)]                                       # the audit arch
     if "other_abi" in refused:
@@ -688,6 +705,10 @@ def _seccomp_program(machine: str, refused: tuple = SECCOMP_REFUSALS) -> list:
     code += [(_BPF_LD_W_ABS, None, None, 0), (_BPF_AND_K, None, None, mask)]      # the call's number
     if "io_uring" in refused:
         code += [(_BPF_JEQ_K, "deny", None, _SYS_IO_URING_SETUP)]
+    if "metadata" in refused:
+        code += [(_BPF_JEQ_K, "deny", None, number) for number in _METADATA_CALLS[machine]]
+    if "path_truncate" in refused:
+        code += [(_BPF_JEQ_K, "deny", None, _TRUNCATE_CALL[machine])]
     if "unix_socket" in refused:
         code += [(_BPF_JEQ_K, None, "not_socket", socket_call),
                  (_BPF_LD_W_ABS, None, None, 16),                                 # its domain (args[0]'s low half)
