@@ -154,6 +154,21 @@ def test_what_the_prover_cannot_settle_is_not_proven_and_says_why(source, expect
     assert proof.status == "unknown" and expected in proof.statement, proof.statement
 
 
+@pytest.mark.parametrize("shift", ["pid = pid + (pid >> 40)", "pid = pid + (pid >> 32)",
+                                   "pid = pid + ((pid << 33) >> 60)"])
+def test_a_shift_by_the_width_or_more_is_never_proven(shift):
+    """#41, replayed from outside: ``pid >> 40`` of an int32 was folded to 0 and the order proven
+    and written unguarded, while Triton calls such a shift undefined (poison in MLIR's arith; the
+    interpreter's numpy gives 0, so no sampled grid tells)."""
+    proof = prove_permutation(TARGET_WITH.format(shift), GRID, 2)
+    assert proof.status == "unknown" and "operator" in proof.statement, proof.statement
+
+
+def test_a_shift_below_the_width_is_still_proven():
+    proof = prove_permutation(TARGET_WITH.format("pid = pid + (pid >> 31)"), GRID, 2)
+    assert proof.status == "proven", proof.statement
+
+
 def test_an_order_not_proven_is_checked_on_every_small_grid_and_guarded(tmp_path):
     """The worker checks it on every grid up to 32 x 32 and returns the guard; the evaluator writes
     the kernel that runs it only there and at the kernel's problems (the kernel's own order
