@@ -111,8 +111,7 @@ def start(options: RunOptions, on_event: Callable = lambda k, d: None, proposer=
     run_dir = Path(options.workdir) / "runs" / run_id
     created = [p for p in (run_dir.parent, run_dir.parent.parent) if not p.exists()]
     try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / f"original_{kernel_path.name}").write_bytes(source)
+        _make_run_dir(run_dir, kernel_path.name, source, options.workdir)
         loop = _builder(spec)(options, spec, target, record, run_id, run_dir, on_event, proposer)
         record.create_run(run_id, {"kernel": spec.name, "kernel_path": str(kernel_path),
                                    "hardware": target.spec.name, "mode": target.mode,
@@ -130,6 +129,25 @@ def start(options: RunOptions, on_event: Callable = lambda k, d: None, proposer=
         raise
     on_event("run", {"name": run_id})
     return _drive(loop, record, run_id, run_dir, target, {}, options, kernel_path)
+
+
+def _make_run_dir(run_dir: Path, name: str, source: bytes, workdir: str) -> None:
+    """The run's folder with the kernel's original bytes in it.
+
+    Raises:
+        RunError: the folder cannot be made or written (a --workdir that is a link loop, under a
+            file, in /proc, not writable: one line); a full disk stays the OSError that
+            ``storage_fault`` names.
+    """
+    import errno
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / f"original_{name}").write_bytes(source)
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        raise RunError(f"--workdir {workdir}: cannot make the run folder {run_dir} "
+                       f"({exc.strerror or exc}): give a folder you can write") from None
 
 
 def resume(run_id: str, workdir: str = ".swizzleperf", on_event: Callable = lambda k, d: None,

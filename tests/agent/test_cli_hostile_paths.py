@@ -22,3 +22,16 @@ def test_a_name_too_long_is_one_line(tmp_path, name):
     proc = swizzleperf("optimize", name, cwd=tmp_path, timeout=120)
     assert_one_line_error(proc, "File name too long")
     assert not (tmp_path / ".swizzleperf" / "runs").exists()
+
+
+@pytest.mark.parametrize("workdir", ["loop", "/proc/self/runs-here", "gemm.py/sub"],
+                         ids=["a --workdir that is a link loop", "a --workdir in /proc", "a --workdir under a file"])
+def test_a_workdir_that_cannot_be_made_is_one_line(tmp_path, workdir):
+    """#41, replayed from outside: a --workdir whose run folder cannot be made (a link loop,
+    /proc, a path under a regular file) was a traceback from ``Path.mkdir``."""
+    import shutil
+    from pathlib import Path
+    shutil.copy(Path(__file__).resolve().parents[2] / "kernels" / "gemm.py", tmp_path / "gemm.py")
+    (tmp_path / "loop").symlink_to("loop")
+    proc = swizzleperf("optimize", "gemm.py", "-n", "1", "--workdir", workdir, cwd=tmp_path, timeout=300)
+    assert_one_line_error(proc, "cannot make the run folder")
