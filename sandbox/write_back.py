@@ -10,8 +10,10 @@ verified one (a line appended to the run folder's copy after verification)."""
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import shutil
+import tokenize
 from pathlib import Path
 
 
@@ -28,12 +30,46 @@ def file_digest(path: Path) -> str:
     return digest(Path(path).read_bytes())
 
 
+def _declared_encoding(data: bytes) -> str:
+    """The encoding Python reads the source ``data`` in (PEP 263: a coding line, a BOM, else UTF-8)."""
+    try:
+        return tokenize.detect_encoding(io.BytesIO(data).readline)[0]
+    except SyntaxError:
+        return "utf-8"
+
+
+def source_bytes(text: str) -> bytes:
+    """``text``, Python source, as the bytes Python reads back as ``text``: in the encoding its own
+    coding line declares (a Latin-1 kernel stays Latin-1: written as UTF-8 under its ``coding:
+    latin-1`` line, every non-ASCII character outside the target changed, #41's outside replay).
+
+    Raises:
+        ValueError: ``text`` holds a character its declared encoding cannot hold.
+    """
+    head = "".join(text.splitlines(keepends=True)[:2]).encode("utf-8", "surrogateescape")
+    encoding = _declared_encoding(head)
+    try:
+        return text.encode(encoding)
+    except (UnicodeEncodeError, LookupError) as exc:
+        raise ValueError(f"the text cannot be written in its declared encoding {encoding} ({exc})") from None
+
+
+def source_text(data: bytes) -> str:
+    """The text Python reads from source ``data`` (its declared encoding), line endings as
+    ``Path.read_text`` gives them."""
+    text = data.decode(_declared_encoding(data))
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 def write_sealed(path: Path, text: str) -> str:
     """Write ``text`` to a new file at ``path`` (any file there replaced), read-only (0o444): a
     candidate of the run folder, for reading only. Returns ``digest(text)``, to keep with it."""
     path = Path(path)
     path.unlink(missing_ok=True)
-    path.write_text(text)
+    try:
+        path.write_bytes(source_bytes(text))
+    except ValueError:   # not in its declared encoding: as UTF-8, so it never reads back as verified
+        path.write_text(text)
     path.chmod(0o444)
     return digest(text)
 
@@ -45,9 +81,11 @@ def verified_text(path: Path, expected: str | None) -> tuple[str | None, str]:
         return None, (f"{path} has no digest of its verified text in the run record (a run recorded before "
                       f"digests were kept)")
     try:
-        text = Path(path).read_text()
+        text = source_text(Path(path).read_bytes())
     except OSError as exc:
         return None, f"{path} cannot be read ({exc.strerror or exc})"
+    except (UnicodeDecodeError, LookupError):
+        return None, f"{path} is not the text that was verified (it does not read in its declared encoding)"
     if digest(text) != expected:
         return None, f"{path} is not the text that was verified (it changed after verification)"
     return text, "verified"
@@ -69,13 +107,13 @@ def write_back(path: Path, expected: str, text: str) -> tuple[bool, str]:
         return False, f"{path} cannot be read ({exc.strerror or exc})"
     temporary = path.with_name(f".{path.name}.swizzleperf-{os.getpid()}.tmp")
     try:
-        temporary.write_text(text)
+        temporary.write_bytes(source_bytes(text))
         shutil.copymode(path, temporary)
         os.replace(temporary, path)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:
         try:
             temporary.unlink(missing_ok=True)
         except OSError:
             pass  # the disk is gone too: the message below says why nothing was written
-        return False, f"{path} cannot be written ({exc.strerror or exc})"
+        return False, f"{path} cannot be written ({getattr(exc, 'strerror', None) or exc})"
     return True, "written"

@@ -19,7 +19,7 @@ from swizzleperf.agent.verification.swizzles import expert_source
 from swizzleperf.agent.verification.verify import (Verdict, VerifyConfig, numerics_problems, reference_module,
                                                    run_worker, verify)
 from swizzleperf.profiling import analysis
-from swizzleperf.sandbox.write_back import write_sealed
+from swizzleperf.sandbox.write_back import source_text, write_sealed
 
 
 @dataclass
@@ -277,7 +277,7 @@ class Evaluator:
         reported and written (``--in-place``, ``user.diff``) is the guarded kernel. The kernel's
         own order needs no guard; a candidate that cannot be guarded is refused."""
         from swizzleperf.agent.verification import prove
-        new = target_source(Path(kernel_file).read_text(), self.target_name)
+        new = target_source(source_text(Path(kernel_file).read_bytes()), self.target_name)
         own = target_source(self.module_source, self.target_name)
         if _statements(new) == _statements(own):
             return checked

@@ -51,6 +51,7 @@ from swizzleperf.agent.verification.candidate import target_source
 from swizzleperf.agent.verification.probe import Site, permutation_errors, probe_target
 from swizzleperf.agent.verification.stages import NOT_REPRODUCIBLE, StageFailure, compare_output, poison
 from swizzleperf.agent.verification.tune_worker import stage_tune_launch
+from swizzleperf.sandbox.write_back import source_text
 
 
 def main(argv: list[str]) -> int:
@@ -95,7 +96,7 @@ def _stage_all_grids(module, spec, request: dict) -> dict:
                                unprobed=[s for s in real if s.label not in probed])
     if request.get("prove") is False:   # a guarded kernel (agent/verification/evaluate.py): its order checked before
         return summary
-    source = target_source(Path(request["kernel_path"]).read_text(), spec.rewrite_target)
+    source = target_source(source_text(Path(request["kernel_path"]).read_bytes()), spec.rewrite_target)
     return {**summary, **prove.every_grid(module, spec.rewrite_target, source, real, request.get("reference_path"))}
 
 

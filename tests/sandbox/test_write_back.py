@@ -210,3 +210,20 @@ def test_a_run_recorded_before_digests_resumes_and_its_best_is_refused_in_one_li
     order = catalog_source("xcd-grouped-m:8:8", ARGS)
     assert _unverified(prepared, report["best"], order) == ("the run record has no digest of the verified text "
                                                             "(a run recorded before digests were kept)")
+
+
+def test_a_latin1_kernel_is_written_back_in_latin1(tmp_path):
+    """#41, replayed from outside: a kernel with ``# -*- coding: latin-1 -*-`` (which Python reads)
+    was written back as UTF-8 under that line: every accented letter outside the target changed."""
+    from swizzleperf.sandbox.write_back import digest, verified_text, write_back, write_sealed
+    user = tmp_path / "gemm.py"
+    original = "# -*- coding: latin-1 -*-\n\"\"\"r\xe9sum\xe9\"\"\"\nX = 1\n".encode("latin-1")
+    user.write_bytes(original)
+    candidate = tmp_path / "candidate.py"
+    new_text = "# -*- coding: latin-1 -*-\n\"\"\"r\xe9sum\xe9\"\"\"\nX = 2\n"
+    sealed = write_sealed(candidate, new_text)
+    assert candidate.read_bytes() == new_text.encode("latin-1")
+    text, why = verified_text(candidate, sealed)
+    assert text == new_text, why
+    assert write_back(user, digest(original), text) == (True, "written")
+    assert user.read_bytes() == new_text.encode("latin-1")
