@@ -41,6 +41,11 @@ Cases (:func:`cases`, footprints as fractions of torch's ``L2_cache_size``, 50 M
   Fewer would say that a read arriving while the line's fill is under way counts as a miss: what
   the GEMM's orders with many programs on one block (grouped-m:64, column-major) suggest, measured
   on an H100 on 2026-12-06 (bench/results/simulator_validation.md), and what no case above tests.
+  Measured on an H100 the same day (bench/results/l2_measure_h100/l2_partition_probe2_*): not so.
+  Each line missed once (DRAM read the buffer once) and every lookup after the first hit, but the
+  L2 looked up only 1 + about (N - 1) / 4 of the N reads of a line (N = 2: 1, 64: 17): the others
+  never reached it as lookups (``lts__t_sectors_srcunit_tex_op_read`` as low as the lookups),
+  merged with a request for the same sector already on its way.
 
 Run it under ncu (one launch per case, caches flushed, ``--clock-control none``) with
 ``python3 -m bench.l2_partition_probe measure --out OUT/l2_partition_probe_GPU.json``; the
