@@ -137,19 +137,23 @@ def compare(measured_path: Path, hw: str, out: Path | None, probe: Path | None =
         hits, misses = (row["lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum"],
                         row["lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum"])
         measured = {"all": row["lts__t_sector_hit_rate.pct"] / 100, "read": hits / (hits + misses),
-                    "dram_read": row["dram__bytes_read.sum"]}
+                    "dram_read": row["dram__bytes_read.sum"], "lookup_bytes": (hits + misses) * hardware.l2_sector_bytes,
+                    "miss_bytes": misses * hardware.l2_sector_bytes}
         pairs.append((measured, sim))
         lines.append(f"| {row['order']} | {measured['all']:.1%} | {measured['read']:.1%} | {sim.l2_hit_rate:.1%} "
                      f"| {measured['dram_read'] / 1e9:.2f} | {sim.dram_read_bytes / 1e9:.2f} "
                      f"| {row['lts__t_sectors_srcunit_ltcfabric.sum'] * 32 / 1e9:.2f} "
-                     f"| {sim.cross_domain_bytes / 1e9:.2f} |")
+                     f"| {sim.cross_domain_bytes / 1e9:.2f} "
+                     f"| {measured['lookup_bytes'] / 1e9:.2f} | {sim.l2_read_bytes / 1e9:.2f} "
+                     f"| {measured['miss_bytes'] / 1e9:.2f} | {(sim.l2_read_bytes - sim.l2_hit_bytes) / 1e9:.2f} |")
     summary = _summary(pairs)
     text = "\n".join([f"Kernel `{data['kernel']}` at {data['problem']}, meta {data['meta']}; measured on "
                       f"{data['device']} (ncu, {data.get('profiled', 'mean of 3 launches')}); predicted `simulated:{hw}` "
                       f"({pairs[0][1].model}).", "",
                       "| order | ncu L2 hit (all) | ncu L2 hit (SM reads) | simulated | ncu DRAM read GB | simulated GB "
-                      "| ncu fabric GB | simulated cross-partition GB |",
-                      "|---|---|---|---|---|---|---|---|", *lines, "", summary])
+                      "| ncu fabric GB | simulated cross-partition GB | ncu SM read lookups GB | simulated L2 read GB "
+                      "| ncu SM read misses GB | simulated misses GB |",
+                      "|---|---|---|---|---|---|---|---|---|---|---|---|", *lines, "", summary])
     if out:
         out.write_text(text + "\n")
     return text
@@ -166,6 +170,16 @@ def _summary(pairs: list) -> str:
     dram_s = np.array([s.dram_read_bytes for _, s in pairs])
     parts.append(f"DRAM read bytes: mean relative error {np.mean(np.abs(dram_s - dram_m) / dram_m):.0%}, "
                  f"Spearman {_spearman(dram_s, dram_m):.2f}")
+    # misses as a share of the reads the model issues to the L2: a read merged with one already on
+    # its way (not looked up, so neither a hit nor a miss to ncu) moves ncu's hit rate, not its misses
+    reads = np.array([s.l2_read_bytes for _, s in pairs], dtype=float)
+    miss_s = reads - np.array([s.l2_hit_bytes for _, s in pairs], dtype=float)
+    miss_m = np.array([m["miss_bytes"] for m, _ in pairs])
+    share = np.where(reads > 0, np.abs(miss_s - miss_m) / np.maximum(reads, 1), 0.0) * 100
+    looked = np.array([m["lookup_bytes"] for m, _ in pairs]) / np.maximum(reads, 1)
+    parts.append(f"SM read misses: MAE {np.mean(share):.1f} points of the simulated L2 reads, "
+                 f"Spearman {_spearman(miss_s, miss_m):.2f}; ncu looked up {looked.min():.0%}-{looked.max():.0%} "
+                 f"of the simulated L2 read bytes")
     return "Hit rate " + "; ".join(parts) + "."
 
 
