@@ -294,7 +294,14 @@ HAND_EDITS_LAST = [("docs/results.md", "own-apps-contents", "11 example apps", "
                    ("docs/eval.md", "tritonbench", "73 of 78 answered", "74 of 78 answered"),
                    ("docs/results.md", "hand-bench-now", "116 / 87 / 85 %", "116 / 87 / 86 %"),
                    ("docs/results.md", "hand-bench-w4", "(1.10x / 1.08x / 1.14x;", "(1.10x / 1.10x / 1.14x;"),
-                   ("docs/distributed.md", "real-llm-dist", "predicted 3.31 ms", "predicted 3.3 ms")]
+                   ("docs/distributed.md", "real-llm-dist", "predicted 3.31 ms", "predicted 3.3 ms"),
+                   ("docs/results.md", "history-since-then", "by 3.2-5.5", "by 3-4"),
+                   ("docs/results.md", "history-later", "(192.0 against 193.2 us", "(192 against 193 us"),
+                   ("docs/results.md", "history-ws", "0.96-0.99x cuBLAS", "0.96-0.98x cuBLAS"),
+                   ("docs/results.md", "history-every", "20 % slower", "17-20 % slower"),
+                   ("docs/results.md", "history-ce", "0.498-0.504 ms", "0.41-0.51 ms"),
+                   ("docs/results.md", "history-timer", "up-8k by 6 us", "up-8k by 5 us"),
+                   ("docs/results.md", "history-blocks", "up to 5 points", "up to 4 points")]
 
 
 @pytest.mark.parametrize("page,block,figure,edited", HAND_EDITS_LAST,
@@ -581,3 +588,99 @@ def test_no_share_from_runs_timed_in_blocks(raw):
     raw.put("dist_gemm_h100x2_final.json", data)
     with pytest.raises(ValueError, match="rounds found"):
         results_page.history_blocks_way()
+
+
+# --------------------------------------------------------------------------- the history paragraphs, each from its raw files
+def test_the_since_then_paragraph_is_its_runs(raw):
+    """The copies' cost moves with the parts run's no-copies launch; a run without its rounds is refused."""
+    raw("dist_gemm_h100x2_rs_epilogue", "host_profile_h100x2", "dist_gemm_h100x4", "dist_optimize_h100x4")
+    name = "dist_gemm_h100x2_rs_epilogue/3_copies_cost_44a5ba8/parts/rs_ce_parts.json"
+    data = raw.json(name)
+    next(r for r in data["rows"] if r["problem"] == "llama70b-o-4k")["no_copies"]["median_ms"] = 0.3727
+    raw.put(name, data)
+    assert "the copies add 4.6-10.0 us" in results_page.history_since_then()
+    name = "dist_gemm_h100x2_rs_epilogue/5_replicates_365d18a/run_2.json"
+    data = raw.json(name)
+    _slower(data, "gemm_reduce_scatter", "llama70b-o-4k", 0.003)
+    raw.put(name, data)
+    assert "by 3.2-7.3 us a launch" in results_page.history_since_then()
+    del _pce_row(data, "gemm_reduce_scatter", "llama70b-o-4k")["rounds_ms"]
+    raw.put(name, data)
+    with pytest.raises(ValueError, match="the rounds of the bound's parts"):
+        results_page.history_since_then()
+
+
+def test_the_later_paragraph_is_its_runs(raw):
+    raw("rs_sum_tma_h100x2", "rs_own_rows_ncu_h100")
+    raw.edit("rs_own_rows_ncu_h100/2_unflattened_others/details.csv", '"Duration","us","192",', '"Duration","us","188.5",')
+    assert "(188.5 against 193.2 us at o-4k" in results_page.history_later()
+    name = "rs_sum_tma_h100x2/9_bench_fence_89a9bd0/replicate_1/pce.json"
+    data = raw.json(name)
+    _pce_row(data, "gemm_reduce_scatter", "llama70b-o-4k")["time_ms"] = 0.3751
+    raw.put(name, data)
+    assert "o-4k 0.375-0.381 ms" in results_page.history_later()
+    raw.edit("rs_own_rows_ncu_h100/2_unflattened_others/details.csv", '"Duration","us","188.5",', '"Duration","ms","188.5",')
+    with pytest.raises(ValueError, match="a Duration in ms"):
+        results_page.history_later()
+
+
+def test_the_ws_paragraph_is_its_runs(raw):
+    raw("ws_gemm_h100", "rs_ws_own_h100x2")
+    name = "rs_ws_own_h100x2/3_bench_six/dist_2gpu.json"
+    data = raw.json(name)
+    _pce_row(data, "gemm_reduce_scatter", "llama70b-o-4k")["speedup"] = 1.45
+    raw.put(name, data)
+    assert "at the six bench problems 1.13-1.45x torch + NCCL" in results_page.history_ws()
+    name = "ws_gemm_h100/4_generic_partitions/ws_gemm.json"
+    data = raw.json(name)
+    row = next(r for r in data["rows"] if (r["M"], r["N"], r["K"]) == (8192, 896, 14336))
+    row["times"]["triton"]["median_ms"] = row["times"]["cublas"]["median_ms"] / 0.90
+    raw.put(name, data)
+    assert "where the Triton GEMM is at 0.90-0.93x" in results_page.history_ws()
+
+
+def test_the_every_pattern_paragraph_is_its_runs(raw):
+    """The 320-row tile at W = 4 made faster in one of its two runs moves the (unpaired) difference."""
+    raw("ws_gemm_h100/5_tall_tiles", "ws_dist_h100x4", "dist_gemm_h100x4", "ws_dist_h100x2_bench")
+    name = "ws_dist_h100x4/all_gather_gemm/tall_w4.json"
+    data = raw.json(name)
+    _pce_row(data, "all_gather_gemm", "llama70b-qkv-4k")["time_ms"] = 0.340
+    raw.put(name, data)
+    text = results_page.history_every()
+    assert "0.340-0.371 ms at qkv-4k" in text and "10-20 % slower, not one timing session" in text, text
+
+
+def test_the_ce_paragraph_is_its_runs(raw):
+    raw("dist_gemm_h100x2_ce", "rs_ce_parts_h100x2", "dist_optimize_h100x2_ce")
+    name = "rs_ce_parts_h100x2/run4_sum_ahead_6eefa01.json"
+    data = raw.json(name)
+    next(r for r in data["rows"] if r["problem"] == "llama70b-o-4k")["own_no_wait_in_epilogue"]["median_ms"] = 0.2
+    raw.put(name, data)
+    assert "the own rows with the sums take 0.200 ms" in results_page.history_ce()
+    name = "dist_gemm_h100x2_ce/dist_gemm_2gpu.json"
+    data = raw.json(name)
+    _pce_row(data, "gemm_reduce_scatter", "llama70b-o-4k")["host_ms"] = 0.3
+    raw.put(name, data)
+    assert "took the host 0.498 ms against 0.327 ms on the GPUs (GEMM + reduce-scatter down-4k," in results_page.history_ce()
+
+
+def test_the_timer_paragraph_is_its_runs(raw):
+    """up-8k made faster in its rounds is no longer short of 85 %."""
+    raw("dist_gemm_h200x2_final", "dist_gemm_h100x2_queued")
+    name = "dist_gemm_h200x2_final/dist_gemm_2gpu.json"
+    data = raw.json(name)
+    _slower(data, "all_gather_gemm", "llama70b-up-8k", -0.010)
+    raw.put(name, data)
+    text = results_page.history_timer()
+    assert "up-8k by" not in text and "bound: up-4k by 3 us" in text, text
+
+
+def test_the_blocks_paragraph_is_its_files(raw):
+    raw("dist_gemm_h200x2_stream_k_ptx.json", "dist_gemm_h200x2.json", "dist_gemm_h100x2_final.json",
+        "rs_stores_h200x2.json")
+    data = raw.json("rs_stores_h200x2.json")
+    next(r for r in data["rows"] if r["problem"] == "llama70b-o-4k")["gemm_step_remote_stores"]["median_ms"] = 0.440
+    raw.put("rs_stores_h200x2.json", data)
+    text = results_page.history_blocks()
+    assert "the stores to the peer add 0-10 %" in text and "with its stores took 0.440 ms" in text, text
+    assert "not one timing session" in text
