@@ -38,16 +38,30 @@ def _declared_encoding(data: bytes) -> str:
         return "utf-8"
 
 
-def source_bytes(text: str) -> bytes:
+def newline_of(data: bytes) -> str:
+    """The line ending of source ``data``: the one most of its lines end with (``"\\r\\n"``,
+    ``"\\r"`` or ``"\\n"``; a tie, or no line ending at all, is ``"\\n"``). A file of mixed endings
+    is written back with its dominant one: its other lines change bytes, not the text Python reads."""
+    crlf = data.count(b"\r\n")
+    counts = {"\n": data.count(b"\n") - crlf, "\r\n": crlf, "\r": data.count(b"\r") - crlf}
+    return max(counts, key=lambda newline: (counts[newline], newline == "\n"))
+
+
+def source_bytes(text: str, newline: str = "\n") -> bytes:
     """``text``, Python source, as the bytes Python reads back as ``text``: in the encoding its own
     coding line declares (a Latin-1 kernel stays Latin-1: written as UTF-8 under its ``coding:
-    latin-1`` line, every non-ASCII character outside the target changed, #41's outside replay).
+    latin-1`` line, every non-ASCII character outside the target changed, #41's outside replay),
+    each line ending (``\\n``, ``\\r\\n`` or ``\\r`` in ``text``) written as ``newline`` (a CRLF file
+    written back as LF changed every line of it, #41's second replay).
 
     Raises:
         ValueError: ``text`` holds a character its declared encoding cannot hold.
     """
     head = "".join(text.splitlines(keepends=True)[:2]).encode("utf-8", "surrogateescape")
     encoding = _declared_encoding(head)
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if newline != "\n":
+        text = text.replace("\n", newline)
     try:
         return text.encode(encoding)
     except (UnicodeEncodeError, LookupError) as exc:
@@ -93,7 +107,8 @@ def verified_text(path: Path, expected: str | None) -> tuple[str | None, str]:
 
 def write_back(path: Path, expected: str, text: str) -> tuple[bool, str]:
     """Replace the text of ``path`` (a symlink's target) by ``text`` if its digest is still
-    ``expected``; atomically (a temporary file beside it, then a rename), its mode kept.
+    ``expected``; atomically (a temporary file beside it, then a rename), its mode, its declared
+    encoding and its line endings kept (``newline_of``: the dominant one of a file of mixed endings).
 
     Returns:
         ``(written, why)``: ``why`` says what happened in a few words for a line of output
@@ -101,13 +116,14 @@ def write_back(path: Path, expected: str, text: str) -> tuple[bool, str]:
     """
     path = Path(path).resolve()
     try:
-        if file_digest(path) != expected:
-            return False, f"{path} changed since the run read it"
+        original = path.read_bytes()
     except OSError as exc:
         return False, f"{path} cannot be read ({exc.strerror or exc})"
+    if digest(original) != expected:
+        return False, f"{path} changed since the run read it"
     temporary = path.with_name(f".{path.name}.swizzleperf-{os.getpid()}.tmp")
     try:
-        temporary.write_bytes(source_bytes(text))
+        temporary.write_bytes(source_bytes(text, newline_of(original)))
         shutil.copymode(path, temporary)
         os.replace(temporary, path)
     except (OSError, ValueError) as exc:

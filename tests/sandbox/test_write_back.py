@@ -30,6 +30,29 @@ def test_an_unchanged_file_is_replaced_keeping_its_mode_and_a_changed_one_is_not
     assert path.read_text() == "y = 2\n" and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
+@pytest.mark.parametrize("original, written", [
+    (b"x = 1\r\ny = 2\r\n", b"a = 1\r\n\r\nb = 2\r\n"),          # CRLF stays CRLF
+    (b"x = 1\ny = 2\n", b"a = 1\n\nb = 2\n"),                      # LF stays LF
+    (b"x = 1\ry = 2\r", b"a = 1\r\rb = 2\r"),                      # old Mac CR stays CR
+    (b"x = 1\r\ny = 2\r\nz = 3\n", b"a = 1\r\n\r\nb = 2\r\n"),  # mixed: the dominant one
+    (b"x = 1\r\ny = 2\n", b"a = 1\n\nb = 2\n"),                   # a tie: LF
+    (b"# -*- coding: latin-1 -*-\r\nx = '\xe9'\r\n",            # encoding and endings both kept
+     b"# -*- coding: latin-1 -*-\r\na = '\xe9'\r\n"),
+])
+def test_a_file_is_written_back_with_its_own_line_endings(tmp_path, original, written):
+    """#41's second replay: ``--in-place`` wrote a CRLF kernel back with LF endings, every line of
+    the user's file changed bytes. The verified text (LF, as read) is checked by digest and written
+    with the file's own (dominant) newline."""
+    path = tmp_path / "k.py"
+    path.write_bytes(original)
+    text = written.decode("latin-1").replace("\r\n", "\n").replace("\r", "\n")
+    assert write_back(path, file_digest(path), text) == (True, "written")
+    assert path.read_bytes() == written
+    edited = original + b"# the user's edit\r\n"
+    path.write_bytes(edited)  # the digest check still refuses a changed file, whatever its endings
+    assert not write_back(path, digest(original), text)[0] and path.read_bytes() == edited
+
+
 def test_a_symlinked_file_is_written_through_the_link(tmp_path):
     target = tmp_path / "real.py"
     target.write_text("a = 1\n")
