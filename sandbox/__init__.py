@@ -65,6 +65,7 @@ import functools
 import json
 import logging
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -86,8 +87,17 @@ ENV_NAMES = frozenset({
 #: Prefixes passed through: Triton's, CUDA's, NCCL's, PyTorch's, the math libraries', ROCm's.
 ENV_PREFIXES = ("TRITON_", "CUDA_", "NVIDIA_", "NCCL_", "NVSHMEM_", "TORCH_", "PYTORCH_", "OMP_",
                 "MKL_", "OPENBLAS_", "HIP_", "HSA_", "ROCR_", "ROCM_")
-#: Never passed, whatever the prefix: names that hold credentials.
-SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
+#: Never passed, whatever the prefix: names that hold credentials, by a part of the name
+#: (``TRITON_API_TOKEN``, ``CUDA_CREDS``, ``TORCH_HUB_COOKIE``).
+SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CRED", "AUTH", "COOKIE",
+                  "SESSION")
+#: Never passed either: names with one of these as a word of the name (between ``_``, digits or
+#: its ends: ``TRITON_MY_PASS``, ``CUDA_HOME_PW``, ``DB_PWD``, ``NCCL_DBPASS``; a word that begins
+#: or ends with ``PASS`` counts), too short to be looked for inside words (#41's second replay).
+SECRET_WORDS = ("PASS", "PW", "PWD")
+#: Names that contain a marker but hold no credential: the shell's working folders, LLVM's pass
+#: plugin (which Triton's compiler reads).
+NOT_SECRET_NAMES = frozenset({"PWD", "OLDPWD", "LLVM_PASS_PLUGIN_PATH"})
 #: The agent's own configuration of its model endpoint: never passed to the user's app either.
 AGENT_ONLY_PREFIXES = ("OPENAI_", "ANTHROPIC_", "SWIZZLEPERF_LLM_")
 #: Names (comma-separated) of credential-like variables the user's ``--app`` command needs (a
@@ -226,7 +236,14 @@ def withheld_from_app() -> list:
 
 
 def _secret(name: str) -> bool:
-    return any(marker in name.upper() for marker in SECRET_MARKERS)
+    """Whether the variable ``name`` looks like a credential (``SECRET_MARKERS``, ``SECRET_WORDS``)."""
+    if name in NOT_SECRET_NAMES:
+        return False
+    upper = name.upper()
+    if any(marker in upper for marker in SECRET_MARKERS):
+        return True
+    return any(word in SECRET_WORDS or word.startswith("PASS") or word.endswith("PASS")
+               for word in re.split(r"[^A-Z]+", upper))
 
 
 def _libc():

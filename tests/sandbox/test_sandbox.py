@@ -131,6 +131,38 @@ def test_worker_env_names_what_passes_in_one_place(monkeypatch):
     assert not {"ANTHROPIC_API_KEY", "TRITON_API_TOKEN", "http_proxy"} & set(env)
 
 
+
+#: What the GPU toolchain reads, passed to a worker as it is.
+_TOOLCHAIN = {"PATH": "/usr/bin", "LD_LIBRARY_PATH": "/usr/local/cuda/lib64", "CUDA_HOME": "/usr/local/cuda",
+              "CUDA_PATH": "/usr/local/cuda", "CUDA_VISIBLE_DEVICES": "0,1", "CUDA_LAUNCH_BLOCKING": "1",
+              "CUDA_MODULE_LOADING": "LAZY", "CUDA_CACHE_PATH": "/c", "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+              "TRITON_CACHE_DIR": "/tc", "TRITON_HOME": "/th", "TRITON_DUMP_DIR": "/td",
+              "TRITON_OVERRIDE_DIR": "/to", "TRITON_CACHE_MANAGER": "m:M", "TRITON_LIBCUDA_PATH": "/l",
+              "TRITON_PTXAS_PATH": "/p", "TRITON_CUDART_PATH": "/r", "NCCL_SOCKET_IFNAME": "lo",
+              "TORCH_CUDA_ARCH_LIST": "9.0", "PYTORCH_CUDA_ALLOC_CONF": "x", "HIP_VISIBLE_DEVICES": "0",
+              "ROCR_VISIBLE_DEVICES": "0", "HSA_OVERRIDE_GFX_VERSION": "9.4.2", "OMP_NUM_THREADS": "4"}
+
+
+def test_worker_env_withholds_invented_credentials_behind_the_toolchains_prefixes(monkeypatch):
+    """#41's second replay: invented names under a passed prefix (``TRITON_MY_PASS``,
+    ``CUDA_HOME_PW``) reached the worker; a credential's word anywhere in a name withholds it, and
+    what the GPU toolchain reads still passes."""
+    invented = ["TRITON_MY_PASS", "CUDA_HOME_PW", "TRITON_PWD", "CUDA_PW_2", "NCCL_DBPASS",
+                "TRITON_PASSPHRASE", "CUDA_CREDS", "TORCH_HUB_COOKIE", "TRITON_SESSION_ID", "HIP_AUTHZ",
+                "TRITON_API_TOKEN", "CUDA_SECRET"]
+    for name in invented:
+        monkeypatch.setenv(name, "hunter2")
+    for name, value in _TOOLCHAIN.items():
+        monkeypatch.setenv(name, value)
+    env = sandbox.worker_env()
+    assert not set(invented) & set(env), sorted(set(invented) & set(env))
+    assert {name: env.get(name) for name in _TOOLCHAIN} == _TOOLCHAIN
+    monkeypatch.setenv("LLVM_PASS_PLUGIN_PATH", "/p.so")   # the app keeps them, and the shell's PWD
+    monkeypatch.setenv("PWD", "/w")
+    app = sandbox.app_env()
+    assert app["LLVM_PASS_PLUGIN_PATH"] == "/p.so" and app["PWD"] == "/w"
+    assert not set(invented) & set(app)
+
 # -- other processes (issue #21): a worker cannot read the agent's /proc/<pid>/environ ---------------
 
 _SECRET = "sk-agent-secret-must-not-leak"
