@@ -275,6 +275,9 @@ def _tuple_grid(grid):
 
 def _capture(original, jit_fn, args, grid, kwargs):
     fn = jit_fn.fn
+    if inspect.getsourcefile(fn) is None:   # was a TypeError of the hook's inside the app (#41)
+        raise RuntimeError(f"swizzleperf cannot capture {fn.__name__}: it has no source file (defined by exec "
+                           f"or in an interactive session); define it in a .py file")
     signature = inspect.signature(fn)
     bound = signature.bind_partial(*args, **{k: v for k, v in kwargs.items() if k in signature.parameters})
     bound.apply_defaults()

@@ -58,6 +58,8 @@ def _python_file(path: str) -> str:
     file = Path(path)
     if not (file.is_absolute() and file.suffix == ".py" and file.is_file()):
         raise ValueError("must be the absolute path of an existing .py file")
+    if file.stat().st_size > untrusted.MAX_KERNEL_BYTES:   # a sparse 6 GiB file took the agent to 12 GB (#41)
+        raise ValueError(f"must be a kernel file of at most {untrusted.MAX_KERNEL_BYTES} bytes")
     return path
 
 

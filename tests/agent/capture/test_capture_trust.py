@@ -89,6 +89,29 @@ def test_a_rewritten_launch_file_is_refused_in_one_line_and_nothing_runs_in_the_
     assert not marker.exists()
 
 
+
+def test_a_launch_file_naming_a_huge_kernel_file_is_refused_before_it_is_read(tmp_path):
+    """#41's second replay: the app pointed its launch file's ``file`` at a sparse 6 GiB ``.py``
+    file; the agent read it whole (12 GB) and then raised a SyntaxError traceback."""
+    huge = tmp_path / "huge_kernel.py"
+    with open(huge, "wb") as f:
+        f.truncate(6 << 30)   # sparse: no disk used
+    (tmp_path / "patch.json").write_text(json.dumps({"file": str(huge)}))
+    app = f"{INTERPRET} {APPS / 'hostile' / 'app.py'} {tmp_path / 'patch.json'}"
+    with pytest.raises(CaptureError) as info:
+        user_kernel.prepare(app, "triple_kernel", tmp_path / "work")
+    message = str(info.value)
+    assert "file: Value error, must be a kernel file of at most 2097152 bytes" in message and "\n" not in message
+
+
+def test_a_kernel_defined_by_exec_is_refused_in_one_line_that_says_why(tmp_path):
+    """#41's second replay: a kernel without a source file ended the app with the hook's own
+    ``TypeError: expected str, bytes or os.PathLike object, not NoneType``."""
+    with pytest.raises(CaptureError) as info:
+        user_kernel.prepare(f"{INTERPRET} {APPS / 'hostile' / 'exec_defined.py'}", "exec_kernel", tmp_path)
+    message = str(info.value)
+    assert "swizzleperf cannot capture exec_kernel: it has no source file" in message and "\n" not in message
+
 def test_comments_of_the_generated_module_stay_one_line():
     for text in ["a\nb", "a\rb", "a\x0bb", "a\x0cb", "a\x1cb", "a\x85b", "a\u2028b", "a\u2029b", "a\x00b", "a\x1bb"]:
         line = user_kernel._one_line(f"python app.py # {text}")
