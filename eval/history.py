@@ -228,7 +228,7 @@ def _from_folder(folder: Path) -> tuple:
                "time_spread_ms", "time_source", "dram_bytes", "predicted_l2_hit_rate", "predicted_source",
                "predicted_time_ms", "candidate_source", "diff", "prompt_tokens", "completion_tokens", "cost_usd",
                "is_best", "metrics_json"]
-    frame = pd.DataFrame(rows).reindex(columns=columns)
+    frame = pd.DataFrame(rows, columns=columns)   # a report of no entry: text columns stay text (#41)
     frame[["prompt_tokens", "completion_tokens", "cost_usd", "is_best"]] = frame[
         ["prompt_tokens", "completion_tokens", "cost_usd", "is_best"]].fillna(0)
     frame["diff"] = frame["diff"].astype(object).fillna("")

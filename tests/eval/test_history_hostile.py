@@ -128,3 +128,15 @@ def test_a_report_that_is_a_pipe_a_folder_or_the_terminal_is_one_line_not_a_hang
             history.load_run(str(folder))
         loaded, failed = history.load_runs(str(tmp_path))
     assert list(loaded) == ["20261124-000000-aaaa"] and len(failed) == 1 and "\n" not in failed[0]
+
+
+def test_a_report_of_no_entry_goes_through_every_cell_of_the_notebook(tmp_path):
+    """#41's second replay: ``{"attempts": []}`` (no baseline, no attempt) loaded, then the
+    notebook's prediction_error raised (its text columns were empty float columns)."""
+    folder = _run_folder(tmp_path)
+    (folder / "report.json").write_text('{"attempts": []}')
+    run, it = history.load_run(str(folder))
+    assert it.empty
+    for table in (history.summary(it), history.rejections(it), history.prediction_error(it), history.spend(it)):
+        assert len(table) <= 1
+    assert len(history.transcript(run)) > 0
