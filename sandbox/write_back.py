@@ -88,9 +88,18 @@ def write_sealed(path: Path, text: str) -> str:
     return digest(text)
 
 
-def verified_text(path: Path, expected: str | None) -> tuple[str | None, str]:
+def verified_text(path: Path, expected: str | None, folder: Path | None = None) -> tuple[str | None, str]:
     """The text of the run folder's file ``path`` if its digest is still ``expected`` (kept when
-    it was verified), else ``(None, why)`` in a few words for a line of output."""
+    it was verified), else ``(None, why)`` in a few words for a line of output. ``folder``: the run
+    folder ``path`` must lie in (resolved, links followed): a path the record names outside it is
+    never read, whatever digest the record keeps with it (a planted checkpoint, #41)."""
+    if folder is not None:
+        try:
+            inside = Path(path).resolve().is_relative_to(Path(folder).resolve())
+        except (OSError, RuntimeError, ValueError):
+            inside = False
+        if not inside:
+            return None, f"{path} is not in the run folder {folder} (the record names a file elsewhere)"
     if expected is None:
         return None, (f"{path} has no digest of its verified text in the run record (a run recorded before "
                       f"digests were kept)")

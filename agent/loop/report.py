@@ -248,7 +248,7 @@ def write_outputs(run_dir: Path, report: dict, best: dict | None, kernel_filenam
     file changed since is not copied, ``best_kernel_refused`` says why in one line."""
     run_dir.mkdir(parents=True, exist_ok=True)
     if best and best.get("kernel_file"):
-        text, why = verified_text(Path(best["kernel_file"]), best.get("kernel_sha256"))
+        text, why = verified_text(Path(best["kernel_file"]), best.get("kernel_sha256"), run_dir)
         if text is None:
             report.update(best_kernel_file=None, best_kernel_refused=f"not written: {why}")
         else:

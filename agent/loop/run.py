@@ -165,6 +165,9 @@ def resume(run_id: str, workdir: str = ".swizzleperf", on_event: Callable = lamb
     options = stored_options(row, RunOptions, workdir=workdir)
     options = dataclasses.replace(options, base_url=_endpoint_again(run_id, options.base_url, base_url))
     run_dir = run_dir_of(Path(workdir), row["run_dir"])
+    if not run_dir.resolve().is_relative_to(Path(workdir).resolve()):   # its original is imported here
+        raise RunError(f"run {run_id}'s folder in the record, {row['run_dir'][:200]}, is not inside {workdir} "
+                       f"(links followed): it is not resumed (nothing of it is read)")
     original = run_dir / f"original_{Path(options.kernel).name}"
     spec = load_spec(original)
     target = _resolve_target(options, spec)
@@ -543,7 +546,7 @@ def _write_back(user_file: Path, best: dict, options: RunOptions, run_dir: Path)
     expected = options.kernel_sha256
     if expected is None:
         expected = digest((run_dir / f"original_{user_file.name}").read_bytes())
-    text, why = verified_text(Path(best["kernel_file"]), best.get("kernel_sha256"))
+    text, why = verified_text(Path(best["kernel_file"]), best.get("kernel_sha256"), run_dir)
     written = False
     if text is not None:
         written, why = write_back(user_file, expected, text)

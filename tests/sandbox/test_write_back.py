@@ -250,3 +250,52 @@ def test_a_latin1_kernel_is_written_back_in_latin1(tmp_path):
     assert text == new_text, why
     assert write_back(user, digest(original), text) == (True, "written")
     assert user.read_bytes() == new_text.encode("latin-1")
+
+
+def test_a_resumed_checkpoint_naming_a_best_file_outside_the_run_folder_is_never_read(tmp_path, gemm_path,
+                                                                                      monkeypatch):
+    """A planted checkpoint whose best names a file outside the run folder, with that file's own
+    digest, is neither written into the user's kernel by ``--in-place`` nor copied into the run
+    folder (#41, third replay): the digest guards a file at rest, the run folder its place."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    kernel = tmp_path / "gemm.py"
+    kernel.write_text(gemm_path.read_text())
+    options = run.RunOptions(kernel=str(kernel), hw="mi300x", workdir=str(tmp_path / ".sp"), plateau=10,
+                             iterations=1, in_place=True)
+    first = run.start(options, proposer=ScriptedProposer([("xcd", catalog_source("xcd-grouped-m:8:8", ARGS))]))
+    assert first.report["best"]["kind"] == "candidate"
+    kernel.write_text(gemm_path.read_text())          # as the run read it: --in-place would write it again
+    secret = tmp_path / "elsewhere.py"
+    secret.write_text("# A FILE OUTSIDE THE RUN FOLDER\n")
+    with sqlite3.connect(Path(options.workdir) / "swizzleperf.db") as db:
+        saver = SqliteSaver(db, serde=run.CHECKPOINT_SERDE)
+        last = saver.get_tuple({"configurable": {"thread_id": first.run_id, "checkpoint_ns": ""}})
+        values = dict(last.checkpoint["channel_values"])
+        values["best"] = {**values["best"], "kernel_file": str(secret), "kernel_sha256": digest(secret.read_text())}
+        saver.put(last.config, {**last.checkpoint, "channel_values": values}, last.metadata, {})
+    monkeypatch.chdir(tmp_path)
+    outcome = run.resume(first.run_id, workdir=options.workdir, proposer=ScriptedProposer([]))
+    assert kernel.read_text() == gemm_path.read_text()
+    assert "A FILE OUTSIDE" not in "".join(p.read_text() for p in outcome.run_dir.glob("*.py"))
+    assert outcome.report["in_place"].startswith(f"not written: {secret} is not in the run folder")
+
+
+def test_a_record_naming_a_run_folder_outside_the_workdir_is_not_resumed(tmp_path, gemm_path, monkeypatch):
+    """``--resume`` imports the run folder's ``original_<kernel>``: a runs row naming a folder
+    outside the workdir (planted, or the folder swapped for a link) is refused in one line before
+    anything of it is read (#41, third replay)."""
+    kernel = tmp_path / "gemm.py"
+    kernel.write_text(gemm_path.read_text())
+    options = run.RunOptions(kernel=str(kernel), hw="mi300x", workdir=str(tmp_path / ".sp"), plateau=10,
+                             iterations=1)
+    first = run.start(options, proposer=ScriptedProposer([("col", catalog_source("column-major", ARGS))]))
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    marker = tmp_path / "imported"
+    (planted / "original_gemm.py").write_text(gemm_path.read_text() + f"\nopen({str(marker)!r}, 'w').close()\n")
+    with sqlite3.connect(Path(options.workdir) / "swizzleperf.db") as db:
+        db.execute("UPDATE runs SET run_dir = ?", (str(planted),))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(run.RunError, match="is not inside"):
+        run.resume(first.run_id, workdir=options.workdir, proposer=ScriptedProposer([]))
+    assert not marker.exists()
