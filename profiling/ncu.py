@@ -16,6 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from swizzleperf import sandbox
@@ -142,7 +143,12 @@ def parse_csv(text: str, kernel_name: str) -> dict:
     csv_lines = [line for line in text.splitlines() if line.startswith('"')]
     if not csv_lines:
         raise NcuError(f"ncu profiled no launch of {kernel_name!r}: {_last_line(text)}")
-    table = pd.read_csv(io.StringIO("\n".join(csv_lines)), thousands=",", dtype=str)
+    try:
+        table = pd.read_csv(io.StringIO("\n".join(csv_lines)), thousands=",", dtype=str)
+    except (ValueError, pd.errors.ParserError) as exc:
+        raise NcuError(f"ncu's table cannot be read: {' '.join(str(exc).split())[:200]}") from None
+    if "ID" not in table.columns:
+        raise NcuError(f"ncu's table has no ID column (columns {list(table.columns)[:12]})")
     table = table[pd.to_numeric(table["ID"], errors="coerce").notna()]
     column = next((c for c in ("Kernel Name", "Range Name", "Name") if c in table.columns), None)
     if column is None:
@@ -153,8 +159,13 @@ def parse_csv(text: str, kernel_name: str) -> dict:
         rows = table[table[range_column].astype(str).str.contains(f":{kernel_name}:", regex=False)]
     if rows.empty:
         raise NcuError(f"ncu profiled no launch of {kernel_name!r} (saw {sorted(set(table[column]))})")
-    values = {name: float(rows[name].astype(str).str.replace(",", "").astype(float).mean())
-              for name in METRICS if name in rows.columns}
+    values = {}
+    for name in (m for m in METRICS if m in rows.columns):
+        cells = pd.to_numeric(rows[name].astype(str).str.replace(",", ""), errors="coerce")
+        if cells.isna().any() or not np.isfinite(cells).all():   # data, checked: one line, never a traceback
+            raise NcuError(f"ncu's {name} of {kernel_name!r} is not a finite number: "
+                           f"{str(rows[name][cells.isna() | ~np.isfinite(cells)].iloc[0])[:60]!r}")
+        values[name] = float(cells.mean())
     return {**values, "launches": float(len(rows))}
 
 

@@ -49,3 +49,20 @@ def test_no_ncu_is_a_clear_error(monkeypatch, tmp_path):
     monkeypatch.setattr(ncu, "find_ncu", lambda: None)
     with pytest.raises(ncu.NcuError, match="ncu not found"):
         ncu.profile_launch(tmp_path / "k.py", "matmul_kernel", "bfloat16")
+
+
+_HEAD = '"ID","Kernel Name","lts__t_sector_hit_rate.pct","gpu__time_duration.sum"\n'
+
+
+@pytest.mark.parametrize("text", [
+    _HEAD + '"0","matmul_kernel","nan","1"\n',
+    _HEAD + '"0","matmul_kernel","inf","1e400"\n',
+    _HEAD + '"0","matmul_kernel","high","1"\n',
+    _HEAD + '"0","matmul_kernel","=cmd|\' /C calc\'!A0","1"\n',
+    _HEAD + '"0","matmul_kernel,"50","1\n',
+    '"Kernel Name","x"\n"matmul_kernel","1"\n',
+], ids=["nan", "inf", "text", "formula", "unbalanced-quote", "no-id-column"])
+def test_a_hostile_ncu_table_is_one_ncu_error_never_a_traceback_or_a_non_finite_figure(text):
+    """ncu's log is written where the box can write: its cells are data, checked (#41, third replay)."""
+    with pytest.raises(ncu.NcuError):
+        ncu.parse_csv(text, "matmul_kernel")
