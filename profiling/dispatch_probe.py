@@ -177,6 +177,10 @@ def load(path: Path) -> dict:
     except (OSError, ValueError) as exc:
         raise ProbeError(f"cannot read the probe {path}: {exc}") from None
     _require_partition_map(stored, str(path))
+    part = stored["partitions"].get("partition_of_sm") if isinstance(stored["partitions"], dict) else None
+    if not (isinstance(part, list) and 0 < len(part) <= 1 << 16
+            and all(type(x) is int and 0 <= x < 1024 for x in part)):   # data: bounded before numpy sees it
+        raise ProbeError(f"the probe {path}: its partition map is not a list of partition numbers (0..1023)")
     return stored
 
 
