@@ -241,6 +241,8 @@ def _check_node(node: ast.AST, local_names: set[str]) -> None:
                              f"bounded for-loops and return only)")
     if isinstance(node, ast.Constant):
         _check_constant(node, where)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+        _check_power(node, where)
     if isinstance(node, ast.Name):
         if node.id.startswith("__"):
             raise CandidateError(f"{where}: name {node.id[:60]!r} is not allowed (no dunder names)")
@@ -291,10 +293,58 @@ def _check_constant(node: ast.Constant, where: str) -> None:
         raise CandidateError(f"{where}: constant {value!r} is not allowed (finite numbers only)")
 
 
+def _check_power(node: ast.BinOp, where: str) -> None:
+    """``a ** b`` only with ``b`` an integer constant 0..63, and of two constants only below ``MAX_INT``:
+    ``9 ** 9 ** 9 ** 9`` would take the verifier minutes and gigabytes to evaluate (issue #41)."""
+    exponent = node.right
+    if not (isinstance(exponent, ast.Constant) and type(exponent.value) is int and 0 <= exponent.value < 64):
+        raise CandidateError(f"{where}: `**` is allowed only with a constant exponent 0..63, found "
+                             f"{ast.unparse(exponent)[:60]!r}")
+    base = node.left.operand if isinstance(node.left, ast.UnaryOp) else node.left
+    if (isinstance(base, ast.Constant) and type(base.value) is int
+            and abs(base.value) ** exponent.value >= MAX_INT):   # below 2**63 and 64: cheap to compute
+        raise CandidateError(f"{where}: {ast.unparse(node)[:60]} is above 63 bits (Triton's integers are "
+                             f"64-bit at most)")
+
+
+#: Most steps of a loop over constant bounds: ``tl.static_range(10**9)`` kept a worker busy until each
+#: stage's timeout, minutes per candidate (issue #41); a tile order loops over a few XCDs or groups.
+MAX_CONSTANT_STEPS = 1 << 16
+
+
+_FOLDED = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+           ast.Pow: lambda a, b: a ** b if 0 <= b < 64 else None,
+           ast.LShift: lambda a, b: a << b if 0 <= b < 128 else None}
+
+
+def _constant_int(node: ast.AST) -> int | None:
+    """The value of an integer expression of constants only (``10 ** 9``), else None; nothing big computed."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        value = _constant_int(node.operand)
+        return None if value is None else (-value if isinstance(node.op, ast.USub) else value)
+    if isinstance(node, ast.BinOp) and type(node.op) in _FOLDED:
+        a, b = _constant_int(node.left), _constant_int(node.right)
+        if a is None or b is None or a.bit_length() > 4096 or b.bit_length() > 4096:
+            return None
+        return _FOLDED[type(node.op)](a, b)
+    return None
+
+
 def _check_call(node: ast.Call, where: str) -> None:
     """Calls go to an allowed builtin or an allowed attribute (checked on its own), nothing else:
     not to a local, not to the result of another call."""
     func = node.func
+    bounds = [_constant_int(a) for a in node.args]
+    if ast.unparse(func) in ("range", "tl.static_range") and 1 <= len(bounds) <= 3 and None not in bounds:
+        try:
+            steps = len(range(*bounds))   # O(1); a step of 0 raises
+        except (ValueError, OverflowError):
+            steps = MAX_CONSTANT_STEPS + 1
+        if steps > MAX_CONSTANT_STEPS:
+            raise CandidateError(f"{where}: a loop of more than {MAX_CONSTANT_STEPS} steps over constant bounds "
+                                 f"is not allowed")
     if isinstance(func, ast.Name) and func.id in CALLABLE_BUILTINS:
         return
     if isinstance(func, ast.Attribute):

@@ -265,6 +265,11 @@ def test_local_names_may_be_bound_every_allowed_way():
     (str(2 ** 64), "bits"),
     ("pid + 1e400", "finite"),
     ("(" * 60 + "pid" + " + 1)" * 60, "nests more than"),
+    ("9 ** 9 ** 9 ** 9", "constant exponent"),                   # minutes in the verifier before (#41)
+    ("pid ** num_pid_m", "constant exponent"),
+    ("9 ** 63", "63 bits"),
+    ("0\n    for i in tl.static_range(1000000000):\n        pid = pid + 0", "steps over constant bounds"),
+    ("0\n    for i in range(0, 10 ** 18, 2):\n        pid = pid + 0", "steps over constant bounds"),
 ])
 def test_huge_and_deep_targets_are_one_clear_refusal(expression, message):
     source = f"@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n):\n    x = {expression}\n" + BODY
