@@ -112,7 +112,7 @@ def run_row(job: RowJob, on_start=lambda process: None) -> dict:
         ended = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
         row.update(outcome="tool failure", reason=f"the worker died ({ended}): {_last_line(log)}")
     row.pop("stage", None)
-    row.update(seconds=round(seconds, 1), log=str(log))
+    row.update(app=Path(job.app).name, seconds=round(seconds, 1), log=str(log))   # the listed name, not a link's
     return row
 
 
@@ -149,7 +149,8 @@ def _read(row_file: Path) -> dict:
 
 
 def _last_line(log: Path) -> str:
-    lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    from swizzleperf.agent.capture.capture import log_tail   # a worker's log may hold an app's gigabytes
+    lines = [line.strip() for line in log_tail(log).splitlines() if line.strip()]
     return lines[-1][:300] if lines else "(no output)"
 
 
@@ -177,6 +178,10 @@ def evaluate(app_file: Path, workdir: Path, iterations: int, budget_s: float, ro
     from swizzleperf.agent.capture.lift import LiftError
     deadline = time.monotonic() + budget_s
     left = lambda: max(1.0, deadline - time.monotonic())   # noqa: E731
+    if not str(app_file).isprintable():   # a newline in the path: not a file a kernel's record may name (#41)
+        row.update(outcome="refused", reason=f"the app's path {ascii(str(app_file))[:300]} holds a newline or "
+                                             f"another unprintable character: rename it to run it")
+        return
     app = f"{shlex.quote(sys.executable)} {shlex.quote(app_file.name)}"
     try:
         _optimize(app, workdir, iterations, left, row, hw, use_ncu)

@@ -169,7 +169,8 @@ def run_apps(options: AppsOptions, eval_id: str | None = None, on_row: Callable 
 
 def _job(options: AppsOptions, eval_id: str, name: str) -> RowJob:
     workdir = Path(options.workdir).resolve()
-    return RowJob(app=str((Path(options.apps_dir) / name).resolve()),
+    # the folder resolved, not the file: a symlinked app keeps its listed name, its row is found (#41)
+    return RowJob(app=str(Path(options.apps_dir).resolve() / name),
                   folder=str(workdir / "apps" / eval_id / Path(name).stem), workdir=str(workdir),
                   iterations=options.iterations, budget_s=options.row_budget_s, hw=options.hw,
                   use_ncu=options.use_ncu)
@@ -278,5 +279,6 @@ def _cells(r: dict) -> list:
     reason = (r.get("reason") or "").replace("|", "\\|").replace("\n", " ")
     if r.get("passed_over"):
         reason += f" (passed over: {r['passed_over']})".replace("|", "\\|")
-    return [r["app"], r.get("kernel") or "-", r.get("grid") or "-", num(r.get("programs"), ".0f"),
+    app = r["app"] if r["app"].isprintable() else ascii(r["app"])   # a newline in a name: one row still
+    return [app.replace("|", "\\|"), r.get("kernel") or "-", r.get("grid") or "-", num(r.get("programs"), ".0f"),
             num(r.get("waves"), ".3g"), num(r.get("seconds"), ".0f"), gain, reason]

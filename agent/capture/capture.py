@@ -253,8 +253,15 @@ def async_cuda_error(log_text: str) -> str | None:
     return next((e for e in ASYNC_CUDA_ERRORS if e in log_text), None)
 
 
+def log_tail(log: Path, limit: int = 65536) -> str:
+    """The last ``limit`` bytes of ``log`` as text: an app may print gigabytes, never read whole (#41)."""
+    with open(log, "rb") as f:
+        f.seek(max(0, f.seek(0, os.SEEK_END) - limit))
+        return f.read().decode(errors="replace")
+
+
 def last_line(log: Path) -> str:
-    lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    lines = [line.strip() for line in log_tail(log).splitlines() if line.strip()]
     return lines[-1][:300] if lines else "(no output)"
 
 
@@ -295,17 +302,17 @@ def run_app(app: str, variables: dict, work: Path, timeout_s: float, cwd: Path |
     if code != 0:
         last = last_line(log)
         frame = _hook_frame(log, hook_dir)
-        tail = log.read_text(errors="replace")[-65536:]
+        tail = log_tail(log)
         if frame and (fault := async_cuda_error(tail)):
             raise AppFailedError(f"`{app}` failed (exit code {code}): CUDA error '{fault}' from a kernel it "
                                  f"launched, reported at the next synchronisation, which was swizzleperf's "
                                  f"hook's ({frame}); with CUDA_LAUNCH_BLOCKING=1 the app stops at the kernel")
         if frame:
             raise HookFailedError(f"`{app}` stopped on an error in swizzleperf's hook inside it ({frame}): {last}")
-        gap = missing_construct(log.read_text(errors="replace")[-65536:], _triton_version())
+        gap = missing_construct(log_tail(log), _triton_version())
         if gap:
             raise InterpreterGapError(f"`{app}` cannot run here (exit code {code}): {gap}")
-        crash = fatal_signal(log.read_text(errors="replace")[-65536:], str(hook_dir))
+        crash = fatal_signal(log_tail(log), str(hook_dir))
         if crash:
             raise AppFailedError(f"`{app}` failed (exit code {code}): {crash}")
         hint = ("; no GPU driver: on a CPU-only machine leave TRITON_INTERPRET unset (or set it to 1) and the "
@@ -321,7 +328,7 @@ def run_app(app: str, variables: dict, work: Path, timeout_s: float, cwd: Path |
 def _hook_frame(log: Path, hook_dir: Path) -> str | None:
     """The innermost frame of the app's last traceback where it is in the hook's folder (the error
     was raised by our code in the app's process), as ``file:line``; else None."""
-    frames = traceback_frames(log.read_text(errors="replace")[-65536:])
+    frames = traceback_frames(log_tail(log))
     if frames and Path(frames[-1][0]).parent == hook_dir:
         return f"{Path(frames[-1][0]).name}:{frames[-1][1]}"
     return None
@@ -343,7 +350,7 @@ def _pick_launch(app: str, kernel: str, work: Path) -> dict:
         for name, count in read_seen(path).items():
             seen[name] = seen.get(name, 0) + count
     if not launches and seen.get(kernel):   # every launch raised, and the app caught it
-        gap = missing_construct((work / "app.log").read_text(errors="replace")[-65536:], _triton_version())
+        gap = missing_construct(log_tail(work / "app.log"), _triton_version())
         raise CaptureError(f"every launch of {kernel} by `{app}` ({seen[kernel]}) raised and the app caught it"
                            + (f": {gap}" if gap else " (run it without the tool to see the error)"))
     if not launches:
