@@ -16,10 +16,12 @@ def swizzle(pid, num_pid_m, num_pid_n):
     pid = (pid % 8) * (num_pids // 8) + pid // 8
     return pid // num_pid_n, pid % num_pid_n
 '''
+# a bound the static check cannot fold (a constant one of this size is refused before it runs:
+# tests/agent/verification/test_candidate.py), so only the worker's timeout stops it
 HANGS = '''@triton.jit
 def swizzle(pid, num_pid_m, num_pid_n):
     acc = pid
-    for i in range(1000000000):
+    for i in range(num_pid_m * 1000000000):
         acc = acc + 1
     return pid // num_pid_n, pid % num_pid_n
 '''
