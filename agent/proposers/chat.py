@@ -151,8 +151,10 @@ class Exchange:
         max_tokens: the reply budget sent; ``temperature``: the sampling temperature sent.
         prompt_tokens / completion_tokens: tokens the server processed for this request.
         tokens_source: ``server`` (its usage), ``estimated: <how>``, or ``none: not sent``.
-        tool_calls: the tools the model called: ``[{id, name, arguments}]`` (arguments: JSON text).
-        rejected: why the proposer could not use the reply ('' when it did, or never read it).
+        tool_calls: the tools the model called: ``[{id, name, arguments}]`` (arguments: JSON text);
+            a call the proposer could not run also has ``rejected``: why, one line (``llm.reason_line``).
+        rejected: why the proposer could not use the reply ('' when it did, or never read it); for
+            a reply of tool calls, the refused calls' reasons.
     """
 
     n: int

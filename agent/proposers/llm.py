@@ -23,8 +23,10 @@ from typing import Any
 from swizzleperf.agent.proposers import wire
 from swizzleperf.agent.proposers.base import Proposal, ProposalContext
 from swizzleperf.agent.proposers.chat import ChatClient, ChatSettings, ContextOverflow, Conversation
+from swizzleperf.agent.verification.candidate import not_a_plain_def
 from swizzleperf.prompts import render
 from swizzleperf.sandbox import untrusted
+from swizzleperf.sandbox.redact import redact
 
 _CODE_LANGUAGES = {"", "python", "py", "python3"}
 _LANGUAGE = re.compile(r"[ \t]*([\w+-]*)")
@@ -34,6 +36,9 @@ MAX_FENCES = 200
 #: Characters of an unusable reply shown back to the model when asking again (its end): a reply
 #: at the 2048-token budget is about 8 000 characters.
 MAX_REPLY_SHOWN = 8_000
+#: Characters of the one line that says why a tool call was refused: the transcript and the record
+#: keep it with the call (``tool_calls[i]["rejected"]``), and the tool's answer tells the model.
+MAX_TOOL_REASON_CHARS = 300
 # Imports the model may add on top of the function; they are dropped, not spliced.
 _TOLERATED_IMPORTS = {"triton", "triton.language", "tl"}
 
@@ -154,6 +159,10 @@ def _the_function(tree: ast.Module, code: str, target_name: str, arg_names: list
     """The one top-level definition of the target, with the expected parameters."""
     functions = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
     targets = [f for f in functions if f.name == target_name]
+    if not any(isinstance(f, ast.FunctionDef) for f in targets):  # `async def`, a class, a lambda
+        wrong_form = next((m for m in (not_a_plain_def(n, target_name) for n in tree.body) if m), None)
+        if wrong_form:
+            raise ReplyParseError(wrong_form)
     if not targets:
         found = ", ".join(f"`{_signature(f)}`" for f in functions) or "no function definition"
         raise ReplyParseError(f"expected one function {expected}, found {found}")
@@ -161,7 +170,7 @@ def _the_function(tree: ast.Module, code: str, target_name: str, arg_names: list
         raise ReplyParseError(f"the code block defines `{target_name}` {len(targets)} times: "
                               f"expected one function {expected}")
     function = targets[0]
-    if isinstance(function, ast.AsyncFunctionDef) or not _has_parameters(function, arg_names):
+    if not _has_parameters(function, arg_names):
         raise ReplyParseError(f"expected one function {expected}, found `{_signature(function)}`")
     for node in tree.body:
         if node is function or _is_tolerated_import(node):
@@ -328,8 +337,8 @@ class LLMProposer:
                 messages = base
                 continue
             if exchange.tool_calls and tools_left > 0:
+                messages = self._with_tool_results(messages, exchange, context, tools_left)
                 tools_left -= len(exchange.tool_calls)
-                messages = self._with_tool_results(messages, exchange, context)
                 if not self.chat.fits(messages):
                     messages, tools_left = base, 0
                 continue
@@ -389,34 +398,98 @@ class LLMProposer:
         raise conversation.error(f"no room in the model's {self.chat.window()}-token window to say why "
                                  f"the reply could not be used: {reason}")
 
-    def _with_tool_results(self, messages: list, exchange, context: ProposalContext) -> list:
+    def _with_tool_results(self, messages: list, exchange, context: ProposalContext, budget: int) -> list:
+        """``messages``, the model's tool calls and each call's answer; at most ``budget`` calls run.
+        A call that cannot run (an unknown tool, arguments that are not a JSON object, a missing
+        or mistyped argument, a call over the budget) is answered with why, in one line that the
+        exchange keeps with the call (``rejected``) and, for all of them, in ``exchange.rejected``."""
         calls = [{"id": c["id"], "type": "function",
                   "function": {"name": c["name"], "arguments": c["arguments"]}} for c in exchange.tool_calls]
         out = messages + [{"role": "assistant", "content": exchange.reply or None, "tool_calls": calls}]
-        for call in exchange.tool_calls:
-            out.append({"role": "tool", "tool_call_id": call["id"],
-                        "content": self._run_tool(call["name"], call["arguments"], context)})
+        refused = []
+        for i, call in enumerate(exchange.tool_calls):
+            if i < budget:
+                answer, reason = self._run_tool(call["name"], call["arguments"], context)
+            else:
+                answer, reason = "", (f"not run: over the {self.max_tool_calls} tool calls a proposal may make "
+                                      f"(this reply made {len(exchange.tool_calls)})")
+            if reason is not None:
+                call["rejected"] = reason = reason_line(reason)
+                refused.append(reason_line(f"{call['id']}: {reason}"))
+                answer = json.dumps({"error": reason})
+            out.append({"role": "tool", "tool_call_id": call["id"], "content": answer})
+        if refused:
+            exchange.rejected = reason_line(f"{len(refused)} of {len(exchange.tool_calls)} tool call(s) refused: "
+                                            + "; ".join(refused), 4 * MAX_TOOL_REASON_CHARS)
         return out
 
-    def _run_tool(self, name: str, arguments: str, context: ProposalContext) -> str:
-        """A tool's answer as text (JSON); bad calls are answered with the reason."""
+    def _run_tool(self, name: str, arguments: str, context: ProposalContext) -> tuple[str, str | None]:
+        """``(answer, None)``: the tool's answer as text (JSON); or ``("", why)``: the call cannot run
+        (its reason, in words the model can act on)."""
+        if name not in ("simulate", "analyze"):
+            return "", f"no tool {_quoted(name)}: the tools are simulate and analyze"
+        values, reason = _tool_arguments(name, arguments)
+        if reason is not None:
+            return "", reason
         if name == "analyze":
-            return context.analysis
-        if name != "simulate" or context.simulate is None:
-            return json.dumps({"error": f"no tool {name!r}: the tools are simulate and analyze"})
-        try:
-            source = untrusted.loads(arguments or "{}", "the arguments of simulate")["source"]
-            if not isinstance(source, str):
-                raise TypeError("source must be text")
-        except (ValueError, KeyError, TypeError) as exc:
-            return json.dumps({"error": f"simulate takes {{\"source\": \"<the function>\"}}: {exc}"})
+            return context.analysis, None
+        if context.simulate is None:
+            return "", "simulate is not available in this run: answer with the function"
+        if "source" not in values:
+            given = ", ".join(_quoted(k, 40) for k in list(values)[:5])
+            return "", (f'simulate needs the argument "source" (the complete @triton.jit function as text), '
+                        f"got {'only ' + given if given else 'no arguments'}")
+        source = values["source"]
+        if not isinstance(source, str):
+            return "", (f'the argument "source" of simulate must be a string (the function\'s text), '
+                        f"got {_json_type(source)}")
         blocks = code_blocks(source[:wire.MAX_TEXT_CHARS])
         source = textwrap.dedent(blocks[0].body) if blocks else source
         try:
             parse_code(source)  # within the limits before any checker sees it
         except ReplyParseError as exc:
-            return json.dumps({"error": str(exc)})
-        return json.dumps(context.simulate(source), default=str)
+            return "", f'the argument "source" of simulate: {exc}'
+        return json.dumps(context.simulate(source), default=str), None
+
+
+def reason_line(text: str, limit: int = MAX_TOOL_REASON_CHARS) -> str:
+    """``text`` as one line for the transcript, the record and the model: secrets masked
+    (``redact``, before anything is cut, so no part of one is left), every character that is not
+    printable (a newline, an escape sequence, a NUL) written as its escape, at most ``limit``
+    characters."""
+    text = redact(text[:limit * 8])
+    text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _quoted(text: str, limit: int = 60) -> str:
+    """What a model sent, quoted in a reason: its secrets masked first, then cut (``untrusted.preview``)."""
+    return untrusted.preview(redact(text[:limit * 8]), limit)
+
+
+def _json_type(value: Any) -> str:
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "a number",
+             float: "a number", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _tool_arguments(name: str, arguments: str | None) -> tuple[dict, str | None]:
+    """``(arguments, None)``: a tool call's arguments as a JSON object (none given: ``{}``); or
+    ``({}, why)`` when they are not one."""
+    if not (arguments or "").strip():
+        return {}, None
+    try:
+        values = untrusted.loads(arguments, f"the arguments of {name}")
+    except untrusted.UntrustedInput as exc:
+        said = str(exc).rpartition("; received: ")[0] or str(exc)   # quoted again below, secrets masked
+        return {}, f"{said}; received: {_quoted(arguments)}"
+    if values is None:
+        return {}, None
+    if not isinstance(values, dict):
+        shape = ' {"source": "<the function>"}' if name == "simulate" else ""
+        return {}, (f"the arguments of {name} must be a JSON object{shape}, got {_json_type(values)}; "
+                    f"received: {_quoted(arguments)}")
+    return values, None
 
 
 def _prechecked(context: ProposalContext, text: str) -> str | None:

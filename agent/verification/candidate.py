@@ -101,8 +101,10 @@ def check_candidate(source: str, name: str, arg_names: list[str]) -> ast.Functio
     tree = _parse(textwrap.dedent(source))
     funcs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
     if len(tree.body) != 1 or len(funcs) != 1 or funcs[0].name != name:
-        found = ", ".join(type(n).__name__ if not isinstance(n, ast.FunctionDef) else n.name
-                          for n in tree.body) or "nothing"
+        wrong_form = next((m for m in (not_a_plain_def(n, name) for n in tree.body) if m), None)
+        if wrong_form and not any(f.name == name for f in funcs):
+            raise CandidateError(wrong_form)
+        found = ", ".join(_statement_label(n) for n in tree.body) or "nothing"
         raise CandidateError(f"candidate must be exactly one function {name!r}, found: {found[:200]}")
     func = funcs[0]
     _check_depth(func)
@@ -112,6 +114,38 @@ def check_candidate(source: str, name: str, arg_names: list[str]) -> ast.Functio
     _check_signature(func, name, list(arg_names))
     _check_body(func, {a.arg for a in func.args.args})
     return func
+
+
+def not_a_plain_def(node: ast.stmt, name: str) -> str | None:
+    """Why a top-level statement that defines ``name`` in another form than a plain ``def`` (an
+    ``async def``, a class, a lambda assigned to it) is not the rewrite target, in one line; None
+    for any other statement. The parser of a model's reply (``llm.parse_reply``) and the static
+    check say it alike: "found AsyncFunctionDef" or a signature equal to the expected one told
+    a model nothing (#41)."""
+    where = f"line {getattr(node, 'lineno', '?')}"
+    if isinstance(node, ast.AsyncFunctionDef) and node.name == name:
+        return f"the rewrite target must be a plain `def`, got `async def {name}` ({where})"
+    if isinstance(node, ast.ClassDef) and node.name == name:
+        return (f"the rewrite target must be a function, `@triton.jit def {name}(...)`, got `class {name}` "
+                f"({where})")
+    if isinstance(node, (ast.Assign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            what = "a lambda" if any(isinstance(n, ast.Lambda) for n in ast.walk(node)) else "a value"
+            return (f"the rewrite target must be a `def` statement, `@triton.jit def {name}(...)`, got an "
+                    f"assignment of {what} to `{name}` ({where})")
+    return None
+
+
+def _statement_label(node: ast.stmt) -> str:
+    """A top-level statement in a few words: ``def helper``, ``class A``, ``import os``, else its
+    kind (``Assign``)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        keyword = {ast.FunctionDef: "def", ast.AsyncFunctionDef: "async def", ast.ClassDef: "class"}[type(node)]
+        return f"{keyword} {node.name}"
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return "import"
+    return type(node).__name__
 
 
 def _parse(source: str) -> ast.Module:
@@ -234,6 +268,10 @@ def _check_node(node: ast.AST, local_names: set[str]) -> None:
         raise CandidateError(f"{where}: `if` is not allowed: the target is verified on a vector of "
                              f"program ids, where a branch on pid has no single truth value; "
                              f"select with tl.where(condition, a, b)")
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+        what = (f"a nested `{_statement_label(node)}`" if not isinstance(node, ast.Lambda) else "a lambda")
+        raise CandidateError(f"{where}: {what} is not allowed: the rewrite target is one function with no "
+                             f"function, lambda or class inside it; write its steps inline")
     _check_binding(node, where)
     if not isinstance(node, ALLOWED_NODES):
         raise CandidateError(f"{where}: {type(node).__name__} is not allowed in the rewrite target "

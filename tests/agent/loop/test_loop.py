@@ -183,3 +183,25 @@ def test_a_model_that_never_gives_a_candidate_ends_the_run_non_zero(tmp_path, ge
     assert outcome.status == run.NO_CANDIDATE
     assert [a["verdict"] for a in outcome.report["attempts"]] == ["NO_CANDIDATE"] * 2
     assert all("no ```python code block" in a["reason"] for a in outcome.report["attempts"])
+
+
+def test_a_malformed_tool_call_is_re_asked_and_its_reason_is_in_the_record_and_transcript(tmp_path, gemm_path):
+    """#41: the model calls simulate with arguments that are not JSON, is answered with why, and then
+    proposes; the record's requests and transcript.jsonl keep the reason with the call."""
+    good = "```python\n" + catalog_source("xcd-grouped-m:8:8", ARGS) + "```\n"
+    with FakeOpenAIServer() as server:
+        server.reply(None, tool_calls=[{"name": "simulate", "arguments": "{source: @triton.jit\n"}],
+                     prompt_tokens=100, completion_tokens=10)
+        server.reply(good, prompt_tokens=120, completion_tokens=40)
+        options = _options(tmp_path, gemm_path, iterations=1, model="fake", base_url=server.base_url)
+        outcome = run.start(options)
+        told = server.requests[1]["messages"][-1]
+    assert [a["verdict"] for a in outcome.report["attempts"]] == ["PASS"]
+    reason = ("the arguments of simulate is not JSON: Expecting property name enclosed in double quotes "
+              "(line 1, column 2); received: '{source: @triton.jit\\n'")
+    assert told["role"] == "tool" and json.loads(told["content"]) == {"error": reason}
+    lines = [json.loads(line) for line in (outcome.run_dir / "transcript.jsonl").read_text().splitlines()]
+    assert [r["tool_calls"][0].get("rejected") for r in lines[:1]] == [reason]
+    assert lines[0]["rejected"] == f"1 of 1 tool call(s) refused: call_0: {reason}" and lines[1]["rejected"] == ""
+    requests = RunRecord(Path(options.workdir)).requests(outcome.run_id)
+    assert json.loads(requests.tool_calls_json.iloc[0])[0]["rejected"] == reason

@@ -390,3 +390,102 @@ def test_garbage_bodies_are_no_candidate_with_what_was_received(body, seen):
             proposer.propose(_context())
     message = str(info.value)
     assert "not a chat completion" in message and seen in message and "empty" not in message
+
+
+# ---- the target's form (#41): told in one line what is wrong ------------------------------------
+
+@pytest.mark.parametrize("code, message", [
+    (GROUPED.replace("def swizzle", "async def swizzle"),
+     "the rewrite target must be a plain `def`, got `async def swizzle` (line 2)"),
+    ("swizzle = triton.jit(lambda pid, num_pid_m, num_pid_n: (pid, 0))\n",
+     "the rewrite target must be a `def` statement, `@triton.jit def swizzle(...)`, got an assignment of "
+     "a lambda to `swizzle` (line 1)"),
+    ("class swizzle:\n    pass\n",
+     "the rewrite target must be a function, `@triton.jit def swizzle(...)`, got `class swizzle` (line 1)"),
+])
+def test_parse_names_another_form_of_the_target(code, message):
+    """An `async def` was 'expected `swizzle(pid, ...)`, found `swizzle(pid, ...)`' (the same text),
+    a class or a lambda 'found no function definition'."""
+    with pytest.raises(ReplyParseError) as info:
+        parse_reply(block(code), "swizzle", ARGS)
+    assert str(info.value) == message
+
+
+def test_an_async_def_reply_is_rejected_with_its_reason_recorded_and_told(server, context):
+    server.reply(block(GROUPED.replace("def swizzle", "async def swizzle")))
+    server.reply(GOOD_REPLY)
+    proposal = proposer_for(server).propose(context)
+    assert proposal.source == GROUPED
+    reason = "the rewrite target must be a plain `def`, got `async def swizzle` (line 2)"
+    assert proposal.exchanges[0]["rejected"] == reason
+    assert reason in server.requests[1]["messages"][-1]["content"]
+
+
+# ---- malformed tool calls (#41): re-asked with the reason, which the transcript keeps ------------
+
+SECRET_KEY = "sk-test-0123456789abcdef"
+
+
+@pytest.mark.parametrize("name, arguments, reason", [
+    ("simulate", '{"source": "@triton.jit', "the arguments of simulate is not JSON: Unterminated string"),
+    ("simulate", '["@triton.jit"]',
+     'the arguments of simulate must be a JSON object {"source": "<the function>"}, got an array'),
+    ("simulate", '{"code": "x"}',
+     "simulate needs the argument \"source\" (the complete @triton.jit function as text), got only 'code'"),
+    ("simulate", "{}", "simulate needs the argument \"source\" (the complete @triton.jit function as text), "
+                       "got no arguments"),
+    ("simulate", '{"source": 42}',
+     "the argument \"source\" of simulate must be a string (the function's text), got a number"),
+    ("analyze", "not json", "the arguments of analyze is not JSON: Expecting value"),
+    ("run_shell", '{"cmd": "ls"}', "no tool 'run_shell': the tools are simulate and analyze"),
+])
+def test_a_malformed_tool_call_is_answered_and_recorded_with_the_reason(server, context, name, arguments, reason):
+    seen = []
+    context.simulate = lambda source: seen.append(source) or {"predicted_l2_hit_rate": 0.8}
+    server.reply(None, tool_calls=[{"name": name, "arguments": arguments}])
+    server.reply(GOOD_REPLY)
+    proposal = proposer_for(server).propose(context)
+
+    assert proposal.source == GROUPED and seen == []          # the run goes on; nothing was simulated
+    call = proposal.exchanges[0]["tool_calls"][0]
+    assert call["rejected"].startswith(reason), call["rejected"]
+    assert "\n" not in call["rejected"] and len(call["rejected"]) <= 300
+    assert proposal.exchanges[0]["rejected"] == f"1 of 1 tool call(s) refused: call_0: {call['rejected']}"
+    answer = server.requests[1]["messages"][-1]                 # what the model is told
+    assert answer["role"] == "tool" and json.loads(answer["content"]) == {"error": call["rejected"]}
+
+
+def test_a_tool_calls_reason_is_one_bounded_line_with_secrets_masked(server, context):
+    """What the model sent is quoted masked (the key it was given), escaped (a newline, a terminal
+    escape, a NUL) and cut, in the record's line and in the answer the model gets."""
+    hostile = "\x1b[2J\n" + SECRET_KEY + "\x00" + "x" * 5000
+    server.reply(None, tool_calls=[{"name": "simulate", "arguments": '{"source": ' + hostile},
+                                   {"name": "shell" + "\n" + SECRET_KEY, "arguments": "{}"}])
+    server.reply(GOOD_REPLY)
+    proposal = proposer_for_key(server).propose(context)
+    exchange = proposal.exchanges[0]
+    for line in [c["rejected"] for c in exchange["tool_calls"]] + [exchange["rejected"]]:
+        assert SECRET_KEY not in line and SECRET_KEY[:10] not in line and "***" in line
+        assert line.isprintable() and len(line) <= 1200
+    assert all(len(c["rejected"]) <= 300 for c in exchange["tool_calls"])
+    assert "\\x1b[2J\\n" in exchange["tool_calls"][0]["rejected"]
+    assert exchange["tool_calls"][1]["rejected"].startswith("no tool 'shell\\n***'")
+    told = [m["content"] for m in server.requests[1]["messages"] if m["role"] == "tool"]
+    assert [json.loads(t)["error"] for t in told] == [c["rejected"] for c in exchange["tool_calls"]]
+
+
+def proposer_for_key(server: FakeOpenAIServer) -> LLMProposer:
+    return LLMProposer(model="fake-coder", base_url=server.base_url, api_key=SECRET_KEY)
+
+
+def test_tool_calls_over_the_budget_are_not_run_and_say_so(server, context):
+    seen = []
+    context.simulate = lambda source: seen.append(source) or {"predicted_l2_hit_rate": 0.8}
+    server.reply(None, tool_calls=[{"name": "simulate", "arguments": json.dumps({"source": GROUPED})}] * 5)
+    server.reply(GOOD_REPLY)
+    proposal = proposer_for(server, max_tool_calls=3).propose(context)
+    assert proposal.source == GROUPED and len(seen) == 3
+    calls = proposal.exchanges[0]["tool_calls"]
+    assert ["rejected" in c for c in calls] == [False] * 3 + [True] * 2
+    assert calls[4]["rejected"] == "not run: over the 3 tool calls a proposal may make (this reply made 5)"
+    assert proposal.exchanges[0]["rejected"].startswith("2 of 5 tool call(s) refused: call_3: not run")

@@ -293,3 +293,44 @@ def test_the_catalog_and_the_bundled_targets_stay_within_the_depth_limit():
             deepest = max(deepest, depth)
             stack.extend((c, depth + 1) for c in ast.iter_child_nodes(node))
     assert deepest <= MAX_DEPTH // 2
+
+
+# -- the function's form (#41): an `async def`, a class, a lambda, a nested function are each
+# refused in one line that names the form; they were "found: AsyncFunctionDef", "found: Assign",
+# "found: ClassDef", "FunctionDef is not allowed" -------------------------------------------------
+
+@pytest.mark.parametrize("source, message", [
+    ("@triton.jit\nasync def swizzle(pid, num_pid_m, num_pid_n):\n" + BODY,
+     "the rewrite target must be a plain `def`, got `async def swizzle` (line 2)"),
+    ("async def swizzle(pid):\n    return pid, 0\n",
+     "the rewrite target must be a plain `def`, got `async def swizzle` (line 1)"),
+    ("swizzle = triton.jit(lambda pid, num_pid_m, num_pid_n: (pid, 0))\n",
+     "the rewrite target must be a `def` statement, `@triton.jit def swizzle(...)`, got an assignment of "
+     "a lambda to `swizzle` (line 1)"),
+    ("class swizzle:\n    pass\n",
+     "the rewrite target must be a function, `@triton.jit def swizzle(...)`, got `class swizzle` (line 1)"),
+])
+def test_another_form_of_the_target_is_named_in_one_line(source, message):
+    with pytest.raises(CandidateError) as info:
+        check_candidate(source, "swizzle", ARGS)
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize("inner, form", [
+    ("    def inner(x):\n        return x\n", "a nested `def inner`"),
+    ("    async def inner(x):\n        return x\n", "a nested `async def inner`"),
+    ("    class Inner:\n        pass\n", "a nested `class Inner`"),
+    ("    f = lambda x: x\n", "a lambda"),
+])
+def test_a_function_or_class_inside_the_target_is_named(inner, form):
+    with pytest.raises(CandidateError) as info:
+        check_candidate("@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n):\n" + inner + BODY, "swizzle", ARGS)
+    assert str(info.value) == (f"line 3: {form} is not allowed: the rewrite target is one function with no "
+                               f"function, lambda or class inside it; write its steps inline")
+
+
+def test_a_plain_target_beside_an_assignment_of_its_name_is_not_called_a_lambda():
+    source = "@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n):\n" + BODY + "swizzle = triton.jit(lambda p: p)\n"
+    with pytest.raises(CandidateError, match=r"^candidate must be exactly one function 'swizzle', found: "
+                                             r"def swizzle, Assign$"):
+        check_candidate(source, "swizzle", ARGS)
