@@ -6,7 +6,10 @@ captured text).
 What is written is what was verified (issue #41): a candidate's file in the run folder is written
 once, read-only (``write_sealed``), its digest kept with the attempt; at the end the text to write
 is read back only through ``verified_text``, which refuses a file whose digest is no longer the
-verified one (a line appended to the run folder's copy after verification)."""
+verified one (a line appended to the run folder's copy after verification); and ``write_back``
+writes it only where ``check`` (the caller's: agent/loop/run.py) finds it the file as the run read
+it with only its rewrite target changed, a target that passes the candidates' static check (a file
+planted in the run folder, named in the record with its own digest)."""
 from __future__ import annotations
 
 import hashlib
@@ -15,6 +18,7 @@ import os
 import shutil
 import tokenize
 from pathlib import Path
+from typing import Callable
 
 
 def digest(data: bytes | str) -> str:
@@ -114,14 +118,18 @@ def verified_text(path: Path, expected: str | None, folder: Path | None = None) 
     return text, "verified"
 
 
-def write_back(path: Path, expected: str, text: str) -> tuple[bool, str]:
+def write_back(path: Path, expected: str, text: str,
+               check: Callable[[str], str | None] | None = None) -> tuple[bool, str]:
     """Replace the text of ``path`` (a symlink's target) by ``text`` if its digest is still
     ``expected``; atomically (a temporary file beside it, then a rename), its mode, its declared
     encoding and its line endings kept (``newline_of``: the dominant one of a file of mixed endings).
+    ``check``: given the file's text, once its digest is found ``expected`` (the text the run read),
+    why ``text`` may not replace it, or None; nothing is written where it gives a reason.
 
     Returns:
         ``(written, why)``: ``why`` says what happened in a few words for a line of output
-        (``"written"``, ``"<path> changed since the run read it"``, ``"<path> cannot be written: ..."``).
+        (``"written"``, ``"<path> changed since the run read it"``, ``"<path> cannot be written: ..."``,
+        ``check``'s reason).
     """
     path = Path(path).resolve()
     try:
@@ -130,6 +138,13 @@ def write_back(path: Path, expected: str, text: str) -> tuple[bool, str]:
         return False, f"{path} cannot be read ({exc.strerror or exc})"
     if digest(original) != expected:
         return False, f"{path} changed since the run read it"
+    if check is not None:
+        try:
+            refused = check(source_text(original))
+        except (UnicodeDecodeError, LookupError):
+            refused = f"{path} does not read in its declared encoding"
+        if refused:
+            return False, refused
     temporary = path.with_name(f".{path.name}.swizzleperf-{os.getpid()}.tmp")
     try:
         temporary.write_bytes(source_bytes(text, newline_of(original)))

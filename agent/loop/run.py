@@ -1,6 +1,7 @@
 """Starting, resuming and finishing one optimization run (what ``swizzleperf optimize`` does)."""
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
 import secrets
@@ -24,9 +25,10 @@ from swizzleperf.agent.loop.record import RunRecord, storage_fault, stored_json,
 from swizzleperf.agent.loop.report import build_report, write_outputs
 from swizzleperf.agent.proposers.overlap_policy import OverlapPolicy
 from swizzleperf.agent.proposers.policy import SearchPolicy
-from swizzleperf.agent.verification.candidate import target_args
+from swizzleperf.agent.verification.candidate import (CandidateError, _assert_only_target_changed, splice,
+                                                      target_args, target_source)
 from swizzleperf.agent.verification.evaluate import Evaluator
-from swizzleperf.agent.verification.load import KernelLoadError, load_spec
+from swizzleperf.agent.verification.load import KernelLoadError, _declared_target, load_spec
 from swizzleperf.agent.verification.measure import Measurer
 from swizzleperf.agent.verification.verify import VerifyConfig
 from swizzleperf.kernels.distributed.spec import DistKernelSpec
@@ -541,18 +543,50 @@ def _finish(loop: Loop, graph, config: dict, record: RunRecord, run_id: str, run
 
 def _write_back(user_file: Path, best: dict, options: RunOptions, run_dir: Path) -> str:
     """``--in-place``: the best kernel into the user's file, only if unchanged since the run read
-    it (the digest in the record; a run recorded before digests: its original copy), and only the
-    text that was verified (the candidate file's digest kept with the attempt). One line."""
+    it (the digest in the record; a run recorded before digests: its original copy), only the
+    text that was verified (the candidate file's digest kept with the attempt), and only a text
+    that is the user's file with its rewrite target replaced by a checked one (``_outside_target``:
+    what the record and the run folder, rewritten together, cannot forge). One line."""
     expected = options.kernel_sha256
     if expected is None:
         expected = digest((run_dir / f"original_{user_file.name}").read_bytes())
     text, why = verified_text(Path(best["kernel_file"]), best.get("kernel_sha256"), run_dir)
     written = False
     if text is not None:
-        written, why = write_back(user_file, expected, text)
+        written, why = write_back(user_file, expected, text, lambda original: _outside_target(original, text))
     if written:
         return f"wrote the best kernel ({best.get('name')}) into {user_file}"
     if text is None:   # nor is it copied into the run folder (report.write_outputs reads it the same way)
         return f"not written: {why}; its patch is {run_dir / 'best.diff'}"
     return (f"not written: {why}; the best kernel is {run_dir / user_file.name} and its patch "
             f"{run_dir / 'best.diff'}")
+
+
+def _outside_target(original: str, text: str) -> str | None:
+    """Why ``text`` is not a kernel a run of ``original`` can have verified, or None. Every candidate
+    file (a proposal, a catalog order, a distributed configuration's swizzle, the guarded kernel of
+    an order not proven on every grid) is ``candidate.splice(original, target, canonical)``: the
+    module as the run read it with its rewrite target (the ``rewrite_target`` its spec declares)
+    replaced by the canonical text of a target that passes the static check; nothing else, no
+    import, no helper, no comment. So ``text`` must compare equal to ``original`` on the syntax
+    tree outside the target, its target must pass that same check, and splicing it into
+    ``original`` must give ``text`` again to the character (no comment or layout the builder does
+    not write). A best file planted in the run folder, named in the record with its own digest
+    (#41), is refused unless it is such a kernel."""
+    try:
+        name = _declared_target(ast.parse(original))
+        changed = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return "the best kernel does not parse"
+    try:
+        _assert_only_target_changed(ast.parse(original), changed, name)
+    except CandidateError:
+        return f"the best kernel differs from your kernel outside its rewrite target {name!r}"
+    try:
+        rebuilt = splice(original, name, target_source(text, name))
+    except CandidateError as exc:
+        return f"the best kernel's {name} fails the candidates' static check ({exc})"
+    if rebuilt != text:
+        return (f"the best kernel is not your kernel with only {name} replaced as candidates are "
+                f"(text the candidate builder does not write)")
+    return None

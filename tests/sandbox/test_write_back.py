@@ -299,3 +299,118 @@ def test_a_record_naming_a_run_folder_outside_the_workdir_is_not_resumed(tmp_pat
     with pytest.raises(run.RunError, match="is not inside"):
         run.resume(first.run_id, workdir=options.workdir, proposer=ScriptedProposer([]))
     assert not marker.exists()
+
+
+# -- a best planted in the run folder, with its own digest (#41, "What is written is what was verified")
+
+GENUINE = "xcd-grouped-m:8:8"
+OWN_TARGET = '''@triton.jit
+def swizzle(pid, num_pid_m, num_pid_n):
+    """Map program id ``pid`` to the output tile ``(pid_m, pid_n)`` it computes (row-major)."""
+    pid_m = pid // num_pid_n
+    pid_n = pid % num_pid_n
+    return pid_m, pid_n
+'''
+
+
+def _genuine(original: str) -> str:
+    """A best kernel as the run writes one: the candidate builder's splice of a catalog order."""
+    from swizzleperf.agent.verification.candidate import splice
+    return splice(original, "swizzle", catalog_source(GENUINE, ARGS))
+
+
+def _planted(original: str, how: str) -> str:
+    genuine = _genuine(original)
+    if how == "genuine":
+        return genuine
+    if how == "extra statement":      # (a) a statement of its own beside the kernel
+        return genuine + "import os\nos.system('echo planted')\n"
+    if how == "kernel body":          # (b) the kernel changed outside the swizzle: every C tile zeros
+        assert genuine.count("    store_tile(c, accumulator, pid_m * BLOCK_M,") == 1
+        return genuine.replace("    store_tile(c, accumulator, pid_m * BLOCK_M,",
+                               "    store_tile(c, accumulator * 0, pid_m * BLOCK_M,")
+    if how == "static check":         # (c) a swizzle no candidate could be: it calls what it finds
+        assert original.count(OWN_TARGET) == 1
+        first = "    pid_m = pid // num_pid_n\n"
+        return original.replace(OWN_TARGET, OWN_TARGET.replace(
+            first, "    __import__('os').system('echo planted')\n" + first))
+    if how == "comment":              # the same tree, with a line the candidate builder never writes
+        return genuine.replace("\n@triton.jit\ndef swizzle(",
+                               "\n# planted: run `curl x | sh` first\n@triton.jit\ndef swizzle(", 1)
+    raise AssertionError(how)
+
+
+@pytest.mark.parametrize("how, why", [
+    ("extra statement", "the best kernel differs from your kernel outside its rewrite target 'swizzle'"),
+    ("kernel body", "the best kernel differs from your kernel outside its rewrite target 'swizzle'"),
+    ("static check", "the best kernel's swizzle fails the candidates' static check (line 4: "
+                     "__import__('os').system is not allowed"),
+    ("comment", "the best kernel is not your kernel with only swizzle replaced as candidates are (text the "
+                "candidate builder does not write)"),
+    ("genuine", None),
+])
+def test_in_place_writes_a_best_in_the_run_folder_only_where_it_changes_only_the_swizzle(tmp_path, gemm_path, how, why):
+    """Whoever can write both the record and the run folder can name a file of the run folder, with
+    its own digest, as the verified best (#41): ``--in-place`` writes it only where it is the user's
+    kernel with the swizzle alone replaced, by one that passes the candidates' static check, to the
+    character. Else one line says why, nothing is written, and the run's result stands."""
+    original = gemm_path.read_text()
+    kernel = tmp_path / "gemm.py"
+    kernel.write_text(original)
+    run_dir = tmp_path / ".sp" / "runs" / "r1"
+    (run_dir / "candidates").mkdir(parents=True)
+    planted = run_dir / "candidates" / "candidate009_gemm.py"
+    text = _planted(original, how)
+    best = {"name": "planted", "kind": "candidate", "kernel_file": str(planted),
+            "kernel_sha256": write_sealed(planted, text)}
+    options = run.RunOptions(kernel=str(kernel), kernel_sha256=digest(original), in_place=True)
+    line = run._write_back(kernel, best, options, run_dir)
+    if why is None:
+        assert line == f"wrote the best kernel (planted) into {kernel}" and kernel.read_text() == text
+        return
+    assert line.startswith(f"not written: {why}") and "\n" not in line
+    assert line.endswith(f"; the best kernel is {run_dir / 'gemm.py'} and its patch {run_dir / 'best.diff'}")
+    assert kernel.read_text() == original
+
+
+def test_a_resumed_checkpoint_naming_a_planted_best_in_the_run_folder_is_not_written(tmp_path, gemm_path,
+                                                                                     monkeypatch):
+    """The record and the run folder rewritten together (#41): a checkpoint whose best is a file
+    planted inside the run folder, its digest alongside, with a statement beside the kernel. The
+    resumed run finishes with its own result; the user's kernel is not written."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    kernel = tmp_path / "gemm.py"
+    kernel.write_text(gemm_path.read_text())
+    options = run.RunOptions(kernel=str(kernel), hw="mi300x", workdir=str(tmp_path / ".sp"), plateau=10,
+                             iterations=1, in_place=True)
+    first = run.start(options, proposer=ScriptedProposer([("xcd", catalog_source(GENUINE, ARGS))]))
+    assert first.report["best"]["kind"] == "candidate" and "NUM_XCDS" in kernel.read_text()
+    kernel.write_text(gemm_path.read_text())          # as the run read it: --in-place would write it again
+    planted = first.run_dir / "candidates" / "candidate009_gemm.py"
+    sealed = write_sealed(planted, _planted(gemm_path.read_text(), "extra statement"))
+    with sqlite3.connect(Path(options.workdir) / "swizzleperf.db") as db:
+        saver = SqliteSaver(db, serde=run.CHECKPOINT_SERDE)
+        last = saver.get_tuple({"configurable": {"thread_id": first.run_id, "checkpoint_ns": ""}})
+        values = dict(last.checkpoint["channel_values"])
+        values["best"] = {**values["best"], "kernel_file": str(planted), "kernel_sha256": sealed}
+        saver.put(last.config, {**last.checkpoint, "channel_values": values}, last.metadata, {})
+    monkeypatch.chdir(tmp_path)
+    outcome = run.resume(first.run_id, workdir=options.workdir, proposer=ScriptedProposer([]))
+    assert outcome.status == "finished" and outcome.report["best"]["name"] == "xcd"
+    assert kernel.read_text() == gemm_path.read_text()
+    assert outcome.report["in_place"].startswith("not written: the best kernel differs from your kernel outside "
+                                                 "its rewrite target 'swizzle'; ")
+
+
+def test_write_back_refuses_what_its_check_refuses_and_a_file_that_does_not_decode(tmp_path):
+    path = tmp_path / "k.py"
+    path.write_text("x = 1\n")
+    seen = []
+    assert write_back(path, digest("x = 1\n"), "y = 2\n", lambda o: seen.append(o) or "no: not the target") == (
+        False, "no: not the target")
+    assert seen == ["x = 1\n"] and path.read_text() == "x = 1\n"
+    path.write_bytes(b"x = '\xff'\n")   # not UTF-8, and no coding line: the check is never given it
+    assert write_back(path, file_digest(path), "y = 2\n", lambda o: None) == (
+        False, f"{path.resolve()} does not read in its declared encoding")
+    assert path.read_bytes() == b"x = '\xff'\n"
+    assert write_back(tmp_path / "k.py", file_digest(path), "y = 2\n") == (True, "written")
