@@ -496,7 +496,7 @@ def _apps_eval(workdir: str, eval_id: str) -> bool:
 def _eval_apps(apps, files, hw, iterations, row_budget, gpus, ray, ray_address, out, resume, workdir,
                use_ncu: bool = True, again: tuple = ()) -> None:
     """``eval --apps DIR``: eval/apps.py, one line per row as it finishes, then the table."""
-    from swizzleperf.eval.apps import AppsError, AppsOptions, list_apps, run_apps
+    from swizzleperf.eval.apps import AppsError, AppsOptions, list_apps, run_apps, shown
     from swizzleperf.eval.suite import EvalError, resolve_gpus
     if apps is None and resume is None:
         _fail("--ray runs a folder of apps: give --apps DIR")
@@ -509,12 +509,14 @@ def _eval_apps(apps, files, hw, iterations, row_budget, gpus, ray, ray_address, 
 
     def on_row(row: dict, done: int, total: int) -> None:
         color = {"optimized": "green", "verified, no gain": "cyan", "refused": "yellow"}.get(row["outcome"], "red")
-        console.print(f"[{done}/{total}] {escape(row['app'])} ({escape(row.get('kernel') or '-')}, {row['seconds']:.0f} s): "
-                      f"[{color}]{row['outcome']}[/{color}]: {escape((row.get('reason') or '')[:300])}")
+        # the app's name, its kernel's and its output as text, never as markup or escape codes (#41)
+        console.print(f"[{done}/{total}] {escape(shown(row['app']))} ({escape(shown(row.get('kernel') or '-'))}, "
+                      f"{row['seconds']:.0f} s): [{color}]{row['outcome']}[/{color}]: "
+                      f"{escape(shown((row.get('reason') or '')[:300]))}")
     try:
         options = AppsOptions(apps_dir=apps or "", names=list_apps(apps, files) if apps else [], iterations=iterations,
                               row_budget_s=row_budget, hw=hw, use_ncu=use_ncu, workdir=workdir, out=out)
-        with console.status(f"running the apps of {apps or resume}"):
+        with console.status(f"running the apps of {escape(shown(apps or resume))}"):
             eval_id, summary, written = run_apps(
                 options, resume, on_row, gpus=resolve_gpus(gpus), ray=ray, ray_address=ray_address,
                 on_start=lambda i: console.print(f"eval {i} (if it stops, continue it with --resume {i})", markup=False),
@@ -529,7 +531,7 @@ def _eval_apps(apps, files, hw, iterations, row_budget, gpus, ray, ray_address, 
     console.print(f"eval {eval_id}: {summary['answered']} of {summary['ran']} "
                   f"answered{f' ({share:.0%})' if share is not None else ''}; "
                   + ", ".join(f"{k} {v}" for k, v in summary["counts"].items() if v)
-                  + f"; {', '.join(str(f) for f in written)}", markup=False)
+                  + f"; {', '.join(shown(str(f)) for f in written)}", markup=False)
 
 
 @app.command("eval-worker", hidden=True)

@@ -95,11 +95,13 @@ def run_row(job: RowJob, on_start=lambda process: None) -> dict:
         env["CUDA_VISIBLE_DEVICES"] = job.device
     if job.gpu_lock_dir is not None:
         env[GPU_LOCK_ENV] = job.gpu_lock_dir
+    from swizzleperf.agent.capture.capture import CappedLog
     started = time.monotonic()
-    with log.open("w") as handle:
-        process = subprocess.Popen(worker_command(job, row_file), cwd=Path(job.app).parent, stdout=handle,
+    with CappedLog(log) as out:   # the worker's output, capped on disk (LOG_CAP_BYTES, #41)
+        process = subprocess.Popen(worker_command(job, row_file), cwd=Path(job.app).parent, stdout=out.fd,
                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                                    start_new_session=True)
+        out.started()
         on_start(process)
         timed_out = _wait(process, job.budget_s)
     seconds = time.monotonic() - started

@@ -59,25 +59,33 @@ class AppsOptions:
         return Path(self.out) if self.out else Path(self.workdir) / "results" / eval_id
 
 
+def shown(text: str) -> str:
+    """``text`` from outside (an app's file name, a line of its output) for a table or the console: as it
+    is where every character is printable, else as ``ascii()`` writes it (quoted, the escape codes and
+    newlines written out), as the rows refuse such a path (app_worker.evaluate, #41)."""
+    return text if text.isprintable() else ascii(text)
+
+
 def list_apps(apps_dir: str, files: str | None = None) -> list:
     """The app files of ``apps_dir``: the names listed in ``files`` (one a line, ``#`` comments), or
     every ``*.py`` in it. Raises AppsError for a missing folder, list or file."""
     folder = Path(apps_dir)
     if not folder.is_dir():
-        raise AppsError(f"--apps must be a folder of app files, got {apps_dir}")
+        raise AppsError(f"--apps must be a folder of app files, got {shown(apps_dir)}")
     if files is None:
         names = sorted(p.name for p in folder.glob("*.py"))
     else:
         try:
             lines = Path(files).read_text().splitlines()
         except OSError as exc:
-            raise AppsError(f"--files {files}: {exc.strerror}") from None
+            raise AppsError(f"--files {shown(files)}: {exc.strerror}") from None
         names = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
         missing = [n for n in names if not (folder / n).is_file()]
         if missing:
-            raise AppsError(f"--files names {len(missing)} file(s) not in {apps_dir}: {', '.join(missing[:5])}")
+            raise AppsError(f"--files names {len(missing)} file(s) not in {shown(apps_dir)}: "
+                            f"{', '.join(map(shown, missing[:5]))}")
     if not names:
-        raise AppsError(f"no app files in {apps_dir}" + (f" from {files}" if files else " (*.py)"))
+        raise AppsError(f"no app files in {shown(apps_dir)}" + (f" from {shown(files)}" if files else " (*.py)"))
     return names
 
 
@@ -279,6 +287,6 @@ def _cells(r: dict) -> list:
     reason = (r.get("reason") or "").replace("|", "\\|").replace("\n", " ")
     if r.get("passed_over"):
         reason += f" (passed over: {r['passed_over']})".replace("|", "\\|")
-    app = r["app"] if r["app"].isprintable() else ascii(r["app"])   # a newline in a name: one row still
+    app = shown(r["app"])   # a newline in a name: one row still
     return [app.replace("|", "\\|"), r.get("kernel") or "-", r.get("grid") or "-", num(r.get("programs"), ".0f"),
             num(r.get("waves"), ".3g"), num(r.get("seconds"), ".0f"), gain, reason]

@@ -24,10 +24,12 @@ import hashlib
 import json
 import os
 import resource
+import select
 import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -184,7 +186,7 @@ def run_with_hook(command: str, env: dict, timeout_s: float, cwd: Path | None, l
     ends with it; the network and the file system as they are (the app is the user's own code).
     Its process group is ended whole when the command exits (where no namespace is permitted, a
     daemon it left behind in its group dies with it), on timeout or on interrupt; stdout and
-    stderr to ``log``. Returns the exit code.
+    stderr to ``log``, capped (``CappedLog``). Returns the exit code.
 
     The box's init is the agent's own interpreter: it starts with the agent's ``PYTHONPATH`` (the
     hook is not imported there), the command with ``env``'s.
@@ -198,12 +200,13 @@ def run_with_hook(command: str, env: dict, timeout_s: float, cwd: Path | None, l
     init_env[_APP_PYTHONPATH] = env.get("PYTHONPATH", "")
     shell = [_SH, "-c", f'if [ -n "${_APP_PYTHONPATH}" ]; then PYTHONPATH="${_APP_PYTHONPATH}"; export PYTHONPATH; '
                         f'else unset PYTHONPATH; fi; unset {_APP_PYTHONPATH}; exec {_SH} -c "$1"', "sh", command]
-    with open(log, "w") as out:
+    with CappedLog(log) as out:   # an app that prints for ever: LOG_CAP_BYTES on disk (#41)
         limits = sandbox.Limits(isolate_network=False, isolate_processes=True,   # files: the agent's own limit
                                 open_files=resource.getrlimit(resource.RLIMIT_NOFILE)[0],
                                 writable=None)   # the user's own code: the file system as it is
-        proc = sandbox.start(shell, cwd, init_env, limits, stdout=out, stderr=subprocess.STDOUT,
+        proc = sandbox.start(shell, cwd, init_env, limits, stdout=out.fd, stderr=subprocess.STDOUT,
                              stdin=subprocess.DEVNULL)
+        out.started()
         try:
             _wait_unreaped(proc, timeout_s, stuck)
         finally:
@@ -251,6 +254,95 @@ def async_cuda_error(log_text: str) -> str | None:
     """The asynchronous CUDA error a log reports, if any (``ASYNC_CUDA_ERRORS``): where it surfaces
     is the first synchronisation after the faulting kernel, not the code at fault."""
     return next((e for e in ASYNC_CUDA_ERRORS if e in log_text), None)
+
+
+#: What one log of an app's output (``app.log``, an ``eval --apps`` row's ``worker.log``) keeps on
+#: disk (#41): its first LOG_HEAD_BYTES and its latest output, never more than LOG_TAIL_BYTES of it
+#: (at least half of that once output was dropped), with one line between them saying how many bytes
+#: were dropped there. The reasons are read from the last 64 KiB (``log_tail``), always kept.
+LOG_HEAD_BYTES = 1 << 20
+LOG_TAIL_BYTES = 3 << 20
+LOG_CAP_BYTES = LOG_HEAD_BYTES + LOG_TAIL_BYTES   # + the one line that says what was dropped
+LOG_DRAIN_S = 2.0   # after the process ended: how long a descendant holding its output open is read
+
+
+class CappedLog:
+    """A process's stdout and stderr written to ``path``, capped (``LOG_CAP_BYTES``): pass ``fd``
+    to Popen as ``stdout``, call ``started()`` once it is started; leaving the ``with`` reads what is
+    left and closes the log. A thread reads the pipe as the process writes it (it never waits on a
+    full pipe) and writes the head, then the tail; when the tail outgrows LOG_TAIL_BYTES its last
+    half is moved up behind the head and the line saying how many bytes were dropped. The log is
+    never read whole nor held in memory (at most half the tail, while it is moved)."""
+
+    def __init__(self, path: Path, head: int = LOG_HEAD_BYTES, tail: int = LOG_TAIL_BYTES):
+        self.head, self.tail = head, tail
+        self.file = open(path, "w+b", buffering=0)
+        self.read_fd, self.fd = os.pipe()
+        self.kept_head = self.tail_at = self.tail_len = self.dropped = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._pump, name=f"log {Path(path).name}", daemon=True)
+
+    def __enter__(self) -> "CappedLog":
+        self.thread.start()
+        return self
+
+    def started(self) -> None:
+        """The process holds the pipe's write end: this process's copy is closed (its end is EOF)."""
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def __exit__(self, *exc) -> None:
+        self.started()
+        self.thread.join(LOG_DRAIN_S)   # a descendant of the process may hold the pipe open: not for ever
+        self.stop.set()
+        self.thread.join()
+        os.close(self.read_fd)
+        self.file.close()
+
+    def _pump(self) -> None:
+        poll = select.poll()
+        poll.register(self.read_fd, select.POLLIN | select.POLLHUP)
+        while not self.stop.is_set():
+            if not poll.poll(100):
+                continue
+            data = os.read(self.read_fd, 1 << 16)
+            if not data:
+                return
+            try:
+                self.write(data)
+            except OSError:   # the disk is full, say: the output is still read, so the process goes on
+                self.dropped += len(data)
+
+    def dropped_line(self) -> bytes:
+        """The line between the head and the tail: how many bytes of output were left out there."""
+        return (f"\n[swizzleperf: {self.dropped} bytes of output dropped here; this log keeps the first "
+                f"{self.head} bytes and the last, {self.head + self.tail} bytes at most]\n").encode()
+
+    def write(self, data: bytes) -> None:
+        """``data`` appended to the log, within its cap."""
+        if self.kept_head < self.head:
+            first = data[:self.head - self.kept_head]
+            self.file.write(first)
+            self.kept_head += len(first)
+            self.tail_at = self.kept_head
+            data = data[len(first):]
+        if not data:
+            return
+        if self.tail_len + len(data) <= self.tail:
+            self.file.write(data)
+            self.tail_len += len(data)
+            return
+        keep = max(0, self.tail // 2 - len(data))   # of the tail so far; then the new data
+        self.file.seek(self.tail_at + self.tail_len - keep)
+        kept = self.file.read(keep) if keep else b""
+        self.dropped += self.tail_len - len(kept) + max(0, len(data) - self.tail)
+        data = data[-self.tail:]
+        line = self.dropped_line()
+        self.file.seek(self.head)
+        self.file.write(line + kept + data)
+        self.file.truncate()
+        self.tail_at, self.tail_len = self.head + len(line), len(kept) + len(data)
 
 
 def log_tail(log: Path, limit: int = 65536) -> str:

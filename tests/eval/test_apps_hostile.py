@@ -81,3 +81,141 @@ def test_the_last_line_of_an_apps_huge_log_is_read_from_its_tail(tmp_path):
     lines, grown_mb = out.stdout.rsplit(" ", 1)
     assert lines == "('Error: the last line', 'Error: the last line')"
     assert int(grown_mb) < 100, f"{grown_mb} MB to read a 48 MB log's last line"
+
+
+# -- an app that prints without end: its logs are capped on disk ----------------------------------
+
+_LOUD = """import sys
+line = b"x" * 1023 + b"\\n"
+for i in range(25 * 1024):   # 50 MiB, half to stdout, half to stderr
+    sys.stdout.buffer.write(line)
+    sys.stderr.buffer.write(line)
+sys.stdout.flush()
+raise SystemExit("loud.py: the last line")
+"""
+
+
+def _dropped(log) -> int:
+    """The bytes a capped log says it dropped (0 where it holds no such line)."""
+    import re
+    text = log.read_bytes()
+    found = re.findall(rb"\[swizzleperf: (\d+) bytes of output dropped here", text)
+    assert len(found) <= 1, log
+    return int(found[0]) if found else 0
+
+
+def test_an_app_that_prints_50_mib_leaves_capped_logs_and_its_row_keeps_its_reason(tmp_path):
+    from swizzleperf.agent.capture.capture import LOG_CAP_BYTES
+    folder = tmp_path / "apps"
+    folder.mkdir()
+    (folder / "loud.py").write_text(_LOUD)
+    workdir = tmp_path / ".swizzleperf"
+    options = apps.AppsOptions(apps_dir=str(folder), names=["loud.py"], iterations=1, row_budget_s=120, hw="mi300x",
+                               workdir=str(workdir), out=str(tmp_path / "out" / "t"))
+    _, summary, _ = apps.run_apps(options, gpus=1, devices=[])
+    row = summary["rows"][0]
+    assert row["outcome"] == "app failed" and "loud.py: the last line" in row["reason"], row
+    logs = list(workdir.rglob("*.log"))
+    assert any(p.name == "app.log" for p in logs), logs
+    for log in logs:
+        assert log.stat().st_size <= LOG_CAP_BYTES + 200, (log, log.stat().st_size)
+    app_log = max(logs, key=lambda p: _dropped(p))
+    # the head, the line that says what was dropped, the tail: the whole output accounted for
+    assert _dropped(app_log) + LOG_CAP_BYTES >= 50 << 20
+    assert app_log.read_bytes().startswith(b"x" * 1023 + b"\n")
+    assert app_log.read_bytes().rstrip().endswith(b"loud.py: the last line")
+
+
+def test_a_worker_that_prints_50_mib_leaves_a_capped_log_and_its_last_line(tmp_path, monkeypatch):
+    import sys
+    from swizzleperf.agent.capture.capture import LOG_CAP_BYTES
+    loud = ("import sys; line = b'y' * 1023 + b'\\n'; [sys.stdout.buffer.write(line) for _ in range(50 * 1024)]; "
+            "sys.stdout.flush(); print('Traceback: boom'); sys.exit(3)")
+    monkeypatch.setattr(app_worker, "worker_command", lambda job, row_file: [sys.executable, "-c", loud])
+    (tmp_path / "app.py").write_text("")
+    job = app_worker.RowJob(app=str(tmp_path / "app.py"), folder=str(tmp_path / "row"), workdir=str(tmp_path),
+                            budget_s=120.0)
+    row = app_worker.run_row(job)
+    assert (row["outcome"], row["reason"]) == ("tool failure", "the worker died (exit code 3): Traceback: boom")
+    log = tmp_path / "row" / "worker.log"
+    assert log.stat().st_size <= LOG_CAP_BYTES + 200 and _dropped(log) + LOG_CAP_BYTES >= 50 << 20
+
+
+def test_a_capped_log_keeps_the_head_says_what_it_dropped_and_keeps_the_tail(tmp_path):
+    import os
+    from swizzleperf.agent.capture.capture import CappedLog
+    data = os.urandom(100_003)
+    log = tmp_path / "x.log"
+    with CappedLog(log, head=1000, tail=4000) as capped:
+        with os.fdopen(os.dup(capped.fd), "wb") as pipe:   # through the pipe, as a process writes it
+            capped.started()
+            for i in range(0, len(data), 777):
+                pipe.write(data[i:i + 777])
+    text = log.read_bytes()
+    line = capped.dropped_line()
+    assert text[:1000] == data[:1000] and text[1000:1000 + len(line)] == line
+    tail = text[1000 + len(line):]
+    assert 2000 <= len(tail) <= 4000 and data.endswith(tail) and 1000 + _dropped(log) + len(tail) == len(data)
+    small = tmp_path / "small.log"
+    with CappedLog(small, head=1000, tail=4000) as capped:
+        capped.write(data[:4500])
+    assert small.read_bytes() == data[:4500]   # within the cap: the output as it was
+
+
+def test_a_descendant_holding_the_output_open_does_not_hold_the_log(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import time
+    from swizzleperf.agent.capture.capture import LOG_DRAIN_S, CappedLog
+    started = time.monotonic()
+    with CappedLog(tmp_path / "x.log") as capped:
+        process = subprocess.Popen(["/bin/sh", "-c", "sleep 60 & echo started"], stdout=capped.fd,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+        capped.started()
+        process.wait(timeout=30)
+    try:
+        assert time.monotonic() - started < LOG_DRAIN_S + 5
+        assert (tmp_path / "x.log").read_text() == "started\n"
+    finally:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)   # the sleep this test started, in its group
+        except ProcessLookupError:
+            pass
+
+
+# -- names and output on the console: text, never markup or escape codes --------------------------
+
+def _eval_apps(tmp_path, folder):
+    from run_cli import swizzleperf
+    proc = swizzleperf("eval", "--apps", str(folder), "--hw", "mi300x", "--iterations", "1", "--row-budget", "120",
+                       "--workdir", str(tmp_path / ".swizzleperf"), "--out", str(tmp_path / "out" / "t"), cwd=tmp_path)
+    shown = proc.stdout + proc.stderr
+    assert "Traceback" not in shown and "\x1b" not in shown, shown
+    return [line for line in proc.stdout.splitlines() if line.startswith("[")]
+
+
+def test_the_progress_lines_print_an_apps_name_and_output_as_text(tmp_path):
+    """A file name holding an escape code is refused in its row before it runs, but its row's line was
+    printed with the code raw; a name or an error line holding markup is shown as written, an escape
+    code in the app's last line written out."""
+    folder = tmp_path / "apps"
+    folder.mkdir()
+    (folder / "\x1b[31mred.py").write_text("raise SystemExit('never runs')\n")
+    (folder / "[bold]x.py").write_text("raise SystemExit('\\x1b[31mboom [red]y[/red] \\x1b[0m')\n")
+    lines = _eval_apps(tmp_path, folder)
+    assert len(lines) == 2, lines
+    refused = [line for line in lines if "refused" in line]
+    assert len(refused) == 1 and refused[0][6:].startswith("'\\x1b[31mred.py' (-, "), lines
+    failed = [line for line in lines if "app failed" in line]
+    assert len(failed) == 1 and failed[0][6:].startswith("[bold]x.py (-, "), lines
+    assert "\\x1b[31mboom [red]y[/red] \\x1b[0m" in failed[0], failed
+
+
+def test_a_folder_whose_path_holds_markup_is_printed_as_text(tmp_path):
+    """``running the apps of FOLDER``: a closing tag in its path stopped the eval (rich's MarkupError)."""
+    folder = tmp_path / "x[" / "red]apps"   # its path holds the closing tag [/red]
+    folder.mkdir(parents=True)
+    (folder / "\x1b[31mred.py").write_text("raise SystemExit('never runs')\n")
+    lines = _eval_apps(tmp_path, folder)
+    assert len(lines) == 1 and lines[0].startswith("[1/1] '\\x1b[31mred.py' (-, ") and "refused" in lines[0], lines
