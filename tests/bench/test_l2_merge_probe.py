@@ -1,0 +1,76 @@
+"""bench/l2_merge_probe.py: its kernel under Triton's interpreter (in a process of its own, as
+test_l2_partition_probe.py does), its launches compiled for Hopper, its cases and its summary."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+INTERPRETED = Path(__file__).with_name("_l2_merge_probe_interpreted.py")
+
+
+def test_the_kernel_reads_what_each_case_claims():
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-o", "addopts=", "-p", "no:cacheprovider",
+                           str(INTERPRETED)], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert " passed" in done.stdout and "failed" not in done.stdout
+
+
+def test_the_cases_pair_each_anchor_with_every_other_sm_then_delay_then_group():
+    from bench.l2_merge_probe import ANCHOR, ANCHORS, DELAY_PARTNERS, DELAYS_CYCLES, GROUP_SIZES, cases
+    all_cases = cases(132)
+    names = [c.name for c in all_cases]
+    assert names[0] == "solo" and len(set(names)) == len(names)
+    for a in ANCHORS:
+        pairs = [c for c in all_cases if c.name.startswith("pair") and set(c.delays) - {a} and a in c.delays
+                 and c.name.startswith("pair-" if a == ANCHOR else f"pair{a}-")]
+        assert sorted(b for c in pairs for b in c.delays if b != a) == [b for b in range(132) if b != a]
+    delays = [c for c in all_cases if c.name.startswith("delay-")]
+    assert len(delays) == len(DELAY_PARTNERS) * len(DELAYS_CYCLES)
+    assert all(c.delays[ANCHOR] == 0 for c in delays)
+    groups = [c for c in all_cases if c.name.startswith("group-")]
+    assert [len(c.delays) for c in groups] == list(GROUP_SIZES)
+    assert [len(c.delays) for c in all_cases if c.name in ("all", "tma-all")] == [132, 132]
+    tma = [c for c in all_cases if c.tma]
+    assert all(c.name.startswith("tma-") for c in tma) and len(tma) == 1 + 131 + 2 * len(DELAYS_CYCLES) + len(GROUP_SIZES) + 1
+
+
+def test_the_summary_says_which_sms_merged_and_leaves_out_cases_not_all_served():
+    from bench.l2_merge_probe import BLOCK, DELAYS_CYCLES, merge_groups, summary
+    n, chunk = 10, BLOCK * 4
+    lines = n * chunk / 32
+
+    def case(name, delays, per_line, served=None):
+        return {"name": name, "delays": {str(k): v for k, v in delays.items()},
+                "served": sorted(delays) if served is None else served, "reader_cycles": {"0": 5000},
+                "metrics": {"lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum": (per_line - 1) * lines,
+                            "lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum": lines}}
+    result = {"device": "GPU", "chunk_bytes": chunk, "n_chunks": n, "num_sms": 5, "cases": [
+        case("solo", {0: 0}, 1.0), case("pair-1", {0: 0, 1: 0}, 1.0), case("pair-2", {0: 0, 2: 0}, 2.0),
+        case("pair-3", {0: 0, 3: 0}, 1.9), case("pair-4", {0: 0, 4: 0}, 1.0, served=[0]),
+        case("delay-1-0", {0: 0, 1: 0}, 1.0), case("delay-1-409600", {0: 0, 1: 409600}, 2.0),
+        case("group-2", {0: 0, 1: 0}, 1.0), case("all", {i: 0 for i in range(5)}, 3.0)]}
+    assert merge_groups(result) == {"0": {"merged": [0, 1], "apart": [2, 3], "not_measured": [4]}}
+    text = summary(result)
+    assert "solo: 1.0" in text and "| 0 | 0, 1 (2) | 2 | 4 |" in text
+    row = next(line for line in text.splitlines() if line.startswith("| 1 | "))
+    assert row.split(" | ")[1] == "1.00" and row.rstrip(" |").endswith("2.00")
+    assert len(row.split("|")) == len(DELAYS_CYCLES) + 3
+    assert "| (SM 0's cycles to read the buffer) | 5000 |" in text
+    assert "| group-2 | 2 | 1.00 |" in text and "| all | 5 | 3.00 |" in text
+
+
+def test_every_case_compiles_for_hopper_with_cg_loads_and_the_global_timer():
+    """The launches compiled for sm_90 as on the GPU (a real %smid and %clock64), without one."""
+    from bench.l2_merge_probe import Case, launch
+    from swizzleperf.kernels.distributed.compile_check import compiling_launches
+    with compiling_launches(90) as compiled:
+        launch(Case("pair", {0: 0, 1: 100}), 2**20, 132, device="cpu", on_gpu=True)
+        launch(Case("tma-pair", {0: 0, 1: 100}, tma=True), 2**20, 132, device="cpu", on_gpu=True)
+    assert len(compiled) == 2 and all(k[0] == "merge_kernel" for k in compiled)
+    ptx = [v.asm["ptx"] for v in compiled.values() if v is not None]
+    assert len(ptx) == 2 and all("%clock64" in p and "%smid" in p for p in ptx)
+    assert sum("ld.global.cg" in p for p in ptx) == 1 and sum("cp.async.bulk.tensor" in p for p in ptx) == 1
