@@ -61,7 +61,8 @@ SM0_GROUP_H100 = (0, 1, 16, 17, 32, 33, 48, 49, 124, 125, 130, 131)
 GROUP_SIZES = (2, 4, 8, 12)
 ROWS = 16                    # a chunk as ROWS x BLOCK // ROWS for TMA (a box dimension is at most 256)
 TMA_ROWS = tl.constexpr(ROWS)   # the same, for the kernel
-TMA_ANCHORS = (0,)           # the tma-pair maps' anchors
+TMA_ANCHORS = (0,)           # the tma-pair cases' anchor
+TMA_PARTNERS = (1, 2, 16, 17, 64, 124)   # its partners: in SM 0's group on both H100s (1, 16, 17, 124) and not (2, 64)
 KERNEL_NAME = "merge_kernel"
 
 
@@ -131,7 +132,7 @@ def cases(num_sms: int) -> list:
     out.append(Case("tma-solo", {ANCHOR: 0}, "TMA: zero point", tma=True))
     for a in TMA_ANCHORS:
         out += [Case(f"tma-pair{a}-{b}", {a: 0, b: 0}, f"TMA: SM {a} and SM {b} at once", tma=True)
-                for b in range(num_sms) if b != a]
+                for b in TMA_PARTNERS if b != a and b < num_sms]
     out += [Case(f"tma-delay-{b}-{d}", {ANCHOR: 0, b: d}, f"TMA: SM {b} {d} cycles after SM {ANCHOR}", tma=True)
             for b in DELAY_PARTNERS[:2] if b < num_sms for d in DELAYS_CYCLES]
     out += [Case(f"tma-group-{k}", {sm: 0 for sm in group[:k]}, f"TMA: {k} SMs of SM 0's group at once", tma=True)
@@ -172,13 +173,17 @@ def launch(case: Case, l2_bytes: int, num_sms: int, device: str = "cuda", on_gpu
     return {"src": src, "out": out, "tickets": tickets, "count": counter, "cycles": cycles, "n_chunks": n_chunks}
 
 
-def run(served_out: Path | None = None) -> None:
-    """Launch every case once on the GPU (what ``measure`` profiles); with ``served_out``, write per
-    case the reader SMs a program reached (JSON), to check against what the case asked."""
+def run(served_out: Path | None = None, cases_file: Path | None = None) -> None:
+    """Launch every case once on the GPU (what ``measure`` profiles), or those of ``cases_file`` (a
+    JSON list of ``Case`` fields); with ``served_out``, write per case the reader SMs a program
+    reached and their readers' cycles (JSON), to check against what the case asked."""
     import torch
     props = torch.cuda.get_device_properties(0)
+    todo = (cases(props.multi_processor_count) if cases_file is None else
+            [Case(c["name"], {int(k): int(v) for k, v in c["delays"].items()}, c.get("question", ""), bool(c.get("tma")))
+             for c in json.loads(Path(cases_file).read_text())])
     served, cycles = {}, {}
-    for case in cases(props.multi_processor_count):
+    for case in todo:
         result = launch(case, props.L2_cache_size, props.multi_processor_count)
         torch.cuda.synchronize()
         tickets, took = result["tickets"].cpu().tolist(), result["cycles"].cpu().tolist()
@@ -188,47 +193,88 @@ def run(served_out: Path | None = None) -> None:
         served_out.write_text(json.dumps({"served": served, "cycles": cycles}))
 
 
-def measure(out: Path) -> dict:
-    """Every case under ncu in one process (one profiled launch per case, caches flushed per pass,
-    ``--clock-control none``, profiling/ncu.py's METRICS plus the extra L2 counters this ncu has).
-    Writes ``out`` (JSON: device, L2 bytes, per case its readers, the readers served, the chunk count
-    and the metrics)."""
-    import torch
+def _profile(todo: list, stem: Path, timeout_s: float) -> dict:
+    """``todo`` (cases) under ncu in one process: one profiled launch per case, caches flushed per
+    pass, ``--clock-control none``, profiling/ncu.py's METRICS plus the extra L2 counters this ncu
+    has. Files beside ``stem``: ``_cases.json``, ``_ncu.csv``, ``_served.json``. Returns per case
+    (in order) its fields, the readers served, their cycles and its metrics (None where ncu did not
+    profile every case), with the command, its seconds and return code, and an ``error`` line."""
     from bench.l2_partition_probe import _extra_metrics, per_launch
     from swizzleperf.profiling.ncu import METRICS, find_ncu
     ncu = find_ncu()
     if ncu is None:
         raise SystemExit("ncu not found")
-    props = torch.cuda.get_device_properties(0)
     metrics = [*METRICS, *_extra_metrics(ncu)]
-    log = out.with_name(out.stem + "_ncu.csv")
-    served_path = out.with_name(out.stem + "_served.json")
+    cases_path, log = stem.with_name(stem.name + "_cases.json"), stem.with_name(stem.name + "_ncu.csv")
+    served_path = stem.with_name(stem.name + "_served.json")
+    cases_path.write_text(json.dumps([{**asdict(c), "delays": {str(k): v for k, v in c.delays.items()}} for c in todo]))
     command = [ncu, "--clock-control", "none", "--kernel-name", KERNEL_NAME, "--metrics", ",".join(metrics),
                "--csv", "--page", "raw", "--print-units", "base", "--log-file", str(log),
-               sys.executable, "-m", "bench.l2_merge_probe", "run", "--served", str(served_path)]
+               sys.executable, "-m", "bench.l2_merge_probe", "run", "--served", str(served_path),
+               "--cases", str(cases_path)]
     started = time.time()
     try:
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=500)
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired as exc:   # keep what ncu logged of the cases it reached
-        proc = subprocess.CompletedProcess(command, -9, str(exc.stdout or "")[-4000:], "timed out after 500 s")
+        proc = subprocess.CompletedProcess(command, -9, str(exc.stdout or "")[-4000:], f"timed out after {timeout_s} s")
     text = log.read_text() if log.exists() else ""
     rows = per_launch(text, KERNEL_NAME) if '"ID"' in text else []
     side = json.loads(served_path.read_text()) if served_path.exists() else {}
     served, cycles = side.get("served", {}), side.get("cycles", {})
-    all_cases = cases(props.multi_processor_count)
+    out = {"ncu_command": " ".join(command[:-7]) + " ...", "ncu_seconds": round(time.time() - started, 1),
+           "ncu_returncode": proc.returncode, "run_stdout": proc.stdout[-4000:], "run_stderr": proc.stderr[-4000:],
+           "cases": [{**asdict(c), "delays": {str(k): v for k, v in c.delays.items()}, "served": served.get(c.name),
+                      "reader_cycles": cycles.get(c.name), "metrics": rows[i] if len(rows) == len(todo) else None}
+                     for i, c in enumerate(todo)]}
+    if len(rows) != len(todo):
+        out["error"] = f"ncu profiled {len(rows)} launches, expected {len(todo)} (one per case)"
+        out["all_rows"] = rows
+    return out
+
+
+def _header(props) -> dict:
+    import torch
     n_chunks = n_chunks_for(props.L2_cache_size)
-    result = {"device": torch.cuda.get_device_name(), "l2_bytes": props.L2_cache_size,
-              "num_sms": props.multi_processor_count, "n_chunks": n_chunks, "chunk_bytes": BLOCK * 4,
-              "ncu_command": " ".join(command[:-5]) + " ...", "ncu_seconds": round(time.time() - started, 1),
-              "ncu_returncode": proc.returncode, "run_stdout": proc.stdout[-4000:], "run_stderr": proc.stderr[-4000:],
-              "profiled": "one launch per case (ncu kernel replay, caches flushed per pass)", "cases": []}
-    for i, case in enumerate(all_cases):
-        result["cases"].append({**asdict(case), "delays": {str(k): v for k, v in case.delays.items()},
-                                "served": served.get(case.name), "reader_cycles": cycles.get(case.name),
-                                "metrics": rows[i] if len(rows) == len(all_cases) else None})
-    if len(rows) != len(all_cases):
-        result["error"] = f"ncu profiled {len(rows)} launches, expected {len(all_cases)} (one per case)"
-        result["all_rows"] = rows
+    return {"device": torch.cuda.get_device_name(), "l2_bytes": props.L2_cache_size,
+            "num_sms": props.multi_processor_count, "n_chunks": n_chunks, "chunk_bytes": BLOCK * 4,
+            "profiled": "one launch per case (ncu kernel replay, caches flushed per pass)"}
+
+
+def measure(out: Path, select: tuple = ()) -> dict:
+    """Every case of :func:`cases` (those whose name starts with one of ``select``, where given)
+    under ncu (``_profile``). Writes ``out`` (JSON: device, L2 bytes, per case its readers, the
+    readers served, their cycles, the chunk count and the metrics)."""
+    import torch
+    props = torch.cuda.get_device_properties(0)
+    todo = [c for c in cases(props.multi_processor_count) if not select or c.name.startswith(tuple(select))]
+    result = {**_header(props), **_profile(todo, out.with_suffix(""), 500)}
+    out.write_text(json.dumps(result, indent=1))
+    return result
+
+
+def discover(out: Path, budget_s: float = 300.0) -> dict:
+    """This chip's merge groups: round by round, the lowest SM not yet in a group read with every
+    other such SM, in pairs (``find{A}-{B}``, under ncu); those below 1.5 lookups a line join A's
+    group. Stops when every SM is in a group or ``budget_s`` is spent (the rest: ``unassigned``).
+    Writes ``out`` (JSON: the groups, per round the cases with their metrics)."""
+    import torch
+    props = torch.cuda.get_device_properties(0)
+    result = {**_header(props), "groups": [], "rounds": [], "unassigned": []}
+    left, started = list(range(props.multi_processor_count)), time.time()
+    while left and time.time() - started < budget_s:
+        a, partners = left[0], left[1:]
+        todo = [Case(f"find{a}-{b}", {a: 0, b: 0}, f"SM {a} and SM {b} at once") for b in partners]
+        found = _profile(todo, out.with_name(f"{out.stem}_round{len(result['rounds'])}"),
+                         max(30.0, budget_s - (time.time() - started)))
+        result["rounds"].append(found)
+        per = [lookups_per_line(c, result["chunk_bytes"], result["n_chunks"]) for c in found["cases"]]
+        if partners and all(v is None for v in per):
+            break                               # ncu measured nothing: no group is guessed
+        group = [a] + [b for b, v in zip(partners, per) if v is not None and v < 1.5]
+        result["groups"].append(group)
+        left = [sm for sm in left if sm not in group]
+        out.write_text(json.dumps(result, indent=1))
+    result["unassigned"] = left
     out.write_text(json.dumps(result, indent=1))
     return result
 
@@ -320,17 +366,25 @@ def main() -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run")
     r.add_argument("--served", help="write per case the reader SMs a program reached (JSON)")
+    r.add_argument("--cases", help="a JSON list of cases to launch instead of every case")
+    d = sub.add_parser("discover", help="this chip's merge groups, round by round under ncu")
+    d.add_argument("--out", required=True)
+    d.add_argument("--budget-s", type=float, default=300.0)
     m = sub.add_parser("measure")
     m.add_argument("--out", required=True)
+    m.add_argument("--select", default="", help="comma-separated case name prefixes (default: every case)")
     t = sub.add_parser("summary", help="measure's JSON as markdown")
     t.add_argument("result")
     args = parser.parse_args()
     if args.command == "run":
-        run(Path(args.served) if args.served else None)
+        run(Path(args.served) if args.served else None, Path(args.cases) if args.cases else None)
+    elif args.command == "discover":
+        res = discover(Path(args.out), args.budget_s)
+        print(json.dumps({"groups": res["groups"], "unassigned": res["unassigned"]}))
     elif args.command == "summary":
         print(summary(json.loads(Path(args.result).read_text())), end="")
     else:
-        res = measure(Path(args.out))
+        res = measure(Path(args.out), tuple(p for p in args.select.split(",") if p))
         print(json.dumps({k: v for k, v in res.items() if k not in ("cases", "all_rows", "run_stdout")})[:2000])
 
 

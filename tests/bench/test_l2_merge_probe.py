@@ -2,6 +2,7 @@
 test_l2_partition_probe.py does), its launches compiled for Hopper, its cases and its summary."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -35,7 +36,9 @@ def test_the_cases_pair_each_anchor_with_every_other_sm_then_delay_then_group():
     assert [len(c.delays) for c in groups] == list(GROUP_SIZES)
     assert [len(c.delays) for c in all_cases if c.name in ("all", "tma-all")] == [132, 132]
     tma = [c for c in all_cases if c.tma]
-    assert all(c.name.startswith("tma-") for c in tma) and len(tma) == 1 + 131 + 2 * len(DELAYS_CYCLES) + len(GROUP_SIZES) + 1
+    from bench.l2_merge_probe import TMA_PARTNERS
+    assert all(c.name.startswith("tma-") for c in tma)
+    assert len(tma) == 1 + len(TMA_PARTNERS) + 2 * len(DELAYS_CYCLES) + len(GROUP_SIZES) + 1
 
 
 def test_the_summary_says_which_sms_merged_and_leaves_out_cases_not_all_served():
@@ -74,3 +77,50 @@ def test_every_case_compiles_for_hopper_with_cg_loads_and_the_global_timer():
     ptx = [v.asm["ptx"] for v in compiled.values() if v is not None]
     assert len(ptx) == 2 and all("%clock64" in p and "%smid" in p for p in ptx)
     assert sum("ld.global.cg" in p for p in ptx) == 1 and sum("cp.async.bulk.tensor" in p for p in ptx) == 1
+
+
+def test_discover_groups_sms_round_by_round_from_the_pairs_lookups(monkeypatch, tmp_path):
+    """A chip of 6 SMs in groups {0, 2, 5} and {1, 3} and {4}: each round pairs the lowest SM left
+    with every other one left; the pairs below 1.5 lookups a line join its group."""
+    import types
+
+    import torch
+
+    import bench.l2_merge_probe as probe
+    truth = {0: "a", 2: "a", 5: "a", 1: "b", 3: "b", 4: "c"}
+    n, chunk = 10, probe.BLOCK * 4
+    sectors = n * chunk / 32
+    rounds = []
+
+    def fake_profile(todo, stem, timeout_s):
+        rounds.append([c.name for c in todo])
+        out = []
+        for c in todo:
+            a, b = sorted(c.delays)
+            per_line = 1.0 if truth[a] == truth[b] else 2.0
+            out.append({"name": c.name, "delays": {str(k): v for k, v in c.delays.items()}, "served": [a, b],
+                        "metrics": {"lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum": (per_line - 1) * sectors,
+                                    "lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum": sectors}})
+        return {"cases": out}
+    monkeypatch.setattr(probe, "_profile", fake_profile)
+    monkeypatch.setattr(probe, "_header", lambda props: {"device": "GPU", "num_sms": 6, "n_chunks": n,
+                                                          "chunk_bytes": chunk})
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: types.SimpleNamespace(multi_processor_count=6))
+    result = probe.discover(tmp_path / "groups.json")
+    assert result["groups"] == [[0, 2, 5], [1, 3], [4]] and result["unassigned"] == []
+    assert rounds == [["find0-1", "find0-2", "find0-3", "find0-4", "find0-5"], ["find1-3", "find1-4"], []]
+    assert json.loads((tmp_path / "groups.json").read_text())["groups"] == result["groups"]
+
+
+def test_discover_guesses_no_group_when_ncu_measured_nothing(monkeypatch, tmp_path):
+    import types
+
+    import torch
+
+    import bench.l2_merge_probe as probe
+    monkeypatch.setattr(probe, "_profile", lambda todo, stem, t: {"cases": [{"name": c.name, "delays": {}, "served": None,
+                                                                          "metrics": None} for c in todo]})
+    monkeypatch.setattr(probe, "_header", lambda props: {"num_sms": 4, "n_chunks": 2, "chunk_bytes": 64})
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: types.SimpleNamespace(multi_processor_count=4))
+    result = probe.discover(tmp_path / "g.json")
+    assert result["groups"] == [] and result["unassigned"] == [0, 1, 2, 3]
