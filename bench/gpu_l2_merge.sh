@@ -2,7 +2,8 @@
 # On one H100 or H200 (wheels of bench/gather_wheels.sh carried in .whl/), issue #43: which reads of a
 # line the L2 merges before its lookup, and when the GEMM's programs read each tile, on one chip:
 #   1. this chip's merge groups (bench/l2_merge_probe.py discover, under ncu; DISCOVER_S seconds, 220)
-#   2. the probe's cases of CASES (case-name prefixes, default the TMA ones; "all": every case)
+#   2. the partition map (profiling/dispatch_probe.py), then the probe's cases of CASES (case-name
+#      prefixes, default the noise and TMA ones; "all": every case), noise readers from SM 0's group
 #   3. the bundled GEMM's schedule per tile under ORDERS (bench/gemm_schedule_probe.py)
 #   4. on an H200, the GEMM's orders of the measurement set under ncu (ONLY_H200) while time is left
 # Results under $OUT/r as one tar (a call returns 8 files) and l2_merge_summary.txt beside it.
@@ -18,9 +19,12 @@ left() { echo $(( ${CALL_S:-560} - ($(date +%s) - T0) )); }
 timeout "${DISCOVER_S:-220}" python3 -m bench.l2_merge_probe discover --out "$OUT/r/l2_merge_groups_$GPU.json" \
   --budget-s $(( ${DISCOVER_S:-220} - 20 )) > "$OUT/r/discover_console.txt" 2>&1
 echo "discover exit $? at $(( $(date +%s) - T0 )) s" >> "$OUT/r/env.txt"
-SELECT=${CASES:-tma-}; [ "$SELECT" = all ] && SELECT=""
+timeout 60 python3 -c "import json, torch; from swizzleperf.profiling import dispatch_probe; print(json.dumps(dispatch_probe.partitions(torch.cuda.get_device_properties(0).multi_processor_count, repeats=1)))" \
+  > "$OUT/r/partition_map_$GPU.json" 2> "$OUT/r/partition_map_console.txt"
+SELECT=${CASES:-noise-,tma-}; [ "$SELECT" = all ] && SELECT=""
 timeout $(( $(left) - 120 > 60 ? $(left) - 120 : 60 )) python3 -m bench.l2_merge_probe measure \
-  --out "$OUT/r/l2_merge_probe_$GPU.json" --select "$SELECT" > "$OUT/r/merge_console.txt" 2>&1
+  --out "$OUT/r/l2_merge_probe_$GPU.json" --select "$SELECT" --groups "$OUT/r/l2_merge_groups_$GPU.json" \
+  > "$OUT/r/merge_console.txt" 2>&1
 echo "merge probe exit $? at $(( $(date +%s) - T0 )) s" >> "$OUT/r/env.txt"
 python3 -m bench.l2_merge_probe summary "$OUT/r/l2_merge_probe_$GPU.json" > "$OUT/r/l2_merge_summary.txt" 2>&1
 cp "$OUT/r/l2_merge_summary.txt" "$OUT/" 2>/dev/null

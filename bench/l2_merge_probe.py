@@ -55,10 +55,15 @@ ANCHOR = 0                   # the anchor SM of the delay cases
 ANCHORS = (0, 2, 64)         # the pair maps' anchors: SM 0; 2 (not in SM 0's group on an H100) and 64 (the other partition's)
 DELAY_PARTNERS = (1, 2, 16)  # SM 1: SM 0's TPC mate (dispatch: programs 8, 9 on SMs 0, 1); 2, 16: other TPCs
 DELAYS_CYCLES = (0, 800, 3200, 12800, 25600, 51200, 102400, 204800, 409600)   # SM clock cycles (%clock64)
-# the SMs whose reads merged with SM 0's on an H100 (pair map of the first call, 2026-12-06:
-# bench/results/l2_merge_h100/): the group-K cases read with the first K of them at once
-SM0_GROUP_H100 = (0, 1, 16, 17, 32, 33, 48, 49, 124, 125, 130, 131)
+# the SMs whose reads merged with SM 0's on an H100 (pair map of call 2, 2026-12-06:
+# bench/results/l2_merge_h100/; call 1's chip left out 126-129): the group-K cases read with the
+# first K of them at once, the noise-K-D cases take their noise readers from it (or from the groups
+# `discover` measured on the chip, `measure --groups`)
+SM0_GROUP_H100 = (0, 1, 16, 17, 32, 33, 48, 49, 124, 125, 126, 127, 128, 129, 130, 131)
 GROUP_SIZES = (2, 4, 8, 12)
+NOISE_PARTNER = 1            # SM 0's TPC mate, in its group on every chip seen
+NOISE_DELAYS = (0, 25600, 102400)
+NOISE_READERS = (0, 4, 8, 13)
 ROWS = 16                    # a chunk as ROWS x BLOCK // ROWS for TMA (a box dimension is at most 256)
 TMA_ROWS = tl.constexpr(ROWS)   # the same, for the kernel
 TMA_ANCHORS = (0,)           # the tma-pair cases' anchor
@@ -67,14 +72,15 @@ KERNEL_NAME = "merge_kernel"
 
 
 @triton.jit
-def merge_kernel(src_ptr, src_desc, delay_ptr, ticket_ptr, out_ptr, count_ptr, cycles_ptr, n_chunks, fake_sms,
+def merge_kernel(src_ptr, src_desc, delay_ptr, region_ptr, ticket_ptr, out_ptr, count_ptr, cycles_ptr, n_chunks, fake_sms,
                  BLOCK: tl.constexpr, ON_GPU: tl.constexpr, COUNT: tl.constexpr, TMA: tl.constexpr):
     """See the module docstring. ``delay_ptr``: int64 per SM, -1 for an SM that does not read, else
     the SM clock cycles its reader waits (``%clock64``: ``%globaltimer`` ticks in microseconds on
     some GPUs); ``ticket_ptr``: int32 per SM (the first program of a reader SM
     reads); ``out_ptr``: BLOCK fp32 per program (the sums: keeps the loads); ``count_ptr``: reads per
     chunk (``COUNT``, the interpreter's check); ``cycles_ptr``: int64 per SM, the cycles its reader
-    took to read the buffer after its wait (0 in the interpreter); with ``TMA``, the chunks are read
+    took to read the buffer after its wait (0 in the interpreter); ``region_ptr``: int32 per SM, 0 for
+    the buffer every case is about, 1, 2, ... for the noise readers' own buffers of the same size; with ``TMA``, the chunks are read
     through ``src_desc`` (a tensor descriptor of the buffer as [n_chunks * TMA_ROWS, BLOCK // TMA_ROWS]
     fp32, block [TMA_ROWS, BLOCK // TMA_ROWS]: the bulk tensor copies the bundled GEMM's loads are)."""
     pid = tl.program_id(0)
@@ -83,6 +89,7 @@ def merge_kernel(src_ptr, src_desc, delay_ptr, ticket_ptr, out_ptr, count_ptr, c
     else:
         sm = pid % fake_sms
     delay = tl.load(delay_ptr + sm)
+    region = tl.load(region_ptr + sm)
     acc = tl.zeros([BLOCK], tl.float32)
     if delay >= 0:
         if tl.atomic_add(ticket_ptr + sm, 1) == 0:
@@ -92,11 +99,12 @@ def merge_kernel(src_ptr, src_desc, delay_ptr, ticket_ptr, out_ptr, count_ptr, c
                 while now - start < delay:
                     now = _clock(pid)
             offs = tl.arange(0, BLOCK)
-            for chunk in range(0, n_chunks):
+            for i in range(0, n_chunks):
+                chunk = region * n_chunks + i
                 if TMA:
                     acc += tl.reshape(src_desc.load([chunk * TMA_ROWS, 0]), [BLOCK])
                 else:
-                    acc += tl.load(src_ptr + chunk * BLOCK + offs, cache_modifier=".cg")
+                    acc += tl.load(src_ptr + chunk.to(tl.int64) * BLOCK + offs, cache_modifier=".cg")
                 if COUNT:
                     tl.atomic_add(count_ptr + chunk, 1)
             if ON_GPU:
@@ -107,15 +115,20 @@ def merge_kernel(src_ptr, src_desc, delay_ptr, ticket_ptr, out_ptr, count_ptr, c
 @dataclass(frozen=True)
 class Case:
     """One launch: the reader SMs and each one's wait in SM clock cycles (``delays``: SM -> cycles);
-    ``tma``: the reads are bulk tensor copies (TMA), not ``ld.global.cg``."""
+    ``tma``: the reads are bulk tensor copies (TMA), not ``ld.global.cg``; ``noise``: SMs (among
+    ``delays``) that each read a buffer of their own instead, at once: traffic through their group
+    that no other reader shares (each of its lines looked up once)."""
     name: str
     delays: dict
     question: str = ""
     tma: bool = False
+    noise: tuple = ()
 
 
-def cases(num_sms: int) -> list:
-    """Every case, in launch order (see the module docstring), for a GPU of ``num_sms`` SMs."""
+def cases(num_sms: int, group0: list | None = None) -> list:
+    """Every case, in launch order (see the module docstring), for a GPU of ``num_sms`` SMs;
+    ``group0``: SM 0's merge group on this chip (``discover``; default ``SM0_GROUP_H100``), whose
+    other SMs are the noise readers of the ``noise-K-D`` cases."""
     out = [Case("solo", {ANCHOR: 0}, "zero point: one reader, every line looked up once")]
     for a in ANCHORS:
         if a < num_sms:
@@ -128,6 +141,11 @@ def cases(num_sms: int) -> list:
     out += [Case(f"group-{k}", {sm: 0 for sm in group[:k]}, f"{k} SMs of SM 0's group at once: 1 lookup a line?")
             for k in GROUP_SIZES if k <= len(group)]
     out.append(Case("all", {sm: 0 for sm in range(num_sms)}, "every SM at once: lookups a line = merge groups?"))
+    others = [sm for sm in (group0 or SM0_GROUP_H100) if sm not in (ANCHOR, NOISE_PARTNER) and sm < num_sms]
+    out += [Case(f"noise-{k}-{d}", {ANCHOR: 0, NOISE_PARTNER: d, **{sm: 0 for sm in others[:k]}},
+                 f"SM {NOISE_PARTNER} {d} cycles after SM {ANCHOR}, {k} more SMs of their group reading "
+                 "another buffer: is the window bytes through the group or time?", noise=tuple(others[:k]))
+            for d in NOISE_DELAYS for k in NOISE_READERS if k <= len(others)]
     # the same through TMA, as the bundled GEMM loads its tiles on Hopper
     out.append(Case("tma-solo", {ANCHOR: 0}, "TMA: zero point", tma=True))
     for a in TMA_ANCHORS:
@@ -149,26 +167,33 @@ def n_chunks_for(l2_bytes: int, block: int = BLOCK) -> int:
 def launch(case: Case, l2_bytes: int, num_sms: int, device: str = "cuda", on_gpu: bool = True,
            programs: int | None = None, count: bool = False, block: int = BLOCK) -> dict:
     """One launch of ``case``; returns its buffers (torch tensors): ``src``, ``out``, ``tickets``
-    (int32 per SM: programs that reached each SM's ticket), ``count`` and ``n_chunks``. ``programs``:
+    (int32 per SM: programs that reached each SM's ticket), ``count`` (int32, reads of each chunk of
+    every buffer: the case's, then one per noise reader, ``src`` holding them all) and ``n_chunks``.
+    ``programs``:
     grid size (default 2 per SM); ``cycles``: int64 per SM, its reader's cycles (GPU only)."""
     import torch
     delays = torch.full((num_sms,), -1, dtype=torch.int64)
     for sm, d in case.delays.items():
         delays[int(sm)] = int(d)
     delays = delays.to(device)
+    regions = torch.zeros(num_sms, dtype=torch.int32)
+    for i, sm in enumerate(case.noise):   # a buffer of its own each: noise reads never merge
+        regions[int(sm)] = 1 + i
+    regions = regions.to(device)
     n_chunks = n_chunks_for(l2_bytes, block)
     gen = torch.Generator(device=device).manual_seed(0)
-    src = torch.rand(n_chunks * block, generator=gen, device=device, dtype=torch.float32)
+    n_regions = 1 + len(case.noise)
+    src = torch.rand(n_regions * n_chunks * block, generator=gen, device=device, dtype=torch.float32)
     programs = programs or 2 * num_sms
     tickets = torch.zeros(num_sms, dtype=torch.int32, device=device)
     cycles = torch.zeros(num_sms, dtype=torch.int64, device=device)
-    counter = torch.zeros(n_chunks, dtype=torch.int32, device=device)
+    counter = torch.zeros(n_regions * n_chunks, dtype=torch.int32, device=device)
     out = torch.zeros(programs * block, dtype=torch.float32, device=device)
     src_desc = src
     if case.tma:
         from swizzleperf.kernels.schedule.persistent_gemm import descriptor
-        src_desc = descriptor(src.view(n_chunks * ROWS, block // ROWS), [ROWS, block // ROWS])
-    merge_kernel[(programs,)](src, src_desc, delays, tickets, out, counter, cycles, n_chunks, num_sms,
+        src_desc = descriptor(src.view(n_regions * n_chunks * ROWS, block // ROWS), [ROWS, block // ROWS])
+    merge_kernel[(programs,)](src, src_desc, delays, regions, tickets, out, counter, cycles, n_chunks, num_sms,
                               BLOCK=block, ON_GPU=on_gpu, COUNT=count, TMA=case.tma, num_warps=4)
     return {"src": src, "out": out, "tickets": tickets, "count": counter, "cycles": cycles, "n_chunks": n_chunks}
 
@@ -180,7 +205,8 @@ def run(served_out: Path | None = None, cases_file: Path | None = None) -> None:
     import torch
     props = torch.cuda.get_device_properties(0)
     todo = (cases(props.multi_processor_count) if cases_file is None else
-            [Case(c["name"], {int(k): int(v) for k, v in c["delays"].items()}, c.get("question", ""), bool(c.get("tma")))
+            [Case(c["name"], {int(k): int(v) for k, v in c["delays"].items()}, c.get("question", ""),
+                  bool(c.get("tma")), tuple(int(sm) for sm in c.get("noise", ())))
              for c in json.loads(Path(cases_file).read_text())])
     served, cycles = {}, {}
     for case in todo:
@@ -240,13 +266,17 @@ def _header(props) -> dict:
             "profiled": "one launch per case (ncu kernel replay, caches flushed per pass)"}
 
 
-def measure(out: Path, select: tuple = ()) -> dict:
+def measure(out: Path, select: tuple = (), groups: Path | None = None) -> dict:
     """Every case of :func:`cases` (those whose name starts with one of ``select``, where given)
     under ncu (``_profile``). Writes ``out`` (JSON: device, L2 bytes, per case its readers, the
-    readers served, their cycles, the chunk count and the metrics)."""
+    readers served, their cycles, the chunk count and the metrics). ``groups``: ``discover``'s JSON of
+    this chip (SM 0's group gives the noise readers)."""
     import torch
     props = torch.cuda.get_device_properties(0)
-    todo = [c for c in cases(props.multi_processor_count) if not select or c.name.startswith(tuple(select))]
+    group0 = None
+    if groups is not None and groups.exists():
+        group0 = next((g for g in json.loads(groups.read_text()).get("groups", []) if ANCHOR in g), None)
+    todo = [c for c in cases(props.multi_processor_count, group0) if not select or c.name.startswith(tuple(select))]
     result = {**_header(props), **_profile(todo, out.with_suffix(""), 500)}
     out.write_text(json.dumps(result, indent=1))
     return result
@@ -281,13 +311,15 @@ def discover(out: Path, budget_s: float = 300.0) -> dict:
 
 def lookups_per_line(case: dict, chunk_bytes: int, n_chunks: int) -> float | None:
     """ncu's SM read lookups (hit + miss sectors) per line the case reads, None where not profiled
-    or where a reader SM was not reached: 1.0 = every line looked up once."""
+    or where a reader SM was not reached: 1.0 = every line looked up once (a noise reader's lookups
+    of its own buffer, one a line, taken off)."""
     m = case.get("metrics") or {}
     hit = m.get("lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum")
     miss = m.get("lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum")
     if hit is None or miss is None or sorted(map(int, case["delays"])) != sorted(case.get("served") or []):
         return None
-    return (hit + miss) / (n_chunks * chunk_bytes / 32)
+    # a noise reader's own buffer: every line of it looked up once, not the case's
+    return (hit + miss) / (n_chunks * chunk_bytes / 32) - len(case.get("noise") or ())
 
 
 def _pair_name(anchor: int, partner: int, tma: bool = False) -> str:
@@ -358,6 +390,15 @@ def summary(result: dict) -> str:
             for c in rest:
                 v = per[c["name"]]
                 lines.append(f"| {c['name']} | {len(c['delays'])} | {'not measured' if v is None else f'{v:.2f}'} |")
+    noise = {c["name"]: per[c["name"]] for c in result["cases"] if c["name"].startswith("noise-")}
+    if noise:
+        lines += ["", f"### SM {NOISE_PARTNER} behind SM {ANCHOR}, K more SMs of their group reading buffers of their own",
+                  "", "| K (noise readers) | " + " | ".join(f"{d} cycles behind" for d in NOISE_DELAYS) + " |",
+                  "|---|" + "---|" * len(NOISE_DELAYS)]
+        for k in NOISE_READERS:
+            cells = [noise.get(f"noise-{k}-{d}") for d in NOISE_DELAYS]
+            if any(f"noise-{k}-{d}" in noise for d in NOISE_DELAYS):
+                lines.append(f"| {k} | " + " | ".join("" if v is None else f"{v:.2f}" for v in cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -373,6 +414,7 @@ def main() -> None:
     m = sub.add_parser("measure")
     m.add_argument("--out", required=True)
     m.add_argument("--select", default="", help="comma-separated case name prefixes (default: every case)")
+    m.add_argument("--groups", help="discover's JSON of this chip (SM 0's group: the noise readers)")
     t = sub.add_parser("summary", help="measure's JSON as markdown")
     t.add_argument("result")
     args = parser.parse_args()
@@ -384,7 +426,8 @@ def main() -> None:
     elif args.command == "summary":
         print(summary(json.loads(Path(args.result).read_text())), end="")
     else:
-        res = measure(Path(args.out), tuple(p for p in args.select.split(",") if p))
+        res = measure(Path(args.out), tuple(p for p in args.select.split(",") if p),
+                      Path(args.groups) if args.groups else None)
         print(json.dumps({k: v for k, v in res.items() if k not in ("cases", "all_rows", "run_stdout")})[:2000])
 
 

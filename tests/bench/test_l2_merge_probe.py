@@ -32,6 +32,9 @@ def test_the_cases_pair_each_anchor_with_every_other_sm_then_delay_then_group():
     delays = [c for c in all_cases if c.name.startswith("delay-")]
     assert len(delays) == len(DELAY_PARTNERS) * len(DELAYS_CYCLES)
     assert all(c.delays[ANCHOR] == 0 for c in delays)
+    noise = [c for c in all_cases if c.name.startswith("noise-")]
+    assert noise and all(set(c.noise) <= set(c.delays) - {ANCHOR, 1} for c in noise)
+    assert {len(c.noise) for c in noise} == {0, 4, 8, 13}
     groups = [c for c in all_cases if c.name.startswith("group-")]
     assert [len(c.delays) for c in groups] == list(GROUP_SIZES)
     assert [len(c.delays) for c in all_cases if c.name in ("all", "tma-all")] == [132, 132]
@@ -64,6 +67,19 @@ def test_the_summary_says_which_sms_merged_and_leaves_out_cases_not_all_served()
     assert len(row.split("|")) == len(DELAYS_CYCLES) + 3
     assert "| (SM 0's cycles to read the buffer) | 5000 |" in text
     assert "| group-2 | 2 | 1.00 |" in text and "| all | 5 | 3.00 |" in text
+
+
+def test_a_noise_readers_own_lookups_are_taken_off_the_cases_lookups_per_line():
+    from bench.l2_merge_probe import BLOCK, NOISE_DELAYS, lookups_per_line, summary
+    n, chunk = 10, BLOCK * 4
+    sectors = n * chunk / 32
+    case = {"name": f"noise-4-{NOISE_DELAYS[0]}", "delays": {"0": 0, "1": 0, "2": 0, "3": 0, "4": 0, "5": 0},
+            "noise": [2, 3, 4, 5], "served": [0, 1, 2, 3, 4, 5],
+            "metrics": {"lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum": 0.25 * sectors,
+                        "lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum": 5 * sectors}}
+    assert lookups_per_line(case, chunk, n) == 1.25     # 4 noise buffers, one lookup a line each, taken off
+    text = summary({"device": "GPU", "chunk_bytes": chunk, "n_chunks": n, "num_sms": 6, "cases": [case]})
+    assert "| 4 | 1.25 |" in text
 
 
 def test_every_case_compiles_for_hopper_with_cg_loads_and_the_global_timer():
