@@ -103,11 +103,17 @@ def heldout_rows(data: dict, holdout: Path | None = None) -> list:
 
 
 def compare(measured_path: Path, hw: str, out: Path | None, probe: Path | None = None,
-            placements: Path | None = None, part: str = "all") -> str:
+            placements: Path | None = None, part: str = "all", schedules: Path | None = None,
+            partition_map: Path | None = None, groups: Path | None = None, merge: str = "off") -> str:
     """The markdown table of predictions beside the measurements, with MAE and Spearman rank;
     with ``probe`` (a stored dispatch probe) the simulator places programs as it measured; with
     ``placements`` as well (bench/gemm_placement.py's output) each order's programs go where the
-    kernel's own programs landed under that order, on the probe's partition map."""
+    kernel's own programs landed under that order, on the probe's partition map. With
+    ``schedules`` (bench/gemm_schedule_probe.py's output) and ``partition_map`` (the dispatch
+    probe's ``partitions`` of the same chip) each order is replayed as its programs ran
+    (``l2sim.simulate_schedule``; an order without a schedule is left out, said), with ``merge``
+    (``bytes`` or ``ns``: ``l2sim.MergeModel``'s window) on the chip's merge ``groups``
+    (bench/l2_merge_probe.py discover)."""
     from swizzleperf.agent.verification.simulate import kernel_trace, program_order
     from swizzleperf.agent.verification.load import load_kernel
     from swizzleperf.hwspecs import load_spec
@@ -124,8 +130,12 @@ def compare(measured_path: Path, hw: str, out: Path | None, probe: Path | None =
     if placements and stored is None:
         raise SystemExit("--placements needs --probe (the partition map of the same GPU)")
     own = {r["order"]: r["sm_of_program"] for r in json.loads(placements.read_text())["rows"]} if placements else {}
-    lines, pairs, trace = [], [], None
+    timed, parts_of_sm, group_of_sm, model = _schedule_inputs(schedules, partition_map, groups, merge)
+    lines, pairs, trace, left_out = [], [], None, []
     for row in data["rows"]:
+        if schedules and row["order"] not in timed:
+            left_out.append(row["order"])
+            continue
         with tempfile.TemporaryDirectory() as folder:
             target = Path(folder) / "target.py"
             target.write_text(_order_source(row["order"], source, module, kernel_spec))
@@ -133,7 +143,10 @@ def compare(measured_path: Path, hw: str, out: Path | None, probe: Path | None =
         trace = trace or kernel_trace(kernel, spec, {}, traced=False)
         if own:
             stored = {**stored, "placement": {"1": {"sm_of_program": own[row["order"]]}}}
-        sim = l2sim.simulate(trace, order, hardware, probe=stored)
+        if schedules:
+            sim = l2sim.simulate_schedule(trace, order, hardware, timed[row["order"]], parts_of_sm, group_of_sm, model)
+        else:
+            sim = l2sim.simulate(trace, order, hardware, probe=stored)
         hits, misses = (row["lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum"],
                         row["lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum"])
         measured = {"all": row["lts__t_sector_hit_rate.pct"] / 100, "read": hits / (hits + misses),
@@ -146,7 +159,9 @@ def compare(measured_path: Path, hw: str, out: Path | None, probe: Path | None =
                      f"| {sim.cross_domain_bytes / 1e9:.2f} "
                      f"| {measured['lookup_bytes'] / 1e9:.2f} | {sim.l2_read_bytes / 1e9:.2f} "
                      f"| {measured['miss_bytes'] / 1e9:.2f} | {(sim.l2_read_bytes - sim.l2_hit_bytes) / 1e9:.2f} |")
-    summary = _summary(pairs)
+    if not pairs:
+        return f"{data['kernel']}: no order of {measured_path} has a schedule in {schedules}"
+    summary = _summary(pairs) + (f" Left out (no schedule): {', '.join(left_out)}." if left_out else "")
     text = "\n".join([f"Kernel `{data['kernel']}` at {data['problem']}, meta {data['meta']}; measured on "
                       f"{data['device']} (ncu, {data.get('profiled', 'mean of 3 launches')}); predicted `simulated:{hw}` "
                       f"({pairs[0][1].model}).", "",
@@ -157,6 +172,39 @@ def compare(measured_path: Path, hw: str, out: Path | None, probe: Path | None =
     if out:
         out.write_text(text + "\n")
     return text
+
+
+def _schedule_inputs(schedules: Path | None, partition_map: Path | None, groups: Path | None, merge: str):
+    """``(schedule per order, partition of each SM, merge group of each SM, MergeModel or None)``
+    from the files ``compare`` takes (``({}, None, None, None)`` without ``schedules``)."""
+    import gzip
+
+    from swizzleperf.profiling import l2sim
+    if schedules is None:
+        return {}, None, None, None
+    if partition_map is None:
+        raise SystemExit("--schedules needs --partition-map (the dispatch probe's partitions of the same chip)")
+    opened = gzip.open if str(schedules).endswith(".gz") else open
+    with opened(schedules, "rt") as f:
+        timed = {r["order"]: r for r in json.load(f)["orders"] if "error" not in r}
+    parts = json.loads(Path(partition_map).read_text())["partition_of_sm"]
+    group_of_sm = None
+    if groups is not None:
+        found = json.loads(Path(groups).read_text())
+        group_of_sm = [-1] * len(parts)
+        for g, members in enumerate(found["groups"]):
+            for sm in members:
+                group_of_sm[sm] = g
+        n = len(found["groups"])
+        group_of_sm = [g if g >= 0 else n + i for i, g in enumerate(group_of_sm)]   # unmeasured: alone
+    if merge != "off" and group_of_sm is None:
+        raise SystemExit("--merge needs --groups (bench/l2_merge_probe.py discover of the same chip)")
+    model = None
+    if merge == "bytes":
+        model = l2sim.MergeModel()
+    elif merge == "ns":   # the probe's lag in time: 1.85 MiB of its one reader's stream in ~217 000 cycles
+        model = l2sim.MergeModel(window=217_000 / 1.98, window_unit="ns")
+    return timed, parts, group_of_sm, model
 
 
 def _summary(pairs: list) -> str:
@@ -205,13 +253,21 @@ def main() -> None:
     c.add_argument("--placements", help="the kernel's own placement per order (bench/gemm_placement.py)")
     c.add_argument("--part", choices=("all", "build", "heldout"), default="all",
                    help="build: without the held-out pairs (bench/results/simulator_holdout.json); heldout: only them")
+    c.add_argument("--schedules", help="bench/gemm_schedule_probe.py's output: replay each order as it ran")
+    c.add_argument("--partition-map", help="the dispatch probe's partitions of the chip the schedules ran on")
+    c.add_argument("--groups", help="bench/l2_merge_probe.py discover's groups of that chip")
+    c.add_argument("--merge", choices=("off", "bytes", "ns"), default="off",
+                   help="merge reads within SM groups (l2sim.MergeModel), its window in bytes or ns")
     args = parser.parse_args()
     if args.command == "measure":
         measure(Path(args.kernel), args.orders.split(","), Path(args.out), args.whole_run)
     else:
         print(compare(Path(args.measured), args.hw, Path(args.out) if args.out else None,
                       Path(args.probe) if args.probe else None,
-                      Path(args.placements) if args.placements else None, args.part))
+                      Path(args.placements) if args.placements else None, args.part,
+                      Path(args.schedules) if args.schedules else None,
+                      Path(args.partition_map) if args.partition_map else None,
+                      Path(args.groups) if args.groups else None, args.merge))
 
 
 if __name__ == "__main__":

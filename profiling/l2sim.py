@@ -137,6 +137,9 @@ class SimResult:
         seconds: wall time the simulation took.
         source: ``"simulated:<spec name>"``.
         model: one line describing the model simulated.
+        merged_bytes: read bytes (past the L1) never looked up in L2: merged in the SM group's
+            request path with a read of the same block shortly before (``MergeModel``; 0 without
+            one). ``l2_read_bytes`` is then the bytes looked up, as ncu's SM read lookups count.
     """
 
     l2_hit_rate: float
@@ -151,6 +154,7 @@ class SimResult:
     seconds: float
     source: str
     model: str
+    merged_bytes: int = 0
 
     def to_dict(self) -> dict:
         """Plain-Python dict for JSON: floats, ints, strings, a list of floats, None for a
@@ -262,7 +266,8 @@ def _access_stream(trace: TileTrace, order: np.ndarray, dom: np.ndarray, slots: 
 
 
 def _replay(doms: np.ndarray, cus: np.ndarray, keys: np.ndarray, writes: np.ndarray, trace: TileTrace,
-            hw: HardwareSpec) -> dict:
+            hw: HardwareSpec, merge: "MergeModel | None" = None, groups: np.ndarray | None = None,
+            clock: np.ndarray | None = None) -> dict:
     """Run the access stream through the per-CU L1s (when the trace's reads use them), the
     per-domain L2s and the LLC; return raw byte counters. A store skips the L1 (write-through),
     dropping the block from the storing CU's L1, and allocates in its domain's L2.
@@ -270,7 +275,12 @@ def _replay(doms: np.ndarray, cus: np.ndarray, keys: np.ndarray, writes: np.ndar
     Every cache is an LRU by bytes at block granularity (an ``OrderedDict``, least recent first):
     a block larger than the cache is never allocated; allocating one evicts the least recently
     used blocks until the bytes fit. A hit costs no call (this loop is where a ranking of the
-    catalog spends its time); an insertion, one."""
+    catalog spends its time); an insertion, one.
+
+    With ``merge`` (a ``MergeModel``; ``groups``: the SM group of each access, ``clock``: its time in
+    ns where the model's window is a time), a read past the L1 first meets its SM group's request
+    path: where the group read the block within the window and fewer than ``readers_per_lookup``
+    reads shared that lookup, it is merged (``merged`` bytes: no L2 read, hit or miss)."""
     D, cap, llc_cap = hw.l2_domains, hw.l2_bytes_per_domain, hw.llc_bytes
     nbytes = trace.block_bytes.astype(np.int64).tolist()
     caches, used = [OrderedDict() for _ in range(D)], [0] * D
@@ -284,6 +294,16 @@ def _replay(doms: np.ndarray, cus: np.ndarray, keys: np.ndarray, writes: np.ndar
     peers_serve = counts is not None and hw.domain_miss_path == "peer_domains"
     homes = (block_homes(len(nbytes), D).tolist() if D > 1 and hw.domain_miss_path == "home_partition"
              else None)
+    merged = 0
+    if merge is not None:
+        n_groups = int(groups.max()) + 1 if groups is not None and groups.size else 1
+        paths, inserted = [OrderedDict() for _ in range(n_groups)], [0] * n_groups
+        limits = (merge.window * block_fractions(len(nbytes))).tolist()
+        per_lookup, by_time = merge.readers_per_lookup, merge.window_unit == "ns"
+        group_list = groups.tolist() if groups is not None else [0] * len(keys)
+        clock_list = clock.tolist() if by_time else [0] * len(keys)
+    else:
+        group_list = clock_list = [0] * len(keys)
 
     def insert(d: int, k: int, b: int) -> None:
         """Block ``k`` of ``b`` bytes into domain ``d``'s L2, least recently used blocks out until
@@ -301,7 +321,8 @@ def _replay(doms: np.ndarray, cus: np.ndarray, keys: np.ndarray, writes: np.ndar
         cache[k] = None
         used[d] = u
 
-    for d, c, k, w in zip(doms.tolist(), cus.tolist(), keys.tolist(), writes.tolist()):
+    for d, c, k, w, g, now in zip(doms.tolist(), cus.tolist(), keys.tolist(), writes.tolist(), group_list,
+                                  clock_list):
         b = nbytes[k]
         if l1_cap:
             l1 = l1s[c]
@@ -321,6 +342,20 @@ def _replay(doms: np.ndarray, cus: np.ndarray, keys: np.ndarray, writes: np.ndar
                         u -= nbytes[l1.popitem(False)[0]]
                     l1[k] = None
                     l1_used[c] = u
+        if merge is not None and not w:
+            path = paths[g]
+            at = now if by_time else inserted[g]
+            inserted[g] += b                            # the group's reads past the L1, merged or not
+            entry = path.get(k)
+            if entry is not None and at - entry[0] <= limits[k] and entry[1] < per_lookup:
+                entry[1] += 1
+                merged += b
+                continue
+            if entry is not None:
+                del path[k]
+            path[k] = [at, 1]
+            while path and at - next(iter(path.values()))[0] > merge.window:
+                path.popitem(False)
         cache = caches[d]
         if k in cache:
             cache.move_to_end(k)
@@ -359,7 +394,7 @@ def _replay(doms: np.ndarray, cus: np.ndarray, keys: np.ndarray, writes: np.ndar
                     llc[k] = None
         insert(d, k, b)
     return dict(read=read, hit=hit, cross=cross, llc_hit=llc_hit, dram_read=dram_read,
-                l1_read=l1_read, l1_hit=l1_hit, l1=bool(l1_cap))
+                l1_read=l1_read, l1_hit=l1_hit, l1=bool(l1_cap), merged=merged)
 
 
 def _model_line(hw: HardwareSpec, slots: list, cus: list, probe: dict | None, l1: bool) -> str:
@@ -445,6 +480,12 @@ def _simulate(trace: TileTrace, order: np.ndarray, hw: HardwareSpec, probe: dict
     slots = [c * trace.programs_per_cu for c in cus]
     doms, access_cus, keys, writes = _access_stream(trace, order, dom, slots)
     c = _replay(doms, access_cus, keys, writes, trace, hw)
+    return _result(c, trace, keys, writes, hw, t0, _model_line(hw, slots, cus, probe, c["l1"]))
+
+
+def _result(c: dict, trace: TileTrace, keys: np.ndarray, writes: np.ndarray, hw: HardwareSpec, t0: float,
+            model: str) -> SimResult:
+    """The ``SimResult`` of ``_replay``'s counters ``c``."""
     written = np.unique(keys[writes])
     read_total, hit_total = sum(c["read"]), sum(c["hit"])
     miss_total = read_total - hit_total
@@ -460,8 +501,104 @@ def _simulate(trace: TileTrace, order: np.ndarray, hw: HardwareSpec, probe: dict
         l1_hit_rate=(c["l1_hit"] / c["l1_read"] if c["l1_read"] else 0.0) if c["l1"] else None,
         seconds=time.perf_counter() - t0,
         source=f"simulated:{hw.name}",
-        model=_model_line(hw, slots, cus, probe, c["l1"]),
+        model=model,
+        merged_bytes=int(c.get("merged", 0)),
     )
+
+
+# ------------------------------------------------------------------ a measured schedule, merging
+def block_fractions(num_blocks: int) -> np.ndarray:
+    """A fixed pseudo-random fraction in (0, 1] per block id, float64 ``[num_blocks]`` (splitmix64
+    with its own constant): how far into a ``MergeModel``'s window each block stays mergeable, so
+    that over many blocks the share still merged falls linearly with the lag, as measured."""
+    block = np.arange(num_blocks, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        z = block * np.uint64(0x9E3779B97F4A7C15) + np.uint64(0x632BE59BD9B4E019)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    return ((z >> np.uint64(11)).astype(np.float64) + 1.0) / float(1 << 53)
+
+
+@dataclass(frozen=True)
+class MergeModel:
+    """Reads of one block by the SMs of one group that the L2 never looks up (issue #43).
+
+    Measured on two H100s (bench/l2_merge_probe.py, bench/results/l2_merge_h100/, 2026-12-06): the
+    reads of a line by two SMs of one group (16 SMs) were looked up once; the share of the second
+    SM's reads merged fell about linearly with its lag behind the first, from all at 3 200 cycles
+    to none near 1.8 MiB of the buffer (0.11 MiB behind: 95 %; 0.22: 88 %; 0.44: 77 %; 0.87: 53 %;
+    1.75: 4 %); N SMs of one group reading at once: about one lookup per four (4: 1.00, 8: 2.11,
+    12: 3.18 lookups a line).
+
+    Attributes:
+        readers_per_lookup: reads one lookup serves, its own included (4).
+        window: how far behind a read may come and still merge: a block stays mergeable for a
+            fixed pseudo-random fraction of it (``block_fractions``), so that the share merged
+            falls linearly to 0 at ``window``. In bytes the group read past its L1s since the
+            block's lookup, merged or not (``window_unit`` ``"bytes"``: in the probe two SMs read,
+            so a lag of 1.85 MiB is 3.7 MiB of the group's reads), or in ns (``"ns"``).
+        window_unit: ``"bytes"`` or ``"ns"``: which of the two the probe's lag is (its one reader
+            per case does not tell them apart; its noise cases will).
+        source: where the figures come from.
+    """
+    readers_per_lookup: int = 4
+    window: float = 2 * 1.85 * 2**20
+    window_unit: str = "bytes"
+    source: str = "bench/results/l2_merge_h100/ (H100, ld.global.cg, 2026-12-06)"
+
+
+def simulate_schedule(trace: TileTrace, order: np.ndarray, hw: HardwareSpec, schedule: dict,
+                      partition_of_sm, group_of_sm=None, merge: MergeModel | None = None) -> SimResult:
+    """:func:`simulate` with the programs placed and timed as measured, not dispatched by the model:
+    program ``p`` (a tile of the kernel's persistent loop, ``order[p]`` its logical tile) runs on SM
+    ``schedule["smid"][p]`` from ``began_ns[p]`` to ``ended_ns[p]`` (bench/gemm_schedule_probe.py),
+    its non-empty loop steps spread evenly over that time; the accesses replayed in time order
+    (ties: by SM, then step order). Its L2 partition: ``partition_of_sm`` (the dispatch probe's map of
+    that chip); its L1: its SM's. With ``merge`` and ``group_of_sm`` (an int per SM, the chip's merge
+    groups, bench/l2_merge_probe.py discover), reads merge as ``MergeModel`` says. Not cached.
+
+    Raises:
+        ValueError: as :func:`simulate`; a schedule whose lists are not one entry per program, or
+            name an SM outside the maps.
+    """
+    t0 = time.perf_counter()
+    order = _check_inputs(trace, order, hw)
+    p_count = len(order)
+    sm = np.asarray(schedule.get("smid", []), dtype=np.int64)
+    began = np.asarray(schedule.get("began_ns", []), dtype=np.float64)
+    ended = np.asarray(schedule.get("ended_ns", []), dtype=np.float64)
+    parts = np.asarray(list(partition_of_sm), dtype=np.int64)
+    groups = np.zeros(len(parts), dtype=np.int64) if group_of_sm is None else np.asarray(list(group_of_sm), np.int64)
+    if not (len(sm) == len(began) == len(ended) == p_count):
+        raise ValueError(f"the schedule must give smid, began_ns and ended_ns for each of the {p_count} programs")
+    if p_count and (sm.min() < 0 or sm.max() >= len(parts) or len(groups) != len(parts)):
+        raise ValueError("the schedule names an SM outside the partition and group maps")
+    if parts.size and (parts.min() < 0 or parts.max() >= hw.l2_domains):
+        raise ValueError(f"the partition map names a partition outside the spec's {hw.l2_domains}")
+    keys = trace.keys[order]
+    writes_all = trace.writes()[order]
+    steps, acc = keys.shape[1], keys.shape[2]
+    lengths = _program_lengths(keys)
+    when = began[:, None] + (np.arange(steps)[None, :] + 0.5) / lengths[:, None] * (ended - began)[:, None]
+    mask = keys >= 0
+    flat_when = np.broadcast_to(when[:, :, None], keys.shape)[mask]
+    flat_sm = np.broadcast_to(sm[:, None, None], keys.shape)[mask]
+    flat_j = np.broadcast_to((np.arange(steps)[:, None] * acc + np.arange(acc)[None, :])[None], keys.shape)[mask]
+    idx = np.lexsort((flat_j, flat_sm, flat_when))
+    access_sm, flat_keys = flat_sm[idx], keys[mask][idx]
+    writes = writes_all[mask][idx]
+    c = _replay(parts[access_sm], access_sm, flat_keys, writes, trace, hw, merge, groups[access_sm], flat_when[idx])
+    model = (f"per-partition LRU by bytes at block granularity, programs on the SMs and at the times measured "
+             f"({p_count} programs on {len(np.unique(sm))} SMs), each partition holding its own copy of what its "
+             f"SMs read")
+    if hw.domain_miss_path == "peer_domains" and hw.l2_domains > 1:
+        model += "; a miss the other partition holds is served by it, not by DRAM"
+    if merge is not None:
+        model += (f"; reads merged within each of {len(np.unique(groups))} SM groups: one lookup serves "
+                  f"{merge.readers_per_lookup} reads, a block mergeable for up to {merge.window:g} "
+                  f"{merge.window_unit} ({merge.source})")
+    return _result(c, trace, flat_keys, writes, hw, t0, model)
 
 
 # ---------------------------------------------------------------------------------------- cache
@@ -499,6 +636,7 @@ class StoredResult(pydantic.BaseModel):
     seconds: Annotated[float, pydantic.Field(strict=True, ge=0.0, allow_inf_nan=False)]
     source: Annotated[str, pydantic.Field(max_length=200)]
     model: Annotated[str, pydantic.Field(max_length=2000)]
+    merged_bytes: _Bytes = 0
 
 
 def cache_dir() -> Path | None:

@@ -19,3 +19,32 @@ def test_misses_are_compared_apart_from_the_hit_rate():
     # misses 30 vs 30 and 10 vs 20: 0 and 10 points of the simulated reads
     assert "SM read misses: MAE 5.0 points of the simulated L2 reads" in line, line
     assert "ncu looked up 60%-100% of the simulated L2 read bytes" in line, line
+
+
+def test_compare_replays_each_order_as_it_ran_and_merges_reads_within_groups(tmp_path):
+    """compare --schedules: the GEMM's orders replayed on a (synthetic) measured schedule, with and
+    without the merge model; an order without a schedule is left out and said to be."""
+    import gzip
+    import json
+
+    from bench.validate_simulator import compare
+    tiles, sms = 64 * 128, 132
+    schedule = {"order": "grouped-m:8", "smid": [p % sms for p in range(tiles)], "program": [p % sms for p in range(tiles)],
+                "began_ns": [(p // sms) * 55_000 for p in range(tiles)],
+                "ended_ns": [(p // sms) * 55_000 + 54_000 for p in range(tiles)]}
+    (tmp_path / "s.json.gz").write_bytes(gzip.compress(json.dumps({"orders": [schedule]}).encode()))
+    (tmp_path / "p.json").write_text(json.dumps({"partition_of_sm": [s % 2 for s in range(sms)]}))
+    (tmp_path / "g.json").write_text(json.dumps({"groups": [list(range(g, g + 16)) for g in range(0, 128, 16)]}))
+    row = {"lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum": 4e8, "lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum": 1e8,
+           "lts__t_sector_hit_rate.pct": 75.0, "dram__bytes_read.sum": 3e9, "lts__t_sectors_srcunit_ltcfabric.sum": 6e7}
+    (tmp_path / "m.json").write_text(json.dumps({
+        "kernel": "kernels/gemm.py", "problem": {"M": 16384, "N": 16384, "K": 4096}, "meta": {}, "device": "GPU",
+        "rows": [{"order": "grouped-m:8", **row}, {"order": "row-major", **row}]}))
+    plain = compare(tmp_path / "m.json", "h100", None, schedules=tmp_path / "s.json.gz",
+                    partition_map=tmp_path / "p.json")
+    merged = compare(tmp_path / "m.json", "h100", None, schedules=tmp_path / "s.json.gz",
+                     partition_map=tmp_path / "p.json", groups=tmp_path / "g.json", merge="bytes")
+    assert "Left out (no schedule): row-major." in plain and "| grouped-m:8 |" in plain and "| row-major |" not in plain
+    assert "times measured" in plain and "merged within each of 12 SM groups" in merged   # 8 of 16, 4 SMs alone
+    looked_up = lambda text: float(next(l for l in text.splitlines() if l.startswith("| grouped-m:8")).split("|")[10])
+    assert looked_up(merged) < looked_up(plain) == 25.77    # the GEMM's reads, fewer looked up with merging

@@ -402,3 +402,88 @@ def test_home_partition_a_far_line_takes_room_in_both_halves():
     roomy = simulate(make_trace([p0, p1]), ident(2), make_hw(compute_units=2, domains=2, l2_bytes=8 * B,
                                                             miss_path="home_partition"))
     assert roomy.per_domain_hit_rate[1] == pytest.approx(0.5)
+
+
+# --- a measured schedule and the merge model (issue #43, bench/results/l2_merge_h100/) ------------
+def _streams(n_programs, n_blocks, same=True):
+    """Each program reads blocks 0..n_blocks-1 one a step (``same``), or blocks of its own."""
+    return make_trace([[[i if same else p * n_blocks + i] for i in range(n_blocks)] for p in range(n_programs)])
+
+
+def _schedule(sms, began, length=1000.0):
+    return {"smid": list(sms), "began_ns": list(began), "ended_ns": [b + length for b in began]}
+
+
+def test_a_measured_schedule_without_merging_counts_every_read_as_simulate_does():
+    from swizzleperf.profiling.l2sim import simulate_schedule
+    tr = _streams(2, 4)
+    hw = make_hw(compute_units=2, domains=1, l2_bytes=10 * B)
+    got = simulate_schedule(tr, ident(2), hw, _schedule([0, 1], [0.0, 0.0]), [0, 0])
+    want = simulate(tr, ident(2), dataclasses.replace(hw, dispatch="in_order"))
+    assert (got.l2_read_bytes, got.l2_hit_bytes, got.dram_read_bytes) == (want.l2_read_bytes, want.l2_hit_bytes,
+                                                                          want.dram_read_bytes) == (800, 400, 400)
+    assert got.merged_bytes == 0 and "times measured" in got.model
+
+
+def test_reads_of_two_sms_of_one_group_merge_and_of_two_groups_do_not():
+    from swizzleperf.profiling.l2sim import MergeModel, simulate_schedule
+    tr = _streams(2, 50)
+    hw = make_hw(compute_units=2, domains=1, l2_bytes=100 * B)
+    sched = _schedule([0, 1], [0.0, 1.0])
+    one = simulate_schedule(tr, ident(2), hw, sched, [0, 0], [0, 0], MergeModel())
+    assert one.merged_bytes == 50 * B and one.l2_read_bytes == 50 * B and one.l2_hit_bytes == 0
+    two = simulate_schedule(tr, ident(2), hw, sched, [0, 0], [0, 1], MergeModel())
+    assert two.merged_bytes == 0 and two.l2_read_bytes == 100 * B and two.l2_hit_bytes == 50 * B
+
+
+def test_one_lookup_serves_four_readers_of_a_group():
+    from swizzleperf.profiling.l2sim import MergeModel, simulate_schedule
+    tr = _streams(8, 10)
+    hw = make_hw(compute_units=8, domains=1, l2_bytes=100 * B)
+    got = simulate_schedule(tr, ident(8), hw, _schedule(range(8), [0.0] * 8), [0] * 8, [0] * 8, MergeModel())
+    assert got.l2_read_bytes == 2 * 10 * B and got.merged_bytes == 6 * 10 * B   # 8 readers: 2 lookups a block
+
+
+def test_the_share_merged_falls_linearly_with_the_lag_in_bytes_as_the_probe_measured():
+    """Reader 2 lags reader 1 by L blocks: in the steady part the group read 2 L blocks between their
+    reads of a block, so about 1 - 2 L / window of reader 2's reads merge (bench/results/l2_merge_h100/:
+    0.87 MiB behind, 53 %); before reader 2 starts and after reader 1 ends the group reads at half
+    the pace, and a block's age is what the group read between the two reads of it."""
+    from swizzleperf.profiling.l2sim import MergeModel, simulate_schedule
+    n, window = 4000, 2000
+    tr = _streams(2, n)
+    hw = make_hw(compute_units=2, domains=1, l2_bytes=10 * n * B)
+    x = np.arange(n)
+    for lag in (0, 250, 500, 1000):
+        step = 1000.0 / n                                   # ns a block
+        got = simulate_schedule(tr, ident(2), hw, _schedule([0, 1], [0.0, lag * step + step / 2]), [0, 0], [0, 0],
+                                MergeModel(window=window * B))
+        before_first = x + np.maximum(0, x - lag)           # blocks the group read before reader 1 reads x
+        before_second = np.minimum(n, x + lag + 1) + x      # ... before reader 2 reads x
+        want = np.clip(1 - (before_second - before_first) / window, 0, 1).mean()
+        assert abs(got.merged_bytes / (n * B) - want) < 0.03, (lag, got.merged_bytes / (n * B), want)
+        if lag == 500:
+            assert 0.45 < want < 0.55                       # the steady part: 1 - 2 * 500 / 2000
+
+
+def test_a_window_in_time_counts_ns_not_bytes():
+    from swizzleperf.profiling.l2sim import MergeModel, simulate_schedule
+    tr = _streams(2, 100)
+    hw = make_hw(compute_units=2, domains=1, l2_bytes=1000 * B)
+    near = simulate_schedule(tr, ident(2), hw, _schedule([0, 1], [0.0, 1.0]), [0, 0], [0, 0],
+                             MergeModel(window=1e9, window_unit="ns"))
+    far = simulate_schedule(tr, ident(2), hw, _schedule([0, 1], [0.0, 5000.0]), [0, 0], [0, 0],
+                            MergeModel(window=10.0, window_unit="ns"))
+    assert near.merged_bytes == 100 * B and far.merged_bytes == 0
+
+
+def test_a_schedule_that_does_not_fit_is_one_error():
+    from swizzleperf.profiling.l2sim import simulate_schedule
+    tr = _streams(2, 3)
+    hw = make_hw(compute_units=2, domains=2, l2_bytes=10 * B)
+    with pytest.raises(ValueError, match="each of the 2 programs"):
+        simulate_schedule(tr, ident(2), hw, _schedule([0], [0.0]), [0, 1])
+    with pytest.raises(ValueError, match="outside the partition"):
+        simulate_schedule(tr, ident(2), hw, _schedule([0, 5], [0.0, 0.0]), [0, 1])
+    with pytest.raises(ValueError, match="outside the spec"):
+        simulate_schedule(tr, ident(2), hw, _schedule([0, 1], [0.0, 0.0]), [0, 3])
