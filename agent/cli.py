@@ -19,6 +19,20 @@ console = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
 errors = Console(stderr=True, highlight=False)
 
 
+def _plain(value) -> str:
+    """Text from outside (a reason, a name, a path, a server's or a model's words) for a line printed
+    with ``markup=False``: as it is, or as ``ascii()`` writes it where it holds an unprintable character
+    (an escape code, a newline: ``sandbox/untrusted.shown``, as the ``--apps`` lines, #41)."""
+    from swizzleperf.sandbox.untrusted import shown
+    return shown(str(value))
+
+
+def _text(value) -> str:
+    """:func:`_plain`, its brackets escaped, for a line, a status, a rule or a table that has markup of
+    ours: shown as written, never read as markup (a ``[/red]`` in a reason crashed the line, #41)."""
+    return escape(_plain(value))
+
+
 class Progress:
     """The live display of a run: one line per evaluated attempt, a status line in between."""
 
@@ -45,9 +59,9 @@ class Progress:
             self.status.update(f"iteration {data['iteration']}/{self.budget}: asking the proposer")
         elif kind in ("verify", "measure"):
             step = "verifying" if kind == "verify" else "measuring"
-            self.status.update(f"{data.get('kind')} {data.get('iteration')}: {step} {label}")
+            self.status.update(f"{_text(data.get('kind'))} {data.get('iteration')}: {step} {_text(label)}")
         elif kind == "confirm":
-            self.status.update(f"timing head to head: {label}")
+            self.status.update(f"timing head to head: {_text(label)}")
         elif kind == "attempt":
             console.print(_attempt_line(data))
         elif kind == "roof":
@@ -56,9 +70,9 @@ class Progress:
 
 def _attempt_line(a: dict) -> str:
     where = a["kind"] if a["kind"] != "candidate" else f"#{a['iteration']}"
-    name = escape(a["name"])
+    name = _text(a["name"])
     if a["verdict"] != "PASS":
-        return f"[red]{where:>8} {name:<22} {a['verdict']}[/red]: {escape(a['reason'][:160])}"
+        return f"[red]{where:>8} {name:<22} {_text(a['verdict'])}[/red]: {_text(a['reason'][:160])}"
     m = a["metrics"]
     star = " [green]new best[/green]" if a.get("improved") else ""
     if m.get("predicted_time_ms") is not None and m.get("time_ms") is not None:  # distributed, measured
@@ -174,8 +188,8 @@ def optimize(
               f"away or give another --workdir")
     except KeyboardInterrupt:
         run_id = progress.run_id or "RUN_ID"
-        errors.print(f"interrupted: the run is saved; continue it with --resume {run_id}"
-                     + (f" --workdir {workdir}" if workdir != ".swizzleperf" else ""))
+        errors.print(f"interrupted: the run is saved; continue it with --resume {_plain(run_id)}"
+                     + (f" --workdir {_plain(workdir)}" if workdir != ".swizzleperf" else ""), markup=False)
         raise typer.Exit(code=130)
     _print_summary(outcome)
     if outcome.report.get("in_place"):
@@ -211,7 +225,7 @@ def _check_llm(model: str | None, base_url: str | None, resume: str | None, llm_
     from swizzleperf.agent.proposers.chat import ChatClient, ChatSettings
     try:
         client = ChatClient(ChatSettings(model=model, base_url=base_url, deadline_s=llm_timeout, retries=0))
-        with console.status(f"asking {client.url} for one token of {model}"):
+        with console.status(f"asking {_text(client.url)} for one token of {_text(model)}"):
             client.check()
     except (ProposerError, ValueError) as exc:
         _fail(f"{exc} (one request made before the run; nothing was started)")
@@ -224,7 +238,7 @@ def _bottlenecks(app, top: int, hw, workdir):
     from swizzleperf.agent.capture.capture import CaptureError
     from swizzleperf.hwspecs import UnknownHardwareError
     try:
-        with console.status(f"running `{app}` once under a kernel trace"):
+        with console.status(f"running `{_text(app)}` once under a kernel trace"):
             profile = bottleneck.profile_app(app, Path(workdir), hw=hw)
         _print_profile(profile)
         choice = bottleneck.choose(profile, top)
@@ -237,11 +251,11 @@ def _bottlenecks(app, top: int, hw, workdir):
 
 def _print_profile(profile) -> None:
     from swizzleperf.agent.capture.bottleneck import table_rows
-    table = Table(title=f"Triton kernels of `{escape(profile.app)}`, hottest first")
+    table = Table(title=f"Triton kernels of `{_text(profile.app)}`, hottest first")
     for column in ("kernel", "where", "calls", "largest grid", "programs", "waves", "time", "share", "time source"):
         table.add_column(column)
     for row in table_rows(profile):
-        table.add_row(*(escape(c) for c in row))
+        table.add_row(*(_text(c) for c in row))
     console.print(table)
     console.print(f"time: {profile.note or profile.source}; waves at {profile.wave_note}", markup=False)
 
@@ -251,7 +265,7 @@ def _optimize_in_turn(ctx: typer.Context, choice) -> None:
     each, in the same run record), then one summary table."""
     results = []
     for row in choice.chosen:
-        console.rule(f"{row.kernel} ({'-' if row.share is None else f'{row.share:.0%}'} of the time)")
+        console.rule(f"{_text(row.kernel)} ({'-' if row.share is None else f'{row.share:.0%}'} of the time)")
         try:
             outcome = ctx.invoke(ctx.command.callback, **{**ctx.params, "kernel_name": row.kernel, "top": None})
         except typer.Exit as exc:
@@ -262,7 +276,8 @@ def _optimize_in_turn(ctx: typer.Context, choice) -> None:
     for column in ("kernel", "share", "outcome", "best vs baseline"):
         table.add_column(column)
     for row, status, gain in results:
-        table.add_row(row.kernel, "-" if row.share is None else f"{row.share:.1%}", escape(status[:120]), gain)
+        table.add_row(_text(row.kernel), "-" if row.share is None else f"{row.share:.1%}", _text(status[:120]),
+                      _text(gain))
     console.print(table)
     if any(status.startswith("failed") for _, status, _ in results):
         raise typer.Exit(code=2)
@@ -290,7 +305,7 @@ def _capture_app(app, kernel_name, test, kernel, resume, workdir):
     if kernel is not None or resume is not None:
         _fail("give either a kernel module, or --app with --kernel, or --resume RUN_ID")
     try:
-        with console.status(f"running `{app}` to capture a launch of {kernel_name}"):
+        with console.status(f"running `{_text(app)}` to capture a launch of {_text(kernel_name)}"):
             prepared = user_kernel.prepare(app, kernel_name, Path(workdir))
     except (CaptureError, LiftError, KernelLoadError) as exc:
         _fail(str(exc))
@@ -307,7 +322,7 @@ def _capture_app(app, kernel_name, test, kernel, resume, workdir):
 def _finish_app(outcome, prepared, in_place: bool, test) -> None:
     """``user.diff`` of your file, ``--in-place``, ``--test`` (agent/capture/user_kernel.py)."""
     from swizzleperf.agent.capture import user_kernel
-    with console.status(f"running the test `{test}`" if test else "writing user.diff"):
+    with console.status(f"running the test `{_text(test)}`" if test else "writing user.diff"):
         summary = user_kernel.finish(outcome, prepared, in_place, test)
     for note in summary["lift_notes"]:
         console.print(f"note: {note}", markup=False)
@@ -341,8 +356,8 @@ def _print_summary(outcome) -> None:
     best_roof = ((r.get("roof") or {}).get("orders") or {}).get("best") or {}
     if best_roof.get("line"):
         console.print(f"roof of the best ({best_roof['status']}): {best_roof['line']}", markup=False)
-    console.print(f"stopped: {r['stop_reason']}")
-    console.print(f"run {outcome.run_id} ({outcome.status}): {outcome.run_dir}")
+    console.print(f"stopped: {_plain(r['stop_reason'])}", markup=False)
+    console.print(f"run {_plain(outcome.run_id)} ({outcome.status}): {_plain(outcome.run_dir)}", markup=False)
     for line in _best_lines(r, outcome.run_dir):
         console.print(line, markup=False, soft_wrap=True)
 
@@ -360,12 +375,12 @@ def _orders_table(r: dict) -> tuple:
             for label in ("baseline", "expert", "best")
             if (f := r.get(label)) and f.get("l2_hit_rate") is not None]
     same = {i for i in range(2, len(_ORDER_COLUMNS)) if rows and len({row[i] for row in rows}) == 1}
-    table = Table(title=f"{r['kernel']} on {r['hardware']} ({r['mode']})")
+    table = Table(title=f"{_text(r['kernel'])} on {_text(r['hardware'])} ({_text(r['mode'])})")
     for i, column in enumerate(_ORDER_COLUMNS):
         if i not in same:
             table.add_column(column, overflow="fold")
     for row in rows:
-        table.add_row(*(escape(str(c)) for i, c in enumerate(row) if i not in same))
+        table.add_row(*(_text(c) for i, c in enumerate(row) if i not in same))
     shared = "; ".join(f"{_ORDER_COLUMNS[i]}: {rows[0][i]}" for i in sorted(same)
                        if not (_ORDER_COLUMNS[i] == "time source" and rows[0][i] == "n/a"))
     return table, f"every order's {shared}" if shared else ""
@@ -405,15 +420,16 @@ def _eval_events(progress: Progress):
     """What ``eval`` and its workers print: a rule per kernel, worker starts and ends, the run's lines."""
     def on_event(kind: str, data: dict) -> None:
         if kind == "eval":
-            console.print(f"eval {data['name']} (continue it with --resume {data['name']})")
+            name = _plain(data["name"])
+            console.print(f"eval {name} (continue it with --resume {name})", markup=False)
         elif kind in ("kernel", "skip"):
-            console.rule(f"{data['name']}{' (finished earlier: skipped)' if kind == 'skip' else ''}")
+            console.rule(f"{_text(data['name'])}{' (finished earlier: skipped)' if kind == 'skip' else ''}")
         elif kind in ("run", "target", "worker"):
-            console.print(f"{'run ' if kind == 'run' else ''}{data['name']}")
+            console.print(f"{'run ' if kind == 'run' else ''}{_plain(data['name'])}", markup=False)
             if data.get("running"):
-                progress.status.update(f"running: {', '.join(data['running'])}")
-        elif kind == "failed":
-            console.print(f"[red]{data['name']} failed[/red]: {data['reason']}")
+                progress.status.update(f"running: {', '.join(_text(n) for n in data['running'])}")
+        elif kind == "failed":   # the reason and the name as text, as the --apps lines (#41)
+            console.print(f"[red]{_text(data['name'])} failed[/red]: {_text(data['reason'])}")
         else:
             progress(kind, data)
     return on_event
@@ -439,7 +455,7 @@ def eval_command(
     again: Optional[list[str]] = typer.Option(None, "--again", help="With --resume of an --apps eval: run the apps whose row has this outcome once more (e.g. \"tool failure\" after an upgrade), their rows replaced; repeatable."),
     workdir: str = typer.Option(".swizzleperf", help="Where runs are recorded."),
     apps: Optional[str] = typer.Option(None, "--apps", help="A folder of apps: each file runs as `python FILE` in it through the optimize --app path, one row each (OUT.md, OUT.json with --out OUT)."),
-    files: Optional[str] = typer.Option(None, "--files", help="With --apps: a text file of the names to take from the folder, one a line (# comments); default every *.py."),
+    files: Optional[str] = typer.Option(None, "--files", help="With --apps: a text file of the names to take from the folder, one a line (# comments), a path inside it for an app in a subfolder (ops/gemm.py); default every *.py."),
     row_budget: float = typer.Option(600.0, "--row-budget", help="With --apps: seconds one app's row may take; past them it is stopped and marked."),
     no_ncu: bool = typer.Option(False, "--no-ncu", metavar="", help="With --apps: time the orders on the GPU without profiling each with ncu."),
     ray: bool = typer.Option(False, "--ray", metavar="", help="With --apps: run the rows as Ray tasks, one GPU each (pip install \"swizzleperf\\[ray]\")."),
@@ -478,7 +494,7 @@ def eval_command(
         errors.print("interrupted: finished kernels are kept, the partial table is written; continue with "
                      "--resume EVAL_ID (printed above)")
         raise typer.Exit(code=130)
-    console.print(f"eval {eval_id}: " + ", ".join(str(f) for f in files))
+    console.print(f"eval {eval_id}: " + ", ".join(_plain(f) for f in files), markup=False)
     print(next(f for f in files if f.suffix == ".md").read_text())  # resumed: where the eval started writing
     unfinished = table[table.status != "finished"]
     if len(unfinished):
@@ -511,7 +527,7 @@ def _eval_apps(apps, files, hw, iterations, row_budget, gpus, ray, ray_address, 
         color = {"optimized": "green", "verified, no gain": "cyan", "refused": "yellow"}.get(row["outcome"], "red")
         # the app's name, its kernel's and its output as text, never as markup or escape codes (#41)
         console.print(f"[{done}/{total}] {escape(shown(row['app']))} ({escape(shown(row.get('kernel') or '-'))}, "
-                      f"{row['seconds']:.0f} s): [{color}]{row['outcome']}[/{color}]: "
+                      f"{row['seconds']:.0f} s): [{color}]{_text(row['outcome'])}[/{color}]: "
                       f"{escape(shown((row.get('reason') or '')[:300]))}")
     try:
         options = AppsOptions(apps_dir=apps or "", names=list_apps(apps, files) if apps else [], iterations=iterations,
@@ -550,7 +566,7 @@ def eval_worker(
     except (EvalError, UnknownHardwareError) as exc:
         _fail(str(exc))
     except KeyboardInterrupt:
-        errors.print(f"interrupted: {kernel} is saved and resumes with the eval")
+        errors.print(f"interrupted: {_plain(kernel)} is saved and resumes with the eval", markup=False)
         raise typer.Exit(code=130)
     if status != "finished":
         raise typer.Exit(code=1)
@@ -578,7 +594,7 @@ def simulate(
     console.print(f"{result['kernel']} on {result['hardware']} ({result['source']}), order {result['swizzle']}: "
                   f"L2 hit rate {result['l2_hit_rate']:.1%}, DRAM {result['dram_bytes'] / 1e9:.2f} GB, "
                   f"per domain {', '.join(f'{r:.0%}' for r in result['per_domain_hit_rate'])} "
-                  f"({result['seconds']:.1f} s)\n{result['model']}")
+                  f"({result['seconds']:.1f} s)\n{result['model']}", markup=False)
 
 
 @app.command()
@@ -632,13 +648,14 @@ def profile_command(
     result = _guarded(lambda: profile_kernel(Path(kernel), hw, swizzle, dtype, Path(workdir)))
     console.print(f"{result['kernel']} on {result['hardware']} ({result['mode']}): {result['message']}", markup=False)
     for order in result["orders"]:
-        table = Table(title=f"order: {order['label']}")
+        table = Table(title=f"order: {_text(order['label'])}")
         for column in ("#", "figure", "value", "unit", "source", "vs kernel's own", "meaning"):
             table.add_column(column)
         for e in order["profile"]:
             value = ", ".join(f"{v:.3g}" for v in e["value"]) if isinstance(e["value"], list) else f"{e['value']:.4g}"
             change = "" if e.get("vs_baseline") in (None, 0) else f"{e['vs_baseline']:+.4g}"
-            table.add_row(str(e["rank"]), e["name"], value, e["unit"], e["source"], change, e["meaning"])
+            table.add_row(*(_text(c) for c in (e["rank"], e["name"], value, e["unit"], e["source"], change,
+                                                e["meaning"])))
         console.print(table)
         if order["notes"]:
             console.print(f"notes: {order['notes']}", markup=False)
@@ -655,7 +672,7 @@ def _profile_app(command: str, hw, workdir: str, as_json: bool) -> None:
         if as_json:
             profile = bottleneck.profile_app(command, Path(workdir), hw=hw)
         else:
-            with console.status(f"running `{command}` once under a kernel trace"):
+            with console.status(f"running `{_text(command)}` once under a kernel trace"):
                 profile = bottleneck.profile_app(command, Path(workdir), hw=hw)
     except (CaptureError, UnknownHardwareError) as exc:
         _fail(str(exc))
@@ -681,7 +698,7 @@ def hw_command(hw: Optional[str] = typer.Option(None, "--hw", help="The spec a r
         target = hwspecs.resolve_target(hw)
     except hwspecs.UnknownHardwareError as exc:
         _fail(str(exc))
-    console.print(hwspecs.describe(target))
+    console.print(hwspecs.describe(target), markup=False)
     if probe:
         if target.device is None or target.device.vendor != "nvidia":
             _fail("--probe needs a live NVIDIA GPU")
@@ -692,7 +709,7 @@ def hw_command(hw: Optional[str] = typer.Option(None, "--hw", help="The spec a r
             _fail(str(exc))
         path = dispatch_probe.save(result, Path(workdir), target.spec.name)
         console.print(f"{dispatch_probe.describe(result)}\n(saved to {path}; `simulate` and `analyze` "
-                      f"take it with --probe)")
+                      f"take it with --probe)", markup=False)
 
 
 @app.command("notebook")
@@ -708,7 +725,7 @@ def notebook_command(
     name = Path(run).name if run else "latest"
     target = Path(out or f"reflection_history_{name}.ipynb")
     try:
-        with console.status(f"running the notebook on {run or 'the latest run'}"):
+        with console.status(f"running the notebook on {_text(run or 'the latest run')}"):
             lines = execute(run, workdir, target, timeout)
     except NotebookError as exc:
         _fail(str(exc))
@@ -721,7 +738,7 @@ def _print_distributed_summary(outcome) -> None:
     """The configurations against torch + NCCL, from report.md's table (one source of the text)."""
     from swizzleperf.agent.loop.report import distributed_table
     r = outcome.report
-    console.print(f"{r['kernel']} on {r['hardware']} x {r['distributed']['world_size']} ({r['mode']})")
+    console.print(f"{r['kernel']} on {r['hardware']} x {r['distributed']['world_size']} ({r['mode']})", markup=False)
     for line in distributed_table(r):
         console.print(line, markup=False)
     console.print(f"stopped: {r['stop_reason']}", markup=False)

@@ -61,6 +61,7 @@ class RowJob:
     use_ncu: bool = True     # False: timed only, no ncu profile of each candidate (--no-ncu)
     device: str | None = None   # CUDA_VISIBLE_DEVICES of the worker (None: inherited)
     gpu_lock_dir: str | None = None   # several workers share a GPU: its lock folder (sandbox/gpu_lock.py)
+    name: str = ""           # the row's name: the app as listed (ops/gemm.py); "" the file's name
 
 
 def empty_row(app: str) -> dict:
@@ -105,7 +106,8 @@ def run_row(job: RowJob, on_start=lambda process: None) -> dict:
         on_start(process)
         timed_out = _wait(process, job.budget_s)
     seconds = time.monotonic() - started
-    row = {**empty_row(Path(job.app).name), **_read(row_file)}
+    listed = job.name or Path(job.app).name   # the listed name, not a link's
+    row = {**empty_row(listed), **_read(row_file)}
     if timed_out:
         row.update(outcome="timeout", reason=f"at its budget of {job.budget_s:.0f} s at the stage "
                                               f"'{row.get('stage') or 'start'}': stopped (--row-budget)")
@@ -114,7 +116,7 @@ def run_row(job: RowJob, on_start=lambda process: None) -> dict:
         ended = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
         row.update(outcome="tool failure", reason=f"the worker died ({ended}): {_last_line(log)}")
     row.pop("stage", None)
-    row.update(app=Path(job.app).name, seconds=round(seconds, 1), log=str(log))   # the listed name, not a link's
+    row.update(app=listed, seconds=round(seconds, 1), log=str(log))
     return row
 
 

@@ -26,6 +26,7 @@ import pandas as pd
 
 from swizzleperf.agent.loop.record import RunRecord
 from swizzleperf.eval.app_worker import ANSWERED, OUTCOMES, RowJob, empty_row, run_row, stop
+from swizzleperf.sandbox.untrusted import shown   # the tables' and the console's text from outside
 
 DEFAULT_ROW_BUDGET_S = 600.0
 COLUMNS = list(empty_row(""))
@@ -59,16 +60,12 @@ class AppsOptions:
         return Path(self.out) if self.out else Path(self.workdir) / "results" / eval_id
 
 
-def shown(text: str) -> str:
-    """``text`` from outside (an app's file name, a line of its output) for a table or the console: as it
-    is where every character is printable, else as ``ascii()`` writes it (quoted, the escape codes and
-    newlines written out), as the rows refuse such a path (app_worker.evaluate, #41)."""
-    return text if text.isprintable() else ascii(text)
-
-
 def list_apps(apps_dir: str, files: str | None = None) -> list:
     """The app files of ``apps_dir``: the names listed in ``files`` (one a line, ``#`` comments), or
-    every ``*.py`` in it. Raises AppsError for a missing folder, list or file."""
+    every ``*.py`` in it. A listed name may be a path inside the folder (``ops/gemm.py``: its row is
+    named so, the app runs in ``ops/``), written once (``./`` and doubled slashes dropped). Raises
+    AppsError for a missing folder, list or file, and for a path out of the folder: absolute, with
+    ``..``, or through a folder that is a link out of it (#41)."""
     folder = Path(apps_dir)
     if not folder.is_dir():
         raise AppsError(f"--apps must be a folder of app files, got {shown(apps_dir)}")
@@ -80,6 +77,7 @@ def list_apps(apps_dir: str, files: str | None = None) -> list:
         except OSError as exc:
             raise AppsError(f"--files {shown(files)}: {exc.strerror}") from None
         names = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+        names = [_inside(folder, name) for name in names]
         missing = [n for n in names if not (folder / n).is_file()]
         if missing:
             raise AppsError(f"--files names {len(missing)} file(s) not in {shown(apps_dir)}: "
@@ -87,6 +85,27 @@ def list_apps(apps_dir: str, files: str | None = None) -> list:
     if not names:
         raise AppsError(f"no app files in {shown(apps_dir)}" + (f" from {shown(files)}" if files else " (*.py)"))
     return names
+
+
+def _inside(folder: Path, name: str) -> str:
+    """``name`` of ``--files`` as the row's name: a relative path inside ``folder``, written once."""
+    path = Path(name)
+    why = ("an absolute path" if path.is_absolute() else "it holds '..'" if ".." in path.parts
+           else "a link out of the folder" if not _within((folder / path).parent, folder) else None)
+    if why:
+        raise AppsError(f"--files names a path outside {shown(str(folder))}: {shown(name)} ({why}); "
+                        f"name the apps by their paths inside it")
+    return path.as_posix()
+
+
+def _within(path: Path, folder: Path) -> bool:
+    """Whether ``path`` (a folder, links followed) is ``folder`` or inside it."""
+    try:
+        return path.resolve().is_relative_to(folder.resolve())
+    except (OSError, RuntimeError):   # a link loop: not a folder of the apps
+        return False
+    except ValueError:   # a NUL in the name: no such file, which the caller says
+        return True
 
 
 # -- the record -------------------------------------------------------------------------------
@@ -177,9 +196,10 @@ def run_apps(options: AppsOptions, eval_id: str | None = None, on_row: Callable 
 
 def _job(options: AppsOptions, eval_id: str, name: str) -> RowJob:
     workdir = Path(options.workdir).resolve()
-    # the folder resolved, not the file: a symlinked app keeps its listed name, its row is found (#41)
-    return RowJob(app=str(Path(options.apps_dir).resolve() / name),
-                  folder=str(workdir / "apps" / eval_id / Path(name).stem), workdir=str(workdir),
+    # the folder resolved, not the file: a symlinked app keeps its listed name, its row is found; an app
+    # in a subfolder keeps its path as the row's name and a row folder of its own (#41)
+    return RowJob(app=str(Path(options.apps_dir).resolve() / name), name=name,
+                  folder=str(workdir / "apps" / eval_id / Path(name).with_suffix("")), workdir=str(workdir),
                   iterations=options.iterations, budget_s=options.row_budget_s, hw=options.hw,
                   use_ncu=options.use_ncu)
 

@@ -92,6 +92,14 @@ def preview(data: str | bytes, limit: int = PREVIEW_CHARS) -> str:
     return repr(text[:limit]) + (" ..." if more else "")
 
 
+def shown(text: str) -> str:
+    """``text`` from outside (an app's file name, a line of its output, a reason, a name) for a table
+    or the console: as it is where every character is printable, else as ``ascii()`` writes it
+    (quoted, the escape codes and newlines written out), as the rows refuse such a path
+    (eval/app_worker.evaluate, #41)."""
+    return text if text.isprintable() else ascii(text)
+
+
 def json_depth(text: str) -> int:
     """The deepest nesting of ``[`` and ``{`` in JSON text, strings skipped; one linear pass."""
     depth = deepest = 0

@@ -151,7 +151,8 @@ class Exchange:
         max_tokens: the reply budget sent; ``temperature``: the sampling temperature sent.
         prompt_tokens / completion_tokens: tokens the server processed for this request.
         tokens_source: ``server`` (its usage), ``estimated: <how>``, or ``none: not sent``.
-        tool_calls: the tools the model called: ``[{id, name, arguments}]`` (arguments: JSON text);
+        tool_calls: the tools the model called: ``[{id, name, arguments}]`` (arguments: JSON text;
+            name ``""`` where the server sent none: the proposer refuses such a call with why);
             a call the proposer could not run also has ``rejected``: why, one line (``llm.reason_line``).
         rejected: why the proposer could not use the reply ('' when it did, or never read it); for
             a reply of tool calls, the refused calls' reasons.
@@ -432,7 +433,8 @@ class ChatClient:
             exchange.outcome = "deadline: cancelled while the reply was streaming"  # stopped between events
         if not parts and not calls and exchange.finish_reason is None and exchange.outcome == "ok":
             exchange.outcome = EMPTY_STREAM
-        exchange.tool_calls = [{**c, "id": c["id"] or f"call_{i}"} for i, c in sorted(calls.items()) if c["name"]]
+        # a call with no name is kept (name ""): the proposer answers it with why (#41), never "the reply is empty"
+        exchange.tool_calls = [{**c, "id": c["id"] or f"call_{i}"} for i, c in sorted(calls.items())]
         if exchange.tokens_source == "server" and exchange.outcome == "ok":
             self._learn_ratio(exchange)
 
@@ -515,10 +517,9 @@ class ChatClient:
         answer = self._completion(body)
         choice = answer.choices[0]
         exchange.reply, exchange.finish_reason = choice.message.content or "", choice.finish_reason
-        exchange.tool_calls = [{"id": c.id or f"call_{i}", "name": c.function.name,
-                                "arguments": c.function.arguments or ""}
-                               for i, c in enumerate(choice.message.tool_calls or [])
-                               if c.function is not None and c.function.name]
+        exchange.tool_calls = [{"id": c.id or f"call_{i}", "name": (c.function and c.function.name) or "",
+                                "arguments": (c.function and c.function.arguments) or ""}
+                               for i, c in enumerate(choice.message.tool_calls or [])]
         if answer.usage is not None and answer.usage.prompt_tokens is not None:
             exchange.prompt_tokens = answer.usage.prompt_tokens
             exchange.completion_tokens = answer.usage.completion_tokens or 0

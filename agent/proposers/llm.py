@@ -426,6 +426,8 @@ class LLMProposer:
     def _run_tool(self, name: str, arguments: str, context: ProposalContext) -> tuple[str, str | None]:
         """``(answer, None)``: the tool's answer as text (JSON); or ``("", why)``: the call cannot run
         (its reason, in words the model can act on)."""
+        if not name:   # a call that named no tool (#41): kept by the client so that the model is told
+            return "", "a tool call with no tool name: the tools are simulate and analyze"
         if name not in ("simulate", "analyze"):
             return "", f"no tool {_quoted(name)}: the tools are simulate and analyze"
         values, reason = _tool_arguments(name, arguments)

@@ -219,3 +219,58 @@ def test_a_folder_whose_path_holds_markup_is_printed_as_text(tmp_path):
     (folder / "\x1b[31mred.py").write_text("raise SystemExit('never runs')\n")
     lines = _eval_apps(tmp_path, folder)
     assert len(lines) == 1 and lines[0].startswith("[1/1] '\\x1b[31mred.py' (-, ") and "refused" in lines[0], lines
+
+
+def test_a_files_entry_in_a_subfolder_keeps_its_path_and_runs_in_its_folder(tmp_path):
+    """#41: ``--files`` naming ``ops/run.py`` saved its row as ``run.py``, so ``ops/run.py`` stayed
+    pending (and two ``run.py`` of two folders shared one row folder). The row keeps the path as
+    listed (``./`` and doubled slashes written once), and each app runs in its own folder."""
+    folder = tmp_path / "apps"
+    for sub in ("a", "b"):
+        (folder / sub).mkdir(parents=True)
+        (folder / sub / "marker.txt").write_text(f"ran in {sub}")
+        (folder / sub / "run.py").write_text("raise SystemExit(open('marker.txt').read())\n")
+    listed = tmp_path / "list.txt"
+    listed.write_text("a/run.py\n./b//run.py\n")
+    names = apps.list_apps(str(folder), str(listed))
+    assert names == ["a/run.py", "b/run.py"]
+    options = apps.AppsOptions(apps_dir=str(folder), names=names, iterations=1, row_budget_s=60, hw="mi300x",
+                               workdir=str(tmp_path / ".swizzleperf"), out=str(tmp_path / "out" / "t"))
+    _, summary, _ = apps.run_apps(options, gpus=2, devices=[])
+    got = [(r["app"], r["outcome"], r["reason"]) for r in summary["rows"]]
+    assert summary["counts"]["pending"] == 0, got
+    assert [g[:2] for g in got] == [("a/run.py", "app failed"), ("b/run.py", "app failed")], got
+    assert "ran in a" in got[0][2] and "ran in b" in got[1][2], got
+    assert len({r["log"] for r in summary["rows"]}) == 2   # a row folder each
+
+
+@pytest.mark.parametrize("make, why", [
+    (lambda folder, outside: "../outside/app.py", "'..'"),
+    (lambda folder, outside: "ok/../../outside/app.py", "'..'"),
+    (lambda folder, outside: str(outside / "app.py"), "absolute"),
+    (lambda folder, outside: (folder / "linked").symlink_to(outside) or "linked/app.py", "a link out of"),
+])
+def test_a_files_entry_outside_the_folder_is_refused_in_one_line(tmp_path, make, why):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "app.py").write_text("raise SystemExit('outside ran')\n")
+    folder = tmp_path / "apps"
+    (folder / "ok").mkdir(parents=True)
+    entry = make(folder, outside)
+    listed = tmp_path / "list.txt"
+    listed.write_text(f"{entry}\n")
+    with pytest.raises(apps.AppsError) as info:
+        apps.list_apps(str(folder), str(listed))
+    message = str(info.value)
+    assert "\n" not in message and why in message and entry in message, message
+    assert message.startswith("--files names a path outside"), message
+
+
+def test_the_command_line_refuses_a_files_entry_outside_the_folder_in_one_line(tmp_path):
+    from run_cli import assert_one_line_error, swizzleperf
+    (tmp_path / "apps").mkdir()
+    (tmp_path / "app.py").write_text("raise SystemExit('outside ran')\n")
+    (tmp_path / "list.txt").write_text("../app.py\n")
+    proc = swizzleperf("eval", "--apps", "apps", "--files", "list.txt", "--hw", "mi300x", cwd=tmp_path, timeout=120)
+    assert_one_line_error(proc, "--files names a path outside apps: ../app.py (it holds '..')")
+    assert proc.returncode == 2 and not (tmp_path / ".swizzleperf").exists()

@@ -180,6 +180,40 @@ def test_tool_call_arguments_nested_100000_deep_are_answered_with_the_reason():
     assert tool_answer["role"] == "tool" and "nests 100001 levels deep" in tool_answer["content"]
 
 
+_NAMELESS = "a tool call with no tool name: the tools are simulate and analyze"
+NAMELESS_CALLS = {
+    "a streamed call whose name is empty":
+        lambda server: server.reply(None, tool_calls=[{"name": "", "arguments": "{}"}]),
+    "a streamed call of argument deltas only": lambda server: server.reply("", events=[
+        _chunk({"tool_calls": [{"index": 0, "id": "call_7", "function": {"arguments": '{"source": '}}]}),
+        _chunk({"tool_calls": [{"index": 0, "function": {"arguments": '"x"}'}}]}),
+        _chunk({}, "tool_calls")]),
+    "a whole answer's call with no function name": lambda server: server.reply_raw(
+        _body(content="", tool_calls=[{"id": "call_7", "type": "function", "function": {"arguments": "{}"}}],
+              finish_reason="tool_calls")),
+}
+
+
+@pytest.mark.parametrize("name", list(NAMELESS_CALLS))
+def test_a_tool_call_with_no_name_is_answered_with_the_reason_not_dropped(name):
+    """#41: a call with no function name was dropped, so the model was told "the reply is empty";
+    it is kept (an empty name), refused with a reason it can act on, and recorded as rejected."""
+    context, seen = _context(), []
+    context.simulate = lambda source: seen.append(source) or {"predicted_l2_hit_rate": 0.5}
+    with FakeOpenAIServer() as server:
+        NAMELESS_CALLS[name](server)
+        server.reply(GOOD_REPLY)
+        proposal = LLMProposer("fake", base_url=server.base_url).propose(context)
+        told = server.requests[1]["messages"]
+    assert proposal.source == GROUPED and seen == []
+    call = proposal.exchanges[0]["tool_calls"][0]
+    assert call["name"] == "" and call["rejected"] == _NAMELESS, call
+    assert proposal.exchanges[0]["rejected"] == f"1 of 1 tool call(s) refused: {call['id']}: {_NAMELESS}"
+    assert told[-2]["tool_calls"][0]["function"]["name"] == ""
+    assert told[-1]["role"] == "tool" and json.loads(told[-1]["content"]) == {"error": _NAMELESS}
+    assert not any("empty" in (m.get("content") or "") for m in told if m["role"] == "user")
+
+
 # ---- hostile rewrite targets: refused before anything recurses -----------------------------------
 
 def _reply(body: str, decorator: str = "@triton.jit") -> str:
