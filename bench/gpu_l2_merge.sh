@@ -9,8 +9,11 @@
 #                                  # then ncu of the same orders (bench/l2_measure_set.py) while time is left
 # Both measure the partition map (profiling/dispatch_probe.py). Results under $OUT/r as one tar (a call
 # returns 8 files), l2_merge_summary.txt beside it (A). CALL_S: the seconds this script may take (570).
+#   bash bench/gpu_l2_merge.sh C   # all in one short call, each file straight under $OUT as it is done (a
+#                                  # call cut short keeps what it finished): groups (DISCOVER_S, 150), the
+#                                  # schedules and ncu of ORDERS (default two build and two held-out orders)
 set -uo pipefail
-STEP=${1:?usage: gpu_l2_merge.sh A|B}
+STEP=${1:?usage: gpu_l2_merge.sh A|B|C}
 T0=$(date +%s)
 mkdir -p "$OUT/r"
 source bench/gpu_setup.sh || exit 1
@@ -20,7 +23,22 @@ left() { echo $(( ${CALL_S:-570} - ($(date +%s) - T0) )); }
   NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu); "$NCU" --version | tail -1; } > "$OUT/r/env.txt" 2>&1
 timeout 60 python3 -c "import json, torch; from swizzleperf.profiling import dispatch_probe; print(json.dumps(dispatch_probe.partitions(torch.cuda.get_device_properties(0).multi_processor_count, repeats=1)))" \
   > "$OUT/r/partition_map_$GPU.json" 2> "$OUT/r/partition_map_console.txt"
-if [ "$STEP" = A ]; then
+if [ "$STEP" = C ]; then
+  cp "$OUT/r/env.txt" "$OUT/r/partition_map_$GPU.json" "$OUT/"
+  timeout "${DISCOVER_S:-150}" python3 -m bench.l2_merge_probe discover --out "$OUT/r/l2_merge_groups_$GPU.json" \
+    --budget-s $(( ${DISCOVER_S:-150} - 15 )) > "$OUT/r/discover_console.txt" 2>&1
+  echo "discover exit $? at $(( $(date +%s) - T0 )) s" >> "$OUT/env.txt"
+  cp "$OUT/r/l2_merge_groups_$GPU.json" "$OUT/"
+  ORDERS=${ORDERS:-grouped-m:16,grouped-n:32,column-major,grouped-m:4}
+  timeout $(( $(left) > 150 ? $(left) - 60 : 90 )) python3 -m bench.gemm_schedule_probe --orders "$ORDERS" \
+    --out "$OUT/gemm_schedule_$GPU.json.gz" > "$OUT/r/schedule_console.txt" 2>&1
+  echo "schedule exit $? at $(( $(date +%s) - T0 )) s" >> "$OUT/env.txt"
+  ONLY=$(echo "$ORDERS" | sed 's/\([^,]*\)/gemm:\1/g')
+  timeout $(( $(left) > 30 ? $(left) - 10 : 20 )) python3 -m bench.l2_measure_set measure --part 1 --outdir "$OUT" \
+    --budget-s $(( $(left) > 40 ? $(left) - 30 : 10 )) --only "$ONLY" > "$OUT/r/gemm_console.txt" 2>&1
+  echo "gemm orders exit $? at $(( $(date +%s) - T0 )) s" >> "$OUT/env.txt"
+  rm -f "$OUT"/r/*_ncu.csv
+elif [ "$STEP" = A ]; then
   timeout "${DISCOVER_S:-240}" python3 -m bench.l2_merge_probe discover --out "$OUT/r/l2_merge_groups_$GPU.json" \
     --budget-s $(( ${DISCOVER_S:-240} - 20 )) > "$OUT/r/discover_console.txt" 2>&1
   echo "discover exit $? at $(( $(date +%s) - T0 )) s" >> "$OUT/r/env.txt"
