@@ -202,8 +202,12 @@ def _schedule_inputs(schedules: Path | None, partition_map: Path | None, groups:
     model = None
     if merge == "bytes":
         model = l2sim.MergeModel()
-    elif merge == "ns":   # the probe's lag in time: 1.85 MiB of its one reader's stream in ~217 000 cycles
-        model = l2sim.MergeModel(window=217_000 / 1.98, window_unit="ns")
+    elif merge == "ns":   # the probe's TMA cases: the share not merged about lag / 88 000 SM cycles (1.98 GHz)
+        model = l2sim.MergeModel(window=88_000 / 1.98, window_unit="ns",
+                                 source="bench/results/l2_merge_h100/call3 (H100, TMA, 2026-12-06)")
+    elif merge == "sm_bytes":   # the TMA cases: not merged about lag / 0.98 MiB of the looking-up SM's reads
+        model = l2sim.MergeModel(window=0.98 * 2**20, window_unit="sm_bytes",
+                                 source="bench/results/l2_merge_h100/call3 (H100, TMA, 2026-12-06)")
     return timed, parts, group_of_sm, model
 
 
@@ -256,7 +260,7 @@ def main() -> None:
     c.add_argument("--schedules", help="bench/gemm_schedule_probe.py's output: replay each order as it ran")
     c.add_argument("--partition-map", help="the dispatch probe's partitions of the chip the schedules ran on")
     c.add_argument("--groups", help="bench/l2_merge_probe.py discover's groups of that chip")
-    c.add_argument("--merge", choices=("off", "bytes", "ns"), default="off",
+    c.add_argument("--merge", choices=("off", "bytes", "sm_bytes", "ns"), default="off",
                    help="merge reads within SM groups (l2sim.MergeModel), its window in bytes or ns")
     args = parser.parse_args()
     if args.command == "measure":

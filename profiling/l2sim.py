@@ -300,6 +300,7 @@ def _replay(doms: np.ndarray, cus: np.ndarray, keys: np.ndarray, writes: np.ndar
         paths, inserted = [OrderedDict() for _ in range(n_groups)], [0] * n_groups
         limits = (merge.window * block_fractions(len(nbytes))).tolist()
         per_lookup, by_time = merge.readers_per_lookup, merge.window_unit == "ns"
+        by_sm, sm_read = merge.window_unit == "sm_bytes", [0] * max(1, int(cus.max()) + 1 if cus.size else 1)
         group_list = groups.tolist() if groups is not None else [0] * len(keys)
         clock_list = clock.tolist() if by_time else [0] * len(keys)
     else:
@@ -346,16 +347,23 @@ def _replay(doms: np.ndarray, cus: np.ndarray, keys: np.ndarray, writes: np.ndar
             path = paths[g]
             at = now if by_time else inserted[g]
             inserted[g] += b                            # the group's reads past the L1, merged or not
+            sm_read[c] += b
             entry = path.get(k)
-            if entry is not None and at - entry[0] <= limits[k] and entry[1] < per_lookup:
-                entry[1] += 1
-                merged += b
-                continue
             if entry is not None:
+                age = sm_read[entry[2]] - entry[3] if by_sm else at - entry[0]
+                if age <= limits[k] and entry[1] < per_lookup:
+                    entry[1] += 1
+                    merged += b
+                    continue
                 del path[k]
-            path[k] = [at, 1]
-            while path and at - next(iter(path.values()))[0] > merge.window:
-                path.popitem(False)
+            path[k] = [at, 1, c, sm_read[c]]
+            if not by_sm:
+                while path and at - next(iter(path.values()))[0] > merge.window:
+                    path.popitem(False)
+            elif len(path) > 4096:                      # entries whose looking-up SM read on past the window
+                stale = [key for key, e in path.items() if sm_read[e[2]] - e[3] > merge.window]
+                for key in stale:
+                    del path[key]
         cache = caches[d]
         if k in cache:
             cache.move_to_end(k)
@@ -537,9 +545,11 @@ class MergeModel:
             fixed pseudo-random fraction of it (``block_fractions``), so that the share merged
             falls linearly to 0 at ``window``. In bytes the group read past its L1s since the
             block's lookup, merged or not (``window_unit`` ``"bytes"``: in the probe two SMs read,
-            so a lag of 1.85 MiB is 3.7 MiB of the group's reads), or in ns (``"ns"``).
-        window_unit: ``"bytes"`` or ``"ns"``: which of the two the probe's lag is (its one reader
-            per case does not tell them apart; its noise cases will).
+            so a lag of 1.85 MiB is 3.7 MiB of the group's reads), in bytes the SM that looked it
+            up has read since (``"sm_bytes"``), or in ns (``"ns"``).
+        window_unit: ``"bytes"``, ``"sm_bytes"`` or ``"ns"``. The noise cases (call 3: 13 more
+            SMs of the group reading buffers of their own, 14 times the group's traffic, moved the
+            merged share by at most 0.11 lookups a line) say it is not the group's bytes.
         source: where the figures come from.
     """
     readers_per_lookup: int = 4

@@ -487,3 +487,22 @@ def test_a_schedule_that_does_not_fit_is_one_error():
         simulate_schedule(tr, ident(2), hw, _schedule([0, 5], [0.0, 0.0]), [0, 1])
     with pytest.raises(ValueError, match="outside the spec"):
         simulate_schedule(tr, ident(2), hw, _schedule([0, 1], [0.0, 0.0]), [0, 3])
+
+
+def test_a_window_in_the_looking_up_sms_bytes_ignores_the_rest_of_the_group():
+    """window_unit sm_bytes: what ages a block is what the SM that looked it up read since, not
+    what other SMs of its group read (the probe's noise cases, bench/results/l2_merge_h100/call3)."""
+    from swizzleperf.profiling.l2sim import MergeModel, simulate_schedule
+    n = 100
+    readers = [[[i] for i in range(n)], [[i] for i in range(n)]]
+    noise = [[[1000 + 1000 * s + i] for i in range(n)] for s in range(4)]     # blocks of their own
+    tr = make_trace(readers + noise)
+    hw = make_hw(compute_units=6, domains=1, l2_bytes=100_000 * B)
+    sched = _schedule(range(6), [0.0, 1.0, 0.0, 0.0, 0.0, 0.0])
+    model = MergeModel(window=1e12, window_unit="sm_bytes")
+    quiet = simulate_schedule(tr, ident(6), hw, sched, [0] * 6, [0, 0, 1, 1, 1, 1], model)
+    noisy = simulate_schedule(tr, ident(6), hw, sched, [0] * 6, [0] * 6, model)
+    assert quiet.merged_bytes == noisy.merged_bytes == n * B
+    tight = simulate_schedule(tr, ident(6), hw, _schedule(range(6), [0.0, 600.0, 0, 0, 0, 0]), [0] * 6, [0] * 6,
+                              MergeModel(window=10 * B, window_unit="sm_bytes"))
+    assert tight.merged_bytes < n * B // 5                # reader 2 60 blocks behind: past a 10-block window
