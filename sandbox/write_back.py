@@ -12,13 +12,30 @@ it with only its rewrite target changed, a target that passes the candidates' st
 planted in the run folder, named in the record with its own digest)."""
 from __future__ import annotations
 
+import codecs
 import hashlib
 import io
 import os
+import re
 import shutil
 import tokenize
 from pathlib import Path
 from typing import Callable
+
+
+#: A line of Python source: up to and with its ``\n``, ``\r\n`` or ``\r``, or the last line without one.
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
+def source_lines(text: str) -> list[str]:
+    """``text``, Python source, cut into lines as Python counts them, each with its line ending:
+    the lines that the AST's ``lineno`` / ``end_lineno`` number. Python ends a line only at
+    ``\\n``, ``\\r\\n`` and ``\\r``; ``str.splitlines`` also at ``\\x0b``, ``\\x0c``,
+    ``\\x1c``-``\\x1e``, ``\\x85``, ``\\u2028`` and ``\\u2029``, which may stand in a comment
+    or a string: cut by ``splitlines``, a module's lines after such a character are numbered one
+    off, and text after a form feed in a comment becomes a statement of its own (#41e). Every
+    place that maps source positions to text lines uses this."""
+    return _LINE.findall(text)
 
 
 def digest(data: bytes | str) -> str:
@@ -42,6 +59,14 @@ def _declared_encoding(data: bytes) -> str:
         return "utf-8"
 
 
+def _is_utf8(encoding: str) -> bool:
+    """``encoding`` names UTF-8 (``utf-8``, ``UTF8``, ``utf_8``...)."""
+    try:
+        return codecs.lookup(encoding).name == "utf-8"
+    except LookupError:
+        return False
+
+
 def newline_of(data: bytes) -> str:
     """The line ending of source ``data``: the one most of its lines end with (``"\\r\\n"``,
     ``"\\r"`` or ``"\\n"``; a tie, or no line ending at all, is ``"\\n"``). A file of mixed endings
@@ -51,18 +76,22 @@ def newline_of(data: bytes) -> str:
     return max(counts, key=lambda newline: (counts[newline], newline == "\n"))
 
 
-def source_bytes(text: str, newline: str = "\n") -> bytes:
+def source_bytes(text: str, newline: str = "\n", bom: bool = False) -> bytes:
     """``text``, Python source, as the bytes Python reads back as ``text``: in the encoding its own
     coding line declares (a Latin-1 kernel stays Latin-1: written as UTF-8 under its ``coding:
     latin-1`` line, every non-ASCII character outside the target changed, #41's outside replay),
     each line ending (``\\n``, ``\\r\\n`` or ``\\r`` in ``text``) written as ``newline`` (a CRLF file
-    written back as LF changed every line of it, #41's second replay).
+    written back as LF changed every line of it, #41's second replay); with ``bom``, a UTF-8 text
+    begins with the UTF-8 byte order mark (a file that had one keeps it, #41e: Python reads the
+    text without it, so the text alone does not say).
 
     Raises:
         ValueError: ``text`` holds a character its declared encoding cannot hold.
     """
-    head = "".join(text.splitlines(keepends=True)[:2]).encode("utf-8", "surrogateescape")
+    head = "".join(source_lines(text)[:2]).encode("utf-8", "surrogateescape")
     encoding = _declared_encoding(head)
+    if bom and _is_utf8(encoding):
+        encoding = "utf-8-sig"
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     if newline != "\n":
         text = text.replace("\n", newline)
@@ -122,7 +151,8 @@ def write_back(path: Path, expected: str, text: str,
                check: Callable[[str], str | None] | None = None) -> tuple[bool, str]:
     """Replace the text of ``path`` (a symlink's target) by ``text`` if its digest is still
     ``expected``; atomically (a temporary file beside it, then a rename), its mode, its declared
-    encoding and its line endings kept (``newline_of``: the dominant one of a file of mixed endings).
+    encoding, its UTF-8 byte order mark and its line endings kept (``newline_of``: the dominant one
+    of a file of mixed endings).
     ``check``: given the file's text, once its digest is found ``expected`` (the text the run read),
     why ``text`` may not replace it, or None; nothing is written where it gives a reason.
 
@@ -147,7 +177,7 @@ def write_back(path: Path, expected: str, text: str,
             return False, refused
     temporary = path.with_name(f".{path.name}.swizzleperf-{os.getpid()}.tmp")
     try:
-        temporary.write_bytes(source_bytes(text, newline_of(original)))
+        temporary.write_bytes(source_bytes(text, newline_of(original), original.startswith(codecs.BOM_UTF8)))
         shutil.copymode(path, temporary)
         os.replace(temporary, path)
     except (OSError, ValueError) as exc:

@@ -66,6 +66,7 @@ from swizzleperf.agent.capture.lift_refuse import refuse_unorderable
 from swizzleperf.agent.capture.pid_remap import helpers_reading_program_id, is_named_program_id, remap
 from swizzleperf.agent.verification.candidate import CandidateError, check_candidate
 from swizzleperf.agent.verification.load import at_column
+from swizzleperf.sandbox.write_back import source_lines
 
 __all__ = ["Launch", "Lifted", "LiftError", "lift", "target_order"]
 
@@ -312,7 +313,7 @@ def lift_mapping(tree: ast.Module, func: ast.FunctionDef, source: str, launch: L
                       tuple(launch.grid))
     in_use = names_in_use(tree, func)
     extents, notes = _pick_extents(func, region, outputs, env, launch, in_use)
-    lines = source.splitlines(keepends=True)
+    lines = source_lines(source)   # as the AST numbers them (#41e)
     target = _build_target(tree, func, region, outputs, extents, launch, pid_stmt, in_use, lines)
     try:
         check_candidate(target["source"], target["name"], target["params"])

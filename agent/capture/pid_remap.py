@@ -44,6 +44,7 @@ from swizzleperf.agent.capture.lift_common import (Launch, Lifted, LiftError, ax
 from swizzleperf.agent.capture.lift_eval import probe_problem
 from swizzleperf.agent.verification.candidate import CandidateError, check_candidate
 from swizzleperf.agent.verification.load import at_column
+from swizzleperf.sandbox.write_back import source_lines
 
 
 def remap(tree: ast.Module, func: ast.FunctionDef, source: str, launch: Launch, why: str) -> Lifted:
@@ -87,7 +88,7 @@ def remap(tree: ast.Module, func: ast.FunctionDef, source: str, launch: Launch, 
     renamed = {h.name: fresh(f"{h.name}_remapped", top_level_names(tree) | in_use | {name}) for h in helpers}
     taken = top_level_names(tree) | in_use | {name} | set(renamed.values())
     copies = _copies(helpers, renamed, name, axes, two_d, taken) if helpers else ""
-    lines = source.splitlines(keepends=True)
+    lines = source_lines(source)   # as the AST numbers them (#41e)
     # a read through a function named program_id (another module's, e.g. FlagGems' `tle.program_id`)
     # becomes the remapped id in the dtype that function returns; the baseline's bitwise check then
     # confirms that the function returned the program id

@@ -34,7 +34,7 @@ from swizzleperf.agent.capture.lift import Lifted, LiftError, lift
 from swizzleperf.agent.capture.lift_common import kernel_function, launched_index, replace_in_lines
 from swizzleperf.agent.verification.candidate import CandidateError, splice, unified_diff
 from swizzleperf.agent.verification.load import load_spec, module_level_functions
-from swizzleperf.sandbox.write_back import digest, write_back, write_sealed
+from swizzleperf.sandbox.write_back import digest, source_lines, write_back, write_sealed
 
 # Accepted ||out - ref|| / ||ref|| per output dtype where programs add into the same output with
 # tl.atomic_add: their order, which the swizzle changes, reassociates the sums. A few ulps of the
@@ -115,7 +115,7 @@ def generated_module(lifted: Lifted, captured: Capture, folder: Path, original: 
     while start < len(body) and isinstance(body[start], ast.ImportFrom) and body[start].module == "__future__":
         start += 1
     package, root = package_of(captured.kernel_file)
-    lines = source.splitlines(keepends=True)
+    lines = source_lines(source)   # as the AST numbers them (#41e)
     replacements = [(n, APP_CODE_LINE) for n in app_statements(tree, needed={LAUNCHED})]   # not run on import
     if package:
         replacements += [(n, ast.unparse(ast.ImportFrom(_absolute(package, n), n.names, 0)))
@@ -147,7 +147,7 @@ def _bind_launched(source: str, kernel: str, index: int) -> str:
     of ``kernel`` (indented alike): the function object the app launched, whatever the name is
     bound to by the end of the module."""
     func = [n for n in module_level_functions(ast.parse(source)) if n.name == kernel][index]
-    lines = source.splitlines(keepends=True)
+    lines = source_lines(source)   # as the AST numbers them (#41e)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
     binding = f"{' ' * func.col_offset}{LAUNCHED} = {kernel}  # swizzleperf: the definition the app launched\n"

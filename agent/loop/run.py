@@ -28,7 +28,7 @@ from swizzleperf.agent.proposers.policy import SearchPolicy
 from swizzleperf.agent.verification.candidate import (CandidateError, _assert_only_target_changed, splice,
                                                       target_args, target_source)
 from swizzleperf.agent.verification.evaluate import Evaluator
-from swizzleperf.agent.verification.load import KernelLoadError, _declared_target, load_spec
+from swizzleperf.agent.verification.load import KernelLoadError, load_spec
 from swizzleperf.agent.verification.measure import Measurer
 from swizzleperf.agent.verification.verify import VerifyConfig
 from swizzleperf.kernels.distributed.spec import DistKernelSpec
@@ -534,26 +534,31 @@ def _finish(loop: Loop, graph, config: dict, record: RunRecord, run_id: str, run
                                  f"before; continue it with --resume {run_id}")
     best = state.get("best") or {}
     if options.in_place and status == "finished" and best.get("kind") == "candidate":
-        report["in_place"] = _write_back(user_file, best, options, run_dir)
+        try:
+            report["in_place"] = _write_back(user_file, best, options, run_dir, loop.spec.rewrite_target)
+        except Exception as exc:   # nothing is written after a failed check: the run's result stands (#41e)
+            report["in_place"] = redact(f"not written: the best kernel could not be checked ({type(exc).__name__}: "
+                                        f"{' '.join(str(exc).split())[:200]}); its patch is {run_dir / 'best.diff'}")
     write_outputs(run_dir, report, state.get("best"), Path(options.kernel).name)
     _write_transcript(record, run_id, run_dir)
     record.finish_run(run_id, status, state.get("stop_reason") or report["stop_reason"] or "interrupted")
     return report
 
 
-def _write_back(user_file: Path, best: dict, options: RunOptions, run_dir: Path) -> str:
+def _write_back(user_file: Path, best: dict, options: RunOptions, run_dir: Path, target: str) -> str:
     """``--in-place``: the best kernel into the user's file, only if unchanged since the run read
     it (the digest in the record; a run recorded before digests: its original copy), only the
     text that was verified (the candidate file's digest kept with the attempt), and only a text
-    that is the user's file with its rewrite target replaced by a checked one (``_outside_target``:
-    what the record and the run folder, rewritten together, cannot forge). One line."""
+    that is the user's file with its rewrite target ``target`` (the run's spec's, as loaded)
+    replaced by a checked one (``_outside_target``: what the record and the run folder, rewritten
+    together, cannot forge). One line."""
     expected = options.kernel_sha256
     if expected is None:
         expected = digest((run_dir / f"original_{user_file.name}").read_bytes())
     text, why = verified_text(Path(best["kernel_file"]), best.get("kernel_sha256"), run_dir)
     written = False
     if text is not None:
-        written, why = write_back(user_file, expected, text, lambda original: _outside_target(original, text))
+        written, why = write_back(user_file, expected, text, lambda original: _outside_target(original, text, target))
     if written:
         return f"wrote the best kernel ({best.get('name')}) into {user_file}"
     if text is None:   # nor is it copied into the run folder (report.write_outputs reads it the same way)
@@ -562,30 +567,36 @@ def _write_back(user_file: Path, best: dict, options: RunOptions, run_dir: Path)
             f"{run_dir / 'best.diff'}")
 
 
-def _outside_target(original: str, text: str) -> str | None:
-    """Why ``text`` is not a kernel a run of ``original`` can have verified, or None. Every candidate
-    file (a proposal, a catalog order, a distributed configuration's swizzle, the guarded kernel of
-    an order not proven on every grid) is ``candidate.splice(original, target, canonical)``: the
-    module as the run read it with its rewrite target (the ``rewrite_target`` its spec declares)
-    replaced by the canonical text of a target that passes the static check; nothing else, no
-    import, no helper, no comment. So ``text`` must compare equal to ``original`` on the syntax
-    tree outside the target, its target must pass that same check, and splicing it into
-    ``original`` must give ``text`` again to the character (no comment or layout the builder does
-    not write). A best file planted in the run folder, named in the record with its own digest
-    (#41), is refused unless it is such a kernel."""
+def _outside_target(original: str, text: str, name: str) -> str | None:
+    """Why ``text`` is not a kernel a run of ``original`` can have verified, or None. ``name``: the
+    run's rewrite target, as its spec was loaded (a spec may name it through a variable, #41e: read
+    again from the source, it would be the default). Every candidate file (a proposal, a catalog
+    order, a distributed configuration's swizzle, the guarded kernel of an order not proven on
+    every grid) is ``candidate.splice(original, target, canonical)``: the module as the run read it
+    with its rewrite target replaced by the canonical text of a target that passes the static
+    check; nothing else, no import, no helper, no comment. So ``text`` must compare equal to
+    ``original`` on the syntax tree outside the target, its target must pass that same check, and
+    splicing it into ``original`` must give ``text`` again to the character (no comment or layout
+    the builder does not write). A best file planted in the run folder, named in the record with
+    its own digest (#41), is refused unless it is such a kernel. A tree too deep for Python to
+    parse or walk is refused in the same one line (#41e), never a traceback."""
     try:
-        name = _declared_target(ast.parse(original))
         changed = ast.parse(text)
+        kept = ast.parse(original)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return "the best kernel does not parse"
     try:
-        _assert_only_target_changed(ast.parse(original), changed, name)
+        _assert_only_target_changed(kept, changed, name)
     except CandidateError:
         return f"the best kernel differs from your kernel outside its rewrite target {name!r}"
+    except (RecursionError, MemoryError) as exc:
+        return f"the best kernel cannot be compared with your kernel ({type(exc).__name__})"
     try:
         rebuilt = splice(original, name, target_source(text, name))
     except CandidateError as exc:
         return f"the best kernel's {name} fails the candidates' static check ({exc})"
+    except (RecursionError, MemoryError) as exc:
+        return f"the best kernel's {name} cannot be checked ({type(exc).__name__})"
     if rebuilt != text:
         return (f"the best kernel is not your kernel with only {name} replaced as candidates are "
                 f"(text the candidate builder does not write)")

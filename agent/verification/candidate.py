@@ -22,6 +22,7 @@ import math
 import textwrap
 
 from swizzleperf.agent.verification.load import at_column, find_function, module_level_functions
+from swizzleperf.sandbox.write_back import source_lines
 
 MAX_SOURCE_CHARS = 6000
 #: Deepest nesting of the target's syntax tree (function node = 1). The bundled kernels' targets
@@ -65,7 +66,7 @@ def target_source(module_source: str, name: str) -> str:
     node = find_function(tree, name)
     if node is None:
         raise CandidateError(f"no top-level function {name!r} in the kernel module")
-    lines = module_source.splitlines(keepends=True)
+    lines = source_lines(module_source)   # as the AST numbers them (#41e)
     return "".join(lines[_first_line(node) - 1:node.end_lineno])
 
 
@@ -418,7 +419,7 @@ def splice(module_source: str, name: str, new_target: str) -> str:
     node = find_function(tree, name)
     if node is None:
         raise CandidateError(f"no top-level function {name!r} in the kernel module")
-    lines = module_source.splitlines(keepends=True)
+    lines = source_lines(module_source)   # as the AST numbers them (#41e)
     own = "".join(lines[_first_line(node) - 1:node.end_lineno])
     if isinstance(new_target, str) and textwrap.dedent(new_target).strip() == textwrap.dedent(own).strip():
         return module_source
@@ -430,25 +431,43 @@ def splice(module_source: str, name: str, new_target: str) -> str:
 
 
 def _assert_only_target_changed(old: ast.Module, new: ast.Module, name: str) -> None:
-    def others(tree: ast.Module) -> str:
-        """The module's tree with its module-level functions ``name`` (those ``find_function``
-        finds) cut out: everything else must be equal, node for node."""
-        tree = copy.deepcopy(tree)      # the caller's trees stay as they are
-        targets = {id(f) for f in module_level_functions(tree) if f.name == name}
+    """``old`` and ``new`` are equal, node for node (as ``ast.dump`` compares them: no positions),
+    once their module-level functions ``name`` (those ``find_function`` finds) are cut out.
+    Compared without recursion: a module of the user's may nest deeper (a 500-term sum) than
+    Python's recursion limit lets ``copy.deepcopy`` or ``ast.dump`` walk (#41e).
 
-        class _Cut(ast.NodeTransformer):
-            def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
-                return ast.Pass() if id(node) in targets else node
-
-        return ast.dump(_Cut().visit(tree))
-    if others(old) != others(new) or find_function(new, name) is None:
+    Raises:
+        CandidateError: they differ, or ``new`` has no function ``name``.
+    """
+    if not _same_outside(old, new, name) or find_function(new, name) is None:
         raise CandidateError(f"the splice changed more than {name!r}; rejected")
+
+
+def _same_outside(old: ast.Module, new: ast.Module, name: str) -> bool:
+    cut = {id(f) for tree in (old, new) for f in module_level_functions(tree) if f.name == name}
+    pending = [(old, new)]
+    while pending:
+        a, b = pending.pop()
+        if id(a) in cut or id(b) in cut:
+            if not (id(a) in cut and id(b) in cut):
+                return False
+            continue
+        if type(a) is not type(b):
+            return False
+        if isinstance(a, ast.AST):
+            pending.extend((getattr(a, field, None), getattr(b, field, None)) for field in a._fields)
+        elif isinstance(a, list):
+            if len(a) != len(b):
+                return False
+            pending.extend(zip(a, b))
+        elif a != b or repr(a) != repr(b):   # a constant: 0.0 and -0.0 differ, as they do to ast.dump
+            return False
+    return True
 
 
 def unified_diff(old_source: str, new_source: str, filename: str) -> str:
     """``diff -u`` of two versions of a module, as text."""
-    return "".join(difflib.unified_diff(old_source.splitlines(keepends=True),
-                                        new_source.splitlines(keepends=True),
+    return "".join(difflib.unified_diff(source_lines(old_source), source_lines(new_source),
                                         fromfile=f"a/{filename}", tofile=f"b/{filename}"))
 
 

@@ -16,6 +16,7 @@ from typing import Any, Callable
 from swizzleperf.kernels.distributed.spec import DistKernelSpec
 from swizzleperf.kernels.spec import KernelLoadError, KernelSpec
 from swizzleperf.sandbox import untrusted
+from swizzleperf.sandbox.write_back import source_lines
 
 _module_counter = itertools.count()
 
@@ -58,7 +59,8 @@ def load_spec(path: str | Path) -> KernelSpec:
     """The KernelSpec of a kernel module, for the agent's own process.
 
     The module is imported with its rewrite target (found by name in the source:
-    ``rewrite_target="..."`` of its spec, else ``"swizzle"``) replaced by a stand-in of the same
+    ``rewrite_target="..."`` of its spec, or a module-level ``NAME = "..."`` it names, else
+    ``"swizzle"``) replaced by a stand-in of the same
     name, parameters and line span whose body is never run here, so that nothing of the target as
     written (model-written after ``--in-place``, its decorators and defaults included) is executed
     in this process. Everything else of the module (the spec's functions: inputs, grid, access
@@ -79,7 +81,7 @@ def load_spec(path: str | Path) -> KernelSpec:
         return _the_spec(_import_file(path), tree, path)
     if [ast.unparse(d) for d in node.decorator_list] != ["triton.jit"]:
         raise KernelLoadError(f"{path}: rewrite target {name!r} must be decorated with exactly @triton.jit")
-    lines = source.splitlines(keepends=True)
+    lines = source_lines(source)   # as the AST numbers them: not at a form feed in a comment (#41e)
     first = min([node.lineno] + [d.lineno for d in node.decorator_list])
     stand_in = _stand_in(name, [a.arg for a in node.args.args], node.end_lineno - first + 1, node.col_offset)
     module = _import_file(path, "".join(lines[:first - 1]) + stand_in + "".join(lines[node.end_lineno:]))
@@ -124,13 +126,32 @@ def _captured_spec(path: Path, tree: ast.Module, folder: str, target: str) -> Ke
 
 
 def _declared_target(tree: ast.Module) -> str:
-    """The string given as ``rewrite_target=`` to a ``...KernelSpec(...)`` call, else the default."""
+    """The string given as ``rewrite_target=`` to a ``...KernelSpec(...)`` call (a literal, or a
+    name the module binds once, at its own level, to a literal: ``rewrite_target=TARGET_NAME``),
+    else the default."""
     for node in ast.walk(tree):
         if (isinstance(node, ast.Call) and ast.unparse(node.func).endswith("KernelSpec")):
             for keyword in node.keywords:
                 if keyword.arg == "rewrite_target" and isinstance(keyword.value, ast.Constant):
                     return str(keyword.value.value)
+                if keyword.arg == "rewrite_target" and isinstance(keyword.value, ast.Name):
+                    bound = _module_constant(tree, keyword.value.id)
+                    if bound is not None:
+                        return bound
     return KernelSpec.__dataclass_fields__["rewrite_target"].default
+
+
+def _module_constant(tree: ast.Module, name: str) -> str | None:
+    """The string ``name`` is bound to where the module binds it exactly once, at its own level,
+    as ``name = "..."`` (nothing else in the module stores to it), else None."""
+    stores = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == name
+              and not isinstance(n.ctx, ast.Load)]
+    binds = [n for n in tree.body if isinstance(n, ast.Assign) and len(n.targets) == 1
+             and isinstance(n.targets[0], ast.Name) and n.targets[0].id == name]
+    if (len(stores) == 1 and len(binds) == 1 and binds[0].targets[0] is stores[0]
+            and isinstance(binds[0].value, ast.Constant) and isinstance(binds[0].value.value, str)):
+        return binds[0].value.value
+    return None
 
 
 def _stand_in(name: str, params: list, span: int, column: int = 0) -> str:
@@ -221,7 +242,7 @@ def at_column(text: str, column: int) -> str:
     """``text`` (definitions written at column 0) moved to ``column``, blank lines kept blank: for
     a definition that goes beside a function defined inside a module-level block."""
     pad = " " * column
-    return "".join(pad + line if line.strip() else line for line in text.splitlines(keepends=True)) if pad else text
+    return "".join(pad + line if line.strip() else line for line in source_lines(text)) if pad else text
 
 
 def module_level_statements(tree: ast.Module) -> list:

@@ -364,7 +364,7 @@ def test_in_place_writes_a_best_in_the_run_folder_only_where_it_changes_only_the
     best = {"name": "planted", "kind": "candidate", "kernel_file": str(planted),
             "kernel_sha256": write_sealed(planted, text)}
     options = run.RunOptions(kernel=str(kernel), kernel_sha256=digest(original), in_place=True)
-    line = run._write_back(kernel, best, options, run_dir)
+    line = run._write_back(kernel, best, options, run_dir, "swizzle")
     if why is None:
         assert line == f"wrote the best kernel (planted) into {kernel}" and kernel.read_text() == text
         return
@@ -414,3 +414,124 @@ def test_write_back_refuses_what_its_check_refuses_and_a_file_that_does_not_deco
         False, f"{path.resolve()} does not read in its declared encoding")
     assert path.read_bytes() == b"x = '\xff'\n"
     assert write_back(tmp_path / "k.py", file_digest(path), "y = 2\n") == (True, "written")
+
+
+# -- hostile replay #41e: a BOM, deep expressions, a target named through a variable
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_a_kernel_with_a_bom_is_written_back_with_its_bom(tmp_path, gemm_path, newline):
+    """#41e, LOST: a UTF-8 kernel that begins with a byte order mark was written back without it
+    (the text Python reads has no BOM; the bytes written were that text, encoded). It is kept, and
+    the digests still agree: the file's bytes, the text read from them."""
+    import codecs
+
+    from swizzleperf.sandbox.untrusted import read_source
+    from swizzleperf.sandbox.write_back import source_text
+    original = gemm_path.read_text()
+    kernel = tmp_path / "gemm.py"
+    kernel.write_bytes(codecs.BOM_UTF8 + original.replace("\n", newline).encode())
+    assert read_source(kernel) == original
+    run_dir = tmp_path / ".sp" / "runs" / "r1"
+    (run_dir / "candidates").mkdir(parents=True)
+    best_file = run_dir / "candidates" / "candidate001_gemm.py"
+    text = _genuine(original)
+    best = {"name": GENUINE, "kind": "candidate", "kernel_file": str(best_file),
+            "kernel_sha256": write_sealed(best_file, text)}
+    options = run.RunOptions(kernel=str(kernel), kernel_sha256=file_digest(kernel), in_place=True)
+    line = run._write_back(kernel, best, options, run_dir, "swizzle")
+    assert line == f"wrote the best kernel ({GENUINE}) into {kernel}"
+    assert kernel.read_bytes() == codecs.BOM_UTF8 + text.replace("\n", newline).encode()
+    assert read_source(kernel) == source_text(kernel.read_bytes()) == text
+    small = tmp_path / "small.py"
+    small.write_bytes(codecs.BOM_UTF8 + b"# -*- coding: utf-8 -*-\nx = '\xc3\xa9'\n")
+    assert write_back(small, file_digest(small), "# -*- coding: utf-8 -*-\ny = '\xe9'\n") == (True, "written")
+    assert small.read_bytes() == codecs.BOM_UTF8 + b"# -*- coding: utf-8 -*-\ny = '\xc3\xa9'\n"
+    small.write_bytes(b"x = 1\n")   # no BOM: none added
+    assert write_back(small, file_digest(small), "y = 2\n") == (True, "written") and small.read_bytes() == b"y = 2\n"
+
+
+def _deep(terms: int) -> str:
+    return "X = " + "1 + " * terms + "1\n"
+
+
+@pytest.mark.parametrize("terms", [500, 2500, 3000])
+def test_a_planted_best_with_a_deep_expression_is_refused_in_one_line(tmp_path, gemm_path, terms):
+    """#41e, CRASHED: a planted best ``X = 1 + 1 + ...`` of 500 terms parses, and the comparison of
+    the trees outside the target (a deep copy, ``ast.dump``) recursed past Python's limit: a
+    traceback. One line now, nothing written; a tree too deep to parse says so."""
+    original = gemm_path.read_text()
+    kernel = tmp_path / "gemm.py"
+    kernel.write_text(original)
+    run_dir = tmp_path / ".sp" / "runs" / "r1"
+    (run_dir / "candidates").mkdir(parents=True)
+    planted = run_dir / "candidates" / "candidate009_gemm.py"
+    best = {"name": "planted", "kind": "candidate", "kernel_file": str(planted),
+            "kernel_sha256": write_sealed(planted, _genuine(original) + "\n" + _deep(terms))}
+    options = run.RunOptions(kernel=str(kernel), kernel_sha256=digest(original), in_place=True)
+    line = run._write_back(kernel, best, options, run_dir, "swizzle")
+    why = ("the best kernel does not parse" if terms >= 3000
+           else "the best kernel differs from your kernel outside its rewrite target 'swizzle'")
+    assert line.startswith(f"not written: {why}; ") and "\n" not in line
+    assert kernel.read_text() == original
+
+
+def test_a_genuine_kernel_with_a_deep_expression_is_optimized_and_written_back(tmp_path, gemm_path):
+    """#41e: a kernel of the user's with a 500-term sum at module level stopped its run with an
+    internal error (the splice's comparison of the trees recursed too deep). It runs, and its best
+    is written back."""
+    OWN = "@triton.jit\ndef swizzle("
+    source = gemm_path.read_text().replace("\n\n" + OWN, "\n\n" + _deep(500) + "\n\n" + OWN, 1)
+    kernel = tmp_path / "gemm.py"
+    kernel.write_text(source)
+    options = run.RunOptions(kernel=str(kernel), hw="mi300x", workdir=str(tmp_path / ".sp"), plateau=10,
+                             iterations=1, in_place=True)
+    outcome = run.start(options, proposer=ScriptedProposer([("xcd", catalog_source(GENUINE, ARGS))]))
+    assert outcome.status == "finished" and outcome.report["best"]["name"] == "xcd"
+    assert outcome.report["in_place"] == f"wrote the best kernel (xcd) into {kernel.resolve()}"
+    assert kernel.read_text() == _genuine(source)
+
+
+def test_an_unexpected_failure_of_the_write_back_is_one_line_and_the_result_is_kept(tmp_path, gemm_path,
+                                                                                   monkeypatch):
+    """Whatever the write-back's check raises (a RecursionError of a tree deeper than the one above),
+    the run finishes with its report and one line for --in-place; nothing is written."""
+    kernel = tmp_path / "gemm.py"
+    kernel.write_text(gemm_path.read_text())
+
+    def deep(*_args):
+        raise RecursionError("maximum recursion depth exceeded")
+    monkeypatch.setattr(run, "_outside_target", deep)
+    options = run.RunOptions(kernel=str(kernel), hw="mi300x", workdir=str(tmp_path / ".sp"), plateau=10,
+                             iterations=1, in_place=True)
+    outcome = run.start(options, proposer=ScriptedProposer([("xcd", catalog_source(GENUINE, ARGS))]))
+    assert outcome.status == "finished" and outcome.report["best"]["name"] == "xcd"
+    line = outcome.report["in_place"]
+    assert line.startswith("not written: the best kernel could not be checked (RecursionError: maximum "
+                           "recursion depth exceeded)") and "\n" not in line
+    assert kernel.read_text() == gemm_path.read_text()
+    assert json.loads((outcome.run_dir / "report.json").read_text())["in_place"] == line
+
+
+def _variable_target(gemm_source: str) -> str:
+    """kernels/gemm.py with its target named ``tile_order`` through a module-level variable."""
+    source = gemm_source.replace("swizzle(", "tile_order(").replace(
+        'rewrite_target="swizzle"', "rewrite_target=TARGET_NAME").replace(
+        "SPEC = KernelSpec(", 'TARGET_NAME = "tile_order"\n\nSPEC = KernelSpec(')
+    assert source.count("TARGET_NAME") == 2 and "def tile_order(pid, num_pid_m, num_pid_n):" in source
+    return source
+
+
+def test_in_place_writes_the_best_of_a_kernel_naming_its_target_through_a_variable(tmp_path, gemm_path):
+    """#41e, FALSE-REFUSAL: ``rewrite_target=TARGET_NAME`` (not a literal). The write-back's check
+    found the target by reading the literal, found none, took the default ``swizzle``, and refused
+    the genuine best ("differs outside 'swizzle'"). It checks the run's own target."""
+    kernel = tmp_path / "gemm.py"
+    kernel.write_text(_variable_target(gemm_path.read_text()))
+    options = run.RunOptions(kernel=str(kernel), hw="mi300x", workdir=str(tmp_path / ".sp"), plateau=10,
+                             iterations=1, in_place=True)
+    order = catalog_source(GENUINE, ARGS).replace("def swizzle(", "def tile_order(")
+    outcome = run.start(options, proposer=ScriptedProposer([("xcd", order)]))
+    assert outcome.status == "finished" and outcome.report["best"]["name"] == "xcd"
+    assert outcome.report["in_place"] == f"wrote the best kernel (xcd) into {kernel.resolve()}"
+    assert "NUM_XCDS" in kernel.read_text() and "rewrite_target=TARGET_NAME" in kernel.read_text()

@@ -62,3 +62,17 @@ def test_a_target_without_triton_jit_is_refused(tmp_path, gemm_source):
     path.write_text(gemm_source.replace("@triton.jit\ndef swizzle(", "def swizzle("))
     with pytest.raises(KernelLoadError, match="exactly @triton.jit"):
         load_spec(path)
+
+
+def test_a_target_named_through_a_module_level_variable_is_stood_in_for_too(tmp_path, gemm_source):
+    """``rewrite_target=TARGET_NAME``, ``TARGET_NAME = "tile_order"`` at module level (#41e): the
+    target found by that name is replaced by the stand-in as a literal's is (it was imported as
+    written: no ``swizzle`` to stand in for)."""
+    path, marker = _hostile_copy(tmp_path, gemm_source)
+    source = path.read_text().replace("swizzle(", "tile_order(").replace(
+        'rewrite_target="swizzle"', "rewrite_target=TARGET_NAME").replace(
+        "SPEC = KernelSpec(", 'TARGET_NAME = "tile_order"\n\nSPEC = KernelSpec(')
+    assert source.count("TARGET_NAME") == 2
+    path.write_text(source)
+    assert load_spec(path).rewrite_target == "tile_order"
+    assert not marker.exists(), "the agent's process ran the rewrite target's default"
