@@ -51,10 +51,11 @@ class Progress:
     def __call__(self, kind: str, data: dict) -> None:
         label = data.get("name", "")
         if kind == "target":
-            console.print(label, markup=False)
+            console.print(_plain(label), markup=False)
         elif kind == "run":
             self.run_id = label
-            console.print(f"run {label} (if it stops, continue it with --resume {label})", markup=False)
+            console.print(f"run {_plain(label)} (if it stops, continue it with --resume {_plain(label)})",
+                          markup=False)
         elif kind == "propose":
             self.status.update(f"iteration {data['iteration']}/{self.budget}: asking the proposer")
         elif kind in ("verify", "measure"):
@@ -65,7 +66,7 @@ class Progress:
         elif kind == "attempt":
             console.print(_attempt_line(data))
         elif kind == "roof":
-            console.print(f"{label}: {data['line']}", markup=False)
+            console.print(f"{_plain(label)}: {_plain(data['line'])}", markup=False)
 
 
 def _attempt_line(a: dict) -> str:
@@ -93,8 +94,11 @@ def _attempt_line(a: dict) -> str:
 
 
 def _fail(message: str) -> None:
+    """``message`` on stderr as one error line, exit 2: its secrets masked (``redact``), then as
+    :func:`_text` (an app's last line, a server's or a model's words: never an escape code or markup
+    read by the terminal or rich, #41)."""
     from swizzleperf.sandbox.redact import redact
-    errors.print(f"[red]error:[/red] {escape(redact(message))}", soft_wrap=True)
+    errors.print(f"[red]error:[/red] {_text(redact(str(message)))}", soft_wrap=True)
     raise typer.Exit(code=2)
 
 
@@ -193,7 +197,7 @@ def optimize(
         raise typer.Exit(code=130)
     _print_summary(outcome)
     if outcome.report.get("in_place"):
-        console.print(f"--in-place: {outcome.report['in_place']}", markup=False)
+        console.print(f"--in-place: {_plain(outcome.report['in_place'])}", markup=False)
     baseline = outcome.report.get("baseline") or {}
     if baseline.get("verdict") not in (None, "PASS"):
         _fail(outcome.report["stop_reason"])
@@ -245,7 +249,7 @@ def _bottlenecks(app, top: int, hw, workdir):
     except (CaptureError, UnknownHardwareError) as exc:
         _fail(str(exc))
     for line in choice.lines():
-        console.print(line, markup=False)
+        console.print(_plain(line), markup=False)
     return choice
 
 
@@ -257,7 +261,8 @@ def _print_profile(profile) -> None:
     for row in table_rows(profile):
         table.add_row(*(_text(c) for c in row))
     console.print(table)
-    console.print(f"time: {profile.note or profile.source}; waves at {profile.wave_note}", markup=False)
+    console.print(f"time: {_plain(profile.note or profile.source)}; waves at {_plain(profile.wave_note)}",
+                  markup=False)
 
 
 def _optimize_in_turn(ctx: typer.Context, choice) -> None:
@@ -309,13 +314,13 @@ def _capture_app(app, kernel_name, test, kernel, resume, workdir):
             prepared = user_kernel.prepare(app, kernel_name, Path(workdir))
     except (CaptureError, LiftError, KernelLoadError) as exc:
         _fail(str(exc))
-    console.print(prepared.capture.describe(), markup=False)
+    console.print(_plain(prepared.capture.describe()), markup=False)
     if prepared.capture.launch.get("cuda_on_cpu"):
-        console.print(prepared.capture.launch["cuda_on_cpu"], markup=False)
+        console.print(_plain(prepared.capture.launch["cuda_on_cpu"]), markup=False)
     lifted = prepared.lifted
     how = user_kernel.describe_rewrite(lifted.kind, prepared.user_file.name, lifted.lines)
-    console.print(f"{how}, into {lifted.target_name}({', '.join(lifted.arg_names)}); generated "
-                  f"{prepared.module_path}", markup=False)
+    console.print(_plain(f"{how}, into {lifted.target_name}({', '.join(lifted.arg_names)}); generated "
+                         f"{prepared.module_path}"), markup=False)
     return prepared
 
 
@@ -325,16 +330,16 @@ def _finish_app(outcome, prepared, in_place: bool, test) -> None:
     with console.status(f"running the test `{_text(test)}`" if test else "writing user.diff"):
         summary = user_kernel.finish(outcome, prepared, in_place, test)
     for note in summary["lift_notes"]:
-        console.print(f"note: {note}", markup=False)
-    console.print(f"the patch to {prepared.user_file}: {summary['user_diff']}", markup=False)
+        console.print(f"note: {_plain(note)}", markup=False)
+    console.print(f"the patch to {_plain(prepared.user_file)}: {_plain(summary['user_diff'])}", markup=False)
     if summary["in_place"]:
-        console.print(f"--in-place: {summary['in_place']}", markup=False)
+        console.print(f"--in-place: {_plain(summary['in_place'])}", markup=False)
     if summary["test"]:
         t = summary["test"]
         if not t["passed"]:
             _fail(f"your test `{t['command']}` failed against the optimized kernel (exit {t['exit_code']}: "
                   f"{t['last_line']}; {t['log']})")
-        console.print(f"your test `{t['command']}` passed against the optimized kernel", markup=False)
+        console.print(f"your test `{_plain(t['command'])}` passed against the optimized kernel", markup=False)
 
 
 def _print_summary(outcome) -> None:
@@ -346,20 +351,20 @@ def _print_summary(outcome) -> None:
     table, shared = _orders_table(r)
     console.print(table)
     if shared:
-        console.print(shared, markup=False)
+        console.print(_plain(shared), markup=False)
     for note in order_notes(r):
-        console.print(note, markup=False)
+        console.print(_plain(note), markup=False)
     best = r.get("best") or {}
     if "speedup_vs_baseline" in best:
         noise = "" if best["beyond_noise_vs_baseline"] else " (within the measured spread)"
         console.print(f"best vs baseline: {best['speedup_vs_baseline']:.3f}x{noise}")
     best_roof = ((r.get("roof") or {}).get("orders") or {}).get("best") or {}
     if best_roof.get("line"):
-        console.print(f"roof of the best ({best_roof['status']}): {best_roof['line']}", markup=False)
+        console.print(f"roof of the best ({_plain(best_roof['status'])}): {_plain(best_roof['line'])}", markup=False)
     console.print(f"stopped: {_plain(r['stop_reason'])}", markup=False)
     console.print(f"run {_plain(outcome.run_id)} ({outcome.status}): {_plain(outcome.run_dir)}", markup=False)
     for line in _best_lines(r, outcome.run_dir):
-        console.print(line, markup=False, soft_wrap=True)
+        console.print(_plain(line), markup=False, soft_wrap=True)
 
 
 #: The order table's columns: name and how each row gives its cell.
@@ -479,7 +484,7 @@ def eval_command(
     try:
         names, left_out = select_kernels(kernels, hw) if resume is None else ([], "")
         if left_out:
-            console.print(f"{left_out}.", markup=False)
+            console.print(f"{_plain(left_out)}.", markup=False)
         _check_llm(model, base_url, resume, llm_timeout)
         options = EvalOptions(kernels=names, hw=hw, iterations=iterations, model=model,
                               base_url=base_url, llm_timeout_s=llm_timeout, temperature=temperature,
@@ -499,7 +504,7 @@ def eval_command(
     unfinished = table[table.status != "finished"]
     if len(unfinished):
         errors.print(f"{len(unfinished)} of {len(table)} rows did not finish ("
-                     + ", ".join(f"{r.kernel}: {r.status}" for r in unfinished.itertuples())
+                     + ", ".join(f"{_plain(r.kernel)}: {_plain(r.status)}" for r in unfinished.itertuples())
                      + f"; the table says why): continue with --resume {eval_id}", markup=False, soft_wrap=True)
         raise typer.Exit(code=1)
 
@@ -646,7 +651,8 @@ def profile_command(
         _fail("give a kernel module (e.g. kernels/gemm.py) or --app CMD")
     from swizzleperf.agent.verification.measure import profile_kernel
     result = _guarded(lambda: profile_kernel(Path(kernel), hw, swizzle, dtype, Path(workdir)))
-    console.print(f"{result['kernel']} on {result['hardware']} ({result['mode']}): {result['message']}", markup=False)
+    console.print(_plain(f"{result['kernel']} on {result['hardware']} ({result['mode']}): {result['message']}"),
+                  markup=False)
     for order in result["orders"]:
         table = Table(title=f"order: {_text(order['label'])}")
         for column in ("#", "figure", "value", "unit", "source", "vs kernel's own", "meaning"):
@@ -658,8 +664,8 @@ def profile_command(
                                                 e["meaning"])))
         console.print(table)
         if order["notes"]:
-            console.print(f"notes: {order['notes']}", markup=False)
-    console.print(f"raw output and modules: {result['folder']}", markup=False)
+            console.print(f"notes: {_plain(order['notes'])}", markup=False)
+    console.print(f"raw output and modules: {_plain(result['folder'])}", markup=False)
 
 
 def _profile_app(command: str, hw, workdir: str, as_json: bool) -> None:
@@ -684,8 +690,8 @@ def _profile_app(command: str, hw, workdir: str, as_json: bool) -> None:
     for row in rows:
         how = "mapping lifted" if row["rewrite"] == "lifted" else "program ids remapped"
         verdict = f"its tile order can matter ({how})" if row["order_can_matter"] else row["passed_over_because"]
-        console.print(f"{row['kernel']}: {verdict}", markup=False)
-    console.print(f"the app's output and the trace: {profile.folder}", markup=False)
+        console.print(f"{_plain(row['kernel'])}: {_plain(verdict)}", markup=False)
+    console.print(f"the app's output and the trace: {_plain(profile.folder)}", markup=False)
 
 
 @app.command("hw")
@@ -698,7 +704,7 @@ def hw_command(hw: Optional[str] = typer.Option(None, "--hw", help="The spec a r
         target = hwspecs.resolve_target(hw)
     except hwspecs.UnknownHardwareError as exc:
         _fail(str(exc))
-    console.print(hwspecs.describe(target), markup=False)
+    console.print(_plain(hwspecs.describe(target)), markup=False)
     if probe:
         if target.device is None or target.device.vendor != "nvidia":
             _fail("--probe needs a live NVIDIA GPU")
@@ -730,19 +736,20 @@ def notebook_command(
     except NotebookError as exc:
         _fail(str(exc))
     for line in lines:
-        console.print(line, markup=False, soft_wrap=True)
-    console.print(f"\nexecuted notebook: {target}", markup=False)
+        console.print(_plain(line), markup=False, soft_wrap=True)
+    console.print(f"\nexecuted notebook: {_plain(target)}", markup=False)
 
 
 def _print_distributed_summary(outcome) -> None:
     """The configurations against torch + NCCL, from report.md's table (one source of the text)."""
     from swizzleperf.agent.loop.report import distributed_table
     r = outcome.report
-    console.print(f"{r['kernel']} on {r['hardware']} x {r['distributed']['world_size']} ({r['mode']})", markup=False)
+    console.print(_plain(f"{r['kernel']} on {r['hardware']} x {r['distributed']['world_size']} ({r['mode']})"),
+                  markup=False)
     for line in distributed_table(r):
-        console.print(line, markup=False)
-    console.print(f"stopped: {r['stop_reason']}", markup=False)
-    console.print(f"report: {outcome.run_dir / 'report.md'}", markup=False)
+        console.print(_plain(line), markup=False)
+    console.print(f"stopped: {_plain(r['stop_reason'])}", markup=False)
+    console.print(f"report: {_plain(outcome.run_dir / 'report.md')}", markup=False)
 
 
 def main() -> None:

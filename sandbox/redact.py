@@ -9,13 +9,19 @@ In a URL (anything after ``scheme://``) it replaces
 
 The secrets it has removed once (a password, a query value of 4 characters or more) are also
 removed wherever they appear later as plain text, in this process: a server that echoes the key in
-an error message outside a URL is caught too. What UTF-8 cannot encode (a lone surrogate, which a
+an error message outside a URL is caught too, so is a run of ``FRAGMENT_CHARS`` characters of a long
+one (a key echoed with a few characters changed), and so is one written with escapes (``sk-\\u0072...``
+in a tool call's JSON arguments, ``\\x72`` in a Python string, the same text JSON-encoded again
+when the record stores it): the text is also read with its backslash escapes undone, up to
+``ESCAPE_LEVELS`` times, and where a secret appears there its escaped span in the text is masked
+(``holds_secret`` says whether a text holds one). What UTF-8 cannot encode (a lone surrogate, which a
 JSON ``\\ud800`` escape in a server's message produces) becomes ``?``, so that SQLite, files and
-the terminal take every text. One linear pass per text.
+the terminal take every text. A few linear passes per text.
 """
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from typing import Any
 from urllib.parse import unquote
 
@@ -24,8 +30,23 @@ MASK = "***"
 #: would mangle ordinary text).
 MIN_SECRET_CHARS = 4
 
+#: How many times a text's backslash escapes are undone to find a secret written with them: a key
+#: escaped in a tool call's JSON arguments (1), those arguments stored as JSON in the record (2), a
+#: Python escape inside them (3).
+ESCAPE_LEVELS = 3
+#: A secret this long or longer is also masked where only part of it appears: any run of this many
+#: of its characters in a row (a server that echoes a key with a few characters changed).
+FRAGMENT_CHARS = 24
+MAX_FRAGMENTED_CHARS = 4096   # a longer one (a key is at most a few hundred) is masked whole only
+_WINDOW = FRAGMENT_CHARS // 2   # every run of FRAGMENT_CHARS holds a window at a multiple of this
+
 _URL_REST = re.compile(r"[^\s\"'<>`]*")
 _SEEN: set[str] = set()
+_WINDOWS: dict[str, list[tuple[str, int]]] = {}   # each _WINDOW-long piece of a long secret: where in it
+#: The escapes of JSON and of Python's string literals; a surrogate pair as one character.
+_ESCAPE = re.compile(r"\\(?:u([dD][89abAB][0-9a-fA-F]{2})\\u([dD][c-fC-F][0-9a-fA-F]{2})|u([0-9a-fA-F]{4})"
+                     r"|U([0-9a-fA-F]{8})|x([0-9a-fA-F]{2})|([0-7]{1,3})|(.))", re.S)
+_SIMPLE = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "v": "\v", "a": "\a"}
 
 
 def redact(text: str) -> str:
@@ -48,11 +69,111 @@ def redact(text: str) -> str:
         out.append(_redact_rest(text[start:end]))
         position = end
     out.append(text[position:])
-    result = "".join(out)
+    return _masked("".join(out))
+
+
+def holds_secret(text: str) -> bool:
+    """True when ``text`` holds a secret ``redact`` knows (an API key, a password or query value of
+    a URL seen before), as it is or written with backslash escapes (see the module docstring)."""
+    return isinstance(text, str) and bool(_SEEN) and bool(_secret_spans(text, ESCAPE_LEVELS))
+
+
+def _masked(text: str) -> str:
+    """``text`` with every known secret, plain or escaped, replaced by ``MASK``."""
+    if not _SEEN:
+        return text
+    spans = sorted(_secret_spans(text, ESCAPE_LEVELS))
+    if not spans:
+        return text
+    out, position = [], 0
+    for start, end in spans:
+        if end <= position:
+            continue
+        if start >= position:   # else it overlaps the mask before, which grows to its end
+            out.append(text[position:start])
+            out.append(MASK)
+        position = end
+    out.append(text[position:])
+    return "".join(out)
+
+
+def _secret_spans(text: str, levels: int) -> list[tuple[int, int]]:
+    """``[(start, end)]`` of ``text`` that hold a known secret: as written, or (``levels`` > 0) once
+    its escapes are undone, the span mapped back to the escaped text."""
+    spans = []
     for secret in _SEEN:
-        if secret in result:
-            result = result.replace(secret, MASK)
-    return result
+        found = text.find(secret)
+        while found >= 0:
+            spans.append((found, found + len(secret)))
+            found = text.find(secret, found + len(secret))
+    if _WINDOWS:
+        spans += _fragment_spans(text)
+    if levels and "\\" in text:
+        decoded, pieces = _unescaped(text)
+        if decoded != text:
+            starts = [p[0] for p in pieces]
+            for start, end in _secret_spans(decoded, levels - 1):
+                spans.append((_raw_at(pieces, starts, start, False), _raw_at(pieces, starts, end - 1, True)))
+    return spans
+
+
+def _fragment_spans(text: str) -> list[tuple[int, int]]:
+    """Runs of ``FRAGMENT_CHARS`` or more characters of a long secret in ``text``: the windows of
+    ``text`` at multiples of ``_WINDOW`` looked up, each hit grown while the secret goes on."""
+    spans, covered = [], 0
+    for i in range(0, len(text) - _WINDOW + 1, _WINDOW):
+        if i < covered:
+            continue
+        for secret, offset in _WINDOWS.get(text[i:i + _WINDOW], ()):
+            left, j = i, offset
+            while left > 0 and j > 0 and text[left - 1] == secret[j - 1]:
+                left, j = left - 1, j - 1
+            right, j = i + _WINDOW, offset + _WINDOW
+            while right < len(text) and j < len(secret) and text[right] == secret[j]:
+                right, j = right + 1, j + 1
+            if right - left >= FRAGMENT_CHARS:
+                spans.append((left, right))
+                covered = max(covered, right)
+    return spans
+
+
+def _unescaped(text: str) -> tuple[str, list[tuple[int, int, int, bool]]]:
+    """``text`` with its backslash escapes undone (an unknown one, ``\\q``, as its character), and
+    its pieces: ``(start in the result, start in text, end in text, is an escape)``; one pass."""
+    out, pieces, position, length = [], [], 0, 0
+    for match in _ESCAPE.finditer(text):
+        if match.start() > position:
+            pieces.append((length, position, match.start(), False))
+            out.append(text[position:match.start()])
+            length += match.start() - position
+        pieces.append((length, match.start(), match.end(), True))
+        out.append(_character(match))
+        length += 1
+        position = match.end()
+    if position < len(text):
+        pieces.append((length, position, len(text), False))
+        out.append(text[position:])
+    return "".join(out), pieces
+
+
+def _character(match: re.Match) -> str:
+    high, low, four, eight, two, octal, simple = match.groups()
+    if high:
+        return chr(0x10000 + ((int(high, 16) - 0xD800) << 10) + int(low, 16) - 0xDC00)
+    if four or eight or two:
+        code = int(four or eight or two, 16)
+        return chr(code) if code <= 0x10FFFF else "\ufffd"
+    if octal:
+        return chr(int(octal, 8))
+    return _SIMPLE.get(simple, simple)
+
+
+def _raw_at(pieces: list, starts: list, index: int, end: bool) -> int:
+    """Where the ``index``-th character of the unescaped text begins (``end``: ends) in the text."""
+    at, raw_start, raw_end, escape = pieces[bisect_right(starts, index) - 1]
+    if escape:
+        return raw_end if end else raw_start
+    return raw_start + index - at + (1 if end else 0)
 
 
 def redact_all(value: Any) -> Any:
@@ -109,5 +230,10 @@ def remember(secret: str) -> None:
 
 def _remember(secret: str) -> None:
     for form in {secret, unquote(secret)}:
-        if len(form) >= MIN_SECRET_CHARS and form != MASK:
+        if len(form) >= MIN_SECRET_CHARS and form != MASK and form not in _SEEN:
             _SEEN.add(form)
+            if FRAGMENT_CHARS <= len(form) <= MAX_FRAGMENTED_CHARS:
+                for offset in range(len(form) - _WINDOW + 1):
+                    places = _WINDOWS.setdefault(form[offset:offset + _WINDOW], [])
+                    if len(places) < 4:   # a secret of repeats ("aaaa..."): a few places do
+                        places.append((form, offset))

@@ -272,13 +272,28 @@ class CappedLog:
     left and closes the log. A thread reads the pipe as the process writes it (it never waits on a
     full pipe) and writes the head, then the tail; when the tail outgrows LOG_TAIL_BYTES its last
     half is moved up behind the head and the line saying how many bytes were dropped. The log is
-    never read whole nor held in memory (at most half the tail, while it is moved)."""
+    never read whole; memory holds the latest ``RECENT_BYTES`` of output (and half the tail while
+    it is moved).
+
+    Where a write fails (the disk is full, #41: the log had stopped there, and the reason read
+    from its end was old output), the tail is given up, its blocks freed, and the latest output is
+    written from memory behind the head and the line saying what was dropped and why, as much of
+    it as fits; while writes keep failing each new piece of output is tried so, and once more when
+    the log is closed: the log ends with the latest output wherever the disk takes it."""
+
+    #: The latest output held in memory: what ``log_tail`` reads the reasons from.
+    RECENT_BYTES = 1 << 16
+    #: The least of that latest output tried behind the head after a failed write.
+    LEAST_RECENT_BYTES = 256
 
     def __init__(self, path: Path, head: int = LOG_HEAD_BYTES, tail: int = LOG_TAIL_BYTES):
         self.head, self.tail = head, tail
         self.file = open(path, "w+b", buffering=0)
         self.read_fd, self.fd = os.pipe()
-        self.kept_head = self.tail_at = self.tail_len = self.dropped = 0
+        self.kept_head = self.tail_at = self.tail_len = self.dropped = self.received = 0
+        self.recent = bytearray()
+        self.failed: str | None = None   # why a write failed, once one did
+        self.stale = False               # the file lacks the latest output: written anew on the next write
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._pump, name=f"log {Path(path).name}", daemon=True)
 
@@ -298,6 +313,8 @@ class CappedLog:
         self.stop.set()
         self.thread.join()
         os.close(self.read_fd)
+        if self.stale:
+            self._rewrite()
         self.file.close()
 
     def _pump(self) -> None:
@@ -309,40 +326,87 @@ class CappedLog:
             data = os.read(self.read_fd, 1 << 16)
             if not data:
                 return
-            try:
-                self.write(data)
-            except OSError:   # the disk is full, say: the output is still read, so the process goes on
-                self.dropped += len(data)
+            self.write(data)
 
     def dropped_line(self) -> bytes:
         """The line between the head and the tail: how many bytes of output were left out there."""
-        return (f"\n[swizzleperf: {self.dropped} bytes of output dropped here; this log keeps the first "
+        why = f" (writing this log failed: {self.failed})" if self.failed else ""
+        return (f"\n[swizzleperf: {self.dropped} bytes of output dropped here{why}; this log keeps the first "
                 f"{self.head} bytes and the last, {self.head + self.tail} bytes at most]\n").encode()
 
     def write(self, data: bytes) -> None:
-        """``data`` appended to the log, within its cap."""
+        """``data`` appended to the log, within its cap; a failed write (``OSError``) handled as the
+        class docstring says, never raised (the output is still read, so the process goes on)."""
+        self.received += len(data)
+        self.recent += data[-self.RECENT_BYTES:]
+        del self.recent[:-self.RECENT_BYTES]
+        if self.stale:
+            self._rewrite()
+            return
+        try:
+            self._append(data)
+        except OSError as exc:   # the disk is full, say
+            self.failed = exc.strerror or type(exc).__name__
+            self._rewrite()
+
+    def _append(self, data: bytes) -> None:
         if self.kept_head < self.head:
             first = data[:self.head - self.kept_head]
-            self.file.write(first)
+            self._put(self.kept_head, first)
             self.kept_head += len(first)
             self.tail_at = self.kept_head
             data = data[len(first):]
         if not data:
             return
         if self.tail_len + len(data) <= self.tail:
-            self.file.write(data)
+            self._put(self.tail_at + self.tail_len, data)
             self.tail_len += len(data)
             return
         keep = max(0, self.tail // 2 - len(data))   # of the tail so far; then the new data
         self.file.seek(self.tail_at + self.tail_len - keep)
         kept = self.file.read(keep) if keep else b""
-        self.dropped += self.tail_len - len(kept) + max(0, len(data) - self.tail)
         data = data[-self.tail:]
+        self.dropped = self.received - self.kept_head - len(kept) - len(data)
         line = self.dropped_line()
-        self.file.seek(self.head)
-        self.file.write(line + kept + data)
+        self._put(self.head, line + kept + data)
         self.file.truncate()
         self.tail_at, self.tail_len = self.head + len(line), len(kept) + len(data)
+
+    def _rewrite(self) -> None:
+        """After a failed write: the file cut back to the head (what of it was written), then the
+        line saying what was dropped and as much of the latest output as the disk takes, a quarter
+        as much at each try; where none fits, the head alone, ``stale`` until a write succeeds."""
+        self.head = self.kept_head
+        size = min(len(self.recent), self.received - self.kept_head, self.tail)
+        while True:
+            self.dropped = self.received - self.kept_head - size
+            line = self.dropped_line()
+            try:
+                self.file.truncate(self.head)
+                self._put(self.head, line + bytes(self.recent[len(self.recent) - size:]))
+            except OSError:
+                if size > self.LEAST_RECENT_BYTES:
+                    size = max(self.LEAST_RECENT_BYTES, size // 4)
+                    continue
+                try:
+                    self.file.truncate(self.head)
+                except OSError:
+                    pass
+                self.tail_at, self.tail_len, self.stale = self.head, 0, True
+                self.dropped = self.received - self.kept_head
+                return
+            self.tail_at, self.tail_len, self.stale = self.head + len(line), size, False
+            return
+
+    def _put(self, at: int, data: bytes) -> None:
+        """``data`` written whole at ``at`` (a short write, as on a full disk, goes on, then raises)."""
+        self.file.seek(at)
+        view = memoryview(data)
+        while view:
+            written = self.file.write(view)
+            if not written:
+                raise OSError("the log's write wrote nothing")
+            view = view[written:]
 
 
 def log_tail(log: Path, limit: int = 65536) -> str:

@@ -2,8 +2,17 @@
 ``propose(context) -> Proposal``: the LLM proposer, the built-in search policy, a scripted one."""
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
+
+from swizzleperf.sandbox import untrusted
+from swizzleperf.sandbox.redact import holds_secret
+
+#: Why a candidate that holds a secret of the agent's is refused: the secret itself is never said.
+SECRET_REASON = ("the candidate holds a secret of this agent's (its API key, or a credential of the endpoint's "
+                 "URL; not repeated here): a candidate is written into files, the run record and the report, "
+                 "so none may carry one; write it without it")
 
 
 class ProposerError(Exception):
@@ -102,3 +111,41 @@ class Proposer(Protocol):
     def propose(self, context: ProposalContext) -> Proposal: ...
 
     def describe(self) -> str: ...
+
+
+def secret_refusal(text: str) -> str | None:
+    """``SECRET_REASON`` when a candidate's ``text`` (a function's source, or a configuration's JSON
+    text with a function in it) holds a secret ``sandbox/redact`` knows (the configured API key,
+    credentials of ``--base-url``): as written, written with escapes, or once Python has read a
+    string of it (``"sk-" "..."`` joined, escapes undone); else None. A proposer asks it before a
+    candidate is accepted, so that no secret reaches a candidate file, the record's checkpoints,
+    ``report.json``/``report.md``, ``best.diff`` or the user's kernel (only masked texts do)."""
+    return SECRET_REASON if any(holds_secret(t) for t in [text, *_strings(text)]) else None
+
+
+def _strings(text: str, nested: bool = True) -> list[str]:
+    """The string constants of ``text`` read as Python; or, where it is JSON, its string values and
+    theirs (a configuration's ``swizzle`` function). Nothing where it is neither."""
+    try:
+        tree = untrusted.parse_python(text)
+    except (SyntaxError, untrusted.UntrustedInput, ValueError):
+        tree = None
+    if tree is not None:
+        return [n.value if isinstance(n.value, str) else n.value.decode("latin-1") for n in ast.walk(tree)
+                if isinstance(n, ast.Constant) and isinstance(n.value, (str, bytes))]
+    if not nested:
+        return []
+    try:
+        values = untrusted.loads(text, "a candidate")
+    except (untrusted.UntrustedInput, ValueError):
+        return []
+    found, stack = [], [values]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            found += [value, *_strings(value, nested=False)]
+        elif isinstance(value, dict):
+            stack += [*value.keys(), *value.values()]
+        elif isinstance(value, list):
+            stack += value
+    return found

@@ -4,11 +4,12 @@ One proposal = render ``prompts/system.j2`` and ``prompts/propose.j2`` from the 
 most detailed level that fits the model's window with room for its reply, ask the model (through
 ``chat.Conversation``: streamed, under the proposal's deadline, retries counted, every request in
 the transcript), and parse its reply into the new source of the rewrite target (``parse_reply``).
-A reply that cannot be used (it does not parse, fails the static check, or repeats an earlier
-order: ``context.precheck``) is answered with ``prompts/fix_reply.j2`` (the reason and the format)
-and asked again, at most ``max_parse_retries`` times. Where the server supports tool calls the
-model may first call ``simulate(source)`` and ``analyze()`` (``max_tool_calls`` per proposal).
-Everything that goes wrong becomes a one-line ``ProposerError`` carrying what was spent.
+A reply that cannot be used (it does not parse, holds a secret of the agent's such as its API key:
+``base.secret_refusal``, fails the static check, or repeats an earlier order: ``context.precheck``)
+is answered with ``prompts/fix_reply.j2`` (the reason and the format) and asked again, at most
+``max_parse_retries`` times; its rationale is kept with secrets masked. Where the server supports
+tool calls the model may first call ``simulate(source)`` and ``analyze()`` (``max_tool_calls`` per
+proposal). Everything that goes wrong becomes a one-line ``ProposerError`` carrying what was spent.
 """
 from __future__ import annotations
 
@@ -21,12 +22,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from swizzleperf.agent.proposers import wire
-from swizzleperf.agent.proposers.base import Proposal, ProposalContext
+from swizzleperf.agent.proposers.base import Proposal, ProposalContext, secret_refusal
 from swizzleperf.agent.proposers.chat import ChatClient, ChatSettings, ContextOverflow, Conversation
 from swizzleperf.agent.verification.candidate import not_a_plain_def
 from swizzleperf.prompts import render
 from swizzleperf.sandbox import untrusted
 from swizzleperf.sandbox.redact import redact
+from swizzleperf.sandbox.write_back import source_lines
 
 _CODE_LANGUAGES = {"", "python", "py", "python3"}
 _LANGUAGE = re.compile(r"[ \t]*([\w+-]*)")
@@ -105,7 +107,9 @@ def parse_reply(text: str, target_name: str, arg_names: list[str]) -> tuple[str,
     tree = parse_code(code)
     function = _the_function(tree, code, target_name, arg_names, expected)
     _check_decorator(function, target_name)
-    source = "\n".join(code.splitlines()[function.decorator_list[0].lineno - 1:function.end_lineno])
+    # AST line numbers count only \n, \r\n and \r breaks (str.splitlines also splits at \x0c, \u2028...)
+    lines = source_lines(code)[function.decorator_list[0].lineno - 1:function.end_lineno]
+    source = "\n".join(line.rstrip("\r\n") for line in lines)
     outside = (text[:block.start].strip(), text[block.end:].strip())
     rationale = "\n\n".join(part for part in outside if part)
     return source + "\n", rationale
@@ -350,11 +354,11 @@ class LLMProposer:
                     reason = (f"the reply was cut at the {exchange.max_tokens}-token limit before it was "
                               f"complete ({reason}): answer with the code block first and keep the "
                               f"rationale to two sentences")
-            else:
-                reason = _prechecked(context, text)
+            else:   # a secret of ours in it (a server that echoes the API key): refused, never written
+                reason = secret_refusal(text) or _prechecked(context, text)
                 if not reason:  # the cheap checks passed: worth an iteration
-                    return Proposal(source=text, rationale=rationale, name=name, **conversation.totals(),
-                                    exchanges=conversation.transcript())
+                    return Proposal(source=text, rationale=redact(rationale), name=redact(name),
+                                    **conversation.totals(), exchanges=conversation.transcript())
             exchange.rejected = reason
             if tools_left > 0 and _tool_call_as_text(exchange.reply):
                 exchange.rejected = "a tool call written as text: the server does not support tool calls"
@@ -451,6 +455,9 @@ class LLMProposer:
             parse_code(source)  # within the limits before any checker sees it
         except ReplyParseError as exc:
             return "", f'the argument "source" of simulate: {exc}'
+        secret = secret_refusal(source)
+        if secret:
+            return "", f'the argument "source" of simulate: {secret}'
         return json.dumps(context.simulate(source), default=str), None
 
 

@@ -48,3 +48,45 @@ def test_redaction_is_linear(text):
 
 def test_a_lone_surrogate_becomes_encodable():
     assert redact("bad \ud800 text") == "bad ? text"
+
+
+# -- #41: a known secret written with escapes, or in part ---------------------------------------------
+
+def _known() -> str:
+    import uuid
+    from swizzleperf.sandbox.redact import remember
+    key = f"sk-esc-{uuid.uuid4().hex}"
+    remember(key)
+    return key
+
+
+def test_a_secret_written_with_json_or_python_escapes_is_masked_as_a_whole():
+    import json
+    key = _known()
+    json_escaped = key[:3] + "".join(f"\\u{ord(c):04x}" for c in key[3:6]) + key[6:]
+    assert json.loads(f'"{json_escaped}"') == key
+    arguments = '{"source": "' + json_escaped + '"}'          # a tool call's arguments
+    assert redact(arguments) == '{"source": "***"}'
+    assert redact(json.dumps([arguments])) == json.dumps(['{"source": "***"}'])   # stored as JSON again
+    python = "".join(f"\\x{ord(c):02x}" for c in key)         # a Python string's escapes, in the arguments
+    assert redact(json.dumps({"source": f'"""{python}"""'})) == json.dumps({"source": '"""***"""'})
+    assert redact(r"\n ok \u0041 \x41 \q \\ " + "\\") == r"\n ok \u0041 \x41 \q \\ " + "\\"   # nothing to hide
+
+
+def test_a_run_of_24_characters_of_a_long_secret_is_masked_and_holds_secret_tells():
+    from swizzleperf.sandbox.redact import FRAGMENT_CHARS, holds_secret
+    key = _known()
+    changed = key[:5] + "Z" + key[6:]                         # a key echoed with one character changed
+    assert key[6:] not in redact(changed) and redact(f"x {key[8:8 + FRAGMENT_CHARS]} y") == "x *** y"
+    assert redact(key[8:8 + FRAGMENT_CHARS - 1]) == key[8:8 + FRAGMENT_CHARS - 1]   # shorter: left
+    assert holds_secret(changed) and holds_secret(key[:6] + "\\u00" + format(ord(key[6]), "02x") + key[7:])
+    assert not holds_secret("sk-esc-0123") and not holds_secret(key[:10])
+
+
+@pytest.mark.parametrize("text", ["\\" * 1_000_000, "\\u0041" * 160_000, ("\\\\\\\\u") * 200_000,
+                                  "\\x" * 500_000])
+def test_undoing_escapes_stays_linear(text):
+    _known()
+    start = time.perf_counter()
+    redact(text)
+    assert time.perf_counter() - start < 3.0

@@ -489,3 +489,11 @@ def test_tool_calls_over_the_budget_are_not_run_and_say_so(server, context):
     assert ["rejected" in c for c in calls] == [False] * 3 + [True] * 2
     assert calls[4]["rejected"] == "not run: over the 3 tool calls a proposal may make (this reply made 5)"
     assert proposal.exchanges[0]["rejected"].startswith("2 of 5 tool call(s) refused: call_3: not run")
+def test_a_reply_with_a_form_feed_in_a_comment_is_cut_where_python_cuts_it():
+    """#41 round five: the reply's function was cut by str.splitlines, which also splits at \\x0c;
+    AST line numbers do not: a form feed in a comment above the function moved the cut."""
+    from swizzleperf.agent.proposers.llm import parse_reply
+    reply = ("```python\n# note\x0c more\n@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n):\n"
+             "    pid_m = pid // num_pid_n\n    pid_n = pid % num_pid_n\n    return pid_m, pid_n\n```\n")
+    source, _ = parse_reply(reply, "swizzle", ["pid", "num_pid_m", "num_pid_n"])
+    assert source.startswith("@triton.jit\ndef swizzle(") and source.rstrip().endswith("return pid_m, pid_n")
