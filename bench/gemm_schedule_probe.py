@@ -53,19 +53,8 @@ _EDITS = (
 _HELPERS = '''
 
 # ---- added by bench/gemm_schedule_probe.py: the schedule of each tile ----
+from swizzleperf.profiling.probe_kernels import _now as _schedule_now, _smid as _schedule_smid  # noqa: E402
 SCHEDULE = [None]   # the int64 [tiles, 4] buffer launch() passes as ``sched``
-
-
-@triton.jit
-def _schedule_now(dep):
-    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [dep], dtype=tl.int64,
-                                     is_pure=False, pack=1)
-
-
-@triton.jit
-def _schedule_smid(dep):
-    return tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r,r", [dep], dtype=tl.int32,
-                                     is_pure=False, pack=1)
 
 
 @triton.jit

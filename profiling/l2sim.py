@@ -79,6 +79,15 @@ from swizzleperf.profiling.dispatch_probe import program_partitions
 from swizzleperf.sandbox import untrusted
 
 
+def _mix(z: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser of uint64 ``z`` (wrapping arithmetic): the fixed pseudo-random
+    functions of program and block ids below."""
+    with np.errstate(over="ignore"):
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
 def program_domains(num_programs: int, domains: int, dispatch: str) -> np.ndarray:
     """L2 domain of each program id, int64 ``[num_programs]``.
 
@@ -92,10 +101,7 @@ def program_domains(num_programs: int, domains: int, dispatch: str) -> np.ndarra
         return (pid % np.uint64(domains)).astype(np.int64)
     if dispatch == "hashed_domains":
         with np.errstate(over="ignore"):
-            z = pid + np.uint64(0x9E3779B97F4A7C15)
-            z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-            z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-            z = z ^ (z >> np.uint64(31))
+            z = _mix(pid + np.uint64(0x9E3779B97F4A7C15))
         return (z % np.uint64(domains)).astype(np.int64)
     return np.zeros(num_programs, dtype=np.int64)
 
@@ -108,10 +114,7 @@ def block_homes(num_blocks: int, domains: int) -> np.ndarray:
     in each partition is what a per-line hash gives."""
     block = np.arange(num_blocks, dtype=np.uint64)
     with np.errstate(over="ignore"):
-        z = block * np.uint64(0xD1B54A32D192ED03) + np.uint64(0x8CB92BA72F3D8DD7)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        z = z ^ (z >> np.uint64(31))
+        z = _mix(block * np.uint64(0xD1B54A32D192ED03) + np.uint64(0x8CB92BA72F3D8DD7))
     return (z % np.uint64(domains)).astype(np.int64)
 
 
@@ -521,10 +524,7 @@ def block_fractions(num_blocks: int) -> np.ndarray:
     that over many blocks the share still merged falls linearly with the lag, as measured."""
     block = np.arange(num_blocks, dtype=np.uint64)
     with np.errstate(over="ignore"):
-        z = block * np.uint64(0x9E3779B97F4A7C15) + np.uint64(0x632BE59BD9B4E019)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        z = z ^ (z >> np.uint64(31))
+        z = _mix(block * np.uint64(0x9E3779B97F4A7C15) + np.uint64(0x632BE59BD9B4E019))
     return ((z >> np.uint64(11)).astype(np.float64) + 1.0) / float(1 << 53)
 
 
