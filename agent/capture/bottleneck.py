@@ -31,6 +31,7 @@ from swizzleperf.agent.capture.lift import Launch, LiftError, lift
 from swizzleperf.agent.capture.schema import MAX_FILE_BYTES, ProfileFile
 from swizzleperf.sandbox import untrusted
 from swizzleperf.sandbox import gpu_lock
+from swizzleperf.sandbox.write_back import source_text
 
 L2_HIT_ENOUGH = 0.95   # SwizzlePerf's bottleneck rule: a kernel already hitting this in L2 has little to win
 SOURCE_NOTES = {
@@ -241,9 +242,11 @@ def why_not(row: KernelRow) -> tuple:
         return (f"its L2 hit rate is {row.l2_hit_rate:.1%} (measured), at or above {L2_HIT_ENOUGH:.0%}: little "
                 f"for an order to win"), None
     try:
-        source = Path(row.file).read_text()
+        source = source_text(Path(row.file).read_bytes()).removeprefix("\ufeff")   # as Python reads it: a BOM, a coding line
     except OSError as exc:
         return f"its source {row.file} cannot be read ({exc.strerror})", None
+    except (UnicodeDecodeError, LookupError) as exc:
+        return f"its source {row.file} does not read in its declared encoding ({exc})", None
     try:
         lifted = lift(source, row.kernel, row.launch(), filename=row.file)
     except LiftError as exc:

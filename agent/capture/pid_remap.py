@@ -43,7 +43,7 @@ from swizzleperf.agent.capture.lift_common import (Launch, Lifted, LiftError, ax
                                                    names_in_use, replace_in_lines, top_level_names)
 from swizzleperf.agent.capture.lift_eval import probe_problem
 from swizzleperf.agent.verification.candidate import CandidateError, check_candidate
-from swizzleperf.agent.verification.load import at_column
+from swizzleperf.agent.verification.load import at_column, indent_of
 from swizzleperf.sandbox.write_back import source_lines
 
 
@@ -99,7 +99,8 @@ def remap(tree: ast.Module, func: ast.FunctionDef, source: str, launch: Launch, 
     at = body[0].lineno - 1
     lines[at:at] = [prologue]
     insert_at = first_line(func) - 1
-    new_source = ("".join(lines[:insert_at]) + at_column(missing_imports(tree, target) + target + "\n\n" + copies, func.col_offset)
+    new_source = ("".join(lines[:insert_at]) + at_column(missing_imports(tree, target) + target + "\n\n" + copies,
+                                                          indent_of(lines[func.lineno - 1], func.col_offset))
                   + "".join(lines[insert_at:]))
     probe_values, probe_grid = probe_problem(target, extents, {}, values)
     note = (f"the program ids are remapped, every tl.program_id of {func.name} read from the target's "

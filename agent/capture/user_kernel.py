@@ -20,6 +20,7 @@ goes into the report.
 from __future__ import annotations
 
 import ast
+import codecs
 import json
 import subprocess
 import tempfile
@@ -33,8 +34,9 @@ from swizzleperf.agent.capture.capture import (APP_TIMEOUT_S, TRACE_FALLBACK, Ca
 from swizzleperf.agent.capture.lift import Lifted, LiftError, lift
 from swizzleperf.agent.capture.lift_common import kernel_function, launched_index, replace_in_lines
 from swizzleperf.agent.verification.candidate import CandidateError, splice, unified_diff
-from swizzleperf.agent.verification.load import load_spec, module_level_functions
-from swizzleperf.sandbox.write_back import digest, source_lines, write_back, write_sealed
+from swizzleperf.agent.verification.load import indent_of, load_spec, module_level_functions
+from swizzleperf.sandbox.write_back import (_declared_encoding, digest, newline_of, source_bytes, source_lines,
+                                            source_text, write_back, write_sealed)
 
 # Accepted ||out - ref|| / ||ref|| per output dtype where programs add into the same output with
 # tl.atomic_add: their order, which the swizzle changes, reassociates the sums. A few ulps of the
@@ -58,6 +60,8 @@ class Prepared:
     user_file: Path
     tolerance_note: str
     original: str = ""   # the user's file as captured and lifted: user.diff and --in-place are against it
+    original_sha256: str = ""   # ``digest`` of its bytes (BOM and encoding as on disk): --in-place checks it
+    original_bytes: bytes = b""   # its bytes: user.diff and user_<file> in its encoding, BOM and line endings
 
 
 def prepare(app: str, kernel: str, workdir: Path, timeout_s: float = APP_TIMEOUT_S) -> Prepared:
@@ -69,7 +73,8 @@ def prepare(app: str, kernel: str, workdir: Path, timeout_s: float = APP_TIMEOUT
     """
     captured = capture(app, kernel, Path(workdir) / "captures", timeout_s)
     user_file = captured.kernel_file
-    source = user_file.read_text()
+    data = user_file.read_bytes()
+    source = read_source(data, user_file)
     lifted = lift(source, kernel, captured.lift_launch(), filename=str(user_file))
     if captured.launch["programs"] % 8 == 0 and lifted.probe_values is None:
         raise LiftError(f"cannot optimize {kernel}: the captured launch has {captured.launch['programs']} "
@@ -92,7 +97,39 @@ def prepare(app: str, kernel: str, workdir: Path, timeout_s: float = APP_TIMEOUT
     module_path = folder / user_file.name
     write_sealed(module_path, generated_module(lifted, captured, folder, source))
     load_spec(module_path)   # as the run loads it (from the capture's data): a capture that gives no spec fails here
-    return Prepared(captured, lifted, module_path, user_file, note, source)
+    return Prepared(captured, lifted, module_path, user_file, note, source, digest(data), data)
+
+
+def read_source(data: bytes, path: Path) -> str:
+    """The text Python reads from the user's file ``data`` (at ``path``): its declared encoding
+    (PEP 263), a UTF-8 byte order mark left out, line endings as ``\\n`` (#41, round six: a BOM
+    ended in ast.parse, a ``coding: latin-1`` file in a UnicodeDecodeError).
+
+    Raises:
+        LiftError: the file does not read in its declared encoding."""
+    try:
+        return source_text(data).removeprefix("\ufeff")
+    except (UnicodeDecodeError, LookupError) as exc:
+        raise LiftError(f"{path} does not read in its declared encoding ({exc})") from None
+
+
+def encoded_like(text: str, data: bytes, diff: bool = False) -> bytes:
+    """``text``, the patched text of the user's file ``data`` (``source_bytes``: its declared
+    encoding, its UTF-8 byte order mark) or, ``diff``, a diff of it (in ``data``'s declared encoding:
+    its own header lines declare none; a BOM, if any, is in the diff's text), with ``data``'s line
+    endings (``newline_of``). A character the encoding cannot hold: UTF-8."""
+    newline = newline_of(data) if data else "\n"
+    if not diff:
+        try:
+            return source_bytes(text, newline, data.startswith(codecs.BOM_UTF8))
+        except ValueError:
+            pass
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\n", newline)
+    encoding = _declared_encoding(data) if data else "utf-8"
+    try:
+        return text.encode("utf-8" if encoding == "utf-8-sig" else encoding)
+    except (UnicodeEncodeError, LookupError):
+        return text.encode("utf-8", "surrogateescape")
 
 
 def generated_module(lifted: Lifted, captured: Capture, folder: Path, original: str | None = None) -> str:
@@ -105,7 +142,7 @@ def generated_module(lifted: Lifted, captured: Capture, folder: Path, original: 
     if not (kernel.isidentifier() and lifted.target_name.isidentifier()):   # the schema's check, kept here
         raise LiftError(f"cannot generate a module for kernel {kernel!r}, target {lifted.target_name!r}: "
                         f"not identifiers")
-    original = captured.kernel_file.read_text() if original is None else original
+    original = read_source(captured.kernel_file.read_bytes(), captured.kernel_file) if original is None else original
     source = _bind_launched(lifted.source, kernel, launched_index(ast.parse(original), kernel, captured.launch["line"]))
     tree = ast.parse(source)
     body = tree.body
@@ -150,7 +187,7 @@ def _bind_launched(source: str, kernel: str, index: int) -> str:
     lines = source_lines(source)   # as the AST numbers them (#41e)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
-    binding = f"{' ' * func.col_offset}{LAUNCHED} = {kernel}  # swizzleperf: the definition the app launched\n"
+    binding = f"{indent_of(lines[func.lineno - 1], func.col_offset)}{LAUNCHED} = {kernel}  # swizzleperf: the definition the app launched\n"
     return "".join(lines[:func.end_lineno] + [binding] + lines[func.end_lineno:])
 
 
@@ -222,12 +259,18 @@ def finish(outcome, prepared: Prepared, in_place: bool, test: str | None,
         patched = splice(prepared.lifted.source, prepared.lifted.target_name, order)
     except CandidateError:   # the best was verified as this very target: a defect of ours if it happens
         patched = prepared.lifted.source
-    original = prepared.original or (prepared.capture.folder / f"original_{prepared.user_file.name}").read_text()
+    original = prepared.original or read_source(
+        (prepared.capture.folder / f"original_{prepared.user_file.name}").read_bytes(), prepared.user_file)
+    data = prepared.original_bytes   # the user's file as captured: its encoding, BOM and line endings
     patched_path = run_dir / f"user_{prepared.user_file.name}"
-    write_sealed(patched_path, patched)
+    patched_path.unlink(missing_ok=True)   # as write_sealed, in the user's file's own bytes
+    patched_path.write_bytes(encoded_like(patched, data))
+    patched_path.chmod(0o444)
     scope = best.get("permutation_scope")   # proven for all grids, or guarded (agent/verification/prove.py)
-    (run_dir / "user.diff").write_text((f"swizzleperf: {_one_line(scope)}\n" if scope and order != prepared.lifted.target_source
-                                        else "") + unified_diff(original, patched, _display(prepared.user_file)))
+    bom = "\ufeff" if data.startswith(codecs.BOM_UTF8) else ""   # a patch of the file's bytes, its BOM on line 1
+    (run_dir / "user.diff").write_bytes(encoded_like(
+        (f"swizzleperf: {_one_line(scope)}\n" if scope and order != prepared.lifted.target_source else "")
+        + unified_diff(bom + original, bom + patched, _display(prepared.user_file)), data, diff=True))
     summary = {"app": prepared.capture.launch["app"], "kernel": prepared.capture.launch["kernel"],
                "user_file": str(prepared.user_file), "capture": str(prepared.capture.folder),
                "captured": prepared.capture.describe(), "mapping_lines": list(prepared.lifted.lines),
@@ -237,7 +280,7 @@ def finish(outcome, prepared: Prepared, in_place: bool, test: str | None,
                "user_diff": str(run_dir / "user.diff"), "patched_file": str(patched_path),
                "best_is_candidate": best.get("kind") == "candidate", "in_place": None, "test": None}
     if in_place:
-        summary["in_place"] = _apply(prepared.user_file, original, patched, outcome,
+        summary["in_place"] = _apply(prepared.user_file, prepared.original_sha256 or digest(original), patched, outcome,
                                      best.get("kind") == "candidate", _unverified(prepared, best, order))
     if test:
         summary["test"] = run_test(test, prepared.user_file, patched_path, run_dir, test_timeout_s)
@@ -262,9 +305,9 @@ def _unverified(prepared: Prepared, best: dict, order: str) -> str | None:
     ``order`` spliced in must have the digest kept with the best when it was verified (a module or
     an order changed since is refused)."""
     try:
-        module = prepared.module_path.read_text()
+        module = read_source(prepared.module_path.read_bytes(), prepared.module_path)
         verified = digest(splice(module, prepared.lifted.target_name, order))
-    except (OSError, CandidateError) as exc:
+    except (OSError, CandidateError, LiftError) as exc:
         return f"the verified kernel cannot be rebuilt ({exc})"
     if best.get("kernel_sha256") is None:
         return "the run record has no digest of the verified text (a run recorded before digests were kept)"
@@ -274,14 +317,16 @@ def _unverified(prepared: Prepared, best: dict, order: str) -> str | None:
     return None
 
 
-def _apply(user_file: Path, original: str, patched: str, outcome, improved: bool,
+def _apply(user_file: Path, expected: str, patched: str, outcome, improved: bool,
            unverified: str | None = None) -> str:
+    """``--in-place``: ``patched`` into ``user_file`` if its digest is still ``expected`` (of its
+    bytes at the capture), in its encoding, BOM and line endings (``write_back``)."""
     if outcome.status != "finished" or not improved:
         why = "did not finish" if outcome.status != "finished" else "kept the kernel's own order"
         return f"not applied: the run {why}"
     if unverified:
         return f"not applied: {unverified}"
-    written, why = write_back(user_file, digest(original), patched)
+    written, why = write_back(user_file, expected, patched)
     if not written:
         return f"not applied: {why} at the capture (user.diff is against the captured text)"
     return f"applied to {user_file}"

@@ -424,7 +424,9 @@ def splice(module_source: str, name: str, new_target: str) -> str:
     if isinstance(new_target, str) and textwrap.dedent(new_target).strip() == textwrap.dedent(own).strip():
         return module_source
     replacement = canonical_target(new_target, name, [a.arg for a in node.args.args])
-    replacement = at_column(replacement, node.col_offset)   # a target inside a module-level block
+    from swizzleperf.agent.verification.load import indent_of   # (load imports this module)
+    # a target inside a module-level block; a form feed before `def` is no indentation (#41, round six)
+    replacement = at_column(replacement, indent_of(lines[node.lineno - 1], node.col_offset))
     new_source = "".join(lines[:_first_line(node) - 1]) + replacement + "".join(lines[node.end_lineno:])
     _assert_only_target_changed(tree, ast.parse(new_source), name)
     return new_source

@@ -83,7 +83,8 @@ def load_spec(path: str | Path) -> KernelSpec:
         raise KernelLoadError(f"{path}: rewrite target {name!r} must be decorated with exactly @triton.jit")
     lines = source_lines(source)   # as the AST numbers them: not at a form feed in a comment (#41e)
     first = min([node.lineno] + [d.lineno for d in node.decorator_list])
-    stand_in = _stand_in(name, [a.arg for a in node.args.args], node.end_lineno - first + 1, node.col_offset)
+    stand_in = _stand_in(name, [a.arg for a in node.args.args], node.end_lineno - first + 1,
+                         indent_of(lines[node.lineno - 1], node.col_offset))
     module = _import_file(path, "".join(lines[:first - 1]) + stand_in + "".join(lines[node.end_lineno:]))
     spec = _the_spec(module, tree, path)
     if spec.rewrite_target != name:
@@ -154,10 +155,10 @@ def _module_constant(tree: ast.Module, name: str) -> str | None:
     return None
 
 
-def _stand_in(name: str, params: list, span: int, column: int = 0) -> str:
+def _stand_in(name: str, params: list, span: int, column: int | str = 0) -> str:
     """``@triton.jit def name(params)`` returning its first parameter, padded to ``span`` lines
     (the rest of the module keeps its line numbers, which Triton reads its sources by), at
-    ``column`` (a target inside a module-level block)."""
+    ``column`` (a target inside a module-level block: see ``at_column``)."""
     text = f"@triton.jit\ndef {name}({', '.join(params)}): return {params[0] if params else 0}  # stand-in\n"
     return at_column(text, column) + "\n" * max(0, span - 2)
 
@@ -238,10 +239,21 @@ def module_level_functions(tree: ast.Module) -> list:
     return [n for n in module_level_statements(tree) if isinstance(n, ast.FunctionDef)]
 
 
-def at_column(text: str, column: int) -> str:
-    """``text`` (definitions written at column 0) moved to ``column``, blank lines kept blank: for
-    a definition that goes beside a function defined inside a module-level block."""
-    pad = " " * column
+def indent_of(line: str, column: int) -> str:
+    """The indentation Python reads before the statement at ``column`` (an AST ``col_offset``) of
+    ``line``: its leading whitespace after the last form feed. The tokenizer counts a form feed in
+    a line's indentation as nothing (and starts counting again after it), the AST's ``col_offset``
+    counts it as a column: a ``\x0cdef`` at module level has ``col_offset`` 1 and indentation
+    none (#41, round six)."""
+    prefix = line.encode("utf-8", "surrogateescape")[:column].decode("utf-8", "surrogateescape")
+    return prefix.rsplit("\x0c", 1)[-1]
+
+
+def at_column(text: str, column: int | str) -> str:
+    """``text`` (definitions written at column 0) moved to ``column`` (that many spaces, or an
+    indentation as written: ``indent_of``), blank lines kept blank: for a definition that goes
+    beside a function defined inside a module-level block."""
+    pad = column if isinstance(column, str) else " " * column
     return "".join(pad + line if line.strip() else line for line in source_lines(text)) if pad else text
 
 
