@@ -21,7 +21,6 @@ the terminal take every text. A few linear passes per text.
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 from typing import Any
 from urllib.parse import unquote
 
@@ -109,11 +108,13 @@ def _secret_spans(text: str, levels: int) -> list[tuple[int, int]]:
     if _WINDOWS:
         spans += _fragment_spans(text)
     if levels and "\\" in text:
-        decoded, pieces = _unescaped(text)
+        decoded = _ESCAPE.sub(_character, text)
         if decoded != text:
-            starts = [p[0] for p in pieces]
-            for start, end in _secret_spans(decoded, levels - 1):
-                spans.append((_raw_at(pieces, starts, start, False), _raw_at(pieces, starts, end - 1, True)))
+            found = _secret_spans(decoded, levels - 1)
+            del decoded   # the mapping back is streamed: no per-character table is kept
+            if found:
+                raw = _raw_places(text, [(start, False) for start, _ in found] + [(end - 1, True) for _, end in found])
+                spans += [(raw[(start, False)], raw[(end - 1, True)]) for start, end in found]
     return spans
 
 
@@ -137,23 +138,33 @@ def _fragment_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def _unescaped(text: str) -> tuple[str, list[tuple[int, int, int, bool]]]:
-    """``text`` with its backslash escapes undone (an unknown one, ``\\q``, as its character), and
-    its pieces: ``(start in the result, start in text, end in text, is an escape)``; one pass."""
-    out, pieces, position, length = [], [], 0, 0
+def _raw_places(text: str, places: list[tuple[int, bool]]) -> dict[tuple[int, bool], int]:
+    """Where each ``(index, end)`` of ``places`` lies in ``text``: the ``index``-th character of
+    ``text`` with its backslash escapes undone begins there (``end``: ends there). One pass over
+    the escapes, in order, keeping only the answers."""
+    wanted, out = sorted(set(places)), {}
+    k, length, position = 0, 0, 0   # wanted[k] is next; ``length`` characters decoded up to ``position``
+
+    def literal(upto: int) -> int:
+        """Answers in the plain run ``text[position:upto]``; returns the next ``k``."""
+        i, stop = k, length + upto - position
+        while i < len(wanted) and wanted[i][0] < stop:
+            index, end = wanted[i]
+            out[wanted[i]] = position + index - length + (1 if end else 0)
+            i += 1
+        return i
+
     for match in _ESCAPE.finditer(text):
-        if match.start() > position:
-            pieces.append((length, position, match.start(), False))
-            out.append(text[position:match.start()])
-            length += match.start() - position
-        pieces.append((length, match.start(), match.end(), True))
-        out.append(_character(match))
-        length += 1
-        position = match.end()
-    if position < len(text):
-        pieces.append((length, position, len(text), False))
-        out.append(text[position:])
-    return "".join(out), pieces
+        if k == len(wanted):
+            break
+        k = literal(match.start())
+        length += match.start() - position
+        while k < len(wanted) and wanted[k][0] == length:
+            out[wanted[k]] = match.end() if wanted[k][1] else match.start()
+            k += 1
+        length, position = length + 1, match.end()
+    literal(len(text))
+    return out
 
 
 def _character(match: re.Match) -> str:
@@ -166,14 +177,6 @@ def _character(match: re.Match) -> str:
     if octal:
         return chr(int(octal, 8))
     return _SIMPLE.get(simple, simple)
-
-
-def _raw_at(pieces: list, starts: list, index: int, end: bool) -> int:
-    """Where the ``index``-th character of the unescaped text begins (``end``: ends) in the text."""
-    at, raw_start, raw_end, escape = pieces[bisect_right(starts, index) - 1]
-    if escape:
-        return raw_end if end else raw_start
-    return raw_start + index - at + (1 if end else 0)
 
 
 def redact_all(value: Any) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
@@ -120,7 +121,16 @@ def secret_refusal(text: str) -> str | None:
     string of it (``"sk-" "..."`` joined, escapes undone); else None. A proposer asks it before a
     candidate is accepted, so that no secret reaches a candidate file, the record's checkpoints,
     ``report.json``/``report.md``, ``best.diff`` or the user's kernel (only masked texts do)."""
-    return SECRET_REASON if any(holds_secret(t) for t in [text, *_strings(text)]) else None
+    texts = [text, *_strings(text)]
+    return SECRET_REASON if any(holds_secret(t) for t in [*texts, *map(_as_written, texts)]) else None
+
+
+def _as_written(text: str) -> str:
+    """``text`` as the canonical source may write it: NFKC-normalised (Python reads identifiers so,
+    a full-width or mathematical-bold name becomes ASCII) and without the characters that are not
+    printable and not whitespace (a zero-width space or soft hyphen in a docstring, dropped when its
+    summary line is re-emitted)."""
+    return "".join(c for c in unicodedata.normalize("NFKC", text) if c.isprintable() or c.isspace())
 
 
 def _strings(text: str, nested: bool = True) -> list[str]:

@@ -24,7 +24,7 @@ from typing import Any
 from swizzleperf.agent.proposers import wire
 from swizzleperf.agent.proposers.base import Proposal, ProposalContext, secret_refusal
 from swizzleperf.agent.proposers.chat import ChatClient, ChatSettings, ContextOverflow, Conversation
-from swizzleperf.agent.verification.candidate import not_a_plain_def
+from swizzleperf.agent.verification.candidate import CandidateError, canonical_target, not_a_plain_def
 from swizzleperf.prompts import render
 from swizzleperf.sandbox import untrusted
 from swizzleperf.sandbox.redact import redact
@@ -318,6 +318,18 @@ class LLMProposer:
                                         target_arg_names(context.target_source, context.target_name))
         return source, rationale, "llm"
 
+    def written(self, text: str, context: ProposalContext) -> str:
+        """The text a candidate ``text`` is written as from here on (``canonical_target``: Python's
+        reading of it, identifiers NFKC-normalised, without the reply's comments, layout and
+        docstring beyond its summary line): what the proposal carries, so that the pending attempt
+        in the record's checkpoints holds no more of the reply than the files do. ``text`` itself
+        where it is not an acceptable rewrite target (the static check refuses it with the reason)."""
+        try:
+            return canonical_target(text, context.target_name,
+                                    target_arg_names(context.target_source, context.target_name))
+        except (CandidateError, SyntaxError, ValueError, RecursionError):
+            return text
+
     def fix_message(self, context: ProposalContext, error: str) -> str:
         arg_names = target_arg_names(context.target_source, context.target_name)
         return render("fix_reply.j2", error=error, context=context,
@@ -355,9 +367,10 @@ class LLMProposer:
                               f"complete ({reason}): answer with the code block first and keep the "
                               f"rationale to two sentences")
             else:   # a secret of ours in it (a server that echoes the API key): refused, never written
-                reason = secret_refusal(text) or _prechecked(context, text)
+                written = self.written(text, context)   # what reaches files and the record, if accepted
+                reason = secret_refusal(text) or secret_refusal(written) or _prechecked(context, text)
                 if not reason:  # the cheap checks passed: worth an iteration
-                    return Proposal(source=text, rationale=redact(rationale), name=redact(name),
+                    return Proposal(source=written, rationale=redact(rationale), name=redact(name),
                                     **conversation.totals(), exchanges=conversation.transcript())
             exchange.rejected = reason
             if tools_left > 0 and _tool_call_as_text(exchange.reply):
@@ -455,7 +468,7 @@ class LLMProposer:
             parse_code(source)  # within the limits before any checker sees it
         except ReplyParseError as exc:
             return "", f'the argument "source" of simulate: {exc}'
-        secret = secret_refusal(source)
+        secret = secret_refusal(source) or secret_refusal(self.written(source, context))
         if secret:
             return "", f'the argument "source" of simulate: {secret}'
         return json.dumps(context.simulate(source), default=str), None

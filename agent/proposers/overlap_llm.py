@@ -9,6 +9,7 @@ from swizzleperf.agent.distributed.evaluator import DistCandidate
 from swizzleperf.agent.proposers.base import ProposalContext
 from swizzleperf.agent.proposers.llm import LLMProposer
 from swizzleperf.agent.proposers.overlap_reply import parse_overlap_reply
+from swizzleperf.agent.verification.candidate import CandidateError, canonical_target
 from swizzleperf.prompts import render
 
 #: History entries shown with their full text (the rest one line each).
@@ -53,6 +54,23 @@ class OverlapLLMProposer(LLMProposer):
     def parse(self, reply: str, context: ProposalContext) -> tuple[str, str, str]:
         text, rationale = parse_overlap_reply(reply, context.target_name, self.evaluator.arg_names)
         return text, rationale, _name(text)
+
+    def written(self, text: str, context: ProposalContext) -> str:
+        """The configuration ``text`` with its tile-order function (``swizzle``, when one is given)
+        as ``canonical_target`` writes it (``LLMProposer.written``); ``text`` where it is not such
+        a configuration (the evaluator's check refuses it)."""
+        try:
+            body = json.loads(text)
+        except ValueError:
+            return text
+        swizzle = body.get("swizzle") if isinstance(body, dict) else None
+        if not isinstance(swizzle, str) or "def " not in swizzle:
+            return text
+        try:
+            body["swizzle"] = canonical_target(swizzle, context.target_name, self.evaluator.arg_names)
+        except (CandidateError, SyntaxError, ValueError, RecursionError):
+            return text
+        return json.dumps(body)
 
     def fix_message(self, context: ProposalContext, error: str) -> str:
         return f"Your reply could not be used: {error}. Reply again with one ```json block."

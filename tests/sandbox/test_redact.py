@@ -90,3 +90,17 @@ def test_undoing_escapes_stays_linear(text):
     start = time.perf_counter()
     redact(text)
     assert time.perf_counter() - start < 3.0
+
+
+def test_undoing_escapes_takes_little_memory():
+    """8 MiB of backslashes (a tool call's arguments) took ~170 bytes a character (#41 round six)."""
+    import tracemalloc
+    _known()
+    text = "\\" * (8 << 20)
+    tracemalloc.start()
+    try:
+        redact(text)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20 * len(text)

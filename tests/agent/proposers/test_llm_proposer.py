@@ -30,9 +30,9 @@ def swizzle(pid, num_pid_m, num_pid_n):
     group_id = pid // num_pid_in_group
     first_pid_m = group_id * GROUP_SIZE_M
     group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_SIZE_M)
-    pid_m = first_pid_m + (pid % num_pid_in_group) % group_size_m
-    pid_n = (pid % num_pid_in_group) // group_size_m
-    return pid_m, pid_n
+    pid_m = first_pid_m + pid % num_pid_in_group % group_size_m
+    pid_n = pid % num_pid_in_group // group_size_m
+    return (pid_m, pid_n)
 """
 
 RATIONALE = "Group 8 rows of tiles so that consecutive programs share B columns: L2 hit rate 0.55 -> 0.8."

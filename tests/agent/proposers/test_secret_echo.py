@@ -46,7 +46,20 @@ FORMS = {
         "    GROUP_SIZE_M", f"    note = ('{key[:20]}' '{key[20:]}')\n    GROUP_SIZE_M", 1),   # each part too short to be masked
     "with two characters changed": lambda key: _with_docstring(key[:4] + "XY" + key[6:]),
     "in a comment": lambda key: GROUPED.replace("    GROUP_SIZE_M", f"    # {key}\n    GROUP_SIZE_M", 1),
+    # Python reads identifiers NFKC-normalised, and the canonical text drops a docstring's unprintable
+    # characters: what is written then holds the key plainly (#41 round six)
+    "as a full-width identifier": lambda key: GROUPED.replace(
+        "    GROUP_SIZE_M", f"    v{_styled(key[8:], 0xFF10, 0xFF41)} = pid\n    GROUP_SIZE_M", 1),
+    "as a mathematical-bold identifier": lambda key: GROUPED.replace(
+        "    GROUP_SIZE_M", f"    v{_styled(key[8:], 0x1D7CE, 0x1D41A)} = pid\n    GROUP_SIZE_M", 1),
+    "in a docstring with zero-width spaces": lambda key: _with_docstring("\u200b".join(key)),
+    "in a docstring with soft hyphens": lambda key: _with_docstring("\u00ad".join(key)),
 }
+
+
+def _styled(hex_text: str, digit_zero: int, letter_a: int) -> str:
+    """``hex_text`` in look-alike letters and digits that NFKC turns back into ASCII."""
+    return "".join(chr(digit_zero + int(c)) if c.isdigit() else chr(letter_a + ord(c) - ord("a")) for c in hex_text)
 
 
 @pytest.mark.parametrize("form", list(FORMS))
@@ -61,6 +74,19 @@ def test_a_candidate_holding_the_api_key_is_refused_without_saying_it(form):
     assert proposal.source == GROUPED                      # the second reply, without the key
     assert key not in proposal.rationale and "***" in proposal.rationale
     assert proposal.exchanges[0]["rejected"] == SECRET_REASON and key not in fix and SECRET_REASON in fix
+
+
+def test_the_accepted_source_is_the_canonical_text_without_comments():
+    """A key split over two comments (each piece too short to be masked) does not reach the pending
+    attempt of the record's checkpoints: the proposal carries the canonical text that is written."""
+    key = _key()
+    split = GROUPED.replace("    GROUP_SIZE_M", f"    # {key[:18]}\n    # {key[18:]}\n    GROUP_SIZE_M", 1)
+    split = split.replace("num_pid_n):\n", 'num_pid_n):\n    """Grouped.\n\n    ' + key[18:] + '"""\n', 1)
+    with FakeOpenAIServer() as server:
+        server.reply(f"```python\n{split}```\nRationale: grouped.", prompt_tokens=5, completion_tokens=5)
+        proposal = LLMProposer("fake", base_url=server.base_url, api_key=key).propose(_context())
+    assert key[:18] not in proposal.source and key[18:] not in proposal.source
+    assert proposal.source == GROUPED.replace("num_pid_n):\n", "num_pid_n):\n    \"\"\"Grouped.\"\"\"\n", 1)
 
 
 def test_a_credential_of_the_base_url_in_a_candidate_is_refused():
