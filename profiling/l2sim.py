@@ -304,6 +304,7 @@ def _replay(doms: np.ndarray, cus: np.ndarray, keys: np.ndarray, writes: np.ndar
         limits = (merge.window * block_fractions(len(nbytes))).tolist()
         per_lookup, by_time = merge.readers_per_lookup, merge.window_unit == "ns"
         by_sm, sm_read = merge.window_unit == "sm_bytes", [0] * max(1, int(cus.max()) + 1 if cus.size else 1)
+        prune_at = [4096] * n_groups
         group_list = groups.tolist() if groups is not None else [0] * len(keys)
         clock_list = clock.tolist() if by_time else [0] * len(keys)
     else:
@@ -363,10 +364,11 @@ def _replay(doms: np.ndarray, cus: np.ndarray, keys: np.ndarray, writes: np.ndar
             if not by_sm:
                 while path and at - next(iter(path.values()))[0] > merge.window:
                     path.popitem(False)
-            elif len(path) > 4096:                      # entries whose looking-up SM read on past the window
+            elif len(path) > prune_at[g]:               # entries whose looking-up SM read on past the window
                 stale = [key for key, e in path.items() if sm_read[e[2]] - e[3] > merge.window]
                 for key in stale:
                     del path[key]
+                prune_at[g] = max(4096, 2 * len(path))  # a scan per doubling, not per read
         cache = caches[d]
         if k in cache:
             cache.move_to_end(k)

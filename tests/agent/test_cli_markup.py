@@ -18,11 +18,16 @@ SHOWN = ascii(HOSTILE)          # the markup as written, the escape code spelled
 MARKUP = "[bold]plain[/bold] [/red]"   # printable: shown as it is
 
 
+def _captured(monkeypatch, name: str) -> io.StringIO:
+    """The CLI's console ``name`` (``console`` or ``errors``) written into a buffer, plain."""
+    buffer = io.StringIO()
+    monkeypatch.setattr(cli, name, Console(file=buffer, width=400, highlight=False, color_system=None))
+    return buffer
+
+
 @pytest.fixture
 def printed(monkeypatch):
-    buffer = io.StringIO()
-    monkeypatch.setattr(cli, "console", Console(file=buffer, width=400, highlight=False, color_system=None))
-    return buffer
+    return _captured(monkeypatch, "console")
 
 
 def test_a_bundled_kernels_failure_reason_is_printed_as_text(printed):
@@ -79,9 +84,7 @@ ANSI_LINE = "\x1b[2J\x1b[H\x1b]0;owned\x07\x1b[31m[red]markup[/red] \x1b[5mBLINK
 
 @pytest.fixture
 def failed(monkeypatch):
-    buffer = io.StringIO()
-    monkeypatch.setattr(cli, "errors", Console(file=buffer, width=400, highlight=False, color_system=None))
-    return buffer
+    return _captured(monkeypatch, "errors")
 
 
 def test_an_error_line_quoting_outside_text_is_text(failed):

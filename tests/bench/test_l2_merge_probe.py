@@ -3,19 +3,15 @@ test_l2_partition_probe.py does), its launches compiled for Hopper, its cases an
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from interpreted import run_interpreted
+
 INTERPRETED = Path(__file__).with_name("_l2_merge_probe_interpreted.py")
 
 
 def test_the_kernel_reads_what_each_case_claims():
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-o", "addopts=", "-p", "no:cacheprovider",
-                           str(INTERPRETED)], cwd=ROOT, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "TRITON_INTERPRET": "1"})
+    done = run_interpreted(INTERPRETED)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert " passed" in done.stdout and "failed" not in done.stdout
 

@@ -340,6 +340,17 @@ def _planted(original: str, how: str) -> str:
     raise AssertionError(how)
 
 
+def _planted_run(tmp_path, gemm_path):
+    """``(original text, the user's kernel, a run folder, the path a planted best takes in it)``:
+    the user's kernel a copy of the bundled GEMM."""
+    original = gemm_path.read_text()
+    kernel = tmp_path / "gemm.py"
+    kernel.write_text(original)
+    run_dir = tmp_path / ".sp" / "runs" / "r1"
+    (run_dir / "candidates").mkdir(parents=True)
+    return original, kernel, run_dir, run_dir / "candidates" / "candidate009_gemm.py"
+
+
 @pytest.mark.parametrize("how, why", [
     ("extra statement", "the best kernel differs from your kernel outside its rewrite target 'swizzle'"),
     ("kernel body", "the best kernel differs from your kernel outside its rewrite target 'swizzle'"),
@@ -354,12 +365,7 @@ def test_in_place_writes_a_best_in_the_run_folder_only_where_it_changes_only_the
     its own digest, as the verified best (#41): ``--in-place`` writes it only where it is the user's
     kernel with the swizzle alone replaced, by one that passes the candidates' static check, to the
     character. Else one line says why, nothing is written, and the run's result stands."""
-    original = gemm_path.read_text()
-    kernel = tmp_path / "gemm.py"
-    kernel.write_text(original)
-    run_dir = tmp_path / ".sp" / "runs" / "r1"
-    (run_dir / "candidates").mkdir(parents=True)
-    planted = run_dir / "candidates" / "candidate009_gemm.py"
+    original, kernel, run_dir, planted = _planted_run(tmp_path, gemm_path)
     text = _planted(original, how)
     best = {"name": "planted", "kind": "candidate", "kernel_file": str(planted),
             "kernel_sha256": write_sealed(planted, text)}
@@ -460,12 +466,7 @@ def test_a_planted_best_with_a_deep_expression_is_refused_in_one_line(tmp_path, 
     """#41e, CRASHED: a planted best ``X = 1 + 1 + ...`` of 500 terms parses, and the comparison of
     the trees outside the target (a deep copy, ``ast.dump``) recursed past Python's limit: a
     traceback. One line now, nothing written; a tree too deep to parse says so."""
-    original = gemm_path.read_text()
-    kernel = tmp_path / "gemm.py"
-    kernel.write_text(original)
-    run_dir = tmp_path / ".sp" / "runs" / "r1"
-    (run_dir / "candidates").mkdir(parents=True)
-    planted = run_dir / "candidates" / "candidate009_gemm.py"
+    original, kernel, run_dir, planted = _planted_run(tmp_path, gemm_path)
     best = {"name": "planted", "kind": "candidate", "kernel_file": str(planted),
             "kernel_sha256": write_sealed(planted, _genuine(original) + "\n" + _deep(terms))}
     options = run.RunOptions(kernel=str(kernel), kernel_sha256=digest(original), in_place=True)
