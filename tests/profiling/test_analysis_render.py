@@ -23,3 +23,17 @@ def test_a_kernel_that_reads_only_what_it_writes_renders_without_dividing_by_zer
     assert figures["compulsory_bytes"] > 0 and "times on average" in analysis.render(figures, hardware)
     text = analysis.render({**figures, "compulsory_bytes": 0.0}, hardware)
     assert "all of it in blocks the kernel also writes (in place)" in text and "times on average" not in text
+
+
+def test_each_figure_of_the_analysis_is_a_bullet_of_its_own():
+    """The first bullet ended in a block tag whose newline jinja's trim_blocks removed: the prompt read
+    "... costs DRAM bandwidth.- Operand 0 of each step: ..." (a transcript read end to end, #41)."""
+    spec, order, _ = program_order(GEMM, None, None, {})
+    hardware = hwspecs.load_spec("h100")
+    trace = kernel_trace(GEMM, spec, {}, False, hardware)
+    grid = spec.tile_grid(spec.problems["default"], spec.meta_for("default"))
+    figures = analysis.analyze(trace, np.asarray(order), grid, hardware, None)
+    for text in (analysis.render(figures, hardware), analysis.render({**figures, "compulsory_bytes": 0.0}, hardware)):
+        lines = text.splitlines()
+        assert sum(line.startswith("- Operand ") for line in lines) == len(figures["operands"]) >= 2
+        assert all(line.count("- Operand ") <= 1 and ".- " not in line for line in lines)
