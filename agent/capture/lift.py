@@ -65,7 +65,7 @@ from swizzleperf.agent.capture.lift_eval import (EVAL_ERRORS, Evaluator, Unsuppo
 from swizzleperf.agent.capture.lift_refuse import refuse_unorderable
 from swizzleperf.agent.capture.pid_remap import helpers_reading_program_id, is_named_program_id, remap
 from swizzleperf.agent.verification.candidate import CandidateError, check_candidate
-from swizzleperf.agent.verification.load import at_column
+from swizzleperf.agent.verification.load import at_column, indent_of
 from swizzleperf.sandbox.write_back import source_lines
 
 __all__ = ["Launch", "Lifted", "LiftError", "lift", "target_order"]
@@ -486,9 +486,12 @@ def _delinearised(axis: int, ndim: int, pid: str, grid_param) -> str:
 def _rewrite_module(tree: ast.Module, lines: list, func, region: _Region, target: dict, outputs: list, extents: list,
                     pid_stmt, ndim: int, names_in_use: set) -> tuple[str, list]:
     """The user's text with the moved statements gone from the kernel, the call after the region's
-    last statement and the target before the kernel's decorators. Line-based: everything else
+    last statement and the target before the kernel's decorators, each indented as written where
+    it aligns (the region's first statement, the kernel's ``def``). Line-based: everything else
     keeps its text. Returns ``(source, notes)``."""
     notes = []
+    first_stmt = region.statements[0]
+    body_indent = indent_of(lines[first_stmt.lineno - 1], first_stmt.col_offset)
     kept_pid = {pid_stmt.targets[0].id} if pid_stmt is not None else set()
     moved_names = region.pid_names - kept_pid
     last = _last_line(region)
@@ -504,7 +507,7 @@ def _rewrite_module(tree: ast.Module, lines: list, func, region: _Region, target
         first_arg, pid_line = linear_pid(1), ""
     else:
         first_arg = fresh(target["pid"], names_in_use)
-        pid_line = f"{' ' * region.statements[0].col_offset}{first_arg} = {linear_pid(ndim)}\n"
+        pid_line = f"{body_indent}{first_arg} = {linear_pid(ndim)}\n"
     grid_args = [f"tl.num_programs({target['grid_params'][p]})" for p in target["params"][1 + len(extents):]
                  if p in target["grid_params"]]
     call_args = [first_arg] + [e.call_arg for e in extents] + grid_args + target["extras"]
@@ -519,8 +522,7 @@ def _rewrite_module(tree: ast.Module, lines: list, func, region: _Region, target
             needed |= reads(stmt.value)
     removed = [s for s in region.statements if s not in kept] + dropped
     _check_own_lines(func, region.statements + dropped)
-    indent = " " * region.statements[0].col_offset
-    call = f"{indent}{', '.join(outputs)} = {target['name']}({', '.join(call_args)})\n"
+    call = f"{body_indent}{', '.join(outputs)} = {target['name']}({', '.join(call_args)})\n"
     drop = {n for s in removed for n in range(s.lineno, s.end_lineno + 1)}
     out = []
     for number, line in enumerate(lines, start=1):
@@ -530,8 +532,9 @@ def _rewrite_module(tree: ast.Module, lines: list, func, region: _Region, target
             out.append(pid_line + call)
     first = first_line(func)
     insert_at = sum(1 for n in range(1, first) if n not in drop)
+    def_indent = indent_of(lines[func.lineno - 1], func.col_offset)
     return ("".join(out[:insert_at]) + at_column(missing_imports(tree, target["source"]) + target["source"] + "\n\n",
-                                                func.col_offset)
+                                                def_indent)
             + "".join(out[insert_at:]), notes)
 
 

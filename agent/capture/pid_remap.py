@@ -84,11 +84,11 @@ def remap(tree: ast.Module, func: ast.FunctionDef, source: str, launch: Launch, 
         check_candidate(target, name, arg_names)
     except CandidateError as exc:   # a defect of ours: the target is generated here
         raise LiftError(f"cannot reorder {func.name}: the generated target is refused: {exc}") from None
-    prologue = _prologue(name, ids, axes, two_d, in_use, " " * body[0].col_offset)
+    lines = source_lines(source)   # as the AST numbers them (#41e)
+    prologue = _prologue(name, ids, axes, two_d, in_use, indent_of(lines[body[0].lineno - 1], body[0].col_offset))
     renamed = {h.name: fresh(f"{h.name}_remapped", top_level_names(tree) | in_use | {name}) for h in helpers}
     taken = top_level_names(tree) | in_use | {name} | set(renamed.values())
     copies = _copies(helpers, renamed, name, axes, two_d, taken) if helpers else ""
-    lines = source_lines(source)   # as the AST numbers them (#41e)
     # a read through a function named program_id (another module's, e.g. FlagGems' `tle.program_id`)
     # becomes the remapped id in the dtype that function returns; the baseline's bitwise check then
     # confirms that the function returned the program id
