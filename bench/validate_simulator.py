@@ -23,6 +23,12 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+#: ``--merge together``'s window (ns): reads of a block by one SM group within it of the group's
+#: lookup merge. The smallest hit-rate MAE of ``merge-scan`` on the four build orders of one H100
+#: (bench/results/l2_merge_h100/call3/compare/merge_scan_build.md, 2026-12-06), the held-out orders
+#: never read: about one step (32 ns) of the schedule probe's global timer.
+TOGETHER_NS = 36.0
+TOGETHER_SOURCE = "window chosen on the build orders, bench/results/l2_merge_h100/call3/compare/merge_scan_build.md"
 ORDERS = ["row-major", "column-major", "grouped-m:4", "grouped-m:8", "grouped-m:16", "grouped-m:32",
           "grouped-m:64", "grouped-n:8", "grouped-n:16", "grouped-n:32"]
 
@@ -104,7 +110,8 @@ def heldout_rows(data: dict, holdout: Path | None = None) -> list:
 
 def compare(measured_path: Path, hw: str, out: Path | None, probe: Path | None = None,
             placements: Path | None = None, part: str = "all", schedules: Path | None = None,
-            partition_map: Path | None = None, groups: Path | None = None, merge: str = "off") -> str:
+            partition_map: Path | None = None, groups: Path | None = None, merge: str = "off",
+            merge_window_ns: float | None = None) -> str:
     """The markdown table of predictions beside the measurements, with MAE and Spearman rank;
     with ``probe`` (a stored dispatch probe) the simulator places programs as it measured; with
     ``placements`` as well (bench/gemm_placement.py's output) each order's programs go where the
@@ -112,8 +119,58 @@ def compare(measured_path: Path, hw: str, out: Path | None, probe: Path | None =
     ``schedules`` (bench/gemm_schedule_probe.py's output) and ``partition_map`` (the dispatch
     probe's ``partitions`` of the same chip) each order is replayed as its programs ran
     (``l2sim.simulate_schedule``; an order without a schedule is left out, said), with ``merge``
-    (``bytes`` or ``ns``: ``l2sim.MergeModel``'s window) on the chip's merge ``groups``
-    (bench/l2_merge_probe.py discover)."""
+    (``bytes``, ``sm_bytes`` or ``ns``: ``l2sim.MergeModel``'s window as the probe measured it;
+    ``together``: reads within ``merge_window_ns`` of their group's lookup, default ``TOGETHER_NS``)
+    on the chip's merge ``groups`` (bench/l2_merge_probe.py discover)."""
+    data, lines, pairs, left_out = _compared(measured_path, hw, probe, placements, part, schedules, partition_map,
+                                             groups, merge, merge_window_ns)
+    if isinstance(data, str):
+        return data
+    if not pairs:
+        return f"{data['kernel']}: no order of {measured_path} has a schedule in {schedules}"
+    summary = _summary(pairs) + (f" Left out (no schedule): {', '.join(left_out)}." if left_out else "")
+    text = "\n".join([f"Kernel `{data['kernel']}` at {data['problem']}, meta {data['meta']}; measured on "
+                      f"{data['device']} (ncu, {data.get('profiled', 'mean of 3 launches')}); predicted `simulated:{hw}` "
+                      f"({pairs[0][1].model}).", "",
+                      "| order | ncu L2 hit (all) | ncu L2 hit (SM reads) | simulated | ncu DRAM read GB | simulated GB "
+                      "| ncu fabric GB | simulated cross-partition GB | ncu SM read lookups GB | simulated L2 read GB "
+                      "| ncu SM read misses GB | simulated misses GB |",
+                      "|---|---|---|---|---|---|---|---|---|---|---|---|", *lines, "", summary])
+    if out:
+        out.write_text(text + "\n")
+    return text
+
+
+def merge_scan(measured_path: Path, hw: str, schedules: Path, partition_map: Path, groups: Path,
+               windows_ns: list[float], out: Path | None = None) -> str:
+    """How well the build orders' replays (``compare --part build --merge together``) match ncu's SM
+    read hit rate for each merge window in ``windows_ns`` (ns): a markdown table of the MAE and the
+    largest error (points), the window with the smallest MAE named. Reads only the build rows
+    (``model_rows``: the held-out pairs dropped), so the window it names was never chosen on them."""
+    rows = []
+    for window in windows_ns:
+        data, _, pairs, _ = _compared(measured_path, hw, None, None, "build", schedules, partition_map, groups,
+                                      "together", window)
+        if isinstance(data, str) or not pairs:
+            raise SystemExit(data if isinstance(data, str) else f"no build order of {measured_path} has a schedule")
+        err = [abs(s.l2_hit_rate - m["read"]) * 100 for m, s in pairs]
+        rows.append((window, float(np.mean(err)), max(err), len(pairs)))
+    best = min(rows, key=lambda r: r[1])
+    text = "\n".join([f"Merge window scan on the build orders of {measured_path.name} (replayed as they ran, "
+                      f"`--merge together`), against ncu's SM read hit rate:", "",
+                      "| window (ns) | MAE (points) | largest error (points) | orders |", "|---|---|---|---|",
+                      *[f"| {w:g} | {mae:.2f} | {top:.2f} | {n} |" for w, mae, top, n in rows], "",
+                      f"Smallest MAE: {best[0]:g} ns."])
+    if out:
+        out.write_text(text + "\n")
+    return text
+
+
+def _compared(measured_path: Path, hw: str, probe: Path | None, placements: Path | None, part: str,
+              schedules: Path | None, partition_map: Path | None, groups: Path | None, merge: str,
+              merge_window_ns: float | None):
+    """``(measured file's data, table lines, (measured, SimResult) pairs, orders left out)`` for
+    :func:`compare`; the data is a line of text where ``part`` leaves no row."""
     from swizzleperf.agent.verification.simulate import kernel_trace, program_order
     from swizzleperf.agent.verification.load import load_kernel
     from swizzleperf.hwspecs import load_spec
@@ -122,7 +179,7 @@ def compare(measured_path: Path, hw: str, out: Path | None, probe: Path | None =
     if part != "all":
         data = {**data, "rows": model_rows(data) if part == "build" else heldout_rows(data)}
         if not data["rows"]:
-            return f"{data['kernel']}: no {part} rows in {measured_path}"
+            return f"{data['kernel']}: no {part} rows in {measured_path}", [], [], []
     kernel = ROOT / data["kernel"]
     source, (module, kernel_spec) = kernel.read_text(), load_kernel(kernel)
     hardware = load_spec(hw)
@@ -130,7 +187,8 @@ def compare(measured_path: Path, hw: str, out: Path | None, probe: Path | None =
     if placements and stored is None:
         raise SystemExit("--placements needs --probe (the partition map of the same GPU)")
     own = {r["order"]: r["sm_of_program"] for r in json.loads(placements.read_text())["rows"]} if placements else {}
-    timed, parts_of_sm, group_of_sm, model = _schedule_inputs(schedules, partition_map, groups, merge)
+    timed, parts_of_sm, group_of_sm, model = _schedule_inputs(schedules, partition_map, groups, merge,
+                                                              merge_window_ns)
     lines, pairs, trace, left_out = [], [], None, []
     for row in data["rows"]:
         if schedules and row["order"] not in timed:
@@ -159,22 +217,11 @@ def compare(measured_path: Path, hw: str, out: Path | None, probe: Path | None =
                      f"| {sim.cross_domain_bytes / 1e9:.2f} "
                      f"| {measured['lookup_bytes'] / 1e9:.2f} | {sim.l2_read_bytes / 1e9:.2f} "
                      f"| {measured['miss_bytes'] / 1e9:.2f} | {(sim.l2_read_bytes - sim.l2_hit_bytes) / 1e9:.2f} |")
-    if not pairs:
-        return f"{data['kernel']}: no order of {measured_path} has a schedule in {schedules}"
-    summary = _summary(pairs) + (f" Left out (no schedule): {', '.join(left_out)}." if left_out else "")
-    text = "\n".join([f"Kernel `{data['kernel']}` at {data['problem']}, meta {data['meta']}; measured on "
-                      f"{data['device']} (ncu, {data.get('profiled', 'mean of 3 launches')}); predicted `simulated:{hw}` "
-                      f"({pairs[0][1].model}).", "",
-                      "| order | ncu L2 hit (all) | ncu L2 hit (SM reads) | simulated | ncu DRAM read GB | simulated GB "
-                      "| ncu fabric GB | simulated cross-partition GB | ncu SM read lookups GB | simulated L2 read GB "
-                      "| ncu SM read misses GB | simulated misses GB |",
-                      "|---|---|---|---|---|---|---|---|---|---|---|---|", *lines, "", summary])
-    if out:
-        out.write_text(text + "\n")
-    return text
+    return data, lines, pairs, left_out
 
 
-def _schedule_inputs(schedules: Path | None, partition_map: Path | None, groups: Path | None, merge: str):
+def _schedule_inputs(schedules: Path | None, partition_map: Path | None, groups: Path | None, merge: str,
+                     merge_window_ns: float | None = None):
     """``(schedule per order, partition of each SM, merge group of each SM, MergeModel or None)``
     from the files ``compare`` takes (``({}, None, None, None)`` without ``schedules``)."""
     import gzip
@@ -208,6 +255,9 @@ def _schedule_inputs(schedules: Path | None, partition_map: Path | None, groups:
     elif merge == "sm_bytes":   # the TMA cases: not merged about lag / 0.98 MiB of the looking-up SM's reads
         model = l2sim.MergeModel(window=0.98 * 2**20, window_unit="sm_bytes",
                                  source="bench/results/l2_merge_h100/call3 (H100, TMA, 2026-12-06)")
+    elif merge == "together":
+        model = l2sim.MergeModel(window=TOGETHER_NS if merge_window_ns is None else merge_window_ns,
+                                 window_unit="ns", falloff="none", source=TOGETHER_SOURCE)
     return timed, parts, group_of_sm, model
 
 
@@ -260,18 +310,32 @@ def main() -> None:
     c.add_argument("--schedules", help="bench/gemm_schedule_probe.py's output: replay each order as it ran")
     c.add_argument("--partition-map", help="the dispatch probe's partitions of the chip the schedules ran on")
     c.add_argument("--groups", help="bench/l2_merge_probe.py discover's groups of that chip")
-    c.add_argument("--merge", choices=("off", "bytes", "sm_bytes", "ns"), default="off",
-                   help="merge reads within SM groups (l2sim.MergeModel), its window in bytes or ns")
+    c.add_argument("--merge", choices=("off", "bytes", "sm_bytes", "ns", "together"), default="off",
+                   help="merge reads within SM groups (l2sim.MergeModel): the probe's window in bytes or ns, "
+                        "or 'together': reads within --merge-window ns of their group's lookup")
+    c.add_argument("--merge-window", type=float, help=f"ns, for --merge together (default {TOGETHER_NS:g})")
+    s = sub.add_parser("merge-scan", help="the build orders' hit-rate error per --merge together window")
+    s.add_argument("measured")
+    s.add_argument("--hw", default="h100")
+    s.add_argument("--schedules", required=True)
+    s.add_argument("--partition-map", required=True)
+    s.add_argument("--groups", required=True)
+    s.add_argument("--windows", default="0,16,24,32,36,40,48,64,100", help="ns, comma-separated")
+    s.add_argument("--out")
     args = parser.parse_args()
     if args.command == "measure":
         measure(Path(args.kernel), args.orders.split(","), Path(args.out), args.whole_run)
+    elif args.command == "merge-scan":
+        print(merge_scan(Path(args.measured), args.hw, Path(args.schedules), Path(args.partition_map),
+                         Path(args.groups), [float(w) for w in args.windows.split(",")],
+                         Path(args.out) if args.out else None))
     else:
         print(compare(Path(args.measured), args.hw, Path(args.out) if args.out else None,
                       Path(args.probe) if args.probe else None,
                       Path(args.placements) if args.placements else None, args.part,
                       Path(args.schedules) if args.schedules else None,
                       Path(args.partition_map) if args.partition_map else None,
-                      Path(args.groups) if args.groups else None, args.merge))
+                      Path(args.groups) if args.groups else None, args.merge, args.merge_window))
 
 
 if __name__ == "__main__":

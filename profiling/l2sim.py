@@ -301,7 +301,8 @@ def _replay(doms: np.ndarray, cus: np.ndarray, keys: np.ndarray, writes: np.ndar
     if merge is not None:
         n_groups = int(groups.max()) + 1 if groups is not None and groups.size else 1
         paths, inserted = [OrderedDict() for _ in range(n_groups)], [0] * n_groups
-        limits = (merge.window * block_fractions(len(nbytes))).tolist()
+        limits = ((merge.window * block_fractions(len(nbytes))).tolist() if merge.falloff == "linear"
+                  else [float(merge.window)] * len(nbytes))
         per_lookup, by_time = merge.readers_per_lookup, merge.window_unit == "ns"
         by_sm, sm_read = merge.window_unit == "sm_bytes", [0] * max(1, int(cus.max()) + 1 if cus.size else 1)
         prune_at = [4096] * n_groups
@@ -552,12 +553,29 @@ class MergeModel:
         window_unit: ``"bytes"``, ``"sm_bytes"`` or ``"ns"``. The noise cases (call 3: 13 more
             SMs of the group reading buffers of their own, 14 times the group's traffic, moved the
             merged share by at most 0.11 lookups a line) say it is not the group's bytes.
+        falloff: ``"linear"``: each block mergeable for its own fraction of ``window``, as above
+            (the probe's streams); ``"none"``: every block for the whole window, so that only reads
+            within ``window`` of their group's lookup merge (the GEMM replayed as it ran: reads of
+            programs that began a tile together, bench/results/simulator_validation.md).
         source: where the figures come from.
+
+    Raises:
+        ValueError: ``window_unit`` or ``falloff`` not one of the above, a negative window or
+            fewer than one reader a lookup.
     """
     readers_per_lookup: int = 4
     window: float = 2 * 1.85 * 2**20
     window_unit: str = "bytes"
     source: str = "bench/results/l2_merge_h100/ (H100, ld.global.cg, 2026-12-06)"
+    falloff: str = "linear"
+
+    def __post_init__(self) -> None:
+        if self.window_unit not in ("bytes", "sm_bytes", "ns") or self.falloff not in ("linear", "none"):
+            raise ValueError(f"window_unit bytes, sm_bytes or ns and falloff linear or none, not "
+                             f"{self.window_unit!r}, {self.falloff!r}")
+        if not self.window >= 0 or self.readers_per_lookup < 1:
+            raise ValueError(f"a window of 0 or more and 1 or more readers a lookup, not {self.window!r}, "
+                             f"{self.readers_per_lookup!r}")
 
 
 def simulate_schedule(trace: TileTrace, order: np.ndarray, hw: HardwareSpec, schedule: dict,
@@ -608,8 +626,9 @@ def simulate_schedule(trace: TileTrace, order: np.ndarray, hw: HardwareSpec, sch
         model += "; a miss the other partition holds is served by it, not by DRAM"
     if merge is not None:
         model += (f"; reads merged within each of {len(np.unique(groups))} SM groups: one lookup serves "
-                  f"{merge.readers_per_lookup} reads, a block mergeable for up to {merge.window:g} "
-                  f"{merge.window_unit} ({merge.source})")
+                  f"{merge.readers_per_lookup} reads, a block mergeable for "
+                  f"{'up to ' if merge.falloff == 'linear' else ''}{merge.window:g} {merge.window_unit} "
+                  f"({merge.source})")
     return _result(c, trace, flat_keys, writes, hw, t0, model)
 
 

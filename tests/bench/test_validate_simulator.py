@@ -48,3 +48,36 @@ def test_compare_replays_each_order_as_it_ran_and_merges_reads_within_groups(tmp
     assert "times measured" in plain and "merged within each of 12 SM groups" in merged   # 8 of 16, 4 SMs alone
     looked_up = lambda text: float(next(l for l in text.splitlines() if l.startswith("| grouped-m:8")).split("|")[10])
     assert looked_up(merged) < looked_up(plain) == 25.77    # the GEMM's reads, fewer looked up with merging
+
+
+def test_the_merge_window_is_scanned_on_the_build_orders_only(tmp_path):
+    """merge-scan replays only the build rows: a held-out row whose figures are not even numbers is
+    never read; each window's row is compare's ``--merge together`` at that window."""
+    import gzip
+    import json
+
+    from bench.validate_simulator import compare, merge_scan
+    tiles, sms = 64 * 128, 132
+    schedule = lambda order: {"order": order, "smid": [p % sms for p in range(tiles)],
+                              "program": [p % sms for p in range(tiles)],
+                              "began_ns": [(p // sms) * 55_000 for p in range(tiles)],
+                              "ended_ns": [(p // sms) * 55_000 + 54_000 for p in range(tiles)]}
+    (tmp_path / "s.json.gz").write_bytes(gzip.compress(json.dumps(
+        {"orders": [schedule("grouped-m:16"), schedule("grouped-m:8")]}).encode()))
+    (tmp_path / "p.json").write_text(json.dumps({"partition_of_sm": [s % 2 for s in range(sms)]}))
+    (tmp_path / "g.json").write_text(json.dumps({"groups": [list(range(g, g + 16)) for g in range(0, 128, 16)]}))
+    row = {"lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum": 4e8, "lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum": 1e8,
+           "lts__t_sector_hit_rate.pct": 75.0, "dram__bytes_read.sum": 3e9, "lts__t_sectors_srcunit_ltcfabric.sum": 6e7}
+    held_out = {key: "not a number" for key in row}           # grouped-m:8 is a held-out GEMM order
+    (tmp_path / "m.json").write_text(json.dumps({
+        "kernel": "kernels/gemm.py", "problem": {"M": 16384, "N": 16384, "K": 4096}, "meta": {}, "device": "GPU",
+        "rows": [{"order": "grouped-m:16", **row}, {"order": "grouped-m:8", **held_out}]}))
+    files = dict(schedules=tmp_path / "s.json.gz", partition_map=tmp_path / "p.json", groups=tmp_path / "g.json")
+    text = merge_scan(tmp_path / "m.json", "h100", windows_ns=[0.0, 1e6], out=tmp_path / "scan.md", **files)
+    rows = [line.split("|") for line in text.splitlines() if line.startswith("| 0 ") or line.startswith("| 1e+06 ")]
+    assert [r[4].strip() for r in rows] == ["1", "1"]          # one order: the build row alone
+    none, wide = (float(r[2]) for r in rows)
+    at_zero = compare(tmp_path / "m.json", "h100", None, part="build", merge="together", merge_window_ns=0.0, **files)
+    assert f"MAE {none:.1f} points" in at_zero.split("against SM read lookups:")[1]
+    assert "mergeable for 0 ns" in at_zero and "| grouped-m:8 |" not in at_zero
+    assert wide != none and (tmp_path / "scan.md").read_text().strip() == text

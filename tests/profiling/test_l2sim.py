@@ -477,6 +477,31 @@ def test_a_window_in_time_counts_ns_not_bytes():
     assert near.merged_bytes == 100 * B and far.merged_bytes == 0
 
 
+def test_with_no_falloff_every_read_within_the_window_merges_and_none_past_it():
+    """``falloff="none"`` (the GEMM replayed as it ran, ``--merge together``): reader 2 a fixed lag
+    behind reader 1 merges every read while the lag is inside the window and none once it is past
+    it; the linear falloff merges only part of them at the same lag."""
+    from swizzleperf.profiling.l2sim import MergeModel, simulate_schedule
+    n = 200
+    tr = _streams(2, n)
+    hw = make_hw(compute_units=2, domains=1, l2_bytes=10 * n * B)
+    got = {}
+    for lag, falloff in ((30.0, "none"), (50.0, "none"), (30.0, "linear")):
+        got[lag, falloff] = simulate_schedule(tr, ident(2), hw, _schedule([0, 1], [0.0, lag]), [0, 0], [0, 0],
+                                              MergeModel(window=36.0, window_unit="ns", falloff=falloff))
+    assert got[30.0, "none"].merged_bytes == n * B and got[50.0, "none"].merged_bytes == 0
+    assert 0 < got[30.0, "linear"].merged_bytes < n * B       # about 1 - 30 / 36 of them
+    assert "mergeable for 36 ns" in got[30.0, "none"].model and "up to 36 ns" in got[30.0, "linear"].model
+
+
+@pytest.mark.parametrize("bad", [dict(falloff="step"), dict(window_unit="cycles"), dict(window=-1.0),
+                                 dict(window=float("nan")), dict(readers_per_lookup=0)])
+def test_a_merge_model_out_of_its_terms_is_refused(bad):
+    from swizzleperf.profiling.l2sim import MergeModel
+    with pytest.raises(ValueError):
+        MergeModel(**bad)
+
+
 def test_a_schedule_that_does_not_fit_is_one_error():
     from swizzleperf.profiling.l2sim import simulate_schedule
     tr = _streams(2, 3)
