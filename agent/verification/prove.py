@@ -24,8 +24,10 @@ Semantics. Integer terms are exact; int32 (int64 after ``.to(tl.int64)``) is kep
 ``%`` has a dividend >= 0 and a divisor > 0 (where truncation, Triton's and C's, equals the
 floor of z3's integer division), every cast to a narrower type keeps the value. An obligation that
 may fail leaves the target not proven (never a counterexample: a wrapped value may still land
-right). Constants of ``tl.constexpr`` fold with Python's own operators, as Triton's front end folds
-them. Loops of constant bounds unroll.
+right). Constants of ``tl.constexpr`` (parameters and names so annotated, literals, a
+``tl.static_range`` variable) fold with Python's own operators, as Triton's front end folds them;
+a name assigned without that annotation, and a ``range`` variable, hold a tensor in Triton, so
+their value is a term with a tensor's obligations, never folded. Loops of constant bounds unroll.
 
 Decomposition. The catalog's XCD remaps write ``pid = <remap of pid>`` and then a 2-D order of the
 new ``pid``. Where nothing after such a statement reads the old ``pid``, the proof splits there:
@@ -157,22 +159,55 @@ class _Translator:
                 self.value(stmt.value)
             return
         if isinstance(stmt, ast.Assign):
-            value = self.value(stmt.value)
+            value = self._runtime(self.value(stmt.value))
             for target in stmt.targets:
                 self._bind(target, value, top and len(stmt.targets) == 1)
         elif isinstance(stmt, ast.AnnAssign):
             if stmt.value is None:
                 raise Unsupported(f"line {stmt.lineno}: annotation without a value")
-            self._bind(stmt.target, self.value(stmt.value), top)
+            value = self.value(stmt.value)
+            if not ast.unparse(stmt.annotation).endswith("constexpr"):
+                value = self._runtime(value)
+            self._bind(stmt.target, value, top)
         elif isinstance(stmt, ast.AugAssign):
             load = ast.Name(stmt.target.id, ast.Load()) if isinstance(stmt.target, ast.Name) else None
             if load is None:
                 raise Unsupported(f"line {stmt.lineno}: augmented assignment to {ast.unparse(stmt.target)}")
-            self._bind(stmt.target, self._binop(stmt.op, self.value(load), self.value(stmt.value)), False)
+            self._bind(stmt.target, self._runtime(self._binop(stmt.op, self.value(load), self.value(stmt.value))),
+                       False)
         elif isinstance(stmt, ast.For):
             self._loop(stmt)
         else:
             raise Unsupported(f"line {stmt.lineno}: {type(stmt).__name__}")
+
+    def _runtime(self, value):
+        """``value`` as Triton holds it once assigned to a name not annotated ``tl.constexpr``: a
+        Python int becomes a tensor of int32 (int64 beyond int32's range), whose ``//`` and ``%``
+        truncate and whose arithmetic wraps (code_generator's ``_sanitize_target_value`` ->
+        ``semantic.to_tensor``; the interpreter the same): so from here on it is a term with the
+        obligations of one, never folded with Python's floor division and unbounded integers
+        (#41, round seven: ``c = -1; e = c // 2 + 1`` is 1 in Triton, 0 folded in Python). An int
+        that only uint32 holds is not translated. Booleans keep their value (int1)."""
+        if isinstance(value, tuple):
+            return tuple(self._runtime(v) for v in value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            return value
+        if 2 ** 31 <= value < 2 ** 32:
+            raise Unsupported(f"the constant {value}, which Triton holds as uint32")
+        if not -2 ** 63 <= value < 2 ** 63:
+            raise Unsupported(f"the constant {value}, beyond int64")
+        return _Int(self.z3.IntVal(value), 32 if -2 ** 31 <= value < 2 ** 31 else 64)
+
+    def _numeral(self, value) -> int | None:
+        """The integer ``value`` is whatever the grid, a constant or a term of constants only, else None."""
+        if isinstance(value, bool):
+            return None
+        if isinstance(value, int):
+            return value
+        if isinstance(value, _Int):
+            term = self.z3.simplify(value.term)
+            return term.as_long() if self.z3.is_int_value(term) else None
+        return None
 
     def _bind(self, target, value, may_cut: bool) -> None:
         if isinstance(target, ast.Name):
@@ -193,9 +228,12 @@ class _Translator:
         if (stmt.orelse or not isinstance(call, ast.Call) or ast.unparse(call.func) not in
                 ("range", "tl.static_range") or not isinstance(stmt.target, ast.Name)):
             raise Unsupported(f"line {stmt.lineno}: a loop other than `for i in range(<constants>)`")
-        bounds = [self.value(a) for a in call.args]
-        if not all(isinstance(b, int) and not isinstance(b, bool) for b in bounds):
+        bounds = [self._numeral(self.value(a)) for a in call.args]
+        if any(b is None for b in bounds):
             raise Unsupported(f"line {stmt.lineno}: a loop whose bounds are not constants")
+        # tl.static_range's variable is a constexpr; range's a tensor (an scf.for's int32 induction
+        # variable), whose arithmetic is a tensor's (``_runtime``)
+        static = ast.unparse(call.func) == "tl.static_range"
         try:  # a step of 0, bounds whose length leaves a C integer: refused, never raised
             steps = range(*bounds)
             self.unrolled += len(steps)
@@ -204,7 +242,7 @@ class _Translator:
         if self.unrolled > MAX_UNROLL:
             raise Unsupported(f"line {stmt.lineno}: loops of more than {MAX_UNROLL} steps in all")
         for i in steps:
-            self.env[stmt.target.id] = i
+            self.env[stmt.target.id] = i if static else self._runtime(i)
             self._block(stmt.body, top=False)
 
     # expressions
@@ -280,6 +318,10 @@ class _Translator:
                 raise Unsupported("a bitwise operation of a boolean and a number")
             a, b = (self.z3.BoolVal(x) if isinstance(x, bool) else x for x in (a, b))
             return {ast.BitAnd: self.z3.And, ast.BitOr: self.z3.Or, ast.BitXor: self.z3.Xor}[type(op)](a, b)
+        for const, other in ((a, b), (b, a)):   # a literal meets a tensor: Triton wants it in the tensor's type
+            if (isinstance(const, int) and not isinstance(const, bool) and isinstance(other, _Int)
+                    and not -2 ** (other.width - 1) <= const < 2 ** (other.width - 1)):
+                raise Unsupported(f"the constant {const} beside an int{other.width} (Triton refuses it: out of range)")
         x, y = self._int(a), self._int(b)
         width = max(x.width, y.width)
         if isinstance(op, ast.Add):
@@ -292,12 +334,13 @@ class _Translator:
             return self._divmod(x, y, width, isinstance(op, ast.Mod))
         # a shift by the operand's width or more is undefined in Triton (poison in MLIR's arith, a
         # warning of Triton's front end; numpy in the interpreter gives 0): never proven
-        if isinstance(op, (ast.LShift, ast.RShift)) and isinstance(b, int) and 0 <= b < x.width:
+        n = self._numeral(b)
+        if isinstance(op, (ast.LShift, ast.RShift)) and n is not None and 0 <= n < x.width:
             if isinstance(op, ast.LShift):
-                return self._result(x.term * 2 ** b, width, "a shift")
-            return self._divmod(x, self._int(2 ** b), width, False)
-        if isinstance(op, ast.BitAnd) and isinstance(b, int) and b > 0 and b & (b + 1) == 0:
-            return self._divmod(x, self._int(b + 1), width, True)
+                return self._result(x.term * 2 ** n, width, "a shift")
+            return self._divmod(x, self._int(2 ** n), width, False)
+        if isinstance(op, ast.BitAnd) and n is not None and n > 0 and n & (n + 1) == 0:
+            return self._divmod(x, self._int(n + 1), width, True)
         raise Unsupported(f"operator {type(op).__name__} on these operands")
 
     def _divmod(self, x: _Int, y: _Int, width: int, mod: bool) -> _Int:

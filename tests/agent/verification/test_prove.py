@@ -236,3 +236,45 @@ def test_the_report_says_whether_the_best_order_is_proven_or_guarded():
                            "history": []}, run, "")
     assert report["best"]["permutation_scope"] == scope
     assert "Permutation proven for all grids" in render_markdown(report)
+
+
+# Round seven of #41: a name assigned without tl.constexpr holds a tensor in Triton (int32 here), whose
+# `//` truncates and whose sum wraps; folded with Python's operators these read as row-major, and
+# were proven and written unguarded. In Triton each breaks the grids with 12 345 columns.
+_TENSOR_TRAPS = {
+    "floor division of a negative local": "c = -1\n    e = c // 2 + 1\n    w = 1 - e",   # Triton: e = 1, w = 0
+    "a local that wraps": "c = 2147483647\n    w = tl.where(c + 1 < 0, 0, 1)",              # Triton: c + 1 < 0
+    "a range variable": "w = 1\n    for i in range(1):\n        w = (i - 1) // 2 + 2",           # Triton: w = 2
+    "an augmented local": "w = -3\n    w %= 2\n    w = w + 0",                                   # Triton: -1, Python: 1
+}
+
+
+@pytest.mark.parametrize("trap", list(_TENSOR_TRAPS))
+def test_a_local_holds_a_tensor_and_is_never_folded_with_pythons_operators(trap):
+    source = ("@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n):\n    " + _TENSOR_TRAPS[trap]
+              + "\n    pid_m = pid // num_pid_n\n    pid_n = pid % num_pid_n\n"
+              "    return pid_m, tl.where(num_pid_n == 12345, pid_n * w, pid_n)\n")
+    proof = prove_permutation(source, GRID, 2)
+    assert proof.status != "proven", proof.statement
+
+
+def test_constexpr_locals_and_static_range_variables_still_fold_as_triton_folds_them():
+    """The same arithmetic on names annotated tl.constexpr, and on a tl.static_range variable, is
+    Python's in Triton too (its front end folds constexprs): -1 // 2 + 1 is 0 there, w is 1."""
+    source = ('@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n):\n'
+              '    C: tl.constexpr = -1\n    E: tl.constexpr = C // 2 + 1\n    w = 1 - E\n'
+              '    for i in tl.static_range(1):\n        w = w + (i - 1) // 2 + 1\n'
+              '    pid_m = pid // num_pid_n\n    pid_n = pid % num_pid_n\n'
+              '    return pid_m, tl.where(num_pid_n == 12345, pid_n * w, pid_n)\n')
+    proof = prove_permutation(source, GRID, 2)
+    assert proof.status == "proven", proof.statement
+
+
+def test_a_literal_out_of_the_range_of_the_tensor_it_meets_is_not_proven():
+    """`pid + 3000000000`: Triton refuses a scalar out of int32's range beside an int32 (the
+    interpreter raises 'Scalar 3000000000 is out of range for type int32'); the prover read it as
+    an int64 sum."""
+    source = ('@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n):\n'
+              '    p = tl.where(pid + 3000000000 >= 3000000000, pid, 0)\n'
+              '    return p // num_pid_n, p % num_pid_n\n')
+    assert prove_permutation(source, GRID, 2).status != "proven"
