@@ -9,7 +9,8 @@ In a URL (anything after ``scheme://``) it replaces
 
 The secrets it has removed once (a password, a query value of 4 characters or more) are also
 removed wherever they appear later as plain text, in this process: a server that echoes the key in
-an error message outside a URL is caught too, so is a run of ``FRAGMENT_CHARS`` characters of a long
+an error message outside a URL is caught too, so is its base64 (a password echoed from the Basic
+authorization header the HTTP client made of the URL's userinfo), so is a run of ``FRAGMENT_CHARS`` characters of a long
 one (a key echoed with a few characters changed), and so is one written with escapes (``sk-\\u0072...``
 in a tool call's JSON arguments, ``\\x72`` in a Python string, the same text JSON-encoded again
 when the record stores it): the text is also read with its backslash escapes undone, up to
@@ -20,6 +21,7 @@ the terminal take every text. A few linear passes per text.
 """
 from __future__ import annotations
 
+import base64
 import re
 from typing import Any
 from urllib.parse import unquote
@@ -205,7 +207,12 @@ def _redact_rest(rest: str) -> str:
     authority, tail = rest[:authority_end], rest[authority_end:]
     at = authority.rfind("@")
     if at >= 0:
-        _remember(authority[:at].partition(":")[2] or authority[:at])
+        userinfo = authority[:at]
+        _remember(userinfo.partition(":")[2] or userinfo)
+        # the HTTP client sends it as Basic authorization, base64 of "user:password" (RFC 7617),
+        # which a server may echo back (#41, round seven)
+        _remember_base64(unquote(userinfo.partition(":")[0]) + ":" + unquote(userinfo.partition(":")[2]))
+        _remember_base64(userinfo)
         authority = MASK + authority[at:]
     path, hash_mark, fragment = tail.partition("#")
     path, question, query = path.partition("?")
@@ -226,9 +233,21 @@ def _redact_rest(rest: str) -> str:
 
 
 def remember(secret: str) -> None:
-    """Mask ``secret`` (and its percent-decoded form) wherever ``redact`` meets it from now on, in
-    this process: an API key given apart from the URL, which a server may echo back."""
+    """Mask ``secret`` (and its percent-decoded form, and its base64) wherever ``redact`` meets it
+    from now on, in this process: an API key given apart from the URL, which a server may echo back."""
     _remember(secret)
+    _remember_base64(secret)
+
+
+def _remember_base64(text: str) -> None:
+    """Mask ``text``'s base64 (standard and URL-safe alphabets, padded and not) from now on: how a
+    password travels in a Basic authorization header."""
+    if len(text) < MIN_SECRET_CHARS:
+        return
+    raw = text.encode("utf-8", "surrogateescape")
+    for encoded in {base64.b64encode(raw), base64.urlsafe_b64encode(raw)}:
+        _remember(encoded.decode("ascii"))
+        _remember(encoded.decode("ascii").rstrip("="))
 
 
 def _remember(secret: str) -> None:

@@ -104,3 +104,21 @@ def test_undoing_escapes_takes_little_memory():
     finally:
         tracemalloc.stop()
     assert peak < 20 * len(text)
+
+
+def test_a_password_echoed_in_its_basic_authorization_form_is_masked():
+    """The HTTP client sends a URL's userinfo as `Authorization: Basic base64(user:password)`; a
+    server that echoes that header (seen in round seven of #41: `400 rejected request from alice
+    (Authorization: Basic <b64>)`) put the password into the record and reports unmasked."""
+    import base64
+
+    from swizzleperf.sandbox.redact import holds_secret, remember
+    redact("http://alice:S3cr3t%40Passw0rd9xyz@127.0.0.1:9/v1")
+    basic = base64.b64encode(b"alice:S3cr3t@Passw0rd9xyz").decode()
+    echoed = f"rejected request from alice (Authorization: Basic {basic})"
+    assert basic not in redact(echoed) and holds_secret(echoed)
+    assert redact(echoed) == "rejected request from alice (Authorization: Basic ***)"
+    key = "sk-round7-0123456789abcdef"            # an API key given apart from the URL, echoed as base64
+    remember(key)
+    for encoded in (base64.b64encode(key.encode()), base64.urlsafe_b64encode(key.encode())):
+        assert encoded.decode().rstrip("=") not in redact(f"token {encoded.decode()} refused")
