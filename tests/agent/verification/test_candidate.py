@@ -270,11 +270,26 @@ def test_local_names_may_be_bound_every_allowed_way():
     ("9 ** 63", "63 bits"),
     ("0\n    for i in tl.static_range(1000000000):\n        pid = pid + 0", "steps over constant bounds"),
     ("0\n    for i in range(0, 10 ** 18, 2):\n        pid = pid + 0", "steps over constant bounds"),
+    # each loop within the bound, nested or one after another past it (#41, round seven: 4.3e9 steps)
+    ("0\n    for i in tl.static_range(65536):\n        for j in tl.static_range(65536):\n            pid = pid + 0",
+     "steps in all"),
+    ("0\n    for i in range(256):\n        for j in range(257):\n            pid = pid + 0", "steps in all"),
+    ("0\n" + "".join(f"    for i{k} in range(40000):\n        pid = pid + 0\n" for k in range(2)), "steps in all"),
+    ("0\n    for i in range(num_pid_m):\n        for j in range(65536):\n            for k in range(2):\n"
+     "                pid = pid + 0", "steps in all"),
 ])
 def test_huge_and_deep_targets_are_one_clear_refusal(expression, message):
     source = f"@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n):\n    x = {expression}\n" + BODY
     with pytest.raises(CandidateError, match=message):
         canonical_target(source, "swizzle", ARGS)
+
+
+def test_loops_within_the_step_bound_in_all_are_allowed():
+    """256 x 256 nested steps (the bound, 65 536) and a loop over the grid around a small constant
+    loop pass the static check."""
+    for loops in ("    for i in range(256):\n        for j in range(255):\n            pid = pid + 0\n",
+                  "    for i in range(num_pid_m):\n        for j in tl.static_range(8):\n            pid = pid + 0\n"):
+        canonical_target(f"@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n):\n{loops}" + BODY, "swizzle", ARGS)
 
 
 def test_a_deep_decorator_is_one_clear_refusal():
