@@ -27,6 +27,27 @@ def _plain(value) -> str:
     return shown(str(value))
 
 
+def _plain_lines(value) -> str:
+    """Text of several lines (``hw``'s description, the simulator's summary) for a print with
+    ``markup=False``: each line as :func:`_plain` shows it, so that the lines stay lines (the whole
+    text as one ``ascii()`` literal, ``'device: no GPU\\nspec: ...'``, was unreadable, #41) while an
+    escape code or another unprintable character within a line is still written out."""
+    return "\n".join(_plain(line) for line in str(value).split("\n"))
+
+
+def _known_hw(hw: str | None) -> None:
+    """A ``--hw`` that names no spec is one line (exit 2) before anything runs: not after the
+    app's capture, an eval's rows or a simulation it would have stopped (#41). ``None`` and
+    ``auto`` (the detected GPU's spec) are resolved where the run starts."""
+    from swizzleperf import hwspecs
+    if hw is None or hw.strip().lower() == "auto":
+        return
+    try:
+        hwspecs.load_spec(hw)
+    except hwspecs.UnknownHardwareError as exc:
+        _fail(str(exc))
+
+
 def _text(value) -> str:
     """:func:`_plain`, its brackets escaped, for a line, a status, a rule or a table that has markup of
     ours: shown as written, never read as markup (a ``[/red]`` in a reason crashed the line, #41)."""
@@ -153,6 +174,7 @@ def optimize(
         _fail(f"--target-speedup must be > 0, got {target_speedup}")
     if time_budget is not None and not time_budget > 0:
         _fail(f"--time-budget must be > 0 seconds, got {time_budget}")
+    _known_hw(hw)
     from swizzleperf import sandbox
     if allow_unboxed_writes:
         sandbox.allow_unboxed_writes()
@@ -468,6 +490,7 @@ def eval_command(
 ) -> None:
     """Run the optimizer over the bundled kernels and write one table (CSV, markdown) and plots;
     with --apps DIR, over a folder of your apps, one row each."""
+    _known_hw(hw)
     if base_url and not model and not resume:
         _check_llm(model, base_url, resume, llm_timeout)
     if apps is not None or ray or (resume and _apps_eval(workdir, resume)):
@@ -596,10 +619,11 @@ def simulate(
     if as_json:
         print(json.dumps(result))
         return
-    console.print(f"{result['kernel']} on {result['hardware']} ({result['source']}), order {result['swizzle']}: "
-                  f"L2 hit rate {result['l2_hit_rate']:.1%}, DRAM {result['dram_bytes'] / 1e9:.2f} GB, "
-                  f"per domain {', '.join(f'{r:.0%}' for r in result['per_domain_hit_rate'])} "
-                  f"({result['seconds']:.1f} s)\n{result['model']}", markup=False)
+    console.print(f"{_plain(result['kernel'])} on {result['hardware']} ({result['source']}), order "
+                  f"{_plain(result['swizzle'])}: L2 hit rate {result['l2_hit_rate']:.1%}, DRAM "
+                  f"{result['dram_bytes'] / 1e9:.2f} GB, per domain "
+                  f"{', '.join(f'{r:.0%}' for r in result['per_domain_hit_rate'])} "
+                  f"({result['seconds']:.1f} s)\n{_plain_lines(result['model'])}", markup=False)
 
 
 @app.command()
@@ -645,6 +669,7 @@ def profile_command(
     with value, unit, source and meaning (ncu / rocprofv3 on a matching GPU, else the simulator);
     or, with --app CMD, every Triton kernel the app launches: calls, largest grid, time, share,
     and whether its tile order can matter."""
+    _known_hw(hw)
     if app_command is not None:
         return _profile_app(app_command, hw, workdir, as_json)
     if kernel is None:
@@ -704,7 +729,7 @@ def hw_command(hw: Optional[str] = typer.Option(None, "--hw", help="The spec a r
         target = hwspecs.resolve_target(hw)
     except hwspecs.UnknownHardwareError as exc:
         _fail(str(exc))
-    console.print(_plain(hwspecs.describe(target)), markup=False)
+    console.print(_plain_lines(hwspecs.describe(target)), markup=False)
     if probe:
         if target.device is None or target.device.vendor != "nvidia":
             _fail("--probe needs a live NVIDIA GPU")
@@ -714,8 +739,8 @@ def hw_command(hw: Optional[str] = typer.Option(None, "--hw", help="The spec a r
         except dispatch_probe.ProbeError as exc:
             _fail(str(exc))
         path = dispatch_probe.save(result, Path(workdir), target.spec.name)
-        console.print(f"{dispatch_probe.describe(result)}\n(saved to {path}; `simulate` and `analyze` "
-                      f"take it with --probe)", markup=False)
+        console.print(f"{_plain_lines(dispatch_probe.describe(result))}\n(saved to {_plain(path)}; `simulate` "
+                      f"and `analyze` take it with --probe)", markup=False)
 
 
 @app.command("notebook")

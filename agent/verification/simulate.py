@@ -3,6 +3,7 @@ kernel and one order, without a GPU and without a run."""
 from __future__ import annotations
 
 import inspect
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -16,40 +17,81 @@ from swizzleperf.agent.verification.load import load_spec
 from swizzleperf.agent.verification.swizzles import catalog_source, coordinates_of
 from swizzleperf.agent.verification.verify import run_worker
 from swizzleperf.profiling import analysis, l2sim
-from swizzleperf.sandbox.untrusted import read_source
+from swizzleperf.sandbox.untrusted import preview, read_source
 
 
 class SimulateError(Exception):
     """Bad options or a swizzle that is not a permutation; one line for the user."""
 
 
+#: A meta-parameter's largest value: Triton's sizes, offsets and program ids are int32, so no tile,
+#: warp count, stage count or count of SMs a launch can take is larger (and a value within it
+#: cannot overflow the int64 arithmetic of an access model: a 23-digit BLOCK_M was an
+#: OverflowError traceback from kernels/gemm.py's ``trace``, #41).
+META_MAX = 2 ** 31 - 1
+#: Meta-parameters that are extents (a tile's ``BLOCK``, ``BLOCK_M``, ``BLOCK_SIZE_N``...) or the
+#: warps of a program: at least 1 (``tl.arange(0, 0)`` and a grid of ``cdiv(M, 0)`` tiles have no
+#: meaning). Every other one is at least 0: flags and counts that are off at 0 (``STREAM_K``,
+#: ``EPILOGUE_SUBTILE``, ``TAIL_BLOCK_N``, ``BLOCK_M_LOW``, ``FLATTEN``, ``num_stages`` on AMD).
+#: No bundled kernel takes a negative meta-parameter.
+_EXTENT = re.compile(r"BLOCK(_SIZE)?(_[A-Z])?|num_warps")
+_INTEGER = re.compile(r"[+-]?[0-9]+")   # ASCII digits: str.isdigit() passes a "²" that int() refuses
+_DIGITS_SHOWN = 12
+
+
 def parse_meta(text: str | None) -> dict:
-    """``"BLOCK_M=128,BLOCK_N=256"`` -> ``{"BLOCK_M": 128, "BLOCK_N": 256}``.
+    """``"BLOCK_M=128,BLOCK_N=256"`` -> ``{"BLOCK_M": 128, "BLOCK_N": 256}``: each value an integer
+    from 1 (an extent: ``BLOCK``, ``BLOCK_M``, ``BLOCK_SIZE_N``..., or ``num_warps``) or 0 (any other
+    meta-parameter) to ``META_MAX``, checked before it is converted (a value of thousands of digits
+    never reaches ``int()``).
 
     Raises:
-        SimulateError: an item is not ``NAME=INTEGER``.
+        SimulateError: an item is not ``NAME=INTEGER`` (NAME a Python identifier, INTEGER in ASCII
+            digits), or its value is outside its range; one line naming the key and the bound.
     """
     meta = {}
     for item in filter(None, (text or "").split(",")):
-        name, _, value = item.partition("=")
-        if not name.strip() or not value.strip().lstrip("-").isdigit():
-            raise SimulateError(f"--meta items must be NAME=INTEGER, got {item!r}")
-        meta[name.strip()] = int(value)
+        name, _, value = (part.strip() for part in item.partition("="))
+        if not name.isidentifier() or not _INTEGER.fullmatch(value):
+            raise SimulateError(f"--meta items must be NAME=INTEGER, got {preview(item, 60)}")
+        low = 1 if _EXTENT.fullmatch(name) else 0
+        digits = value.lstrip("+-").lstrip("0")   # leading zeros count against int()'s digit limit too
+        fits = len(digits) <= len(str(META_MAX))
+        number = (-1 if value.startswith("-") else 1) * int(digits or "0") if fits else None
+        if number is None or not low <= number <= META_MAX:
+            got = value if len(value) <= _DIGITS_SHOWN else f"{value[:_DIGITS_SHOWN]}... ({len(digits)} digits)"
+            kind = "an extent: a tile's size or the warps of a program" if low else "none is negative"
+            raise SimulateError(f"--meta {name} must be an integer from {low} to {META_MAX} ({kind}), got {got}")
+        meta[name] = number
     return meta
+
+
+#: Bytes of a ``--swizzle-file`` read: a rewrite target is at most candidate.MAX_SOURCE_CHARS (6 000)
+#: characters, at most 4 bytes each in UTF-8 plus a carriage return a line; a file longer than this
+#: is refused before it is read on.
+SWIZZLE_FILE_MAX_BYTES = 64 * 1024
 
 
 def program_order(kernel_path: Path, swizzle: str | None, swizzle_file: Path | None,
                   meta_overrides: dict, timeout_s: float = 300.0) -> tuple:
     """The default problem's program -> tile order of a kernel with its own swizzle, a catalog
     member, or the rewrite target in ``swizzle_file``; verified to be a permutation (in a worker).
+    ``swizzle_file`` is read as the kernel file is (``read_source``): a regular file only (a named
+    pipe, a device or a folder is refused without blocking), at most ``SWIZZLE_FILE_MAX_BYTES``.
 
-    Returns ``(spec, order, swizzle label)``. Raises SimulateError."""
+    Returns ``(spec, order, swizzle label)``.
+
+    Raises:
+        SimulateError: the swizzle file cannot be read or is no rewrite target, an unknown catalog
+            order, or the order is not a permutation (the worker's verdict and reason).
+        KernelLoadError: ``kernel_path`` is no usable kernel module."""
     spec = load_spec(kernel_path)
     source = read_source(kernel_path)
     args = target_args(source, spec.rewrite_target)
     try:
         if swizzle_file is not None:
-            target, label = Path(swizzle_file).read_text(), str(swizzle_file)
+            target = read_source(swizzle_file, SWIZZLE_FILE_MAX_BYTES, "the swizzle file")
+            label = str(swizzle_file)
             check_candidate(target, spec.rewrite_target, args)
         elif swizzle:
             own_target = target_source(source, spec.rewrite_target)
@@ -92,7 +134,8 @@ def trace_kernel(kernel_path: Path, meta_overrides: dict | None = None, timeout_
     recorded = result.details["trace"]
     samples = {tuple(t): a for t, a in zip(recorded["tiles"], recorded["accesses"])}
     meta = spec.meta_for(problem) if problem == "check" else {**spec.meta_for(problem), **(meta_overrides or {})}
-    occupancy = spec.trace({**spec.problems[problem], **(sizes or {})}, meta).programs_per_cu if spec.trace else 1
+    sized = {**spec.problems[problem], **(sizes or {})}
+    occupancy = _model_trace(spec, sized, meta).programs_per_cu if spec.trace else 1
     try:
         granule = {"granule_bytes": granule_bytes} if granule_bytes else {}
         return extend(samples, tuple(recorded["grid"]), occupancy, f"traced from {len(samples)} programs "
@@ -106,25 +149,56 @@ def kernel_trace(kernel_path: Path, spec, meta_overrides: dict, traced: bool, ha
     """The default problem's trace: the spec's access model, or the generic tracer's (``traced``,
     or no model: reuse counted per sector of ``hardware``'s L2, which fills and hits per sector:
     32 B on NVIDIA, 128 B on AMD); its reads marked as going through L1 or not by the launch's
-    meta-parameters (``TileTrace.with_l1``)."""
+    meta-parameters (``TileTrace.with_l1``).
+
+    Raises:
+        SimulateError: the trace cannot be made (the worker's reason), or the access model cannot
+            be built under these meta-parameters (an overflow, a trace too large to hold)."""
     meta = {**spec.meta_for("default"), **meta_overrides}
     granule = hardware.l2_sector_bytes if hardware is not None else None
     if traced or spec.trace is None:
         return trace_kernel(Path(kernel_path), meta_overrides, granule_bytes=granule).with_l1(meta)
     if granule is not None and "granule_bytes" in inspect.signature(spec.trace).parameters:
         # a spec whose trace is the generic tracer's (a captured user kernel): the same granule
-        return spec.trace(spec.problems["default"], meta, granule_bytes=granule).with_l1(meta)
-    return spec.trace(spec.problems["default"], meta).with_l1(meta)
+        return _model_trace(spec, spec.problems["default"], meta, granule_bytes=granule).with_l1(meta)
+    return _model_trace(spec, spec.problems["default"], meta).with_l1(meta)
 
 
-def load_probe(path: Path | None) -> dict | None:
-    """A stored dispatch probe (``swizzleperf hw --probe``), or None. Raises SimulateError."""
+def _model_trace(spec, problem: dict, meta: dict, **options):
+    """``spec.trace(problem, meta, **options)``, run here (a kernel's own access model).
+
+    Raises:
+        SimulateError: it raised OverflowError, MemoryError, ZeroDivisionError or ValueError
+            (numpy's "array is too big" among them): meta-parameters the model cannot take, named
+            with the error, one line."""
+    try:
+        return spec.trace(problem, meta, **options)
+    except (OverflowError, MemoryError, ZeroDivisionError, ValueError) as exc:
+        raise SimulateError(f"the access model of {spec.name} cannot be built for meta-parameters "
+                            f"{dict(meta)}: {_reason(exc)}") from None
+
+
+def _reason(exc: BaseException) -> str:
+    """``Type: message`` of an exception, its message on one line (a MemoryError may have none)."""
+    text = " ".join(str(exc).split())[:300]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def load_probe(path: Path | None, hardware=None) -> dict | None:
+    """A stored dispatch probe (``swizzleperf hw --probe``), or None; with ``hardware``, checked to
+    place programs on that spec's L2 partitions (before any work, not after the simulation).
+
+    Raises:
+        SimulateError: the probe cannot be read, or its partitions are not the spec's."""
     if path is None:
         return None
     from swizzleperf.profiling.dispatch_probe import ProbeError, load
     try:
-        return load(Path(path))
-    except ProbeError as exc:
+        stored = load(Path(path))
+        if hardware is not None:
+            l2sim.placement(1, hardware, 1, stored)
+        return stored
+    except (ProbeError, ValueError) as exc:
         raise SimulateError(str(exc)) from None
 
 
@@ -133,11 +207,18 @@ def simulate_kernel(kernel_path: Path, hw: str, swizzle: str | None = None,
                     probe: Path | None = None) -> dict:
     """The simulator's figures for one kernel, hardware spec and order (a JSON-ready dict with
     ``l2_hit_rate`` 0..1, ``dram_bytes``, ``per_domain_hit_rate``, ``seconds`` of simulation);
-    with ``probe`` (a stored dispatch probe) programs are placed as it measured."""
+    with ``probe`` (a stored dispatch probe) programs are placed as it measured. The options
+    (``meta``, ``hw``, ``probe``) are checked before the kernel is loaded or run.
+
+    Raises:
+        SimulateError: a bad option, swizzle file or order; a trace or a simulation that cannot
+            be made (one line each).
+        UnknownHardwareError: ``hw`` names no spec.
+        KernelLoadError: ``kernel_path`` is no usable kernel module."""
     overrides = parse_meta(meta)
-    stored = load_probe(probe)
-    spec, order, label = program_order(Path(kernel_path), swizzle, swizzle_file, overrides)
     hardware = hwspecs.load_spec(hw)
+    stored = load_probe(probe, hardware)
+    spec, order, label = program_order(Path(kernel_path), swizzle, swizzle_file, overrides)
     full_meta = {**spec.meta_for("default"), **overrides}
     trace = kernel_trace(kernel_path, spec, overrides, traced, hardware)
     start = time.perf_counter()
@@ -145,6 +226,8 @@ def simulate_kernel(kernel_path: Path, hw: str, swizzle: str | None = None,
         result = l2sim.simulate(trace, order, hardware, probe=stored)
     except ValueError as exc:
         raise SimulateError(str(exc)) from None
+    except (OverflowError, MemoryError) as exc:
+        raise SimulateError(f"the simulation of {spec.name} cannot be run: {_reason(exc)}") from None
     return {"kernel": spec.name, "hardware": hardware.name, "swizzle": label,
             "problem": dict(spec.problems["default"]), "meta": full_meta,
             **result.to_dict(), "dram_bytes": result.dram_read_bytes + result.dram_write_bytes,
@@ -153,11 +236,15 @@ def simulate_kernel(kernel_path: Path, hw: str, swizzle: str | None = None,
 
 def analyze_kernel(kernel_path: Path, hw: str, swizzle: str | None = None, meta: str | None = None,
                    traced: bool = False, probe: Path | None = None) -> str:
-    """The memory-access analysis a proposer is shown, for one kernel, spec and order."""
+    """The memory-access analysis a proposer is shown, for one kernel, spec and order; the options
+    checked first, as :func:`simulate_kernel` checks them.
+
+    Raises:
+        SimulateError, UnknownHardwareError, KernelLoadError: as :func:`simulate_kernel`."""
     overrides = parse_meta(meta)
-    stored = load_probe(probe)
-    spec, order, _ = program_order(Path(kernel_path), swizzle, None, overrides)
     hardware = hwspecs.load_spec(hw)
+    stored = load_probe(probe, hardware)
+    spec, order, _ = program_order(Path(kernel_path), swizzle, None, overrides)
     full_meta = {**spec.meta_for("default"), **overrides}
     problem = spec.problems["default"]
     trace = kernel_trace(kernel_path, spec, overrides, traced, hardware)
@@ -165,4 +252,6 @@ def analyze_kernel(kernel_path: Path, hw: str, swizzle: str | None = None, meta:
         figures = analysis.analyze(trace, order, spec.tile_grid(problem, full_meta), hardware, stored)
     except ValueError as exc:
         raise SimulateError(str(exc)) from None
+    except (OverflowError, MemoryError) as exc:
+        raise SimulateError(f"the analysis of {spec.name} cannot be made: {_reason(exc)}") from None
     return analysis.render(figures, hardware, spec.rewrite_target)
