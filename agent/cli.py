@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import shlex
 import sqlite3
 import sys
 from pathlib import Path
@@ -166,6 +167,8 @@ def optimize(
     from swizzleperf.hwspecs import UnknownHardwareError
     if kernel is None and resume is None and app is None:
         _fail("give a kernel module (e.g. kernels/gemm.py), --app CMD --kernel NAME, or --resume RUN_ID")
+    if resume is not None:
+        _resume_takes_no_other_options(ctx, resume)
     if target_l2 is not None and not 0.0 < target_l2 <= 1.0:
         _fail(f"--target-l2 must be in (0, 1], got {target_l2}")
     if timeout <= 0:
@@ -213,7 +216,7 @@ def optimize(
         _fail(f"{Path(workdir) / 'swizzleperf.db'} is not a usable run record ({exc}): move it "
               f"away or give another --workdir")
     except KeyboardInterrupt:
-        run_id = progress.run_id or "RUN_ID"
+        run_id = progress.run_id or resume or "RUN_ID"
         errors.print(f"interrupted: the run is saved; continue it with --resume {_plain(run_id)}"
                      + (f" --workdir {_plain(workdir)}" if workdir != ".swizzleperf" else ""), markup=False)
         raise typer.Exit(code=130)
@@ -234,6 +237,23 @@ def optimize(
               f"{attempts[-1].get('reason')}); "
               f"every request is in {outcome.run_dir / 'transcript.jsonl'}")
     return outcome
+
+
+#: What ``optimize --resume`` takes besides the run: the record's folder and the endpoint again.
+_RESUME_TAKES = {"resume", "workdir", "base_url"}
+
+
+def _resume_takes_no_other_options(ctx: typer.Context, resume: str) -> None:
+    """A resumed run goes on with the options it started with: one given beside ``--resume``
+    (``--in-place``, a KERNEL, ``-n``...) is one line (exit 2), not silently dropped (#41, round
+    eight: ``--resume ID --in-place`` wrote nothing and said nothing)."""
+    given = [(param.opts[0] if param.opts and param.opts[0].startswith("-") else param.name.upper())
+             for param in ctx.command.params if param.name not in _RESUME_TAKES   # by name: typer may bring its own click
+             and getattr(ctx.get_parameter_source(param.name), "name", "") == "COMMANDLINE"]
+    if given:
+        _fail(f"--resume {_plain(resume)} goes on with the options the run started with; "
+              f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} not taken here: start a new run with "
+              f"{'it' if len(given) == 1 else 'them'} (--workdir and --base-url are taken)")
 
 
 def _check_llm(model: str | None, base_url: str | None, resume: str | None, llm_timeout: float) -> None:
@@ -430,7 +450,9 @@ def _best_lines(r: dict, run_dir: Path) -> list:
         lines.append(f"best kernel {r['best_kernel_refused']}")
     if (run_dir / "best.diff").exists():
         diff = run_dir / "best.diff"
-        lines.append(f"best.diff: {diff} (`patch {r.get('kernel_path') or 'KERNEL'} {diff}` applies it)")
+        # quoted for a shell: a file named `$(touch x).py` is a name, not a command (#41, round eight)
+        target = shlex.quote(str(r["kernel_path"])) if r.get("kernel_path") else "KERNEL"
+        lines.append(f"best.diff: {diff} (`patch {target} {shlex.quote(str(diff))}` applies it)")
     return lines
 
 

@@ -89,3 +89,31 @@ def test_a_real_run_records_the_problems_it_checked(tmp_path):
     workload = outcome.report["workload"]
     assert workload["numerics_problems"] == {"check": CHECK}
     assert "numerics verified at check M=100, N=72, K=80" in (outcome.run_dir / "report.md").read_text()
+
+
+def test_the_patch_hint_quotes_the_paths_for_a_shell(tmp_path):
+    """A kernel named `$(touch pwned).py` is a file name to the printed `patch` command, not a
+    command substitution (#41, round eight: pasting the hint ran it)."""
+    import shlex
+    (tmp_path / "best.diff").write_text("--- a/x.py\n")
+    report = {**_report(), "kernel_path": "/k/$(touch pwned).py"}
+    line = cli._best_lines(report, tmp_path)[2]
+    command = line.split("(`", 1)[1].rsplit("` applies it)", 1)[0]
+    assert shlex.split(command) == ["patch", "/k/$(touch pwned).py", str(tmp_path / "best.diff")]
+    assert "'/k/$(touch pwned).py'" in command
+
+
+def test_options_given_beside_resume_are_one_line_not_dropped(tmp_path):
+    """`optimize --resume ID --in-place` (or a KERNEL, or -n) used to go on without them and say
+    nothing; now it is one line naming them, before the record is opened; --workdir and --base-url
+    are taken."""
+    from typer.testing import CliRunner
+    from swizzleperf.agent.cli import app
+    env = {"COLUMNS": "200", "NO_COLOR": "1", "HOME": str(tmp_path)}
+    got = CliRunner().invoke(app, ["optimize", "--resume", "r1", "--in-place", "-n", "3", "--workdir", str(tmp_path / "w")], env=env)
+    assert got.exit_code == 2 and "--iterations, --in-place are not taken here" in got.output, got.output
+    assert not (tmp_path / "w").exists()
+    got = CliRunner().invoke(app, ["optimize", "kernels/gemm.py", "--resume", "r1"], env=env)
+    assert got.exit_code == 2 and "KERNEL is not taken here" in got.output, got.output
+    got = CliRunner().invoke(app, ["optimize", "--resume", "r1", "--workdir", str(tmp_path / "w")], env=env)
+    assert "not taken" not in got.output and got.exit_code != 0    # no such run: the record's own line
