@@ -333,7 +333,9 @@ def main(argv: list | None = None) -> None:
     def interrupt(signum, frame):   # the suite's budget: the app is stopped, the run saved
         raise KeyboardInterrupt(signal.Signals(signum).name)
     signal.signal(signal.SIGTERM, interrupt)
-    app_file = Path(args.app).resolve()
+    # the app as listed, its links not followed: a linked app keeps its own name (docs/eval.md) and a
+    # link loop is the app's failure to start, not a traceback of ours (#41, round eight)
+    app_file = Path(os.path.abspath(args.app))
     os.chdir(app_file.parent)
     row = _Row(Path(args.row), app_file.name)
     evaluate(app_file, Path(args.workdir).resolve(), args.iterations, args.budget, row, args.hw, not args.no_ncu)

@@ -55,6 +55,25 @@ def test_a_symlinked_app_is_its_own_row_not_pending(tmp_path):
     assert summary["counts"]["pending"] == 0 and "the target ran" in summary["rows"][0]["reason"]
 
 
+
+def test_a_link_loop_is_the_apps_failure_and_a_linked_app_runs_under_its_own_name(tmp_path):
+    """Round eight of #41: the worker resolved the app's path, so a link loop was a RuntimeError of
+    ours ("tool failure", a traceback in worker.log) and a linked app ran as its target's name."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "target.py").write_text("raise SystemExit('the target ran')\n")
+    folder = tmp_path / "apps"
+    folder.mkdir()
+    (folder / "linked.py").symlink_to(elsewhere / "target.py")
+    (folder / "loop.py").symlink_to(folder / "loop.py")
+    options = apps.AppsOptions(apps_dir=str(folder), names=["linked.py", "loop.py"], iterations=1,
+                               row_budget_s=60, hw="mi300x", workdir=str(tmp_path / ".swizzleperf"),
+                               out=str(tmp_path / "out" / "t"))
+    _, summary, _ = apps.run_apps(options, gpus=1, devices=[])
+    rows = {r["app"]: r for r in summary["rows"]}
+    assert rows["loop.py"]["outcome"] == "app failed", rows["loop.py"]
+    assert "target.py" not in rows["linked.py"]["reason"] and "the target ran" in rows["linked.py"]["reason"]
+
 _PEAK = """
 import resource, sys
 from pathlib import Path
