@@ -202,7 +202,10 @@ def _compared(measured_path: Path, hw: str, probe: Path | None, placements: Path
         if own:
             stored = {**stored, "placement": {"1": {"sm_of_program": own[row["order"]]}}}
         if schedules:
-            sim = l2sim.simulate_schedule(trace, order, hardware, timed[row["order"]], parts_of_sm, group_of_sm, model)
+            row_schedule = timed[row["order"]]
+            timed_by = f"modelled ({row_schedule['model']})" if "model" in row_schedule else "measured"
+            sim = l2sim.simulate_schedule(trace, order, hardware, row_schedule, parts_of_sm, group_of_sm, model,
+                                          timed_by)
         else:
             sim = l2sim.simulate(trace, order, hardware, probe=stored)
         hits, misses = (row["lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum"],

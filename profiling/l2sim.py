@@ -579,14 +579,17 @@ class MergeModel:
 
 
 def simulate_schedule(trace: TileTrace, order: np.ndarray, hw: HardwareSpec, schedule: dict,
-                      partition_of_sm, group_of_sm=None, merge: MergeModel | None = None) -> SimResult:
+                      partition_of_sm, group_of_sm=None, merge: MergeModel | None = None,
+                      timed_by: str = "measured") -> SimResult:
     """:func:`simulate` with the programs placed and timed as measured, not dispatched by the model:
     program ``p`` (a tile of the kernel's persistent loop, ``order[p]`` its logical tile) runs on SM
     ``schedule["smid"][p]`` from ``began_ns[p]`` to ``ended_ns[p]`` (bench/gemm_schedule_probe.py),
     its non-empty loop steps spread evenly over that time; the accesses replayed in time order
     (ties: by SM, then step order). Its L2 partition: ``partition_of_sm`` (the dispatch probe's map of
     that chip); its L1: its SM's. With ``merge`` and ``group_of_sm`` (an int per SM, the chip's merge
-    groups, bench/l2_merge_probe.py discover), reads merge as ``MergeModel`` says. Not cached.
+    groups, bench/l2_merge_probe.py discover), reads merge as ``MergeModel`` says. ``timed_by``:
+    where the schedule comes from, for the result's model line (``"measured"``, or a model's name,
+    e.g. bench/gemm_timing_model.py's). Not cached.
 
     Raises:
         ValueError: as :func:`simulate`; a schedule whose lists are not one entry per program, or
@@ -619,7 +622,7 @@ def simulate_schedule(trace: TileTrace, order: np.ndarray, hw: HardwareSpec, sch
     access_sm, flat_keys = flat_sm[idx], keys[mask][idx]
     writes = writes_all[mask][idx]
     c = _replay(parts[access_sm], access_sm, flat_keys, writes, trace, hw, merge, groups[access_sm], flat_when[idx])
-    model = (f"per-partition LRU by bytes at block granularity, programs on the SMs and at the times measured "
+    model = (f"per-partition LRU by bytes at block granularity, programs on the SMs and at the times {timed_by} "
              f"({p_count} programs on {len(np.unique(sm))} SMs), each partition holding its own copy of what its "
              f"SMs read")
     if hw.domain_miss_path == "peer_domains" and hw.l2_domains > 1:
