@@ -555,8 +555,13 @@ def eval_command(
 
 
 def _apps_eval(workdir: str, eval_id: str) -> bool:
-    from swizzleperf.eval.apps import stored_options
-    return Path(workdir, "swizzleperf.db").exists() and stored_options(workdir, eval_id) is not None
+    """Whether ``eval_id`` is an ``--apps`` eval of ``workdir``'s record; its stored options that do
+    not pass their check are one line (exit 2), not a traceback (#41, round seven)."""
+    from swizzleperf.eval.apps import AppsError, stored_options
+    try:
+        return Path(workdir, "swizzleperf.db").exists() and stored_options(workdir, eval_id) is not None
+    except AppsError as exc:
+        _fail(str(exc))
 
 
 def _eval_apps(apps, files, hw, iterations, row_budget, gpus, ray, ray_address, out, resume, workdir,

@@ -9,7 +9,9 @@ Where the rows run: on this host, ``gpus`` workers at a time, each pinned to one
 process, which alone writes them: to the ``app_rows`` table of the record
 (``WORKDIR/swizzleperf.db``, beside the runs) and to ``OUT.json`` and ``OUT.md`` (the counts per
 outcome, the share answered, the rows grouped by outcome), rewritten after every row. A resumed
-eval (``--resume EVAL_ID``) skips the apps that already have a row.
+eval (``--resume EVAL_ID``) skips the apps that already have a row; its stored options are data
+(#41), read within ``MAX_OPTIONS_CHARS`` and checked against ``StoredAppsOptions`` first: a row
+that does not fit is one line, the eval cannot be resumed, and the row is left as it was.
 """
 from __future__ import annotations
 
@@ -19,16 +21,23 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Callable
+from pathlib import Path, PurePosixPath
+from typing import Annotated, Callable
 
 import pandas as pd
+import pydantic
 
 from swizzleperf.agent.loop.record import RunRecord
 from swizzleperf.eval.app_worker import ANSWERED, OUTCOMES, RowJob, empty_row, run_row, stop
+from swizzleperf.sandbox import untrusted
 from swizzleperf.sandbox.untrusted import shown   # the tables' and the console's text from outside
 
 DEFAULT_ROW_BUDGET_S = 600.0
+#: Characters of an apps eval's stored options: the app names dominate (10 000 apps of 100-character
+#: paths are 1 MB).
+MAX_OPTIONS_CHARS = 4 << 20
+#: Nesting of stored options: an object holding the list of names.
+MAX_OPTIONS_DEPTH = 4
 COLUMNS = list(empty_row(""))
 NUMBERS = ("programs", "waves", "seconds", "baseline_ms", "baseline_spread_ms", "best_ms", "best_spread_ms",
            "speedup", "speedup_spread", "predicted_l2_baseline", "predicted_l2_best")
@@ -58,6 +67,39 @@ class AppsOptions:
 
     def out_path(self, eval_id: str) -> Path:
         return Path(self.out) if self.out else Path(self.workdir) / "results" / eval_id
+
+
+def _printable(text: str) -> str:
+    if not text.isprintable():
+        raise ValueError("must be printable text (no newline, NUL or escape code)")
+    return text
+
+
+def _inside_the_folder(name: str) -> str:
+    path = PurePosixPath(name)
+    if not name or path.is_absolute() or ".." in path.parts:   # what list_apps lets through (_inside)
+        raise ValueError("must be a path inside the apps folder (relative, without '..')")
+    return name
+
+
+_Text = Annotated[str, pydantic.Field(strict=True, max_length=4096), pydantic.AfterValidator(_printable)]
+
+
+class StoredAppsOptions(pydantic.BaseModel):
+    """``AppsOptions`` as ``_register`` stores them, checked before a resume believes them: each
+    option's type and range (no coercion), app names printable paths inside the folder (a row's
+    folder is made from its name), no other key. An option a row leaves out (a record written
+    before it existed) keeps ``AppsOptions``' default."""
+    model_config = pydantic.ConfigDict(strict=True, extra="forbid")
+    apps_dir: _Text
+    names: Annotated[list[Annotated[_Text, pydantic.AfterValidator(_inside_the_folder)]],
+                     pydantic.Field(max_length=100_000)] = None
+    iterations: Annotated[int, pydantic.Field(strict=True, ge=1, lt=1 << 31)] = None
+    row_budget_s: Annotated[float, pydantic.Field(strict=True, gt=0.0, allow_inf_nan=False)] = None
+    hw: _Text | None = None
+    use_ncu: bool = None
+    workdir: _Text = None
+    out: _Text | None = None
 
 
 def list_apps(apps_dir: str, files: str | None = None) -> list:
@@ -123,10 +165,26 @@ def _register(options: AppsOptions, eval_id: str) -> None:
 
 
 def stored_options(workdir: str, eval_id: str) -> AppsOptions | None:
-    """The options an apps eval started with, or None where ``eval_id`` is none."""
+    """The options an apps eval started with (its workdir ``workdir``, where the record is now),
+    or None where ``eval_id`` is none.
+
+    Raises:
+        AppsError: the eval's row does not hold options of the shape ``_register`` writes (too
+            long, too deep, not JSON, an unknown key, a value of the wrong type or out of range, an
+            app out of the folder): one line, the row left as it was.
+    """
     with _connect(workdir) as db:
         found = db.execute("SELECT options_json FROM app_evals WHERE eval_id = ?", (eval_id,)).fetchone()
-    return AppsOptions(**{**json.loads(found[0]), "workdir": workdir}) if found else None
+    if found is None:
+        return None
+    try:
+        if not isinstance(found[0], str):
+            raise untrusted.UntrustedInput(f"the row of its options holds {type(found[0]).__name__}, not JSON text")
+        stored = untrusted.load_json_checked(found[0], StoredAppsOptions, "the row of its options",
+                                             MAX_OPTIONS_CHARS, MAX_OPTIONS_DEPTH)
+    except untrusted.UntrustedInput as exc:
+        raise AppsError(f"apps eval {shown(eval_id)} cannot be resumed: {exc}") from None
+    return AppsOptions(**{**stored.model_dump(exclude_unset=True), "workdir": workdir})
 
 
 def _save(workdir: str, eval_id: str, row: dict) -> None:
@@ -154,7 +212,8 @@ def run_apps(options: AppsOptions, eval_id: str | None = None, on_row: Callable 
     their rows replaced. Returns ``(eval_id, summary, [OUT.json, OUT.md])`` (``summarize``).
 
     Raises:
-        AppsError: an unknown eval id; Ray asked for and not installed.
+        AppsError: an unknown eval id, or one whose stored options cannot be resumed
+            (``stored_options``); Ray asked for and not installed.
     """
     if eval_id is not None:
         stored = stored_options(options.workdir, eval_id)

@@ -2,7 +2,13 @@
 (CSV and markdown) and its plots under ``WORKDIR/results/`` (or ``--out``). A killed eval resumes where it stopped:
 finished kernels are not redone, an interrupted kernel's run continues from its checkpoint. With
 ``gpus`` > 1 the kernels are spread over worker processes, one per GPU (``eval/workers.py``); a
-kernel that fails is recorded as failed with its reason, and the others go on."""
+kernel that fails is recorded as failed with its reason, and the others go on.
+
+What the record holds is data (#41): an eval's stored options are read within ``MAX_OPTIONS_CHARS``
+and checked against ``StoredEvalOptions`` before a resume believes them (a row that does not fit is
+one line, the eval cannot be resumed, and the row is left as it was); a run's report.json is read
+within ``MAX_REPORT_BYTES`` and checked against ``ReportFigures``, and one that does not fit is its
+kernel's row, marked unreadable with the reason, while the other rows go on."""
 from __future__ import annotations
 
 import json
@@ -11,14 +17,16 @@ import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Annotated, Callable
 
 import pandas as pd
+import pydantic
 
 from swizzleperf.agent.loop import run
-from swizzleperf.agent.loop.record import RunRecord
+from swizzleperf.agent.loop.record import RunRecord, UnknownRunError
 from swizzleperf.eval import evals_table, workers
 from swizzleperf.eval.evals_table import kernel_status, set_status
+from swizzleperf.sandbox import untrusted
 from swizzleperf.sandbox.redact import MASK, redact, redact_all
 
 KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels"
@@ -28,6 +36,15 @@ KERNELS = ("gemm", "elementwise", "layernorm", "softmax", "spmv", "transpose", "
 DIST_KERNELS = ("gemm_all_scatter", "all_gather_gemm", "gemm_reduce_scatter", "flash_decode")
 DIST_WORLD_SIZES = (2, 4, 8)
 DISTRIBUTED = tuple(f"{k}@{w}" for k in DIST_KERNELS for w in DIST_WORLD_SIZES)
+#: Characters of an eval's stored options (``_register``): about 600, 2 KB with every row and the
+#: line on those left out.
+MAX_OPTIONS_CHARS = 64 * 1024
+#: Nesting of stored options: an object holding the list of kernels.
+MAX_OPTIONS_DEPTH = 4
+#: Bytes of a run's report.json read for its row (eval/history.py reads as much; the largest under
+#: bench/results/ is 211 KB).
+MAX_REPORT_BYTES = 64 << 20
+
 
 class EvalError(Exception):
     """Bad eval options or an unknown eval id; one line for the user."""
@@ -56,6 +73,47 @@ class EvalOptions:
     @property
     def results_dir(self) -> Path:
         return Path(self.out_dir) if self.out_dir else Path(self.workdir) / "results"
+
+
+def _printable(text: str) -> str:
+    if not text.isprintable():
+        raise ValueError("must be printable text (no newline, NUL or escape code)")
+    return text
+
+
+def _bundled(name: str) -> str:
+    if name not in KERNELS and name not in DISTRIBUTED:   # a name is a path under kernels/: nothing else
+        raise ValueError(f"not a bundled kernel ({', '.join(KERNELS)}, or KERNEL@W of {', '.join(DIST_KERNELS)})")
+    return name
+
+
+_Text = Annotated[str, pydantic.Field(strict=True, max_length=4096), pydantic.AfterValidator(_printable)]
+_Count = Annotated[int, pydantic.Field(strict=True, ge=0, lt=1 << 31)]
+_Seconds = Annotated[float, pydantic.Field(strict=True, gt=0.0, allow_inf_nan=False)]
+_Price = Annotated[float, pydantic.Field(strict=True, ge=0.0, allow_inf_nan=False)]
+
+
+class StoredEvalOptions(pydantic.BaseModel):
+    """``EvalOptions`` as ``_register`` stores them, checked before a resume believes them: each
+    option's type and range (no coercion: ``"8"`` is not an iteration count), only bundled kernels
+    (a name becomes a path under kernels/), text printable, no other key. An option a row leaves
+    out (a record written before it existed) keeps ``EvalOptions``' default."""
+    model_config = pydantic.ConfigDict(strict=True, extra="forbid")
+    kernels: Annotated[list[Annotated[str, pydantic.AfterValidator(_bundled)]], pydantic.Field(max_length=256)] = None
+    hw: _Text | None = None
+    iterations: Annotated[int, pydantic.Field(strict=True, ge=1, lt=1 << 31)] = None
+    model: _Text | None = None
+    base_url: _Text | None = None
+    llm_timeout_s: _Seconds = None
+    temperature: Annotated[float, pydantic.Field(strict=True, ge=0.0, le=2.0, allow_inf_nan=False)] = None
+    context_tokens: Annotated[int, pydantic.Field(strict=True, ge=1, lt=1 << 31)] | None = None
+    llm_retries: Annotated[int, pydantic.Field(strict=True, ge=0, lt=1000)] = None
+    evidence: bool = None
+    price_in_per_mtok: _Price = None
+    price_out_per_mtok: _Price = None
+    workdir: _Text = None
+    out_dir: _Text | None = None
+    left_out: _Text = None
 
 
 def resolve_kernels(text: str) -> list:
@@ -181,13 +239,22 @@ def stored_options(workdir: str, eval_id: str, base_url: str | None = None) -> E
     ``$SWIZZLEPERF_EVAL_BASE_URL`` in a worker process of the eval.
 
     Raises:
-        EvalError: no such eval, or ``base_url`` is another endpoint than the eval's.
+        EvalError: no such eval, its stored options not of the shape ``_register`` writes (too
+            long, too deep, not JSON, an unknown key, a value of the wrong type or out of range: one
+            line, the row left as it was), or ``base_url`` is another endpoint than the eval's.
     """
     with evals_table.connect(workdir) as db:
         found = db.execute("SELECT options_json FROM evals WHERE eval_id = ? LIMIT 1", (eval_id,)).fetchone()
     if found is None:
         raise EvalError(f"no eval {eval_id!r} in {workdir}")
-    options = EvalOptions(**json.loads(found[0]))
+    try:
+        if not isinstance(found[0], str):
+            raise untrusted.UntrustedInput(f"the row of its options holds {type(found[0]).__name__}, not JSON text")
+        stored = untrusted.load_json_checked(found[0], StoredEvalOptions, "the row of its options",
+                                             MAX_OPTIONS_CHARS, MAX_OPTIONS_DEPTH)
+    except untrusted.UntrustedInput as exc:
+        raise EvalError(f"eval {untrusted.shown(eval_id)} cannot be resumed: {exc}") from None
+    options = EvalOptions(**stored.model_dump(exclude_unset=True))
     given = base_url or os.environ.get(workers.BASE_URL_VARIABLE) or None
     if given is not None:
         if redact(given) != options.base_url:
@@ -264,7 +331,8 @@ def summarize(workdir: str, eval_id: str) -> pd.DataFrame:
     """One row per kernel of the eval: baseline, expert and best with their sources, speedups
     (none where within the measured spread), iterations and time to the best, rejections by
     reason, tokens and cost; a kernel that did not finish says so in ``status``, ``reason`` and
-    its verdict, with the figures its run reached, if any."""
+    its verdict, with the figures its run reached, if any; one whose run's report cannot be read
+    is ``unreadable``, with why (``_kernel_row``)."""
     record = RunRecord(Path(workdir))
     with evals_table.connect(workdir) as db:
         rows = db.execute("SELECT kernel, run_id, status, reason FROM evals WHERE eval_id = ? ORDER BY rowid",
@@ -272,10 +340,112 @@ def summarize(workdir: str, eval_id: str) -> pd.DataFrame:
     return pd.DataFrame([_kernel_row(record, *row) for row in rows])
 
 
-def _kernel_row(record: RunRecord, kernel: str, run_id: str | None, status: str, reason: str | None) -> dict:
+_Number = Annotated[float, pydantic.Field(strict=True, allow_inf_nan=False)] | None
+_Label = Annotated[str, pydantic.Field(strict=True, max_length=100_000)] | None
+
+
+class _Entry(pydantic.BaseModel):
+    """What a row reads of report.json's baseline, expert or best; the rest kept."""
+    model_config = pydantic.ConfigDict(extra="allow", strict=True)
+    name: _Label = None
+    source: _Label = None
+    predicted_source: _Label = None
+    time_ms: _Number = None
+    time_spread_ms: _Number = None
+    l2_hit_rate: _Number = None
+    dram_bytes: _Number = None
+    predicted_time_ms: _Number = None
+    speedup_vs_baseline: _Number = None
+    speedup_vs_expert: _Number = None
+    beyond_noise_vs_baseline: bool | None = None
+    beyond_noise_vs_expert: bool | None = None
+    l2_gain_vs_baseline: _Number = None
+    l2_gain_vs_expert: _Number = None
+
+
+class _RoofOrder(pydantic.BaseModel):
+    """profiling/roof.py's figures of one order: numbers where measured, "not measured" where not."""
+    model_config = pydantic.ConfigDict(extra="allow", strict=True)
+    status: _Label = None
+    binding: _Label = None
+    roof_share: _Number | _Label = None
+    max_gain: _Number | _Label = None
+
+    @pydantic.model_validator(mode="after")
+    def _measured_is_a_number(self):
+        if self.status == "measured" and (isinstance(self.roof_share, str) or isinstance(self.max_gain, str)):
+            raise ValueError("a measured roof's roof_share and max_gain must be numbers")
+        return self
+
+
+class _RoofOrders(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="allow", strict=True)
+    best: _RoofOrder | None = None
+
+
+class _Roof(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="allow", strict=True)
+    orders: _RoofOrders | None = None
+
+
+class _TorchNccl(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="allow", strict=True)
+    time_ms: _Number = None
+
+
+class _Distributed(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="allow", strict=True)
+    torch_nccl: _TorchNccl | None = None
+
+
+class ReportFigures(pydantic.BaseModel):
+    """What an eval's row reads of a run's report.json (agent/loop/report.py writes it), each
+    field's type checked; the rest kept, bounded by the file's size and depth."""
+    model_config = pydantic.ConfigDict(extra="allow", strict=True)
+    hardware: _Label = None
+    mode: _Label = None
+    iterations: _Count
+    baseline: _Entry | None = None
+    expert: _Entry | None = None
+    best: _Entry | None = None
+    distributed: _Distributed | None = None
+    roof: _Roof | None = None
+
+
+def _report_of(record: RunRecord, run_id: str | None) -> dict:
+    """The report.json of run ``run_id`` as it was written, once it fits ``ReportFigures``; ``{}``
+    without a run, or before the run wrote one.
+
+    Raises:
+        UntrustedInput: one line naming the file: the run's row cannot be read, or its report is
+            not a regular file, longer than ``MAX_REPORT_BYTES``, not UTF-8 or not JSON, too deep,
+            cannot be read, or holds a field of the wrong type.
+    """
     from swizzleperf.agent.loop.run import run_dir_of
-    report_path = run_dir_of(record.root, record.run(run_id)["run_dir"]) / "report.json" if run_id else None
-    report = json.loads(report_path.read_text()) if report_path and report_path.exists() else {}
+    if not run_id:
+        return {}
+    try:
+        path = run_dir_of(record.root, record.run(run_id)["run_dir"]) / "report.json"
+    except UnknownRunError as exc:   # and UnusableRunError: a row not of the shape a run writes
+        raise untrusted.UntrustedInput(str(exc)) from None
+    if not path.exists():
+        return {}
+    try:
+        data = untrusted.read_bounded(path, MAX_REPORT_BYTES, "the report")
+    except OSError as exc:
+        raise untrusted.UntrustedInput(f"the report {path} cannot be read: {exc.strerror or exc}") from None
+    report = untrusted.loads(data, str(path))
+    untrusted.validated(ReportFigures, report, str(path), data)
+    return report
+
+
+def _kernel_row(record: RunRecord, kernel: str, run_id: str | None, status: str, reason: str | None) -> dict:
+    """One row of the table; a run whose row or report.json cannot be read is the row's status,
+    ``unreadable``, its reason the one line that says why (the record is left as it is)."""
+    try:
+        report = _report_of(record, run_id)
+    except untrusted.UntrustedInput as exc:
+        report, status, reason = {}, "unreadable", str(exc)
     out = {"kernel": kernel, "hardware": report.get("hardware"), "mode": report.get("mode"), "run_id": run_id}
     for label in ("baseline", "expert", "best"):
         f = report.get(label) or {}

@@ -14,13 +14,33 @@
   misses in its own partition. Cycles per load split the SMs into two groups (the largest gap
   in the sorted latencies); a second reference, taken from the other group, must give the same
   split.
+
+A stored probe (``load``) is data (#41): read within ``MAX_PROBE_BYTES`` from a regular file only,
+its nesting measured before it is parsed, then checked against ``StoredProbe`` (what the simulator
+and ``describe`` read, each field's type and range); whatever does not fit is one ``ProbeError``
+naming the file and the field, never a traceback from deep inside ``json`` or numpy.
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
+import pydantic
+
+from swizzleperf.sandbox import untrusted
+
+#: Bytes of a stored probe read: ``hw --probe`` writes about 200 KB on an H200 (8192 programs at two
+#: occupancies, 132 SMs); 16 MiB holds 80 times that.
+MAX_PROBE_BYTES = 16 << 20
+#: JSON nesting of a stored probe: 5 levels (the probe, ``placement``, a level, its ``summary``, a list).
+MAX_PROBE_DEPTH = 8
+#: SMs of a partition map, partitions, programs of a level's placement: far above any GPU's (132
+#: SMs and 2 partitions on an H100) and the probe's 8192 programs, small enough for numpy at once.
+MAX_SMS = 1 << 16
+MAX_PARTITIONS = 1024
+MAX_PROBE_PROGRAMS = 1 << 20
 
 
 class ProbeError(Exception):
@@ -170,39 +190,144 @@ def _require_partition_map(stored, what: str) -> None:
         raise ProbeError(f"{what} has no partition map (an older probe?); run `swizzleperf hw --probe` again")
 
 
+def _printable(text: str) -> str:
+    if not text.isprintable():
+        raise ValueError("must be printable text (no newline or escape code)")
+    return text
+
+
+_SM = Annotated[int, pydantic.Field(strict=True, ge=0, lt=MAX_SMS)]
+_Partition = Annotated[int, pydantic.Field(strict=True, ge=0, lt=MAX_PARTITIONS)]
+_Count = Annotated[int, pydantic.Field(strict=True, ge=0, lt=1 << 62)]
+_Cycles = Annotated[float, pydantic.Field(strict=True, ge=0.0, allow_inf_nan=False)]
+_PerSM = Annotated[list[_Cycles], pydantic.Field(min_length=1, max_length=MAX_SMS)]
+#: A level of the placement: programs per SM, written as JSON keys are ("1", "2").
+_Level = Annotated[str, pydantic.Field(strict=True, pattern=r"^[1-9][0-9]{0,2}$")]
+#: A reference SM of ``cycles_after_reference`` ("0", "95").
+_Reference = Annotated[str, pydantic.Field(strict=True, pattern=r"^(0|[1-9][0-9]{0,4})$")]
+_Device = Annotated[str, pydantic.Field(strict=True, min_length=1, max_length=200),
+                    pydantic.AfterValidator(_printable)]
+
+
+class _Summary(pydantic.BaseModel):
+    """What ``summarize`` wrote of one level, as ``describe`` reads it."""
+    model_config = pydantic.ConfigDict(extra="allow", strict=True)
+    first_programs_sm: Annotated[list[_SM], pydantic.Field(max_length=64)]
+    started_in_id_order: bool | None = None
+    first_wave_programs: _Count
+    distinct_sms: _Count
+    neighbours_on_same_sm: Annotated[float, pydantic.Field(strict=True, ge=0.0, le=1.0, allow_inf_nan=False)]
+
+
+class _Placement(pydantic.BaseModel):
+    """One level of the placement: the SM of every program id of the probe's launch."""
+    model_config = pydantic.ConfigDict(extra="allow", strict=True)
+    sm_of_program: Annotated[list[_SM], pydantic.Field(min_length=1, max_length=MAX_PROBE_PROGRAMS)]
+    start_ns: Annotated[list[_Count], pydantic.Field(max_length=MAX_PROBE_PROGRAMS)] | None = None
+    summary: _Summary | None = None
+
+
+class _Partitions(pydantic.BaseModel):
+    """The partition of every SM, and the pointer-chase cycles (one value per SM) it came from."""
+    model_config = pydantic.ConfigDict(extra="allow", strict=True)
+    partition_of_sm: Annotated[list[_Partition], pydantic.Field(min_length=1, max_length=MAX_SMS)]
+    references_agree: bool | None = None
+    cycles_after_reference: Annotated[dict[_Reference, _PerSM], pydantic.Field(min_length=1, max_length=16)] | None = None
+    cycles_cold: _PerSM | None = None
+    cycles_self_warm: _PerSM | None = None
+    cycles_after_own_far_read: _PerSM | None = None
+    lines: _Count | None = None
+    repeats: _Count | None = None
+
+    @pydantic.model_validator(mode="after")
+    def _one_value_per_sm(self):
+        sms = len(self.partition_of_sm)
+        lists = {f"cycles_after_reference.{r}": v for r, v in (self.cycles_after_reference or {}).items()}
+        lists.update(cycles_cold=self.cycles_cold, cycles_self_warm=self.cycles_self_warm,
+                     cycles_after_own_far_read=self.cycles_after_own_far_read)
+        for name, values in lists.items():
+            if values is not None and len(values) != sms:
+                raise ValueError(f"{name} has {len(values)} values for the {sms} SMs of the partition map")
+        outside = [r for r in self.cycles_after_reference or {} if int(r) >= sms]
+        if outside:
+            raise ValueError(f"the reference SM {outside[0]} is outside the partition map of {sms} SMs")
+        return self
+
+
+class StoredProbe(pydantic.BaseModel):
+    """A stored probe as :func:`load` believes it: what the simulator reads (the device's name, the
+    SM of every program at each level, the partition of every SM, every SM named inside the map)
+    required; what ``describe`` reads checked where present (a probe written by hand may hold only
+    the former); other fields kept, bounded by the file's size and depth."""
+    model_config = pydantic.ConfigDict(extra="allow", strict=True)
+    device: _Device
+    num_sms: _Count | None = None
+    spin_ns: _Count | None = None
+    placement: Annotated[dict[_Level, _Placement], pydantic.Field(min_length=1, max_length=16)]
+    partitions: _Partitions
+
+    @pydantic.model_validator(mode="after")
+    def _sms_inside_the_map(self):
+        sms = len(self.partitions.partition_of_sm)
+        for level, run in self.placement.items():
+            named = max(run.sm_of_program + (run.summary.first_programs_sm if run.summary else []))
+            if named >= sms:
+                raise ValueError(f"placement {level} names SM {named}, outside the partition map of {sms} SMs")
+        return self
+
+
 def load(path: Path) -> dict:
-    """A stored probe. Raises ProbeError: unreadable, not JSON, or without the partition map."""
+    """A stored probe (``hw --probe``'s JSON), as it was written, once it fits ``StoredProbe``.
+
+    Raises:
+        ProbeError: one line naming the file: it cannot be read, is not a regular file, is longer
+            than ``MAX_PROBE_BYTES``, is not UTF-8 or not JSON, nests deeper than
+            ``MAX_PROBE_DEPTH``, has no partition map (an older probe), or a field that does not
+            fit (its path, what it must be and what was found).
+    """
+    what = f"the probe {untrusted.shown(str(path))}"
     try:
-        stored = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise ProbeError(f"cannot read the probe {path}: {exc}") from None
-    _require_partition_map(stored, str(path))
-    part = stored["partitions"].get("partition_of_sm") if isinstance(stored["partitions"], dict) else None
-    if not (isinstance(part, list) and 0 < len(part) <= 1 << 16
-            and all(type(x) is int and 0 <= x < 1024 for x in part)):   # data: bounded before numpy sees it
-        raise ProbeError(f"the probe {path}: its partition map is not a list of partition numbers (0..1023)")
+        data = untrusted.read_bounded(path, MAX_PROBE_BYTES, what)
+        stored = untrusted.loads(data, what, max_depth=MAX_PROBE_DEPTH)
+    except OSError as exc:
+        raise ProbeError(f"cannot read {what}: {exc.strerror or exc}") from None
+    except untrusted.UntrustedInput as exc:
+        raise ProbeError(str(exc)) from None
+    _require_partition_map(stored, what)
+    try:
+        untrusted.validated(StoredProbe, stored, what, data)
+    except untrusted.UntrustedInput as exc:
+        raise ProbeError(str(exc)) from None
     return stored
 
 
 def describe(stored: dict) -> str:
-    """A few lines for an engineer: where the first programs land, the waves, the partitions."""
+    """A few lines for an engineer: where the first programs land, the waves, the partitions.
+
+    Args:
+        stored: a :func:`probe` result, or a :func:`load` one; a figure a probe written by hand
+            leaves out (a level's ``summary``, the cycles) is left out of the lines."""
     lines = []
     for level, run in sorted(stored["placement"].items()):
-        s = run["summary"]
+        s = run.get("summary")
+        if s is None:
+            continue
         lines.append(f"{level} program(s) per SM: programs 0-15 on SMs {s['first_programs_sm']}; "
                      f"{s['first_wave_programs']} programs in the first wave on {s['distinct_sms']} SMs; "
                      f"neighbouring ids on the same SM: {s['neighbours_on_same_sm']:.0%}")
     p = stored["partitions"]
     labels = np.asarray(p["partition_of_sm"])
-    cycles = {int(r): np.asarray(v) for r, v in p["cycles_after_reference"].items()}
-    near = np.median(np.concatenate([v[labels == labels[r]] for r, v in cycles.items()]))
-    far = np.median(np.concatenate([v[labels != labels[r]] for r, v in cycles.items()]))
-    lines.append(f"L2 partitions: {np.bincount(labels).tolist()} SMs (the two references "
-                 f"{'agree' if p['references_agree'] else 'DISAGREE'}); a pointer chase after a reference "
-                 f"SM read the lines: {near:.0f} cycles/load on its partition's SMs, {far:.0f} on the "
-                 f"others'; cold {np.median(p['cycles_cold']):.0f}, own re-read "
+    line = f"L2 partitions: {np.bincount(labels).tolist()} SMs"
+    if p.get("cycles_after_reference") and p.get("cycles_cold") and p.get("cycles_self_warm"):
+        cycles = {int(r): np.asarray(v) for r, v in p["cycles_after_reference"].items()}
+        near = np.median(np.concatenate([v[labels == labels[r]] for r, v in cycles.items()]))
+        far = np.median(np.concatenate([v[labels != labels[r]] for r, v in cycles.items()]))
+        line += (f" (the two references {'agree' if p.get('references_agree') else 'DISAGREE'}); a pointer "
+                 f"chase after a reference SM read the lines: {near:.0f} cycles/load on its partition's SMs, "
+                 f"{far:.0f} on the others'; cold {np.median(p['cycles_cold']):.0f}, own re-read "
                  f"{np.median(p['cycles_self_warm']):.0f}")
-    if "cycles_after_own_far_read" in p:
+    lines.append(line)
+    if p.get("cycles_after_own_far_read"):
         lines.append(f"a line the other partition served, read again: "
                      f"{np.median(p['cycles_after_own_far_read']):.0f} cycles/load (kept in the near "
                      f"partition where this equals the own re-read)")
