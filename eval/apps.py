@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import sqlite3
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -240,17 +241,27 @@ def run_apps(options: AppsOptions, eval_id: str | None = None, on_row: Callable 
             on_row(row, count[0], total)
 
     try:
-        if ray:
-            from swizzleperf.eval.apps_ray import RayMissing, run_on_ray
+        try:
+            if ray:
+                from swizzleperf.eval.apps_ray import RayMissing, run_on_ray
+                try:
+                    run_on_ray(jobs, ray_address, record)
+                except RayMissing as exc:
+                    raise AppsError(str(exc)) from None
+            else:
+                run_local(jobs, gpus, _devices() if devices is None else devices, record)
+        finally:
             try:
-                run_on_ray(jobs, ray_address, record)
-            except RayMissing as exc:
-                raise AppsError(str(exc)) from None
-        else:
-            run_local(jobs, gpus, _devices() if devices is None else devices, record)
-    finally:
-        files = write_tables(options, eval_id)
-    return eval_id, summarize(options, eval_id), files
+                files = write_tables(options, eval_id)
+            except sqlite3.DatabaseError:
+                files = []   # the error in flight, or the one below, says why
+        return eval_id, summarize(options, eval_id), files
+    except sqlite3.DatabaseError as exc:
+        # the apps are your code and run with your rights: one that writes over the record ends the
+        # eval in one line, not a traceback (#41, round eight); each finished row's files stay
+        raise AppsError(f"the record {Path(options.workdir) / 'swizzleperf.db'} became unusable during eval "
+                        f"{shown(eval_id)} ({shown(str(exc))}): did an app write over it? The rows finished "
+                        f"so far are in their folders under {Path(options.workdir) / 'apps' / eval_id}") from None
 
 
 def _job(options: AppsOptions, eval_id: str, name: str) -> RowJob:

@@ -293,3 +293,24 @@ def test_the_command_line_refuses_a_files_entry_outside_the_folder_in_one_line(t
     proc = swizzleperf("eval", "--apps", "apps", "--files", "list.txt", "--hw", "mi300x", cwd=tmp_path, timeout=120)
     assert_one_line_error(proc, "--files names a path outside apps: ../app.py (it holds '..')")
     assert proc.returncode == 2 and not (tmp_path / ".swizzleperf").exists()
+
+
+def test_an_app_that_writes_over_the_record_ends_the_eval_in_one_line(tmp_path, monkeypatch):
+    """Round eight of #41: an app (your code, with your rights) wrote garbage over the record and the
+    eval ended in a double sqlite3.DatabaseError traceback. Whether SQLite notices at the row's save
+    depends on the connections still open, so the record's failure is made certain here: one
+    AppsError line naming the record and where the finished rows are."""
+    import sqlite3
+    workdir = tmp_path / ".swizzleperf"
+    folder = tmp_path / "apps"
+    folder.mkdir()
+    (folder / "app.py").write_text("raise SystemExit('done')\n")
+
+    def written_over(*args, **kwargs):
+        raise sqlite3.DatabaseError("file is not a database")
+    monkeypatch.setattr(apps, "_save", written_over)
+    options = apps.AppsOptions(apps_dir=str(folder), names=["app.py"], iterations=1, row_budget_s=60,
+                               hw="mi300x", workdir=str(workdir), out=str(tmp_path / "out" / "t"))
+    with pytest.raises(apps.AppsError, match="became unusable during eval .*did an app write over it") as caught:
+        apps.run_apps(options, gpus=1, devices=[])
+    assert "\n" not in str(caught.value) and str(workdir / "apps") in str(caught.value)
