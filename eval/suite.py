@@ -248,8 +248,6 @@ def stored_options(workdir: str, eval_id: str, base_url: str | None = None) -> E
     if found is None:
         raise EvalError(f"no eval {eval_id!r} in {workdir}")
     try:
-        if not isinstance(found[0], str):
-            raise untrusted.UntrustedInput(f"the row of its options holds {type(found[0]).__name__}, not JSON text")
         stored = untrusted.load_json_checked(found[0], StoredEvalOptions, "the row of its options",
                                              MAX_OPTIONS_CHARS, MAX_OPTIONS_DEPTH)
     except untrusted.UntrustedInput as exc:

@@ -380,12 +380,15 @@ def load_json_checked(source: str | bytes | Path, model: type[Model], what: str,
     against the pydantic ``model``.
 
     Raises:
-        UntrustedInput: too long, not UTF-8, not JSON, too deep, or not of the model's shape; one
-            line naming ``what`` and quoting what was found.
+        UntrustedInput: too long, not UTF-8, not JSON, too deep, or not of the model's shape (a
+            value that is not text at all, a database cell of another type, too); one line naming
+            ``what`` and quoting what was found.
         OSError: a path that cannot be read (the caller decides whether a missing file is a miss).
     """
     if isinstance(source, Path):
         data: str | bytes = read_bounded(source, max_bytes, what)
+    elif not isinstance(source, (str, bytes)):
+        raise UntrustedInput(f"{what} holds {type(source).__name__}, not JSON text")
     else:
         data = source
         if len(data) > max_bytes:

@@ -41,24 +41,9 @@ def test_a_name_with_a_newline_or_a_bar_is_one_row_of_the_markdown_table():
 
 
 def test_a_symlinked_app_is_its_own_row_not_pending(tmp_path):
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    (elsewhere / "target.py").write_text("raise SystemExit('the target ran')\n")
-    folder = tmp_path / "apps"
-    folder.mkdir()
-    (folder / "linked.py").symlink_to(elsewhere / "target.py")
-    options = apps.AppsOptions(apps_dir=str(folder), names=apps.list_apps(str(folder)), iterations=1,
-                               row_budget_s=60, hw="mi300x", workdir=str(tmp_path / ".swizzleperf"),
-                               out=str(tmp_path / "out" / "t"))
-    _, summary, _ = apps.run_apps(options, gpus=1, devices=[])
-    assert [(r["app"], r["outcome"]) for r in summary["rows"]] == [("linked.py", "app failed")], summary["rows"]
-    assert summary["counts"]["pending"] == 0 and "the target ran" in summary["rows"][0]["reason"]
-
-
-
-def test_a_link_loop_is_the_apps_failure_and_a_linked_app_runs_under_its_own_name(tmp_path):
-    """Round eight of #41: the worker resolved the app's path, so a link loop was a RuntimeError of
-    ours ("tool failure", a traceback in worker.log) and a linked app ran as its target's name."""
+    """A linked app runs under its listed name, and a link loop is the app's failure to start (round
+    eight of #41: the worker resolved the path, so a loop was a RuntimeError of ours, "tool
+    failure", and a linked app ran as its target's name)."""
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / "target.py").write_text("raise SystemExit('the target ran')\n")
@@ -66,13 +51,15 @@ def test_a_link_loop_is_the_apps_failure_and_a_linked_app_runs_under_its_own_nam
     folder.mkdir()
     (folder / "linked.py").symlink_to(elsewhere / "target.py")
     (folder / "loop.py").symlink_to(folder / "loop.py")
-    options = apps.AppsOptions(apps_dir=str(folder), names=["linked.py", "loop.py"], iterations=1,
+    options = apps.AppsOptions(apps_dir=str(folder), names=apps.list_apps(str(folder)), iterations=1,
                                row_budget_s=60, hw="mi300x", workdir=str(tmp_path / ".swizzleperf"),
                                out=str(tmp_path / "out" / "t"))
     _, summary, _ = apps.run_apps(options, gpus=1, devices=[])
     rows = {r["app"]: r for r in summary["rows"]}
-    assert rows["loop.py"]["outcome"] == "app failed", rows["loop.py"]
-    assert "target.py" not in rows["linked.py"]["reason"] and "the target ran" in rows["linked.py"]["reason"]
+    assert {a: r["outcome"] for a, r in rows.items()} == {"linked.py": "app failed", "loop.py": "app failed"}, rows
+    assert summary["counts"]["pending"] == 0 and "the target ran" in rows["linked.py"]["reason"]
+    assert "target.py" not in rows["linked.py"]["reason"]
+
 
 _PEAK = """
 import resource, sys
