@@ -9,18 +9,24 @@ is read back only through ``verified_text``, which refuses a file whose digest i
 verified one (a line appended to the run folder's copy after verification); and ``write_back``
 writes it only where ``check`` (the caller's: agent/loop/run.py) finds it the file as the run read
 it with only its rewrite target changed, a target that passes the candidates' static check (a file
-planted in the run folder, named in the record with its own digest)."""
+planted in the run folder, named in the record with its own digest). Every file a run writes
+into its folder goes through ``replace_file``: a new file renamed over the name, so that a link or
+a named pipe planted there is replaced, never written through or waited on (#41h)."""
 from __future__ import annotations
 
 import codecs
+import contextlib
 import hashlib
 import io
 import os
 import re
-import shutil
+import stat
+import tempfile
 import tokenize
 from pathlib import Path
 from typing import Callable
+
+from swizzleperf.sandbox.untrusted import MAX_KERNEL_BYTES, UntrustedInput, read_bounded
 
 
 #: A line of Python source: up to and with its ``\n``, ``\r\n`` or ``\r``, or the last line without one.
@@ -108,16 +114,43 @@ def source_text(data: bytes) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def write_sealed(path: Path, text: str) -> str:
-    """Write ``text`` to a new file at ``path`` (any file there replaced), read-only (0o444): a
-    candidate of the run folder, for reading only. Returns ``digest(text)``, to keep with it."""
+def replace_file(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """Write ``data`` as a new file at ``path`` with ``mode``: written to a temporary file made
+    beside it (a new name, never an existing one opened), then renamed over ``path``. Whatever
+    stood at ``path`` (a link to a file elsewhere, a named pipe, a device: planted in a run folder,
+    #41h) is replaced, never written through or waited on. The one way a run writes into its run
+    folder.
+
+    Raises:
+        OSError: it cannot be written (a full disk, a name the file system refuses, ``path`` a
+            folder); the temporary file is removed and whatever stood at ``path`` is left.
+    """
     path = Path(path)
-    path.unlink(missing_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".swizzleperf-", suffix=".tmp")
     try:
-        path.write_bytes(source_bytes(text))
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+            os.fchmod(out.fileno(), mode)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def write_sealed(path: Path, text: str) -> str:
+    """Write ``text`` to a new file at ``path`` (whatever is there replaced: ``replace_file``),
+    read-only (0o444): a candidate of the run folder, for reading only. Returns
+    ``digest(text)``, to keep with it.
+
+    Raises:
+        OSError: as ``replace_file``.
+    """
+    try:
+        data = source_bytes(text)
     except ValueError:   # not in its declared encoding: as UTF-8, so it never reads back as verified
-        path.write_text(text)
-    path.chmod(0o444)
+        data = text.encode("utf-8", "surrogateescape")
+    replace_file(path, data, 0o444)
     return digest(text)
 
 
@@ -125,7 +158,9 @@ def verified_text(path: Path, expected: str | None, folder: Path | None = None) 
     """The text of the run folder's file ``path`` if its digest is still ``expected`` (kept when
     it was verified), else ``(None, why)`` in a few words for a line of output. ``folder``: the run
     folder ``path`` must lie in (resolved, links followed): a path the record names outside it is
-    never read, whatever digest the record keeps with it (a planted checkpoint, #41)."""
+    never read, whatever digest the record keeps with it (a planted checkpoint, #41). Read as a
+    regular file of at most ``MAX_KERNEL_BYTES`` (a named pipe in its place is refused, not waited
+    on)."""
     if folder is not None:
         try:
             inside = Path(path).resolve().is_relative_to(Path(folder).resolve())
@@ -136,10 +171,12 @@ def verified_text(path: Path, expected: str | None, folder: Path | None = None) 
     if expected is None:
         return None, (f"{path} has no digest of its verified text in the run record (a run recorded before "
                       f"digests were kept)")
-    try:
-        text = source_text(Path(path).read_bytes())
+    try:   # bounded, a regular file only: a named pipe planted in the run folder is not waited on (#41h)
+        text = source_text(read_bounded(path, MAX_KERNEL_BYTES, "the verified kernel"))
     except OSError as exc:
         return None, f"{path} cannot be read ({exc.strerror or exc})"
+    except UntrustedInput as exc:
+        return None, f"{path} cannot be read ({exc})"
     except (UnicodeDecodeError, LookupError):
         return None, f"{path} is not the text that was verified (it does not read in its declared encoding)"
     if digest(text) != expected:
@@ -175,15 +212,9 @@ def write_back(path: Path, expected: str, text: str,
             refused = f"{path} does not read in its declared encoding"
         if refused:
             return False, refused
-    temporary = path.with_name(f".{path.name}.swizzleperf-{os.getpid()}.tmp")
-    try:
-        temporary.write_bytes(source_bytes(text, newline_of(original), original.startswith(codecs.BOM_UTF8)))
-        shutil.copymode(path, temporary)
-        os.replace(temporary, path)
+    try:   # a temporary file of a short name beside it (a long kernel name stays writable), then a rename
+        replace_file(path, source_bytes(text, newline_of(original), original.startswith(codecs.BOM_UTF8)),
+                     stat.S_IMODE(path.stat().st_mode))
     except (OSError, ValueError) as exc:
-        try:
-            temporary.unlink(missing_ok=True)
-        except OSError:
-            pass  # the disk is gone too: the message below says why nothing was written
         return False, f"{path} cannot be written ({getattr(exc, 'strerror', None) or exc})"
     return True, "written"

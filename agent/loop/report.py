@@ -7,7 +7,8 @@ from pathlib import Path
 from swizzleperf.agent.verification import lessons
 from swizzleperf.agent.verification.verify import Verdict
 from swizzleperf.profiling.roof import stop_line
-from swizzleperf.sandbox.write_back import verified_text, write_sealed
+from swizzleperf.sandbox import untrusted
+from swizzleperf.sandbox.write_back import replace_file, verified_text, write_sealed
 
 
 def figures(attempt: dict | None) -> dict | None:
@@ -245,40 +246,62 @@ def write_outputs(run_dir: Path, report: dict, best: dict | None, kernel_filenam
     """Write report.json, report.md and, when there is a verified best, the best kernel and diff.
     The best kernel is the text that was verified (issue #41): its candidate file is read through
     the digest kept with it (sandbox/write_back.py's ``verified_text``) and written read-only; a
-    file changed since is not copied, ``best_kernel_refused`` says why in one line."""
+    file changed since is not copied, ``best_kernel_refused`` says why in one line.
+    ``kernel_filename``: the best kernel's name in the run folder.
+
+    Every file is rendered before any is written, so that a report that cannot be rendered leaves
+    the run folder as it was (report.json and report.md never disagree, #41h), and each is written
+    as a new file over its name (``replace_file``: a link or a named pipe planted in the run
+    folder is replaced, never written through or waited on).
+
+    Raises:
+        OSError: a file cannot be written (a full disk); KeyError, TypeError, ValueError: a report
+            whose content cannot be rendered (nothing written then).
+    """
     run_dir.mkdir(parents=True, exist_ok=True)
+    texts, best_text = {}, None
     if best and best.get("kernel_file"):
-        text, why = verified_text(Path(best["kernel_file"]), best.get("kernel_sha256"), run_dir)
-        if text is None:
+        best_text, why = verified_text(Path(best["kernel_file"]), best.get("kernel_sha256"), run_dir)
+        if best_text is None:
             report.update(best_kernel_file=None, best_kernel_refused=f"not written: {why}")
         else:
-            write_sealed(run_dir / kernel_filename, text)
             report["best_kernel_file"] = str(run_dir / kernel_filename)
         if report.get("distributed"):
-            if text is not None:
-                _write_distributed_next(run_dir, report, best)
+            if best_text is not None:
+                texts.update(_distributed_next(report, best))
         else:
-            (run_dir / "best.diff").write_text(best.get("diff", ""))
-    (run_dir / "report.json").write_text(json.dumps(report, indent=2, default=str))
-    (run_dir / "report.md").write_text(render_markdown(report))
+            texts["best.diff"] = best.get("diff", "")
+    texts["report.json"] = json.dumps(report, indent=2, default=str)
+    texts["report.md"] = render_markdown(report)
+    if best_text is not None:
+        write_sealed(run_dir / kernel_filename, best_text)
+    for name, text in texts.items():
+        replace_file(run_dir / name, text.encode("utf-8", "backslashreplace"))
 
 
-def _write_distributed_next(run_dir: Path, report: dict, best: dict) -> None:
-    """A distributed run's best as something to run: best.diff where its tile order changed the
-    source (else none: a configuration is launch knobs, not a diff), and ``best_command.sh``, the
-    command that verifies and times it against torch + NCCL on W GPUs (agent/distributed/__main__.py's
-    ``run``)."""
+def _distributed_next(report: dict, best: dict) -> dict:
+    """A distributed run's best as something to run, ``{file name: text}`` for its run folder:
+    best.diff where its tile order changed the source (else none: a configuration is launch
+    knobs, not a diff), and ``best_command.sh``, the command that verifies and times it against
+    torch + NCCL on W GPUs (agent/distributed/__main__.py's ``run``); ``report["best_command"]``
+    set to that command."""
     import shlex
-    if best.get("diff"):
-        (run_dir / "best.diff").write_text(best["diff"])
+    texts = {"best.diff": best["diff"]} if best.get("diff") else {}
     d = report["distributed"]
-    config = json.dumps((best.get("metrics") or {}).get("config") or json.loads(best.get("source") or "{}"))
+    config = (best.get("metrics") or {}).get("config")
+    if not config:   # a configuration kept only as its text: read within untrusted's bounds
+        try:
+            config = untrusted.loads(best.get("source") or "{}", "the best configuration's text")
+        except untrusted.UntrustedInput:
+            config = {}
+    config = json.dumps(config)
     command = ["python", "-m", "swizzleperf.agent.distributed", "run", "--kernel", report["best_kernel_file"],
                "--config", config, "--problem", str(d["problem"]), "--world-size", str(d["world_size"])]
     text = " ".join(shlex.quote(c) for c in command)
-    (run_dir / "best_command.sh").write_text("#!/bin/sh\n# verify and time the best configuration against "
-                                             "torch + NCCL on W GPUs\n" + text + "\n")
+    texts["best_command.sh"] = ("#!/bin/sh\n# verify and time the best configuration against torch + NCCL on W "
+                                "GPUs\n" + text + "\n")
     report["best_command"] = text
+    return texts
 
 
 def _pct(x) -> str:
@@ -286,9 +309,16 @@ def _pct(x) -> str:
 
 
 def _ms(f: dict) -> str:
+    """A measured time with its spread (``"3.355 ± 0.013 ms"``); a time kept without its spread
+    as such (``"3.355 ms"``); ``"not measured"``."""
     if f.get("time_ms") is None:
         return "not measured"
-    return f"{f['time_ms']:.3f} ± {f['time_spread_ms']:.3f} ms"
+    return f"{f['time_ms']:.3f}{_spread(f.get('time_spread_ms'))} ms"
+
+
+def _spread(spread) -> str:
+    """`` ± 0.013`` after a figure; nothing where the figure has no spread."""
+    return "" if spread is None else f" ± {spread:.3f}"
 
 
 def render_markdown(report: dict) -> str:
@@ -583,10 +613,11 @@ def distributed_table(report: dict) -> list:
 def _config_row(label: str, f: dict, refs: dict, torch_pred: dict) -> str:
     from swizzleperf.agent.distributed.session import host_paced
     if f.get("time_ms") is not None:
-        t, source = f"{f['time_ms']:.3f} ± {f['time_spread_ms']:.3f}", f.get("time_source")
+        t, source = f"{f['time_ms']:.3f}{_spread(f.get('time_spread_ms'))}", f.get("time_source")
         torch_ms = f.get("torch_nccl_ms") or refs.get("torch_nccl_ms")
-        ratio = (f"{torch_ms / f['time_ms']:.2f}x (paired gain {f['paired_gain_ms']:+.3f} ± "
-                 f"{f['paired_spread_ms']:.3f} ms)" if torch_ms and f.get("paired_gain_ms") is not None else "n/a")
+        ratio = (f"{torch_ms / f['time_ms']:.2f}x (paired gain {f['paired_gain_ms']:+.3f}"
+                 f"{_spread(f.get('paired_spread_ms'))} ms)" if torch_ms and f.get("paired_gain_ms") is not None
+                 else "n/a")
         paced = host_paced(f)
         if paced:    # the host slower than the GPUs: both figures (#44)
             t += f" (GPUs, queued ahead); host {paced['host_ms']:.3f} to queue one launch"

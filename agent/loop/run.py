@@ -4,14 +4,20 @@ from __future__ import annotations
 import ast
 import contextlib
 import dataclasses
+import errno
+import hashlib
+import os
 import secrets
 import shutil
 import sqlite3
+import stat
+import sys
+import tempfile
 import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Annotated, Callable
 
 import pydantic
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -30,11 +36,11 @@ from swizzleperf.agent.verification.candidate import (CandidateError, _assert_on
 from swizzleperf.agent.verification.evaluate import Evaluator
 from swizzleperf.agent.verification.load import KernelLoadError, load_spec
 from swizzleperf.agent.verification.measure import Measurer
-from swizzleperf.agent.verification.verify import VerifyConfig
+from swizzleperf.agent.verification.verify import Verdict, VerifyConfig
 from swizzleperf.kernels.distributed.spec import DistKernelSpec
 from swizzleperf.sandbox.redact import MASK, redact
-from swizzleperf.sandbox.untrusted import read_source
-from swizzleperf.sandbox.write_back import digest, verified_text, write_back
+from swizzleperf.sandbox.untrusted import MAX_KERNEL_BYTES, UntrustedInput, read_bounded, read_source
+from swizzleperf.sandbox.write_back import digest, replace_file, verified_text, write_back
 
 #: How the record's checkpoints are read back: LangGraph's serializer with only its built-in safe
 #: types (the loop's state is plain data). Its default rebuilds any ``module.name(args)`` a
@@ -112,9 +118,13 @@ def start(options: RunOptions, on_event: Callable = lambda k, d: None, proposer=
     record = RunRecord(Path(options.workdir))
     run_dir = Path(options.workdir) / "runs" / run_id
     created = [p for p in (run_dir.parent, run_dir.parent.parent) if not p.exists()]
+    # a long name: the evaluator names the run's files after the run folder's copy, whose name is short
+    evaluated = (kernel_path if in_folder_name(kernel_path.name) == kernel_path.name
+                 else original_path(run_dir, kernel_path.name))
     try:
         _make_run_dir(run_dir, kernel_path.name, source, options.workdir)
-        loop = _builder(spec)(options, spec, target, record, run_id, run_dir, on_event, proposer)
+        loop = _builder(spec)(options, spec, target, record, run_id, run_dir, on_event, proposer,
+                              kernel_path=evaluated)
         record.create_run(run_id, {"kernel": spec.name, "kernel_path": str(kernel_path),
                                    "hardware": target.spec.name, "mode": target.mode,
                                    "proposer": loop.proposer.describe(),
@@ -133,23 +143,59 @@ def start(options: RunOptions, on_event: Callable = lambda k, d: None, proposer=
     return _drive(loop, record, run_id, run_dir, target, {}, options, kernel_path)
 
 
+#: The longest kernel file name, in UTF-8 bytes, that the files of a run folder carry as it is. The
+#: longest name a run makes from it (a guarded order's ``<label>_<stem>-guarded_original_<name>``
+#: with its ``.config.json``) then stays within the 255 bytes a file system allows a name (#41h: a
+#: kernel name of 230 characters was refused as ``candidates/baseline000-baseline_<name>``).
+IN_FOLDER_NAME_BYTES = 80
+
+
+def in_folder_name(name: str) -> str:
+    """A kernel file's ``name`` as the files of its run folder carry it: as it is up to
+    ``IN_FOLDER_NAME_BYTES`` bytes; a longer one as its stem cut at a character, a dash, the first
+    8 hex digits of the SHA-256 of the whole name (two long names stay apart) and its suffix
+    (``kkkk...kkkk-1a2b3c4d.py``)."""
+    encoded = name.encode("utf-8", "surrogateescape")
+    if len(encoded) <= IN_FOLDER_NAME_BYTES:
+        return name
+    path = Path(name)
+    suffix = path.suffix if len(path.suffix.encode("utf-8", "surrogateescape")) <= 8 else ""
+    tag = "-" + hashlib.sha256(encoded).hexdigest()[:8]
+    room = IN_FOLDER_NAME_BYTES - len(tag) - len(suffix.encode("utf-8", "surrogateescape"))
+    stem = path.stem.encode("utf-8", "surrogateescape")[:room].decode("utf-8", "ignore")
+    return stem + tag + suffix
+
+
+def original_path(run_dir: Path, kernel: str) -> Path:
+    """Where a run folder keeps the kernel's bytes as the run read them (``kernel``: its file)."""
+    return Path(run_dir) / f"original_{in_folder_name(Path(kernel).name)}"
+
+
 def _make_run_dir(run_dir: Path, name: str, source: bytes, workdir: str) -> None:
-    """The run's folder with the kernel's original bytes in it.
+    """The run's folder with the kernel's original bytes in it (``original_path``; ``name``: the
+    kernel's file name).
 
     Raises:
-        RunError: the folder cannot be made or written (a --workdir that is a link loop, under a
-            file, in /proc, not writable: one line); a full disk stays the OSError that
+        RunError: the folder cannot be made (a --workdir that is a link loop, under a file, in
+            /proc, not writable) or the copy cannot be written in it (a name the file system
+            refuses): one line naming which and why; a full disk stays the OSError that
             ``storage_fault`` names.
     """
-    import errno
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / f"original_{name}").write_bytes(source)
     except OSError as exc:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             raise
         raise RunError(f"--workdir {workdir}: cannot make the run folder {run_dir} "
                        f"({exc.strerror or exc}): give a folder you can write") from None
+    original = original_path(run_dir, name)
+    try:
+        replace_file(original, source)
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        raise RunError(f"--workdir {workdir}: cannot write {original.name} into the run folder {run_dir} "
+                       f"({exc.strerror or exc})") from None
 
 
 def resume(run_id: str, workdir: str = ".swizzleperf", on_event: Callable = lambda k, d: None,
@@ -158,9 +204,17 @@ def resume(run_id: str, workdir: str = ".swizzleperf", on_event: Callable = lamb
     The record keeps the LLM endpoint without its credentials (``redact``): a run that reached it
     with some needs ``base_url`` again, the same URL once redacted.
 
+    The run folder is data (docs/trust.md): its copy of the kernel is imported only where its
+    digest is the one the record keeps (``_verified_original``), and from a private copy of those
+    bytes in a folder of its own, never with the run folder on ``sys.path`` (#41h: a module
+    planted beside the copy was imported in place of one the agent imports later); its
+    candidates folder must hold only regular files and folders (``_check_candidates_folder``).
+
     Raises:
         UnknownRunError: no such run in ``workdir``.
-        RunError: credentials needed and not given, or another endpoint given (one line).
+        RunError: credentials needed and not given, or another endpoint given; the run folder
+            outside ``workdir``, its copy of the kernel not the text the run read (or no digest
+            of it in the record), its candidates folder holding a link or a named pipe (one line).
     """
     record = RunRecord(Path(workdir))
     row = record.run(run_id)
@@ -170,16 +224,99 @@ def resume(run_id: str, workdir: str = ".swizzleperf", on_event: Callable = lamb
     if not run_dir.resolve().is_relative_to(Path(workdir).resolve()):   # its original is imported here
         raise RunError(f"run {run_id}'s folder in the record, {row['run_dir'][:200]}, is not inside {workdir} "
                        f"(links followed): it is not resumed (nothing of it is read)")
-    original = run_dir / f"original_{Path(options.kernel).name}"
-    spec = load_spec(original)
-    target = _resolve_target(options, spec)
-    if target.spec.name != row["hardware"] or target.mode != row["mode"]:
-        raise RunError(f"run {run_id} was {row['mode']} on {row['hardware']}; here it would be "
-                       f"{target.mode} on {target.spec.name}: resume it where it started")
-    loop = _builder(spec)(options, spec, target, record, run_id, run_dir, on_event, proposer,
-                          kernel_path=original)
-    return _drive(loop, record, run_id, run_dir, target, None, options, Path(options.kernel),
-                  reopen=row["status"] in (STALLED, NO_CANDIDATE))
+    _check_candidates_folder(run_id, run_dir)
+    original = original_path(run_dir, options.kernel)
+    source = _verified_original(run_id, original, options.kernel_sha256)
+    with tempfile.TemporaryDirectory(prefix="swizzleperf-resume-") as private:
+        kernel_path = Path(private) / original.name   # the same name: the run's files keep theirs
+        kernel_path.write_bytes(source)
+        try:
+            spec = load_spec(kernel_path)
+            target = _resolve_target(options, spec)
+            if target.spec.name != row["hardware"] or target.mode != row["mode"]:
+                raise RunError(f"run {run_id} was {row['mode']} on {row['hardware']}; here it would be "
+                               f"{target.mode} on {target.spec.name}: resume it where it started")
+            loop = _builder(spec)(options, spec, target, record, run_id, run_dir, on_event, proposer,
+                                  kernel_path=kernel_path)
+            return _drive(loop, record, run_id, run_dir, target, None, options, Path(options.kernel),
+                          reopen=row["status"] in (STALLED, NO_CANDIDATE))
+        finally:   # the kernel's folder, which its import put on sys.path, is gone with it
+            sys.path[:] = [p for p in sys.path if p not in (private, str(Path(private).resolve()))]
+
+
+def _verified_original(run_id: str, original: Path, expected: str | None) -> bytes:
+    """The bytes of run ``run_id``'s copy of its kernel (``original``, in its run folder): read
+    once, at most ``MAX_KERNEL_BYTES``, as a regular file and not through a link, and only where
+    their digest is ``expected``, the one the record keeps of the kernel as the run read it
+    (#41h: code appended to the copy ran in the agent's process on ``--resume``).
+
+    Raises:
+        RunError: no digest in the record, the copy missing, a link, not a regular file, too
+            long, or not the text the run read: one line naming the file; nothing of it imported.
+    """
+    if expected is None:
+        raise RunError(f"run {run_id}'s record keeps no digest of its kernel, so its copy {original} cannot be "
+                       f"checked: it is not imported and the run is not resumed")
+    try:
+        if original.is_symlink():
+            raise UntrustedInput(f"{original} is a link, not the copy the run wrote")
+        data = read_bounded(original, MAX_KERNEL_BYTES, "the run's copy of its kernel")
+    except FileNotFoundError:
+        raise RunError(f"{original}: no such file: run {run_id} cannot be resumed without its copy of the kernel") \
+            from None
+    except OSError as exc:
+        raise RunError(f"{original} cannot be read ({exc.strerror or exc}): run {run_id} is not resumed") from None
+    except UntrustedInput as exc:
+        raise RunError(f"{exc}: run {run_id} is not resumed") from None
+    if digest(data) != expected:
+        raise RunError(f"{original} is not the kernel run {run_id} read (its digest is not the one the record "
+                       f"keeps): it is not imported and the run is not resumed")
+    return data
+
+
+#: The most entries of a resumed run's candidates folder that are looked at (a run writes a few
+#: per iteration); a folder holding more is refused.
+MAX_CANDIDATE_ENTRIES = 100_000
+
+
+def _check_candidates_folder(run_id: str, run_dir: Path) -> None:
+    """Run ``run_id``'s candidates folder, which the resumed loop goes on writing into and reading
+    from, as a run leaves it: a folder of its own (not a link out of the run folder), holding
+    regular files and folders only: no link (which a writer of a name there would follow out of
+    the run folder), no named pipe or device (which a reader would wait on) (#41h).
+
+    Raises:
+        RunError: the first entry that is not, named in one line; a folder of more than
+            ``MAX_CANDIDATE_ENTRIES`` entries.
+    """
+    folder = run_dir / "candidates"
+    try:
+        mode = folder.lstat().st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise RunError(f"{folder} cannot be read ({exc.strerror or exc}): run {run_id} is not resumed") from None
+    if not stat.S_ISDIR(mode):
+        raise RunError(f"{folder} is {_file_kind(mode)}, not the folder the run made: run {run_id} is not resumed")
+    seen = 0
+    for parent, folders, files in os.walk(folder):   # links are listed, never followed
+        for name in folders + files:
+            seen += 1
+            if seen > MAX_CANDIDATE_ENTRIES:
+                raise RunError(f"{folder} holds more than {MAX_CANDIDATE_ENTRIES} entries: run {run_id} is not resumed")
+            path = Path(parent) / name
+            mode = path.lstat().st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                raise RunError(f"{path} is {_file_kind(mode)}, not a regular file or folder the run wrote: "
+                               f"run {run_id} is not resumed")
+
+
+def _file_kind(mode: int) -> str:
+    """What a file of ``mode`` (``lstat``'s) is, in words: "a link", "a named pipe"..."""
+    kinds = ((stat.S_ISLNK, "a link"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"),
+             (stat.S_ISREG, "a regular file"))
+    return next((words for test, words in kinds if test(mode)), "not a regular file")
 
 
 def _endpoint_again(run_id: str, stored: str | None, given: str | None) -> str | None:
@@ -334,16 +471,20 @@ def _no_candidate_at_all(state: dict) -> bool:
 
 def _write_transcript(record: RunRecord, run_id: str, run_dir: Path) -> None:
     """``transcript.jsonl`` in the run folder: every request to the LLM (prompt, raw reply, finish
-    reason, time, tokens and their source), one JSON object a line; none for a run without LLM."""
+    reason, time, tokens and their source), one JSON object a line; none for a run without LLM.
+
+    Raises:
+        OSError: it cannot be written (``replace_file``)."""
     import json
     frame = record.requests(run_id)
     if frame.empty:
         return
-    with open(run_dir / "transcript.jsonl", "w") as out:
-        for row in frame.astype(object).where(frame.notna(), None).to_dict("records"):  # NULL -> null, not NaN
-            row["messages"] = stored_json(row.pop("messages_json"), "messages_json")
-            row["tool_calls"] = stored_json(row.pop("tool_calls_json"), "tool_calls_json")
-            out.write(json.dumps(row) + "\n")
+    lines = []
+    for row in frame.astype(object).where(frame.notna(), None).to_dict("records"):  # NULL -> null, not NaN
+        row["messages"] = stored_json(row.pop("messages_json"), "messages_json")
+        row["tool_calls"] = stored_json(row.pop("tool_calls_json"), "tool_calls_json")
+        lines.append(json.dumps(row) + "\n")
+    replace_file(run_dir / "transcript.jsonl", "".join(lines).encode("utf-8"))   # a link there replaced (#41h)
 
 
 def _drive(loop: Loop, record: RunRecord, run_id: str, run_dir: Path, target, initial,
@@ -353,13 +494,21 @@ def _drive(loop: Loop, record: RunRecord, run_id: str, run_dir: Path, target, in
 
     Raises:
         RunError: a defect of ours (``internal error``, the traceback in error.log), or the record
-            locked too long or the disk full (the run saved up to its last finished step); one line.
+            locked too long or the disk full (the run saved up to its last finished step); on a
+            resume, a checkpoint that does not fit (``_readable_checkpoint``) or names a file to
+            run that is not the verified one (``_unverified_files``); one line.
     """
     config = {"configurable": {"thread_id": run_id}, "recursion_limit": 10_000}
     status, failure, graph, signal_name = "interrupted", None, None, None
     connection = sqlite3.connect(record.db_path, check_same_thread=False, timeout=record.wait_s)
     if initial is None:  # a resume: a checkpoint that cannot be read stops it in one line, nothing rewritten
-        _readable_checkpoint(loop, connection, config, record, run_id)
+        state = _readable_checkpoint(loop, connection, config, record, run_id)
+        unverified = _unverified_files(state, run_dir, loop.mode == "measured")
+        if unverified:
+            connection.close()
+            raise RunError(redact(f"run {run_id} is not resumed: {' '.join(unverified.split())[:400]} (a file the "
+                                  f"resumed loop would run must be the one verified; its folder and report are as "
+                                  f"they were)"))
     try:
         graph = loop.build(SqliteSaver(connection, serde=CHECKPOINT_SERDE))
         if reopen:
@@ -392,47 +541,206 @@ _STATE_TYPES = {"iteration": int, "history": list, "baseline": dict, "expert": (
                 "analysis": str, "pending": (dict, type(None)), "stale": int, "proposer_failures": int,
                 "stop_reason": str, "confirmation": dict}
 
-_Figure = pydantic.StrictFloat | pydantic.StrictInt | None
+#: A figure of an attempt: a finite number (no NaN, no infinity: a formatted line or a ranking
+#: would carry it); ``_Amount`` also not negative (bytes, spreads, durations), ``_Divisor`` above
+#: zero (a time that speedups and ratios are divided by: ``torch + NCCL / time``).
+_Finite = Annotated[float, pydantic.Field(strict=True, allow_inf_nan=False)]
+_Amount = Annotated[float, pydantic.Field(strict=True, allow_inf_nan=False, ge=0)]
+_Divisor = Annotated[float, pydantic.Field(strict=True, allow_inf_nan=False, gt=0)]
 _Text = pydantic.StrictStr | None
+#: A value of a distributed configuration (agent/distributed/evaluator.py's ``DistCandidate.to_json``).
+_Knob = pydantic.StrictStr | pydantic.StrictBool | pydantic.StrictInt | _Finite | None
+#: A roof's rate or share: a number, None, or the text "not measured" of a simulated run's roof.
+_RoofFigure = _Finite | pydantic.StrictStr | None
 
 
-class _Metrics(pydantic.BaseModel):
-    """The figures of an attempt's ``metrics`` that the loop and the report compute with (numbers)
-    or print (text); the rest of the mapping is kept as it is."""
+def _fields_together(figures: pydantic.BaseModel, rules: dict) -> None:
+    """Each figure of ``rules`` that is set comes with the figures the rule names (the report and
+    the loop format them together: a time with its spread, #41h).
+
+    Raises:
+        ValueError: the first figure whose companions are missing."""
+    for figure, companions in rules.items():
+        if getattr(figures, figure, None) is None:
+            continue
+        missing = [c for c in companions if getattr(figures, c, None) is None]
+        if missing:
+            raise ValueError(f"{figure} is set without {', '.join(missing)}")
+
+
+class _ProfileEntry(pydantic.BaseModel):
+    """One figure of a filtered profile (profiling/profiler.py's ``filtered``): what the prompt's
+    profile table prints of it."""
     model_config = pydantic.ConfigDict(extra="allow")
-    l2_hit_rate: _Figure = None
-    time_ms: _Figure = None
-    time_spread_ms: _Figure = None
-    dram_bytes: _Figure = None
-    predicted_l2_hit_rate: _Figure = None
-    predicted_cross_domain_bytes: _Figure = None
-    tflops: _Figure = None
-    predicted_time_ms: _Figure = None
-    calibrated_predicted_ms: _Figure = None
-    torch_nccl_ms: _Figure = None
-    torch_nccl_spread_ms: _Figure = None
-    paired_gain_ms: _Figure = None
-    paired_spread_ms: _Figure = None
-    committed_ms: _Figure = None
-    committed_spread_ms: _Figure = None
-    host_ms: _Figure = None
+    rank: pydantic.StrictInt
+    name: pydantic.StrictStr
+    value: _Finite | list[_Finite]
+    unit: pydantic.StrictStr
+    source: pydantic.StrictStr
+    meaning: pydantic.StrictStr
+
+
+class _Peaks(pydantic.BaseModel):
+    """The hardware peaks a roof compares with (profiling/roof.py's ``peaks``)."""
+    model_config = pydantic.ConfigDict(extra="allow")
+    flops: _Amount | None = None
+    dram_bytes_per_s: _Amount | None = None
+    l2_bytes_per_s: _Amount | None = None
+    flops_field: _Text = None
+    flops_what: _Text = None
+    spec: _Text = None
+
+
+class _Roof(pydantic.BaseModel):
+    """An attempt's roof (profiling/roof.py's ``measured`` / ``predicted``): what report.md's Roof
+    section, the loop's stop at the roof and the prompt compute with. A measured roof's rates and
+    shares are numbers (or None); its share of the roof and most gain come together."""
+    model_config = pydantic.ConfigDict(extra="allow")
+    status: pydantic.StrictStr
+    peaks: _Peaks
+    binding: _Text = None
+    binding_why: _Text = None
+    line: _Text = None
+    dram_source: _Text = None
+    l2_source: _Text = None
+    tflops: _RoofFigure = None
+    gbps: _RoofFigure = None
+    l2_gbps: _RoofFigure = None
+    roof_share: _RoofFigure = None
+    max_gain: _RoofFigure = None
+    shares: dict[str, _RoofFigure] | None = None
+    floor_ms: _Amount | None = None
+    time_ms: _Divisor | None = None
+    dram_bytes: _Amount | None = None
+    l2_bytes: _Amount | None = None
+    flops: _Amount | None = None
+    min_bytes: _Amount | None = None
+
+    @pydantic.model_validator(mode="after")
+    def _measured_figures(self):
+        if self.status != "measured":
+            return self
+        rates = {"tflops": self.tflops, "gbps": self.gbps, "l2_gbps": self.l2_gbps, "roof_share": self.roof_share,
+                 "max_gain": self.max_gain, **{f"shares.{k}": v for k, v in (self.shares or {}).items()}}
+        text = next((k for k, v in rates.items() if isinstance(v, str)), None)
+        if text:
+            raise ValueError(f"a measured roof's {text} is text, not a number")
+        if (self.roof_share is None) != (self.max_gain is None):
+            raise ValueError("a measured roof's roof_share and max_gain come together")
+        if self.binding is None:
+            raise ValueError("a measured roof names no binding roof")
+        return self
+
+
+class _Figures(pydantic.BaseModel):
+    """The figures of an attempt's ``metrics`` (or of a contender of the final head-to-head) that
+    the loop and the report compute with (numbers), print (text) or read as structures (a
+    distributed configuration, a predicted interval, a roof, a profile); the rest of the mapping
+    is kept as it is. A time comes with its spread, torch + NCCL's paired figures together, a
+    prediction with its parts (what report.py, agent/distributed/measured.py's ``answer``, the
+    console and the prompts format together)."""
+    model_config = pydantic.ConfigDict(extra="allow")
+    l2_hit_rate: _Finite | None = None
+    l2_read_hit_rate: _Finite | None = None
+    predicted_l2_hit_rate: _Finite | None = None
+    time_ms: _Divisor | None = None
+    time_spread_ms: _Amount | None = None
+    dram_bytes: _Amount | None = None
+    predicted_dram_bytes: _Amount | None = None
+    predicted_cross_domain_bytes: _Amount | None = None
+    tflops: _Finite | None = None
+    predicted_time_ms: _Amount | None = None
+    predicted_compute_ms: _Amount | None = None
+    predicted_comm_ms: _Amount | None = None
+    predicted_hidden_share: _Finite | None = None
+    predicted_lower_bound_ms: _Amount | None = None
+    predicted_breakdown: dict[str, _Finite] | None = None
+    predicted_interval_ms: list[_Divisor] | None = None
+    predicted_extrapolated: pydantic.StrictBool | None = None
+    calibrated_predicted_ms: _Amount | None = None
+    torch_nccl_predicted_ms: _Amount | None = None
+    torch_nccl_ms: _Divisor | None = None
+    torch_nccl_spread_ms: _Amount | None = None
+    paired_gain_ms: _Finite | None = None
+    paired_spread_ms: _Amount | None = None
+    model_error_raw: _Finite | None = None
+    model_error_calibrated_before: _Finite | None = None
+    committed_ms: _Divisor | None = None
+    committed_spread_ms: _Amount | None = None
+    host_ms: _Amount | None = None
+    setup_s: _Amount | None = None
+    rounds_ms: list[_Divisor] | None = None
+    config: dict[str, _Knob] | None = None
     l2_source: _Text = None
     time_source: _Text = None
     dram_source: _Text = None
     predicted_source: _Text = None
+    predicted_notes: _Text = None
+    predicted_extrapolated_why: _Text = None
+    committed_source: _Text = None
+    verified_at: _Text = None
     notes: _Text = None
+    profile: list[_ProfileEntry] | None = None
+    roof: _Roof | None = None
+
+    @pydantic.field_validator("predicted_interval_ms")
+    @classmethod
+    def _an_interval(cls, interval):
+        if interval and (len(interval) != 2 or interval[0] > interval[1]):
+            raise ValueError("an interval is [low, high], low <= high")
+        return interval
+
+    @pydantic.model_validator(mode="after")
+    def _together(self):
+        _fields_together(self, {
+            "time_ms": ("time_spread_ms",),
+            "torch_nccl_ms": ("time_ms", "torch_nccl_spread_ms", "paired_gain_ms", "paired_spread_ms"),
+            "paired_gain_ms": ("paired_spread_ms", "torch_nccl_ms", "time_ms"),
+            "predicted_time_ms": ("predicted_compute_ms", "predicted_comm_ms", "predicted_hidden_share")})
+        return self
+
+
+class _Metrics(_Figures):
+    """An attempt's ``metrics``: as ``_Figures``; its L2 hit rate and DRAM bytes, where given, are
+    numbers (a simulated run ranks its orders by them: agent/verification/lessons.py's ``score``)."""
+    l2_hit_rate: _Finite = None
+    dram_bytes: _Amount = None
+
+
+class _Contender(_Figures):
+    """A contender of the final head-to-head (agent/verification/lessons.py's ``confirmed_summary``),
+    which the report compares with torch + NCCL and the answer may name."""
+    kind: _Text = None
+    name: _Text = None
+    iteration: pydantic.StrictInt | None = None
+
+
+class _Confirmation(pydantic.BaseModel):
+    """The final head-to-head of a measured run (agent/loop/graph.py's ``confirm``)."""
+    model_config = pydantic.ConfigDict(extra="allow")
+    rounds: pydantic.StrictInt | None = None
+    contenders: list[_Contender] | None = None
+    note: _Text = None
+    error: _Text = None
+    final: dict | None = None
+
+
+_Count = Annotated[int, pydantic.Field(strict=True, ge=0)]
 
 
 class _Attempt(pydantic.BaseModel):
     """One attempt of the loop's state (the baseline, the expert, the best, one of the history):
-    what is computed with or printed from it."""
+    what is computed with or printed from it. Its name, kind, source, verdict and reason, where
+    given, are text (the proposers and the prompts read them as such); a verified attempt of the
+    baseline, the expert, the best or the history has its metrics (the attempt in flight gets them
+    when it is measured)."""
     model_config = pydantic.ConfigDict(extra="allow")
-    iteration: pydantic.StrictInt | None = None
-    name: _Text = None
-    kind: _Text = None
-    source: _Text = None
-    verdict: _Text = None
-    reason: _Text = None
+    iteration: _Count | None = None
+    name: pydantic.StrictStr = None
+    kind: pydantic.StrictStr = None
+    source: pydantic.StrictStr = None
+    verdict: pydantic.StrictStr = None
+    reason: pydantic.StrictStr = None
     rationale: _Text = None
     lesson: _Text = None
     kernel_file: _Text = None
@@ -441,32 +749,72 @@ class _Attempt(pydantic.BaseModel):
     mapping: _Text = None
     permutation_scope: _Text = None
     predicted: dict | None = None
-    prompt_tokens: pydantic.StrictInt | None = None
-    completion_tokens: pydantic.StrictInt | None = None
-    cost_usd: _Figure = None
+    prompt_tokens: _Count | None = None
+    completion_tokens: _Count | None = None
+    cost_usd: _Amount | None = None
     metrics: _Metrics | None = None
 
 
 def _check_attempts(state: dict) -> None:
-    """Each attempt of a checkpointed state against :class:`_Attempt`.
+    """Each attempt of a checkpointed state against :class:`_Attempt`, its final head-to-head
+    against :class:`_Confirmation`.
 
     Raises:
         TypeError: the first that does not fit, naming where it is and the field."""
-    places = [(key, state.get(key)) for key in ("baseline", "expert", "best", "pending")]
-    places += [(f"attempt {i + 1} of its history", a) for i, a in enumerate(state.get("history", []))]
-    for where, attempt in places:
-        if not attempt:
+    places = [(key, state.get(key), _Attempt) for key in ("baseline", "expert", "best", "pending")]
+    places += [(f"attempt {i + 1} of its history", a, _Attempt) for i, a in enumerate(state.get("history", []))]
+    places.append(("confirmation", state.get("confirmation"), _Confirmation))
+    for where, value, model in places:
+        if not value:
             continue
         try:
-            _Attempt.model_validate(attempt)
+            model.model_validate(value)
         except pydantic.ValidationError as exc:
             first = exc.errors()[0]
             field = ".".join(str(p) for p in first["loc"])
             raise TypeError(f"its {where}: {field}: {first['msg']}") from None
+        if model is _Attempt and where != "pending" and value.get("verdict") == Verdict.PASS.value \
+                and not isinstance(value.get("metrics"), dict):
+            raise TypeError(f"its {where}: metrics: a verified attempt without its metrics")
 
 
-def _readable_checkpoint(loop: Loop, connection, config: dict, record: RunRecord, run_id: str) -> None:
-    """Read run ``run_id``'s last checkpoint once before resuming it.
+def _unverified_files(state: dict, run_dir: Path, measured: bool) -> str | None:
+    """Why the resumed loop cannot run a file its checkpoint names, or None. The attempt in flight
+    (``pending``, verified: it is measured next) and, in a measured run, every verified attempt
+    (the final head-to-head times them again: agent/loop/graph.py's ``confirm``) must name a
+    kernel file in the run folder whose text is still the verified one (``verified_text``: the
+    digest kept with the attempt, read bounded as a regular file), and the attempt in flight a
+    mapping that is a regular file in the run folder: a file planted or changed since it was
+    verified is never run or read (#41h)."""
+    places = [("attempt in flight", state.get("pending"))]
+    if measured:
+        places += [(key, state.get(key)) for key in ("baseline", "expert", "best")]
+        places += [(f"attempt {i + 1} of its history", a) for i, a in enumerate(state.get("history", []))]
+    for where, attempt in places:
+        if not attempt or attempt.get("verdict") != Verdict.PASS.value or not attempt.get("kernel_file"):
+            continue
+        text, why = verified_text(Path(attempt["kernel_file"]), attempt.get("kernel_sha256"), run_dir)
+        if text is None:
+            return f"its {where}: {why}"
+        mapping = attempt.get("mapping") if where == "attempt in flight" else None
+        if mapping is not None and not _regular_file_in(Path(mapping), run_dir):
+            return f"its {where}: its mapping {mapping} is not a regular file in the run folder {run_dir}"
+    return None
+
+
+def _regular_file_in(path: Path, folder: Path) -> bool:
+    """Whether ``path`` is a regular file (not a link) inside ``folder`` (resolved)."""
+    try:
+        return (path.resolve().is_relative_to(Path(folder).resolve())
+                and stat.S_ISREG(path.lstat().st_mode))
+    except (OSError, RuntimeError, ValueError):
+        return False
+
+
+def _readable_checkpoint(loop: Loop, connection, config: dict, record: RunRecord, run_id: str) -> dict:
+    """Read run ``run_id``'s last checkpoint once before resuming it; returns its state, every
+    attempt and figure in it of the types and bounds the loop and the report compute with
+    (``_check_attempts``).
 
     Raises:
         RunError: it cannot be read (a row of the record rewritten: bytes that are not msgpack, a
@@ -478,9 +826,12 @@ def _readable_checkpoint(loop: Loop, connection, config: dict, record: RunRecord
         for key, kind in _STATE_TYPES.items():
             if key in state and not isinstance(state[key], kind):
                 raise TypeError(f"its {key} is {type(state[key]).__name__}")
+            if kind is int and state.get(key, 0) < 0:
+                raise TypeError(f"its {key} is negative")
         if not all(isinstance(a, dict) for a in state.get("history", [])):
             raise TypeError("an attempt of its history is not a mapping")
         _check_attempts(state)
+        return state
     except Exception as exc:
         connection.close()
         fault = storage_fault(exc, record.db_path)
@@ -495,16 +846,22 @@ def _readable_checkpoint(loop: Loop, connection, config: dict, record: RunRecord
 
 
 def _failure(exc: Exception, record: RunRecord, run_id: str, run_dir: Path) -> RunError:
-    """The one line for what stopped a run: a storage fault (the run resumable), else a defect."""
+    """The one line for what stopped a run: a storage fault (the run resumable), a name the file
+    system refuses, else a defect (its traceback in the run folder's error.log)."""
     fault = storage_fault(exc, record.db_path)
     if fault is not None:
         error = RunError(redact(f"{fault}; the run is saved up to its last finished step: continue it with "
                                 f"--resume {run_id}"))
         error.storage = True
         return error
+    if isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG:   # the cause is known: no traceback
+        error = RunError(redact(f"the file system refuses a name of the run, {str(exc.filename)[:300]} "
+                                f"({exc.strerror}); the run is saved: --resume {run_id}"))
+        error.storage = False
+        return error
     log = run_dir / "error.log"
     try:
-        log.write_text(redact(traceback.format_exc()))
+        replace_file(log, redact(traceback.format_exc()).encode("utf-8", "backslashreplace"))
     except OSError:
         log = "the traceback could not be written"
     error = RunError(redact(f"internal error: {type(exc).__name__}: {exc} (traceback in {log}; the run is saved: "
@@ -539,7 +896,7 @@ def _finish(loop: Loop, graph, config: dict, record: RunRecord, run_id: str, run
         except Exception as exc:   # nothing is written after a failed check: the run's result stands (#41e)
             report["in_place"] = redact(f"not written: the best kernel could not be checked ({type(exc).__name__}: "
                                         f"{' '.join(str(exc).split())[:200]}); its patch is {run_dir / 'best.diff'}")
-    write_outputs(run_dir, report, state.get("best"), Path(options.kernel).name)
+    write_outputs(run_dir, report, state.get("best"), in_folder_name(Path(options.kernel).name))
     _write_transcript(record, run_id, run_dir)
     record.finish_run(run_id, status, state.get("stop_reason") or report["stop_reason"] or "interrupted")
     return report
@@ -547,14 +904,15 @@ def _finish(loop: Loop, graph, config: dict, record: RunRecord, run_id: str, run
 
 def _write_back(user_file: Path, best: dict, options: RunOptions, run_dir: Path, target: str) -> str:
     """``--in-place``: the best kernel into the user's file, only if unchanged since the run read
-    it (the digest in the record; a run recorded before digests: its original copy), only the
+    it (the digest in the record; a run recorded without one: not written), only the
     text that was verified (the candidate file's digest kept with the attempt), and only a text
     that is the user's file with its rewrite target ``target`` (the run's spec's, as loaded)
     replaced by a checked one (``_outside_target``: what the record and the run folder, rewritten
     together, cannot forge). One line."""
     expected = options.kernel_sha256
-    if expected is None:
-        expected = digest((run_dir / f"original_{user_file.name}").read_bytes())
+    if expected is None:   # every run keeps it since #41; a resume without it is refused (_verified_original)
+        return (f"not written: the run record keeps no digest of {user_file} as the run read it; its patch is "
+                f"{run_dir / 'best.diff'}")
     text, why = verified_text(Path(best["kernel_file"]), best.get("kernel_sha256"), run_dir)
     written = False
     if text is not None:
@@ -563,7 +921,7 @@ def _write_back(user_file: Path, best: dict, options: RunOptions, run_dir: Path,
         return f"wrote the best kernel ({best.get('name')}) into {user_file}"
     if text is None:   # nor is it copied into the run folder (report.write_outputs reads it the same way)
         return f"not written: {why}; its patch is {run_dir / 'best.diff'}"
-    return (f"not written: {why}; the best kernel is {run_dir / user_file.name} and its patch "
+    return (f"not written: {why}; the best kernel is {run_dir / in_folder_name(user_file.name)} and its patch "
             f"{run_dir / 'best.diff'}")
 
 

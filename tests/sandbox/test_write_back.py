@@ -188,10 +188,12 @@ def test_the_run_folders_best_kernel_is_written_sealed_when_unchanged(tmp_path, 
 
 
 def test_a_run_recorded_before_digests_resumes_and_its_best_is_refused_in_one_line(tmp_path, gemm_path, monkeypatch):
-    """A run killed before digests were kept (its attempts have no ``kernel_sha256``, nor its
-    configuration) resumes as any other; its best's text, with nothing to check it against, is
-    neither copied into the run folder nor written ``--in-place``: one line each says why and
-    points at best.diff, not at a best kernel file that was not written."""
+    """A run killed before digests were kept (its attempts have no ``kernel_sha256``) resumes as
+    any other; its best's text, with nothing to check it against, is neither copied into the run
+    folder nor written ``--in-place``: one line each says why and points at best.diff, not at a
+    best kernel file that was not written. Without the digest of the kernel itself in its
+    configuration, the run folder's copy that resume imports cannot be checked: the resume is
+    refused in one line (#41h)."""
     from types import SimpleNamespace
 
     from swizzleperf.agent.capture.user_kernel import _unverified
@@ -211,10 +213,15 @@ def test_a_run_recorded_before_digests_resumes_and_its_best_is_refused_in_one_li
         with pytest.raises(KeyboardInterrupt):
             run.start(options, proposer=KilledAt([("xcd", catalog_source("xcd-grouped-m:8:8", ARGS))], at=1))
     with sqlite3.connect(Path(options.workdir) / "swizzleperf.db") as db:
-        run_id, config = db.execute("SELECT run_id, config_json FROM runs").fetchone()
-        config = json.loads(config)
+        run_id, stored = db.execute("SELECT run_id, config_json FROM runs").fetchone()
+        config = json.loads(stored)
         del config["kernel_sha256"]
         db.execute("UPDATE runs SET config_json = ? WHERE run_id = ?", (json.dumps(config), run_id))
+    with pytest.raises(run.RunError, match="keeps no digest of its kernel") as info:
+        run.resume(run_id, workdir=options.workdir, proposer=ScriptedProposer([]))
+    assert "original_gemm.py" in str(info.value) and "\n" not in str(info.value)
+    with sqlite3.connect(Path(options.workdir) / "swizzleperf.db") as db:
+        db.execute("UPDATE runs SET config_json = ? WHERE run_id = ?", (stored, run_id))
     outcome = run.resume(run_id, workdir=options.workdir,
                          proposer=ScriptedProposer([("col", catalog_source("column-major", ARGS))]))
     assert outcome.status == "finished"

@@ -3,6 +3,7 @@ retry, then one line; a full disk is one line; in both cases the run resumes whe
 from __future__ import annotations
 
 import errno
+import os
 import subprocess
 import sys
 import time
@@ -130,20 +131,30 @@ def test_a_run_waits_out_a_short_lock_stops_in_one_line_at_a_long_one_and_resume
 
 def test_a_full_disk_stops_the_run_in_one_line_and_it_resumes(tmp_path, gemm_path, monkeypatch):
     options = _options(tmp_path, gemm_path, iterations=2)
-    write_text = Path.write_text
+    write_text, replace = Path.write_text, os.replace
 
     def no_space(path, *args, **kwargs):
         if str(path).startswith(str(tmp_path)):
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
         return write_text(path, *args, **kwargs)
+
+    def no_space_to_replace(source, target, *args, **kwargs):   # the run folder's files (write_back.replace_file)
+        if str(target).startswith(str(tmp_path)):
+            raise OSError(errno.ENOSPC, "No space left on device", str(target))
+        return replace(source, target, *args, **kwargs)
+
+    def full() -> None:
+        monkeypatch.setattr(Path, "write_text", no_space)
+        monkeypatch.setattr(os, "replace", no_space_to_replace)
     proposer = Hooked([("col", catalog_source("column-major", ARGS)), ("xcd", catalog_source("xcd-grouped-m:8:8", ARGS))],
-                      {1: lambda: monkeypatch.setattr(Path, "write_text", no_space)})
+                      {1: full})
     with pytest.raises(run.RunError) as info:
         run.start(options, proposer=proposer)
     message = str(info.value)
     assert message.startswith("no space left on the disk holding ") and "--resume" in message and "\n" not in message
     run_id = message.rsplit("--resume ", 1)[1].split()[0]
     monkeypatch.setattr(Path, "write_text", write_text)  # space freed
+    monkeypatch.setattr(os, "replace", replace)
     resumed = run.resume(run_id, workdir=options.workdir, proposer=ScriptedProposer([]))
     assert resumed.status == "finished"
     assert [a["name"] for a in resumed.report["attempts"]] == ["col", "xcd"]
