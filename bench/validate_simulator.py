@@ -111,7 +111,7 @@ def heldout_rows(data: dict, holdout: Path | None = None) -> list:
 def compare(measured_path: Path, hw: str, out: Path | None, probe: Path | None = None,
             placements: Path | None = None, part: str = "all", schedules: Path | None = None,
             partition_map: Path | None = None, groups: Path | None = None, merge: str = "off",
-            merge_window_ns: float | None = None) -> str:
+            merge_window_ns: float | None = None, lockstep: bool = False) -> str:
     """The markdown table of predictions beside the measurements, with MAE and Spearman rank;
     with ``probe`` (a stored dispatch probe) the simulator places programs as it measured; with
     ``placements`` as well (bench/gemm_placement.py's output) each order's programs go where the
@@ -121,9 +121,12 @@ def compare(measured_path: Path, hw: str, out: Path | None, probe: Path | None =
     (``l2sim.simulate_schedule``; an order without a schedule is left out, said), with ``merge``
     (``bytes``, ``sm_bytes`` or ``ns``: ``l2sim.MergeModel``'s window as the probe measured it;
     ``together``: reads within ``merge_window_ns`` of their group's lookup, default ``TOGETHER_NS``)
-    on the chip's merge ``groups`` (bench/l2_merge_probe.py discover)."""
+    on the chip's merge ``groups`` (bench/l2_merge_probe.py discover). Otherwise the simulator runs as
+    ``swizzleperf simulate`` runs it: programs timed by the schedule model where it applies
+    (``simulate.schedule_for``, with the measured launch's meta-parameters), else in lockstep; with
+    ``lockstep``, in lockstep always (the simulator before the schedule model)."""
     data, lines, pairs, left_out = _compared(measured_path, hw, probe, placements, part, schedules, partition_map,
-                                             groups, merge, merge_window_ns)
+                                             groups, merge, merge_window_ns, lockstep)
     if isinstance(data, str):
         return data
     if not pairs:
@@ -168,10 +171,10 @@ def merge_scan(measured_path: Path, hw: str, schedules: Path, partition_map: Pat
 
 def _compared(measured_path: Path, hw: str, probe: Path | None, placements: Path | None, part: str,
               schedules: Path | None, partition_map: Path | None, groups: Path | None, merge: str,
-              merge_window_ns: float | None):
+              merge_window_ns: float | None, lockstep: bool = True):
     """``(measured file's data, table lines, (measured, SimResult) pairs, orders left out)`` for
     :func:`compare`; the data is a line of text where ``part`` leaves no row."""
-    from swizzleperf.agent.verification.simulate import kernel_trace, program_order
+    from swizzleperf.agent.verification.simulate import kernel_trace, program_order, schedule_for
     from swizzleperf.agent.verification.load import load_kernel
     from swizzleperf.hwspecs import load_spec
     from swizzleperf.profiling import dispatch_probe, l2sim
@@ -207,7 +210,9 @@ def _compared(measured_path: Path, hw: str, probe: Path | None, placements: Path
             sim = l2sim.simulate_schedule(trace, order, hardware, row_schedule, parts_of_sm, group_of_sm, model,
                                           timed_by)
         else:
-            sim = l2sim.simulate(trace, order, hardware, probe=stored)
+            schedule = None if lockstep or own else schedule_for(spec, trace, hardware,
+                                                                 {**spec.meta_for("default"), **data.get("meta", {})})
+            sim = l2sim.simulate(trace, order, hardware, probe=stored, schedule=schedule)
         hits, misses = (row["lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum"],
                         row["lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum"])
         measured = {"all": row["lts__t_sector_hit_rate.pct"] / 100, "read": hits / (hits + misses),
@@ -317,6 +322,9 @@ def main() -> None:
                    help="merge reads within SM groups (l2sim.MergeModel): the probe's window in bytes or ns, "
                         "or 'together': reads within --merge-window ns of their group's lookup")
     c.add_argument("--merge-window", type=float, help=f"ns, for --merge together (default {TOGETHER_NS:g})")
+    c.add_argument("--lockstep", action="store_true",
+                   help="programs in lockstep always (the simulator before profiling/schedule_model.py); by default "
+                        "as `swizzleperf simulate` runs: a tl.dot kernel's programs timed by the schedule model")
     s = sub.add_parser("merge-scan", help="the build orders' hit-rate error per --merge together window")
     s.add_argument("measured")
     s.add_argument("--hw", default="h100")
@@ -338,7 +346,7 @@ def main() -> None:
                       Path(args.placements) if args.placements else None, args.part,
                       Path(args.schedules) if args.schedules else None,
                       Path(args.partition_map) if args.partition_map else None,
-                      Path(args.groups) if args.groups else None, args.merge, args.merge_window))
+                      Path(args.groups) if args.groups else None, args.merge, args.merge_window, args.lockstep))
 
 
 if __name__ == "__main__":

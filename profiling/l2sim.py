@@ -75,7 +75,9 @@ import pydantic
 from swizzleperf.hwspecs import HardwareSpec
 from swizzleperf.hwspecs.loader import DISPATCH_POLICIES
 from swizzleperf.kernels.trace import TileTrace
+from swizzleperf.profiling import schedule_model
 from swizzleperf.profiling.dispatch_probe import program_partitions
+from swizzleperf.profiling.schedule_model import ScheduleModel
 from swizzleperf.sandbox import untrusted
 
 
@@ -362,11 +364,9 @@ def _replay(doms: np.ndarray, cus: np.ndarray, keys: np.ndarray, writes: np.ndar
                     continue
                 del path[k]
             path[k] = [at, 1, c, sm_read[c]]
-            if not by_sm:
-                while path and at - next(iter(path.values()))[0] > merge.window:
-                    path.popitem(False)
-            elif len(path) > prune_at[g]:               # entries whose looking-up SM read on past the window
-                stale = [key for key, e in path.items() if sm_read[e[2]] - e[3] > merge.window]
+            if len(path) > prune_at[g]:   # entries past the window (never merged again: kept only in memory)
+                stale = [key for key, e in path.items()
+                         if (sm_read[e[2]] - e[3] if by_sm else at - e[0]) > merge.window]
                 for key in stale:
                     del path[key]
                 prune_at[g] = max(4096, 2 * len(path))  # a scan per doubling, not per read
@@ -454,7 +454,8 @@ def placement(num_programs: int, hw: HardwareSpec, programs_per_cu: int, probe: 
     return dom, [int(c) for c in cus]
 
 
-def simulate(trace: TileTrace, order: np.ndarray, hw: HardwareSpec, probe: dict | None = None) -> SimResult:
+def simulate(trace: TileTrace, order: np.ndarray, hw: HardwareSpec, probe: dict | None = None,
+             schedule: ScheduleModel | None = None) -> SimResult:
     """Simulate the L2 (and LLC) behaviour of one kernel launch.
 
     Args:
@@ -465,6 +466,11 @@ def simulate(trace: TileTrace, order: np.ndarray, hw: HardwareSpec, probe: dict 
         probe: a stored dispatch probe of this GPU (``profiling.dispatch_probe``); when given,
             program p runs in the L2 partition of the SM the probe saw it land on, and each
             partition has as many slots as SMs read through it, instead of ``hw.dispatch``.
+        schedule: a ``schedule_model.ScheduleModel`` (``schedule_model.for_kernel`` gives one for a
+            pipelined ``tl.dot`` kernel on an NVIDIA GPU): the programs are not advanced in
+            lockstep but placed and timed as that model schedules them (one per SM; the SM's
+            partition from the probe, else ``hw.dispatch``), and the reads of programs in step
+            merged (``simulate_schedule``).
 
     Returns:
         :class:`SimResult` (bytes in bytes, rates in 0..1, ``seconds`` = wall time this call took,
@@ -478,13 +484,30 @@ def simulate(trace: TileTrace, order: np.ndarray, hw: HardwareSpec, probe: dict 
     """
     t0 = time.perf_counter()
     order = _check_inputs(trace, order, hw)
-    key = _cache_key(trace, order, hw, probe)
+    key = _cache_key(trace, order, hw, probe, schedule)
     cached = _cache_get(key)
     if cached is not None:
         return dataclasses.replace(cached, seconds=time.perf_counter() - t0)
-    result = _simulate(trace, order, hw, probe, t0)
+    result = _simulate(trace, order, hw, probe, t0) if schedule is None else _scheduled(trace, order, hw, probe,
+                                                                                       schedule, t0)
     _cache_set(key, result)
     return result
+
+
+def _scheduled(trace: TileTrace, order: np.ndarray, hw: HardwareSpec, probe: dict | None,
+               schedule: ScheduleModel, t0: float) -> SimResult:
+    """:func:`simulate` of a checked order with its programs timed by ``schedule``, without the cache."""
+    parts = placement(hw.compute_units, hw, 1, probe)[0]
+    timed = schedule_model.model_schedule(trace, order, hw, schedule, parts)
+    merge = MergeModel(readers_per_lookup=schedule.readers_per_lookup, window=schedule.window_ns,
+                       window_unit="ns", falloff="none",
+                       source="window chosen on one H100's build orders, "
+                              "bench/results/l2_merge_h100/call3/compare/merge_scan_build.md")
+    groups = np.arange(hw.compute_units) // schedule.group_size
+    result = simulate_schedule(trace, order, hw, timed, parts, groups, merge, timed_by=f"modelled ({timed['model']})")
+    where = (f"; program p in the partition where the dispatch probe measured on {probe['device']} placed "
+             f"program p" if probe is not None else f"; program p in the partition {hw.dispatch} gives it")
+    return dataclasses.replace(result, seconds=time.perf_counter() - t0, model=result.model + where)
 
 
 def _simulate(trace: TileTrace, order: np.ndarray, hw: HardwareSpec, probe: dict | None,
@@ -690,15 +713,16 @@ def _code_digest() -> str:
     from swizzleperf.kernels import trace as trace_module
     from swizzleperf.profiling import dispatch_probe
     digest = hashlib.sha1()
-    for path in (__file__, dispatch_probe.__file__, trace_module.__file__):
+    for path in (__file__, dispatch_probe.__file__, trace_module.__file__, schedule_model.__file__):
         digest.update(Path(path).read_bytes())
     return digest.hexdigest()
 
 
-def _cache_key(trace: TileTrace, order: np.ndarray, hw: HardwareSpec, probe: dict | None) -> str:
+def _cache_key(trace: TileTrace, order: np.ndarray, hw: HardwareSpec, probe: dict | None,
+               schedule: ScheduleModel | None = None) -> str:
     """SHA-1 of everything a result depends on: every field of the trace (arrays by dtype, shape
-    and bytes), the order, the spec (a frozen dataclass: its repr holds every field), the probe
-    and the simulator's code."""
+    and bytes), the order, the spec (a frozen dataclass: its repr holds every field), the probe,
+    the schedule model (a frozen dataclass too) and the simulator's code."""
     digest = hashlib.sha1(_code_digest().encode())
     for field in dataclasses.fields(trace):
         value = getattr(trace, field.name)
@@ -711,6 +735,7 @@ def _cache_key(trace: TileTrace, order: np.ndarray, hw: HardwareSpec, probe: dic
     digest.update(np.ascontiguousarray(order, dtype=np.int64).tobytes())
     digest.update(repr(hw).encode())
     digest.update(json.dumps(probe, sort_keys=True, default=str).encode())
+    digest.update(repr(schedule).encode())
     return digest.hexdigest()
 
 

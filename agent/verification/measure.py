@@ -58,6 +58,13 @@ class Measurer:
                             hardware=self.target.spec)
 
     @cached_property
+    def schedule(self):
+        """The schedule model the simulator times this kernel's programs with
+        (``simulate.schedule_for``: a ``tl.dot`` kernel on an NVIDIA GPU), or None (lockstep)."""
+        from swizzleperf.agent.verification.simulate import schedule_for
+        return schedule_for(self.spec, self.trace, self.target.spec, self.spec.meta_for("default"))
+
+    @cached_property
     def ncu_path(self) -> str | None:
         return find_ncu() if (self.use_ncu and self.target.mode == "measured"
                               and self.target.spec.vendor == "nvidia") else None
@@ -105,7 +112,7 @@ class Measurer:
 
     def predict(self, order: np.ndarray) -> dict:
         """The simulator's figures for a program -> tile order (``order[p]`` = flat tile index)."""
-        result = l2sim.simulate(self.trace, order, self.target.spec, probe=self.probe)
+        result = l2sim.simulate(self.trace, order, self.target.spec, probe=self.probe, schedule=self.schedule)
         return plain({"predicted_l2_hit_rate": result.l2_hit_rate,
                 "predicted_dram_bytes": result.dram_read_bytes + result.dram_write_bytes,
                 "predicted_per_domain_hit_rate": list(result.per_domain_hit_rate),

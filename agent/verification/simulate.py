@@ -16,7 +16,7 @@ from swizzleperf.agent.verification.candidate import (CandidateError, check_cand
 from swizzleperf.agent.verification.load import load_spec
 from swizzleperf.agent.verification.swizzles import catalog_source, coordinates_of
 from swizzleperf.agent.verification.verify import run_worker
-from swizzleperf.profiling import analysis, l2sim
+from swizzleperf.profiling import analysis, l2sim, schedule_model
 from swizzleperf.sandbox.untrusted import preview, read_source
 
 
@@ -184,6 +184,20 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+def schedule_for(spec, trace, hardware, meta: dict, problem: str = "default"):
+    """The schedule model (``profiling.schedule_model``) the simulator times ``spec``'s programs with
+    at ``problem`` under ``meta``, or None (lockstep): a model for a ``tl.dot`` kernel
+    (``spec.compute == "matrix"``, with ``spec.flops``) on an NVIDIA GPU, as
+    ``schedule_model.for_kernel`` says. A ``flops`` that raises is no model (one the access model
+    could still simulate in lockstep)."""
+    flops = getattr(spec, "flops", None)
+    try:
+        count = float(flops(spec.problems[problem])) if callable(flops) else None
+    except (ArithmeticError, KeyError, TypeError, ValueError):
+        count = None
+    return schedule_model.for_kernel(hardware, count, getattr(spec, "compute", "vector"), trace, meta)
+
+
 def load_probe(path: Path | None, hardware=None) -> dict | None:
     """A stored dispatch probe (``swizzleperf hw --probe``), or None; with ``hardware``, checked to
     place programs on that spec's L2 partitions (before any work, not after the simulation).
@@ -223,7 +237,8 @@ def simulate_kernel(kernel_path: Path, hw: str, swizzle: str | None = None,
     trace = kernel_trace(kernel_path, spec, overrides, traced, hardware)
     start = time.perf_counter()
     try:
-        result = l2sim.simulate(trace, order, hardware, probe=stored)
+        result = l2sim.simulate(trace, order, hardware, probe=stored,
+                                schedule=schedule_for(spec, trace, hardware, full_meta))
     except ValueError as exc:
         raise SimulateError(str(exc)) from None
     except (OverflowError, MemoryError) as exc:

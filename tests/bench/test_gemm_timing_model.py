@@ -1,7 +1,5 @@
-"""bench/gemm_timing_model.py: the GEMM's schedule modelled on a CPU (issue #43). Programs that read
-the same blocks stay in step without noise and drift apart with it; a k-step takes at least its
-compute time; the epilogue's stores are not timed; the schedule replays (l2sim.simulate_schedule);
-inputs out of the model's terms are refused."""
+"""bench/gemm_timing_model.py: the product's schedule model (profiling/schedule_model.py, tested in
+tests/profiling/test_schedule_model.py) with a GEMM's k-step taken from its meta-parameters."""
 from __future__ import annotations
 
 import dataclasses
@@ -9,72 +7,29 @@ import dataclasses
 import numpy as np
 import pytest
 
-from bench.gemm_timing_model import LATENCY_NS, model_schedule
-from swizzleperf.hwspecs import HardwareSpec
-from swizzleperf.kernels.trace import TileTrace
-from swizzleperf.profiling.l2sim import simulate_schedule
-
-META = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_stages": 2}
-FLOPS = 2 * 128 * 256 * 64
-PROGRAMS, STEPS = 4, 3
+from bench.gemm_timing_model import model_schedule
+from swizzleperf.hwspecs import load_spec
+from swizzleperf.kernels.gemm import SPEC
+from swizzleperf.profiling import schedule_model
+from swizzleperf.profiling.l2sim import program_domains
 
 
-def _hw(**changes) -> HardwareSpec:
-    """4 SMs whose k-step takes 1 000 ns; bandwidths so large that no queue forms; a large L2."""
-    hw = HardwareSpec(name="toy", display_name="toy", vendor="test", arch="test", compute_units=PROGRAMS,
-                      l2_domains=2, l2_partitions=2, l2_bytes_per_domain=1 << 30, l2_line_bytes=128,
-                      l2_sector_bytes=32, l2_associativity=None, llc_bytes=0, dram_bytes_per_s=1e18,
-                      peak_bf16_flops=FLOPS * PROGRAMS * 1e6, shared_memory_per_cu_bytes=0, l1_bytes_per_cu=0,
-                      dispatch="hashed_domains", domain_miss_path="peer_domains", l2_bytes_per_s=1e18)
-    return dataclasses.replace(hw, **changes)
+def test_the_bench_schedule_is_the_products_with_the_metas_k_step():
+    problem, meta = {"M": 1024, "N": 2048, "K": 256}, {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_stages": 4}
+    hw = dataclasses.replace(load_spec("h100"), compute_units=16)
+    trace = SPEC.trace(problem, meta)
+    order = np.random.default_rng(1).permutation(trace.num_tiles)
+    got = model_schedule(trace, order, hw, meta, noise_ns=400.0, seed=2)
+    step_ns = 2 * 128 * 256 * 64 / (hw.peak_bf16_flops / 16) * 1e9
+    want = schedule_model.model_schedule(trace, order, hw, schedule_model.ScheduleModel(step_ns, 3, 400.0, seed=2),
+                                         program_domains(16, 2, "hashed_domains"))
+    assert got == want and max(got["ended_ns"]) > 0
 
 
-def _trace(shared: bool) -> TileTrace:
-    """8 tiles (two waves of 4 programs), each STEPS k-steps reading an A and a B block, then a
-    store of its own output block; ``shared``: every tile reads the same blocks."""
-    tiles = 2 * PROGRAMS
-    reads = 2 * STEPS if shared else 2 * STEPS * tiles
-    keys = np.full((tiles, STEPS + 1, 2), -1, dtype=np.int64)
-    for t in range(tiles):
-        base = 0 if shared else 2 * STEPS * t
-        for k in range(STEPS):
-            keys[t, k] = [base + 2 * k, base + 2 * k + 1]
-        keys[t, STEPS, 0] = reads + t
-    is_write = np.zeros(reads + tiles, dtype=bool)
-    is_write[reads:] = True
-    return TileTrace(keys, np.full(reads + tiles, 1024, dtype=np.int64), is_write, 1, "test")
-
-
-def test_programs_reading_the_same_blocks_stay_in_step_without_noise():
-    got = model_schedule(_trace(shared=True), np.arange(2 * PROGRAMS), _hw(), META, noise_ns=0.0)
-    began, ended = np.array(got["began_ns"]), np.array(got["ended_ns"])
-    assert got["smid"] == got["program"] == [t % PROGRAMS for t in range(2 * PROGRAMS)]
-    assert (began[:PROGRAMS] == 0).all() and len(set(began[PROGRAMS:])) == 1   # the second wave together
-    # each tile: the first step waits for DRAM, the rest are compute-bound (operands one step ahead)
-    assert ended[0] == pytest.approx(LATENCY_NS["dram"] + STEPS * 1000.0, abs=1.0)
-    assert (began[PROGRAMS:] == ended[:PROGRAMS]).all()                       # the next tile at once
-
-
-def test_with_noise_programs_reading_blocks_of_their_own_drift_apart():
-    quiet = model_schedule(_trace(shared=False), np.arange(2 * PROGRAMS), _hw(), META, noise_ns=0.0)
-    noisy = model_schedule(_trace(shared=False), np.arange(2 * PROGRAMS), _hw(), META, noise_ns=2000.0, seed=3)
-    assert len(set(quiet["began_ns"][PROGRAMS:])) == 1
-    assert len(set(noisy["began_ns"][PROGRAMS:])) == PROGRAMS
-    again = model_schedule(_trace(shared=False), np.arange(2 * PROGRAMS), _hw(), META, noise_ns=2000.0, seed=3)
-    assert again == noisy                                                      # the seed fixes the draws
-
-
-def test_a_modelled_schedule_replays_as_a_measured_one():
-    trace, hw = _trace(shared=True), _hw()
-    got = model_schedule(trace, np.arange(2 * PROGRAMS), hw, META, noise_ns=0.0)
-    result = simulate_schedule(trace, np.arange(2 * PROGRAMS), hw, got, [0, 1, 0, 1], timed_by=f"modelled ({got['model']})")
-    assert result.l2_read_bytes == 2 * PROGRAMS * 2 * STEPS * 1024             # every read, none merged
-    assert "at the times modelled (bench/gemm_timing_model.py: C 1000 ns a k-step" in result.model
-
-
-@pytest.mark.parametrize("change", [dict(noise_ns=-1.0), dict(meta={"BLOCK_M": 128}),
-                                    dict(hw=_hw(l2_domains=1)), dict(hw=_hw(l2_bytes_per_s=None))])
+@pytest.mark.parametrize("change", [dict(noise_ns=-1.0), dict(meta={"BLOCK_M": 128})])
 def test_inputs_out_of_the_models_terms_are_refused(change):
-    args = dict(trace=_trace(shared=True), order=np.arange(2 * PROGRAMS), hw=_hw(), meta=META, noise_ns=0.0)
+    meta = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_stages": 4}
+    trace = SPEC.trace({"M": 256, "N": 256, "K": 128}, meta)
+    args = dict(trace=trace, order=np.arange(trace.num_tiles), hw=load_spec("h100"), meta=meta, noise_ns=0.0)
     with pytest.raises(ValueError):
         model_schedule(**{**args, **change})
