@@ -318,6 +318,11 @@ class _Translator:
                 raise Unsupported("a bitwise operation of a boolean and a number")
             a, b = (self.z3.BoolVal(x) if isinstance(x, bool) else x for x in (a, b))
             return {ast.BitAnd: self.z3.And, ast.BitOr: self.z3.Or, ast.BitXor: self.z3.Xor}[type(op)](a, b)
+        if self._is_bool(a) and self._is_bool(b):
+            # a comparison's result is an int1 tensor, and so is a bool constant beside it: Triton does
+            # their arithmetic in int1, where 1 + 1 wraps to 0 (round nine of #41: `c + c - 2 * c`
+            # was -2 in Triton, 0 here, and an order that breaks at 40 000 tiles was proven)
+            raise Unsupported("arithmetic of two booleans (Triton computes it in int1, which wraps)")
         for const, other in ((a, b), (b, a)):   # a literal meets a tensor: Triton wants it in the tensor's type
             if (isinstance(const, int) and not isinstance(const, bool) and isinstance(other, _Int)
                     and not -2 ** (other.width - 1) <= const < 2 ** (other.width - 1)):
@@ -354,6 +359,10 @@ class _Translator:
             return (not b) if isinstance(b, bool) else self.z3.Not(b)
         if isinstance(v, int) and not isinstance(v, bool):
             return {ast.USub: lambda: -v, ast.UAdd: lambda: v, ast.Invert: lambda: ~v}[type(op)]()
+        if not isinstance(v, (bool, _Int)) and self._is_bool(v):   # an int1 tensor: ~ is its not, - wraps
+            if isinstance(op, ast.USub):
+                raise Unsupported("the negation of a boolean (Triton computes it in int1, which wraps)")
+            return self.z3.Not(v) if isinstance(op, ast.Invert) else v
         x = self._int(v)
         if isinstance(op, ast.UAdd):
             return x

@@ -278,3 +278,35 @@ def test_a_literal_out_of_the_range_of_the_tensor_it_meets_is_not_proven():
               '    p = tl.where(pid + 3000000000 >= 3000000000, pid, 0)\n'
               '    return p // num_pid_n, p % num_pid_n\n')
     assert prove_permutation(source, GRID, 2).status != "proven"
+
+
+# Round nine of #41: a comparison's result is an int1 tensor in Triton; arithmetic of two of them (or
+# of one and a bool constant) is int1 arithmetic, which wraps: `c + c` is 0 where c is true, so
+# `c + c - 2 * c` is -2 there. Read as int32 arithmetic these were 0, and an order that breaks at
+# 40 000 tiles was proven for all grids and written unguarded by --in-place.
+_INT1_TRAPS = {
+    "the sum of two comparisons": "d = c + c - 2 * c",
+    "a comparison plus True": "d = (c + True) - c - 1",
+    "sums and differences": "d = c + c - c - c",
+    "a negated sum": "d = -(c + c) + 2 * c",
+    "a negated comparison": "d = -c + c",
+}
+
+
+@pytest.mark.parametrize("trap", list(_INT1_TRAPS))
+def test_int1_arithmetic_is_never_read_as_int32(trap):
+    source = ("@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n):\n    c = pid >= 40000\n    "
+              + _INT1_TRAPS[trap] + "\n    pid_m = pid // num_pid_n\n    pid_n = pid % num_pid_n\n"
+              "    return pid_m, pid_n + d\n")
+    proof = prove_permutation(source, GRID, 2)
+    assert proof.status != "proven", proof.statement
+
+
+def test_a_boolean_beside_a_number_and_its_inverse_are_still_proven():
+    """Mixed with an int32, an int1 is widened as 0 or 1 (Triton: `2 * c` is 2 where c is true), and
+    `~c` of an int1 is its not: these orders are row-major and stay proven."""
+    source = ("@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n):\n    c = pid >= 40000\n"
+              "    d = 2 * c - c - c + tl.where(~c, 0, 0) + tl.where(~c & c, 1, 0)\n"
+              "    pid_m = pid // num_pid_n\n    pid_n = pid % num_pid_n\n    return pid_m, pid_n + d\n")
+    proof = prove_permutation(source, GRID, 2)
+    assert proof.status == "proven", proof.statement
