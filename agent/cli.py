@@ -221,6 +221,8 @@ def optimize(
                      + (f" --workdir {_plain(workdir)}" if workdir != ".swizzleperf" else ""), markup=False)
         raise typer.Exit(code=130)
     _print_summary(outcome)
+    if outcome.report.get("outputs_error"):
+        errors.print(f"warning: {_plain(outcome.report['outputs_error'])}", markup=False)
     if outcome.report.get("in_place"):
         console.print(f"--in-place: {_plain(outcome.report['in_place'])}", markup=False)
     baseline = outcome.report.get("baseline") or {}

@@ -124,6 +124,10 @@ def replace_file(path: Path, data: bytes, mode: int = 0o644) -> None:
     Raises:
         OSError: it cannot be written (a full disk, a name the file system refuses, ``path`` a
             folder); the temporary file is removed and whatever stood at ``path`` is left.
+
+    A folder at ``path`` (planted in a run folder, #41 round nine: a rename cannot replace it, and
+    the run's outputs were lost at every resume) is renamed aside to a new name beside it
+    (``.swizzleperf-in-the-way-*``), kept, not deleted.
     """
     path = Path(path)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".swizzleperf-", suffix=".tmp")
@@ -131,6 +135,8 @@ def replace_file(path: Path, data: bytes, mode: int = 0o644) -> None:
         with os.fdopen(handle, "wb") as out:
             out.write(data)
             os.fchmod(out.fileno(), mode)
+        if path.is_dir() and not path.is_symlink():
+            os.rename(path, tempfile.mkdtemp(dir=path.parent, prefix=".swizzleperf-in-the-way-"))
         os.replace(temporary, path)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -896,8 +896,13 @@ def _finish(loop: Loop, graph, config: dict, record: RunRecord, run_id: str, run
         except Exception as exc:   # nothing is written after a failed check: the run's result stands (#41e)
             report["in_place"] = redact(f"not written: the best kernel could not be checked ({type(exc).__name__}: "
                                         f"{' '.join(str(exc).split())[:200]}); its patch is {run_dir / 'best.diff'}")
-    write_outputs(run_dir, report, state.get("best"), in_folder_name(Path(options.kernel).name))
-    _write_transcript(record, run_id, run_dir)
+    try:
+        write_outputs(run_dir, report, state.get("best"), in_folder_name(Path(options.kernel).name))
+        _write_transcript(record, run_id, run_dir)
+    except OSError as exc:   # a full disk, a name in the way: the record still closes the run with its result
+        report["outputs_error"] = redact(
+            f"the run folder's files were not all written ({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); "
+            f"the record holds the run: --resume {run_id} writes them again")
     record.finish_run(run_id, status, state.get("stop_reason") or report["stop_reason"] or "interrupted")
     return report
 

@@ -225,6 +225,36 @@ def test_a_named_pipe_in_the_run_folder_is_replaced_not_waited_on(finished_run, 
         assert json.loads((run_dir / name).read_text())["run_id"] == run_id
 
 
+@pytest.mark.parametrize("name", ["report.json", "best.diff", "gemm.py"])
+def test_a_folder_planted_at_an_output_name_is_moved_aside_not_a_lost_run(finished_run, tmp_path, copy_of, name):
+    """Round nine of #41: a folder at one of the names a run writes (a rename cannot replace it) ended
+    every resume in an IsADirectoryError traceback after all its work, the run left interrupted."""
+    run_id, workdir, run_dir = copy_of(finished_run)
+    (run_dir / name).unlink(missing_ok=True)
+    (run_dir / name / "sub").mkdir(parents=True)
+    (run_dir / name / "sub" / "kept.txt").write_text("kept\n")
+    with _within(60):
+        _resume(run_id)
+    assert (run_dir / name).is_file() and not (run_dir / name).is_dir()
+    aside = [f for f in run_dir.iterdir() if f.name.startswith(".swizzleperf-in-the-way-")]
+    assert len(aside) == 1 and (aside[0] / "sub" / "kept.txt").read_text() == "kept\n"
+    assert RunRecord(workdir).run(run_id)["status"] == "finished"
+
+
+def test_outputs_that_cannot_be_written_still_close_the_run_in_the_record(finished_run, copy_of, monkeypatch):
+    """A full disk (or anything else the file system refuses) while the reports are written: the
+    run's row is closed with its result and the report says, in one line, what was not written."""
+    run_id, workdir, run_dir = copy_of(finished_run)
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(run, "write_outputs", full)
+    with _within(60):
+        outcome = _resume(run_id)
+    assert "were not all written (OSError: [Errno 28] No space left on device)" in outcome.report["outputs_error"]
+    assert f"--resume {run_id}" in outcome.report["outputs_error"]
+    assert RunRecord(workdir).run(run_id)["status"] == "finished"
+
+
 def test_a_best_kernel_that_is_a_named_pipe_is_refused_not_waited_on(finished_run, tmp_path, copy_of):
     run_id, workdir, run_dir = copy_of(finished_run)
     pipe = run_dir / "waiting.py"
