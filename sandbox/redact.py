@@ -48,6 +48,10 @@ _WINDOWS: dict[str, list[tuple[str, int]]] = {}   # each _WINDOW-long piece of a
 _ESCAPE = re.compile(r"\\(?:u([dD][89abAB][0-9a-fA-F]{2})\\u([dD][c-fC-F][0-9a-fA-F]{2})|u([0-9a-fA-F]{4})"
                      r"|U([0-9a-fA-F]{8})|x([0-9a-fA-F]{2})|([0-7]{1,3})|(.))", re.S)
 _SIMPLE = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "v": "\v", "a": "\a"}
+#: A byte of a URL's percent-encoding, or an HTML character reference: how an echoed key comes back
+#: from a server that quotes it (``sk%2Dkey``, ``sk&#45;key``; #41, round nine). Each decodes to one
+#: character (a byte as Latin-1: a key is ASCII).
+_QUOTED = re.compile(r"%([0-9a-fA-F]{2})|&#([0-9]{1,7});|&#[xX]([0-9a-fA-F]{1,6});")
 
 
 def redact(text: str) -> str:
@@ -102,20 +106,26 @@ def _secret_spans(text: str, levels: int) -> list[tuple[int, int]]:
     """``[(start, end)]`` of ``text`` that hold a known secret: as written, or (``levels`` > 0) once
     its escapes are undone, the span mapped back to the escaped text."""
     spans = []
+    lower = text.lower()
+    folded = lower if len(lower) == len(text) else text   # a key upper-cased by the server too
     for secret in _SEEN:
-        found = text.find(secret)
+        wanted = secret.lower() if folded is lower else secret
+        found = folded.find(wanted)
         while found >= 0:
             spans.append((found, found + len(secret)))
-            found = text.find(secret, found + len(secret))
+            found = folded.find(wanted, found + len(secret))
     if _WINDOWS:
         spans += _fragment_spans(text)
-    if levels and "\\" in text:
-        decoded = _ESCAPE.sub(_character, text)
+    for mark, pattern, decode in (("\\", _ESCAPE, _character), ("%", _QUOTED, _unquoted), ("&#", _QUOTED, _unquoted)):
+        if not levels or mark not in text or (mark == "&#" and "%" in text):   # _QUOTED has both: one pass
+            continue
+        decoded = pattern.sub(decode, text)
         if decoded != text:
             found = _secret_spans(decoded, levels - 1)
             del decoded   # the mapping back is streamed: no per-character table is kept
             if found:
-                raw = _raw_places(text, [(start, False) for start, _ in found] + [(end - 1, True) for _, end in found])
+                raw = _raw_places(text, [(start, False) for start, _ in found] + [(end - 1, True) for _, end in found],
+                                  pattern)
                 spans += [(raw[(start, False)], raw[(end - 1, True)]) for start, end in found]
     return spans
 
@@ -140,10 +150,10 @@ def _fragment_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def _raw_places(text: str, places: list[tuple[int, bool]]) -> dict[tuple[int, bool], int]:
+def _raw_places(text: str, places: list[tuple[int, bool]], pattern: re.Pattern = _ESCAPE) -> dict[tuple[int, bool], int]:
     """Where each ``(index, end)`` of ``places`` lies in ``text``: the ``index``-th character of
-    ``text`` with its backslash escapes undone begins there (``end``: ends there). One pass over
-    the escapes, in order, keeping only the answers."""
+    ``text`` with its escapes (``pattern``'s matches, one character each) undone begins there
+    (``end``: ends there). One pass over the escapes, in order, keeping only the answers."""
     wanted, out = sorted(set(places)), {}
     k, length, position = 0, 0, 0   # wanted[k] is next; ``length`` characters decoded up to ``position``
 
@@ -156,7 +166,7 @@ def _raw_places(text: str, places: list[tuple[int, bool]]) -> dict[tuple[int, bo
             i += 1
         return i
 
-    for match in _ESCAPE.finditer(text):
+    for match in pattern.finditer(text):
         if k == len(wanted):
             break
         k = literal(match.start())
@@ -179,6 +189,14 @@ def _character(match: re.Match) -> str:
     if octal:
         return chr(int(octal, 8))
     return _SIMPLE.get(simple, simple)
+
+
+def _unquoted(match: re.Match) -> str:
+    byte, decimal, hexadecimal = match.groups()
+    if byte:
+        return chr(int(byte, 16))
+    code = int(decimal or hexadecimal, 16 if hexadecimal else 10)
+    return chr(code) if code <= 0x10FFFF else "\ufffd"
 
 
 def redact_all(value: Any) -> Any:
@@ -248,10 +266,17 @@ def _remember_base64(text: str) -> None:
     for encoded in {base64.b64encode(raw), base64.urlsafe_b64encode(raw)}:
         _remember(encoded.decode("ascii"))
         _remember(encoded.decode("ascii").rstrip("="))
+    # inside a longer base64 text ("Bearer " + key, #41 round nine) it starts 1 or 2 bytes into a
+    # 3-byte group: the groups wholly its own, at each alignment (long enough not to be a word)
+    for shift in (1, 2):
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            core = encode(b"\0" * shift + raw + b"\0\0")[4:-4].decode("ascii")
+            if len(core) >= 16:
+                _remember(core)
 
 
 def _remember(secret: str) -> None:
-    for form in {secret, unquote(secret)}:
+    for form in {secret, unquote(secret), unquote(secret).encode("utf-8", "surrogateescape").hex()}:
         if len(form) >= MIN_SECRET_CHARS and form != MASK and form not in _SEEN:
             _SEEN.add(form)
             if FRAGMENT_CHARS <= len(form) <= MAX_FRAGMENTED_CHARS:

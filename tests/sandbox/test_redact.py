@@ -122,3 +122,36 @@ def test_a_password_echoed_in_its_basic_authorization_form_is_masked():
     remember(key)
     for encoded in (base64.b64encode(key.encode()), base64.urlsafe_b64encode(key.encode())):
         assert encoded.decode().rstrip("=") not in redact(f"token {encoded.decode()} refused")
+
+
+@pytest.mark.parametrize("form", ["percent", "percent-some", "hex", "HEX", "decimal-entities", "hex-entities",
+                                  "upper", "bearer-base64", "b-base64"])
+def test_a_key_echoed_quoted_encoded_or_upper_cased_is_masked(form):
+    """Round nine of #41: a server answering `400 bad key sk%2Dredteam%2D...` put the key into the
+    record, report.md, report.json and the transcript; its hex, HTML references, upper-cased form and
+    base64 inside a longer base64 text ("Bearer " + key) went through too."""
+    import base64
+
+    from swizzleperf.sandbox.redact import holds_secret, remember
+    key = "sk-round9-Quoted-0123456789abcdef"
+    remember(key)
+    raw = key.encode()
+    text = {"percent": "".join(f"%{b:02X}" for b in raw), "percent-some": key.replace("-", "%2D"),
+            "hex": raw.hex(), "HEX": raw.hex().upper(), "decimal-entities": "".join(f"&#{b};" for b in raw),
+            "hex-entities": "".join(f"&#x{b:x};" for b in raw), "upper": key.upper(),
+            "bearer-base64": base64.b64encode(b"Bearer " + raw).decode(),
+            "b-base64": base64.b64encode(b"B" + raw + b" tail").decode()}[form]
+    echoed = f"400 bad key {text} (try again)"
+    assert holds_secret(echoed)
+    masked = redact(echoed)
+    assert masked.startswith("400 bad key ") and masked.endswith(" (try again)") and "***" in masked
+    assert text not in masked and len(masked) < len(echoed) - len(text) // 2
+    assert redact("100% sure &#38; 0xdeadbeef, nothing quoted here") == "100% sure &#38; 0xdeadbeef, nothing quoted here"
+
+
+@pytest.mark.parametrize("text", ["%" * 1_000_000, "%41" * 300_000, "&#65;" * 200_000, "&#x" * 300_000])
+def test_undoing_quoting_stays_linear(text):
+    _known()
+    start = time.perf_counter()
+    redact(text)
+    assert time.perf_counter() - start < 3.0
