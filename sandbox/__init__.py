@@ -90,7 +90,7 @@ ENV_PREFIXES = ("TRITON_", "CUDA_", "NVIDIA_", "NCCL_", "NVSHMEM_", "TORCH_", "P
 #: Never passed, whatever the prefix: names that hold credentials, by a part of the name
 #: (``TRITON_API_TOKEN``, ``CUDA_CREDS``, ``TORCH_HUB_COOKIE``).
 SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CRED", "AUTH", "COOKIE",
-                  "SESSION")
+                  "SESSION", "BEARER")
 #: Never passed either: names with one of these as a word of the name (between ``_``, digits or
 #: its ends: ``TRITON_MY_PASS``, ``CUDA_HOME_PW``, ``DB_PWD``, ``NCCL_DBPASS``; a word that begins
 #: or ends with ``PASS`` counts), too short to be looked for inside words (#41's second replay).
@@ -209,11 +209,23 @@ def worker_limits(timeout_s: float, interpret: bool, writable: tuple = ()) -> Li
 
 def worker_env(**overrides: str) -> dict:
     """The environment of a worker: the allowed names of this process's environment (see
-    ``ENV_NAMES``, ``ENV_PREFIXES``), nothing that looks like a credential, then ``overrides``."""
+    ``ENV_NAMES``, ``ENV_PREFIXES``), nothing that looks like a credential by its name or its value
+    (``_secret_value``), then ``overrides``."""
     env = {k: v for k, v in os.environ.items()
-           if (k in ENV_NAMES or k.startswith(ENV_PREFIXES)) and not _secret(k)}
+           if (k in ENV_NAMES or k.startswith(ENV_PREFIXES)) and not _secret(k) and not _secret_value(v)}
     env.update(overrides)
     return env
+
+
+#: A URL with userinfo (``https://user:password@host``) in a variable's value.
+_USERINFO = re.compile(r"://[^/?#\s@]*@")
+
+
+def _secret_value(value: str) -> bool:
+    """Whether a value holds a credential whatever its name: a URL with userinfo
+    (``TORCH_HUB_URL=https://u:pw@hub``, #41 round nine), or a secret ``redact`` knows."""
+    from swizzleperf.sandbox.redact import holds_secret
+    return bool(_USERINFO.search(value)) or holds_secret(value)
 
 
 def app_env(**overrides: str) -> dict:

@@ -37,6 +37,10 @@ _KEPT = {"nosuid": _MS_NOSUID, "nodev": _MS_NODEV, "noexec": _MS_NOEXEC, "noatim
          "nodiratime": _MS_NODIRATIME, "relatime": _MS_RELATIME, "nosymfollow": _MS_NOSYMFOLLOW}
 _SHM = "/dev/shm"
 _NULL = "/dev/null"
+#: Character devices of the kernel itself that a write reaches however the file system is mounted:
+#: the kernel's log (a line injected from the box, #41 round nine), its memory and its ports.
+#: Covered by ``/dev/null`` in a mount namespace, left out of Landlock's writable devices.
+KERNEL_DEVICES = ("/dev/kmsg", "/dev/mem", "/dev/kmem", "/dev/port")
 #: The box's own ``/proc`` (fresh, of its PID namespace: only its processes) stays writable: CUDA
 #: writes there (its threads' names, ``/proc/self/task/TID/comm``); read-only, ``cuInit`` failed
 #: with error 304 "OS call failed" (an H100, 2026-12-06: bench/gpu_box_probe.sh, each mount made
@@ -95,7 +99,7 @@ def read_only_except(libc, writable: list) -> None:
     """In a mount namespace of the caller's own (``/`` already private): ``writable`` bound onto
     themselves, a fresh ``/dev/shm``, ``/dev/null`` bound over every block device under ``/dev``
     (a read-only mount does not stop a write to a device: root, even without a capability, opened
-    the disk for writing), every other reachable mount remounted read-only. Character devices (the
+    the disk for writing) and over ``KERNEL_DEVICES``, every other reachable mount remounted read-only. Character devices (the
     GPU's ``/dev/nvidia*``, ``/dev/null``) are left as they are.
 
     Raises:
@@ -109,6 +113,9 @@ def read_only_except(libc, writable: list) -> None:
         _mount(libc, "tmpfs", _SHM, "tmpfs", _MS_NOSUID | _MS_NODEV, f"a fresh {_SHM}", b"mode=1777")
     for path in block_devices():
         _mount(libc, _NULL, path, None, _MS_BIND, f"covering the block device {path}")
+    for path in KERNEL_DEVICES:
+        if os.path.exists(path):
+            _mount(libc, _NULL, path, None, _MS_BIND, f"covering the kernel's device {path}")
     for path in _PROC_READ_ONLY:   # bound onto themselves first: remounted read-only below, /proc left
         if os.path.lexists(path):
             _mount(libc, path, path, None, _MS_BIND, f"binding {path}")
@@ -252,7 +259,7 @@ def _allow(syscall, ruleset: int, path: str, access: int) -> None:
 def _devices() -> list:
     """The character devices under /dev (``/dev/null``, the terminal, the GPU's: /dev/nvidia*,
     /dev/dri/*, /dev/kfd), and /dev/pts (whose ttys come and go)."""
-    return _nodes("/dev", stat.S_ISCHR, kept_folders=("/dev/pts",))
+    return [path for path in _nodes("/dev", stat.S_ISCHR, kept_folders=("/dev/pts",)) if path not in KERNEL_DEVICES]
 
 
 def _nodes(root: str, is_kind, kept_folders: tuple) -> list:

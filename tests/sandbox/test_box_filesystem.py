@@ -116,6 +116,21 @@ def test_a_command_in_the_box_writes_only_into_its_scratch(user, how):
         assert db.execute("SELECT COUNT(*) FROM runs").fetchone() == (0,)
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/kmsg"), reason="no /dev/kmsg here")
+def test_the_kernels_log_is_out_of_the_boxs_reach(user, how):
+    """Round nine of #41: a command in the box wrote a line into the kernel's log through
+    /dev/kmsg. In a mount namespace /dev/null covers it; under Landlock it is not writable."""
+    code = ("import json, os\n"
+            "try:\n    fd = os.open('/dev/kmsg', os.O_WRONLY); os.close(fd); opened = 'ok'\n"
+            "except OSError as exc:\n    opened = exc.errno\n"
+            "print(json.dumps([opened, os.stat('/dev/kmsg').st_rdev == os.stat('/dev/null').st_rdev]))")
+    done = sandbox.run([sys.executable, "-c", code], user["scratch"] / "cwd", sandbox.worker_env(), 60,
+                       sandbox.worker_limits(60, interpret=True, writable=(user["scratch"],)))
+    assert done.returncode == 0, done.stderr[-2000:]
+    opened, covered = json.loads(done.stdout.strip().splitlines()[-1])
+    assert covered or opened != "ok", (opened, covered)
+
+
 def test_the_error_says_read_only_or_permission_denied(user, how):
     (what,) = _in_box(user, [("write", user["kernel"])])
     assert what == ("EROFS" if how == "mounts" else "EACCES")

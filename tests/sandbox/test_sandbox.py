@@ -219,6 +219,21 @@ needs_namespaces = pytest.mark.skipif(not sandbox.isolation()[0], reason="no PID
 
 
 @needs_namespaces
+def test_worker_env_withholds_a_credential_by_its_value_or_a_bearer_name(monkeypatch):
+    """Round nine of #41: ``CUDA_BEARER=...`` and ``TORCH_HUB_URL=https://u:SECRETPW@hub`` reached
+    the box (names under passed prefixes, filtered by name only); a value holding a secret the agent
+    knows is withheld too. A plain URL still passes."""
+    from swizzleperf.sandbox.redact import remember
+    remember("sk-round9-env-0123456789abcdef")
+    monkeypatch.setenv("CUDA_BEARER", "SECRET-abc")
+    monkeypatch.setenv("TORCH_HUB_URL", "https://u:SECRETPW@hub.example")
+    monkeypatch.setenv("TRITON_CACHE_NOTE", "key sk-round9-env-0123456789abcdef")
+    monkeypatch.setenv("TORCH_HOME_URL", "https://hub.example/models?x=1")
+    env = sandbox.worker_env()
+    assert not {"CUDA_BEARER", "TORCH_HUB_URL", "TRITON_CACHE_NOTE"} & set(env)
+    assert env["TORCH_HOME_URL"] == "https://hub.example/models?x=1"
+
+
 def test_candidate_code_cannot_read_the_agents_environ_nor_see_its_processes(tmp_path):
     result, _ = _agent_run(tmp_path, "namespaces")
     assert result["own"], "control: the agent's own /proc environ holds the key"
