@@ -220,7 +220,9 @@ def simulate_kernel(kernel_path: Path, hw: str, swizzle: str | None = None,
                     swizzle_file: Path | None = None, meta: str | None = None, traced: bool = False,
                     probe: Path | None = None) -> dict:
     """The simulator's figures for one kernel, hardware spec and order (a JSON-ready dict with
-    ``l2_hit_rate`` 0..1, ``dram_bytes``, ``per_domain_hit_rate``, ``seconds`` of simulation);
+    ``l2_hit_rate`` 0..1, ``dram_bytes``, ``per_domain_hit_rate``, ``seconds`` of simulation, wall
+    time, and ``cpu_seconds``, this process's processor time in it: the simulator's speed where
+    other work shares the machine);
     with ``probe`` (a stored dispatch probe) programs are placed as it measured. The options
     (``meta``, ``hw``, ``probe``) are checked before the kernel is loaded or run.
 
@@ -235,7 +237,7 @@ def simulate_kernel(kernel_path: Path, hw: str, swizzle: str | None = None,
     spec, order, label = program_order(Path(kernel_path), swizzle, swizzle_file, overrides)
     full_meta = {**spec.meta_for("default"), **overrides}
     trace = kernel_trace(kernel_path, spec, overrides, traced, hardware)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     try:
         result = l2sim.simulate(trace, order, hardware, probe=stored,
                                 schedule=schedule_for(spec, trace, hardware, full_meta))
@@ -246,7 +248,8 @@ def simulate_kernel(kernel_path: Path, hw: str, swizzle: str | None = None,
     return {"kernel": spec.name, "hardware": hardware.name, "swizzle": label,
             "problem": dict(spec.problems["default"]), "meta": full_meta,
             **result.to_dict(), "dram_bytes": result.dram_read_bytes + result.dram_write_bytes,
-            "seconds": time.perf_counter() - start, "trace_source": trace.source}
+            "seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu,
+            "trace_source": trace.source}
 
 
 def analyze_kernel(kernel_path: Path, hw: str, swizzle: str | None = None, meta: str | None = None,

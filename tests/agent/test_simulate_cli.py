@@ -22,7 +22,11 @@ def test_simulate_json(tmp_path, gemm_path):
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert 0 <= result["l2_hit_rate"] <= 1 and result["dram_bytes"] > 2 * 16384 * 4096 * 2
-    assert len(result["per_domain_hit_rate"]) == 2 and result["seconds"] < 10  # two L2 partitions
+    assert len(result["per_domain_hit_rate"]) == 2                               # two L2 partitions
+    # #43's speed: under 10 s a default-size GEMM order; the processor time this process spent in it
+    # (the wall time too where nothing shares the machine: tests run beside this one)
+    assert 0 < result["cpu_seconds"] < 10 and result["seconds"] >= result["cpu_seconds"] * 0.9
+    assert "programs on the SMs and at the times modelled" in result["model"]
     assert result["source"] == "simulated:h200" and result["meta"]["BLOCK_N"] == 256
 
 
