@@ -192,18 +192,13 @@ def model_schedule(trace, order: np.ndarray, hw, model: ScheduleModel, partition
                         fill, cache = on_way.get(way), lru[d]
                         if fill is not None and fill >= ready_at:
                             got = fill
-                        elif block in cache:
-                            cache.move_to_end(block)
-                            got = ready_at + hit_ns
-                            if noise:
-                                if drawn == len(draws):
-                                    draws, drawn = rng.exponential(noise, _DRAWS).tolist(), 0
-                                got += draws[drawn]
-                                drawn += 1
                         else:
-                            other = lru[1 - d]
-                            if block in other:
-                                other.move_to_end(block)
+                            held = block in cache
+                            if held:
+                                cache.move_to_end(block)
+                                got = ready_at + hit_ns
+                            elif block in lru[1 - d]:
+                                lru[1 - d].move_to_end(block)
                                 got = ready_at + peer_ns
                             else:
                                 free_dram = (ready_at if ready_at > free_dram else free_dram) + b * ns_dram
@@ -213,12 +208,13 @@ def model_schedule(trace, order: np.ndarray, hw, model: ScheduleModel, partition
                                     draws, drawn = rng.exponential(noise, _DRAWS).tolist(), 0
                                 got += draws[drawn]
                                 drawn += 1
-                            on_way[way] = got
-                            cache[block] = None
-                            total = used[d] + b
-                            while total > capacity:
-                                total -= nbytes[cache.popitem(last=False)[0]]
-                            used[d] = total
+                            if not held:   # filled from the peer or DRAM: on its way, then kept
+                                on_way[way] = got
+                                cache[block] = None
+                                total = used[d] + b
+                                while total > capacity:
+                                    total -= nbytes[cache.popitem(last=False)[0]]
+                                used[d] = total
                         lookups[key] = [at, 1, got]
                     if got > got_all:
                         got_all = got
