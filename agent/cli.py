@@ -2,6 +2,7 @@
 ``notebook``."""
 from __future__ import annotations
 
+import math
 import signal
 import shlex
 import sqlite3
@@ -46,6 +47,108 @@ def _known_hw(hw: str | None) -> None:
     try:
         hwspecs.load_spec(hw)
     except hwspecs.UnknownHardwareError as exc:
+        _fail(str(exc))
+
+
+#: Ranges of the numeric options (#41, red team 41i: NaN, an infinity or a 20-digit integer was taken,
+#: a run folder and a record row were made, then the record refused the value, and --resume too).
+#: Seconds: a week for a run, a worker or an app's row (a run takes minutes to hours, and the OS's
+#: timers overflow far beyond: threading's waits near 2^63 ns); a day for one proposal.
+MAX_SECONDS, MAX_LLM_SECONDS = 7 * 24 * 3600, 24 * 3600
+#: Proposals of a run, and of a plateau: each takes seconds to minutes, 10 000 are days of them.
+MAX_PROPOSALS = 10_000
+#: A target speedup: a tile order gains tens of percent; 100x is past any.
+MAX_SPEEDUP = 100
+#: Ranks of a distributed kernel: 128 nodes of 8 GPUs (the overlap model prices every pair of ranks).
+MAX_WORLD_SIZE = 1024
+#: A context window, as large as a server may state one (agent/proposers/wire.py ``MAX_WINDOW``).
+MAX_CONTEXT_TOKENS = 10**8
+MAX_RETRIES = 100
+#: USD per million tokens: the dearest models cost under 100.
+MAX_PRICE = 10_000
+#: Kernels of an app optimized in turn (--top).
+MAX_TOP = 1_000
+#: By parameter name, for every command that has it: (lowest, highest, lowest excluded, unit).
+_RANGES = {
+    "iterations": (1, MAX_PROPOSALS, False, ""), "plateau": (1, MAX_PROPOSALS, False, ""),
+    "time_budget": (0, MAX_SECONDS, True, " seconds"), "target_speedup": (0, MAX_SPEEDUP, True, ""),
+    "target_l2": (0, 1, True, ""), "roof_margin": (0, 1, False, ""),
+    "llm_timeout": (0, MAX_LLM_SECONDS, True, " seconds"), "temperature": (0, 2, False, ""),
+    "context_tokens": (512, MAX_CONTEXT_TOKENS, False, ""), "llm_retries": (0, MAX_RETRIES, False, ""),
+    "price_in": (0, MAX_PRICE, False, " USD per million tokens"),
+    "price_out": (0, MAX_PRICE, False, " USD per million tokens"),
+    "timeout": (0, MAX_SECONDS, True, " seconds"), "world_size": (2, MAX_WORLD_SIZE, False, ""),
+    "top": (1, MAX_TOP, False, ""), "row_budget": (0, MAX_SECONDS, True, " seconds"),
+}
+#: Options only a distributed kernel takes, and options a distributed run does not use (its
+#: Budget has no L2 target nor roof, its evaluator no ncu: agent/loop/run.py ``_build_dist_loop``).
+_DISTRIBUTED_ONLY, _NOT_DISTRIBUTED = ("world_size", "problem"), ("target_l2", "roof_margin", "no_ncu")
+
+
+def _option(param) -> str:
+    """A parameter as the user names it: its long option (``--iterations``, not ``-n``)."""
+    return next((o for o in param.opts if o.startswith("--")), param.opts[0] if param.opts else param.name)
+
+
+def _numbers_in_range(ctx: typer.Context) -> None:
+    """Every numeric option of the command within its range (``_RANGES``): finite, and one line
+    naming the option and the range otherwise (exit 2), before any run folder or record row."""
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name)
+        if param.name not in _RANGES or value is None or isinstance(value, bool):
+            continue
+        low, high, low_excluded, unit = _RANGES[param.name]
+        finite = isinstance(value, int) or math.isfinite(value)
+        if not (finite and (low < value if low_excluded else low <= value) and value <= high):
+            _fail(f"{_option(param)} must be in {'(' if low_excluded else '['}{low}, {high}]{unit}, got {value}")
+
+
+def _given(ctx: typer.Context) -> dict:
+    """``{parameter name: option}`` of the options given on the command line (a default stays
+    unnamed; sources compared by name: typer may bring its own click)."""
+    return {p.name: _option(p) for p in ctx.command.params
+            if getattr(ctx.get_parameter_source(p.name), "name", "") == "COMMANDLINE"}
+
+
+def _options_fit_the_kernel(ctx: typer.Context, kernel: str | None, app: str | None) -> None:
+    """Options that the kernel's run would drop are one line (exit 2), not silently ignored:
+    ``--world-size`` and ``--problem`` for a kernel that is not distributed (an app's captured
+    kernel included), ``--target-l2``, ``--roof-margin`` and ``--no-ncu`` for one that is. The
+    kernel's spec is loaded here only when one of them is given."""
+    given = _given(ctx)
+    only_distributed = [given[n] for n in _DISTRIBUTED_ONLY if n in given]
+    not_distributed = [given[n] for n in _NOT_DISTRIBUTED if n in given]
+    if not (only_distributed or not_distributed) or (kernel is None and app is None):
+        return
+    if kernel is None:
+        distributed = False   # --app: a captured kernel is a KernelSpec
+    else:
+        from swizzleperf.agent.verification.load import load_spec
+        from swizzleperf.kernels.distributed.spec import DistKernelSpec
+        from swizzleperf.kernels.spec import KernelLoadError
+        try:
+            distributed = isinstance(load_spec(kernel), DistKernelSpec)
+        except KernelLoadError as exc:
+            _fail(str(exc))
+    wrong = not_distributed if distributed else only_distributed
+    if wrong:
+        name = _plain(Path(kernel).name) if kernel else "the kernel --app captures"
+        _fail(f"{', '.join(wrong)} {'applies' if len(wrong) == 1 else 'apply'} only to "
+              + (f"a kernel that is not distributed; {name} is distributed (its runs stop on the overlap "
+                 f"model's time: --target-speedup, --time-budget, --plateau)" if distributed else
+                 f"a distributed kernel (a DistKernelSpec, kernels/distributed/); {name} is not one")
+              + f": leave {'it' if len(wrong) == 1 else 'them'} out")
+
+
+def _known_endpoint(base_url: str | None) -> None:
+    """A ``--base-url`` that is no endpoint is one line (exit 2) before anything runs, a resumed
+    run's included (agent/proposers/chat.py ``endpoint_url`` says why, never quoting the URL)."""
+    if base_url is None:
+        return
+    from swizzleperf.agent.proposers.chat import endpoint_url
+    try:
+        endpoint_url(base_url)
+    except ValueError as exc:
         _fail(str(exc))
 
 
@@ -169,15 +272,10 @@ def optimize(
         _fail("give a kernel module (e.g. kernels/gemm.py), --app CMD --kernel NAME, or --resume RUN_ID")
     if resume is not None:
         _resume_takes_no_other_options(ctx, resume)
-    if target_l2 is not None and not 0.0 < target_l2 <= 1.0:
-        _fail(f"--target-l2 must be in (0, 1], got {target_l2}")
-    if timeout <= 0:
-        _fail(f"--timeout must be > 0 seconds, got {timeout}")
-    if target_speedup is not None and target_speedup <= 0:
-        _fail(f"--target-speedup must be > 0, got {target_speedup}")
-    if time_budget is not None and not time_budget > 0:
-        _fail(f"--time-budget must be > 0 seconds, got {time_budget}")
+    _numbers_in_range(ctx)
+    _known_endpoint(base_url)
     _known_hw(hw)
+    _options_fit_the_kernel(ctx, kernel, app)
     from swizzleperf import sandbox
     if allow_unboxed_writes:
         sandbox.allow_unboxed_writes()
@@ -488,6 +586,7 @@ def _eval_events(progress: Progress):
 
 @app.command("eval")
 def eval_command(
+    ctx: typer.Context,
     kernels: str = typer.Option("all", help="all, or a comma-separated list of bundled kernels."),
     hw: Optional[str] = typer.Option(None, "--hw", help="Hardware spec; default the detected GPU, else mi300x simulated."),
     iterations: int = typer.Option(8, "--iterations", "-n", min=1, help="Proposals per kernel at most."),
@@ -514,6 +613,8 @@ def eval_command(
 ) -> None:
     """Run the optimizer over the bundled kernels and write one table (CSV, markdown) and plots;
     with --apps DIR, over a folder of your apps, one row each."""
+    _numbers_in_range(ctx)
+    _known_endpoint(base_url)
     _known_hw(hw)
     if base_url and not model and not resume:
         _check_llm(model, base_url, resume, llm_timeout)
@@ -576,8 +677,6 @@ def _eval_apps(apps, files, hw, iterations, row_budget, gpus, ray, ray_address, 
     from swizzleperf.eval.app_worker import OUTCOMES
     if again and (resume is None or any(o not in OUTCOMES for o in again)):
         _fail(f"--again takes an outcome of a resumed eval's rows ({', '.join(OUTCOMES)}), with --resume EVAL_ID")
-    if not row_budget > 0:
-        _fail(f"--row-budget must be > 0 seconds, got {row_budget}")
     _interruptible()
 
     def on_row(row: dict, done: int, total: int) -> None:
@@ -774,6 +873,7 @@ def hw_command(hw: Optional[str] = typer.Option(None, "--hw", help="The spec a r
 
 @app.command("notebook")
 def notebook_command(
+    ctx: typer.Context,
     run: Optional[str] = typer.Argument(None, help="A run id of the record, or a run folder (e.g. bench/results/real_llm/work/runs/20261124-012842-ba04); default the latest run."),
     workdir: Optional[str] = typer.Option(None, help="The run record (default: .swizzleperf here or in a folder above)."),
     out: Optional[str] = typer.Option(None, "--out", help="The executed notebook (default: reflection_history_RUN.ipynb here)."),
@@ -781,6 +881,7 @@ def notebook_command(
 ) -> None:
     """Run notebooks/reflection_history.ipynb headless on one run (no Jupyter): print what it
     shows and write the executed copy, figures included."""
+    _numbers_in_range(ctx)
     from swizzleperf.eval.notebook import NotebookError, execute
     name = Path(run).name if run else "latest"
     target = Path(out or f"reflection_history_{name}.ipynb")

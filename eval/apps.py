@@ -16,8 +16,10 @@ that does not fit is one line, the eval cannot be resumed, and the row is left a
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import sqlite3
+import stat
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -108,7 +110,8 @@ def list_apps(apps_dir: str, files: str | None = None) -> list:
     every ``*.py`` in it. A listed name may be a path inside the folder (``ops/gemm.py``: its row is
     named so, the app runs in ``ops/``), written once (``./`` and doubled slashes dropped). Raises
     AppsError for a missing folder, list or file, and for a path out of the folder: absolute, with
-    ``..``, or through a folder that is a link out of it (#41)."""
+    ``..``, or through a folder that is a link out of it (#41). A named pipe, socket or device among
+    them is listed: ``run_apps`` records it as the app's failure without running it."""
     folder = Path(apps_dir)
     if not folder.is_dir():
         raise AppsError(f"--apps must be a folder of app files, got {shown(apps_dir)}")
@@ -121,13 +124,41 @@ def list_apps(apps_dir: str, files: str | None = None) -> list:
             raise AppsError(f"--files {shown(files)}: {exc.strerror}") from None
         names = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
         names = [_inside(folder, name) for name in names]
-        missing = [n for n in names if not (folder / n).is_file()]
+        missing = [n for n in names if not (folder / n).is_file() and special_kind(folder / n) is None]
         if missing:
             raise AppsError(f"--files names {len(missing)} file(s) not in {shown(apps_dir)}: "
                             f"{', '.join(map(shown, missing[:5]))}")
     if not names:
         raise AppsError(f"no app files in {shown(apps_dir)}" + (f" from {shown(files)}" if files else " (*.py)"))
     return names
+
+
+#: What ``stat`` says of an app file that is not a regular file; ``python APP`` would block opening a
+#: named pipe until the row's budget (#41), read a device, or fail on a socket.
+_SPECIAL_KINDS = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"),
+                  (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def special_kind(path: Path) -> str | None:
+    """``"a named pipe"``, ``"a socket"``, ``"a character device"`` or ``"a block device"`` where
+    ``path`` (a link followed) is one, found by ``stat`` without opening it; None for a regular
+    file, a folder, or a path that cannot be read (the worker says why: a link loop is the app's
+    failure to start)."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    return next((kind for test, kind in _SPECIAL_KINDS if test(mode)), None)
+
+
+def _refused_row(options: AppsOptions, name: str) -> dict | None:
+    """The row of an app file that is not a regular file (``special_kind``): the app's failure, its
+    kind the reason, recorded without a worker; None for any other app."""
+    kind = special_kind(Path(options.apps_dir) / name)
+    if kind is None:
+        return None
+    return {**empty_row(name), "outcome": "app failed", "seconds": 0.0,
+            "reason": f"{shown(name)} is {kind}, not a regular file: not opened (an app is a Python file)"}
 
 
 def _inside(folder: Path, name: str) -> str:
@@ -227,7 +258,9 @@ def run_apps(options: AppsOptions, eval_id: str | None = None, on_row: Callable 
             db.execute(f"DELETE FROM app_rows WHERE eval_id = ? AND outcome IN ({', '.join('?' * len(again))})",
                        [eval_id, *again])
     done = set(rows(options.workdir, eval_id).app)
-    jobs = [_job(options, eval_id, name) for name in options.names if name not in done]
+    waiting = [name for name in options.names if name not in done]
+    refused = [row for name in waiting if (row := _refused_row(options, name)) is not None]
+    jobs = [_job(options, eval_id, name) for name in waiting if name not in {r["app"] for r in refused}]
     total, count = len(options.names), [len(done)]
     lock = threading.Lock()
 
@@ -240,6 +273,8 @@ def run_apps(options: AppsOptions, eval_id: str | None = None, on_row: Callable 
 
     try:
         try:
+            for row in refused:   # a named pipe, a socket, a device: never handed to a worker (#41)
+                record(row)
             if ray:
                 from swizzleperf.eval.apps_ray import RayMissing, run_on_ray
                 try:

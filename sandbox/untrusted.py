@@ -11,8 +11,8 @@ conversion limit escape from deep inside ``json`` or ``ast``:
 - ``validated``: a pydantic model (the shape of each answer we read) applied to loaded JSON.
 - ``parse_python``: a model-written function, its size capped before ``ast.parse``, the tree's depth
   and node count measured without recursion, integer literals within 64 bits.
-- ``decoded``: an HTTP body's raw bytes undone of their ``Content-Encoding`` (gzip, deflate, zstd)
-  in pieces of at most ``DECODE_CHUNK`` bytes, so that the caller's cap on the decompressed size
+- ``decoded``: an HTTP body's raw bytes undone of their ``Content-Encoding`` (gzip, deflate, zstd;
+  at most ``MAX_CODINGS`` of them) in pieces of at most ``DECODE_CHUNK`` bytes, so that the caller's cap on the decompressed size
   stops a bomb (32 KB of zstd that inflate to gigabytes) before it is inflated, not after.
 - ``load_json_checked``: a cache, record or results file (or its text) read within a byte bound,
   loaded by ``loads`` and checked against a pydantic model: what a file on disk holds is as
@@ -63,6 +63,12 @@ MAX_STRING_CHARS = 4_000
 #: Largest piece ``decoded`` inflates at once: the caller counts pieces against its cap, so at most
 #: this much is held beyond it.
 DECODE_CHUNK = 64 * 1024
+#: Content codings of one body that ``decoded`` undoes. RFC 9110 (section 8.4) lets a body list
+#: the codings applied in order, but real servers send one (a proxy that compresses again, two);
+#: each listed coding stacks a decoder (a generator and up to ``MAX_ZSTD_WINDOW`` of state) on the
+#: last, so 4 000 of them were a RecursionError at the first read (#41). Three, ``identity`` not
+#: counted; a longer list is refused in one line.
+MAX_CODINGS = 3
 #: Largest zstd window we allocate for a body (RFC 8878's limit for HTTP content coding is 8 MiB;
 #: libzstd's default would let a 20-byte frame header ask for 128 MiB).
 MAX_ZSTD_WINDOW = 8 << 20
@@ -241,12 +247,16 @@ def decoded(raw: Iterable[bytes], content_encoding: str | None, what: str) -> It
     cap never inflates more than a piece beyond it.
 
     Raises:
-        UntrustedInput: a coding other than gzip, deflate, zstd (with the ``zstandard`` module)
-            or identity, or a body that does not decode.
+        UntrustedInput: more than ``MAX_CODINGS`` codings, a coding other than gzip, deflate,
+            zstd (with the ``zstandard`` module) or identity, or a body that does not decode.
     """
     codings = [c.strip().lower() for c in (content_encoding or "").split(",")]
+    codings = [c for c in codings if c not in ("", "identity")]
+    if len(codings) > MAX_CODINGS:
+        raise UntrustedInput(f"{what} lists {len(codings)} content codings, at most {MAX_CODINGS} are decoded "
+                             f"here; received: Content-Encoding {preview(content_encoding, 60)}")
     stream: Iterable[bytes] = raw
-    for coding in reversed([c for c in codings if c not in ("", "identity")]):
+    for coding in reversed(codings):
         if coding in ("gzip", "x-gzip"):
             stream = _inflate(stream, zlib.MAX_WBITS | 16, coding, what)
         elif coding == "deflate":
@@ -285,7 +295,10 @@ def _inflate(stream: Iterable[bytes], wbits: int, coding: str, what: str) -> Ite
             if not data and len(out) == DECODE_CHUNK:
                 data = b""
                 while len(out) == DECODE_CHUNK and not inflater.eof:  # output still inside zlib
-                    out = inflater.decompress(b"", DECODE_CHUNK)
+                    try:
+                        out = inflater.decompress(b"", DECODE_CHUNK)
+                    except zlib.error as exc:  # the input it holds turned out corrupt
+                        raise UntrustedInput(f"{what} does not decode as {coding}: {exc}") from None
                     if out:
                         yield out
 

@@ -73,6 +73,7 @@ _TRANSIENT = (429, 500, 502, 503, 504)
 _HTTP_LIBRARIES = [httpx] + [m for m in (_optional("httpx2"),) if m is not None]
 _TIMEOUTS = tuple(m.TimeoutException for m in _HTTP_LIBRARIES)
 _TRANSPORT_ERRORS = tuple(c for m in _HTTP_LIBRARIES for c in (m.TransportError, m.StreamError))
+_HTTP_ERRORS = tuple(c for m in _HTTP_LIBRARIES for c in (m.HTTPError, m.StreamError))
 #: The outcome of a stream that ended with nothing: llama-cpp-python 0.3 answers 200 and then fails
 #: inside the stream (an overlong prompt among other causes) without saying why.
 EMPTY_STREAM = "empty stream: the server ended the reply without content or a finish reason"
@@ -93,6 +94,9 @@ MIN_KEY_CHARS = 8
 SIDE_GET_TIMEOUT_S, SIDE_POST_TIMEOUT_S = 5.0, 10.0
 #: What the transcript keeps of an answer that could not be used (the issue: keep what caused it).
 KEPT_RECEIVED_CHARS = 100_000
+#: Characters of a ``--base-url``: an endpoint is under a hundred, servers and proxies refuse URLs
+#: over 8 KiB; httpx itself gives up at 65 536 (with an exception of its own, a traceback, #41).
+MAX_URL_CHARS = 2048
 _WINDOW_PATTERNS = (re.compile(r"context window of (\d{1,12})\b"),
                     re.compile(r"maximum context length is (\d{1,12})\b"),
                     re.compile(r"context size[^0-9]{0,40}(\d{1,12})\b"), re.compile(r"n_ctx\D{0,5}(\d{1,12})\b"))
@@ -186,13 +190,43 @@ class ContextOverflow(ProposerError):
         self.window = window
 
 
+def endpoint_url(base_url: str) -> httpx.URL:
+    """``base_url`` (``--base-url``) parsed: ``http://`` or ``https://``, a host, a port in 1..65535
+    where one is given, printable and without blanks, at most ``MAX_URL_CHARS`` characters.
+
+    Raises:
+        ValueError: one line saying what is wrong; the URL itself is never quoted (a password in it,
+            or in the part httpx would quote, such as ``http://u:pa/ss@h``'s "port", stays unshown).
+    """
+    if len(base_url) > MAX_URL_CHARS:
+        why = f"it is {len(base_url)} characters, more than the {MAX_URL_CHARS} allowed"
+    elif not base_url.isprintable() or any(c.isspace() for c in base_url):
+        why = "it holds a space or an unprintable character"
+    elif not base_url.lower().startswith(("http://", "https://")):
+        why = "it does not start with http:// or https://"
+    else:
+        try:
+            url = httpx.URL(base_url)
+            host, port = url.host, url.port   # the host decoded here (IDNA)
+        except (httpx.InvalidURL, ValueError) as exc:   # ValueError: idna's, for a host such as xn--zz
+            url, why = None, ("its port is not a number (an IPv6 host goes in brackets: http://[::1]:8080/v1)"
+                              if str(exc).startswith("Invalid port") else "its host is not a valid name")
+        else:
+            why = ("it names no host" if not host else f"its port {port} is not in 1..65535"
+                   if port is not None and not 0 < port < 65536 else "")
+        if not why:
+            return url
+    raise ValueError(f"--base-url is not an endpoint to ask: {why}; give http:// or https://HOST[:PORT][/PATH], "
+                     f"e.g. http://127.0.0.1:8080/v1")
+
+
 class ChatClient:
     """One endpoint and model; shared by the proposals of a run (it learns the window and the
     characters-per-token ratio once)."""
 
     def __init__(self, settings: ChatSettings) -> None:
         self.settings = settings
-        given = httpx.URL(settings.base_url) if settings.base_url else None
+        given = endpoint_url(settings.base_url) if settings.base_url else None
         key = settings.api_key or os.environ.get("OPENAI_API_KEY")
         if key and len(key) >= MIN_KEY_CHARS:  # a server that echoes the key (in an error, in a
             remember(key)                        # reply) has it masked in all we print and keep
@@ -719,8 +753,9 @@ def _bounded_bodies(response) -> None:
     (``untrusted.decoded``), so that every reader's cap counts decoded bytes as they come, and no
     answer decodes past ``MAX_ANSWER_BYTES`` (the SDK's own read of an error's body included).
 
-    Reading the answer then raises ``_Malformed``: a coding not decoded here, a body that does not
-    decode, or one that decodes past ``MAX_ANSWER_BYTES``."""
+    Reading the answer then raises ``_Malformed``: a coding not decoded here, more codings than
+    ``untrusted.MAX_CODINGS``, a body that does not decode (any fault of the decoders, in one line),
+    or one that decodes past ``MAX_ANSWER_BYTES``; the connection's own errors pass as they are."""
     coding = response.headers.get("content-encoding")
     library = importlib.import_module(type(response).__module__.split(".")[0])
 
@@ -739,6 +774,12 @@ def _bounded_bodies(response) -> None:
                     yield piece
             except untrusted.UntrustedInput as exc:
                 raise _Malformed(str(exc), "") from None
+            except (_Malformed, *_HTTP_ERRORS):
+                raise   # the connection's own faults: timeouts, a lost connection (the callers' cases)
+            except Exception as exc:   # zlib's or zstandard's C code on a hostile body: one line, not a traceback
+                raise _Malformed(f"the answer does not decode (Content-Encoding {coding or 'none'}): "
+                                 f"{type(exc).__name__}{': ' + _one_line(str(exc)) if str(exc) else ''}",
+                                 "") from None
 
         def close(self) -> None:
             self._raw.close()
