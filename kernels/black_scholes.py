@@ -54,7 +54,7 @@ import triton
 import triton.language as tl
 
 from swizzleperf.kernels.spec import KernelSpec
-from swizzleperf.kernels.trace import TileTrace
+from swizzleperf.kernels.trace import TileTrace, new_keys
 
 INPUTS = ("S", "K", "T", "r", "sigma")  # the five float32 input arrays, in trace block order
 
@@ -162,9 +162,10 @@ def trace(problem: dict, meta: dict) -> TileTrace:
     """
     N, B = problem["N"], meta["BLOCK"]
     num_tiles = triton.cdiv(N, B)
+    keys = new_keys(num_tiles, 1, 7)
     tiles = np.arange(num_tiles, dtype=np.int64)
     tile_bytes = np.minimum(B, N - tiles * B) * 4                    # [num_tiles]
-    keys = (np.arange(7, dtype=np.int64)[None, :] * num_tiles + tiles[:, None])[:, None, :]
+    keys[:, 0, :] = np.arange(7, dtype=np.int64)[None, :] * num_tiles + tiles[:, None]
     block_bytes = np.tile(tile_bytes, 7).astype(np.int64)             # 5 inputs, call, put
     return TileTrace.reads_then_writes(keys, block_bytes, first_write=5 * num_tiles,
                                        programs_per_cu=8, source="access model in kernels/black_scholes.py")

@@ -61,7 +61,7 @@ import triton
 import triton.language as tl
 
 from swizzleperf.kernels.spec import KernelSpec
-from swizzleperf.kernels.trace import TileTrace
+from swizzleperf.kernels.trace import TileTrace, new_keys
 
 
 @triton.jit
@@ -164,11 +164,11 @@ def trace(problem: dict, meta: dict) -> TileTrace:
     M, N, B = problem["M"], problem["N"], meta["BLOCK"]
     elt = 4
     num_tiles, num_chunks = triton.cdiv(M * N, B), triton.cdiv(N, B)
+    keys = new_keys(num_tiles, 1, 8)
     tile_bytes = np.minimum(B, M * N - np.arange(num_tiles) * B) * elt   # [num_tiles]
     chunk_bytes = np.minimum(B, N - np.arange(num_chunks) * B) * elt     # [num_chunks]
     base_scale, base_bias, base_y = num_tiles, num_tiles + num_chunks, num_tiles + 2 * num_chunks
     chunks = _column_chunks(problem, B)
-    keys = np.full((num_tiles, 1, 8), -1, dtype=np.int64)
     keys[:, 0, 0] = np.arange(num_tiles)
     keys[:, 0, 1:4] = np.where(chunks >= 0, base_scale + chunks, -1)
     keys[:, 0, 4:7] = np.where(chunks >= 0, base_bias + chunks, -1)

@@ -75,7 +75,7 @@ import triton.language as tl
 
 from swizzleperf.kernels.spec import KernelSpec
 from swizzleperf.kernels.stencil2d import halo_ids, tile_parts  # the same 5-point halo model
-from swizzleperf.kernels.trace import TileTrace
+from swizzleperf.kernels.trace import TileTrace, new_keys
 
 
 @triton.jit
@@ -187,6 +187,7 @@ def trace(problem: dict, meta: dict) -> TileTrace:
     """
     NX, NY, BM, BN = problem["NX"], problem["NY"], meta["BLOCK_M"], meta["BLOCK_N"]
     elt = 4
+    keys = new_keys(triton.cdiv(NX, BM) * triton.cdiv(NY, BN), 1, 48)
     ex_ids, part_bytes = tile_parts(NX, NY, BM, BN, elt, 0)
     parts = part_bytes.size
     ey_ids, hz_ids = ex_ids + parts * (ex_ids >= 0), ex_ids + 2 * parts * (ex_ids >= 0)
@@ -194,14 +195,15 @@ def trace(problem: dict, meta: dict) -> TileTrace:
     tiles = num_m * num_n
     hz_halo, ex_halo, ey_halo = halo_ids(hz_ids), halo_ids(ex_ids), halo_ids(ey_ids)
     out_ids = 3 * parts + np.arange(3 * tiles, dtype=np.int64).reshape(3, num_m, num_n).transpose(1, 2, 0)
-    keys = np.concatenate([hz_ids.reshape(num_m, num_n, 9), hz_halo["up"], hz_halo["down"], hz_halo["left"],
-                           hz_halo["right"], ex_ids.reshape(num_m, num_n, 9), ex_halo["right"],
-                           ey_ids.reshape(num_m, num_n, 9), ey_halo["down"], out_ids], axis=2)  # [m, n, 48]
+    keys[:, 0, :] = np.concatenate([hz_ids.reshape(num_m, num_n, 9), hz_halo["up"], hz_halo["down"],
+                                    hz_halo["left"], hz_halo["right"], ex_ids.reshape(num_m, num_n, 9),
+                                    ex_halo["right"], ey_ids.reshape(num_m, num_n, 9), ey_halo["down"],
+                                    out_ids], axis=2).reshape(tiles, 48)  # [m, n, 48]
     rows = np.minimum(BM, NX - np.arange(num_m) * BM)
     cols = np.minimum(BN, NY - np.arange(num_n) * BN)
     out_bytes = np.tile((rows[:, None] * cols[None, :] * elt).ravel(), 3).astype(np.int64)
     block_bytes = np.concatenate([part_bytes, part_bytes, part_bytes, out_bytes])
-    return TileTrace.reads_then_writes(keys.reshape(tiles, 1, -1), block_bytes, first_write=3 * parts,
+    return TileTrace.reads_then_writes(keys, block_bytes, first_write=3 * parts,
                                        programs_per_cu=4, source="access model in kernels/fdtd2d.py")
 
 

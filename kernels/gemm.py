@@ -48,7 +48,7 @@ from swizzleperf.kernels.schedule.persistent_gemm import (data_parallel_tiles, d
                                                           stream_k_range, stream_k_segment,
                                                           tail_split, tma_supported)
 from swizzleperf.kernels.spec import KernelSpec
-from swizzleperf.kernels.trace import TileTrace
+from swizzleperf.kernels.trace import TileTrace, new_keys
 
 
 @triton.jit
@@ -212,6 +212,7 @@ def trace(problem: dict, meta: dict) -> TileTrace:
     M, N, K = problem["M"], problem["N"], problem["K"]
     BM, BN, BK = meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"]
     num_m, num_n, num_k = triton.cdiv(M, BM), triton.cdiv(N, BN), triton.cdiv(K, BK)
+    keys = new_keys(num_m * num_n, num_k + 1, 2)  # [tiles, steps, 2]: checked before any array
     rows = np.minimum(BM, M - np.arange(num_m) * BM)  # [num_m] rows in each tile row
     cols = np.minimum(BN, N - np.arange(num_n) * BN)  # [num_n]
     depth = np.minimum(BK, K - np.arange(num_k) * BK)  # [num_k]
@@ -223,7 +224,6 @@ def trace(problem: dict, meta: dict) -> TileTrace:
     m = np.repeat(np.arange(num_m), num_n)  # [tiles] row-major over the tile grid
     n = np.tile(np.arange(num_n), num_m)
     k = np.arange(num_k)
-    keys = np.full((num_m * num_n, num_k + 1, 2), -1, dtype=np.int64)
     keys[:, :num_k, 0] = m[:, None] * num_k + k[None, :]
     keys[:, :num_k, 1] = base_b + k[None, :] * num_n + n[:, None]
     keys[:, num_k, 0] = base_c + m * num_n + n

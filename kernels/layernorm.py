@@ -56,7 +56,7 @@ import triton
 import triton.language as tl
 
 from swizzleperf.kernels.spec import KernelSpec
-from swizzleperf.kernels.trace import TileTrace
+from swizzleperf.kernels.trace import TileTrace, new_keys
 
 EPS = 1e-5  # the usual LayerNorm epsilon (torch.nn.LayerNorm's default)
 
@@ -178,6 +178,7 @@ def trace(problem: dict, meta: dict) -> TileTrace:
     M, N = problem["M"], problem["N"]
     BM, BN = meta["BLOCK_M"], meta["BLOCK_N"]
     num_m, num_k = triton.cdiv(M, BM), triton.cdiv(N, BN)
+    keys = new_keys(num_m, 2, 3) if num_k == 1 else new_keys(num_m, 3 * num_k, 4)
     rows = np.minimum(BM, M - np.arange(num_m) * BM)  # [num_m]
     cols = np.minimum(BN, N - np.arange(num_k) * BN)  # [num_k]
     elt = 2
@@ -186,11 +187,9 @@ def trace(problem: dict, meta: dict) -> TileTrace:
     m, k = np.arange(num_m)[:, None], np.arange(num_k)[None, :]
     x_ids = m * num_k + k  # [num_m, num_k]
     if num_k == 1:
-        keys = np.full((num_m, 2, 3), -1, dtype=np.int64)
         keys[:, 0, 0] = x_ids[:, 0]
         keys[:, 1, 0], keys[:, 1, 1], keys[:, 1, 2] = base_w, base_b, base_y + x_ids[:, 0]
     else:
-        keys = np.full((num_m, 3 * num_k, 4), -1, dtype=np.int64)
         keys[:, :num_k, 0] = x_ids
         keys[:, num_k:2 * num_k, 0] = x_ids
         keys[:, 2 * num_k:, 0] = x_ids

@@ -102,7 +102,7 @@ import triton
 import triton.language as tl
 
 from swizzleperf.kernels.spec import KernelSpec
-from swizzleperf.kernels.trace import TileTrace
+from swizzleperf.kernels.trace import TileTrace, new_keys
 
 MATCH, MISMATCH, GAP = 3, -3, 2  # s(x, y) = MATCH if x == y else MISMATCH; linear gap penalty
 ALPHABET = 4
@@ -314,13 +314,13 @@ def trace(problem: dict, meta: dict) -> TileTrace:
     M, N, BM, BN = problem["M"], problem["N"], meta["BLOCK_M"], meta["BLOCK_N"]
     num_m, num_n = triton.cdiv(M, BM), triton.cdiv(N, BN)
     tiles = num_m * num_n
+    keys = new_keys(tiles, 3, 4).reshape(num_m, num_n, 3, 4)
     rows = np.minimum(BM, M - np.arange(num_m) * BM)  # [num_m]
     cols = np.minimum(BN, N - np.arange(num_n) * BN)  # [num_n]
     base_row = num_m + num_n
     base_col, base_in = base_row + tiles, base_row + 2 * tiles
     tile = np.arange(tiles, dtype=np.int64).reshape(num_m, num_n)
     m, n = np.divmod(tile, num_n)
-    keys = np.full((num_m, num_n, 3, 4), -1, dtype=np.int64)
     keys[:, :, 0, 0] = m
     keys[:, :, 0, 1] = num_m + n
     keys[1:, :, 0, 2] = base_row + tile[:-1, :]  # the tile above's last row

@@ -57,7 +57,7 @@ import triton
 import triton.language as tl
 
 from swizzleperf.kernels.spec import KernelSpec
-from swizzleperf.kernels.trace import TileTrace
+from swizzleperf.kernels.trace import TileTrace, new_keys
 
 
 @triton.jit
@@ -164,17 +164,16 @@ def trace(problem: dict, meta: dict) -> TileTrace:
     M, N = problem["M"], problem["N"]
     BM, BN = meta["BLOCK_M"], meta["BLOCK_N"]
     num_m, num_k = triton.cdiv(M, BM), triton.cdiv(N, BN)
+    keys = new_keys(num_m, 2, 1) if num_k == 1 else new_keys(num_m, 2 * num_k, 2)
     rows = np.minimum(BM, M - np.arange(num_m) * BM)  # [num_m]
     cols = np.minimum(BN, N - np.arange(num_k) * BN)  # [num_k]
     x_bytes = (rows[:, None] * cols[None, :] * 2).ravel()
     base_y = num_m * num_k
     x_ids = np.arange(num_m)[:, None] * num_k + np.arange(num_k)[None, :]  # [num_m, num_k]
     if num_k == 1:
-        keys = np.full((num_m, 2, 1), -1, dtype=np.int64)
         keys[:, 0, 0] = x_ids[:, 0]
         keys[:, 1, 0] = base_y + x_ids[:, 0]
     else:
-        keys = np.full((num_m, 2 * num_k, 2), -1, dtype=np.int64)
         keys[:, :num_k, 0] = x_ids
         keys[:, num_k:, 0] = x_ids
         keys[:, num_k:, 1] = base_y + x_ids

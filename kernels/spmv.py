@@ -96,7 +96,7 @@ import triton
 import triton.language as tl
 
 from swizzleperf.kernels.spec import KernelSpec
-from swizzleperf.kernels.trace import TileTrace
+from swizzleperf.kernels.trace import TileTrace, check_size, new_keys
 
 X_BLOCK = 256  # columns of x per block of the access model (1 KiB of fp32)
 _ROW_CHUNK = 1 << 16  # rows generated at a time (bounds memory; part of the pattern's definition)
@@ -269,14 +269,15 @@ def trace(problem: dict, meta: dict) -> TileTrace:
     thread (triton 3.6 on an H200), 18432 a program, three in an SM's 65536. (The simulated
     hit rates at the default problem are the same for 2, 3, 4 and 16.)
     """
-    row_ptr, _ = structure(problem)
     M, BM = _rows(problem), meta["BLOCK_M"]
     num_m, num_x = triton.cdiv(M, BM), triton.cdiv(M, X_BLOCK)
+    check_size(num_m, 3 * 3, at_least=True)   # before the pattern is drawn: 3 steps of 3 accesses or more
+    row_ptr, _ = structure(problem)
     rows = np.minimum(BM, M - np.arange(num_m) * BM)  # [num_m]
     nnz = np.diff(row_ptr[np.minimum(np.arange(num_m + 1) * BM, M)])  # [num_m] nonzeros a block
     touched = x_blocks_touched(problem, BM)
     width = 2 + max(t.size for t in touched)
-    keys = np.full((num_m, 3, width), -1, dtype=np.int64)
+    keys = new_keys(num_m, 3, width)
     m = np.arange(num_m)
     keys[:, 0, 0] = m
     keys[:, 1, 0], keys[:, 1, 1] = num_m + m, 2 * num_m + m

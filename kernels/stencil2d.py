@@ -75,7 +75,7 @@ import triton
 import triton.language as tl
 
 from swizzleperf.kernels.spec import KernelSpec
-from swizzleperf.kernels.trace import TileTrace
+from swizzleperf.kernels.trace import TileTrace, new_keys
 
 C0, C1 = 0.5, 0.125  # out = C0 * x + C1 * (sum of the 4 neighbours)
 SECTOR_BYTES = 32  # one L2 sector (NVIDIA): what a one-element-wide halo column costs per row
@@ -204,6 +204,7 @@ def trace(problem: dict, meta: dict) -> TileTrace:
     """
     M, N, BM, BN = problem["M"], problem["N"], meta["BLOCK_M"], meta["BLOCK_N"]
     elt = 4
+    keys = new_keys(triton.cdiv(M, BM) * triton.cdiv(N, BN), 1, 22)
     ids, x_bytes = tile_parts(M, N, BM, BN, elt, 0)
     num_m, num_n = ids.shape[:2]
     halo = halo_ids(ids)
@@ -211,11 +212,11 @@ def trace(problem: dict, meta: dict) -> TileTrace:
     rows = np.minimum(BM, M - np.arange(num_m) * BM)
     cols = np.minimum(BN, N - np.arange(num_n) * BN)
     out_ids = base_out + np.arange(num_m * num_n, dtype=np.int64).reshape(num_m, num_n)
-    keys = np.concatenate([ids.reshape(num_m, num_n, 9), halo["up"], halo["down"], halo["left"],
-                           halo["right"], out_ids[:, :, None]], axis=2)  # [num_m, num_n, 22]
+    keys[:, 0, :] = np.concatenate([ids.reshape(num_m, num_n, 9), halo["up"], halo["down"], halo["left"],
+                                    halo["right"], out_ids[:, :, None]], axis=2).reshape(num_m * num_n, 22)
     out_bytes = (rows[:, None] * cols[None, :] * elt).ravel().astype(np.int64)
     block_bytes = np.concatenate([x_bytes, out_bytes])
-    return TileTrace.reads_then_writes(keys.reshape(num_m * num_n, 1, -1), block_bytes, first_write=base_out,
+    return TileTrace.reads_then_writes(keys, block_bytes, first_write=base_out,
                                        programs_per_cu=2, source="access model in kernels/stencil2d.py")
 
 

@@ -8,7 +8,9 @@ blocks). Blocks are numbered ``0 .. num_blocks-1``; the trace keeps their sizes 
 whether they are written.
 
 It lives with the kernels: a kernel's hand-written access model (``KernelSpec.trace``) returns
-one, and the simulator and the access analysis (profiling/) read it.
+one, and the simulator and the access analysis (profiling/) read it. Its size is bounded
+(``MAX_ACCESSES``): an access model allocates its keys with :func:`new_keys`, which refuses a trace
+past the bound before any memory is taken.
 """
 from __future__ import annotations
 
@@ -16,6 +18,44 @@ import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
+
+#: The most accesses a trace may hold: programs x accesses a program (``keys.size``: steps x
+#: accesses a step, padding included), 2^24. Why: the simulator replays every access one by one
+#: (profiling/l2sim.py's ``_replay``, a Python loop) at about 1 us and 110 B each (the default
+#: GEMM's 1.1 M accesses in 0.6 s; with BLOCK_K 8, 8.4 M in 7.6 s and 1.3 GB; one CPU core),
+#: so the bound is about 15 s and 2 GB. Past it, tiles of one element at the default
+#: GEMM (268 M programs of 8 194 accesses) took minutes and gigabytes to end in a MemoryError (#41).
+#: The bundled kernels' default traces hold at most 1.6 M (fdtd2d's access model) and 3.4 M
+#: (stencil2d through the generic tracer at 32 B sectors): a tenth and a fifth of it.
+MAX_ACCESSES = 1 << 24
+
+
+class TraceTooLarge(ValueError):
+    """A trace past ``MAX_ACCESSES``; the message is one line giving the count and the bound."""
+
+
+def check_size(programs: int, per_program: int, at_least: bool = False) -> None:
+    """Refuse the trace of ``programs`` programs of ``per_program`` accesses each (``at_least``:
+    a lower bound, where the exact count is not known yet) past ``MAX_ACCESSES``.
+
+    Raises:
+        TraceTooLarge: ``programs * per_program > MAX_ACCESSES``."""
+    total = int(programs) * int(per_program)
+    if total > MAX_ACCESSES:
+        raise TraceTooLarge(f"{int(programs):,} programs x {'at least ' if at_least else ''}{int(per_program):,} "
+                            f"access{'es' if per_program != 1 else ''} each = {total:,} accesses to simulate, "
+                            f"more than the simulator's bound of {MAX_ACCESSES:,} accesses (2^24: about 15 s "
+                            f"and 2 GB of replay)")
+
+
+def new_keys(num_tiles: int, num_steps: int, width: int) -> np.ndarray:
+    """``TileTrace.keys`` to fill in: int64 ``[num_tiles, num_steps, width]`` of -1 (no access),
+    checked against the bound before it is allocated.
+
+    Raises:
+        TraceTooLarge: more than ``MAX_ACCESSES`` slots."""
+    check_size(num_tiles, num_steps * width)
+    return np.full((num_tiles, num_steps, width), -1, dtype=np.int64)
 
 
 @dataclass(frozen=True)

@@ -64,7 +64,7 @@ import triton
 import triton.language as tl
 
 from swizzleperf.kernels.spec import KernelSpec
-from swizzleperf.kernels.trace import TileTrace
+from swizzleperf.kernels.trace import TileTrace, new_keys
 
 
 @triton.jit
@@ -144,6 +144,7 @@ def trace(problem: dict, meta: dict) -> TileTrace:
     M, N = problem["M"], problem["N"]
     BM, BN = meta["BLOCK_M"], meta["BLOCK_N"]
     num_m, num_n = triton.cdiv(M, BM), triton.cdiv(N, BN)
+    keys = new_keys(num_m * num_n, 1, 2)
     rows = np.minimum(BM, M - np.arange(num_m) * BM)  # [num_m] rows of x in each tile row
     cols = np.minimum(BN, N - np.arange(num_n) * BN)  # [num_n]
     elt = 2
@@ -151,7 +152,6 @@ def trace(problem: dict, meta: dict) -> TileTrace:
     out_bytes = (cols[:, None] * rows[None, :] * elt).ravel()    # out blocks, (n, m) row-major
     m = np.repeat(np.arange(num_m), num_n)  # [tiles] row-major over the tile grid
     n = np.tile(np.arange(num_n), num_m)
-    keys = np.empty((num_m * num_n, 1, 2), dtype=np.int64)
     keys[:, 0, 0] = m * num_n + n
     keys[:, 0, 1] = num_m * num_n + n * num_m + m
     block_bytes = np.concatenate([x_bytes, out_bytes]).astype(np.int64)

@@ -103,7 +103,7 @@ from collections import Counter
 
 import numpy as np
 
-from swizzleperf.kernels.trace import TileTrace
+from swizzleperf.kernels.trace import TileTrace, check_size, new_keys
 
 _EXACT = "exactly on all sampled tiles"
 _NO_WRAP = (0, 0, 0, 0, 0, 0, 0)  # fields 11-17 of an access that wraps nowhere
@@ -172,6 +172,9 @@ def extend(samples: dict, grid: tuple, programs_per_cu: int, source: str,
         TraceError: the samples differ in shape (steps, sites), an access is not affine in the
             tile coordinates (away from the edges, with the edges clipped consistently), or there
             are too few samples to fit.
+        TraceTooLarge: the grid's programs times the accesses a sampled program makes pass the
+            simulator's bound (kernels/trace.py's ``MAX_ACCESSES``), checked before any array of
+            the grid's size is made; or the trace's keys would (checked as they are made).
     """
     if granule_bytes < 1:
         raise ValueError(f"granule_bytes must be positive, got {granule_bytes}")
@@ -183,6 +186,7 @@ def extend(samples: dict, grid: tuple, programs_per_cu: int, source: str,
         if _shape(shaped[t]) != shape:
             raise TraceError(f"tile {t} has another access pattern than tile {tiles[0]} (steps or "
                              f"call sites differ): data-dependent control flow or addressing")
+    check_size(math.prod(grid), sum(len(step) for step in shape))
     records = [a for t in tiles for step in shaped[t] for a in step if a[3] > a[2]]
     pitch, size = _tensor_pitches(records), _tensor_sizes(records)
     coords = np.array(tiles, dtype=np.int64).reshape(len(tiles), len(grid))
@@ -587,7 +591,7 @@ def _to_trace(parts: list, num_tiles: int, steps: int, programs_per_cu: int, sou
             cell = first + (i0 + m // across) * len(cols) + (k0 + m % across)
             columns.append((step, np.where(m < count, cell, -1), store))
     width = max([sum(1 for c in columns if c[0] == s) for s in range(steps)] + [1])
-    keys = np.full((num_tiles, steps, width), -1, dtype=np.int64)
+    keys = new_keys(num_tiles, steps, width)
     is_store = np.zeros((steps, width), dtype=bool)
     slot = [0] * steps
     for step, cell, store in columns:

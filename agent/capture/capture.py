@@ -43,6 +43,7 @@ from swizzleperf.agent.capture.schema import CaptureError, LaunchFile, LiftFile,
 from swizzleperf.agent.verification.load import build_captured_specs_with
 from swizzleperf.agent.verification.stages import poison_value
 from swizzleperf.kernels.spec import KernelLoadError, KernelSpec
+from swizzleperf.sandbox.write_back import replace_file
 
 APP_TIMEOUT_S = 900.0
 SYNTHETIC_OUTPUT = "swizzleperf_output"   # where a read-modify-write output is copied for the verifier
@@ -288,7 +289,8 @@ class CappedLog:
 
     def __init__(self, path: Path, head: int = LOG_HEAD_BYTES, tail: int = LOG_TAIL_BYTES):
         self.head, self.tail = head, tail
-        self.file = open(path, "w+b", buffering=0)
+        replace_file(path, b"")   # a new empty file: a link or a pipe planted at a run folder's log replaced (#41)
+        self.file = open(path, "r+b", buffering=0)
         self.read_fd, self.fd = os.pipe()
         self.kept_head = self.tail_at = self.tail_len = self.dropped = self.received = 0
         self.recent = bytearray()

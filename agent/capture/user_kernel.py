@@ -35,8 +35,8 @@ from swizzleperf.agent.capture.lift import Lifted, LiftError, lift
 from swizzleperf.agent.capture.lift_common import kernel_function, launched_index, replace_in_lines
 from swizzleperf.agent.verification.candidate import CandidateError, splice, unified_diff
 from swizzleperf.agent.verification.load import indent_of, load_spec, module_level_functions
-from swizzleperf.sandbox.write_back import (_declared_encoding, digest, newline_of, source_bytes, source_lines,
-                                            source_text, write_back, write_sealed)
+from swizzleperf.sandbox.write_back import (_declared_encoding, digest, newline_of, replace_file, source_bytes,
+                                            source_lines, source_text, write_back, write_sealed)
 
 # Accepted ||out - ref|| / ||ref|| per output dtype where programs add into the same output with
 # tl.atomic_add: their order, which the swizzle changes, reassociates the sums. A few ulps of the
@@ -251,7 +251,9 @@ def _tolerance(source: str, kernel: str, captured: Capture) -> tuple[float, str]
 def finish(outcome, prepared: Prepared, in_place: bool, test: str | None,
            test_timeout_s: float = TEST_TIMEOUT_S) -> dict:
     """``user.diff`` (and ``user_<file>``, the patched file) in the run folder, ``--in-place``,
-    ``--test``; the summary is added to report.json and report.md and returned."""
+    ``--test``; the summary is added to report.json and report.md and returned. Each file is a new
+    one renamed over its name (``replace_file``): a link or a named pipe planted there is replaced,
+    never written through or waited on."""
     run_dir = Path(outcome.run_dir)
     best = outcome.report.get("best") or {}
     order = best.get("swizzle_source") or prepared.lifted.target_source
@@ -263,12 +265,10 @@ def finish(outcome, prepared: Prepared, in_place: bool, test: str | None,
         (prepared.capture.folder / f"original_{prepared.user_file.name}").read_bytes(), prepared.user_file)
     data = prepared.original_bytes   # the user's file as captured: its encoding, BOM and line endings
     patched_path = run_dir / f"user_{prepared.user_file.name}"
-    patched_path.unlink(missing_ok=True)   # as write_sealed, in the user's file's own bytes
-    patched_path.write_bytes(encoded_like(patched, data))
-    patched_path.chmod(0o444)
+    replace_file(patched_path, encoded_like(patched, data), 0o444)   # as write_sealed, in the user's file's own bytes
     scope = best.get("permutation_scope")   # proven for all grids, or guarded (agent/verification/prove.py)
     bom = "\ufeff" if data.startswith(codecs.BOM_UTF8) else ""   # a patch of the file's bytes, its BOM on line 1
-    (run_dir / "user.diff").write_bytes(encoded_like(
+    replace_file(run_dir / "user.diff", encoded_like(
         (f"swizzleperf: {_one_line(scope)}\n" if scope and order != prepared.lifted.target_source else "")
         + unified_diff(bom + original, bom + patched, _display(prepared.user_file)), data, diff=True))
     summary = {"app": prepared.capture.launch["app"], "kernel": prepared.capture.launch["kernel"],
@@ -289,8 +289,9 @@ def finish(outcome, prepared: Prepared, in_place: bool, test: str | None,
 
 
 def _trace_note(folder: Path) -> list:
-    marker = folder / TRACE_FALLBACK
-    return [marker.read_text()] if marker.exists() else []
+    """The capture's note of a trace without an access model, where it is a regular file (``_own_text``)."""
+    note = _own_text(folder / TRACE_FALLBACK)
+    return [note] if note else []
 
 
 def _display(path: Path) -> str:
@@ -348,11 +349,11 @@ def run_test(command: str, user_file: Path, patched: Path, run_dir: Path, timeou
 
 
 def _record(run_dir: Path, summary: dict) -> None:
-    """The summary into report.json (``user_kernel``) and a section of report.md."""
-    path = run_dir / "report.json"
-    report = json.loads(path.read_text())
+    """The summary into report.json (``user_kernel``) and a section of report.md, each written anew
+    (``replace_file``) over what the loop wrote there; read only where that is still a regular file
+    (a link or a named pipe planted since is neither read nor kept)."""
+    report = json.loads(_own_text(run_dir / "report.json") or "{}")
     report["user_kernel"] = summary
-    path.write_text(json.dumps(report, indent=2, default=str))
     lines = ["", "## Your kernel", "", f"- {summary['captured']}",
              f"- {describe_rewrite(summary['rewrite'], Path(summary['user_file']).name, summary['mapping_lines'])}; "
              f"numerics: {summary['tolerance']}",
@@ -365,6 +366,12 @@ def _record(run_dir: Path, summary: dict) -> None:
         t = summary["test"]
         lines.append(f"- test `{t['command']}`: {'passed' if t['passed'] else 'FAILED'} "
                      f"(exit {t['exit_code']}; {t['log']})")
-    with open(run_dir / "report.md", "a") as f:
-        f.write("\n".join(lines) + "\n")
+    replace_file(run_dir / "report.json", json.dumps(report, indent=2, default=str).encode("utf-8"))
+    markdown = _own_text(run_dir / "report.md") + "\n".join(lines) + "\n"
+    replace_file(run_dir / "report.md", markdown.encode("utf-8", "backslashreplace"))
+
+
+def _own_text(path: Path) -> str:
+    """The text of ``path`` where it is a regular file (not a link), else ``""``."""
+    return path.read_text(encoding="utf-8", errors="replace") if path.is_file() and not path.is_symlink() else ""
 

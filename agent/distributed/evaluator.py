@@ -52,7 +52,7 @@ from swizzleperf.agent.verification.candidate import (CandidateError, canonical_
                                                       target_args, unified_diff)
 from swizzleperf.agent.verification.swizzles import UnknownSwizzleError, catalog_source
 from swizzleperf.agent.verification.verify import Verdict, reference_module, run_worker
-from swizzleperf.sandbox.write_back import write_sealed
+from swizzleperf.sandbox.write_back import replace_file, write_sealed
 
 #: Relative gain of the predicted time below which two configurations count as equal: the overlap
 #: model's resolution is far coarser (bench/results/overlap_model_validation.md).
@@ -410,7 +410,7 @@ class DistEvaluator:
         self.candidates_dir.mkdir(parents=True, exist_ok=True)
         path = self.candidates_dir / f"{_slug(label)}_{self.kernel_path.name}"
         sealed = write_sealed(path, module)   # read-only, its digest kept: --in-place writes only this text
-        path.with_suffix(".config.json").write_text(candidate.to_json())
+        replace_file(path.with_suffix(".config.json"), candidate.to_json().encode("utf-8"))   # a link there replaced
         diff = unified_diff(self.module_source, module, self.kernel_path.name) if module != self.module_source else ""
         return {"verdict": "", "reason": "", "kernel_file": str(path), "kernel_sha256": sealed, "diff": diff,
                 "source": candidate.to_json(),

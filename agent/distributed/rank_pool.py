@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from swizzleperf import sandbox
+from swizzleperf.sandbox.write_back import replace_file
 
 #: Seconds the ranks may take to start (import torch and Triton, the process group, the heap).
 START_TIMEOUT_S = 300.0
@@ -102,7 +103,7 @@ class RankPool:
         folder.mkdir(parents=True, exist_ok=True)
         settings = {"world_size": self.world_size, "device": self.device, "heap_bytes": int(self.heap_bytes),
                     "folder": str(folder.resolve()), "max_spins": self.max_spins}
-        (folder / "settings.json").write_text(json.dumps(settings))
+        replace_file(folder / "settings.json", json.dumps(settings).encode("utf-8"))   # a link there replaced (#41)
         env = sandbox.worker_env(PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1", TMPDIR=str(folder.resolve()),
                                  TRITON_INTERPRET="1" if self.device == "cpu" else "0",
                                  NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
@@ -117,7 +118,8 @@ class RankPool:
                                 writable=(str(folder),), shared_memory=True)
         command = [sys.executable, "-m", "swizzleperf.agent.distributed.rank_pool", "serve",
                    str(folder / "settings.json")]
-        with open(folder / "supervisor.log", "w") as log:
+        replace_file(folder / "supervisor.log", b"")   # a new empty log, then appended to: a link or pipe replaced
+        with open(folder / "supervisor.log", "a") as log:
             try:
                 self._process = sandbox.start(command, folder, env, limits, stdin=subprocess.PIPE,
                                               stdout=subprocess.PIPE, stderr=log, text=True,

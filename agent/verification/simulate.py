@@ -16,6 +16,8 @@ from swizzleperf.agent.verification.candidate import (CandidateError, check_cand
 from swizzleperf.agent.verification.load import load_spec
 from swizzleperf.agent.verification.swizzles import catalog_source, coordinates_of
 from swizzleperf.agent.verification.verify import run_worker
+from swizzleperf.kernels.spec import KernelSpec
+from swizzleperf.kernels.trace import TraceTooLarge, check_size
 from swizzleperf.profiling import analysis, l2sim, schedule_model
 from swizzleperf.sandbox.untrusted import preview, read_source
 
@@ -64,6 +66,50 @@ def parse_meta(text: str | None) -> dict:
             raise SimulateError(f"--meta {name} must be an integer from {low} to {META_MAX} ({kind}), got {got}")
         meta[name] = number
     return meta
+
+
+def meta_names(spec) -> set:
+    """The meta-parameters ``spec``'s launch takes: the names of its parameters after the inputs
+    and the spec's own meta-parameters; where it takes any keyword (``**meta``, passed on to Triton:
+    a kernel captured from an app), Triton's ``num_warps`` and ``num_stages`` too."""
+    parameters = list(inspect.signature(spec.launch).parameters.values())[1:]
+    names = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    if any(p.kind is p.VAR_KEYWORD for p in parameters):
+        names |= {"num_warps", "num_stages"}
+    return names | set(spec.meta) | set(spec.check_meta)
+
+
+def launch_meta(spec, overrides: dict) -> dict:
+    """The default problem's meta-parameters, ``overrides`` applied, checked before any work:
+    every name one the launch takes (:func:`meta_names`: an access model ignored a misspelt one,
+    ``BLOCK_Q``, and simulated as if it were not given), and the launch's programs, one access each
+    at least, within the simulator's bound (kernels/trace.py's ``MAX_ACCESSES``; the worker that
+    checks the order and the generic tracer's run every program id). The exact count, programs x
+    accesses a program, is checked where the trace is made, before its arrays: the access model's
+    ``new_keys``, the tracer's ``extend``.
+
+    Raises:
+        SimulateError: an unknown name (one line naming the known ones), too many programs, or a
+            tile grid that cannot be computed."""
+    known = meta_names(spec)
+    unknown = [name for name in overrides if name not in known]
+    if unknown:
+        raise SimulateError(f"--meta {', '.join(unknown)} is not a meta-parameter of {spec.name} "
+                            f"(it takes {', '.join(sorted(known))})")
+    meta = {**spec.meta_for("default"), **overrides}
+    try:
+        check_size(spec.num_programs("default", meta), 1, at_least=True)
+    except TraceTooLarge as exc:
+        raise SimulateError(_too_large(spec, meta, exc)) from None
+    except (ArithmeticError, ValueError) as exc:   # a tile grid divided by a meta-parameter of 0
+        raise SimulateError(f"the tile grid of {spec.name} cannot be computed for meta-parameters "
+                            f"{meta}: {_reason(exc)}") from None
+    return meta
+
+
+def _too_large(spec, meta: dict, exc: TraceTooLarge) -> str:
+    """The line for a trace past the simulator's bound: the kernel, its meta-parameters, the count."""
+    return f"{spec.name} with {', '.join(f'{k}={v}' for k, v in meta.items())}: {exc}"
 
 
 #: Bytes of a ``--swizzle-file`` read: a rewrite target is at most candidate.MAX_SOURCE_CHARS (6 000)
@@ -122,7 +168,8 @@ def trace_kernel(kernel_path: Path, meta_overrides: dict | None = None, timeout_
     ``coordinate_splits`` as profiling/tracer.py's ``extend`` takes them (merged launch axes).
 
     Raises:
-        SimulateError: the kernel cannot be traced (the worker's reason, or the fit's)."""
+        SimulateError: the kernel cannot be traced (the worker's reason, or the fit's), or its
+            trace would pass the simulator's bound (``extend`` counts before it allocates)."""
     from swizzleperf.profiling.tracer import TraceError, extend
     spec = load_spec(kernel_path)
     result = run_worker({"kernel_path": str(kernel_path), "stages": ["trace"], "dtype": spec.dtypes[0],
@@ -143,6 +190,8 @@ def trace_kernel(kernel_path: Path, meta_overrides: dict | None = None, timeout_
                       **granule)
     except TraceError as exc:
         raise SimulateError(f"cannot extend the trace: {exc}") from None
+    except TraceTooLarge as exc:
+        raise SimulateError(_too_large(spec, meta, exc)) from None
 
 
 def kernel_trace(kernel_path: Path, spec, meta_overrides: dict, traced: bool, hardware=None):
@@ -168,11 +217,14 @@ def _model_trace(spec, problem: dict, meta: dict, **options):
     """``spec.trace(problem, meta, **options)``, run here (a kernel's own access model).
 
     Raises:
-        SimulateError: it raised OverflowError, MemoryError, ZeroDivisionError or ValueError
+        SimulateError: its trace would pass the simulator's bound (``TraceTooLarge``: the count and
+            the bound), or it raised OverflowError, MemoryError, ZeroDivisionError or ValueError
             (numpy's "array is too big" among them): meta-parameters the model cannot take, named
             with the error, one line."""
     try:
         return spec.trace(problem, meta, **options)
+    except TraceTooLarge as exc:
+        raise SimulateError(_too_large(spec, meta, exc)) from None
     except (OverflowError, MemoryError, ZeroDivisionError, ValueError) as exc:
         raise SimulateError(f"the access model of {spec.name} cannot be built for meta-parameters "
                             f"{dict(meta)}: {_reason(exc)}") from None
@@ -216,6 +268,27 @@ def load_probe(path: Path | None, hardware=None) -> dict | None:
         raise SimulateError(str(exc)) from None
 
 
+def _prepared(kernel_path: Path, hw: str, swizzle: str | None, swizzle_file: Path | None, meta: str | None,
+              traced: bool, probe: Path | None) -> tuple:
+    """What :func:`simulate_kernel` and :func:`analyze_kernel` work on, cheapest check first: the
+    options (``meta``, ``hw``, ``probe``) before the kernel is loaded; a distributed kernel, and
+    ``meta`` against the kernel (:func:`launch_meta`), before anything runs; the trace (an access
+    model refuses one past the bound at once) before the order's worker.
+
+    Returns ``(spec, hardware, stored probe, meta, trace, order, swizzle label)``."""
+    overrides = parse_meta(meta)
+    hardware = hwspecs.load_spec(hw)
+    stored = load_probe(probe, hardware)
+    spec = load_spec(Path(kernel_path))
+    if not isinstance(spec, KernelSpec):
+        raise SimulateError(f"{spec.name} is a distributed kernel (a DistKernelSpec): simulate and analyze "
+                            f"take one GPU's kernel (a KernelSpec); optimize prices a distributed one")
+    full_meta = launch_meta(spec, overrides)
+    trace = kernel_trace(kernel_path, spec, overrides, traced, hardware)
+    spec, order, label = program_order(Path(kernel_path), swizzle, swizzle_file, overrides)
+    return spec, hardware, stored, full_meta, trace, order, label
+
+
 def simulate_kernel(kernel_path: Path, hw: str, swizzle: str | None = None,
                     swizzle_file: Path | None = None, meta: str | None = None, traced: bool = False,
                     probe: Path | None = None) -> dict:
@@ -224,19 +297,16 @@ def simulate_kernel(kernel_path: Path, hw: str, swizzle: str | None = None,
     time, and ``cpu_seconds``, this process's processor time in it: the simulator's speed where
     other work shares the machine);
     with ``probe`` (a stored dispatch probe) programs are placed as it measured. The options
-    (``meta``, ``hw``, ``probe``) are checked before the kernel is loaded or run.
+    (``meta``, ``hw``, ``probe``) are checked before the kernel is loaded, ``meta``'s names and the
+    work it asks for before the kernel is run (:func:`_prepared`).
 
     Raises:
         SimulateError: a bad option, swizzle file or order; a trace or a simulation that cannot
             be made (one line each).
         UnknownHardwareError: ``hw`` names no spec.
         KernelLoadError: ``kernel_path`` is no usable kernel module."""
-    overrides = parse_meta(meta)
-    hardware = hwspecs.load_spec(hw)
-    stored = load_probe(probe, hardware)
-    spec, order, label = program_order(Path(kernel_path), swizzle, swizzle_file, overrides)
-    full_meta = {**spec.meta_for("default"), **overrides}
-    trace = kernel_trace(kernel_path, spec, overrides, traced, hardware)
+    spec, hardware, stored, full_meta, trace, order, label = _prepared(kernel_path, hw, swizzle, swizzle_file,
+                                                                       meta, traced, probe)
     start, cpu = time.perf_counter(), time.process_time()
     try:
         result = l2sim.simulate(trace, order, hardware, probe=stored,
@@ -259,13 +329,9 @@ def analyze_kernel(kernel_path: Path, hw: str, swizzle: str | None = None, meta:
 
     Raises:
         SimulateError, UnknownHardwareError, KernelLoadError: as :func:`simulate_kernel`."""
-    overrides = parse_meta(meta)
-    hardware = hwspecs.load_spec(hw)
-    stored = load_probe(probe, hardware)
-    spec, order, _ = program_order(Path(kernel_path), swizzle, None, overrides)
-    full_meta = {**spec.meta_for("default"), **overrides}
+    spec, hardware, stored, full_meta, trace, order, _ = _prepared(kernel_path, hw, swizzle, None, meta, traced,
+                                                                   probe)
     problem = spec.problems["default"]
-    trace = kernel_trace(kernel_path, spec, overrides, traced, hardware)
     try:
         figures = analysis.analyze(trace, order, spec.tile_grid(problem, full_meta), hardware, stored)
     except ValueError as exc:

@@ -17,6 +17,7 @@ from swizzleperf.agent.verification.stages import GPU_ALONE_STAGES
 from swizzleperf.profiling.profiler import WORKER
 from swizzleperf.sandbox import gpu_lock, untrusted
 from swizzleperf.sandbox.paths import absolute_paths
+from swizzleperf.sandbox.write_back import write_sealed
 
 
 class Verdict(str, enum.Enum):
@@ -203,14 +204,18 @@ def numerics_problems(device: str) -> list:
 
 
 def reference_module(candidates_dir: Path, kernel_path: Path, module_source: str) -> Path:
-    """The kernel module as the run read it (``module_source``), written once into the run's
-    candidates folder as ``reference_<kernel file name>``: the ``reference_path`` of
-    :func:`verify`, whose permutation check counts a synthetic grid only where this module's own
-    target is a permutation too."""
+    """The kernel module as the run read it (``module_source``), written into the run's candidates
+    folder as ``reference_<kernel file name>``: the ``reference_path`` of :func:`verify`, whose
+    permutation check counts a synthetic grid only where this module's own target is a permutation
+    too. Written anew at each call, read-only, as the candidates are (``write_sealed``: a new file
+    renamed over the name): whatever was planted there (a link, to be written through or read as
+    the reference; a named pipe, for the worker to wait on) is replaced.
+
+    Raises:
+        OSError: it cannot be written (``write_sealed``)."""
     path = Path(candidates_dir) / f"reference_{Path(kernel_path).name}"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(module_source)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_sealed(path, module_source)
     return path
 
 

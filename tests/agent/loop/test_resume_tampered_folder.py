@@ -475,9 +475,14 @@ def test_names_in_the_run_folder_are_bounded_and_readable(name):
         assert short.startswith(name[:10]) and short != run.in_folder_name(name[:-4] + "x.py")
 
 
-def test_a_run_folder_file_the_file_system_refuses_is_one_line(tmp_path):
+def test_a_run_folder_file_the_file_system_refuses_is_one_line(tmp_path, monkeypatch):
     run_dir = tmp_path / "runs" / "r1"
-    (run_dir / "original_gemm.py").mkdir(parents=True)    # the name taken by a folder
+    (run_dir / "original_gemm.py").mkdir(parents=True)    # the name taken by a folder: moved aside
+    run._make_run_dir(run_dir, "gemm.py", b"x = 1\n", str(tmp_path))
+    assert (run_dir / "original_gemm.py").read_bytes() == b"x = 1\n"
+    def refused(*args, **kwargs):                         # a name the file system refuses
+        raise OSError(22, "Invalid argument")
+    monkeypatch.setattr(run, "replace_file", refused)
     with pytest.raises(run.RunError, match="cannot write .*original_gemm.py") as info:
         run._make_run_dir(run_dir, "gemm.py", b"x = 1\n", str(tmp_path))
     assert "\n" not in str(info.value) and "run folder" in str(info.value)

@@ -1,0 +1,43 @@
+"""The generic tracer's extension refuses a grid whose trace would pass the simulator's bound
+(kernels/trace.py's ``MAX_ACCESSES``) before it allocates: programs x the accesses a sampled
+program makes, one line, at once (#41)."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from swizzleperf.kernels.trace import MAX_ACCESSES, TraceTooLarge
+from swizzleperf.profiling.tracer import extend, sample_tiles
+
+
+def _gemm_like(tile, steps=2):
+    """Tile (m, n) of a GEMM-like grid: per step an A block (tensor 0) and a B block (tensor 1),
+    then a store of its C block (tensor 2): ``2 * steps + 1`` accesses."""
+    m, n = tile
+    out = []
+    for k in range(steps):
+        out.append((10, 0, m * 1000 + k * 100, m * 1000 + k * 100 + 100, 100, False))
+        out.append((11, 1, k * 400 + n * 50, k * 400 + n * 50 + 50, 50, False))
+    out.append((12, 2, (m * 4 + n) * 80, (m * 4 + n) * 80 + 80, 80, True))
+    return out
+
+
+@pytest.mark.parametrize("grid, expected", [
+    ((1 << 22, 2), "8,388,608 programs x 5 accesses"),   # within the bound in programs, not in accesses
+    ((1 << 40, 1), "1,099,511,627,776 programs x 5 accesses"),
+])
+def test_an_extension_past_the_bound_is_refused_before_it_allocates(grid, expected):
+    samples = {t: _gemm_like(t) for t in sample_tiles(grid)}
+    start = time.perf_counter()
+    with pytest.raises(TraceTooLarge) as caught:
+        extend(samples, grid, programs_per_cu=1, source="test")
+    assert time.perf_counter() - start < 1.0
+    assert expected in str(caught.value) and f"{MAX_ACCESSES:,}" in str(caught.value)
+
+
+def test_a_grid_within_the_bound_still_extends():
+    grid = (64, 32)
+    trace = extend({t: _gemm_like(t) for t in sample_tiles(grid)}, grid, programs_per_cu=1, source="test",
+                   granule_bytes=1)
+    assert trace.num_tiles == 64 * 32 and trace.keys.shape[1] == 2
