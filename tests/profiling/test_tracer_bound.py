@@ -9,18 +9,7 @@ import pytest
 
 from swizzleperf.kernels.trace import MAX_ACCESSES, TraceTooLarge
 from swizzleperf.profiling.tracer import extend, sample_tiles
-
-
-def _gemm_like(tile, steps=2):
-    """Tile (m, n) of a GEMM-like grid: per step an A block (tensor 0) and a B block (tensor 1),
-    then a store of its C block (tensor 2): ``2 * steps + 1`` accesses."""
-    m, n = tile
-    out = []
-    for k in range(steps):
-        out.append((10, 0, m * 1000 + k * 100, m * 1000 + k * 100 + 100, 100, False))
-        out.append((11, 1, k * 400 + n * 50, k * 400 + n * 50 + 50, 50, False))
-    out.append((12, 2, (m * 4 + n) * 80, (m * 4 + n) * 80 + 80, 80, True))
-    return out
+from tests.profiling.test_tracer import _gemm_like
 
 
 @pytest.mark.parametrize("grid, expected", [
