@@ -33,7 +33,7 @@ import pydantic
 from swizzleperf.agent.loop.record import RunRecord
 from swizzleperf.eval.app_worker import ANSWERED, OUTCOMES, RowJob, empty_row, run_row, stop
 from swizzleperf.sandbox import untrusted
-from swizzleperf.sandbox.untrusted import shown   # the tables' and the console's text from outside
+from swizzleperf.sandbox.untrusted import file_kind, shown   # shown: the tables' and the console's text from outside
 
 DEFAULT_ROW_BUDGET_S = 600.0
 #: Characters of an apps eval's stored options: the app names dominate (10 000 apps of 100-character
@@ -133,22 +133,17 @@ def list_apps(apps_dir: str, files: str | None = None) -> list:
     return names
 
 
-#: What ``stat`` says of an app file that is not a regular file; ``python APP`` would block opening a
-#: named pipe until the row's budget (#41), read a device, or fail on a socket.
-_SPECIAL_KINDS = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"),
-                  (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
-
-
 def special_kind(path: Path) -> str | None:
-    """``"a named pipe"``, ``"a socket"``, ``"a character device"`` or ``"a block device"`` where
-    ``path`` (a link followed) is one, found by ``stat`` without opening it; None for a regular
-    file, a folder, or a path that cannot be read (the worker says why: a link loop is the app's
-    failure to start)."""
+    """``"a named pipe"``, ``"a socket"``, ``"a character device"`` or ``"a block device"``
+    (``untrusted.file_kind``) where ``path`` (a link followed) is one, found by ``stat`` without
+    opening it (``python APP`` would block opening a named pipe until the row's budget, #41, read a
+    device, or fail on a socket); None for a regular file, a folder, or a path that cannot be read
+    (the worker says why: a link loop is the app's failure to start)."""
     try:
         mode = os.stat(path).st_mode
     except (OSError, ValueError):
         return None
-    return next((kind for test, kind in _SPECIAL_KINDS if test(mode)), None)
+    return None if stat.S_ISREG(mode) or stat.S_ISDIR(mode) else file_kind(mode)
 
 
 def _refused_row(options: AppsOptions, name: str) -> dict | None:

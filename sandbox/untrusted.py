@@ -87,6 +87,15 @@ class UntrustedInput(ValueError):
     was received."""
 
 
+def file_kind(mode: int) -> str:
+    """What a file of ``mode`` (``stat``'s or ``lstat``'s) is, in words: "a link", "a named pipe",
+    "a character device", "a block device", "a socket", "a folder", "a regular file"."""
+    kinds = ((stat.S_ISLNK, "a link"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"),
+             (stat.S_ISREG, "a regular file"))
+    return next((words for test, words in kinds if test(mode)), "not a regular file")
+
+
 def preview(data: str | bytes, limit: int = PREVIEW_CHARS) -> str:
     """The first ``limit`` characters of ``data`` as a Python literal (undecodable bytes as
     escapes), `` ...`` appended when there was more."""

@@ -40,6 +40,7 @@ from swizzleperf.agent.verification.verify import Verdict, VerifyConfig
 from swizzleperf.kernels.distributed.spec import DistKernelSpec
 from swizzleperf.sandbox.redact import MASK, redact
 from swizzleperf.sandbox.untrusted import MAX_KERNEL_BYTES, UntrustedInput, read_bounded, read_source
+from swizzleperf.sandbox.untrusted import file_kind
 from swizzleperf.sandbox.write_back import digest, replace_file, verified_text, write_back
 
 #: How the record's checkpoints are read back: LangGraph's serializer with only its built-in safe
@@ -297,7 +298,7 @@ def _check_candidates_folder(run_id: str, run_dir: Path) -> None:
     except OSError as exc:
         raise RunError(f"{folder} cannot be read ({exc.strerror or exc}): run {run_id} is not resumed") from None
     if not stat.S_ISDIR(mode):
-        raise RunError(f"{folder} is {_file_kind(mode)}, not the folder the run made: run {run_id} is not resumed")
+        raise RunError(f"{folder} is {file_kind(mode)}, not the folder the run made: run {run_id} is not resumed")
     seen = 0
     for parent, folders, files in os.walk(folder):   # links are listed, never followed
         for name in folders + files:
@@ -307,16 +308,8 @@ def _check_candidates_folder(run_id: str, run_dir: Path) -> None:
             path = Path(parent) / name
             mode = path.lstat().st_mode
             if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-                raise RunError(f"{path} is {_file_kind(mode)}, not a regular file or folder the run wrote: "
+                raise RunError(f"{path} is {file_kind(mode)}, not a regular file or folder the run wrote: "
                                f"run {run_id} is not resumed")
-
-
-def _file_kind(mode: int) -> str:
-    """What a file of ``mode`` (``lstat``'s) is, in words: "a link", "a named pipe"..."""
-    kinds = ((stat.S_ISLNK, "a link"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"),
-             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"),
-             (stat.S_ISREG, "a regular file"))
-    return next((words for test, words in kinds if test(mode)), "not a regular file")
 
 
 def _endpoint_again(run_id: str, stored: str | None, given: str | None) -> str | None:
