@@ -222,6 +222,14 @@ def _redact_rest(rest: str) -> str:
         index = rest.find(mark)
         if 0 <= index < authority_end:
             authority_end = index
+    last_at = rest.rfind("@")
+    if last_at > authority_end and ":" in rest[:authority_end] and "@" not in rest[:authority_end]:
+        # ``user:pa/ss@host``, ``user:pa?ss@host``: a "/", "?" or "#" in an unencoded password ends
+        # the authority as URLs are read, which would leave the password showing ("pa" read as the
+        # port); ``name:`` and then an "@" is taken for userinfo (a port and a path or query holding
+        # an "@" are masked too: shown less, never more)
+        ends = [i for i in (rest.find(mark, last_at) for mark in "/?#") if i >= 0]
+        authority_end = min(ends) if ends else len(rest)
     authority, tail = rest[:authority_end], rest[authority_end:]
     at = authority.rfind("@")
     if at >= 0:

@@ -19,6 +19,12 @@ from swizzleperf.sandbox.redact import has_secret, redact, redact_all
     ("'http://x:yyyy@h/v1' and \"https://h2/?token=zzzz\"", "'http://***@h/v1' and \"https://h2/?token=***\""),
     ("no url here: user:pass@host", "no url here: user:pass@host"),
     ("http://127.0.0.1:8080/v1", "http://127.0.0.1:8080/v1"),
+    # a "/", "?" or "#" in an unencoded password: read as a URL the password would be the port
+    # and a path (round nine of #41's leftovers); a port with an "@" later is masked too
+    ("http://user:pa/ss@host/v1", "http://***@host/v1"),
+    ("http://user:pa?ss@host/v1?k=vvvv", "http://***@host/v1?k=***"),
+    ("http://user:pa#ss@host", "http://***@host"),
+    ("http://host:8080/v1/a@b", "http://***@b"),
 ])
 def test_userinfo_query_values_and_fragments_are_masked(text, expected):
     assert redact(text) == expected
