@@ -616,9 +616,11 @@ def eval_command(
     _numbers_in_range(ctx)
     _known_endpoint(base_url)
     _known_hw(hw)
+    apps_eval = apps is not None or ray or bool(resume and _apps_eval(workdir, resume))
+    _eval_options_apply(ctx, apps_eval)
     if base_url and not model and not resume:
         _check_llm(model, base_url, resume, llm_timeout)
-    if apps is not None or ray or (resume and _apps_eval(workdir, resume)):
+    if apps_eval:
         return _eval_apps(apps, files, hw, iterations, row_budget, gpus, ray, ray_address, out, resume, workdir,
                           not no_ncu, tuple(again or ()))
     if again:
@@ -655,6 +657,28 @@ def eval_command(
                      + ", ".join(f"{_plain(r.kernel)}: {_plain(r.status)}" for r in unfinished.itertuples())
                      + f"; the table says why): continue with --resume {eval_id}", markup=False, soft_wrap=True)
         raise typer.Exit(code=1)
+
+
+#: ``eval``'s options that only an ``--apps`` eval reads, and those only the bundled kernels' eval
+#: reads (an apps row runs the optimize --app path with the built-in policy: eval/app_worker.py).
+_APPS_ONLY = ("files", "row_budget", "no_ncu", "ray_address", "again")
+_KERNELS_ONLY = ("kernels", "model", "base_url", "llm_timeout", "temperature", "context_tokens", "llm_retries",
+                 "price_in", "price_out", "evidence")
+
+
+def _eval_options_apply(ctx: typer.Context, apps_eval: bool) -> None:
+    """An ``eval`` option the chosen eval would drop is one line (exit 2), not silently ignored."""
+    given = {**_given(ctx), **({"evidence": "--no-evidence"} if ctx.params.get("evidence") is False else {})}
+    wrong = [given[n] for n in (_KERNELS_ONLY if apps_eval else _APPS_ONLY) if n in given]
+    if not wrong or (not apps_eval and wrong == ["--again"]):   # --again without --apps: its own line below
+        return
+    if apps_eval:
+        _fail(f"{', '.join(wrong)} {'applies' if len(wrong) == 1 else 'apply'} to the bundled kernels' eval, not to "
+              f"an --apps eval: its rows propose with the built-in policy (no LLM); leave "
+              f"{'it' if len(wrong) == 1 else 'them'} out, or run `swizzleperf optimize --app \"python APP\" "
+              f"--model M` for one app with a model")
+    _fail(f"{', '.join(wrong)} {'applies' if len(wrong) == 1 else 'apply'} only to an --apps eval: give --apps DIR "
+          f"(or --resume an --apps eval), or leave {'it' if len(wrong) == 1 else 'them'} out")
 
 
 def _apps_eval(workdir: str, eval_id: str) -> bool:

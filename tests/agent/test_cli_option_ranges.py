@@ -98,3 +98,26 @@ def test_a_distributed_kernel_takes_its_world_size_and_problem(tmp_path):
     kernel = str(cli.Path(__file__).resolve().parents[2] / DISTRIBUTED)
     proc = swizzleperf("optimize", kernel, "--world-size", "4", "--problem", "nosuch", cwd=tmp_path, timeout=300)
     assert_one_line_error(proc, "--problem must be one of")
+
+
+@pytest.mark.parametrize("args, named", [(["--files", "list.txt"], "--files"),
+                                         (["--row-budget", "30", "--no-ncu"], "--row-budget, --no-ncu"),
+                                         (["--ray-address", "local"], "--ray-address")])
+def test_apps_options_without_apps_are_one_line(tmp_path, args, named):
+    """Without --apps these were dropped in silence (the bundled kernels' eval never reads them)."""
+    proc = swizzleperf("eval", "--kernels", "gemm", *args, cwd=tmp_path, timeout=120)
+    assert_one_line_error(proc, f"{named} {'apply' if ',' in named else 'applies'} only to an --apps eval")
+    assert not (tmp_path / ".swizzleperf").exists()
+
+
+@pytest.mark.parametrize("args, named", [(["--model", "m"], "--model"),
+                                         (["--no-evidence"], "--no-evidence"),
+                                         (["--kernels", "gemm", "--temperature", "0.5"], "--kernels, --temperature")])
+def test_llm_and_kernel_options_with_apps_are_one_line(tmp_path, args, named):
+    """An --apps eval's rows propose with the built-in policy: a model given to it was dropped in
+    silence, and the table looked like the model's."""
+    (tmp_path / "apps").mkdir()
+    proc = swizzleperf("eval", "--apps", "apps", *args, cwd=tmp_path, timeout=120)
+    assert_one_line_error(proc, f"{named} {'apply' if ',' in named else 'applies'} to the bundled kernels' eval, "
+                                f"not to an --apps eval")
+    assert not (tmp_path / ".swizzleperf").exists()
