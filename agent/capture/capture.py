@@ -138,7 +138,8 @@ def capture(app: str, kernel: str, captures_dir: Path, timeout_s: float = APP_TI
         launch["app"], launch["cwd"] = app, str((cwd or Path.cwd()).resolve())
         notices = sorted(work.glob(f"{cuda_on_cpu.RECORD_PREFIX}*"))
         launch["cuda_on_cpu"] = cuda_on_cpu.SCREEN_LINE if notices else None   # the file's presence, not its text
-        (work / "launch.json").write_text(json.dumps(launch, indent=1))
+        # renamed over: the app's own launch-<pid>.json may be a link, never written through
+        replace_file(work / "launch.json", json.dumps(launch, indent=1).encode())
         for stale in [*work.glob("launch-*.json"), *work.glob("tensors-*.pt"), *work.glob("seen-*.json"), *notices]:
             stale.unlink()
         work.rename(folder)
@@ -678,7 +679,7 @@ def spec_fields(kernel, folder: str | Path) -> dict:
         except SimulateError as exc:
             why = (f"no access model: the tracer could not extend the captured launch's samples ({exc}); "
                    f"every order predicts the same here, only measured timing tells orders apart")
-            marker.write_text(why)
+            replace_file(marker, why.encode())
             return no_reuse_trace(grid, total_bytes, why)
         finally:
             _TRACING.discard(folder)

@@ -8,6 +8,7 @@ the measured figures, and the simulator's for what was not measured.
 """
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -17,6 +18,7 @@ import numpy as np
 from swizzleperf.profiling import backends, l2sim, ncu, profiler, roof
 from swizzleperf.profiling.ncu import NcuError, find_ncu, profile_launch
 from swizzleperf.sandbox.untrusted import read_source
+from swizzleperf.sandbox.write_back import replace_file
 
 
 def plain(value):
@@ -230,9 +232,11 @@ def profile_kernel(kernel_path: Path, hw: str | None = None, swizzle: str | None
         except (CandidateError, ValueError) as exc:
             raise SimulateError(str(exc)) from None
         path = folder / f"{'own' if own else label.replace(':', '_')}_{kernel_path.name}"
-        path.write_text(module)
+        replace_file(path, module.encode())   # new files renamed over their names, as in a run folder
         _, order, _ = program_order(path, None, None, {})
-        np.save(path.with_suffix(".map.npy"), order)
+        tile_map = io.BytesIO()
+        np.save(tile_map, order)
+        replace_file(path.with_suffix(".map.npy"), tile_map.getvalue())
         measurer = Measurer(load_spec(path), target, dtype or spec.dtypes[0])
         metrics = measurer.measure(path, path.with_suffix(".map.npy"), {})
         orders.append({"label": label, "profile": metrics["profile"], "notes": metrics.get("notes", "")})
