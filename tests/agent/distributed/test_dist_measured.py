@@ -283,6 +283,13 @@ def _scripted_run(tmp_path, iterations: int = 2, proposer=None, **options):
     return outcome, json.loads((run_dir / "report.json").read_text()), ranks
 
 
+@pytest.fixture(scope="module")
+def scripted(tmp_path_factory):
+    """One ``_scripted_run`` with its defaults (about a minute on a CPU), read by the tests below
+    that only look at it."""
+    return _scripted_run(tmp_path_factory.mktemp("scripted"))
+
+
 def test_measured_runs_rank_patterns_by_the_gpus_time_not_the_hosts(tmp_path):
     """The ranks time launches queued ahead (the GPUs' pace), so a measured run ranks and prunes
     on the model's GPU time: GEMM + RS push_copy_engine at llama8b-down-4k on two H100s takes the
@@ -297,13 +304,13 @@ def test_measured_runs_rank_patterns_by_the_gpus_time_not_the_hosts(tmp_path):
     assert pce["key"] == pytest.approx(evaluator.calibration.predict(raw, "push_copy_engine"))
 
 
-def test_every_measured_configuration_contends_for_the_answer_and_teaches_the_next(tmp_path):
+def test_every_measured_configuration_contends_for_the_answer_and_teaches_the_next(scripted):
     """The run of 2026-11-25 at llama70b-down-8k answered 'torch + NCCL, best found 3.438' (the
     kernel's default) although the expert order measured 2.878 against torch + NCCL's 3.145 in the
     same rounds: the expert is a contender like any iteration, so it is the answer here; and the
     proposals after it carry its order (the pattern sweep in grouped-m:8), whose tile order, already
     verified at the same tiles, is not checked again."""
-    outcome, report, ranks = _scripted_run(tmp_path)
+    outcome, report, ranks = scripted
     best, d = report["best"], report["distributed"]
     assert best["kind"] == "expert" and best["config"] == {"pattern": "bulk_sync", "swizzle": "grouped-m:8"}
     assert best["time_ms"] == pytest.approx(2.878, rel=1e-3)
@@ -319,11 +326,11 @@ def test_every_measured_configuration_contends_for_the_answer_and_teaches_the_ne
     assert [t["permutation_cached"] for t in d["time_account"][:3]] == [False, False, True]
 
 
-def test_the_head_to_head_times_the_bounds_parts_in_its_own_rounds(tmp_path):
+def test_the_head_to_head_times_the_bounds_parts_in_its_own_rounds(scripted):
     """The share of the way comes from one timing session (#44): the head-to-head asks for the
     references the run's references timed (here the GEMM alone; the communication is derived) and
     the report computes the share from those rounds: (3.15 - 2.878) / (3.15 - 2.7) = 60 %."""
-    outcome, report, ranks = _scripted_run(tmp_path)
+    outcome, report, ranks = scripted
     compare = [c for c in ranks.calls if "compare" in c]
     assert compare and compare[-1]["references"] == ["gemm_alone"], ranks.calls
     d = report["distributed"]
