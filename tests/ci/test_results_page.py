@@ -215,7 +215,7 @@ def test_the_real_llm_line_is_its_summary(raw):
 
 
 def test_the_l2_simulator_line_is_its_page(raw):
-    raw("simulator_validation.md", "l2_measure_h100/compare")
+    raw("simulator_validation.md", "l2_measure_h100/compare", "oos_square8k_h100")
     raw.edit("simulator_validation.md", "| spmv | 3 | 26.3 |", "| spmv | 3 | 4.5 |")
     line = results_page.simulator()
     assert "target for 6 of the other 9 kernels (0.0-4.5 points)" in line and "spmv" not in line, line
@@ -240,6 +240,28 @@ def test_the_l2_simulator_line_is_its_page(raw):
     raw.edit("simulator_validation.md", "| kernel | orders | MAE (points) |", "| kernel | orders | MAE |")
     with pytest.raises(ValueError, match="no table with the header"):
         results_page.simulator()
+
+
+def test_the_out_of_sample_line_is_its_predictions_against_ncu(raw):
+    """#43's out-of-sample GEMM (8192^3, H100): the committed predictions against ncu's SM read hit
+    rate; a prediction moved past a measured neighbour is a pair ranked wrong; an order measured
+    without its prediction, or a measurement of another GPU, is refused."""
+    raw("oos_square8k_h100")
+    o = results_page._oos_square8k()
+    assert [r["order"] for r in o["rows"]] == ["row-major", "column-major", "grouped-m:8", "grouped-m:4"]
+    assert (o["right"], o["apart"]) == (3, 3) and round(o["median"], 1) == 0.9, o
+    assert "3 of the 3 pairs ncu puts more than 5 points apart ranked right" in results_page.oos_square8k_table()
+    prediction = raw.json("oos_square8k_h100/predicted_grouped-m_8.json")
+    raw.put("oos_square8k_h100/predicted_grouped-m_8.json", {**prediction, "l2_hit_rate": 0.55})
+    o = results_page._oos_square8k()
+    assert (o["right"], o["apart"]) == (0, 3), o
+    (results_page.OOS_SQUARE8K / "predicted_grouped-m_4.json").unlink()
+    with pytest.raises(ValueError, match="measured without a prediction"):
+        results_page._oos_square8k()
+    measured = raw.json("oos_square8k_h100/ncu_square8k.json")
+    raw.put("oos_square8k_h100/ncu_square8k.json", {**measured, "device": "NVIDIA H200"})
+    with pytest.raises(ValueError, match="a measurement of NVIDIA H200"):
+        results_page._oos_square8k()
 
 
 def test_the_h100_held_out_table_is_its_comparisons(raw):
