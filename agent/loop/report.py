@@ -472,11 +472,29 @@ def _library_lines(library: dict | None) -> list:
                      f"in {selection.get('rounds')} selection rounds, where it took {selection.get('best_ms'):.3f} ms; "
                      f"{md_text(library.get('confirmation'))}: the figures above are from those "
                      f"{library['rounds']} rounds")
+        lines += _chosen_against_own(own, chosen)
     else:
         lines.append(f"\norder: {md_text(Path(library['kernel_file']).name)}; {len(library['configs'])} "
                      f"configurations timed, {len(library.get('rejected') or {})} rejected, {library['rounds']} "
                      f"rounds; the best chosen in the rounds that report it (not confirmed)")
     return lines
+
+
+def _chosen_against_own(own: dict | None, chosen: dict | None) -> list:
+    """Whether the chosen launch configuration beat the kernel's own in the confirmation rounds,
+    the spread rule applied both ways (#44): each one's library / this paired per round; a
+    difference inside the larger of the two spreads is a tie, whichever it favours."""
+    if own is None or chosen is None or chosen is own or None in (own.get("library_ratio"), chosen.get("library_ratio")):
+        return []
+    gain = chosen["library_ratio"] - own["library_ratio"]
+    spread = max(own["library_ratio_spread"] or 0.0, chosen["library_ratio_spread"] or 0.0)
+    verdict = ("inside the larger paired spread: **a tie**, the chosen configuration is not shown faster than "
+               "the kernel's own" if abs(gain) <= spread else
+               "beyond the paired spread: faster than the kernel's own" if gain > 0 else
+               "beyond the paired spread: **slower** than the kernel's own")
+    return [f"\nthe chosen configuration against the kernel's own in those rounds: {chosen['library_ratio']:.3f}x ± "
+            f"{chosen['library_ratio_spread']:.3f} against {own['library_ratio']:.3f}x ± {own['library_ratio_spread']:.3f} "
+            f"of the library's time, {verdict}"]
 
 
 def _library_ratio(library: dict, ms: float, row: dict | None) -> str:

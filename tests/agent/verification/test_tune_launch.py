@@ -71,6 +71,24 @@ def test_the_chosen_configuration_is_reported_from_its_confirmation_not_its_sele
     assert "the figures above are from those 20 rounds" in text
 
 
+@pytest.mark.parametrize("chosen_ratio, chosen_spread, said", [
+    (1.01, 0.02, "inside the larger paired spread: **a tie**, the chosen configuration is not shown faster"),
+    (1.06, 0.02, "beyond the paired spread: faster than the kernel's own"),
+    (0.97, 0.02, "beyond the paired spread: **slower** than the kernel's own")])
+def test_the_chosen_configuration_against_the_kernels_own_takes_the_spread_rule_both_ways(chosen_ratio, chosen_spread,
+                                                                                          said):
+    """The H100's main job of 2026-12-07: the configuration chosen in selection (STREAM_K=2) was no
+    faster than the kernel's own in the confirmation rounds (1.025x +- 0.018 against 1.017x +- 0.004 of
+    cuBLAS's time) and the report did not say so."""
+    from swizzleperf.agent.verification.evaluate import confirmed_launch
+    selection, confirmation = _confirmed_figures()
+    confirmation.details["tune_launch"]["configs"][1].update(library_ratio=chosen_ratio,
+                                                             library_ratio_spread=chosen_spread)
+    text = "\n".join(report._library_lines(confirmed_launch(selection, confirmation)))
+    assert (f"the chosen configuration against the kernel's own in those rounds: {chosen_ratio:.3f}x ± "
+            f"{chosen_spread:.3f} against 1.020x ± 0.010 of the library's time, {said}") in text, text
+
+
 def test_a_failed_confirmation_leaves_the_selection_said_unconfirmed():
     from swizzleperf.agent.verification.evaluate import confirmed_launch
     from swizzleperf.agent.verification.verify import Verdict, WorkerResult
