@@ -90,6 +90,14 @@ def _confirmed_library(lib: dict) -> list:
             for c in paired]
 
 
+def _chosen_ties_own(lib: dict) -> bool:
+    """Whether a confirmed library row's chosen configuration and the kernel's own are a tie: their
+    library / ours ratios apart by no more than the larger paired spread (agent/loop/report.py's rule)."""
+    own, chosen = [c for c in lib["configs"] if c.get("library_ratio") is not None]
+    spread = max(own["library_ratio_spread"] or 0.0, chosen["library_ratio_spread"] or 0.0)
+    return abs(chosen["library_ratio"] - own["library_ratio"]) <= spread
+
+
 def _optimize_gemm() -> str:
     """`swizzleperf optimize kernels/gemm.py`'s own library figures (one run per GPU). A report
     whose library row was confirmed in fresh rounds with per-round ratios gives cuBLAS / ours
@@ -116,6 +124,10 @@ def _optimize_gemm() -> str:
                 own, chosen = _confirmed_library(lib_again)
                 sentences.append(f"Again on an {gpu} ({_date(report['run_id'])}, {_link(again)}, {lib_again['rounds']} "
                                  f"confirmation rounds): {own} with the kernel's own, {chosen} with the one chosen.")
+            ties = [_chosen_ties_own(x) for x in [lib] + [_read_json(a)["library"] for a in OPTIMIZE_GEMM_AGAIN.get(gpu, [])]]
+            sentences.append(f"The chosen configuration against the kernel's own, the same rule: "
+                             + ("a tie inside the larger paired spread in each" if all(ties) else
+                                f"a tie in {sum(ties)} of the {len(ties)} runs") + ".")
             continue
         gain, noise = lib["library_ms"] - lib["default_ms"], max(lib["default_spread_ms"], lib["library_spread_ms"])
         sentences.append(f"On the {gpu} ({link}, an earlier run) the {lib['library_ms'] / lib['best_ms']:.3f}x of "

@@ -715,3 +715,20 @@ def test_the_blocks_paragraph_is_its_files(raw):
     text = results_page.history_blocks()
     assert "the stores to the peer add 0-10 %" in text and "with its stores took 0.440 ms" in text, text
     assert "not one timing session" in text
+
+
+def test_the_readmes_optimize_gemm_sentence_states_every_confirmed_run_and_the_chosen_against_own(raw):
+    """Each confirmed H100 run of `optimize kernels/gemm.py` is stated (its two paired figures), and
+    whether the chosen launch configuration beat the kernel's own there, the spread rule both ways."""
+    raw("main_job_h100", "main_job_h100_20261207", "optimize_gemm_h200.json")
+    text = results_page._optimize_gemm()
+    assert "Again on an H100 (2026-12-07" in text and "1.017x ± 0.004 (beyond the paired spread)" in text, text
+    assert "a tie inside the larger paired spread in each" in text, text
+    report = raw.json("main_job_h100_20261207/report_h100.json")
+    report["library"]["configs"][1].update(library_ratio=1.10, library_ratio_spread=0.01)
+    raw.put("main_job_h100_20261207/report_h100.json", report)
+    assert "the same rule: a tie in 1 of the 2 runs." in results_page._optimize_gemm()
+    del report["library"]["selection"]
+    raw.put("main_job_h100_20261207/report_h100.json", report)
+    with pytest.raises(ValueError, match="a library row without confirmation rounds"):
+        results_page._optimize_gemm()
