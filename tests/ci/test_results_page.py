@@ -133,8 +133,10 @@ def raw(tmp_path, monkeypatch):
     def moved(value):
         if isinstance(value, Path) and value.is_relative_to(results):
             return tmp_path / value.relative_to(results)
-        if isinstance(value, dict) and value and all(isinstance(v, Path) for v in value.values()):
+        if isinstance(value, dict) and value and all(isinstance(v, (Path, list)) for v in value.values()):
             return {k: moved(v) for k, v in value.items()}
+        if isinstance(value, list) and value and all(isinstance(v, Path) for v in value):
+            return [moved(v) for v in value]
         return value
 
     monkeypatch.setattr(results_page, "ROOT", tmp_path.parent)
