@@ -172,12 +172,18 @@ def kernel_options(name: str) -> dict:
     return {"kernel": str(KERNELS_DIR / f"{name}.py")}
 
 
+#: ``--gpus`` at most: worker processes of one eval on one host (each about 1 GB; a number past it,
+#: ``--gpus 99999999999999999999``, started an eval that could never make its workers, #41 round ten).
+MAX_WORKERS = 256
+
+
 def resolve_gpus(text: str) -> int:
-    """``--gpus``: a positive integer, or ``auto`` (every visible CUDA device, at least 1). Raises EvalError."""
+    """``--gpus``: an integer in [1, ``MAX_WORKERS``], or ``auto`` (every visible CUDA device, at
+    least 1). Raises EvalError."""
     if text.strip().lower() == "auto":
         return max(1, len(workers.visible_devices()))
-    if not text.strip().isdigit() or int(text) < 1:
-        raise EvalError(f"--gpus must be a positive integer or auto, got {text!r}")
+    if not text.strip().isdigit() or not 1 <= int(text.strip()[:6]) <= MAX_WORKERS or len(text.strip()) > 6:
+        raise EvalError(f"--gpus must be an integer in [1, {MAX_WORKERS}] or auto, got {text[:40]!r}")
     return int(text)
 
 

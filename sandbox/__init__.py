@@ -110,6 +110,7 @@ ALLOW_UNBOXED_ENV = "SWIZZLEPERF_ALLOW_UNBOXED_WRITES"
 
 # linux/sched.h, linux/prctl.h, linux/capability.h, sys/mount.h
 _CLONE_NEWNS, _CLONE_NEWUSER, _CLONE_NEWPID, _CLONE_NEWNET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
+_CLONE_NEWIPC = 0x08000000   # SysV IPC objects of the box's own (#41 round ten: shmget/msgget seen outside)
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS = 1, 4, 24, 38
 _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 #: What reads another process's /proc entries even when it is non-dumpable: CAP_SYS_PTRACE, and
@@ -219,23 +220,49 @@ def worker_env(**overrides: str) -> dict:
 
 #: A URL with userinfo (``https://user:password@host``) in a variable's value.
 _USERINFO = re.compile(r"://[^/?#\s@]*@")
+#: An HTTP authorization written into a value (``HTTP_HEADERS=Authorization: Bearer sk-...``).
+_AUTHORIZATION = re.compile(r"\b(?:bearer|basic|token)\s+[^\s,;]{8,}", re.I)
+#: A credential-named variable's value this long or longer is a secret ``redact`` masks from then on
+#: (shorter ones, ``..._TOKEN_ENABLED=true``, would mask ordinary words).
+MIN_ENV_SECRET_CHARS = 12
 
 
 def _secret_value(value: str) -> bool:
     """Whether a value holds a credential whatever its name: a URL with userinfo
-    (``TORCH_HUB_URL=https://u:pw@hub``, #41 round nine), or a secret ``redact`` knows."""
+    (``TORCH_HUB_URL=https://u:pw@hub``, #41 round nine), an HTTP authorization, or a secret
+    ``redact`` knows (the agent's own API key under another name, ``LLM_K=sk-...``, #41 round ten:
+    every credential-named value of this process's environment is known, see ``_know_env_secrets``)."""
     from swizzleperf.sandbox.redact import holds_secret
-    return bool(_USERINFO.search(value)) or holds_secret(value)
+    _know_env_secrets()
+    return bool(_USERINFO.search(value)) or bool(_AUTHORIZATION.search(value)) or holds_secret(value)
+
+
+def _know_env_secrets() -> None:
+    """Have ``redact`` know the values of this process's credential-named variables
+    (``OPENAI_API_KEY`` and every ``_secret`` name) of ``MIN_ENV_SECRET_CHARS`` or more, without
+    whitespace: masked in every output, and a copy under an innocent name withheld from workers and
+    the app."""
+    from swizzleperf.sandbox.redact import remember
+    for name, value in os.environ.items():
+        if (_secret(name) and len(value) >= MIN_ENV_SECRET_CHARS and not any(c.isspace() for c in value)
+                and (name, value) not in _KNOWN_ENV):
+            _KNOWN_ENV.add((name, value))
+            remember(value)
+
+
+_KNOWN_ENV: set = set()
 
 
 def app_env(**overrides: str) -> dict:
     """The environment of the user's own ``--app`` command: this process's environment without
-    the agent's model configuration (``AGENT_ONLY_PREFIXES``) and without credential-like names
-    (``SECRET_MARKERS``) except those the user lists in ``SWIZZLEPERF_APP_ENV``; then
+    the agent's model configuration (``AGENT_ONLY_PREFIXES``) and without credentials, by name
+    (``SECRET_MARKERS``) or by value (``_secret_value``: ``DATABASE_URL=postgres://u:pw@db``, the
+    agent's key under another name; #41 round ten) except those the user lists in
+    ``SWIZZLEPERF_APP_ENV``; then
     ``overrides``. The app runs the patched kernel, model-written code once verified."""
     wanted = {n.strip() for n in os.environ.get(APP_PASS_ENV, "").split(",") if n.strip()}
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(AGENT_ONLY_PREFIXES) and (k in wanted or not _secret(k))}
+           if not k.startswith(AGENT_ONLY_PREFIXES) and (k in wanted or not (_secret(k) or _secret_value(v)))}
     env.update(overrides)
     return env
 
@@ -685,11 +712,20 @@ _BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_AND_K, _BPF_RET_K = 0x20, 0x15, 0x54, 0x06
 _SECCOMP_ARCHES = {"x86_64": (0xC000003E, 0xBFFFFFFF, 41, 317, 53),
                    "aarch64": (0xC00000B7, 0xFFFFFFFF, 198, 277, 199)}
 _SYS_IO_URING_SETUP, _AF_UNIX, _SOCK_STREAM, _SOCK_TYPE_MASK = 425, 1, 1, 0xF
+#: The socket families a worker may open (``socket_family``): unix (unless ``unix_socket``), IPv4,
+#: IPv6 (the box's own network namespace has no route out) and netlink; not AF_VSOCK (the host
+#: answered from inside the box, #41 round ten), AF_PACKET, AF_ALG, AF_BLUETOOTH...
+_AF_INET, _AF_INET6, _AF_NETLINK = 2, 10, 16
+#: Per machine, the calls of ``keyring`` (add_key, request_key, keyctl: the user's kernel keyring
+#: was read and written from inside the box, #41 round ten) and of ``sysv_ipc`` (shmget, semget,
+#: msgget: where the box has no IPC namespace of its own, Landlock alone, objects outside).
+_KEYRING_CALLS = {"x86_64": (248, 249, 250), "aarch64": (217, 218, 219)}
+_SYSV_IPC_CALLS = {"x86_64": (29, 64, 68), "aarch64": (194, 190, 186)}
 
 
 #: What the worker's filter refuses, each by name (``_seccomp_program``'s ``refused``): a call through
 #: another ABI, ``io_uring_setup``, ``socket(AF_UNIX)``, a ``socketpair`` that is not a stream pair.
-SECCOMP_REFUSALS = ("other_abi", "io_uring", "unix_socket", "datagram_pair")
+SECCOMP_REFUSALS = ("other_abi", "io_uring", "unix_socket", "datagram_pair", "socket_family", "keyring", "sysv_ipc")
 #: What the filter refuses besides where Landlock alone keeps a command to its folders (no read-only
 #: mounts): Landlock has no right for a file's metadata, so a command restricted by it alone still
 #: changed the mode, times and extended attributes of any file its user owns (issue #41, round four:
@@ -713,7 +749,10 @@ def _seccomp_program(machine: str, refused: tuple = SECCOMP_REFUSALS) -> list:
     another ABI than ``machine``'s own (a 32-bit call, ``int 0x80``, numbers ``socket`` otherwise
     and passes ``socketcall``'s arguments where no filter sees them; a 64-bit worker makes none);
     ``io_uring``, ``io_uring_setup`` (whose requests no filter sees); ``unix_socket``, ``socket``
-    where its domain is ``AF_UNIX``; ``datagram_pair``, ``socketpair`` (``AF_UNIX`` alone on Linux)
+    where its domain is ``AF_UNIX``; ``socket_family``, ``socket`` of any other family than unix,
+    IPv4, IPv6 and netlink (AF_VSOCK reaches the host); ``keyring``, add_key, request_key and keyctl
+    (the user's kernel keyring); ``sysv_ipc``, shmget, semget and msgget; ``datagram_pair``,
+    ``socketpair`` (``AF_UNIX`` alone on Linux)
     but for a stream pair (a datagram one can still ``sendto`` a named socket outside the box:
     ``/dev/log``, journald; multiprocessing and torch take stream pairs). Everything else is
     allowed.
@@ -738,10 +777,21 @@ def _seccomp_program(machine: str, refused: tuple = SECCOMP_REFUSALS) -> list:
         code += [(_BPF_JEQ_K, "deny", None, number) for number in _METADATA_CALLS[machine]]
     if "path_truncate" in refused:
         code += [(_BPF_JEQ_K, "deny", None, _TRUNCATE_CALL[machine])]
-    if "unix_socket" in refused:
+    if "keyring" in refused:
+        code += [(_BPF_JEQ_K, "deny", None, number) for number in _KEYRING_CALLS[machine]]
+    if "sysv_ipc" in refused:
+        code += [(_BPF_JEQ_K, "deny", None, number) for number in _SYSV_IPC_CALLS[machine]]
+    if "unix_socket" in refused or "socket_family" in refused:
         code += [(_BPF_JEQ_K, None, "not_socket", socket_call),
-                 (_BPF_LD_W_ABS, None, None, 16),                                 # its domain (args[0]'s low half)
-                 (_BPF_JEQ_K, "deny", "allow", _AF_UNIX), ("label", "not_socket")]
+                 (_BPF_LD_W_ABS, None, None, 16)]                                 # its domain (args[0]'s low half)
+        if "unix_socket" in refused:
+            code += [(_BPF_JEQ_K, "deny", None, _AF_UNIX)]
+        if "socket_family" in refused:
+            code += [(_BPF_JEQ_K, "allow", None, family) for family in (_AF_UNIX, _AF_INET, _AF_INET6, _AF_NETLINK)]
+            code += [(_BPF_RET_K, None, None, _SECCOMP_RET_ERRNO | errno.EPERM)]
+        else:
+            code += [(_BPF_RET_K, None, None, _SECCOMP_RET_ALLOW)]
+        code += [("label", "not_socket")]
     if "datagram_pair" in refused:
         code += [(_BPF_JEQ_K, None, "allow", socketpair_call),
                  (_BPF_LD_W_ABS, None, None, 24),                                 # its type (args[1]'s low half)
@@ -847,7 +897,7 @@ def box_main(argv: list) -> int:
     ``swizzleperf-box:``."""
     options, command = json.loads(argv[0]), argv[argv.index("--") + 1:]
     libc = _libc()
-    flags = (_CLONE_NEWPID | _CLONE_NEWNS if options["pid"] else 0) | (_CLONE_NEWNET if options["net"] else 0)
+    flags = (_CLONE_NEWPID | _CLONE_NEWNS | _CLONE_NEWIPC if options["pid"] else 0) | (_CLONE_NEWNET if options["net"] else 0)
     entered = _unshare(libc, flags) if flags else ""
     if options["pid"] and entered == "":
         _say(f"no namespaces: unshare failed ({os.strerror(ctypes.get_errno()) or 'not permitted'})")

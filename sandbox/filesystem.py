@@ -8,13 +8,14 @@ sandbox/__init__.py). Two ways, both run by the box's init before the command st
   read-only (``MS_REMOUNT | MS_BIND | MS_RDONLY``, per mount: nothing changes outside the
   namespace), keeping the flags a user namespace may not clear (nosuid, nodev, noexec, the atime
   mode); but the box's own fresh ``/proc``, where CUDA writes its threads' names, stays writable,
-  its ``sys``, ``sysrq-trigger``, ``irq``, ``bus`` and ``fs`` read-only. Writes fail with
+  its ``sys``, ``sysrq-trigger``, ``irq``, ``bus`` and ``fs`` read-only; ``/dev/pts`` an empty
+  read-only tmpfs and ``/dev/null`` bound over every other terminal (``terminal_devices``). Writes fail with
   ``EROFS``; character devices (``/dev/null``, the GPU's) still open for writing on a read-only
   mount.
 - **Landlock** (Linux 5.13 or later with Landlock enabled, without any privilege): a ruleset that
   handles every kind of write (writing, truncating, creating, removing, renaming, linking) and
   allows them only beneath the writable paths, plus writing (not creating) the character devices
-  under ``/dev``; reading and executing stay allowed everywhere. Writes fail with ``EACCES``. A
+  ``WRITABLE_DEVICES`` and the GPU's (never a terminal, ``terminal_devices``); reading and executing stay allowed everywhere. Writes fail with ``EACCES``. A
   process restricted by Landlock cannot mount either, so it cannot undo the read-only mounts: the
   box adds it on top of them for a command that keeps ``CAP_SYS_ADMIN`` (a profiler).
 """
@@ -41,6 +42,15 @@ _NULL = "/dev/null"
 #: the kernel's log (a line injected from the box, #41 round nine), its memory and its ports.
 #: Covered by ``/dev/null`` in a mount namespace, left out of Landlock's writable devices.
 KERNEL_DEVICES = ("/dev/kmsg", "/dev/mem", "/dev/kmem", "/dev/port")
+#: The majors of character devices that reach a terminal, a console or the user's input, which a
+#: box's command never writes (#41 round ten: a worker wrote escape sequences into the user's
+#: terminal through /dev/pts): Linux's Documentation/admin-guide/devices.txt: 4 ttyN and ttyS, 5
+#: /dev/tty, /dev/console and /dev/ptmx, 7 vcs (a console's screen), 13 input, 136-143 the Unix98
+#: pty slaves (/dev/pts/N), 188 USB serial, 204 low-density serial, 229 hvc; and misc 10:223,
+#: /dev/uinput (a virtual keyboard).
+TERMINAL_MAJORS = frozenset({4, 5, 7, 13, 188, 204, 229, *range(136, 144)})
+_UINPUT = (10, 223)
+_PTS = "/dev/pts"
 #: The box's own ``/proc`` (fresh, of its PID namespace: only its processes) stays writable: CUDA
 #: writes there (its threads' names, ``/proc/self/task/TID/comm``); read-only, ``cuInit`` failed
 #: with error 304 "OS call failed" (an H100, 2026-12-06: bench/gpu_box_probe.sh, each mount made
@@ -116,6 +126,11 @@ def read_only_except(libc, writable: list) -> None:
     for path in KERNEL_DEVICES:
         if os.path.exists(path):
             _mount(libc, _NULL, path, None, _MS_BIND, f"covering the kernel's device {path}")
+    if os.path.isdir(_PTS):   # no pty of the host's, empty and read-only: its own stdio are pipes
+        _mount(libc, "tmpfs", _PTS, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC,
+               f"an empty {_PTS}", b"size=4k,mode=0555")
+    for path in terminal_devices(pts=False):
+        _mount(libc, _NULL, path, None, _MS_BIND, f"covering the terminal {path}")
     for path in _PROC_READ_ONLY:   # bound onto themselves first: remounted read-only below, /proc left
         if os.path.lexists(path):
             _mount(libc, path, path, None, _MS_BIND, f"binding {path}")
@@ -256,10 +271,36 @@ def _allow(syscall, ruleset: int, path: str, access: int) -> None:
         os.close(fd)
 
 
+#: The character devices a box's command may write under Landlock: the plain ones, and the GPU's
+#: (NVIDIA: /dev/nvidiactl, /dev/nvidiaN, /dev/nvidia-uvm*, /dev/nvidia-caps/*; AMD: /dev/kfd,
+#: /dev/dri/*). Never a terminal (``terminal_devices``), a kernel device (``KERNEL_DEVICES``),
+#: /dev/vsock, /dev/kvm, /dev/uinput... (#41 round ten).
+WRITABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/kfd")
+_GPU_DEVICE_PREFIXES = ("/dev/nvidia", "/dev/dri/")
+
+
 def _devices() -> list:
-    """The character devices under /dev (``/dev/null``, the terminal, the GPU's: /dev/nvidia*,
-    /dev/dri/*, /dev/kfd), and /dev/pts (whose ttys come and go)."""
-    return [path for path in _nodes("/dev", stat.S_ISCHR, kept_folders=("/dev/pts",)) if path not in KERNEL_DEVICES]
+    """The character devices under /dev a box's command may write (``WRITABLE_DEVICES``, the GPU's
+    by prefix), none of them a terminal."""
+    terminals = set(terminal_devices(pts=False))
+    return [path for path in _nodes("/dev", stat.S_ISCHR, kept_folders=())
+            if (path in WRITABLE_DEVICES or path.startswith(_GPU_DEVICE_PREFIXES))
+            and path not in KERNEL_DEVICES and path not in terminals]
+
+
+def terminal_devices(root: str = "/dev", pts: bool = True) -> list:
+    """The character devices under ``root`` that reach a terminal, a console or the user's input
+    (``TERMINAL_MAJORS``, /dev/uinput), links not followed; /dev/pts's entered only with ``pts``."""
+    def is_terminal(path: str) -> bool:
+        try:
+            device = os.stat(path, follow_symlinks=False).st_rdev
+        except OSError:
+            return False
+        return os.major(device) in TERMINAL_MAJORS or (os.major(device), os.minor(device)) == _UINPUT
+    found = [p for p in _nodes(root, stat.S_ISCHR, kept_folders=()) if is_terminal(p)]
+    if pts and root == "/dev" and os.path.isdir(_PTS):
+        found += [p for p in _nodes(_PTS, stat.S_ISCHR, kept_folders=()) if is_terminal(p)]
+    return found
 
 
 def _nodes(root: str, is_kind, kept_folders: tuple) -> list:

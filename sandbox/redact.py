@@ -21,8 +21,10 @@ the terminal take every text. A few linear passes per text.
 """
 from __future__ import annotations
 
+import array
 import base64
 import re
+import unicodedata
 from typing import Any
 from urllib.parse import unquote
 
@@ -116,6 +118,12 @@ def _secret_spans(text: str, levels: int) -> list[tuple[int, int]]:
             found = folded.find(wanted, found + len(secret))
     if _WINDOWS:
         spans += _fragment_spans(text)
+    if levels == ESCAPE_LEVELS and not text.isascii():
+        # full-width or other compatibility letters (NFKC), invisible format characters (a zero-width
+        # space) between the key's: #41 round ten, a 401 echoing the key in full-width letters
+        normalized, starts = _normalized(text)
+        if normalized != text:
+            spans += [(starts[a], starts[b - 1] + 1) for a, b in _secret_spans(normalized, levels - 1)]
     for mark, pattern, decode in (("\\", _ESCAPE, _character), ("%", _QUOTED, _unquoted), ("&#", _QUOTED, _unquoted)):
         if not levels or mark not in text or (mark == "&#" and "%" in text):   # _QUOTED has both: one pass
             continue
@@ -128,6 +136,21 @@ def _secret_spans(text: str, levels: int) -> list[tuple[int, int]]:
                                   pattern)
                 spans += [(raw[(start, False)], raw[(end - 1, True)]) for start, end in found]
     return spans
+
+
+def _normalized(text: str) -> tuple:
+    """``text`` with each non-ASCII character NFKC-normalised (a format character, category Cf,
+    dropped), and for each character of that the index in ``text`` of the character it came from."""
+    pieces, starts = [], array.array("Q")
+    for i, char in enumerate(text):
+        if char.isascii():
+            pieces.append(char)
+            starts.append(i)
+            continue
+        form = "" if unicodedata.category(char) == "Cf" else unicodedata.normalize("NFKC", char)
+        pieces.append(form)
+        starts.extend([i] * len(form))
+    return "".join(pieces), starts
 
 
 def _fragment_spans(text: str) -> list[tuple[int, int]]:

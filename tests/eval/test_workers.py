@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from swizzleperf.eval import evals_table, suite, workers
-from swizzleperf.eval.suite import EvalError, EvalOptions, resolve_gpus, run_eval
+from swizzleperf.eval.suite import MAX_WORKERS, EvalError, EvalOptions, resolve_gpus, run_eval
 
 CRASH = "import sys; sys.exit('boom: the worker crashed')"
 
@@ -119,8 +119,9 @@ def test_an_interrupted_eval_stops_its_workers_and_writes_its_table(tmp_path, mo
 def test_gpus_option(monkeypatch):
     assert resolve_gpus("3") == 3
     assert resolve_gpus("auto") == max(1, len(workers.visible_devices()))
-    for bad in ("0", "-1", "two"):
-        with pytest.raises(EvalError, match="--gpus must be a positive integer or auto"):
+    assert resolve_gpus(str(MAX_WORKERS)) == MAX_WORKERS
+    for bad in ("0", "-1", "two", str(MAX_WORKERS + 1), "99999999999999999999"):   # the last: #41 round ten
+        with pytest.raises(EvalError, match=rf"--gpus must be an integer in \[1, {MAX_WORKERS}\] or auto"):
             resolve_gpus(bad)
     from swizzleperf import hwspecs
     measured = hwspecs.Target(hwspecs.load_spec("h200"), "measured", None, "fake H200")
@@ -134,7 +135,7 @@ def test_a_bad_gpus_option_is_one_line(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "swizzleperf.agent.cli", "eval", "--gpus", "two"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert proc.stderr.strip() == "error: --gpus must be a positive integer or auto, got 'two'"
+    assert proc.stderr.strip() == f"error: --gpus must be an integer in [1, {MAX_WORKERS}] or auto, got 'two'"
 
 
 def test_visible_devices_follow_cuda_visible_devices(monkeypatch):

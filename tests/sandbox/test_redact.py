@@ -161,3 +161,25 @@ def test_undoing_quoting_stays_linear(text):
     start = time.perf_counter()
     redact(text)
     assert time.perf_counter() - start < 3.0
+
+
+@pytest.mark.parametrize("form", ["full-width", "zero-width", "soft-hyphens"])
+def test_a_key_echoed_in_compatibility_letters_or_with_invisible_characters_is_masked(form):
+    """Round ten of #41: a 401 echoing the key in full-width letters reached the console line."""
+    from swizzleperf.sandbox.redact import holds_secret, remember
+    key = "sk-round10-FullWidth-0123456789abcdef"
+    remember(key)
+    text = {"full-width": "".join(chr(ord(c) + 0xFEE0) for c in key),
+            "zero-width": "\u200b".join(key), "soft-hyphens": "\u00ad".join(key)}[form]
+    echoed = f"401 key={text} (rejected)"
+    assert holds_secret(echoed)
+    assert redact(echoed) == "401 key=*** (rejected)"
+    assert redact("café, 中文 and ｆｕｌｌ-width words stay") == "café, 中文 and ｆｕｌｌ-width words stay"
+
+
+def test_normalising_stays_linear():
+    _known()
+    text = "中" * 1_000_000
+    start = time.perf_counter()
+    redact(text)
+    assert time.perf_counter() - start < 5.0
