@@ -147,15 +147,21 @@ def replace_file(path: Path, data: bytes, mode: int = 0o644) -> None:
 def write_sealed(path: Path, text: str) -> str:
     """Write ``text`` to a new file at ``path`` (whatever is there replaced: ``replace_file``),
     read-only (0o444): a candidate of the run folder, for reading only. Returns
-    ``digest(text)``, to keep with it.
+    ``digest(text)``, to keep with it. Written only in its declared encoding (``source_bytes``):
+    a text that encoding cannot hold is refused, never written in other bytes (as UTF-8 under a
+    ``coding: latin-1`` line it read back as other text, the mojibake a worker then verified and
+    ``--in-place`` refused as "changed after verification": red team #41j, K02; a candidate is
+    refused before, by ``candidate.splice``).
 
     Raises:
         OSError: as ``replace_file``.
+        ValueError: ``text`` holds a character its declared encoding cannot hold (nothing written;
+            whatever stood at ``path`` is left).
     """
     try:
         data = source_bytes(text)
-    except ValueError:   # not in its declared encoding: as UTF-8, so it never reads back as verified
-        data = text.encode("utf-8", "surrogateescape")
+    except ValueError as exc:
+        raise ValueError(f"{path} is not written: {exc}") from None
     replace_file(path, data, 0o444)
     return digest(text)
 

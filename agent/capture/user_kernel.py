@@ -163,17 +163,19 @@ def generated_module(lifted: Lifted, captured: Capture, folder: Path, original: 
         at = min(d.lineno for d in body[start].decorator_list) - 1
     user_folder = str(captured.kernel_file.parent)
     header = (f"import sys as _swizzleperf_sys  # swizzleperf: the user's folder first, for sibling imports\n"
-              + "".join(f"if {f!r} not in _swizzleperf_sys.path:\n    _swizzleperf_sys.path.insert(0, {f!r})\n"
+              + "".join(f"if {ascii(f)} not in _swizzleperf_sys.path:\n    _swizzleperf_sys.path.insert(0, {ascii(f)})\n"
                         for f in ([str(root)] if package else []) + [user_folder]))
     # what the app's run had (cuda_on_cpu.py): each shim acts only where it applies (no GPU, or the interpreter)
     header += ("from swizzleperf.agent.capture.cuda_on_cpu import generated_module_shims as _swizzleperf_shims\n"
                "_swizzleperf_shims()  # swizzleperf: libdevice, Triton's driver, Inductor's CUDA names without a GPU; "
                "the interpreter's fixes\n")
-    footer = (f"\n\n# -- swizzleperf: the KernelSpec of the launch of {kernel} captured from `{_one_line(captured.launch['app'])}`\n"
-              f"# (agent/capture/user_kernel.py; the capture: {_one_line(str(folder))}/launch.json, the lift: lift.json)\n"
+    # paths and the app's command as ASCII (escapes): the module is written in the user's file's own
+    # encoding (a latin-1 kernel in a folder named in CJK, #41 round ten), which need not hold them
+    footer = (f"\n\n# -- swizzleperf: the KernelSpec of the launch of {kernel} captured from `{_ascii_line(captured.launch['app'])}`\n"
+              f"# (agent/capture/user_kernel.py; the capture: {_ascii_line(str(folder))}/launch.json, the lift: lift.json)\n"
               f"from swizzleperf.agent.capture.capture import spec_fields as _swizzleperf_spec_fields  # noqa: E402\n"
               f"from swizzleperf.kernels.spec import KernelSpec as _SwizzleperfKernelSpec  # noqa: E402\n\n"
-              f"SWIZZLEPERF_SPEC = _SwizzleperfKernelSpec(**_swizzleperf_spec_fields({LAUNCHED}, {str(folder)!r}),\n"
+              f"SWIZZLEPERF_SPEC = _SwizzleperfKernelSpec(**_swizzleperf_spec_fields({LAUNCHED}, {ascii(str(folder))}),\n"
               f"                                          rewrite_target={lifted.target_name!r})\n")
     text = "".join(lines[:at]) + header + "".join(lines[at:])
     return text.rstrip("\n") + "\n" + footer
@@ -220,6 +222,12 @@ def describe_rewrite(kind: str, file_name: str, lines) -> str:
     if kind == "remapped":
         return f"program ids remapped from {file_name} line {lines[0]} on (the mapping could not be lifted: see the note)"
     return f"mapping lifted from {file_name} lines {lines[0]}-{lines[1]}"
+
+
+def _ascii_line(text: str) -> str:
+    """``_one_line(text)`` with what is not ASCII as backslash escapes (for a comment of a module
+    written in the user's file's encoding)."""
+    return _one_line(text).encode("ascii", "backslashreplace").decode("ascii")
 
 
 def _one_line(text: str) -> str:

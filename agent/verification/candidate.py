@@ -19,10 +19,11 @@ import ast
 import copy
 import difflib
 import math
+import re
 import textwrap
 
 from swizzleperf.agent.verification.load import at_column, find_function, module_level_functions
-from swizzleperf.sandbox.write_back import source_lines
+from swizzleperf.sandbox.write_back import _declared_encoding, source_bytes, source_lines
 
 MAX_SOURCE_CHARS = 6000
 #: Deepest nesting of the target's syntax tree (function node = 1). The bundled kernels' targets
@@ -456,7 +457,50 @@ def splice(module_source: str, name: str, new_target: str) -> str:
     replacement = at_column(replacement, indent_of(lines[node.lineno - 1], node.col_offset))
     new_source = "".join(lines[:_first_line(node) - 1]) + replacement + "".join(lines[node.end_lineno:])
     _assert_only_target_changed(tree, ast.parse(new_source), name)
+    _assert_encodable(new_source, replacement)
     return new_source
+
+
+#: A PEP 263 coding declaration, its name as written (``latin-1``, where Python says ``iso-8859-1``).
+_CODING = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
+#: Most characters a refusal lists.
+_SHOWN_CHARS = 8
+
+
+def _assert_encodable(new_source: str, replacement: str) -> None:
+    """The spliced module can be written in the encoding its own coding line declares (PEP 263: a
+    Latin-1 kernel stays Latin-1, ``sandbox/write_back.source_bytes``). A rewrite holding a
+    character that encoding cannot hold (a euro sign, a CJK character or an emoji in the docstring
+    of a Latin-1 kernel's target; a local named with one) is refused here, with the encoding and
+    the characters named: written in other bytes it would be verified as other text than its own,
+    and nothing the user's file cannot hold is ever written into it (red team #41j, K02).
+
+    Raises:
+        CandidateError: the module's declared encoding cannot hold ``new_source``.
+    """
+    try:
+        source_bytes(new_source)
+        return
+    except ValueError:
+        pass
+    head = source_lines(new_source)[:2]
+    encoding = _declared_encoding("".join(head).encode("utf-8", "surrogateescape"))
+    declared = next((m.group(1) for m in map(_CODING.match, head) if m), encoding)
+    bad: list[str] = []
+    for text in (replacement, new_source):   # the rewrite's own characters first
+        for char in dict.fromkeys(text):
+            try:
+                char.encode(encoding)
+            except (UnicodeEncodeError, LookupError):
+                if char not in bad:
+                    bad.append(char)
+        if bad:
+            break
+    shown = ", ".join(f"{char!r} (U+{ord(char):04X})" for char in bad[:_SHOWN_CHARS])
+    more = f" and {len(bad) - _SHOWN_CHARS} more" if len(bad) > _SHOWN_CHARS else ""
+    raise CandidateError(f"the kernel file is {declared}: the rewrite holds characters it cannot encode: "
+                         f"{shown or '(unknown)'}{more}; write the target with characters {declared} can "
+                         f"hold (ASCII always can)")
 
 
 def _assert_only_target_changed(old: ast.Module, new: ast.Module, name: str) -> None:

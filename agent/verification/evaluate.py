@@ -2,9 +2,12 @@
 measure. Shared by the baseline, the expert order and every proposal of the loop."""
 from __future__ import annotations
 
+import errno
 import hashlib
 import math
+import os
 import re
+import stat
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,8 +19,8 @@ from swizzleperf.agent.verification.candidate import (CandidateError, canonical_
                                                       target_source, unified_diff)
 from swizzleperf.agent.verification.measure import Measurer
 from swizzleperf.agent.verification.swizzles import expert_source
-from swizzleperf.agent.verification.verify import (Verdict, VerifyConfig, numerics_problems, reference_module,
-                                                   run_worker, verify)
+from swizzleperf.agent.verification.verify import (MAX_MAPPING_BYTES, Verdict, VerifyConfig, numerics_problems,
+                                                   reference_module, run_worker, verify)
 from swizzleperf.profiling import analysis
 from swizzleperf.sandbox.write_back import source_text, write_sealed
 
@@ -65,7 +68,10 @@ class Evaluator:
     def analysis(self, baseline: dict) -> str:
         """The memory-access analysis of the baseline's order, as the proposer reads it."""
         problem, meta = self.spec.problems["default"], self.spec.meta_for("default")
-        figures = analysis.analyze(self.measurer.trace, np.load(baseline["mapping"]),
+        order, why = load_tile_map(baseline["mapping"])
+        if order is None:
+            return f"(no memory-access analysis: {why})"
+        figures = analysis.analyze(self.measurer.trace, order,
                                    self.spec.tile_grid(problem, meta), self.measurer.target.spec,
                                    self.measurer.probe)
         return analysis.render(figures, self.measurer.target.spec, self.target_name)
@@ -217,8 +223,10 @@ class Evaluator:
         for label, attempt in [("the baseline", baseline)] + [
                 (f"attempt {h.get('iteration')} ({h.get('name')})", h) for h in history]:
             mapping = attempt.get("mapping") if attempt else None
-            if mapping and Path(mapping).exists():
-                tried.setdefault(_sha1(np.load(mapping)), label)
+            if mapping and os.path.lexists(mapping):
+                order, _ = load_tile_map(mapping)   # a file planted where the record points: skipped
+                if order is not None:
+                    tried.setdefault(_sha1(order), label)
         return tried
 
     def simulate(self, source: str) -> dict:
@@ -357,13 +365,42 @@ class Evaluator:
             for p in prepared:
                 outcome = next(outcomes, None) if p["kernel_file"] else None
                 if outcome is not None and outcome["verdict"] == "PASS":
-                    maps.append((np.load(Path(p["kernel_file"]).with_suffix(".map.npy")), ""))
+                    maps.append(load_tile_map(Path(p["kernel_file"]).with_suffix(".map.npy")))
                 else:
                     reason = (p["reason"] if not p["kernel_file"] else
                               f"{outcome['verdict']}: {outcome['reason']}" if outcome else
                               f"{result.verdict.value}: {result.reason}")
                     maps.append((None, reason))
             return maps
+
+
+def load_tile_map(path: str | Path) -> tuple:
+    """``(order, "")``: the program -> tile map saved at ``path``; or ``(None, why)`` in one line.
+    Read as ``verify._not_a_mapping`` reads a worker's map: a regular file only (a named pipe, or a
+    link to ``/dev/zero`` or to the agent's stdin, planted there is refused, opened without blocking
+    and without following a link: never waited on nor read without end), at most
+    ``MAX_MAPPING_BYTES`` (checked before it is read), without pickle, a 1-D integer array."""
+    what = f"the tile map {path}"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return None, f"{what} is not a regular file (a link)"
+        return None, f"{what} cannot be read ({exc.strerror or exc})"
+    with open(fd, "rb") as handle:
+        try:
+            found = os.fstat(handle.fileno())
+            if not stat.S_ISREG(found.st_mode):
+                return None, f"{what} is not a regular file"
+            if found.st_size > MAX_MAPPING_BYTES:
+                return None, f"{what} is {found.st_size} bytes, more than {MAX_MAPPING_BYTES}"
+            order = np.load(handle, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as exc:
+            return None, f"{what} is not a NumPy array file ({' '.join(str(exc).split())[:200]})"
+    if not isinstance(order, np.ndarray) or order.ndim != 1 or order.dtype.kind not in "iu":
+        return None, (f"{what} is not a program -> tile map (a {getattr(order, 'dtype', type(order).__name__)} "
+                      f"array of shape {getattr(order, 'shape', '?')})")
+    return order, ""
 
 
 def _sha1(order: np.ndarray) -> str:

@@ -96,3 +96,18 @@ def test_eval_apps_does_not_refuse_the_kernel_as_unparseable(tmp_path, variant, 
     row = SimpleNamespace(programs=12, l2_hit_rate=None, file=str(path), kernel="transpose_kernel", launch=lambda: None)
     assert bottleneck.why_not(row) == (None, "lifted")
     assert not seen["source"].startswith("\ufeff") and "transpose_kernel" in seen["source"]
+
+
+def test_a_latin1_kernel_in_a_folder_latin1_cannot_name_is_captured(tmp_path):
+    """The generated module is written in the kernel file's own encoding: the user's folder path
+    went into it as a ``repr``, which latin-1 cannot hold for a folder named in CJK (round ten of
+    #41: a traceback once the writer stopped falling back to UTF-8). Paths go in as ASCII escapes."""
+    folder = tmp_path / "用户" / "user"
+    folder.mkdir(parents=True)
+    (folder / "app.py").write_text((APPS / "transpose" / "app.py").read_text())
+    (folder / "kernel.py").write_bytes(_kernel_bytes("latin1"))
+    prepared = user_kernel.prepare(f"{INTERPRET} {folder / 'app.py'}", "transpose_kernel", tmp_path / "work")
+    data = prepared.module_path.read_bytes()
+    data.decode("latin-1")
+    assert "用户".encode("latin-1", "ignore") == b"" and "\\u7528\\u6237" in source_text(data)
+    assert prepared.lifted.target_name in source_text(data)
