@@ -314,9 +314,13 @@ def optimize(
         _fail(f"{Path(workdir) / 'swizzleperf.db'} is not a usable run record ({exc}): move it "
               f"away or give another --workdir")
     except KeyboardInterrupt:
-        run_id = progress.run_id or resume or "RUN_ID"
-        errors.print(f"interrupted: the run is saved; continue it with --resume {_plain(run_id)}"
-                     + (f" --workdir {_plain(workdir)}" if workdir != ".swizzleperf" else ""), markup=False)
+        run_id = progress.run_id or resume   # progress's: set once the run's row is in the record
+        if run_id is None:   # a planted record that stalled the start (#41 round ten): no run to resume
+            errors.print("interrupted before the run was recorded: nothing was saved, there is nothing to resume",
+                         markup=False)
+        else:
+            errors.print(f"interrupted: the run is saved; continue it with --resume {_plain(run_id)}"
+                         + (f" --workdir {_plain(workdir)}" if workdir != ".swizzleperf" else ""), markup=False)
         raise typer.Exit(code=130)
     _print_summary(outcome)
     if outcome.report.get("outputs_error"):

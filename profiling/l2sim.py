@@ -45,13 +45,17 @@ So results are kept on disk under a digest of all five, in ``$SWIZZLEPERF_SIM_CA
 no cache), else ``$XDG_CACHE_HOME/swizzleperf/simulations`` (``~/.cache/...``): one SQLite table
 of JSON text (``simulations.sqlite3``), each value read back checked against ``StoredResult``. A
 cache that cannot be opened, read or written is skipped: the simulation runs; a value that is not
-a result (a wrong type, a missing field, too deep or too long) is a miss, simulated again and
-overwritten (#41). Why not diskcache, which this cache used before: its rows carry a ``mode`` and a
-``filename`` that its ``fetch`` obeys (a row in pickle mode is unpickled, a row's file is read,
-and deleted on eviction), and it applies its database's own ``Settings`` rows at open (each
-``sqlite_*`` row formatted into a ``PRAGMA`` statement, each ``disk_*`` row set on its Disk): a
-planted database steers the library before any value is read, which a Disk subclass cannot
-prevent. The table here is read only as text, and only by its key.
+a result (a wrong type, a missing field, too deep or too long; a ``source`` other than the spec's
+``simulated:<name>``, a ``model`` line with control characters or ``|``, byte counts no simulation
+gives) is a miss, simulated again and overwritten (#41). A database holding anything the store does
+not create (a view, a trigger, another table or index) is not used at all, said once on stderr, and
+every statement is aborted after ``CACHE_STATEMENT_S`` seconds of SQLite work (``StatementBound``):
+a planted view over an endless query is never a hang. Why not diskcache, which this cache used
+before: its rows carry a ``mode`` and a ``filename`` that its ``fetch`` obeys (a row in pickle
+mode is unpickled, a row's file is read, and deleted on eviction), and it applies its database's
+own ``Settings`` rows at open (each ``sqlite_*`` row formatted into a ``PRAGMA`` statement, each
+``disk_*`` row set on its Disk): a planted database steers the library before any value is read,
+which a Disk subclass cannot prevent. The table here is read only as text, and only by its key.
 """
 from __future__ import annotations
 
@@ -60,8 +64,11 @@ import functools
 import hashlib
 import heapq
 import json
+import math
 import os
+import re
 import sqlite3
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -485,7 +492,7 @@ def simulate(trace: TileTrace, order: np.ndarray, hw: HardwareSpec, probe: dict 
     t0 = time.perf_counter()
     order = _check_inputs(trace, order, hw)
     key = _cache_key(trace, order, hw, probe, schedule)
-    cached = _cache_get(key)
+    cached = _cache_get(key, hw)
     if cached is not None:
         return dataclasses.replace(cached, seconds=time.perf_counter() - t0)
     result = _simulate(trace, order, hw, probe, t0) if schedule is None else _scheduled(trace, order, hw, probe,
@@ -674,6 +681,58 @@ MAX_DOMAINS = 4096
 _CACHE_ERRORS = (OSError, sqlite3.Error)
 _Rate = Annotated[float, pydantic.Field(strict=True, ge=0.0, le=1.0, allow_inf_nan=False)]
 _Bytes = Annotated[int, pydantic.Field(strict=True, ge=0, lt=1 << 62)]
+#: What ``_result`` writes as a result's ``source``: ``simulated:`` and a spec name (a YAML file's
+#: stem, ``hwspecs/``), at most 64 characters of letters, digits, ``.``, ``_``, ``+`` and ``-``.
+SOURCE_PATTERN = r"simulated:[A-Za-z0-9][A-Za-z0-9._+-]{0,63}"
+#: Seconds of SQLite work one statement on the cache (or on the run record) may take before SQLite
+#: aborts it (``sqlite3.OperationalError``: "interrupted"); a statement of this module takes
+#: milliseconds, a planted view over an endless query or a trigger inserting 3e8 rows forever.
+CACHE_STATEMENT_S = 5.0
+#: SQLite VM instructions between two calls of the bound's progress handler.
+_PROGRESS_STEPS = 10_000
+#: A pause longer than this (s) between two calls of the progress handler starts a new stretch of
+#: work (the previous statement ended, or it waited on a lock, which is not work).
+_IDLE_GAP_S = 0.25
+
+
+def _printable_line(text: str) -> str:
+    """``text`` unchanged where it is printable and holds no ``|`` (a Markdown table's cell
+    separator); raises ValueError otherwise (a stored ``model`` line that is not one)."""
+    if not text.isprintable() or "|" in text:
+        raise ValueError("must be one printable line without control characters or '|'")
+    return text
+
+
+class StatementBound:
+    """A connection's progress handler (``sqlite3.Connection.set_progress_handler(bound,
+    _PROGRESS_STEPS)``) that aborts a statement after ``seconds`` of continuous work (seconds, > 0).
+
+    A stretch of work starts at ``arm()`` (called before each statement where the caller issues
+    them) or at a handler call that comes more than ``_IDLE_GAP_S`` after the previous one (a new
+    statement on a connection whose statements another library issues). Returning true makes
+    SQLite abort the statement: ``sqlite3.OperationalError`` ("interrupted"), which the caller's
+    ``sqlite3.Error`` handling then meets.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._start = self._last = -math.inf
+
+    def arm(self) -> None:
+        """Start a new stretch of work now (before a statement)."""
+        self._start = self._last = time.monotonic()
+
+    def __call__(self) -> int:
+        now = time.monotonic()
+        if now - self._last > _IDLE_GAP_S:
+            self._start = now
+        self._last = now
+        return int(now - self._start > self.seconds)
+
+    def install(self, connection: sqlite3.Connection) -> "StatementBound":
+        """Set this bound as ``connection``'s progress handler; returns self."""
+        connection.set_progress_handler(self, _PROGRESS_STEPS)
+        return self
 
 
 class StoredResult(pydantic.BaseModel):
@@ -691,9 +750,29 @@ class StoredResult(pydantic.BaseModel):
     cross_domain_bytes: _Bytes
     l1_hit_rate: _Rate | None
     seconds: Annotated[float, pydantic.Field(strict=True, ge=0.0, allow_inf_nan=False)]
-    source: Annotated[str, pydantic.Field(max_length=200)]
-    model: Annotated[str, pydantic.Field(max_length=2000)]
+    source: Annotated[str, pydantic.Field(max_length=200, pattern=f"^{SOURCE_PATTERN}$")]
+    model: Annotated[str, pydantic.Field(max_length=2000), pydantic.AfterValidator(_printable_line)]
     merged_bytes: _Bytes = 0
+
+    @pydantic.model_validator(mode="after")
+    def _consistent(self) -> "StoredResult":
+        """Refuse counts no simulation gives (ValueError, a miss): more hit bytes than read bytes,
+        more DRAM-read or cross-domain bytes than read-miss bytes (each is a miss), a hit rate that
+        is not hit / read bytes (0 without reads), a domain with a hit rate while nothing was read,
+        an LLC hit rate without L2 read misses."""
+        missed = self.l2_read_bytes - self.l2_hit_bytes
+        if missed < 0:
+            raise ValueError("more L2 hit bytes than L2 read bytes")
+        if self.dram_read_bytes > missed or self.cross_domain_bytes > missed:
+            raise ValueError("more DRAM-read or cross-domain bytes than L2 read-miss bytes")
+        expected = self.l2_hit_bytes / self.l2_read_bytes if self.l2_read_bytes else 0.0
+        if abs(self.l2_hit_rate - expected) > 1e-9:
+            raise ValueError("l2_hit_rate is not l2_hit_bytes / l2_read_bytes")
+        if not self.l2_read_bytes and any(self.per_domain_hit_rate):
+            raise ValueError("a domain hit rate without L2 reads")
+        if not missed and self.llc_hit_rate:
+            raise ValueError("an LLC hit rate without L2 read misses")
+        return self
 
 
 def cache_dir() -> Path | None:
@@ -739,39 +818,118 @@ def _cache_key(trace: TileTrace, order: np.ndarray, hw: HardwareSpec, probe: dic
     return digest.hexdigest()
 
 
+#: The objects the cache's database may hold, ``(type, name, table): SQL`` as ``sqlite_master`` keeps
+#: them (blanks collapsed): the table ``_Store`` creates and the index SQLite makes for its key.
+_CACHE_OBJECTS = {
+    ("table", "simulations", "simulations"):
+        "CREATE TABLE simulations (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    ("index", "sqlite_autoindex_simulations_1", "simulations"): None,
+}
+
+
+class UnusableCache(Exception):
+    """The cache's database holds what ``_Store`` never creates (a view, a trigger, another table
+    or index, its table defined otherwise): one line naming the first such object."""
+
+
+def _plain(text, limit: int = 120) -> str:
+    """``text`` (any object) as one printable line of at most ``limit`` characters: non-printable
+    characters as ``?`` (a planted name's escape codes never reach the terminal)."""
+    text = str(text)
+    return "".join(ch if ch.isprintable() else "?" for ch in text[:limit]) + ("..." if len(text) > limit else "")
+
+
+def _foreign_object(db: sqlite3.Connection, expected: dict) -> str | None:
+    """The first object of ``db``'s ``sqlite_master`` not in ``expected`` (``(type, name, table):
+    SQL or None``, the SQL compared with blanks collapsed), as ``"a view named X"`` (triggers and
+    views named first); None when all are expected (or there are none). At most 64 objects are
+    read: more is not ours either.
+
+    Raises:
+        sqlite3.Error: the schema cannot be read (not a database, malformed).
+    """
+    rows = db.execute("SELECT type, name, tbl_name, sql FROM sqlite_master LIMIT 65").fetchall()
+    if len(rows) > 64:
+        return "more than 64 schema objects"
+    for kind, name, table, sql in sorted(rows, key=lambda row: row[0] not in ("trigger", "view")):  # those first
+        key = (kind, name, table)
+        wanted = expected.get(key, ...)
+        found = " ".join(sql.split()) if isinstance(sql, str) else sql
+        if wanted is ... or found != wanted:
+            article = "an" if str(kind)[:1] in ("a", "e", "i", "o", "u") else "a"
+            return (f"{article} {_plain(kind, 20)} named {_plain(name, 60)}"
+                    + ("" if wanted is ... else " defined otherwise"))
+    return None
+
+
 class _Store:
     """The cache's table, ``simulations (key TEXT PRIMARY KEY, value TEXT)``, one connection per
-    folder shared by this process's threads (a lock around each statement)."""
+    folder shared by this process's threads (a lock around each statement). Each statement is
+    bounded to ``CACHE_STATEMENT_S`` seconds of SQLite work (``StatementBound``)."""
 
     def __init__(self, folder: Path) -> None:
+        """Open (or create) ``folder/CACHE_FILE``.
+
+        Raises:
+            UnusableCache: the database holds objects the store never creates (nothing is
+                written to it then).
+            OSError, sqlite3.Error: the folder or database cannot be made, opened or read.
+        """
         folder.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(folder / CACHE_FILE, timeout=5, isolation_level=None,
-                                   check_same_thread=False)
-        self._db.execute("PRAGMA trusted_schema = OFF")  # a planted view or trigger calls no function
-        self._db.execute("PRAGMA journal_mode = WAL")    # test processes share one cache
-        self._db.execute("CREATE TABLE IF NOT EXISTS simulations (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        self.path = folder / CACHE_FILE
+        self._db = sqlite3.connect(self.path, timeout=5, isolation_level=None, check_same_thread=False)
+        try:
+            self._bound = StatementBound(CACHE_STATEMENT_S).install(self._db)
+            self._bound.arm()
+            self._db.execute("PRAGMA trusted_schema = OFF")  # a planted view or trigger calls no function
+            foreign = _foreign_object(self._db, _CACHE_OBJECTS)   # before anything is written to it
+            if foreign is not None:
+                raise UnusableCache(f"the simulation cache {_plain(self.path, 200)} holds {foreign}, which "
+                                    f"swizzleperf never creates: it is not used (every simulation runs); "
+                                    f"move it aside to cache again")
+            self._db.execute("PRAGMA journal_mode = WAL")    # test processes share one cache
+            self._bound.arm()
+            self._db.execute("CREATE TABLE IF NOT EXISTS simulations (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        except BaseException:
+            self._db.close()
+            raise
 
     def get(self, key: str) -> str | None:
         """The stored text of ``key``, None where there is none or it is not text of at most
-        ``CACHE_VALUE_CHARS`` characters (SQLite compares the length before Python sees it)."""
+        ``CACHE_VALUE_CHARS`` characters (SQLite compares the length before Python sees it).
+
+        Raises:
+            sqlite3.Error: the database cannot be read, or the statement ran past its bound."""
         with self._lock:
+            self._bound.arm()
             row = self._db.execute("SELECT value FROM simulations WHERE key = ? AND typeof(value) = 'text' "
                                    "AND length(value) <= ?", (key, CACHE_VALUE_CHARS)).fetchone()
         return row[0] if row else None
 
     def set(self, key: str, value: str) -> None:
-        """Store (or replace) ``key``; the least recently stored beyond ``CACHE_ROWS`` go."""
+        """Store (or replace) ``key``; the least recently stored beyond ``CACHE_ROWS`` go.
+
+        Raises:
+            sqlite3.Error: the database cannot be written, or a statement ran past its bound."""
         with self._lock:
+            self._bound.arm()
             self._db.execute("INSERT OR REPLACE INTO simulations (key, value) VALUES (?, ?)", (key, value))
+            self._bound.arm()
             self._db.execute("DELETE FROM simulations WHERE rowid <= (SELECT max(rowid) FROM simulations) - ?",
                              (CACHE_ROWS,))
 
 
 @functools.lru_cache(maxsize=4)
 def _open_cache(folder: str) -> _Store | None:
+    """The store of ``folder``, opened once per process; None where it cannot be used (a folder
+    or database that cannot be opened: silently; one holding objects the store never creates:
+    said once, in one line on stderr). Never raises."""
     try:
         return _Store(Path(folder))
+    except UnusableCache as exc:
+        print(f"warning: {exc}", file=sys.stderr)
+        return None
     except _CACHE_ERRORS:
         return None
 
@@ -781,8 +939,10 @@ def _cache() -> _Store | None:
     return None if folder is None else _open_cache(str(folder))
 
 
-def _cache_get(key: str) -> SimResult | None:
-    """The stored result of ``key``, or None: no cache, no row, or a row that is not a result."""
+def _cache_get(key: str, hw: HardwareSpec | None = None) -> SimResult | None:
+    """The stored result of ``key``, or None: no cache, no row, or a row that is not a result
+    (``StoredResult``), or, given ``hw``, not one of ``hw``'s (its ``source`` not
+    ``simulated:<hw.name>``, not one hit rate per L2 domain)."""
     cache = _cache()
     if cache is None:
         return None
@@ -795,6 +955,9 @@ def _cache_get(key: str) -> SimResult | None:
     try:
         stored = untrusted.load_json_checked(text, StoredResult, "a stored simulation", CACHE_VALUE_CHARS, 4)
     except untrusted.UntrustedInput:
+        return None
+    if hw is not None and (stored.source != f"simulated:{hw.name}"
+                           or len(stored.per_domain_hit_rate) != hw.l2_domains):
         return None
     return SimResult(**stored.model_dump())
 

@@ -8,12 +8,18 @@ write waits for another's lock with a bounded retry (``RECORD_WAIT_S``), then ra
 ``RecordLocked``; a full disk raises ``RecordFull``; both one line. Every text stored goes through
 ``redact`` (no URL credentials or query secrets in the record). What is read back is data only,
 checked before use (#41): a ``runs`` row against ``RunRow``, its configuration against the run's
-options (``stored_options``); a row that fails is ``UnusableRunError``, one line.
+options (``stored_options``); a row that fails is ``UnusableRunError``, one line. A record holding
+what the project never creates (a view, a trigger, a table or index of another name: a planted
+record, whose trigger could insert 3e8 rows on the first write) is refused on connecting,
+``UnusableRecord``, one line naming the file; and every statement is aborted after
+``RECORD_STATEMENT_S`` seconds of SQLite work (``StatementBound``), so that nothing in the file
+can hang a run.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import sqlite3
 import time
 import typing
@@ -56,6 +62,20 @@ CREATE TABLE IF NOT EXISTS requests (
 RECORD_WAIT_S = 120.0
 #: Seconds SQLite's own busy handler waits within one try (the retry loop makes up the rest).
 _TRY_WAIT_S = 5.0
+#: Seconds of SQLite work one statement on the record may take before SQLite aborts it
+#: (``sqlite3.OperationalError`` "interrupted"): the record's statements take milliseconds.
+RECORD_STATEMENT_S = 20.0
+#: SQLite VM instructions between two calls of ``StatementBound``.
+_PROGRESS_STEPS = 10_000
+#: A pause (s) between two calls of ``StatementBound`` longer than this starts a new stretch of work.
+_IDLE_GAP_S = 0.25
+#: The tables the project creates in the record: this module's, LangGraph's checkpointer's
+#: (``checkpoints``, ``writes``) and the evals' (eval/evals_table.py, eval/apps.py). A record of an
+#: older version may lack some; anything else (or an index other than a table's key) is refused.
+RECORD_TABLES = frozenset({"runs", "iterations", "requests", "checkpoints", "writes", "evals", "app_evals",
+                           "app_rows"})
+#: Schema objects read from a record's ``sqlite_master`` at most (the project creates 16).
+_MAX_SCHEMA_OBJECTS = 64
 T = TypeVar("T")
 
 _METRIC_COLUMNS = ("l2_hit_rate", "l2_source", "time_ms", "time_spread_ms", "time_source",
@@ -158,6 +178,82 @@ def storage_fault(exc: BaseException, path: Path | str) -> RecordError | None:
     return None
 
 
+class _BoundedConnection(sqlite3.Connection):
+    """A connection carrying its ``StatementBound`` (``bound``), installed by ``RunRecord.connect``."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.bound = StatementBound(RECORD_STATEMENT_S)
+
+
+class UnusableRecord(RecordError, sqlite3.DatabaseError):
+    """The record holds what the project never creates (a view, a trigger, an unknown table or
+    index): one line naming the file and the object, saying to move it aside. Also a
+    ``sqlite3.DatabaseError``, so that a caller that turns a record which is not a database into
+    one line (eval/apps.py) does the same with this one."""
+
+
+class StatementBound:
+    """A connection's progress handler that aborts a statement after ``seconds`` (> 0) of
+    continuous SQLite work: returning true makes SQLite raise ``sqlite3.OperationalError``
+    ("interrupted") from the statement, which is rolled back.
+
+    A stretch of work starts at ``arm()`` (before a statement or transaction this module issues)
+    or at a call more than ``_IDLE_GAP_S`` after the previous one (a statement that another
+    library, LangGraph's checkpointer, issues on the connection; a wait on a lock is no work).
+    (profiling/l2sim.py bounds its cache the same way; kept apart so the record needs no simulator.)
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._start = self._last = -math.inf
+
+    def arm(self) -> None:
+        """Start a new stretch of work now."""
+        self._start = self._last = time.monotonic()
+
+    def __call__(self) -> int:
+        now = time.monotonic()
+        if now - self._last > _IDLE_GAP_S:
+            self._start = now
+        self._last = now
+        return int(now - self._start > self.seconds)
+
+
+def _plain(text, limit: int = 80) -> str:
+    """``text`` as one printable line of at most ``limit`` characters (others as ``?``)."""
+    text = str(text)
+    return "".join(ch if ch.isprintable() else "?" for ch in text[:limit]) + ("..." if len(text) > limit else "")
+
+
+def foreign_object(db: sqlite3.Connection) -> str | None:
+    """The first object in ``db``'s schema that the project never creates (``"a trigger named
+    bomb on runs"``; triggers and views named first), or None: only the tables of
+    ``RECORD_TABLES`` and the indexes SQLite makes for their keys (``sqlite_autoindex_<table>_<n>``)
+    may be there.
+
+    Raises:
+        sqlite3.DatabaseError: the file is not a database, or its schema cannot be read.
+    """
+    rows = db.execute("SELECT type, name, tbl_name FROM sqlite_master LIMIT ?", (_MAX_SCHEMA_OBJECTS + 1,)).fetchall()
+    if len(rows) > _MAX_SCHEMA_OBJECTS:
+        return f"more than {_MAX_SCHEMA_OBJECTS} schema objects"
+    for kind, name, table in sorted(rows, key=lambda row: row[0] not in ("trigger", "view")):  # those first
+        if kind == "table" and name == table and name in RECORD_TABLES:
+            continue
+        if kind == "table" and name in ("sqlite_stat1", "sqlite_stat4", "sqlite_sequence"):
+            continue   # SQLite's own: ANALYZE's statistics, AUTOINCREMENT's counters
+        if kind == "index" and isinstance(name, str) and name.startswith("sqlite_autoindex_sqlite_"):
+            continue
+        if (kind == "index" and table in RECORD_TABLES and isinstance(name, str)
+                and name.startswith(f"sqlite_autoindex_{table}_") and name.rsplit("_", 1)[-1].isdigit()):
+            continue
+        article = "an" if str(kind)[:1] in ("a", "e", "i", "o", "u") else "a"
+        return (f"{article} {_plain(kind, 20)} named {_plain(name)}"
+                + ("" if kind != "trigger" else f" on {_plain(table)}"))
+    return None
+
+
 class RunRecord:
     """The SQLite run record under ``root`` (created on first use, not at import); ``wait_s``:
     how long a write waits for another process's lock (default ``RECORD_WAIT_S``)."""
@@ -174,11 +270,30 @@ class RunRecord:
     def connect(self, timeout_s: float | None = None) -> sqlite3.Connection:
         """A connection with the tables created; the caller closes it. The journal is WAL
         (readers never wait for the writer); a writer waits up to ``timeout_s`` (default
-        ``wait_s``) for another's transaction to end, then SQLite raises "database is locked"."""
+        ``wait_s``) for another's transaction to end, then SQLite raises "database is locked".
+        Its schema is checked first (``foreign_object``), nothing written before; each statement
+        is bounded (``StatementBound``, ``RECORD_STATEMENT_S``; the connection's ``bound``
+        attribute, which ``arm()`` restarts); ``PRAGMA trusted_schema`` is off.
+
+        Raises:
+            UnusableRecord: the record holds a view, a trigger or another object the project never
+                creates (one line naming the file: move it aside).
+            sqlite3.DatabaseError: not a database; sqlite3.OperationalError: locked, or a
+                statement past its bound; OSError: the folder cannot be made.
+        """
         self.root.mkdir(parents=True, exist_ok=True)
         connection = sqlite3.connect(self.db_path, check_same_thread=False,
-                                     timeout=self.wait_s if timeout_s is None else timeout_s)
+                                     timeout=self.wait_s if timeout_s is None else timeout_s,
+                                     factory=_BoundedConnection)
         try:
+            connection.set_progress_handler(connection.bound, _PROGRESS_STEPS)
+            connection.bound.arm()
+            connection.execute("PRAGMA trusted_schema=OFF")   # a schema's functions: innocuous ones only
+            foreign = foreign_object(connection)
+            if foreign is not None:
+                raise UnusableRecord(f"{_plain(self.db_path, 300)} is not a usable run record: it holds {foreign}, "
+                                     f"which swizzleperf never creates (a planted or edited record): move it aside "
+                                     f"or give another --workdir")
             connection.execute("PRAGMA journal_mode=WAL")
             connection.executescript(_SCHEMA)
         except BaseException:
@@ -198,6 +313,7 @@ class RunRecord:
             try:
                 db = self.connect(min(_TRY_WAIT_S, self.wait_s))
                 try:
+                    db.bound.arm()
                     with db:
                         return action(db)
                 finally:

@@ -9,7 +9,6 @@ import hashlib
 import os
 import secrets
 import shutil
-import sqlite3
 import stat
 import sys
 import tempfile
@@ -103,8 +102,10 @@ def start(options: RunOptions, on_event: Callable = lambda k, d: None, proposer=
     """A new run of ``options.kernel``; ``proposer`` overrides the one the options select.
 
     Raises:
-        RunError: a full disk or a record locked too long while starting (one line); also
-            KernelLoadError, UnknownHardwareError from loading the kernel and its target.
+        RunError: a full disk, a record locked too long or unusable (``UnusableRecord``: a view, a
+            trigger or another object the project never creates) while starting, or the run folder
+            not inside ``options.workdir`` once links are followed (``_check_runs_folder``), one
+            line; also KernelLoadError, UnknownHardwareError from loading the kernel and its target.
     """
     run_id = new_run_id()
     try:
@@ -118,6 +119,7 @@ def start(options: RunOptions, on_event: Callable = lambda k, d: None, proposer=
     on_event("target", {"name": target.message})
     record = RunRecord(Path(options.workdir))
     run_dir = Path(options.workdir) / "runs" / run_id
+    _check_runs_folder(options.workdir, run_dir)
     created = [p for p in (run_dir.parent, run_dir.parent.parent) if not p.exists()]
     # a long name: the evaluator names the run's files after the run folder's copy, whose name is short
     evaluated = (kernel_path if in_folder_name(kernel_path.name) == kernel_path.name
@@ -170,6 +172,27 @@ def in_folder_name(name: str) -> str:
 def original_path(run_dir: Path, kernel: str) -> Path:
     """Where a run folder keeps the kernel's bytes as the run read them (``kernel``: its file)."""
     return Path(run_dir) / f"original_{in_folder_name(Path(kernel).name)}"
+
+
+def _check_runs_folder(workdir: str, run_dir: Path) -> None:
+    """Refuse to make ``run_dir`` (``workdir/runs/<run id>``) where it, or ``workdir/runs``, is
+    not inside ``workdir`` once links are followed (W02b: ``runs`` a link to ``/`` put the run folder
+    at ``/<run id>``, which ``resume`` then refused as outside); nothing is made or changed.
+
+    Raises:
+        RunError: outside, or a link loop that cannot be resolved: one line, as ``resume`` says it.
+    """
+    try:
+        root = Path(workdir).resolve()
+        places = [(folder, folder.resolve()) for folder in (run_dir.parent, run_dir)]
+    except (OSError, RuntimeError) as exc:   # a link loop: RuntimeError before Python 3.13, OSError after
+        raise RunError(f"--workdir {workdir}: its runs folder {run_dir.parent} cannot be resolved ({exc}): "
+                       f"give a folder you can write") from None
+    for folder, resolved in places:
+        if not resolved.is_relative_to(root):
+            raise RunError(f"--workdir {workdir}: {str(folder)[:200]} leads to {str(resolved)[:200]}, which is "
+                           f"not inside {workdir} (links followed): no run is started there; remove the link or "
+                           f"give another --workdir")
 
 
 def _make_run_dir(run_dir: Path, name: str, source: bytes, workdir: str) -> None:
@@ -493,7 +516,7 @@ def _drive(loop: Loop, record: RunRecord, run_id: str, run_dir: Path, target, in
     """
     config = {"configurable": {"thread_id": run_id}, "recursion_limit": 10_000}
     status, failure, graph, signal_name = "interrupted", None, None, None
-    connection = sqlite3.connect(record.db_path, check_same_thread=False, timeout=record.wait_s)
+    connection = record.connect(record.wait_s)   # checked and bounded as every connection to the record
     if initial is None:  # a resume: a checkpoint that cannot be read stops it in one line, nothing rewritten
         state = _readable_checkpoint(loop, connection, config, record, run_id)
         unverified = _unverified_files(state, run_dir, loop.mode == "measured")
