@@ -64,9 +64,7 @@ import functools
 import hashlib
 import heapq
 import json
-import math
 import os
-import re
 import sqlite3
 import sys
 import threading
@@ -688,11 +686,6 @@ SOURCE_PATTERN = r"simulated:[A-Za-z0-9][A-Za-z0-9._+-]{0,63}"
 #: aborts it (``sqlite3.OperationalError``: "interrupted"); a statement of this module takes
 #: milliseconds, a planted view over an endless query or a trigger inserting 3e8 rows forever.
 CACHE_STATEMENT_S = 5.0
-#: SQLite VM instructions between two calls of the bound's progress handler.
-_PROGRESS_STEPS = 10_000
-#: A pause longer than this (s) between two calls of the progress handler starts a new stretch of
-#: work (the previous statement ended, or it waited on a lock, which is not work).
-_IDLE_GAP_S = 0.25
 
 
 def _printable_line(text: str) -> str:
@@ -701,38 +694,6 @@ def _printable_line(text: str) -> str:
     if not text.isprintable() or "|" in text:
         raise ValueError("must be one printable line without control characters or '|'")
     return text
-
-
-class StatementBound:
-    """A connection's progress handler (``sqlite3.Connection.set_progress_handler(bound,
-    _PROGRESS_STEPS)``) that aborts a statement after ``seconds`` of continuous work (seconds, > 0).
-
-    A stretch of work starts at ``arm()`` (called before each statement where the caller issues
-    them) or at a handler call that comes more than ``_IDLE_GAP_S`` after the previous one (a new
-    statement on a connection whose statements another library issues). Returning true makes
-    SQLite abort the statement: ``sqlite3.OperationalError`` ("interrupted"), which the caller's
-    ``sqlite3.Error`` handling then meets.
-    """
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self._start = self._last = -math.inf
-
-    def arm(self) -> None:
-        """Start a new stretch of work now (before a statement)."""
-        self._start = self._last = time.monotonic()
-
-    def __call__(self) -> int:
-        now = time.monotonic()
-        if now - self._last > _IDLE_GAP_S:
-            self._start = now
-        self._last = now
-        return int(now - self._start > self.seconds)
-
-    def install(self, connection: sqlite3.Connection) -> "StatementBound":
-        """Set this bound as ``connection``'s progress handler; returns self."""
-        connection.set_progress_handler(self, _PROGRESS_STEPS)
-        return self
 
 
 class StoredResult(pydantic.BaseModel):
@@ -880,7 +841,7 @@ class _Store:
         self.path = folder / CACHE_FILE
         self._db = sqlite3.connect(self.path, timeout=5, isolation_level=None, check_same_thread=False)
         try:
-            self._bound = StatementBound(CACHE_STATEMENT_S).install(self._db)
+            self._bound = untrusted.StatementBound(CACHE_STATEMENT_S).install(self._db)
             self._bound.arm()
             self._db.execute("PRAGMA trusted_schema = OFF")  # a planted view or trigger calls no function
             foreign = _foreign_object(self._db, _CACHE_OBJECTS)   # before anything is written to it

@@ -28,9 +28,12 @@ from __future__ import annotations
 import ast
 import io
 import json
+import math
 import os
 import re
+import sqlite3
 import stat
+import time
 import tokenize
 import zlib
 from collections.abc import Iterable, Iterator
@@ -439,3 +442,44 @@ def read_source(path: str | Path, max_bytes: int = MAX_KERNEL_BYTES, what: str =
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())[:300]
+
+
+# -- SQLite files another process may have written: every statement bounded ----------------------
+
+#: SQLite VM instructions between two calls of a ``StatementBound``.
+_PROGRESS_STEPS = 10_000
+#: A pause longer than this (s) between two calls of the progress handler starts a new stretch of
+#: work (the previous statement ended, or it waited on a lock, which is not work).
+_IDLE_GAP_S = 0.25
+
+
+class StatementBound:
+    """A connection's progress handler (``sqlite3.Connection.set_progress_handler(bound,
+    _PROGRESS_STEPS)``) that aborts a statement after ``seconds`` of continuous work (seconds, > 0).
+
+    A stretch of work starts at ``arm()`` (called before each statement where the caller issues
+    them) or at a handler call that comes more than ``_IDLE_GAP_S`` after the previous one (a new
+    statement on a connection whose statements another library issues). Returning true makes
+    SQLite abort the statement: ``sqlite3.OperationalError`` ("interrupted"), which the caller's
+    ``sqlite3.Error`` handling then meets.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._start = self._last = -math.inf
+
+    def arm(self) -> None:
+        """Start a new stretch of work now (before a statement)."""
+        self._start = self._last = time.monotonic()
+
+    def __call__(self) -> int:
+        now = time.monotonic()
+        if now - self._last > _IDLE_GAP_S:
+            self._start = now
+        self._last = now
+        return int(now - self._start > self.seconds)
+
+    def install(self, connection: sqlite3.Connection) -> "StatementBound":
+        """Set this bound as ``connection``'s progress handler; returns self."""
+        connection.set_progress_handler(self, _PROGRESS_STEPS)
+        return self

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import sqlite3
 import time
 import typing
@@ -65,10 +64,6 @@ _TRY_WAIT_S = 5.0
 #: Seconds of SQLite work one statement on the record may take before SQLite aborts it
 #: (``sqlite3.OperationalError`` "interrupted"): the record's statements take milliseconds.
 RECORD_STATEMENT_S = 20.0
-#: SQLite VM instructions between two calls of ``StatementBound``.
-_PROGRESS_STEPS = 10_000
-#: A pause (s) between two calls of ``StatementBound`` longer than this starts a new stretch of work.
-_IDLE_GAP_S = 0.25
 #: The tables the project creates in the record: this module's, LangGraph's checkpointer's
 #: (``checkpoints``, ``writes``) and the evals' (eval/evals_table.py, eval/apps.py). A record of an
 #: older version may lack some; anything else (or an index other than a table's key) is refused.
@@ -183,7 +178,7 @@ class _BoundedConnection(sqlite3.Connection):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.bound = StatementBound(RECORD_STATEMENT_S)
+        self.bound = untrusted.StatementBound(RECORD_STATEMENT_S)
 
 
 class UnusableRecord(RecordError, sqlite3.DatabaseError):
@@ -191,33 +186,6 @@ class UnusableRecord(RecordError, sqlite3.DatabaseError):
     index): one line naming the file and the object, saying to move it aside. Also a
     ``sqlite3.DatabaseError``, so that a caller that turns a record which is not a database into
     one line (eval/apps.py) does the same with this one."""
-
-
-class StatementBound:
-    """A connection's progress handler that aborts a statement after ``seconds`` (> 0) of
-    continuous SQLite work: returning true makes SQLite raise ``sqlite3.OperationalError``
-    ("interrupted") from the statement, which is rolled back.
-
-    A stretch of work starts at ``arm()`` (before a statement or transaction this module issues)
-    or at a call more than ``_IDLE_GAP_S`` after the previous one (a statement that another
-    library, LangGraph's checkpointer, issues on the connection; a wait on a lock is no work).
-    (profiling/l2sim.py bounds its cache the same way; kept apart so the record needs no simulator.)
-    """
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self._start = self._last = -math.inf
-
-    def arm(self) -> None:
-        """Start a new stretch of work now."""
-        self._start = self._last = time.monotonic()
-
-    def __call__(self) -> int:
-        now = time.monotonic()
-        if now - self._last > _IDLE_GAP_S:
-            self._start = now
-        self._last = now
-        return int(now - self._start > self.seconds)
 
 
 def _plain(text, limit: int = 80) -> str:
@@ -286,7 +254,7 @@ class RunRecord:
                                      timeout=self.wait_s if timeout_s is None else timeout_s,
                                      factory=_BoundedConnection)
         try:
-            connection.set_progress_handler(connection.bound, _PROGRESS_STEPS)
+            connection.bound.install(connection)
             connection.bound.arm()
             connection.execute("PRAGMA trusted_schema=OFF")   # a schema's functions: innocuous ones only
             foreign = foreign_object(connection)

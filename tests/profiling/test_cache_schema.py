@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from swizzleperf.profiling import l2sim
+from swizzleperf.sandbox import untrusted
 from swizzleperf.profiling.l2sim import simulate
 from test_l2sim import B, make_hw, make_trace
 from test_l2sim_cache import replays  # noqa: F401 (the fixture)
@@ -29,17 +30,6 @@ ROOT = Path(__file__).resolve().parents[2]
 TABLE = "CREATE TABLE simulations (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
 ENDLESS_VIEW = ("CREATE VIEW simulations AS WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM n) "
                 "SELECT printf('%040d', x) AS key, 'v' AS value FROM n")
-
-
-@pytest.fixture
-def own_cache(tmp_path, monkeypatch):
-    folder = tmp_path / "simulations"
-    monkeypatch.setenv(l2sim.CACHE_ENV, str(folder))
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    l2sim._open_cache.cache_clear()
-    yield folder
-    l2sim._open_cache.cache_clear()
 
 
 def _plant(folder: Path, *statements: str) -> Path:
@@ -140,7 +130,7 @@ def test_a_statement_is_aborted_after_its_bound(own_cache, replays, monkeypatch)
 
 
 def test_the_bound_aborts_an_endless_statement():
-    bound = l2sim.StatementBound(0.2)
+    bound = untrusted.StatementBound(0.2)
     db = sqlite3.connect(":memory:")
     bound.install(db)
     bound.arm()

@@ -33,15 +33,6 @@ class _Payload:
         return (Path.touch, (self.marker,))
 
 
-@pytest.fixture
-def own_cache(tmp_path, monkeypatch):
-    folder = tmp_path / "simulations"
-    monkeypatch.setenv(l2sim.CACHE_ENV, str(folder))
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    return folder
-
-
 def _case():
     trace, hw = make_trace([[[0], [1]], [[0], [2]]]), make_hw(l2_bytes=2 * B)
     return trace, hw, l2sim._cache_key(trace, np.arange(2), hw, None)
