@@ -189,6 +189,14 @@ class Limits:
 WORKER_FILE_SIZE_BYTES = 4 << 30
 
 
+#: What a compiled (GPU) verification worker's filter leaves out of ``SECCOMP_REFUSALS``: unix sockets
+#: (CUDA's start needs them, measured below) and SysV IPC, not yet tried under CUDA on a GPU (the
+#: refusals of round ten landed after the last device session; the keyring's and the socket families'
+#: refusals are those of Docker's default seccomp profile, under which CUDA runs); the mounts box's IPC
+#: namespace keeps its objects private there.
+_COMPILED_KEEPS = ("unix_socket", "sysv_ipc")
+
+
 def worker_limits(timeout_s: float, interpret: bool, writable: tuple = ()) -> Limits:
     """The limits of a verification worker: 16 GiB of address space for interpreted (CPU) workers
     (a CPU worker of the bundled kernels' check problems peaks well under 4 GiB, measured on this
@@ -196,12 +204,12 @@ def worker_limits(timeout_s: float, interpret: bool, writable: tuple = ()) -> Li
     wall-clock timeout on every core plus a minute, ``writable`` (its temporary folder) the
     only place it may write, no file larger than ``WORKER_FILE_SIZE_BYTES``, and the seccomp
     filter: every refusal of ``SECCOMP_REFUSALS`` for an interpreted worker, all but
-    ``unix_socket`` for a compiled (GPU) one. CUDA's start needs ``socket(AF_UNIX)``: on an H100
+    ``_COMPILED_KEEPS`` for a compiled (GPU) one. CUDA's start needs ``socket(AF_UNIX)``: on an H100
     (2026-12-06, bench/results/gpu_round42_h100/seccomp_cuda_h100.json, bench/gpu_seccomp_cuda.py)
     ``cuInit`` returned 304 under the whole filter and under that refusal alone, and 0 under each
     other refusal alone and under none."""
     cores = os.cpu_count() or 1
-    refusals = SECCOMP_REFUSALS if interpret else tuple(r for r in SECCOMP_REFUSALS if r != "unix_socket")
+    refusals = SECCOMP_REFUSALS if interpret else tuple(r for r in SECCOMP_REFUSALS if r not in _COMPILED_KEEPS)
     return Limits(address_space_bytes=16 << 30 if interpret else None,
                   cpu_seconds=int(timeout_s * 2 * cores) + 60, drop_admin=True,
                   writable=tuple(str(p) for p in writable), file_size_bytes=WORKER_FILE_SIZE_BYTES,

@@ -276,7 +276,7 @@ def _allow(syscall, ruleset: int, path: str, access: int) -> None:
 #: /dev/dri/*). Never a terminal (``terminal_devices``), a kernel device (``KERNEL_DEVICES``),
 #: /dev/vsock, /dev/kvm, /dev/uinput... (#41 round ten).
 WRITABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/kfd")
-_GPU_DEVICE_PREFIXES = ("/dev/nvidia", "/dev/dri/")
+_GPU_DEVICE_PREFIXES = ("/dev/nvidia", "/dev/dri/", "/dev/infiniband/")   # NCCL opens the RDMA devices
 
 
 def _devices() -> list:

@@ -115,7 +115,8 @@ def test_the_rank_pool_and_profilers_keep_their_unix_sockets(tmp_path, listening
     assert sandbox.worker_limits(60, True).seccomp_refusals == sandbox.SECCOMP_REFUSALS
     # a compiled (GPU) worker: CUDA's start needs socket(AF_UNIX) (cuInit 304 under that refusal
     # alone on an H100, bench/results/gpu_round42_h100/seccomp_cuda_h100.json); the rest it keeps
-    assert set(sandbox.worker_limits(60, False).seccomp_refusals) == set(sandbox.SECCOMP_REFUSALS) - {"unix_socket"}
+    assert set(sandbox.worker_limits(60, False).seccomp_refusals) == set(sandbox.SECCOMP_REFUSALS) - {"unix_socket",
+                                                                                                     "sysv_ipc"}
     seen = _in_box(scratch, SOCKETS, listening, limits=pool)
     assert seen["unix"] == "connected" and seen["socketpair"] == "x" and seen["datagram pair"] == "made", seen
 
