@@ -196,7 +196,7 @@ class Progress:
 
 def _attempt_line(a: dict) -> str:
     where = a["kind"] if a["kind"] != "candidate" else f"#{a['iteration']}"
-    name = _text(a["name"])
+    name = _text(a["name"] + (f" (= {a['catalog_twin']})" if a.get("catalog_twin") else ""))
     if a["verdict"] != "PASS":
         return f"[red]{where:>8} {name:<22} {_text(a['verdict'])}[/red]: {_text(a['reason'][:160])}"
     m = a["metrics"]
@@ -521,8 +521,8 @@ def _orders_table(r: dict) -> tuple:
     """``(table, line)``: baseline, expert and best; a column whose cell is the same in every row
     (the simulator as the source, "not measured") leaves the table for the line under it, so that
     the table fits 80 columns (#45: ``simulated:mi300x`` was cut there)."""
-    from swizzleperf.agent.loop.report import time_cells
-    rows = [(f"{label}: {f['name']}", f"{f['l2_hit_rate']:.1%}", f["source"] or "n/a", *time_cells(f))
+    from swizzleperf.agent.loop.report import shown_name, time_cells
+    rows = [(f"{label}: {shown_name(f)}", f"{f['l2_hit_rate']:.1%}", f["source"] or "n/a", *time_cells(f))
             for label in ("baseline", "expert", "best")
             if (f := r.get(label)) and f.get("l2_hit_rate") is not None]
     same = {i for i in range(2, len(_ORDER_COLUMNS)) if rows and len({row[i] for row in rows}) == 1}
@@ -547,7 +547,8 @@ def _best_lines(r: dict, run_dir: Path) -> list:
     if best.get("kind") == "baseline":
         return [f"no order beat your kernel's own: nothing to apply ({run_dir / 'best.diff'} is empty)"]
     scope = best.get("permutation_scope") or f"permutation verified {best.get('permutation_verified')}"
-    lines = [f"best: {best.get('name')}: {scope}; {numerics_text(r)}"]
+    from swizzleperf.agent.loop.report import shown_name
+    lines = [f"best: {shown_name(best)}: {scope}; {numerics_text(r)}"]
     if r.get("best_kernel_file"):
         lines.append(f"best kernel: {r['best_kernel_file']}")
     elif r.get("best_kernel_refused"):

@@ -24,6 +24,7 @@ import pydantic
 
 from swizzleperf.agent.loop import run
 from swizzleperf.agent.loop.record import RunRecord, UnknownRunError
+from swizzleperf.agent.loop.report import shown_name
 from swizzleperf.eval import evals_table, workers
 from swizzleperf.eval.evals_table import kernel_status, set_status
 from swizzleperf.sandbox import untrusted
@@ -453,7 +454,7 @@ def _kernel_row(record: RunRecord, kernel: str, run_id: str | None, status: str,
     out = {"kernel": kernel, "hardware": report.get("hardware"), "mode": report.get("mode"), "run_id": run_id}
     for label in ("baseline", "expert", "best"):
         f = report.get(label) or {}
-        out.update({f"{label}_name": f.get("name"), f"{label}_time_ms": f.get("time_ms"),
+        out.update({f"{label}_name": shown_name(f) if f else None, f"{label}_time_ms": f.get("time_ms"),
                     f"{label}_time_spread_ms": f.get("time_spread_ms"), f"{label}_l2_hit_rate": f.get("l2_hit_rate"),
                     f"{label}_dram_bytes": f.get("dram_bytes"),
                     f"{label}_source": f.get("source") or f.get("predicted_source"),

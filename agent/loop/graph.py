@@ -151,6 +151,11 @@ class Loop:
         attempt = dict(state["pending"])
         self.on_event("verify", attempt)
         attempt.update(self._verify(attempt))
+        twin_of = getattr(self.evaluator, "catalog_twin", None)   # a distributed evaluator has no catalog of orders
+        if attempt.get("verdict") == Verdict.PASS.value and twin_of is not None:
+            twin = twin_of(attempt.get("mapping"))
+            if twin and twin != attempt["name"]:   # the policy names its proposals by their catalog order
+                attempt["catalog_twin"] = twin
         return {"pending": attempt}
 
     def measure(self, state: LoopState) -> dict:

@@ -16,7 +16,7 @@ def figures(attempt: dict | None) -> dict | None:
     if not attempt:
         return None
     m = attempt.get("metrics") or {}
-    return {"name": attempt.get("name"), "iteration": attempt.get("iteration"),
+    return {"name": attempt.get("name"), "catalog_twin": attempt.get("catalog_twin"), "iteration": attempt.get("iteration"),
             "verdict": attempt.get("verdict"), "reason": attempt.get("reason", ""),
             "l2_hit_rate": m.get("l2_hit_rate"), "source": m.get("l2_source"),
             "time_ms": m.get("time_ms"), "time_spread_ms": m.get("time_spread_ms"),
@@ -55,7 +55,7 @@ def build_report(state: dict, run: dict, target_message: str, extra: dict | None
               "run_dir": run["run_dir"], "proposer": run["proposer"],
               "iterations": int(state.get("iteration", 0)), "stop_reason": state.get("stop_reason", ""),
               "baseline": figures(baseline), "expert": figures(expert), "best": figures(best),
-              "attempts": [{k: h.get(k) for k in ("iteration", "name", "verdict", "reason", "lesson")}
+              "attempts": [{k: h.get(k) for k in ("iteration", "name", "catalog_twin", "verdict", "reason", "lesson")}
                            | {k: (h.get("metrics") or {}).get(k) for k in _ATTEMPT_FIGURES}
                            for h in history],
               "confirmation": state.get("confirmation"),
@@ -355,14 +355,14 @@ def render_markdown(report: dict) -> str:
             t = f"{a['predicted_time_ms']:.3f} predicted" + _interval_text(a.get("predicted_interval_ms"))
             if a.get("committed_ms") is not None:
                 t += f"; {a['committed_ms']:.3f} measured earlier"
-        lines.append(f"| {a['iteration']} | {md_text(a['name'])} | {md_text(a['verdict'])} | {_pct(a.get('l2_hit_rate'))} | "
+        lines.append(f"| {a['iteration']} | {md_text(shown_name(a))} | {md_text(a['verdict'])} | {_pct(a.get('l2_hit_rate'))} | "
                      f"{_gb(a.get('dram_bytes'))} | {_gb(a.get('predicted_cross_domain_bytes'))} | {t} | {text} |")
     if report.get("best_kernel_refused"):
         lines.append(f"\nThe best kernel file: {md_text(report['best_kernel_refused'])}")
     if best.get("swizzle_source"):
         title = "Best configuration" if report.get("distributed") else "Best swizzle"
         fence = "json" if report.get("distributed") else "python"
-        lines += ["", f"## {title} ({md_text(best['name'])}, verified: permutation {best['permutation_verified']}, "
+        lines += ["", f"## {title} ({md_text(shown_name(best))}, verified: permutation {best['permutation_verified']}, "
                       f"{md_text(numerics_text(report))})", "",
                   *([md_text(best["permutation_scope"][:1].upper() + best["permutation_scope"][1:]) + ".", ""]
                     if best.get("permutation_scope") else []),
@@ -524,9 +524,17 @@ def _order_table(report: dict) -> list:
         f = report.get(label)
         if f:
             dram = "n/a" if f.get("dram_bytes") is None else f"{f['dram_bytes'] / 1e9:.2f} GB ({f['dram_source']})"
-            lines.append(f"| {label}: {md_text(f['name'])} | {_pct(f['l2_hit_rate'])} | {f['source']} | "
+            lines.append(f"| {label}: {md_text(shown_name(f))} | {_pct(f['l2_hit_rate'])} | {f['source']} | "
                          f"{' | '.join(time_cells(f))} | {dram} |")
     return lines + [f"\n{note}" for note in order_notes(report)]
+
+
+def shown_name(f: dict) -> str:
+    """An order's name as reports and the console show it: a proposal whose tile map is a catalog
+    order ranked in its prompt says so (``llm (= the catalog's grouped-n:32, ranked in its
+    prompt)``): credited to the catalog, not to the model."""
+    twin = f.get("catalog_twin")
+    return f"{f.get('name')} (= the catalog's {twin}, ranked in its prompt)" if twin else str(f.get("name"))
 
 
 def time_cells(f: dict) -> tuple:

@@ -217,6 +217,20 @@ class Evaluator:
                  "tried": tried.get(e["predicted"]["order_sha1"], ""),
                  **{k: v for k, v in e["predicted"].items() if k != "order_sha1"}} for e in self._ranking]
 
+    def catalog_twin(self, mapping: str | Path | None) -> str:
+        """The catalog order whose tile map at the default problem is the one saved at ``mapping``
+        (a verified candidate's), where the catalog was ranked for a prompt this run (``evidence``),
+        else "": a proposal that is a known order, whatever its code looks like, is credited to
+        the catalog, not to the proposer (DEVELOPERS.md: an LLM's result is credited to it only
+        for what the prompt did not hand it)."""
+        if self._ranking is None or not mapping:
+            return ""
+        order, _ = load_tile_map(mapping)
+        if order is None:
+            return ""
+        sha = _sha1(order)
+        return next((e["name"] for e in self._ranking if e["predicted"].get("order_sha1") == sha), "")
+
     def _tried_orders(self, history: list, baseline: dict | None) -> dict:
         """Tile-map hash -> who evaluated that order first (the baseline, attempt N (name))."""
         tried = {}
