@@ -117,10 +117,10 @@ run() {
     # The optimizer: 8 iterations of GEMM, simulated MI300X (no GPU here), at a 2048-token context
     # the client learns from the server. A proposal may take 15 min on 2 CPU cores.
     { time swizzleperf optimize kernels/gemm.py --model qwen --base-url "$base" --iterations 8 \
-        --plateau 8 --llm-timeout 900 --workdir "$out/work"; echo "exit code $?"; } \
+        --plateau 8 --llm-timeout 900 --context-tokens "$LLM_CTX" --workdir "$out/work"; echo "exit code $?"; } \
         > "$out/optimize_gemm_qwen.txt" 2>&1
     { time swizzleperf eval --kernels gemm,transpose,stencil2d --model qwen --base-url "$base" \
-        --iterations 4 --llm-timeout 900 --workdir "$out/work" --out "$out/eval_qwen"; echo "exit code $?"; } \
+        --iterations 4 --llm-timeout 900 --context-tokens "$LLM_CTX" --workdir "$out/work" --out "$out/eval_qwen"; echo "exit code $?"; } \
         > "$out/eval_qwen.txt" 2>&1
     { time swizzleperf eval --kernels gemm,transpose,stencil2d --iterations 4 --workdir "$out/work" \
         --out "$out/eval_policy"; echo "exit code $?"; } > "$out/eval_policy.txt" 2>&1
@@ -128,7 +128,7 @@ run() {
         --model qwen --sample 12 --out "$out/token_check.md" > /dev/null 2>&1 || true
     serve smol
     { swizzleperf optimize kernels/gemm.py --model smol --base-url "$base" --iterations 4 --plateau 8 \
-        --llm-timeout 600 --workdir "$out/work"; echo "exit code $?"; } > "$out/optimize_gemm_smol.txt" 2>&1
+        --llm-timeout 600 --context-tokens "$LLM_CTX" --workdir "$out/work"; echo "exit code $?"; } > "$out/optimize_gemm_smol.txt" 2>&1
     set -e
     stop
     finish
