@@ -653,6 +653,10 @@ class ChatClient:
         return None, "unknown (the server does not say)"
 
 
+#: A fenced code block opened and closed: a reply cut by the deadline after it still holds a rewrite.
+_CLOSED_CODE_BLOCK = re.compile(r"```[^\n`]*\n.*?\n[ \t]*```", re.S)
+
+
 class Conversation:
     """The requests of one proposal, under one deadline; ``exchanges`` is its transcript."""
 
@@ -684,6 +688,12 @@ class Conversation:
                 raise self.error(str(exc), type(exc), getattr(exc, "window", None)) from None  # ContextOverflow
             self.exchanges.append(exchange)
             if exchange.outcome == "ok":
+                return exchange
+            if exchange.outcome.startswith("deadline: cancelled") and _CLOSED_CODE_BLOCK.search(exchange.reply or ""):
+                # the code came first, as asked, and was whole before the deadline cut the rationale
+                # (a real 1.5B model on a CPU, 2026-12-07): read, not thrown away
+                exchange.outcome = f"ok: {exchange.outcome}, after a closed code block"
+                exchange.finish_reason = exchange.finish_reason or "deadline"
                 return exchange
             if exchange.outcome.startswith("deadline"):
                 raise self.error(f"LLM endpoint {self.client.url}: no usable reply within the "

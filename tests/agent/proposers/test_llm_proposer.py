@@ -497,3 +497,21 @@ def test_a_reply_with_a_form_feed_in_a_comment_is_cut_where_python_cuts_it():
              "    pid_m = pid // num_pid_n\n    pid_n = pid % num_pid_n\n    return pid_m, pid_n\n```\n")
     source, _ = parse_reply(reply, "swizzle", ["pid", "num_pid_m", "num_pid_n"])
     assert source.startswith("@triton.jit\ndef swizzle(") and source.rstrip().endswith("return pid_m, pid_n")
+
+
+def test_a_closed_code_block_before_the_deadline_is_read_though_the_rationale_was_cut(server, context):
+    """The prompt asks for the code block first; a real Qwen2.5-Coder-1.5B on a CPU (2026-12-07)
+    sent it whole, then the deadline cut its rationale, and the proposal was thrown away as
+    NO_CANDIDATE. The closed block is read now, and the exchange says the deadline cut it."""
+    server.reply(f"```python\n{GROUPED}```\n" + "The groups share the B columns. " * 400, chunk_delay_s=0.02,
+                 chunk_chars=40)
+    proposal = proposer_for(server, deadline_s=2.0, retries=0).propose(context)
+    assert "GROUP_SIZE_M" in proposal.source
+    [exchange] = proposal.exchanges
+    assert exchange["outcome"].startswith("ok: deadline: cancelled") and exchange["finish_reason"] == "deadline"
+
+
+def test_a_reply_cut_inside_its_code_block_at_the_deadline_is_still_no_candidate(server, context):
+    server.reply(f"```python\n{GROUPED}" + "    # more\n" * 2000, chunk_delay_s=0.02, chunk_chars=40)
+    with pytest.raises(ProposerError, match="deadline"):
+        proposer_for(server, deadline_s=1.5, retries=0).propose(context)
