@@ -653,8 +653,9 @@ class ChatClient:
         return None, "unknown (the server does not say)"
 
 
-#: A fenced code block opened and closed: a reply cut by the deadline after it still holds a rewrite.
-_CLOSED_CODE_BLOCK = re.compile(r"```[^\n`]*\n.*?\n[ \t]*```", re.S)
+#: A fenced code block opened and closed (fences included): a reply cut by the deadline after it
+#: still holds a rewrite; a re-ask shows it where the whole reply does not fit.
+CLOSED_CODE_BLOCK = re.compile(r"```[^\n`]*\n.*?\n[ \t]*```", re.S)
 
 
 class Conversation:
@@ -689,7 +690,7 @@ class Conversation:
             self.exchanges.append(exchange)
             if exchange.outcome == "ok":
                 return exchange
-            if exchange.outcome.startswith("deadline: cancelled") and _CLOSED_CODE_BLOCK.search(exchange.reply or ""):
+            if exchange.outcome.startswith("deadline: cancelled") and CLOSED_CODE_BLOCK.search(exchange.reply or ""):
                 # the code came first, as asked, and was whole before the deadline cut the rationale
                 # (a real 1.5B model on a CPU, 2026-12-07): read, not thrown away
                 exchange.outcome = f"ok: {exchange.outcome}, after a closed code block"

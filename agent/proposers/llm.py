@@ -23,7 +23,7 @@ from typing import Any
 
 from swizzleperf.agent.proposers import wire
 from swizzleperf.agent.proposers.base import Proposal, ProposalContext, secret_refusal
-from swizzleperf.agent.proposers.chat import ChatClient, ChatSettings, ContextOverflow, Conversation
+from swizzleperf.agent.proposers.chat import CLOSED_CODE_BLOCK, ChatClient, ChatSettings, ContextOverflow, Conversation
 from swizzleperf.agent.verification.candidate import CandidateError, canonical_target, not_a_plain_def
 from swizzleperf.prompts import render
 from swizzleperf.sandbox import untrusted
@@ -402,10 +402,16 @@ class LLMProposer:
         lower level of detail where the window asks for it, the reply left out last."""
         fix = {"role": "user", "content": self.fix_message(context, reason)}
         reply = exchange.reply
+        block = CLOSED_CODE_BLOCK.search(reply or "")
+        # the whole reply; else its code block alone (the line the reason names is in it: a tail cut
+        # to 400 characters once showed the model only its closing sentence, 2026-12-07); else its end
+        shown_forms = [reply if len(reply) <= MAX_REPLY_SHOWN else "..." + reply[-MAX_REPLY_SHOWN:]]
+        if block and block.group(0) != reply and len(block.group(0)) <= MAX_REPLY_SHOWN:
+            shown_forms.append(block.group(0))
+        shown_forms += ["..." + reply[-limit:] for limit in (1500, 400) if limit < len(reply)]
         for level in [d for d in DETAIL_LEVELS if d >= detail]:
             base = self.messages(context, level)
-            for limit in (min(len(reply), MAX_REPLY_SHOWN), 1500, 400):
-                shown = reply if limit >= len(reply) else "..." + reply[-limit:]
+            for shown in shown_forms:
                 messages = base + [{"role": "assistant", "content": shown}, fix]
                 if shown and self.chat.fits(messages):
                     return messages

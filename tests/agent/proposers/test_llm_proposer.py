@@ -515,3 +515,16 @@ def test_a_reply_cut_inside_its_code_block_at_the_deadline_is_still_no_candidate
     server.reply(f"```python\n{GROUPED}" + "    # more\n" * 2000, chunk_delay_s=0.02, chunk_chars=40)
     with pytest.raises(ProposerError, match="deadline"):
         proposer_for(server, deadline_s=1.5, retries=0).propose(context)
+
+
+def test_a_reask_that_cannot_show_the_whole_reply_shows_its_code_block(context):
+    """A re-ask once showed the model the last 400 characters of its reply (its closing sentence)
+    while the reason named line 10 of its code (a real 1.5B model, 2026-12-07): where the whole
+    reply does not fit, its code block is shown before any cut tail."""
+    from types import SimpleNamespace
+    proposer = LLMProposer(model="fake-coder", base_url="http://127.0.0.1:9/v1", api_key="test-key")
+    reply = f"```python\n{GROUPED}```\n" + "Why this order works. " * 300
+    proposer.chat.fits = lambda messages: all(len(m.get("content") or "") <= 2500 for m in messages
+                                              if m["role"] == "assistant")
+    messages = proposer._reask(context, 0, SimpleNamespace(reply=reply), "line 10: `if` is not allowed", None)
+    assert messages[-2] == {"role": "assistant", "content": f"```python\n{GROUPED}```"}
