@@ -186,8 +186,8 @@ def _check_runs_folder(workdir: str, run_dir: Path) -> None:
         root = Path(workdir).resolve()
         places = [(folder, folder.resolve()) for folder in (run_dir.parent, run_dir)]
     except (OSError, RuntimeError) as exc:   # a link loop: RuntimeError before Python 3.13, OSError after
-        raise RunError(f"--workdir {workdir}: its runs folder {run_dir.parent} cannot be resolved ({exc}): "
-                       f"give a folder you can write") from None
+        raise RunError(f"--workdir {workdir}: cannot make the run folder: its runs folder {run_dir.parent} cannot "
+                       f"be resolved ({exc}): give a folder you can write") from None
     for folder, resolved in places:
         if not resolved.is_relative_to(root):
             raise RunError(f"--workdir {workdir}: {str(folder)[:200]} leads to {str(resolved)[:200]}, which is "
