@@ -5,11 +5,11 @@ file renamed over it), as every file a run writes (#41)."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 from hang_guard import never_blocks
+from planted import PLANTED_KINDS, plant
 
 from swizzleperf.agent.distributed.evaluator import DistEvaluator, resolve_target
 from swizzleperf.agent.verification.load import load_spec
@@ -32,19 +32,13 @@ def _evaluator(tmp_path: Path) -> DistEvaluator:
                          candidates_dir=tmp_path / "candidates", timeout_s=300)
 
 
-@pytest.mark.parametrize("kind", ["a dangling link", "a link to a file", "a named pipe"])
+@pytest.mark.parametrize("kind", PLANTED_KINDS)
 def test_what_is_planted_at_a_config_name_is_replaced(tmp_path, kind):
     evaluator = _evaluator(tmp_path)
     evaluator.candidates_dir.mkdir()
     planted = evaluator.candidates_dir / "c1_gemm_all_scatter.config.json"
     victim = tmp_path / "outside.json"
-    if kind == "a dangling link":
-        planted.symlink_to(victim)
-    elif kind == "a link to a file":
-        victim.write_text("precious\n")
-        planted.symlink_to(victim)
-    else:
-        os.mkfifo(planted)
+    plant(kind, planted, victim)
     with never_blocks(30, "prepare on a planted pipe"):
         prepared = evaluator.prepare("c1", json.dumps(CONFIG))
     assert not prepared["verdict"], prepared["reason"]

@@ -4,10 +4,10 @@ the folder) or, pointing at a file, taken as the reference; a named pipe there w
 worker, which waits on it for ever. The name is replaced now, as every file a run writes (#41)."""
 from __future__ import annotations
 
-import os
 
 import pytest
 from hang_guard import never_blocks
+from planted import PLANTED_KINDS, plant
 
 from swizzleperf.agent.verification.verify import reference_module
 
@@ -20,22 +20,12 @@ def _private_home(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
 
-def _plant(kind: str, path, victim):
-    if kind == "a dangling link":
-        path.symlink_to(victim)
-    elif kind == "a link to a file":
-        victim.write_text("precious\n")
-        path.symlink_to(victim)
-    else:
-        os.mkfifo(path)
-
-
-@pytest.mark.parametrize("kind", ["a dangling link", "a link to a file", "a named pipe"])
+@pytest.mark.parametrize("kind", PLANTED_KINDS)
 def test_what_is_planted_at_the_reference_is_replaced(tmp_path, kind):
     candidates = tmp_path / "candidates"
     candidates.mkdir()
     victim = tmp_path / "outside.py"
-    _plant(kind, candidates / "reference_gemm.py", victim)
+    plant(kind, candidates / "reference_gemm.py", victim)
     with never_blocks(30, "reference_module on a planted pipe"):
         path = reference_module(candidates, tmp_path / "gemm.py", MODULE)
     assert path == candidates / "reference_gemm.py"
