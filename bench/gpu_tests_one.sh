@@ -1,14 +1,10 @@
 #!/usr/bin/env bash
-# On one H100 or H200 (wheels of bench/gather_wheels.sh carried in .whl/, z3 among them): every
+# On one H100 or H200 (wheels of bench/gather_wheels.sh carried in .whl/, z3's package too: bench/gpu_setup.sh): every
 # GPU-marked test of one GPU, at the working tree's commit, into $OUT/gpu_tests.txt, the GPU into
 # $OUT/gpu.txt. tests/eval/test_notebook.py and test_suite.py are left out: they import nbformat,
 # which the GPU image lacks (none of their tests is GPU-marked).
 set -uo pipefail
 source bench/gpu_setup.sh || exit 1
-# z3's wheel (38 MB) does not fit the carry beside the tree: .whl/z3_site.tar.xz holds its package (libz3.so
-# once, no z3 binary: `unzip z3_solver-*.whl; rm z3/lib/libz3.so.5.4; tar cJf z3_site.tar.xz z3 z3_solver-*.dist-info`),
-# unpacked where gpu_setup.sh put the other wheels.
-[ -f .whl/z3_site.tar.xz ] && tar xJf .whl/z3_site.tar.xz -C /tmp/site
 nvidia-smi --query-gpu=name,uuid --format=csv > "$OUT/gpu.txt"
 python3 -c "import torch, triton, z3; print('torch', torch.__version__, 'triton', triton.__version__, 'z3', z3.get_version_string())" >> "$OUT/gpu.txt" 2>&1
 timeout "${TESTS_S:-480}" python3 -m pytest -q -p no:cacheprovider -m "gpu and not multigpu" tests \
