@@ -5,7 +5,8 @@
 #   bash bench/real_llm.sh setup              # venv + server (built from source, ~16 min on 2 cores) + models
 #   bash bench/real_llm.sh serve [qwen|smol]  # serve on 127.0.0.1:$LLM_PORT (background; pid in $LLM_HOME)
 #   bash bench/real_llm.sh stop
-#   bash bench/real_llm.sh run                # the committed runs: bench/results/real_llm/ (about 45 min)
+#   bash bench/real_llm.sh run                # the committed runs: bench/results/real_llm/ (about 45 min
+#                                            # at the 2048-token window they were made at; longer at 4096)
 #   bash bench/real_llm.sh run-no-evidence    # the gemm optimize and stencil2d eval again with --no-evidence
 #                                            # (the simulator's ranking out of the prompt; about 30 min)
 #   bash bench/real_llm.sh finish             # (part of both) runs.md per workdir, the records pruned to text,
@@ -19,7 +20,12 @@ set -euo pipefail
 
 LLM_HOME=${LLM_HOME:-$HOME/.cache/swizzleperf-llm}
 LLM_PORT=${LLM_PORT:-8089}
-LLM_CTX=${LLM_CTX:-2048}
+# The served window. 4096: at 2048 every prompt of the 2026-12-07 runs dropped to the shortest level
+# (no analysis, no profile: llm.DETAIL_LEVELS) and the model copied the one source shown; the full
+# prompt is about 3000 tokens with the tools' schema. Qwen2.5's n_ctx_train is 32768. Memory: the
+# KV cache is 28 KiB a token (28 layers x 2 KV heads x 128 x K,V x f16): 112 MiB at 4096, beside
+# 1.6 GiB of weights and a compute buffer of about 0.3 GiB (server-qwen.log at 2048, 2026-12-07).
+LLM_CTX=${LLM_CTX:-4096}
 LLAMA_CPP_VERSION=${LLAMA_CPP_VERSION:-0.3.36}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 PY=$LLM_HOME/venv/bin/python
@@ -114,8 +120,10 @@ run() {
     wait_for_port
     serve qwen
     set +e   # a run that ends non-zero (smol's) is a result, not the end of the script
-    # The optimizer: 8 iterations of GEMM, simulated MI300X (no GPU here), at a 2048-token context
-    # the client learns from the server. A proposal may take 15 min on 2 CPU cores.
+    # The optimizer: 8 iterations of GEMM, simulated MI300X (no GPU here), at the $LLM_CTX-token
+    # context given with --context-tokens (llama-cpp-python announces none). A proposal may take
+    # 15 min on 2 busy CPU cores: prompts are processed at 12-28 tokens/s there (2026-12-07), so a
+    # full 3000-token prompt takes 2-4 min before the first token of the reply.
     { time swizzleperf optimize kernels/gemm.py --model qwen --base-url "$base" --iterations 8 \
         --plateau 8 --llm-timeout 900 --context-tokens "$LLM_CTX" --workdir "$out/work"; echo "exit code $?"; } \
         > "$out/optimize_gemm_qwen.txt" 2>&1
@@ -182,5 +190,5 @@ case "$cmd" in
     run) run ;;
     run-no-evidence) run_no_evidence ;;
     finish) finish ;;
-    *) sed -n 2,17p "$0"; exit 2 ;;
+    *) sed -n 2,18p "$0"; exit 2 ;;
 esac

@@ -1,5 +1,6 @@
 """The prompts: Jinja2 templates (``*.j2`` in this folder) and the one environment that renders
-them, with its filters (``bytes``, ``mib``, ``num``, ``label``, ``figures``, ``first_lines``).
+them, with its filters (``bytes``, ``mib``, ``gb``, ``num``, ``label``, ``figures``, ``shown_figures``,
+``first_lines``).
 Nothing prompt-like is written in Python elsewhere.
 
 Imports nothing of the package: profiling (the access analysis, prompts/analysis.j2) and the
@@ -21,6 +22,7 @@ def _environment() -> jinja2.Environment:
                              undefined=jinja2.StrictUndefined, trim_blocks=True,
                              lstrip_blocks=True, keep_trailing_newline=True)
     env.filters.update(bytes=_format_bytes, num=_format_number, label=_label, figures=figures, mib=_mib,
+                       gb=gb, shown_figures=shown_figures,
                        first_lines=lambda text, n: "\n".join(text.splitlines()[:n]))
     return env
 
@@ -41,6 +43,29 @@ def figures(metrics: dict) -> list:
         source = metrics.get(f"{key}_source") or metrics.get(_SOURCE_KEYS.get(key, "")) or metrics.get("source") or ""
         out.append((key, value, source))
     return out
+
+
+def shown_figures(metrics: dict) -> list:
+    """``[(name, text, source)]``: :func:`figures` as the prompt shows them: a ``*_bytes`` figure
+    in GB (:func:`gb`), any other number as ``num`` writes it; a ``predicted_<name>`` figure left
+    out where ``<name>`` is shown beside it with the same text and source (a simulated run's
+    ``l2_hit_rate`` is its prediction)."""
+    shown = [(name, gb(value) if name.endswith("_bytes") else _format_number(value), source)
+             for name, value, source in figures(metrics)]
+    seen = {(name, text, source) for name, text, source in shown}
+    return [(name, text, source) for name, text, source in shown
+            if not (name.startswith("predicted_") and (name[len("predicted_"):], text, source) in seen)]
+
+
+def gb(value: float, unit: bool = True, sign: bool = False) -> str:
+    """Bytes in decimal gigabytes, the one unit the prompt gives DRAM and L2 traffic in (the roof
+    line's, profiling/roof.py): two decimals, ``805306368`` -> ``"0.81 GB"``; three significant
+    digits below 0.1 GB, where two decimals would write a small kernel's traffic as 0.00
+    (``12345678`` -> ``"0.0123 GB"``). ``unit=False``: the number alone; ``sign``: ``+`` or ``-``."""
+    number = value / 1e9
+    plus = "+" if sign else ""
+    text = f"{number:{plus}.2f}" if abs(number) >= 0.1 or number == 0 else f"{number:{plus}.3g}"
+    return f"{text} GB" if unit else text
 
 
 def _format_bytes(value: float) -> str:

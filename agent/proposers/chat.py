@@ -29,6 +29,7 @@ a transient error). ``Conversation`` holds them:
 from __future__ import annotations
 
 import importlib
+import json
 import math
 import os
 import re
@@ -60,6 +61,11 @@ INITIAL_CHARS_PER_TOKEN = 3.0
 TEMPLATE_TOKENS_PER_MESSAGE = 5
 #: Tokens of the assistant turn's opening that the template appends (``<|im_start|>assistant\n``).
 GENERATION_PROMPT_TOKENS = 3
+#: Tokens a chat template adds around the ``tools`` schema it renders into the prompt, besides the
+#: schema's own JSON: Qwen2.5's "# Tools ... <tools></tools> ... <tool_call>" preamble is 77 with
+#: llama-cpp-python 0.3.36 (2026-12-07: 232 tokens in all, 155 of them ``json.dumps`` of the
+#: proposer's two tools); used only in estimates, which say so.
+TEMPLATE_TOKENS_FOR_TOOLS = 80
 #: Fraction of the window kept free for the reply when no --max-reply-tokens is given, and its bounds.
 REPLY_SHARE, REPLY_MIN, REPLY_MAX = 0.25, 384, 2048
 #: Added to the temperature at each re-ask of a proposal (capped at 1.0): a model told that its
@@ -155,6 +161,10 @@ class Exchange:
         max_tokens: the reply budget sent; ``temperature``: the sampling temperature sent.
         prompt_tokens / completion_tokens: tokens the server processed for this request.
         tokens_source: ``server`` (its usage), ``estimated: <how>``, or ``none: not sent``.
+        tools_tokens: of ``prompt_tokens``, those of the ``tools`` schema sent with the request
+            (estimated: :meth:`ChatClient.tools_tokens`; 0 where none was sent).
+        prompt_detail: the level of detail of the proposer's prompt (``llm.DETAIL_LEVELS``, 0 =
+            everything), where a proposer says; None otherwise.
         tool_calls: the tools the model called: ``[{id, name, arguments}]`` (arguments: JSON text;
             name ``""`` where the server sent none: the proposer refuses such a call with why);
             a call the proposer could not run also has ``rejected``: why, one line (``llm.reason_line``).
@@ -174,6 +184,8 @@ class Exchange:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     tokens_source: str = "none: not sent"
+    tools_tokens: int = 0
+    prompt_detail: int | None = None
     tool_calls: list = field(default_factory=list)
     rejected: str = ""
 
@@ -249,6 +261,7 @@ class ChatClient:
         self._stream_options = True       # dropped for a server that refuses them
         self.tools_supported = True       # likewise
         self._tokenizer: tuple | None = None  # (path, body maker, reader) that worked; () none works
+        self._tools_counted: dict[str, int] = {}  # json.dumps(tools) -> its tokens by the server's tokenizer
 
     @property
     def model(self) -> str:
@@ -275,35 +288,54 @@ class ChatClient:
             return REPLY_UNKNOWN_WINDOW
         return int(min(REPLY_MAX, max(REPLY_MIN, window * REPLY_SHARE)))
 
-    def estimate_tokens(self, messages: list) -> int:
-        """Prompt tokens of ``messages``: counted by the server's tokenizer where it has one (plus
-        the chat template's tokens), else from the characters-per-token ratio measured on its
-        earlier answers (3.0 before the first)."""
+    def estimate_tokens(self, messages: list, tools: list | None = None) -> int:
+        """Prompt tokens of ``messages``, and of the ``tools`` offered with them (which the chat
+        template renders into the prompt: :meth:`tools_tokens`): counted by the server's tokenizer
+        where it has one (plus the chat template's tokens), else from the characters-per-token
+        ratio measured on its earlier answers (3.0 before the first)."""
         overhead = TEMPLATE_TOKENS_PER_MESSAGE * len(messages) + GENERATION_PROMPT_TOKENS
         if self._tokenizer != ():
             counts = [self._count(m.get("content") or "") for m in messages]
             if None not in counts:
-                return sum(counts) + overhead
+                return sum(counts) + overhead + self.tools_tokens(tools)
         chars = sum(len(m.get("content") or "") for m in messages)
-        return int(chars / self._chars_per_token) + overhead
+        return int(chars / self._chars_per_token) + overhead + self.tools_tokens(tools)
+
+    def tools_tokens(self, tools: list | None) -> int:
+        """Prompt tokens of the ``tools`` schema (0: none, or a server that refused them): its
+        ``json.dumps`` counted as the messages are (the server's tokenizer, else the ratio), plus
+        ``TEMPLATE_TOKENS_FOR_TOOLS``."""
+        if not tools or not self.tools_supported:
+            return 0
+        text = json.dumps(tools)
+        count = self._tools_counted.get(text)
+        if count is None and self._tokenizer != ():
+            count = self._count(text)
+            if count is not None:
+                self._tools_counted[text] = count
+        if count is None:
+            count = int(len(text) / self._chars_per_token)
+        return count + TEMPLATE_TOKENS_FOR_TOOLS
 
     def reply_floor(self) -> int:
         """The fewest reply tokens a prompt must leave free: ``REPLY_MIN`` (enough for a rewrite
         target and two sentences), or the reply budget where that is smaller."""
         return min(REPLY_MIN, self.max_tokens())
 
-    def fits(self, messages: list) -> bool:
-        """Whether ``messages`` leave room for ``reply_floor()`` tokens of reply in the window
-        (True while the window is unknown: the server's answer then tells)."""
+    def fits(self, messages: list, tools: list | None = None) -> bool:
+        """Whether ``messages`` and the ``tools`` offered with them leave room for ``reply_floor()``
+        tokens of reply in the window (True while the window is unknown: the server's answer then
+        tells)."""
         window = self.window()
-        return window is None or self.estimate_tokens(messages) + self.reply_floor() <= window
+        return window is None or self.estimate_tokens(messages, tools) + self.reply_floor() <= window
 
-    def reply_budget(self, messages: list) -> int:
-        """``max_tokens`` of a request: ``max_tokens()``, cut to what the window leaves."""
+    def reply_budget(self, messages: list, tools: list | None = None) -> int:
+        """``max_tokens`` of a request: ``max_tokens()``, cut to what the window leaves beside
+        ``messages`` and ``tools``."""
         window = self.window()
         if window is None:
             return self.max_tokens()
-        return max(1, min(self.max_tokens(), window - self.estimate_tokens(messages)))
+        return max(1, min(self.max_tokens(), window - self.estimate_tokens(messages, tools)))
 
     def learn_window(self, window: int, source: str) -> None:
         self._window, self.window_source, self._asked_window = window, source, True
@@ -340,7 +372,7 @@ class ChatClient:
             ContextOverflow: the server refused the prompt as longer than its window.
         """
         exchange = Exchange(n=n, started_at=time.time(), messages=messages,
-                            max_tokens=max_tokens or self.reply_budget(messages),
+                            max_tokens=max_tokens or self.reply_budget(messages, tools),
                             temperature=self.settings.temperature if temperature is None else temperature)
         start = time.monotonic()
         remaining = deadline - start
@@ -388,6 +420,7 @@ class ChatClient:
             options["stream_options"] = {"include_usage": True}
         if tools and self.tools_supported:
             options["tools"] = tools
+        exchange.tools_tokens = self.tools_tokens(options.get("tools"))
         try:
             manager, response = self._open(options)
         except openai.BadRequestError as exc:
@@ -408,12 +441,13 @@ class ChatClient:
         finally:
             manager.__exit__(None, None, None)  # closes the connection: the server stops generating
         if exchange.outcome == EMPTY_STREAM:
-            self._diagnose(messages, exchange, deadline)
+            self._diagnose(messages, exchange, deadline, options.get("tools"))
 
-    def _diagnose(self, messages: list, exchange: Exchange, deadline: float) -> None:
+    def _diagnose(self, messages: list, exchange: Exchange, deadline: float, tools: list | None = None) -> None:
         """Ask again, not streamed, for one token, to learn why a stream came back empty: an
         overlong prompt is then an HTTP 400 that names the window (raised as ContextOverflow);
-        otherwise the stream's outcome stands (the retry policy takes it as transient)."""
+        otherwise the stream's outcome stands (the retry policy takes it as transient). The
+        ``tools`` the stream carried go with it: they are part of the prompt's length."""
         for _ in range(3):  # the failed stream's connection may still be closing: a new one
             remaining = deadline - time.monotonic()
             if remaining <= 1:
@@ -421,7 +455,8 @@ class ChatClient:
             try:
                 manager, response = self._open(dict(
                     model=self.model, messages=messages, max_tokens=1, temperature=self.settings.temperature,
-                    timeout=httpx.Timeout(remaining, connect=min(10.0, remaining))))
+                    timeout=httpx.Timeout(remaining, connect=min(10.0, remaining)),
+                    **({"tools": tools} if tools else {})))
                 break
             except openai.APIConnectionError:
                 time.sleep(0.5)
@@ -562,7 +597,8 @@ class ChatClient:
 
     def _learn_ratio(self, exchange: Exchange) -> None:
         chars = sum(len(m.get("content") or "") for m in exchange.messages)
-        text_tokens = exchange.prompt_tokens - TEMPLATE_TOKENS_PER_MESSAGE * len(exchange.messages)
+        text_tokens = (exchange.prompt_tokens - TEMPLATE_TOKENS_PER_MESSAGE * len(exchange.messages)
+                       - exchange.tools_tokens)
         if chars > 200 and text_tokens > 0:
             self._chars_per_token = max(1.0, 0.95 * chars / text_tokens)  # 5 % margin
             self._ratio_source = "measured"
@@ -572,21 +608,23 @@ class ChatClient:
     def _estimate(self, exchange: Exchange) -> None:
         counts = [self._count(m.get("content") or "") for m in exchange.messages]
         counts.append(self._count(exchange.reply) if exchange.reply else 0)
+        tools = (f", and {exchange.tools_tokens} for the tools' schema rendered into the prompt"
+                 if exchange.tools_tokens else "")
         if None not in counts:
             exchange.prompt_tokens = (sum(counts[:-1]) + TEMPLATE_TOKENS_PER_MESSAGE * len(exchange.messages)
-                                      + GENERATION_PROMPT_TOKENS)
+                                      + GENERATION_PROMPT_TOKENS + exchange.tools_tokens)
             exchange.completion_tokens = counts[-1]
             chars = sum(len(m.get("content") or "") for m in exchange.messages)
             if chars > 200 and sum(counts[:-1]) > 0 and self._ratio_source != "measured":
                 self._chars_per_token = max(1.0, 0.95 * chars / sum(counts[:-1]))
                 self._ratio_source = "measured with the server's tokenizer"
             exchange.tokens_source = (f"estimated: the server's tokenizer, plus {TEMPLATE_TOKENS_PER_MESSAGE} "
-                                      f"per message and {GENERATION_PROMPT_TOKENS} for the chat template")
+                                      f"per message and {GENERATION_PROMPT_TOKENS} for the chat template{tools}")
             return
-        exchange.prompt_tokens = self.estimate_tokens(exchange.messages)
+        exchange.prompt_tokens = self.estimate_tokens(exchange.messages) + exchange.tools_tokens
         exchange.completion_tokens = int(len(exchange.reply) / self._chars_per_token)
         exchange.tokens_source = (f"estimated: {self._chars_per_token:.2f} characters per token "
-                                  f"({self._ratio_source})")
+                                  f"({self._ratio_source}){tools}")
 
     def _count(self, text: str) -> int | None:
         """Tokens of ``text`` by the server's own tokenizer, or None where it offers none."""
@@ -666,9 +704,11 @@ class Conversation:
         self.deadline = time.monotonic() + client.settings.deadline_s
         self.exchanges: list[Exchange] = []
 
-    def ask(self, messages: list, tools: list | None = None, reask: int = 0) -> Exchange:
+    def ask(self, messages: list, tools: list | None = None, reask: int = 0,
+            prompt_detail: int | None = None) -> Exchange:
         """One reply (``outcome == "ok"``), retrying transient faults within the deadline; the
-        ``reask``-th re-ask of a proposal samples ``REASK_TEMPERATURE_STEP`` x ``reask`` hotter.
+        ``reask``-th re-ask of a proposal samples ``REASK_TEMPERATURE_STEP`` x ``reask`` hotter;
+        every request it makes records ``prompt_detail`` (the proposer's level of detail).
 
         Raises:
             ProposerError: the deadline passed, the endpoint is unreachable or refuses after the
@@ -685,8 +725,9 @@ class Conversation:
                                                temperature)
             except ProposerError as exc:
                 self.exchanges.append(Exchange(n=len(self.exchanges) + 1, started_at=time.time(),
-                                               messages=messages, outcome=str(exc)))
+                                               messages=messages, outcome=str(exc), prompt_detail=prompt_detail))
                 raise self.error(str(exc), type(exc), getattr(exc, "window", None)) from None  # ContextOverflow
+            exchange.prompt_detail = prompt_detail
             self.exchanges.append(exchange)
             if exchange.outcome == "ok":
                 return exchange

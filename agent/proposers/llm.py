@@ -24,6 +24,7 @@ from typing import Any
 from swizzleperf.agent.proposers import wire
 from swizzleperf.agent.proposers.base import Proposal, ProposalContext, secret_refusal
 from swizzleperf.agent.proposers.chat import CLOSED_CODE_BLOCK, ChatClient, ChatSettings, ContextOverflow, Conversation
+from swizzleperf.agent.verification import lessons
 from swizzleperf.agent.verification.candidate import CandidateError, canonical_target, not_a_plain_def
 from swizzleperf.prompts import render
 from swizzleperf.sandbox import untrusted
@@ -250,6 +251,7 @@ def render_messages(context: ProposalContext, detail: int = 0, evidence: bool = 
         swizzle_args=list(zip(arg_names[1:], context.swizzle_args)),
         num_programs=math.prod(context.tile_grid), full_sources=full,
         evidence=context.evidence() if evidence and context.evidence else [],  # False: the ablation
+        not_a_verdict=lessons.NOT_A_VERDICT,
     )
     return [{"role": "system", "content": render("system.j2", **variables)},
             {"role": "user", "content": render("propose.j2", **variables)}]
@@ -321,14 +323,24 @@ class LLMProposer:
     def written(self, text: str, context: ProposalContext) -> str:
         """The text a candidate ``text`` is written as from here on (``canonical_target``: Python's
         reading of it, identifiers NFKC-normalised, without the reply's comments, layout and
-        docstring beyond its summary line): what the proposal carries, so that the pending attempt
-        in the record's checkpoints holds no more of the reply than the files do. ``text`` itself
-        where it is not an acceptable rewrite target (the static check refuses it with the reason)."""
+        docstring beyond its summary line; a docstring copied from the baseline or a catalog order
+        shown in the prompt onto other code replaced: ``shown_orders``): what the proposal carries,
+        and so what is verified and written, so that the pending attempt in the record's
+        checkpoints holds no more of the reply than the files do. ``text`` itself where it is not
+        an acceptable rewrite target (the static check refuses it with the reason)."""
         try:
             return canonical_target(text, context.target_name,
-                                    target_arg_names(context.target_source, context.target_name))
+                                    target_arg_names(context.target_source, context.target_name),
+                                    others=self.shown_orders(context))
         except (CandidateError, SyntaxError, ValueError, RecursionError):
             return text
+
+    def shown_orders(self, context: ProposalContext) -> list[str]:
+        """The sources of orders the prompt shows with their docstrings, whose docstring a reply may
+        copy onto other code: the baseline, and the catalog's ranked orders (none with
+        ``evidence`` off: the model never saw them)."""
+        ranked = context.evidence() if self.evidence and context.evidence else []
+        return [context.target_source] + [e["source"] for e in ranked if isinstance(e.get("source"), str)]
 
     def fix_message(self, context: ProposalContext, error: str) -> str:
         arg_names = target_arg_names(context.target_source, context.target_name)
@@ -339,24 +351,26 @@ class LLMProposer:
 
     def propose(self, context: ProposalContext) -> Proposal:
         conversation = Conversation(self.chat)
-        detail, base = self._fitted(context, conversation)
-        messages, tools_left, reasks, overflows = base, self.max_tool_calls, 0, 0
+        tools_left = self.max_tool_calls
+        detail, base = self._fitted(context, conversation, TOOLS if tools_left > 0 else None)
+        messages, sent, reasks, overflows = base, detail, 0, 0   # sent: the level of the messages
         while True:
+            tools = TOOLS if tools_left > 0 else None
             try:
-                exchange = conversation.ask(messages, tools=TOOLS if tools_left > 0 else None, reask=reasks)
+                exchange = conversation.ask(messages, tools=tools, reask=reasks, prompt_detail=sent)
             except ContextOverflow:
                 overflows += 1
                 if overflows > 2:
                     raise conversation.error(f"the prompt does not fit the context window of "
                                              f"{self.chat.window()} tokens even when shortened") from None
-                detail, base = self._fitted(context, conversation)
-                messages = base
+                detail, base = self._fitted(context, conversation, tools)
+                messages, sent = base, detail
                 continue
             if exchange.tool_calls and tools_left > 0:
                 messages = self._with_tool_results(messages, exchange, context, tools_left)
                 tools_left -= len(exchange.tool_calls)
-                if not self.chat.fits(messages):
-                    messages, tools_left = base, 0
+                if not self.chat.fits(messages, TOOLS if tools_left > 0 else None):
+                    messages, sent, tools_left = base, detail, 0
                 continue
             try:
                 text, rationale, name = self.parse(exchange.reply, context)
@@ -376,30 +390,34 @@ class LLMProposer:
             if tools_left > 0 and _tool_call_as_text(exchange.reply):
                 exchange.rejected = "a tool call written as text: the server does not support tool calls"
                 self.max_tool_calls = tools_left = 0
-                messages = base
+                detail, base = self._fitted(context, conversation)   # the tools' tokens are free again
+                messages, sent = base, detail
                 continue
             reasks += 1  # costs a re-ask, not an iteration
             if reasks > self.max_parse_retries:
                 raise conversation.error(f"no usable reply after {reasks} attempts: {reason}; the last reply "
                                          f"began: {untrusted.preview(exchange.reply)}") from None
-            messages = self._reask(context, detail, exchange, reason, conversation)
+            sent, messages = self._reask(context, detail, exchange, reason, conversation, tools)
 
-    def _fitted(self, context: ProposalContext, conversation: Conversation) -> tuple[int, list[dict]]:
-        """``(detail, messages)``: the first level of detail whose messages fit the window with
+    def _fitted(self, context: ProposalContext, conversation: Conversation,
+                tools: list | None = None) -> tuple[int, list[dict]]:
+        """``(detail, messages)``: the first level of detail whose messages, with the ``tools``
+        offered beside them (the chat template renders them into the prompt), fit the window with
         room for the reply."""
         for detail in DETAIL_LEVELS:
             messages = self.messages(context, detail)
-            if self.chat.fits(messages):
+            if self.chat.fits(messages, tools):
                 return detail, messages
         raise conversation.error(
-            f"even the shortest prompt (about {self.chat.estimate_tokens(messages)} tokens) leaves no room "
+            f"even the shortest prompt (about {self.chat.estimate_tokens(messages, tools)} tokens) leaves no room "
             f"for a {self.chat.reply_floor()}-token reply in the model's {self.chat.window()}-token window "
             f"({self.chat.window_source}): serve the model with a larger context, or give --context-tokens")
 
     def _reask(self, context: ProposalContext, detail: int, exchange, reason: str,
-               conversation: Conversation) -> list:
-        """The first messages, the reply (cut to what fits) and what was wrong with it; at a
-        lower level of detail where the window asks for it, the reply left out last."""
+               conversation: Conversation, tools: list | None = None) -> tuple[int, list]:
+        """``(level, messages)``: the first messages, the reply (cut to what fits beside the
+        ``tools`` offered) and what was wrong with it; at a lower level of detail (``level``, the
+        one sent) where the window asks for it, the reply left out last."""
         fix = {"role": "user", "content": self.fix_message(context, reason)}
         reply = exchange.reply
         block = CLOSED_CODE_BLOCK.search(reply or "")
@@ -413,11 +431,11 @@ class LLMProposer:
             base = self.messages(context, level)
             for shown in shown_forms:
                 messages = base + [{"role": "assistant", "content": shown}, fix]
-                if shown and self.chat.fits(messages):
-                    return messages
+                if shown and self.chat.fits(messages, tools):
+                    return level, messages
             merged = base[:-1] + [{"role": "user", "content": base[-1]["content"] + "\n\n" + fix["content"]}]
-            if self.chat.fits(merged):
-                return merged
+            if self.chat.fits(merged, tools):
+                return level, merged
         raise conversation.error(f"no room in the model's {self.chat.window()}-token window to say why "
                                  f"the reply could not be used: {reason}")
 

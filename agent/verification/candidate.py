@@ -21,6 +21,7 @@ import difflib
 import math
 import re
 import textwrap
+from collections.abc import Sequence
 
 from swizzleperf.agent.verification.load import at_column, find_function, module_level_functions
 from swizzleperf.sandbox.write_back import _declared_encoding, source_bytes, source_lines
@@ -34,6 +35,9 @@ MAX_DEPTH = 48
 MAX_INT = 2 ** 63
 #: Longest docstring kept in the canonical source (characters of its summary line, on one line).
 MAX_DOC_CHARS = 200
+#: The docstring of a candidate whose own repeated another order's onto other code (a real 1.5B
+#: model wrote grouped orders under the baseline's "(row-major)", 2026-12-07): it names nothing false.
+BORROWED_DOC = "Tile order proposed by the model."
 
 ALLOWED_TL = frozenset({
     "minimum", "maximum", "where", "cdiv", "abs", "static_range", "constexpr",
@@ -174,20 +178,27 @@ def _check_depth(func: ast.FunctionDef) -> None:
         stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
 
 
-def canonical_target(source: str, name: str, arg_names: list[str]) -> str:
+def canonical_target(source: str, name: str, arg_names: list[str], others: Sequence[str] = ()) -> str:
     """The text of a candidate that is spliced, verified, compiled, reported and written back:
-    :func:`check_candidate`, then :func:`canonical_source` of the checked node.
+    :func:`check_candidate`, then :func:`canonical_source` of the checked node. ``others``: the
+    sources of orders whose docstrings the candidate's author saw (the baseline, the catalog
+    orders in a model's prompt): a docstring copied from one of them onto other code is replaced
+    (:func:`canonical_source`). The result is its own canonical text again, with or without
+    ``others`` (a replaced docstring is no longer any of theirs).
 
     Raises:
         CandidateError: as :func:`check_candidate`.
     """
-    return canonical_source(check_candidate(source, name, arg_names))
+    return canonical_source(check_candidate(source, name, arg_names), others)
 
 
-def canonical_source(func: ast.FunctionDef) -> str:
+def canonical_source(func: ast.FunctionDef, others: Sequence[str] = ()) -> str:
     """``ast.unparse`` of a checked rewrite target, its docstring (if any) cut to its summary line
     and re-emitted as one plain line of printable characters (at most ``MAX_DOC_CHARS``; none when
-    empty): no comment, no layout and no other line of the reply's docstring survives. The result holds exactly one line that begins with
+    empty): no comment, no layout and no other line of the reply's docstring survives. A summary
+    line that is one of ``others``' (sources of functions) while the statements are none of those
+    functions' is not this code's: it becomes the summary of the one of ``others`` whose statements
+    these are, else ``BORROWED_DOC``. The result holds exactly one line that begins with
     ``def`` and one decorator line, so every tool that re-reads the function's text (Triton's
     interpreter and compiler, ``inspect``) reads this very function.
 
@@ -198,14 +209,41 @@ def canonical_source(func: ast.FunctionDef) -> str:
     node = copy.deepcopy(func)
     doc = ast.get_docstring(node, clean=True)
     body = node.body[1:] if doc is not None else list(node.body)
-    summary = next((line for line in (doc or "").splitlines() if line.strip()), "")
-    line = "".join(c for c in " ".join(summary.split()) if c.isprintable())[:MAX_DOC_CHARS].strip()
+    line = _summary(doc)
+    if line and others:
+        line = _true_summary(line, body, others)
     if line:
         body.insert(0, ast.Expr(ast.Constant(line)))
     node.body = body or [ast.Pass()]
     text = ast.unparse(ast.fix_missing_locations(node)) + "\n"
     _assert_reads_back(text, node)
     return text
+
+
+def _summary(doc: str | None) -> str:
+    """A docstring's first non-blank line, as one line of printable characters (``MAX_DOC_CHARS``)."""
+    summary = next((line for line in (doc or "").splitlines() if line.strip()), "")
+    return "".join(c for c in " ".join(summary.split()) if c.isprintable())[:MAX_DOC_CHARS].strip()
+
+
+def _true_summary(line: str, body: list, others: Sequence[str]) -> str:
+    """``line``, a candidate's summary over ``body`` (its statements, the docstring's excluded),
+    unless one of ``others`` has that summary over other statements: then the summary of the one
+    of ``others`` with these very statements (a copy of a shown order), else ``BORROWED_DOC``."""
+    statements = [ast.dump(s) for s in body]
+    described = {}   # summary -> the statements of each of others that has it
+    for source in others:
+        try:
+            function = next(n for n in ast.parse(textwrap.dedent(source)).body if isinstance(n, ast.FunctionDef))
+        except (SyntaxError, ValueError, RecursionError, MemoryError, StopIteration):
+            continue   # not a function: it describes nothing
+        doc = ast.get_docstring(function, clean=True)
+        own = function.body[1:] if doc is not None else function.body
+        described.setdefault(_summary(doc), []).append([ast.dump(s) for s in own])
+    if line not in described or statements in described[line]:
+        return line
+    return next((summary for summary, bodies in described.items() if summary and statements in bodies),
+                BORROWED_DOC)
 
 
 def _assert_reads_back(text: str, node: ast.FunctionDef) -> None:

@@ -15,8 +15,9 @@ _ADVICE = {
     Verdict.RUNTIME_ERROR.value: "the target must run elementwise on a vector of program ids (use tl.where, not if)",
     Verdict.TIMEOUT.value: "keep the target cheap: no unbounded loops",
     Verdict.CRASH.value: "keep the target simple enough to compile and run",
-    Verdict.NO_CANDIDATE.value: "the proposer produced no candidate",
 }
+#: Said of a proposal that produced no candidate for want of an answer: nothing about an order.
+NOT_A_VERDICT = "not a verdict on any order"
 
 
 def score(attempt: dict, mode: str) -> tuple:
@@ -56,6 +57,8 @@ def lesson(attempt: dict, best: dict, baseline: dict, mode: str) -> str:
     """One sentence for the history: why a candidate failed, or how it did against the best and
     the baseline, and how far the simulator's prediction was from the measurement."""
     name, verdict = attempt["name"], attempt["verdict"]
+    if verdict == Verdict.NO_CANDIDATE.value:
+        return no_candidate(attempt.get("reason") or "") + "."
     if verdict != Verdict.PASS.value:
         return f"{name} was rejected ({verdict}): {_ADVICE.get(verdict, 'see the reason')}."
     m, bm, base = attempt["metrics"], best.get("metrics") or {}, baseline.get("metrics") or {}
@@ -76,6 +79,20 @@ def lesson(attempt: dict, best: dict, baseline: dict, mode: str) -> str:
         delta = (m["l2_hit_rate"] - base.get("l2_hit_rate", 0.0)) * 100
         parts.append(f"{delta:+.1f} points over the baseline")
     return "; ".join(parts) + "."
+
+
+def no_candidate(reason: str) -> str:
+    """The lesson of a proposal that produced no candidate, from its ``reason`` (the proposer's
+    error), in words the next proposal can use: never the endpoint, its URL or what the server
+    said (a model can act on none of it, and each later prompt paid about 60 tokens for it,
+    2026-12-07). An endpoint that gave no usable answer (``chat.Conversation``'s and
+    ``chat._endpoint_message``'s errors) is said to be no verdict on any order."""
+    if reason.startswith(("LLM endpoint ", "model '")):
+        what = "no reply in time" if " deadline" in reason else "no usable answer from the model's server"
+        return f"{what}; {NOT_A_VERDICT}"
+    if reason.startswith("no usable reply after"):
+        return "no candidate; every reply was refused before verification"
+    return f"the proposer produced no candidate; {NOT_A_VERDICT}"
 
 
 def target_reached(best: dict, baseline: dict, mode: str, target_speedup: float | None,

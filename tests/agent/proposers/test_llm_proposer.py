@@ -524,7 +524,54 @@ def test_a_reask_that_cannot_show_the_whole_reply_shows_its_code_block(context):
     from types import SimpleNamespace
     proposer = LLMProposer(model="fake-coder", base_url="http://127.0.0.1:9/v1", api_key="test-key")
     reply = f"```python\n{GROUPED}```\n" + "Why this order works. " * 300
-    proposer.chat.fits = lambda messages: all(len(m.get("content") or "") <= 2500 for m in messages
-                                              if m["role"] == "assistant")
-    messages = proposer._reask(context, 0, SimpleNamespace(reply=reply), "line 10: `if` is not allowed", None)
+    proposer.chat.fits = lambda messages, tools=None: all(len(m.get("content") or "") <= 2500 for m in messages
+                                                          if m["role"] == "assistant")
+    _, messages = proposer._reask(context, 0, SimpleNamespace(reply=reply), "line 10: `if` is not allowed", None)
     assert messages[-2] == {"role": "assistant", "content": f"```python\n{GROUPED}```"}
+
+
+# ---- which prompt was sent (a real 1.5B model at a 2048-token window never saw the analysis) -------
+
+def test_every_request_records_the_detail_level_of_its_prompt(server, context):
+    server.reply("I would group the rows by 8.")
+    server.reply(GOOD_REPLY)
+    proposal = proposer_for(server).propose(context)
+    assert [e["prompt_detail"] for e in proposal.exchanges] == [0, 0]
+
+
+def test_a_shortened_prompt_records_its_level_in_a_failed_proposal_too(server, context):
+    context.analysis = "Each A row-panel is read by 32 programs. " * 150
+    server.n_ctx = 2048
+    for _ in range(3):
+        server.reply("I would group the rows by 8.")
+    with pytest.raises(ProposerError) as info:
+        proposer_for(server).propose(context)
+    levels = [e["prompt_detail"] for e in info.value.exchanges]
+    assert len(levels) == 3 and levels[0] == 3 and all(level == 3 for level in levels)
+    assert "(Left out to fit the model's context window.)" in server.requests[0]["messages"][1]["content"]
+
+
+def test_a_reask_at_a_shorter_level_records_that_level(context):
+    """The re-ask's messages are built at the first level, from the one of the first attempt, at
+    which they fit: that level is the one recorded."""
+    from types import SimpleNamespace
+    proposer = LLMProposer(model="fake-coder", base_url="http://127.0.0.1:9/v1", api_key="test-key")
+    full = sum(len(m["content"]) for m in proposer.messages(context, 0))
+    proposer.chat.fits = lambda messages, tools=None: sum(len(m.get("content") or "") for m in messages) < full
+    level, messages = proposer._reask(context, 0, SimpleNamespace(reply="no code"), "no code block", None)
+    assert level > 0 and messages[:2] == proposer.messages(context, level)
+
+
+# ---- a copied docstring (a real 1.5B model, 2026-12-07: "(row-major)" on a grouped order) ---------
+
+def test_a_candidate_under_the_baselines_docstring_is_written_without_it(server, context):
+    from swizzleperf.agent.verification import candidate
+    baseline = TARGET.replace("):\n", '):\n    """Map program id pid to its tile (row-major)."""\n', 1)
+    context.target_source = context.kernel_source = baseline
+    copied = GROUPED.replace("):\n", '):\n    """Map program id pid to its tile (row-major)."""\n', 1)
+    server.reply(f"```python\n{copied}```\n")
+    proposal = proposer_for(server).propose(context)
+    assert "row-major" not in proposal.source and candidate.BORROWED_DOC in proposal.source
+    own = copied.replace("(row-major)", "(grouped by 8 rows)")
+    server.reply(f"```python\n{own}```\n")
+    assert "(grouped by 8 rows)" in proposer_for(server).propose(context).source

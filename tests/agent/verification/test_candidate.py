@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from swizzleperf.agent.verification import candidate as candidates
 from swizzleperf.agent.verification.candidate import (MAX_DEPTH, CandidateError, canonical_target, check_candidate,
                                                       splice, target_args, target_source, unified_diff)
 from swizzleperf.agent.verification.swizzles import catalog_source
@@ -349,3 +350,49 @@ def test_a_plain_target_beside_an_assignment_of_its_name_is_not_called_a_lambda(
     with pytest.raises(CandidateError, match=r"^candidate must be exactly one function 'swizzle', found: "
                                              r"def swizzle, Assign$"):
         check_candidate(source, "swizzle", ARGS)
+
+
+# -- a copied docstring names nothing false (a real 1.5B model, 2026-12-07) -------------------------
+
+BASELINE = catalog_source("row-major", ARGS).replace('"""', '"""Map program id ``pid`` to the tile it computes '
+                                                           '(row-major).\n\n    Longer text.\n    ', 1)
+SHOWN = catalog_source("grouped-n:32", ARGS)
+
+
+def _doc(text: str) -> str:
+    return ast.get_docstring(ast.parse(text).body[0])
+
+
+def test_a_docstring_copied_from_another_order_is_replaced_before_anything_is_checked():
+    """The model copied grouped-n:32's code under the baseline's "(row-major)" docstring, then
+    xcd-grouped-m:9:8's under its own docstring with GROUP_SIZE_M changed: neither docstring
+    was true of the code written."""
+    copied_onto_shown = SHOWN.replace(_doc(SHOWN), "Map program id ``pid`` to the tile it computes (row-major).")
+    assert _doc(canonical_target(copied_onto_shown, "swizzle", ARGS, others=[BASELINE, SHOWN])) == _doc(SHOWN)
+    changed = SHOWN.replace("GROUP_SIZE_N: tl.constexpr = 32", "GROUP_SIZE_N: tl.constexpr = 12")
+    assert _doc(canonical_target(changed, "swizzle", ARGS, others=[BASELINE, SHOWN])) == candidates.BORROWED_DOC
+    on_baseline = GOOD.replace('"""Column-major."""',
+                               '"""Map program id ``pid`` to the tile it computes (row-major)."""')
+    assert _doc(canonical_target(on_baseline, "swizzle", ARGS, others=[BASELINE])) == candidates.BORROWED_DOC
+
+
+def test_a_docstring_true_of_its_code_or_the_models_own_is_kept():
+    assert _doc(canonical_target(SHOWN, "swizzle", ARGS, others=[BASELINE, SHOWN])) == _doc(SHOWN)
+    assert _doc(canonical_target(BASELINE, "swizzle", ARGS, others=[BASELINE])).endswith("(row-major).")
+    assert _doc(canonical_target(GOOD, "swizzle", ARGS, others=[BASELINE, SHOWN])) == "Column-major."
+    assert canonical_target(GOOD, "swizzle", ARGS) == canonical_target(GOOD, "swizzle", ARGS, others=[BASELINE])
+
+
+def test_the_replaced_docstring_is_what_is_spliced_verified_and_written_back(gemm_source):
+    """The canonical text reads back as itself: splicing it gives the kernel file whose target
+    is that very text, and rebuilding that file from its own target (as --in-place checks the
+    best kernel before writing it) gives the same file again."""
+    own = target_source(gemm_source, "swizzle")
+    changed = SHOWN.replace("GROUP_SIZE_N: tl.constexpr = 32", "GROUP_SIZE_N: tl.constexpr = 12")
+    copied = changed.replace(_doc(SHOWN), _doc(own).splitlines()[0])
+    written = canonical_target(copied, "swizzle", ARGS, others=[own, SHOWN])
+    assert candidates.BORROWED_DOC in written and "row-major" not in written
+    assert canonical_target(written, "swizzle", ARGS) == written
+    module = splice(gemm_source, "swizzle", written)
+    assert target_source(module, "swizzle") == written
+    assert splice(gemm_source, "swizzle", target_source(module, "swizzle")) == module

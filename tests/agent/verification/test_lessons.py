@@ -1,4 +1,6 @@
 """Choosing the best: medians against spreads, head-to-head rounds compared pairwise."""
+import pytest
+
 from swizzleperf.agent.verification import lessons
 
 
@@ -56,3 +58,24 @@ def test_the_prediction_is_compared_with_ncus_read_lookups_where_given():
     assert "-2.0 points against ncu's read lookups 2.0%" in text
     del attempt["metrics"]["l2_read_hit_rate"]
     assert "-50.0 points against measured:ncu 50.0%" in lessons.lesson(attempt, {}, {}, "measured")
+
+
+URL = "http://127.0.0.1:8089/v1"
+
+
+@pytest.mark.parametrize("reason, expected", [
+    (f"LLM endpoint {URL}: no usable reply within the 300 s deadline of a proposal (2 request(s); deadline: "
+     f"cancelled while the reply was streaming)", "no reply in time; not a verdict on any order."),
+    (f"LLM endpoint {URL} returned HTTP 503: busy (3 requests)",
+     "no usable answer from the model's server; not a verdict on any order."),
+    (f"model 'qwen' not found at {URL}: HTTP 404: no such model",
+     "no usable answer from the model's server; not a verdict on any order."),
+    ("no usable reply after 3 attempts: line 10: `if` is not allowed; the last reply began: '...'",
+     "no candidate; every reply was refused before verification."),
+])
+def test_a_proposal_without_candidate_gets_a_lesson_without_the_endpoint(reason, expected):
+    """A lost request once read "none was rejected (NO_CANDIDATE): the proposer produced no
+    candidate" beside the endpoint's URL, in the prompt of every later proposal (2026-12-07)."""
+    attempt = {"name": "none", "verdict": "NO_CANDIDATE", "reason": reason}
+    text = lessons.lesson(attempt, {}, {}, "simulated")
+    assert text == expected and URL not in text
