@@ -52,9 +52,12 @@ CREATE TABLE IF NOT EXISTS requests (
     run_id TEXT, iteration INTEGER, n INTEGER, started_at REAL, seconds REAL, outcome TEXT,
     finish_reason TEXT, max_tokens INTEGER, temperature REAL, prompt_tokens INTEGER,
     completion_tokens INTEGER, tokens_source TEXT, messages_json TEXT, reply TEXT, tool_calls_json TEXT,
-    rejected TEXT
+    rejected TEXT, prompt_detail INTEGER, tools_tokens INTEGER
 );
 """
+#: Columns a table gained after its first release, each with its type: a record of an older version
+#: gets them (NULL in its old rows) when it is opened.
+_ADDED_COLUMNS = {"requests": (("prompt_detail", "INTEGER"), ("tools_tokens", "INTEGER"))}
 #: Seconds a write waits for another process's lock on the record before giving up: an ``eval``
 #: worker's transaction lasts milliseconds; a notebook or a second run holding it over a minute is
 #: the case this bounds (then one line, the run saved up to its last step).
@@ -222,6 +225,15 @@ def foreign_object(db: sqlite3.Connection) -> str | None:
     return None
 
 
+def _add_columns(db: sqlite3.Connection) -> None:
+    """The columns of ``_ADDED_COLUMNS`` a record of an older version lacks, added."""
+    for table, columns in _ADDED_COLUMNS.items():
+        have = {column[1] for column in db.execute(f"PRAGMA table_info({table})")}
+        for name, kind in columns:
+            if name not in have:
+                db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
+
+
 class RunRecord:
     """The SQLite run record under ``root`` (created on first use, not at import); ``wait_s``:
     how long a write waits for another process's lock (default ``RECORD_WAIT_S``)."""
@@ -264,6 +276,7 @@ class RunRecord:
                                      f"or give another --workdir")
             connection.execute("PRAGMA journal_mode=WAL")
             connection.executescript(_SCHEMA)
+            _add_columns(connection)
         except BaseException:
             connection.close()
             raise
@@ -354,9 +367,12 @@ class RunRecord:
                     run_id, iteration, e["n"], e["started_at"], e["seconds"], e["outcome"], e["finish_reason"],
                     e["max_tokens"], e.get("temperature"), e["prompt_tokens"], e["completion_tokens"],
                     e["tokens_source"], json.dumps(e["messages"]), e["reply"], json.dumps(e.get("tool_calls") or []),
-                    e.get("rejected", "")])) for e in exchanges]
+                    e.get("rejected", ""), e.get("prompt_detail"), e.get("tools_tokens")])) for e in exchanges]
+        columns = ("run_id, iteration, n, started_at, seconds, outcome, finish_reason, max_tokens, temperature, "
+                   "prompt_tokens, completion_tokens, tokens_source, messages_json, reply, tool_calls_json, rejected, "
+                   "prompt_detail, tools_tokens")
         if rows:
-            self._do(lambda db: db.executemany("INSERT INTO requests VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows))
+            self._do(lambda db: db.executemany(f"INSERT INTO requests ({columns}) VALUES ({', '.join('?' * 18)})", rows))
 
     def requests(self, run_id: str) -> pd.DataFrame:
         """The transcript of a run: every request to the LLM, in the order sent."""

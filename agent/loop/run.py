@@ -485,6 +485,11 @@ def _no_candidate_at_all(state: dict) -> bool:
     return bool(proposals) and all(a.get("verdict") == "NO_CANDIDATE" for a in proposals)
 
 
+#: The requests table's INTEGER columns (agent/loop/record.py).
+_INTEGER_REQUEST_COLUMNS = ("iteration", "n", "max_tokens", "prompt_tokens", "completion_tokens", "prompt_detail",
+                            "tools_tokens")
+
+
 def _write_transcript(record: RunRecord, run_id: str, run_dir: Path) -> None:
     """``transcript.jsonl`` in the run folder: every request to the LLM (prompt, raw reply, finish
     reason, time, tokens and their source), one JSON object a line; none for a run without LLM.
@@ -497,6 +502,9 @@ def _write_transcript(record: RunRecord, run_id: str, run_dir: Path) -> None:
         return
     lines = []
     for row in frame.astype(object).where(frame.notna(), None).to_dict("records"):  # NULL -> null, not NaN
+        for name in _INTEGER_REQUEST_COLUMNS:   # a column with a NULL reads as floats: 3, not 3.0
+            if isinstance(row.get(name), float) and row[name].is_integer():
+                row[name] = int(row[name])
         row["messages"] = stored_json(row.pop("messages_json"), "messages_json")
         row["tool_calls"] = stored_json(row.pop("tool_calls_json"), "tool_calls_json")
         lines.append(json.dumps(row) + "\n")

@@ -107,6 +107,30 @@ def test_a_record_of_an_older_version_and_one_every_command_wrote_still_open(tmp
     assert full.latest_run_id() == "r3"
 
 
+def test_a_requests_table_of_an_older_version_gains_the_new_columns_and_the_transcript_carries_them(tmp_path):
+    """A record written before ``prompt_detail`` and ``tools_tokens`` existed opens, gets both
+    columns (NULL in its old rows), and a request saved afterwards carries them into
+    ``transcript.jsonl`` as integers (3, not 3.0, beside the old row's null)."""
+    import json
+    older = RunRecord(tmp_path / "older")
+    older.root.mkdir()
+    _plant(older, "CREATE TABLE requests (run_id TEXT, iteration INTEGER, n INTEGER, started_at REAL, seconds REAL, "
+                  "outcome TEXT, finish_reason TEXT, max_tokens INTEGER, temperature REAL, prompt_tokens INTEGER, "
+                  "completion_tokens INTEGER, tokens_source TEXT, messages_json TEXT, reply TEXT, "
+                  "tool_calls_json TEXT, rejected TEXT)",
+           "INSERT INTO requests VALUES ('r', 1, 1, 1.0, 2.0, 'ok', 'stop', 64, 0.2, 10, 5, 'server', '[]', 'old', "
+           "'[]', '')")
+    exchange = {"n": 2, "started_at": 2.0, "seconds": 1.5, "outcome": "ok", "finish_reason": "stop", "max_tokens": 64,
+                "temperature": 0.2, "prompt_tokens": 300, "completion_tokens": 7, "tokens_source": "estimated",
+                "messages": [{"role": "user", "content": "hi"}], "reply": "new", "prompt_detail": 3,
+                "tools_tokens": 232}
+    older.save_requests("r", 1, [exchange])
+    run._write_transcript(older, "r", tmp_path)
+    lines = [json.loads(line) for line in (tmp_path / "transcript.jsonl").read_text().splitlines()]
+    assert [(x["reply"], x["prompt_detail"], x["tools_tokens"]) for x in lines] == [("old", None, None), ("new", 3, 232)]
+    assert isinstance(lines[1]["prompt_detail"], int) and isinstance(lines[1]["max_tokens"], int)
+
+
 def test_a_statement_on_the_record_is_aborted_after_its_bound(tmp_path, monkeypatch):
     """A trigger added after the check (on the same connection: another process's change) fires on
     an insert: the statement is aborted after ``RECORD_STATEMENT_S`` and rolled back."""
