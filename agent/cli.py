@@ -17,7 +17,9 @@ from rich.table import Table
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Hardware-aware optimizer of Triton kernels: block swizzles, verified and measured.")
-console = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
+# a terminal: its own width; a log or a pipe: 150 columns for tables and rules, and a line of text
+# never broken (soft_wrap), so that a reason reads, and greps, as one line
+console = Console(highlight=False, width=None if sys.stdout.isatty() else 150, soft_wrap=not sys.stdout.isatty())
 errors = Console(stderr=True, highlight=False)
 
 
@@ -198,7 +200,8 @@ def _attempt_line(a: dict) -> str:
     where = a["kind"] if a["kind"] != "candidate" else f"#{a['iteration']}"
     name = _text(a["name"] + (f" (= {a['catalog_twin']})" if a.get("catalog_twin") else ""))
     if a["verdict"] != "PASS":
-        return f"[red]{where:>8} {name:<22} {_text(a['verdict'])}[/red]: {_text(a['reason'][:160])}"
+        reason = a["reason"] if len(a["reason"]) <= 160 else a["reason"][:159] + "…"   # a cut says so
+        return f"[red]{where:>8} {name:<22} {_text(a['verdict'])}[/red]: {_text(reason)}"
     m = a["metrics"]
     star = " [green]new best[/green]" if a.get("improved") else ""
     if m.get("predicted_time_ms") is not None and m.get("time_ms") is not None:  # distributed, measured
@@ -299,11 +302,9 @@ def optimize(
                 outcome = run.resume(resume, workdir=workdir, on_event=progress, base_url=base_url)
             else:
                 options = run.RunOptions(kernel=kernel, hw=hw, iterations=iterations, plateau=plateau,
-                                         target_speedup=target_speedup, target_l2=target_l2, model=model,
-                                         base_url=base_url, llm_timeout_s=llm_timeout,
-                                         temperature=temperature, context_tokens=context_tokens,
-                                         llm_retries=llm_retries, evidence=evidence,
-                                         price_in_per_mtok=price_in, price_out_per_mtok=price_out,
+                                         target_speedup=target_speedup, target_l2=target_l2,
+                                         **_llm_options(model, base_url, llm_timeout, temperature, context_tokens,
+                                                        llm_retries, evidence, price_in, price_out),
                                          dtype=dtype, timeout_s=timeout, use_ncu=not no_ncu,
                                          in_place=in_place and not prepared, workdir=workdir, world_size=world_size,
                                          problem=problem, time_budget_s=time_budget, roof_margin=roof_margin)
@@ -358,6 +359,17 @@ def _resume_takes_no_other_options(ctx: typer.Context, resume: str) -> None:
         _fail(f"--resume {_plain(resume)} goes on with the options the run started with; "
               f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} not taken here: start a new run with "
               f"{'it' if len(given) == 1 else 'them'} (--workdir and --base-url are taken)")
+
+
+def _llm_options(model, base_url, llm_timeout, temperature, context_tokens, llm_retries, evidence, price_in,
+                 price_out) -> dict:
+    """The LLM options of ``optimize`` and ``eval`` as ``run.RunOptions`` names them (``EvalOptions``
+    and ``AppsOptions`` name them the same): one proposer, built by agent/loop/run.py from them, for a
+    run, a bundled kernel's row and an app's row alike. The API key is none of them: the proposer
+    reads ``OPENAI_API_KEY`` from its process's environment."""
+    return dict(model=model, base_url=base_url, llm_timeout_s=llm_timeout, temperature=temperature,
+                context_tokens=context_tokens, llm_retries=llm_retries, evidence=evidence,
+                price_in_per_mtok=price_in, price_out_per_mtok=price_out)
 
 
 def _check_llm(model: str | None, base_url: str | None, resume: str | None, llm_timeout: float) -> None:
@@ -595,8 +607,8 @@ def eval_command(
     kernels: str = typer.Option("all", help="all, or a comma-separated list of bundled kernels."),
     hw: Optional[str] = typer.Option(None, "--hw", help="Hardware spec; default the detected GPU, else mi300x simulated."),
     iterations: int = typer.Option(8, "--iterations", "-n", min=1, help="Proposals per kernel at most."),
-    model: Optional[str] = typer.Option(None, help="LLM model (OpenAI-compatible); default the built-in policy."),
-    base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint."),
+    model: Optional[str] = typer.Option(None, help="LLM model (OpenAI-compatible) that proposes for every kernel, or with --apps every app's row; default the built-in policy."),
+    base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint; key from OPENAI_API_KEY (the apps never see it). Credentials in it are never shown or stored: give it again with --resume."),
     llm_timeout: float = typer.Option(300.0, help="Seconds one proposal may take: every request, retry and re-ask (streamed, cancelled at the deadline)."),
     temperature: float = typer.Option(0.2, min=0.0, max=2.0, help="The LLM's sampling temperature."),
     context_tokens: Optional[int] = typer.Option(None, min=512, help="The LLM's context window in tokens (default: what the server says)."),
@@ -617,7 +629,8 @@ def eval_command(
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="With --ray: the cluster (default $RAY_ADDRESS or a new local one; local: a new local one)."),
 ) -> None:
     """Run the optimizer over the bundled kernels and write one table (CSV, markdown) and plots;
-    with --apps DIR, over a folder of your apps, one row each."""
+    with --apps DIR, over a folder of your apps, one row each. Either proposes with the built-in
+    policy, or with --model M as `optimize --model M` does (the endpoint checked once first)."""
     _numbers_in_range(ctx)
     _known_endpoint(base_url)
     _known_hw(hw)
@@ -625,9 +638,11 @@ def eval_command(
     _eval_options_apply(ctx, apps_eval)
     if base_url and not model and not resume:
         _check_llm(model, base_url, resume, llm_timeout)
+    llm = _llm_options(model, base_url, llm_timeout, temperature, context_tokens, llm_retries, evidence, price_in,
+                       price_out)
     if apps_eval:
         return _eval_apps(apps, files, hw, iterations, row_budget, gpus, ray, ray_address, out, resume, workdir,
-                          not no_ncu, tuple(again or ()))
+                          not no_ncu, tuple(again or ()), llm)
     if again:
         _fail("--again runs rows of an --apps eval again: give --resume EVAL_ID of one")
     from swizzleperf.agent.loop.record import UnknownRunError
@@ -641,11 +656,8 @@ def eval_command(
         if left_out:
             console.print(f"{_plain(left_out)}.", markup=False)
         _check_llm(model, base_url, resume, llm_timeout)
-        options = EvalOptions(kernels=names, hw=hw, iterations=iterations, model=model,
-                              base_url=base_url, llm_timeout_s=llm_timeout, temperature=temperature,
-                              context_tokens=context_tokens, llm_retries=llm_retries, workdir=workdir,
-                              out_dir=out, price_in_per_mtok=price_in, price_out_per_mtok=price_out,
-                              evidence=evidence, left_out=left_out)
+        options = EvalOptions(kernels=names, hw=hw, iterations=iterations, workdir=workdir, out_dir=out,
+                              left_out=left_out, **llm)
         with Progress(iterations) as progress:
             eval_id, table, files = run_eval(options, resume, _eval_events(progress), gpus=resolve_gpus(gpus))
     except (EvalError, KernelLoadError, UnknownHardwareError, UnknownRunError, RunError) as exc:
@@ -665,10 +677,10 @@ def eval_command(
 
 
 #: ``eval``'s options that only an ``--apps`` eval reads, and those only the bundled kernels' eval
-#: reads (an apps row runs the optimize --app path with the built-in policy: eval/app_worker.py).
+#: reads; the LLM options go to both (an apps row runs the optimize --app path with the same
+#: proposer: eval/app_worker.py).
 _APPS_ONLY = ("files", "row_budget", "no_ncu", "ray_address", "again")
-_KERNELS_ONLY = ("kernels", "model", "base_url", "llm_timeout", "temperature", "context_tokens", "llm_retries",
-                 "price_in", "price_out", "evidence")
+_KERNELS_ONLY = ("kernels",)
 
 
 def _eval_options_apply(ctx: typer.Context, apps_eval: bool) -> None:
@@ -679,9 +691,8 @@ def _eval_options_apply(ctx: typer.Context, apps_eval: bool) -> None:
         return
     if apps_eval:
         _fail(f"{', '.join(wrong)} {'applies' if len(wrong) == 1 else 'apply'} to the bundled kernels' eval, not to "
-              f"an --apps eval: its rows propose with the built-in policy (no LLM); leave "
-              f"{'it' if len(wrong) == 1 else 'them'} out, or run `swizzleperf optimize --app \"python APP\" "
-              f"--model M` for one app with a model")
+              f"an --apps eval, whose rows are the apps of its folder (--files picks some): leave "
+              f"{'it' if len(wrong) == 1 else 'them'} out")
     _fail(f"{', '.join(wrong)} {'applies' if len(wrong) == 1 else 'apply'} only to an --apps eval: give --apps DIR "
           f"(or --resume an --apps eval), or leave {'it' if len(wrong) == 1 else 'them'} out")
 
@@ -697,9 +708,10 @@ def _apps_eval(workdir: str, eval_id: str) -> bool:
 
 
 def _eval_apps(apps, files, hw, iterations, row_budget, gpus, ray, ray_address, out, resume, workdir,
-               use_ncu: bool = True, again: tuple = ()) -> None:
-    """``eval --apps DIR``: eval/apps.py, one line per row as it finishes, then the table."""
-    from swizzleperf.eval.apps import AppsError, AppsOptions, list_apps, run_apps, shown
+               use_ncu: bool = True, again: tuple = (), llm: dict | None = None) -> None:
+    """``eval --apps DIR``: eval/apps.py, one line per row as it finishes, then the table. With an LLM
+    (``llm``: ``_llm_options``; a resumed eval's own), its endpoint is checked once before any row."""
+    from swizzleperf.eval.apps import AppsError, AppsOptions, list_apps, run_apps, shown, stored_options
     from swizzleperf.eval.suite import EvalError, resolve_gpus
     if apps is None and resume is None:
         _fail("--ray runs a folder of apps: give --apps DIR")
@@ -710,13 +722,17 @@ def _eval_apps(apps, files, hw, iterations, row_budget, gpus, ray, ray_address, 
 
     def on_row(row: dict, done: int, total: int) -> None:
         color = {"optimized": "green", "verified, no gain": "cyan", "refused": "yellow"}.get(row["outcome"], "red")
+        by = f", {escape(shown(row['proposer']))}" if row.get("proposer") else ""
         # the app's name, its kernel's and its output as text, never as markup or escape codes (#41)
         console.print(f"[{done}/{total}] {escape(shown(row['app']))} ({escape(shown(row.get('kernel') or '-'))}, "
-                      f"{row['seconds']:.0f} s): [{color}]{_text(row['outcome'])}[/{color}]: "
+                      f"{row['seconds']:.0f} s{by}): [{color}]{_text(row['outcome'])}[/{color}]: "
                       f"{escape(shown((row.get('reason') or '')[:300]))}")
     try:
         options = AppsOptions(apps_dir=apps or "", names=list_apps(apps, files) if apps else [], iterations=iterations,
-                              row_budget_s=row_budget, hw=hw, use_ncu=use_ncu, workdir=workdir, out=out)
+                              row_budget_s=row_budget, hw=hw, use_ncu=use_ncu, workdir=workdir, out=out, **(llm or {}))
+        runs = stored_options(workdir, resume, base_url=options.base_url) if resume else options
+        if runs is not None:   # once for the eval, before its first row: one line and nothing started if down
+            _check_llm(runs.model, runs.base_url, None, runs.llm_timeout_s)
         with console.status(f"running the apps of {escape(shown(apps or resume))}"):
             eval_id, summary, written = run_apps(
                 options, resume, on_row, gpus=resolve_gpus(gpus), ray=ray, ray_address=ray_address,

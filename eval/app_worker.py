@@ -14,6 +14,8 @@ run optimizes it (agent/loop/run.py), and ``user.diff`` is written. Its row, one
   whose order can matter);
 - ``app failed``: the app's own non-zero exit, its last line quoted (where the error was raised in
   our hook inside the app, a tool failure);
+- ``proposer failed``: the LLM gave no usable candidate (its endpoint went down, its replies never
+  parsed): the run stalled or ended without one, as ``optimize`` ends it, its stop reason quoted;
 - ``tool failure``: anything else (a defect of ours, always), the traceback in the row's log;
 - ``timeout``: the row reached its budget and was stopped (set by :func:`run_row`), or the app
   alone did not finish within the time left to it.
@@ -22,6 +24,12 @@ run optimizes it (agent/loop/run.py), and ``user.diff`` is written. Its row, one
 budget: STOP_GRACE_S before it the worker gets SIGTERM (it stops the app and saves its run), at it
 SIGKILL. The worker writes its row to ``row.json`` after every stage, so a row stopped midway keeps
 what it knew (the kernel, its grid). A worker that dies without a row is a tool failure.
+
+The row's proposer is the built-in policy, or the LLM of ``RowJob.llm`` (``run.RunOptions``' names,
+the same proposer ``optimize --app --model M`` builds): its options go on the worker's command line,
+its endpoint (which may hold credentials) in the worker's environment (``BASE_URL_VARIABLE``, taken
+out before the app runs), and its API key (``OPENAI_API_KEY``) only by inheritance: never on a
+command line, in a row or in a log. The app itself runs without either (``sandbox.app_env``).
 """
 from __future__ import annotations
 
@@ -35,17 +43,26 @@ import subprocess
 import sys
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from swizzleperf.sandbox.gpu_lock import GPU_LOCK_ENV
 
-OUTCOMES = ("optimized", "verified, no gain", "refused", "app failed", "tool failure", "timeout")
+OUTCOMES = ("optimized", "verified, no gain", "refused", "app failed", "proposer failed", "tool failure", "timeout")
 #: The outcomes that count towards the suite's goal (issue #42): an answer, right or refused with a reason.
 ANSWERED = ("optimized", "verified, no gain", "refused")
 L2_ROOF = 0.95            # bottleneck.L2_HIT_ENOUGH: a kernel at this hit rate has little for an order to win
 STOP_GRACE_S = 10.0       # between SIGTERM and SIGKILL of a worker past its budget
 FINISH_S = 10.0           # kept from the run's own time budget for user.diff and the row
+#: A row's LLM options, as ``run.RunOptions`` names them (``optimize --model M`` sets the same).
+LLM_OPTIONS = ("model", "base_url", "llm_timeout_s", "temperature", "context_tokens", "llm_retries", "evidence",
+               "price_in_per_mtok", "price_out_per_mtok")
+#: The environment variable that hands the worker its LLM endpoint, credentials included (the kernels'
+#: eval hands its workers theirs the same way: eval/workers.py); the worker takes it out of its own.
+BASE_URL_VARIABLE = "SWIZZLEPERF_EVAL_BASE_URL"
+#: The statuses of a run whose proposer stopped it (agent/loop/run.py STALLED, NO_CANDIDATE): an LLM
+#: endpoint that went down, or replies that never gave a candidate. The row is ``proposer failed``.
+PROPOSER_STOPS = ("stalled", "no candidate")
 
 
 @dataclass(frozen=True)
@@ -62,12 +79,14 @@ class RowJob:
     device: str | None = None   # CUDA_VISIBLE_DEVICES of the worker (None: inherited)
     gpu_lock_dir: str | None = None   # several workers share a GPU: its lock folder (sandbox/gpu_lock.py)
     name: str = ""           # the row's name: the app as listed (ops/gemm.py); "" the file's name
+    # the LLM's options (LLM_OPTIONS, base_url among them: kept out of reprs); empty: the built-in policy
+    llm: dict = field(default_factory=dict, repr=False)
 
 
 def empty_row(app: str) -> dict:
     """Every column of a row, unknown."""
     return {"app": app, "kernel": None, "grid": None, "programs": None, "waves": None, "outcome": None,
-            "reason": "", "seconds": None, "hardware": None, "mode": None, "baseline_ms": None,
+            "reason": "", "seconds": None, "hardware": None, "mode": None, "proposer": None, "baseline_ms": None,
             "baseline_spread_ms": None, "best_ms": None, "best_spread_ms": None, "best_order": None,
             "speedup": None, "speedup_spread": None, "predicted_l2_baseline": None, "predicted_l2_best": None,
             "passed_over": "", "run_dir": None, "log": None}
@@ -76,11 +95,14 @@ def empty_row(app: str) -> dict:
 # -- the suite's side: run one worker within its budget ---------------------------------------------
 
 def worker_command(job: RowJob, row_file: Path) -> list[str]:
-    """The worker's command line; its own deadline leaves time for the suite's SIGTERM and SIGKILL."""
+    """The worker's command line; its own deadline leaves time for the suite's SIGTERM and SIGKILL.
+    The LLM's options are on it as JSON, never its endpoint (``run_row`` puts that in the environment)."""
     deadline = max(1.0, job.budget_s - max(2 * STOP_GRACE_S, 0.05 * job.budget_s))
     command = [sys.executable, "-m", "swizzleperf.eval.app_worker", job.app, "--workdir", job.workdir,
                "--iterations", str(job.iterations), "--budget", f"{deadline:.1f}", "--row", str(row_file)]
-    return command + (["--hw", job.hw] if job.hw else []) + ([] if job.use_ncu else ["--no-ncu"])
+    llm = {k: v for k, v in job.llm.items() if k != "base_url"} if job.llm.get("model") else {}
+    return (command + (["--hw", job.hw] if job.hw else []) + ([] if job.use_ncu else ["--no-ncu"])
+            + (["--llm", json.dumps(llm)] if llm else []))
 
 
 def run_row(job: RowJob, on_start=lambda process: None) -> dict:
@@ -96,6 +118,9 @@ def run_row(job: RowJob, on_start=lambda process: None) -> dict:
         env["CUDA_VISIBLE_DEVICES"] = job.device
     if job.gpu_lock_dir is not None:
         env[GPU_LOCK_ENV] = job.gpu_lock_dir
+    env.pop(BASE_URL_VARIABLE, None)
+    if job.llm.get("model") and job.llm.get("base_url"):
+        env[BASE_URL_VARIABLE] = job.llm["base_url"]
     from swizzleperf.agent.capture.capture import CappedLog
     started = time.monotonic()
     with CappedLog(log) as out:   # the worker's output, capped on disk (LOG_CAP_BYTES, #41)
@@ -176,8 +201,9 @@ class _Row:
 
 
 def evaluate(app_file: Path, workdir: Path, iterations: int, budget_s: float, row: _Row, hw: str | None = None,
-             use_ncu: bool = True) -> None:
-    """The optimize --app path over ``python APP`` (cwd: the app's folder), its outcome in ``row``."""
+             use_ncu: bool = True, llm: dict | None = None) -> None:
+    """The optimize --app path over ``python APP`` (cwd: the app's folder), its outcome in ``row``;
+    ``llm`` the LLM's options (``LLM_OPTIONS``), empty or None for the built-in policy."""
     from swizzleperf.agent.capture.capture import AppFailedError, AppTimeoutError, CaptureError, HookFailedError
     from swizzleperf.agent.capture.lift import LiftError
     deadline = time.monotonic() + budget_s
@@ -188,7 +214,7 @@ def evaluate(app_file: Path, workdir: Path, iterations: int, budget_s: float, ro
         return
     app = f"{shlex.quote(sys.executable)} {shlex.quote(app_file.name)}"
     try:
-        _optimize(app, workdir, iterations, left, row, hw, use_ncu)
+        _optimize(app, workdir, iterations, left, row, hw, use_ncu, llm or {})
     except AppTimeoutError as exc:
         row.update(outcome="timeout", reason=_as_typed(exc))
     except HookFailedError as exc:   # our code inside the app's process: a defect of ours
@@ -207,7 +233,8 @@ def _as_typed(exc: Exception) -> str:
     return str(exc).replace(shlex.quote(sys.executable), "python")
 
 
-def _optimize(app: str, workdir: Path, iterations: int, left, row: _Row, hw: str | None, use_ncu: bool = True) -> None:
+def _optimize(app: str, workdir: Path, iterations: int, left, row: _Row, hw: str | None, use_ncu: bool = True,
+              llm: dict | None = None) -> None:
     from swizzleperf.agent.capture import bottleneck, user_kernel
     from swizzleperf.agent.loop import run
     row.update(stage="profile")
@@ -221,23 +248,34 @@ def _optimize(app: str, workdir: Path, iterations: int, left, row: _Row, hw: str
                waves=_round(kernel.waves), passed_over="; ".join(f"{r.kernel}: {why}" for r, why in choice.passed_over))
     prepared = user_kernel.prepare(app, kernel.kernel, workdir, timeout_s=left())
     launch = prepared.capture.launch
+    llm = llm if (llm or {}).get("model") else {}
     row.update(stage="run", grid="x".join(map(str, launch["grid"])), programs=launch["programs"],
-               waves=_round(launch["programs"] / profile.wave) if profile.wave else None)
+               waves=_round(launch["programs"] / profile.wave) if profile.wave else None,
+               proposer=proposer_name(llm.get("model")))
     options = run.RunOptions(kernel=str(prepared.module_path), hw=hw, iterations=iterations, workdir=str(workdir),
-                             time_budget_s=max(1.0, left() - FINISH_S), use_ncu=use_ncu)
+                             time_budget_s=max(1.0, left() - FINISH_S), use_ncu=use_ncu, **llm)
     outcome = run.start(options)
     row.update(stage="finish", run_dir=str(outcome.run_dir))
     summary = user_kernel.finish(outcome, prepared, in_place=False, test=None)
     row.update(**verdict(outcome.report, summary))
 
 
+def proposer_name(model: str | None) -> str:
+    """The row's proposer: ``policy`` (the built-in search), or ``llm:MODEL``."""
+    return f"llm:{model}" if model else "policy"
+
+
 def verdict(report: dict, summary: dict) -> dict:
-    """The row's outcome and figures from a finished run's report (and user_kernel.finish's summary)."""
+    """The row's outcome and figures from a finished run's report (and user_kernel.finish's summary).
+    The best order is named as the report names it: a proposal whose tile map is a catalog order
+    its prompt ranked is credited to the catalog (``report.shown_name``), not to the model."""
+    from swizzleperf.agent.loop.report import shown_name
     from swizzleperf.agent.verification.bounds import OUTSIDE_ITS_TENSORS
     from swizzleperf.agent.verification.stages import NOT_REPRODUCIBLE
     base, best = report.get("baseline") or {}, report.get("best") or {}
     work = report.get("workload") or {}
-    fields = {"hardware": report.get("hardware"), "mode": report.get("mode"), "best_order": best.get("name"),
+    best_name = shown_name(best) if best else None
+    fields = {"hardware": report.get("hardware"), "mode": report.get("mode"), "best_order": best_name,
               "predicted_l2_baseline": base.get("predicted_l2_hit_rate"),
               "predicted_l2_best": best.get("predicted_l2_hit_rate"),
               "baseline_ms": base.get("time_ms"), "baseline_spread_ms": base.get("time_spread_ms"),
@@ -253,6 +291,12 @@ def verdict(report: dict, summary: dict) -> dict:
     if base.get("verdict") not in (None, "PASS"):   # the captured launch does not replay as captured: ours
         return {**fields, "outcome": "tool failure",
                 "reason": f"the replay of the captured launch failed its own check: {report.get('stop_reason')}"}
+    if report.get("status") in PROPOSER_STOPS:   # an LLM that went down or never answered usably
+        last = next((a for a in reversed(report.get("attempts") or []) if a.get("verdict") == "NO_CANDIDATE"), {})
+        return {**fields, "outcome": "proposer failed",
+                "reason": f"the run ended '{report.get('status')}': {report.get('stop_reason')}"
+                          + (f" (the last proposal: {str(last.get('reason'))[:200]})" if last else "")
+                          + (f"; the best so far: {best_name}" if best.get("kind") == "candidate" else "")}
     if report.get("status") != "finished":
         return {**fields, "outcome": "tool failure",
                 "reason": f"the run did not finish ({report.get('status')}): {report.get('stop_reason')}"}
@@ -263,11 +307,11 @@ def verdict(report: dict, summary: dict) -> dict:
         fields.update(speedup=round(speedup, 4), speedup_spread=round(spread, 4))
         if best.get("kind") == "candidate" and best.get("beyond_noise_vs_baseline"):
             return {**fields, "outcome": "optimized",
-                    "reason": f"{best['name']}: {speedup:.3f}x ± {spread:.3f} over the kernel's own order "
+                    "reason": f"{best_name}: {speedup:.3f}x ± {spread:.3f} over the kernel's own order "
                               f"({base['time_ms']:.4f} -> {best['time_ms']:.4f} ms), beyond the measured spread"}
         return {**fields, "outcome": "verified, no gain", "reason": why_no_gain(report, summary)}
     predicted = (f"verified; simulated only (no GPU): predicted L2 {_pct(base.get('predicted_l2_hit_rate'))} -> "
-                 f"{_pct(best.get('predicted_l2_hit_rate'))} ({best.get('name')})")
+                 f"{_pct(best.get('predicted_l2_hit_rate'))} ({best_name})")
     if best.get("kind") == "candidate" and (best.get("l2_gain_vs_baseline") or 0) >= 1e-3:
         return {**fields, "outcome": "verified, no gain",
                 "reason": f"{predicted}; not timed: a GPU measures whether it is a gain"}
@@ -328,7 +372,13 @@ def main(argv: list | None = None) -> None:
     parser.add_argument("--row", required=True, help="where the row is written (JSON)")
     parser.add_argument("--hw", default=None)
     parser.add_argument("--no-ncu", action="store_true", help="time the orders without profiling each with ncu")
+    parser.add_argument("--llm", default=None, help="the LLM's options as JSON (LLM_OPTIONS but base_url, which "
+                                                    f"comes from ${BASE_URL_VARIABLE}); default the built-in policy")
     args = parser.parse_args(argv)
+    # the endpoint (credentials included) out of this process's environment before anything runs: the
+    # app and the workers it starts never see it (the API key is withheld from them by sandbox.app_env)
+    base_url = os.environ.pop(BASE_URL_VARIABLE, None)
+    llm = {**json.loads(args.llm), "base_url": base_url} if args.llm else {}
 
     def interrupt(signum, frame):   # the suite's budget: the app is stopped, the run saved
         raise KeyboardInterrupt(signal.Signals(signum).name)
@@ -338,7 +388,7 @@ def main(argv: list | None = None) -> None:
     app_file = Path(os.path.abspath(args.app))
     os.chdir(app_file.parent)
     row = _Row(Path(args.row), app_file.name)
-    evaluate(app_file, Path(args.workdir).resolve(), args.iterations, args.budget, row, args.hw, not args.no_ncu)
+    evaluate(app_file, Path(args.workdir).resolve(), args.iterations, args.budget, row, args.hw, not args.no_ncu, llm)
 
 
 if __name__ == "__main__":

@@ -12,9 +12,15 @@ outcome, the share answered, the rows grouped by outcome), rewritten after every
 eval (``--resume EVAL_ID``) skips the apps that already have a row; its stored options are data
 (#41), read within ``MAX_OPTIONS_CHARS`` and checked against ``StoredAppsOptions`` first: a row
 that does not fit is one line, the eval cannot be resumed, and the row is left as it was.
+
+The rows propose with the built-in policy, or with the LLM the options name (``model`` and the rest
+of ``app_worker.LLM_OPTIONS``, as ``optimize --app --model M`` does); the record and the tables keep
+its endpoint without credentials (``redact``: a resume asks for the same ``--base-url`` again), and
+the API key is never in them (the workers inherit ``OPENAI_API_KEY``).
 """
 from __future__ import annotations
 
+import ast
 import json
 import os
 import secrets
@@ -30,9 +36,12 @@ from typing import Annotated, Callable
 import pandas as pd
 import pydantic
 
+from swizzleperf import sandbox
 from swizzleperf.agent.loop.record import RunRecord
-from swizzleperf.eval.app_worker import ANSWERED, OUTCOMES, RowJob, empty_row, run_row, stop
+from swizzleperf.eval.app_worker import (ANSWERED, LLM_OPTIONS, OUTCOMES, RowJob, empty_row, proposer_name, run_row,
+                                         stop)
 from swizzleperf.sandbox import untrusted
+from swizzleperf.sandbox.redact import MASK, redact
 from swizzleperf.sandbox.untrusted import file_kind, shown   # shown: the tables' and the console's text from outside
 
 DEFAULT_ROW_BUDGET_S = 600.0
@@ -67,6 +76,15 @@ class AppsOptions:
     use_ncu: bool = True       # False (--no-ncu): orders timed, not profiled with ncu
     workdir: str = ".swizzleperf"
     out: str | None = None     # OUT of OUT.json / OUT.md; None: WORKDIR/results/EVAL_ID
+    model: str | None = None   # the LLM (run.RunOptions' names, app_worker.LLM_OPTIONS); None: the built-in policy
+    base_url: str | None = None
+    llm_timeout_s: float = 300.0
+    temperature: float = 0.2
+    context_tokens: int | None = None
+    llm_retries: int = 2
+    evidence: bool = True
+    price_in_per_mtok: float = 0.0
+    price_out_per_mtok: float = 0.0
 
     def out_path(self, eval_id: str) -> Path:
         return Path(self.out) if self.out else Path(self.workdir) / "results" / eval_id
@@ -86,6 +104,7 @@ def _inside_the_folder(name: str) -> str:
 
 
 _Text = Annotated[str, pydantic.Field(strict=True, max_length=4096), pydantic.AfterValidator(_printable)]
+_Price = Annotated[float, pydantic.Field(strict=True, ge=0.0, allow_inf_nan=False)]
 
 
 class StoredAppsOptions(pydantic.BaseModel):
@@ -103,23 +122,39 @@ class StoredAppsOptions(pydantic.BaseModel):
     use_ncu: bool = None
     workdir: _Text = None
     out: _Text | None = None
+    model: _Text | None = None
+    base_url: _Text | None = None
+    llm_timeout_s: Annotated[float, pydantic.Field(strict=True, gt=0.0, allow_inf_nan=False)] = None
+    temperature: Annotated[float, pydantic.Field(strict=True, ge=0.0, le=2.0, allow_inf_nan=False)] = None
+    context_tokens: Annotated[int, pydantic.Field(strict=True, ge=1, lt=1 << 31)] | None = None
+    llm_retries: Annotated[int, pydantic.Field(strict=True, ge=0, lt=1000)] = None
+    evidence: bool = None
+    price_in_per_mtok: _Price = None
+    price_out_per_mtok: _Price = None
 
 
 def list_apps(apps_dir: str, files: str | None = None) -> list:
     """The app files of ``apps_dir``: the names listed in ``files`` (one a line, ``#`` comments), or
     every ``*.py`` in it. A listed name may be a path inside the folder (``ops/gemm.py``: its row is
     named so, the app runs in ``ops/``), written once (``./`` and doubled slashes dropped). Raises
-    AppsError for a missing folder, list or file, and for a path out of the folder: absolute, with
-    ``..``, or through a folder that is a link out of it (#41). A named pipe, socket or device among
-    them is listed: ``run_apps`` records it as the app's failure without running it."""
+    AppsError for a missing folder, list or file, for a path out of the folder: absolute, with
+    ``..``, or through a folder that is a link out of it (#41), and for a folder whose own path is
+    not printable UTF-8 text (its every app would be refused; its path titles the tables). A named
+    pipe, socket or device among them is listed: ``run_apps`` records it as the app's failure
+    without running it; so is a name that is not printable UTF-8 text (a newline, an escape code,
+    bytes that are not UTF-8), listed as ``stored_name`` writes it and refused in its row."""
     folder = Path(apps_dir)
     if not folder.is_dir():
         raise AppsError(f"--apps must be a folder of app files, got {shown(apps_dir)}")
+    if stored_name(apps_dir) != apps_dir:
+        raise AppsError(f"--apps {stored_name(apps_dir)}: the folder's path holds a newline, an escape code, bytes "
+                        f"that are not UTF-8 or another unprintable character; rename it (or link to it by a plain "
+                        f"name) to eval its apps")
     if files is None:
         names = sorted(p.name for p in folder.glob("*.py"))
     else:
-        try:
-            lines = Path(files).read_text().splitlines()
+        try:   # bytes that are not UTF-8 read as the folder's listing reads them (surrogateescape)
+            lines = Path(files).read_text(encoding="utf-8", errors="surrogateescape").splitlines()
         except OSError as exc:
             raise AppsError(f"--files {shown(files)}: {exc.strerror}") from None
         names = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
@@ -127,10 +162,43 @@ def list_apps(apps_dir: str, files: str | None = None) -> list:
         missing = [n for n in names if not (folder / n).is_file() and special_kind(folder / n) is None]
         if missing:
             raise AppsError(f"--files names {len(missing)} file(s) not in {shown(apps_dir)}: "
-                            f"{', '.join(map(shown, missing[:5]))}")
+                            f"{', '.join(map(stored_name, missing[:5]))}")
     if not names:
         raise AppsError(f"no app files in {shown(apps_dir)}" + (f" from {shown(files)}" if files else " (*.py)"))
-    return names
+    return [stored_name(name) for name in names]
+
+
+def stored_name(name: str) -> str:
+    """An app's name as the record, the tables and the console keep it: as it is where it is
+    printable UTF-8 text; else ``shown`` (``ascii()``: ``'a\\nb.py'``) or, for a name holding bytes
+    that are not UTF-8 (a str with lone surrogates, which SQLite and a UTF-8 file cannot hold,
+    red team 11 A08), those bytes as Python writes them (``b'\\xff\\xfe.py'``). Always printable
+    ASCII or UTF-8; ``unstored_name`` undoes it."""
+    if _has_surrogates(name):
+        return ascii(name.encode("utf-8", "surrogateescape"))
+    return shown(name)
+
+
+def unstored_name(name: str) -> str | None:
+    """The file name that ``stored_name`` wrote as ``name`` where it changed one (a Python literal
+    of a str that is not printable, or of bytes that are not UTF-8), else None."""
+    if name[:1] not in "'\"b" or len(name) > 4 * 4096:
+        return None
+    try:
+        value = ast.literal_eval(name)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "surrogateescape")
+    return value if isinstance(value, str) and stored_name(value) == name != value else None
+
+
+def _has_surrogates(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+        return False
+    except UnicodeEncodeError:
+        return True
 
 
 def special_kind(path: Path) -> str | None:
@@ -147,13 +215,21 @@ def special_kind(path: Path) -> str | None:
 
 
 def _refused_row(options: AppsOptions, name: str) -> dict | None:
-    """The row of an app file that is not a regular file (``special_kind``): the app's failure, its
-    kind the reason, recorded without a worker; None for any other app."""
-    kind = special_kind(Path(options.apps_dir) / name)
-    if kind is None:
+    """The row of an app recorded without a worker: a file that is not a regular file
+    (``special_kind``), the app's failure, its kind the reason; a file whose name is not printable
+    UTF-8 text (``stored_name`` changed it), refused, saying why. None for any other app."""
+    path = Path(options.apps_dir) / name
+    kind = special_kind(path)
+    if kind is not None:
+        return {**empty_row(name), "outcome": "app failed", "seconds": 0.0,
+                "reason": f"{shown(name)} is {kind}, not a regular file: not opened (an app is a Python file)"}
+    original = unstored_name(name)
+    if original is None or os.path.lexists(path):   # a file named so itself: an app like any other
         return None
-    return {**empty_row(name), "outcome": "app failed", "seconds": 0.0,
-            "reason": f"{shown(name)} is {kind}, not a regular file: not opened (an app is a Python file)"}
+    why = ("is not UTF-8 text" if _has_surrogates(original)
+           else "holds a newline, an escape code or another unprintable character")
+    return {**empty_row(name), "outcome": "refused", "seconds": 0.0,
+            "reason": f"the app's file name {name} {why}: not run; rename it to run it"}
 
 
 def _inside(folder: Path, name: str) -> str:
@@ -181,24 +257,37 @@ def _within(path: Path, folder: Path) -> bool:
 
 def _connect(workdir: str):
     db = RunRecord(Path(workdir)).connect()
+    # text that is not UTF-8 (a record written by other means) is read with its bytes written out,
+    # never an OperationalError out of a resume (red team 11, A08)
+    db.text_factory = lambda data: data.decode("utf-8", "backslashreplace")
     db.executescript(_SCHEMA)
+    have = {column[1] for column in db.execute("PRAGMA table_info(app_rows)")}
+    for c in (c for c in COLUMNS if c not in have):   # a record of an older version: its rows keep NULL there
+        db.execute(f"ALTER TABLE app_rows ADD COLUMN {c} {'REAL' if c in NUMBERS else 'TEXT'}")
     return db
+
+
+def shown_options(options: AppsOptions) -> dict:
+    """The options as the record and the tables keep them: the endpoint without its credentials."""
+    return {**asdict(options), "base_url": redact(options.base_url) if options.base_url else None}
 
 
 def _register(options: AppsOptions, eval_id: str) -> None:
     with _connect(options.workdir) as db:
         db.execute("INSERT OR IGNORE INTO app_evals VALUES (?, ?, ?)",
-                   (eval_id, json.dumps(asdict(options)), time.time()))
+                   (eval_id, json.dumps(shown_options(options)), time.time()))
 
 
-def stored_options(workdir: str, eval_id: str) -> AppsOptions | None:
+def stored_options(workdir: str, eval_id: str, base_url: str | None = None) -> AppsOptions | None:
     """The options an apps eval started with (its workdir ``workdir``, where the record is now),
-    or None where ``eval_id`` is none.
+    or None where ``eval_id`` is none. The record keeps the LLM endpoint without its credentials,
+    so an endpoint that had some is ``base_url`` again (the same URL once redacted).
 
     Raises:
         AppsError: the eval's row does not hold options of the shape ``_register`` writes (too
             long, too deep, not JSON, an unknown key, a value of the wrong type or out of range, an
-            app out of the folder): one line, the row left as it was.
+            app out of the folder): one line, the row left as it was; ``base_url`` is another
+            endpoint than the eval's, or none where the eval's had credentials.
     """
     with _connect(workdir) as db:
         found = db.execute("SELECT options_json FROM app_evals WHERE eval_id = ?", (eval_id,)).fetchone()
@@ -209,14 +298,31 @@ def stored_options(workdir: str, eval_id: str) -> AppsOptions | None:
                                              MAX_OPTIONS_CHARS, MAX_OPTIONS_DEPTH)
     except untrusted.UntrustedInput as exc:
         raise AppsError(f"apps eval {shown(eval_id)} cannot be resumed: {exc}") from None
-    return AppsOptions(**{**stored.model_dump(exclude_unset=True), "workdir": workdir})
+    options = AppsOptions(**{**stored.model_dump(exclude_unset=True), "workdir": workdir})
+    if base_url is not None:
+        if redact(base_url) != options.base_url:
+            raise AppsError(f"--base-url {redact(base_url)} is not the endpoint apps eval {shown(eval_id)} used "
+                            f"({options.base_url or 'none: its rows propose with the built-in policy'})")
+        options.base_url = base_url
+    elif options.base_url and MASK in options.base_url:
+        raise AppsError(f"apps eval {shown(eval_id)} used the LLM endpoint {options.base_url}, whose credentials are "
+                        f"not kept in the record: give the same --base-url again with --resume")
+    return options
 
 
 def _save(workdir: str, eval_id: str, row: dict) -> None:
-    values = [row.get(c) for c in COLUMNS]
+    # a lone surrogate (a path's bytes that are not UTF-8, in a reason or the log's path) cannot be
+    # stored: those bytes are written out as \xff instead (red team 11, A08)
+    values = [_storable(row.get(c)) for c in COLUMNS]
     with _connect(workdir) as db:
         db.execute(f"INSERT OR REPLACE INTO app_rows (eval_id, finished_at, {', '.join(COLUMNS)}) "
                    f"VALUES ({', '.join('?' * (len(COLUMNS) + 2))})", [eval_id, time.time(), *values])
+
+
+def _storable(value):
+    if isinstance(value, str) and _has_surrogates(value):
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return value
 
 
 def rows(workdir: str, eval_id: str) -> pd.DataFrame:
@@ -240,8 +346,9 @@ def run_apps(options: AppsOptions, eval_id: str | None = None, on_row: Callable 
         AppsError: an unknown eval id, or one whose stored options cannot be resumed
             (``stored_options``); Ray asked for and not installed.
     """
+    sandbox.shield_from_boxes()   # the apps' boxes never read this process's environment (its key)
     if eval_id is not None:
-        stored = stored_options(options.workdir, eval_id)
+        stored = stored_options(options.workdir, eval_id, base_url=options.base_url)
         if stored is None:
             raise AppsError(f"no apps eval {eval_id!r} in {options.workdir}")
         options = stored
@@ -299,7 +406,8 @@ def _job(options: AppsOptions, eval_id: str, name: str) -> RowJob:
     return RowJob(app=str(Path(options.apps_dir).resolve() / name), name=name,
                   folder=str(workdir / "apps" / eval_id / Path(name).with_suffix("")), workdir=str(workdir),
                   iterations=options.iterations, budget_s=options.row_budget_s, hw=options.hw,
-                  use_ncu=options.use_ncu)
+                  use_ncu=options.use_ncu,
+                  llm={n: getattr(options, n) for n in LLM_OPTIONS} if options.model else {})
 
 
 def _devices() -> list:
@@ -355,7 +463,8 @@ def summarize(options: AppsOptions, eval_id: str) -> dict:
     counts = {o: sum(r["outcome"] == o for r in table) for o in (*OUTCOMES, "pending")}
     ran = len(table) - counts["pending"]
     answered = sum(counts[o] for o in ANSWERED)
-    return {"eval_id": eval_id, "apps_dir": options.apps_dir, "options": asdict(options), "apps": len(table),
+    return {"eval_id": eval_id, "apps_dir": options.apps_dir, "options": shown_options(options),
+            "proposer": proposer_name(options.model), "apps": len(table),
             "ran": ran, "counts": counts, "answered": answered,
             "answered_share": answered / ran if ran else None,
             "over_budget": sum(1 for r in table if r["seconds"] is not None and r["seconds"] > options.row_budget_s + 1),
@@ -378,7 +487,8 @@ def markdown(summary: dict) -> str:
     o = summary["options"]
     share = summary["answered_share"]
     lines = [f"# swizzleperf eval --apps {summary['apps_dir']} ({summary['eval_id']})", "",
-             f"{summary['ran']} of {summary['apps']} apps run, {o['iterations']} proposals each, a budget of "
+             f"{summary['ran']} of {summary['apps']} apps run, {o['iterations']} proposals each by "
+             f"{shown(summary.get('proposer') or proposer_name(o.get('model')))}, a budget of "
              f"{o['row_budget_s']:.0f} s a row; answered (optimized, verified without gain, or refused with its "
              f"reason): **{summary['answered']} of {summary['ran']}"
              + (f" ({share:.0%})" if share is not None else "")

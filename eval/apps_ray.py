@@ -6,6 +6,12 @@ and one CPU; the task runs the same worker process with the same budget as on on
 (eval/app_worker.py ``run_row``) and returns the row, which the driver writes to the one record as
 the tasks finish (``ray.wait``). The paths in a row job (the app, the workdir) must be the same on
 every node: a shared file system, as for any Ray job reading files.
+
+An LLM eval's options travel in the row job (``RowJob.llm``) as on one host, its endpoint among
+them, in the task's arguments (never a command line; ``run_row`` hands it to the worker through its
+environment). The API key does not travel: each task's worker reads ``OPENAI_API_KEY`` from the
+environment of its node (a local Ray started here inherits this process's); a node without it sends
+no key, and a server that wants one refuses it: the rows are ``proposer failed``, saying so.
 """
 from __future__ import annotations
 

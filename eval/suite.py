@@ -24,7 +24,7 @@ import pydantic
 
 from swizzleperf.agent.loop import run
 from swizzleperf.agent.loop.record import RunRecord, UnknownRunError
-from swizzleperf.agent.loop.report import shown_name
+from swizzleperf.agent.loop.report import shown_name, tokens_source
 from swizzleperf.eval import evals_table, workers
 from swizzleperf.eval.evals_table import kernel_status, set_status
 from swizzleperf.sandbox import untrusted
@@ -499,7 +499,7 @@ def _iteration_columns(record: RunRecord, run_id: str | None, report: dict) -> d
     """Iterations, iteration and seconds to the best, rejections, tokens and cost of one run."""
     if not report:
         return {"iterations": None, "iteration_of_best": None, "seconds_to_best": None, "rejected": "",
-                "tokens": None, "cost_usd": None}
+                "tokens": None, "tokens_source": None, "cost_usd": None}
     meta, iterations = record.run(run_id), record.iterations(run_id)
     candidates = iterations[iterations.kind == "candidate"]
     best_row = iterations[iterations.is_best == 1]
@@ -510,6 +510,8 @@ def _iteration_columns(record: RunRecord, run_id: str | None, report: dict) -> d
             "rejected": "; ".join(f"{v}: {n}" for v, n in
                                   candidates[candidates.verdict != "PASS"].verdict.value_counts().items()),
             "tokens": int(candidates.prompt_tokens.sum() + candidates.completion_tokens.sum()),
+            # the server's counts or the proposer's estimates, per request of the transcript (#11)
+            "tokens_source": tokens_source(record.requests(run_id).to_dict("records")),
             "cost_usd": float(candidates.cost_usd.sum())}
 
 
@@ -572,14 +574,18 @@ def _markdown(table: pd.DataFrame) -> str:
     return ("\n".join(lines) + f"\n\nL2 and DRAM figures: {sources}; a speedup within the measured spread is "
             f"shown as 1.00x; '% of roof' is the best's floor (max of FLOPs / compute peak and compulsory bytes / "
             f"DRAM peak: no tile order can run faster) over its measured time, with the binding roof; tokens are "
-            f"prompt + completion over the run's LLM requests.\n")
+            f"prompt + completion over the run's LLM requests, the server's counts unless marked estimated "
+            f"(the proposer's estimate where the server gave no usage).\n")
 
 
 def _tokens_cell(row: dict) -> str:
-    tokens, cost = row.get("tokens"), row.get("cost_usd")
+    """``2921`` (the server's counts, or no request), ``2921 (estimated: 4 of 4 requests without server
+    usage)`` (report.py's ``tokens_source``); the cost after."""
+    tokens, cost, source = row.get("tokens"), row.get("cost_usd"), row.get("tokens_source")
     if tokens is None or pd.isna(tokens):
         return "n/a"
-    return f"{tokens:.0f}" + (f" (${cost:.4f})" if cost else "")
+    estimated = f" ({source})" if isinstance(source, str) and source.startswith("estimated") else ""
+    return f"{tokens:.0f}{estimated}" + (f" (${cost:.4f})" if cost else "")
 
 
 def plotted_rows(table: pd.DataFrame) -> tuple:

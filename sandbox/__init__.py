@@ -145,13 +145,16 @@ class Limits:
             down loopback) where the OS permits it; left as is where it does not.
         isolate_processes: run the command as PID 1 of a PID namespace of its own with a fresh
             ``/proc`` (no other process visible, every one of its own ended with it) where the OS
-            permits it; else the agent is made non-dumpable (see the module docstring).
-        drop_admin: drop ``CAP_SYS_ADMIN`` as well (nothing can un-mount the fresh ``/proc``):
-            verification workers; not under a profiler, which may need it for the GPU's counters.
+            permits it (the agent is made non-dumpable either way: see the module docstring).
+        drop_admin: drop every capability (nothing can un-mount the fresh ``/proc``):
+            verification workers, and every command with ``writable`` None (the user's app); not
+            under a profiler, which may need ``CAP_SYS_ADMIN`` for the GPU's counters.
         writable: the only folders (or files) the command may write, each with everything
             beneath it; the rest of the file system is read-only to it (see the module
             docstring). The first is its scratch: its caches go there (:func:`start`). None: the
-            file system as it is (the user's own ``--app`` command, never model-written code).
+            file system as it is (the user's own ``--app`` command, never model-written code), and
+            no capability (as ``drop_admin``: an app run as root keeps none of root's, so reads and
+            writes only what the file modes allow uid 0).
         shared_memory: its processes share memory through ``/dev/shm`` files (NCCL, gloo, torch
             multiprocessing): where Landlock keeps it to its folders, ``/dev/shm`` is one of them;
             in a mount namespace it gets a fresh ``/dev/shm`` of its own either way.
@@ -166,7 +169,8 @@ class Limits:
             stops one); ``io_uring``, no io_uring (whose requests no filter sees); ``other_abi``, no
             call through another ABI (32-bit or x32, which would dodge the numbers checked);
             ``datagram_pair``, no ``socketpair(AF_UNIX, SOCK_DGRAM)``; a stream ``socketpair``
-            still works. Verification workers only: NCCL, gloo and ncu talk over unix sockets.
+            still works; ``namespaces``, no new namespace (a user namespace above all; ``clone3``
+            fails with ``ENOSYS``, so that libc uses ``clone``). Verification workers only: NCCL, gloo and ncu talk over unix sockets.
             Where the kernel has no seccomp filter, one line says so, once.
     """
 
@@ -187,6 +191,15 @@ class Limits:
 #: ``.npy`` (8 bytes a tile: a few MB; agent/verification/verify.py refuses one above 1 GiB) and
 #: ``result.json`` (refused above 64 MiB). It bounds each file, not their sum.
 WORKER_FILE_SIZE_BYTES = 4 << 30
+#: The size of the fresh ``/dev/shm`` of a box whose processes share no memory (not
+#: ``Limits.shared_memory``: verification workers), and how many files it holds. A tmpfs's pages are
+#: RAM that RLIMIT_AS does not count, and its default size is half the RAM (#41 round eleven: 11.8
+#: GiB of a 24 GiB machine, held until the worker ends). A worker keeps nothing there but
+#: multiprocessing's semaphores and small files of CUDA's: 256 MiB is four times Docker's default
+#: ``--shm-size`` (64 MiB), under which CUDA runs. A box that shares memory (NCCL's transport, gloo,
+#: ncu: the rank pool, the profilers) keeps the kernel's default: NCCL fails on a small one.
+WORKER_SHM_BYTES = 256 << 20
+WORKER_SHM_FILES = 4096
 
 
 #: What a compiled (GPU) verification worker's filter leaves out of ``SECCOMP_REFUSALS``: unix sockets
@@ -430,6 +443,7 @@ def start(command: list, cwd: Path, env: dict, limits: Limits, **popen: object) 
         Unboxed: the box cannot keep the command from writing outside ``limits.writable`` on this
             machine, and the user did not allow that (``ALLOW_UNBOXED_ENV``).
     """
+    _non_dumpable()   # before any box: what a box could uncover of /proc shows nothing of this process
     processes = limits.isolate_processes and _processes_isolated()
     fs = "none" if limits.writable is None else _filesystem_for(processes)
     writable = [os.path.realpath(p) for p in limits.writable or ()]
@@ -438,9 +452,13 @@ def start(command: list, cwd: Path, env: dict, limits: Limits, **popen: object) 
     refusals = list(limits.seccomp_refusals)
     if fs == "landlock":   # Landlock alone: no right for metadata, none for truncate before ABI 3
         refusals += ["metadata"] + (["path_truncate"] if filesystem.landlock_abi() < 3 else [])
-    options = {"pid": processes, "net": limits.isolate_network, "drop_admin": limits.drop_admin,
+    # the user's app (writable None) keeps no capability either: nothing else keeps it from
+    # un-mounting its fresh /proc (#41 round eleven)
+    options = {"pid": processes, "net": limits.isolate_network,
+               "drop_admin": limits.drop_admin or limits.writable is None,
                "fs": fs, "writable": writable, "landlock": filesystem.landlock_abi() > 0,
-               "seccomp": refusals if refusals and _seccomp_for_workers() else []}
+               "seccomp": refusals if refusals and _seccomp_for_workers() else [],
+               "shm": None if limits.shared_memory else [WORKER_SHM_BYTES, WORKER_SHM_FILES]}
     boxed = [sys.executable, "-m", "swizzleperf.sandbox", json.dumps(options), "--", *command]
     return subprocess.Popen(boxed, cwd=cwd, env={**env, **_cache_env(writable)}, start_new_session=True,
                             preexec_fn=_preexec(limits), **popen)
@@ -518,12 +536,23 @@ _PROBE_CHILD = "import os; print(os.getpid(), os.readlink('/proc/self'))"
 
 
 def _processes_isolated() -> bool:
-    """Whether a PID namespace with a fresh ``/proc`` works here; where not, the agent is made
-    non-dumpable and one line says so (both once per process)."""
+    """Whether a PID namespace with a fresh ``/proc`` works here. This process is made
+    non-dumpable first (:func:`_non_dumpable`), whatever the answer; where there is none, one line
+    says so (once per process)."""
+    _non_dumpable()
     isolated, why = isolation()
     if not isolated:
         _protect_agent(why)
     return isolated
+
+
+def shield_from_boxes() -> bool:
+    """Call in a process that starts workers whose boxes run an app or model-written code while it
+    holds what they must not read (an eval's main process: the LLM's key in its environment). This
+    process is made non-dumpable (:func:`_non_dumpable`: its ``/proc`` entries, ``environ`` among
+    them, unreadable to every box, with or without a PID namespace); where the boxes get no PID
+    namespace of their own, one line says so, once. Returns whether the boxes are isolated."""
+    return _processes_isolated()
 
 
 @functools.lru_cache(maxsize=1)
@@ -695,11 +724,31 @@ def _probe(options: dict, code: str, *args: str) -> tuple:
     return (done.stdout.split() if done.returncode == 0 else None), (reasons[0] if reasons else "")
 
 
+def _non_dumpable() -> None:
+    """This process non-dumpable (``PR_SET_DUMPABLE`` 0; Linux, once), before it starts any box: its
+    ``/proc/<pid>`` entries (``environ`` with the API key, ``mem``) are then owned by root and
+    readable only with ``CAP_SYS_PTRACE``, which every box drops, even by a box that uncovers the
+    host's ``/proc`` (#41 round eleven: an app un-mounted its fresh one). Children it starts are
+    dumpable again once they exec. What it costs: no core dump of this process; a debugger or
+    profiler of the same user (gdb, py-spy) attaches only with ``CAP_SYS_PTRACE``; run as a user
+    other than root, this process can no longer read its own ``/proc/self/environ``, ``auxv``,
+    ``io`` or ``mem`` (its ``status``, ``maps``, ``fd`` and ``fdinfo`` stay readable)."""
+    if _non_dumpable.done or not sys.platform.startswith("linux"):
+        return
+    _non_dumpable.done = True
+    _libc().prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
+_non_dumpable.done = False
+
+
 def _protect_agent(why: str) -> None:
+    """Where boxes get no PID namespace (``why``): this process non-dumpable, and one line that says
+    so, once."""
+    _non_dumpable()
     if _protect_agent.done:
         return
     _protect_agent.done = True
-    _libc().prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
     log.warning("sandbox: no PID namespace for workers here (%s): they can see this user's other "
                 "processes; the agent's own /proc entries are unreadable to them (non-dumpable agent, "
                 "CAP_SYS_PTRACE and CAP_PERFMON dropped in workers)", why)
@@ -713,7 +762,7 @@ _protect_agent.done = False
 # linux/prctl.h, linux/seccomp.h, linux/filter.h, linux/audit.h
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, _SECCOMP_GET_ACTION_AVAIL = 22, 2, 2
 _SECCOMP_RET_ALLOW, _SECCOMP_RET_ERRNO = 0x7fff0000, 0x00050000
-_BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_AND_K, _BPF_RET_K = 0x20, 0x15, 0x54, 0x06
+_BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_AND_K, _BPF_RET_K, _BPF_JSET_K = 0x20, 0x15, 0x54, 0x06, 0x45
 #: Per machine: its audit arch, the mask of a call's number (x86_64: the x32 bit cleared, so that
 #: x32's socket is 41 too), the number of ``socket``, that of ``seccomp`` (the check of
 #: :func:`_seccomp`) and that of ``socketpair``. ``io_uring_setup`` is 425 on both.
@@ -729,11 +778,22 @@ _AF_INET, _AF_INET6, _AF_NETLINK = 2, 10, 16
 #: msgget: where the box has no IPC namespace of its own, Landlock alone, objects outside).
 _KEYRING_CALLS = {"x86_64": (248, 249, 250), "aarch64": (217, 218, 219)}
 _SYSV_IPC_CALLS = {"x86_64": (29, 64, 68), "aarch64": (194, 190, 186)}
+#: Per machine, ``clone`` and ``unshare`` (``namespaces``: refused with a namespace flag in their
+#: first argument) and ``clone3`` (435 on both: refused outright with ``ENOSYS``, so that glibc's
+#: threads and ``posix_spawn`` fall back to ``clone``; its flags are in memory no filter reads).
+_NAMESPACE_CALLS = {"x86_64": (56, 272), "aarch64": (220, 97)}
+_SYS_CLONE3 = 435
+#: The namespace flags (linux/sched.h): CLONE_NEWTIME (unshare's only: in clone's low byte, the exit
+#: signal, no valid signal sets it), NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET.
+#: Docker's default profile refuses the same (clone's mask 0x7E020000, unshare, clone3 with ENOSYS).
+_NAMESPACE_FLAGS = 0x00000080 | _CLONE_NEWNS | 0x02000000 | 0x04000000 | _CLONE_NEWIPC | _CLONE_NEWUSER \
+    | _CLONE_NEWPID | _CLONE_NEWNET
 
 
 #: What the worker's filter refuses, each by name (``_seccomp_program``'s ``refused``): a call through
 #: another ABI, ``io_uring_setup``, ``socket(AF_UNIX)``, a ``socketpair`` that is not a stream pair.
-SECCOMP_REFUSALS = ("other_abi", "io_uring", "unix_socket", "datagram_pair", "socket_family", "keyring", "sysv_ipc")
+SECCOMP_REFUSALS = ("other_abi", "io_uring", "unix_socket", "datagram_pair", "socket_family", "keyring", "sysv_ipc",
+                    "namespaces")
 #: What the filter refuses besides where Landlock alone keeps a command to its folders (no read-only
 #: mounts): Landlock has no right for a file's metadata, so a command restricted by it alone still
 #: changed the mode, times and extended attributes of any file its user owns (issue #41, round four:
@@ -759,7 +819,10 @@ def _seccomp_program(machine: str, refused: tuple = SECCOMP_REFUSALS) -> list:
     ``io_uring``, ``io_uring_setup`` (whose requests no filter sees); ``unix_socket``, ``socket``
     where its domain is ``AF_UNIX``; ``socket_family``, ``socket`` of any other family than unix,
     IPv4, IPv6 and netlink (AF_VSOCK reaches the host); ``keyring``, add_key, request_key and keyctl
-    (the user's kernel keyring); ``sysv_ipc``, shmget, semget and msgget; ``datagram_pair``,
+    (the user's kernel keyring); ``sysv_ipc``, shmget, semget and msgget; ``namespaces``, ``unshare``
+    and ``clone`` with a namespace flag (a user namespace, #41 round eleven: a large kernel surface a
+    worker never needs; ``_NAMESPACE_FLAGS``), and ``clone3`` with ``ENOSYS`` (libc then falls back
+    to ``clone``: threads, fork and spawn work as before); ``datagram_pair``,
     ``socketpair`` (``AF_UNIX`` alone on Linux)
     but for a stream pair (a datagram one can still ``sendto`` a named socket outside the box:
     ``/dev/log``, journald; multiprocessing and torch take stream pairs). Everything else is
@@ -789,6 +852,13 @@ def _seccomp_program(machine: str, refused: tuple = SECCOMP_REFUSALS) -> list:
         code += [(_BPF_JEQ_K, "deny", None, number) for number in _KEYRING_CALLS[machine]]
     if "sysv_ipc" in refused:
         code += [(_BPF_JEQ_K, "deny", None, number) for number in _SYSV_IPC_CALLS[machine]]
+    if "namespaces" in refused:
+        clone, unshare = _NAMESPACE_CALLS[machine]
+        code += [(_BPF_JEQ_K, None, "not_clone3", _SYS_CLONE3),
+                 (_BPF_RET_K, None, None, _SECCOMP_RET_ERRNO | errno.ENOSYS), ("label", "not_clone3"),
+                 (_BPF_JEQ_K, "flags", None, clone), (_BPF_JEQ_K, None, "not_namespaces", unshare),
+                 ("label", "flags"), (_BPF_LD_W_ABS, None, None, 16),           # its flags (args[0]'s low half)
+                 (_BPF_JSET_K, "deny", "allow", _NAMESPACE_FLAGS), ("label", "not_namespaces")]
     if "unix_socket" in refused or "socket_family" in refused:
         code += [(_BPF_JEQ_K, None, "not_socket", socket_call),
                  (_BPF_LD_W_ABS, None, None, 16)]                                 # its domain (args[0]'s low half)
@@ -898,7 +968,8 @@ def box_main(argv: list) -> int:
     ``pid``, ``net``, ``drop_admin``, and ``fs``: "mounts" (only with ``pid``), "landlock" or
     "none", with ``writable``, the absolute paths COMMAND may write; ``landlock``: false where the
     agent saw no Landlock (then none over the mounts either; default true); ``seccomp``: the
-    refusals of the worker's filter, :func:`_seccomp_program`). Namespaces as permitted, the
+    refusals of the worker's filter, :func:`_seccomp_program`; ``shm``: ``[bytes, files]`` of the
+    fresh ``/dev/shm``, or null for the kernel's default). Namespaces as permitted, the
     file system as ``fs`` says, then COMMAND as PID 1 of the new PID namespace (or in place,
     without one); exits as COMMAND does (killed by a signal: the same signal). What it cannot set
     up as asked, it does not run COMMAND without (exit 127). Lines it writes on stderr begin with
@@ -924,7 +995,7 @@ def box_main(argv: list) -> int:
             libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
             _fresh_proc(libc)
             if options.get("fs") == "mounts":
-                filesystem.read_only_except(libc, options["writable"])
+                filesystem.read_only_except(libc, options["writable"], options.get("shm"))
             _harden(libc, options)
             os.execvp(command[0], command)
         except BaseException as exc:  # nothing may run outside the box: say why and stop
@@ -986,7 +1057,7 @@ def _harden(libc, options: dict) -> None:
     caps = _CAPS_OTHER_PROCESSES + ((_CAP_SYS_ADMIN,) if options.get("drop_admin") else ())
     if fs != "none":
         caps += _CAPS_PAST_THE_MOUNTS
-    if options.get("drop_admin"):   # a verification worker needs no capability at all
+    if options.get("drop_admin"):   # a verification worker needs no capability at all, nor the app
         caps = tuple(range(_last_cap() + 1))
     for cap in caps:
         libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
@@ -998,7 +1069,7 @@ def _harden(libc, options: dict) -> None:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     if fs == "landlock":   # /proc is the host's: only this process's own entries (it execs in place)
         filesystem.restrict_writes(options["writable"], (os.path.realpath("/proc/self"),),
-                                   scoped=bool(options.get("drop_admin")))
+                                   scoped=bool(options.get("drop_admin")), device_ioctls=True)
     elif fs == "mounts" and options.get("landlock", True) and filesystem.landlock_abi():
         # Landlock over the mounts as well: a profiler keeps CAP_SYS_ADMIN (it could remount), and
         # a block device made after the init covered those of /dev with /dev/null stays writable
@@ -1009,14 +1080,24 @@ def _harden(libc, options: dict) -> None:
         filesystem.restrict_writes(options["writable"] + own, ("/proc",), scoped=bool(options.get("drop_admin")))
     if options.get("seccomp"):
         _install_seccomp(libc, tuple(options["seccomp"]))
+    if options.get("drop_admin"):   # none left to exec with either (exec would grant none: no bounding set)
+        _clear_inheritable(libc, everything=True)
 
 
-def _clear_inheritable(libc) -> None:
+def _clear_inheritable(libc, everything: bool = False) -> None:
+    """The inheritable set cleared; with ``everything``, the effective and permitted sets too.
+
+    Raises:
+        OSError: ``everything`` asked for and a capability is left.
+    """
     header = (ctypes.c_uint32 * 2)(0x20080522, 0)   # _LINUX_CAPABILITY_VERSION_3, this process
     data = (ctypes.c_uint32 * 6)()                  # effective, permitted, inheritable; twice
-    if libc.capget(header, data) == 0 and (data[2] or data[5]):
-        data[2] = data[5] = 0
+    if libc.capget(header, data) == 0 and any(data[i] for i in ((0, 1, 2, 3, 4, 5) if everything else (2, 5))):
+        for i in (0, 1, 2, 3, 4, 5) if everything else (2, 5):
+            data[i] = 0
         libc.capset(header, data)
+    if everything and (libc.capget(header, data) != 0 or any(data)):
+        raise OSError(errno.EPERM, "capabilities left after dropping them all")
 
 
 def _last_cap() -> int:

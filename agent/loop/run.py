@@ -490,6 +490,18 @@ _INTEGER_REQUEST_COLUMNS = ("iteration", "n", "max_tokens", "prompt_tokens", "co
                             "tools_tokens")
 
 
+def _request_rows(record: RunRecord, run_id: str) -> list:
+    """The run's requests to an LLM (record.py's ``requests`` rows, in the order sent), NULL as None
+    (not NaN) and the INTEGER columns as ints (a column with a NULL reads as floats: 3, not 3.0)."""
+    frame = record.requests(run_id)
+    rows = frame.astype(object).where(frame.notna(), None).to_dict("records")
+    for row in rows:
+        for name in _INTEGER_REQUEST_COLUMNS:
+            if isinstance(row.get(name), float) and row[name].is_integer():
+                row[name] = int(row[name])
+    return rows
+
+
 def _write_transcript(record: RunRecord, run_id: str, run_dir: Path) -> None:
     """``transcript.jsonl`` in the run folder: every request to the LLM (prompt, raw reply, finish
     reason, time, tokens and their source), one JSON object a line; none for a run without LLM.
@@ -497,14 +509,11 @@ def _write_transcript(record: RunRecord, run_id: str, run_dir: Path) -> None:
     Raises:
         OSError: it cannot be written (``replace_file``)."""
     import json
-    frame = record.requests(run_id)
-    if frame.empty:
+    requests = _request_rows(record, run_id)
+    if not requests:
         return
     lines = []
-    for row in frame.astype(object).where(frame.notna(), None).to_dict("records"):  # NULL -> null, not NaN
-        for name in _INTEGER_REQUEST_COLUMNS:   # a column with a NULL reads as floats: 3, not 3.0
-            if isinstance(row.get(name), float) and row[name].is_integer():
-                row[name] = int(row[name])
+    for row in requests:
         row["messages"] = stored_json(row.pop("messages_json"), "messages_json")
         row["tool_calls"] = stored_json(row.pop("tool_calls_json"), "tool_calls_json")
         lines.append(json.dumps(row) + "\n")
@@ -906,7 +915,8 @@ def _finish(loop: Loop, graph, config: dict, record: RunRecord, run_id: str, run
         status = NO_CANDIDATE
     row = record.run(run_id)
     answer = (state.get("best") or {}).get("kernel_file")
-    report = build_report(state, row, target.message, loop.evaluator.report_extra(answer))
+    report = build_report(state, row, target.message, loop.evaluator.report_extra(answer),
+                          requests=_request_rows(record, run_id))
     report.update(status=status, run_dir=str(run_dir))
     if signal_name and not state.get("stop_reason"):
         report["stop_reason"] = (f"cut short by {signal_name} (a time limit such as `timeout`, or Ctrl-C) after "

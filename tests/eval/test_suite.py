@@ -194,6 +194,30 @@ def test_the_markdown_keeps_dram_tokens_and_status(row):
         assert cells["best DRAM GB"] == "n/a" and cells["tokens (cost)"] == "n/a"
 
 
+@pytest.mark.parametrize("source, cell", [
+    ("estimated: 4 of 4 requests without server usage", "2921 (estimated: 4 of 4 requests without server usage)"),
+    ("the server's usage (4 of 4 requests)", "2921"),
+])
+def test_estimated_tokens_are_marked_as_estimates(source, cell):
+    """llama-cpp-python gives no usage on a stream: its counts are the proposer's estimates (#11)."""
+    from swizzleperf.eval.suite import _markdown
+    base = {f"{label}_{k}": None for label in ("baseline", "expert", "best")
+            for k in ("name", "time_ms", "l2_hit_rate", "source", "predicted_time_ms")}
+    table = pd.DataFrame([{**base, "kernel": "gemm", "mode": "simulated", "status": "finished", "reason": "",
+                           "baseline_dram_bytes": None, "best_dram_bytes": None, "speedup_vs_baseline": None,
+                           "speedup_vs_expert": None, "iteration_of_best": 1, "rejected": "", "tokens": 2921,
+                           "tokens_source": source, "cost_usd": 0.0, "verdict": "no change"}])
+    text = _markdown(table)
+    header, _, line = text.splitlines()[:3]
+    cells = dict(zip([c.strip() for c in header.split("|")], [c.strip() for c in line.split("|")]))
+    assert cells["tokens (cost)"] == cell
+    assert "the server's counts unless marked estimated" in text
+
+
+def test_a_policy_rows_tokens_say_no_request_was_sent(evaluated):
+    assert evaluated[2].iloc[0].tokens_source == "no LLM request sent"
+
+
 def test_an_eval_keeps_no_credentials_and_asks_for_them_again(tmp_path, monkeypatch):
     """The record of an eval holds its LLM endpoint redacted (#21.3): a resume must give the same URL
     again (another endpoint is one line), and the worker processes get it in their environment."""

@@ -172,6 +172,10 @@ def test_the_same_tile_order_written_otherwise_is_a_reask_and_every_request_is_i
     assert sum(r["prompt_tokens"] for r in lines) == outcome.report["prompt_tokens"] == 220
     requests = RunRecord(Path(options.workdir)).requests(outcome.run_id)
     assert list(requests.completion_tokens) == [30, 40]
+    # the report knows where its tokens come from and what each proposal's prompt held (#real-LLM 4, 11)
+    assert [r["prompt_detail"] for r in lines] == [0, 0] and outcome.report["tokens_source"].startswith("the server")
+    assert [(p["detail"], p["requests"]) for p in outcome.report["prompt_detail"]] == [([0], 2)]
+    assert "## Prompt detail" in (outcome.run_dir / "report.md").read_text()
 
 
 def test_a_model_that_never_gives_a_candidate_ends_the_run_non_zero(tmp_path, gemm_path):

@@ -28,8 +28,10 @@ def _report(name: str, reason: str, source: str) -> dict:
     best = {**_order(name), "swizzle_source": source, "permutation_verified": True, "numerics_verified": True}
     attempts = [{"iteration": 1, "name": name, "verdict": "INVALID", "reason": reason, "lesson": reason},
                 {"iteration": 2, "name": name, "verdict": "PASS", "reason": "", "lesson": reason}]
+    # the proposer is the tool's text (llm:MODEL at URL, from the user's options): written as it is (#15);
+    # the stop reason may quote a proposal's reason
     return {"run_id": "r1", "kernel": "gemm", "hardware": "mi300x", "mode": "simulated", "target": "t",
-            "proposer": name, "iterations": 2, "stop_reason": reason, "prompt_tokens": 0,
+            "proposer": "llm:qwen at http://127.0.0.1:8089/v1", "iterations": 2, "stop_reason": reason, "prompt_tokens": 0,
             "completion_tokens": 0, "cost_usd": 0.0, "baseline": _order("baseline"), "expert": None,
             "best": best, "attempts": attempts, "workload": None}
 
@@ -70,6 +72,7 @@ def test_nothing_from_a_reply_renders_as_markdown(name, reason):
         rendered = MarkdownIt("commonmark").enable("table").enable("strikethrough").render(text)
         assert "<a " not in rendered and "<img" not in rendered and "<em>" not in rendered
         assert "&lt;img src=x onerror=alert(1)&gt;" in rendered and "http://evil.example" in rendered
+    assert "- proposer: llm:qwen at http://127.0.0.1:8089/v1\n" in text
 
 
 def test_a_plain_name_reads_as_it_is():
