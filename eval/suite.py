@@ -22,6 +22,7 @@ from typing import Annotated, Callable
 import pandas as pd
 import pydantic
 
+from swizzleperf import sandbox
 from swizzleperf.agent.loop import run
 from swizzleperf.agent.loop.record import RunRecord, UnknownRunError
 from swizzleperf.agent.loop.report import shown_name, tokens_source
@@ -206,6 +207,7 @@ def run_eval(options: EvalOptions, eval_id: str | None = None,
     on_event("eval", {"name": eval_id})
     try:
         if gpus > 1:
+            sandbox.shield_from_boxes()   # the workers' boxes never read this process's environment (its key)
             workers.run_workers(options.workdir, eval_id, _unfinished(options, eval_id, on_event), gpus, on_event,
                         base_url=options.base_url)
         else:

@@ -77,6 +77,9 @@ def test_resume_redoes_only_what_did_not_finish(parallel_eval, monkeypatch):
 def test_workers_are_pinned_longest_first_and_deaths_explained(tmp_path, monkeypatch):
     """Stand-in workers print the device and TMPDIR they were given; one is killed by a signal."""
     monkeypatch.setattr(workers, "visible_devices", lambda: ["3", "5"])
+    from swizzleperf import sandbox
+    shielded = []   # the eval's process (the LLM's key in its environment) shielded from the workers' boxes
+    monkeypatch.setattr(sandbox, "shield_from_boxes", lambda: shielded.append(True) or True)
     show = "import os; print(os.environ.get('CUDA_VISIBLE_DEVICES'), os.environ['TMPDIR']); raise SystemExit(1)"
     kill = "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"
     monkeypatch.setattr(workers, "worker_command", lambda workdir, eval_id, kernel: [
@@ -91,6 +94,7 @@ def test_workers_are_pinned_longest_first_and_deaths_explained(tmp_path, monkeyp
     assert reasons.gemm.startswith("3 ") and "tmp-0" in reasons.gemm  # slot 0: the first visible GPU
     assert reasons.spmv.startswith("(no output) (worker killed by SIGKILL")
     assert (table.status == "failed").all()
+    assert shielded == [True]
 
 
 def test_an_interrupted_eval_stops_its_workers_and_writes_its_table(tmp_path, monkeypatch):
