@@ -40,6 +40,7 @@ from swizzleperf import sandbox
 from swizzleperf.agent.loop.record import RunRecord
 from swizzleperf.eval.app_worker import (ANSWERED, LLM_OPTIONS, OUTCOMES, RowJob, empty_row, proposer_name, run_row,
                                          stop)
+from swizzleperf.eval.suite import PrintableText, StoredLLMOptions
 from swizzleperf.sandbox import untrusted
 from swizzleperf.sandbox.redact import MASK, redact
 from swizzleperf.sandbox.untrusted import file_kind, shown   # shown: the tables' and the console's text from outside
@@ -90,12 +91,6 @@ class AppsOptions:
         return Path(self.out) if self.out else Path(self.workdir) / "results" / eval_id
 
 
-def _printable(text: str) -> str:
-    if not text.isprintable():
-        raise ValueError("must be printable text (no newline, NUL or escape code)")
-    return text
-
-
 def _inside_the_folder(name: str) -> str:
     path = PurePosixPath(name)
     if not name or path.is_absolute() or ".." in path.parts:   # what list_apps lets through (_inside)
@@ -103,34 +98,23 @@ def _inside_the_folder(name: str) -> str:
     return name
 
 
-_Text = Annotated[str, pydantic.Field(strict=True, max_length=4096), pydantic.AfterValidator(_printable)]
-_Price = Annotated[float, pydantic.Field(strict=True, ge=0.0, allow_inf_nan=False)]
 
 
-class StoredAppsOptions(pydantic.BaseModel):
+class StoredAppsOptions(StoredLLMOptions):
     """``AppsOptions`` as ``_register`` stores them, checked before a resume believes them: each
     option's type and range (no coercion), app names printable paths inside the folder (a row's
     folder is made from its name), no other key. An option a row leaves out (a record written
     before it existed) keeps ``AppsOptions``' default."""
     model_config = pydantic.ConfigDict(strict=True, extra="forbid")
-    apps_dir: _Text
-    names: Annotated[list[Annotated[_Text, pydantic.AfterValidator(_inside_the_folder)]],
+    apps_dir: PrintableText
+    names: Annotated[list[Annotated[PrintableText, pydantic.AfterValidator(_inside_the_folder)]],
                      pydantic.Field(max_length=100_000)] = None
     iterations: Annotated[int, pydantic.Field(strict=True, ge=1, lt=1 << 31)] = None
     row_budget_s: Annotated[float, pydantic.Field(strict=True, gt=0.0, allow_inf_nan=False)] = None
-    hw: _Text | None = None
+    hw: PrintableText | None = None
     use_ncu: bool = None
-    workdir: _Text = None
-    out: _Text | None = None
-    model: _Text | None = None
-    base_url: _Text | None = None
-    llm_timeout_s: Annotated[float, pydantic.Field(strict=True, gt=0.0, allow_inf_nan=False)] = None
-    temperature: Annotated[float, pydantic.Field(strict=True, ge=0.0, le=2.0, allow_inf_nan=False)] = None
-    context_tokens: Annotated[int, pydantic.Field(strict=True, ge=1, lt=1 << 31)] | None = None
-    llm_retries: Annotated[int, pydantic.Field(strict=True, ge=0, lt=1000)] = None
-    evidence: bool = None
-    price_in_per_mtok: _Price = None
-    price_out_per_mtok: _Price = None
+    workdir: PrintableText = None
+    out: PrintableText | None = None
 
 
 def list_apps(apps_dir: str, files: str | None = None) -> list:

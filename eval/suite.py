@@ -89,23 +89,19 @@ def _bundled(name: str) -> str:
     return name
 
 
-_Text = Annotated[str, pydantic.Field(strict=True, max_length=4096), pydantic.AfterValidator(_printable)]
+#: Text a stored eval's option may hold: printable (no newline, NUL or escape code), 4096 characters at most.
+PrintableText = Annotated[str, pydantic.Field(strict=True, max_length=4096), pydantic.AfterValidator(_printable)]
 _Count = Annotated[int, pydantic.Field(strict=True, ge=0, lt=1 << 31)]
 _Seconds = Annotated[float, pydantic.Field(strict=True, gt=0.0, allow_inf_nan=False)]
 _Price = Annotated[float, pydantic.Field(strict=True, ge=0.0, allow_inf_nan=False)]
 
 
-class StoredEvalOptions(pydantic.BaseModel):
-    """``EvalOptions`` as ``_register`` stores them, checked before a resume believes them: each
-    option's type and range (no coercion: ``"8"`` is not an iteration count), only bundled kernels
-    (a name becomes a path under kernels/), text printable, no other key. An option a row leaves
-    out (a record written before it existed) keeps ``EvalOptions``' default."""
+class StoredLLMOptions(pydantic.BaseModel):
+    """The LLM's options of a stored eval (the bundled kernels' or a folder of apps'), each checked
+    for its type and range (no coercion); None where the record was written before it existed."""
     model_config = pydantic.ConfigDict(strict=True, extra="forbid")
-    kernels: Annotated[list[Annotated[str, pydantic.AfterValidator(_bundled)]], pydantic.Field(max_length=256)] = None
-    hw: _Text | None = None
-    iterations: Annotated[int, pydantic.Field(strict=True, ge=1, lt=1 << 31)] = None
-    model: _Text | None = None
-    base_url: _Text | None = None
+    model: PrintableText | None = None
+    base_url: PrintableText | None = None
     llm_timeout_s: _Seconds = None
     temperature: Annotated[float, pydantic.Field(strict=True, ge=0.0, le=2.0, allow_inf_nan=False)] = None
     context_tokens: Annotated[int, pydantic.Field(strict=True, ge=1, lt=1 << 31)] | None = None
@@ -113,9 +109,20 @@ class StoredEvalOptions(pydantic.BaseModel):
     evidence: bool = None
     price_in_per_mtok: _Price = None
     price_out_per_mtok: _Price = None
-    workdir: _Text = None
-    out_dir: _Text | None = None
-    left_out: _Text = None
+
+
+class StoredEvalOptions(StoredLLMOptions):
+    """``EvalOptions`` as ``_register`` stores them, checked before a resume believes them: each
+    option's type and range (no coercion: ``"8"`` is not an iteration count), only bundled kernels
+    (a name becomes a path under kernels/), text printable, no other key. An option a row leaves
+    out (a record written before it existed) keeps ``EvalOptions``' default."""
+    model_config = pydantic.ConfigDict(strict=True, extra="forbid")
+    kernels: Annotated[list[Annotated[str, pydantic.AfterValidator(_bundled)]], pydantic.Field(max_length=256)] = None
+    hw: PrintableText | None = None
+    iterations: Annotated[int, pydantic.Field(strict=True, ge=1, lt=1 << 31)] = None
+    workdir: PrintableText = None
+    out_dir: PrintableText | None = None
+    left_out: PrintableText = None
 
 
 def resolve_kernels(text: str) -> list:
