@@ -20,25 +20,29 @@ unshares a PID, a mount and a network namespace (as root; else inside a user nam
 its own where unprivileged ones are permitted), forks the command as PID 1 of the new PID
 namespace with a fresh ``/proc`` (every process of it dies with it), drops what reads other
 processes (``CAP_SYS_PTRACE``, ``CAP_PERFMON``, ``CAP_CHECKPOINT_RESTORE``) and what reaches past
-read-only mounts from the capability bounding set (a verification worker keeps no capability at
-all), and sets ``no_new_privs``. A verification worker also gets a seccomp filter
-(``Limits.seccomp_refusals``: no io_uring, no call through another ABI, no datagram socket pair, and
-for an interpreted worker no ``socket(AF_UNIX)``; where the kernel has none, one line says so, once) and a file-size limit (``Limits.file_size_bytes``). CUDA needs nothing of
-another process's ``/proc`` (a fresh ``/proc`` is what a container gets). Where no namespace is
-permitted, the agent makes itself non-dumpable (``PR_SET_DUMPABLE`` 0: its ``/proc`` entries are
-then unreadable by a process without ``CAP_SYS_PTRACE``, which the box drops) and says so in one
-line, once.
+read-only mounts from the capability bounding set (a verification worker and the user's app keep no
+capability at all: an app that kept ``CAP_SYS_ADMIN`` un-mounted its fresh ``/proc``, #41 round
+eleven), and sets ``no_new_privs``. A verification worker also gets a seccomp filter
+(``Limits.seccomp_refusals``: no io_uring, no call through another ABI, no datagram socket pair, no
+new namespace, and for an interpreted worker no ``socket(AF_UNIX)``; where the kernel has none, one
+line says so, once) and a file-size limit (``Limits.file_size_bytes``). CUDA needs nothing of
+another process's ``/proc`` (a fresh ``/proc`` is what a container gets). Before it starts any box
+the agent makes itself non-dumpable (``PR_SET_DUMPABLE`` 0, :func:`_non_dumpable`: its ``/proc``
+entries are then unreadable by a process without ``CAP_SYS_PTRACE``, which every box drops); where
+no namespace is permitted, one line says so, once.
 
 The file system (sandbox/filesystem.py): in the mount namespace, each writable folder is bound
-onto itself, ``/dev/shm`` is a fresh tmpfs of the box's own, ``/dev/null`` covers each block
-device under ``/dev``, and every other mount is remounted read-only for the box alone (writes fail
-with ``EROFS``; character devices such as ``/dev/null`` and the GPU's keep working; without
-``CAP_SYS_ADMIN``, which verification workers lose, nothing remounts them; a profiler that keeps
-it is held by Landlock as well, where the kernel has it).
+onto itself, ``/dev/shm`` is a fresh tmpfs of the box's own (``WORKER_SHM_BYTES`` at most where
+its processes share no memory), ``/dev/null`` covers each block device under ``/dev`` and every
+character device but the plain ones and the GPU's, and every other mount is remounted read-only
+for the box alone (writes fail with ``EROFS``; ``/dev/null`` and the GPU's devices keep working;
+without ``CAP_SYS_ADMIN``, which verification workers lose, nothing remounts them; a profiler that
+keeps it is held by Landlock as well, where the kernel has it).
 Where no mount namespace is permitted (not root, no unprivileged user namespaces), Landlock (Linux
 5.13 or later, enabled at boot; no privilege needed) allows every kind of write only beneath the
-writable folders and the writing of the character devices under ``/dev`` (``EACCES``
-elsewhere). Which way works is tried once per process (:func:`filesystem_isolation`); where
+writable folders and the writing of the plain and the GPU's character devices under ``/dev``
+(``EACCES`` elsewhere), and from Landlock ABI 5 (Linux 6.10) an ioctl on a device only on those.
+Which way works is tried once per process (:func:`filesystem_isolation`); where
 neither does, every boxed command is refused (:class:`Unboxed`: one line that says why) unless the
 user allows it (``swizzleperf optimize --allow-unboxed-writes`` or ``ALLOW_UNBOXED_ENV=1``: then
 one line says, once, that workers can write wherever the user can). The init never starts a
@@ -46,7 +50,7 @@ command with less than it was asked for: a failed mount or Landlock rule is exit
 
 Everything the worker (and the user's ``--app`` command, :func:`app_env`) may see of the agent's
 environment is named here, in one place. The ``--app`` command is the user's own code: it runs in
-the box with ``Limits(writable=None)``, the file system as it is.
+the box with ``Limits(writable=None)``, the file system as it is, and no capability.
 
 The package is the trust boundary: this box (``python -m swizzleperf.sandbox`` is its init,
 sandbox/__main__.py; what it lets a command write, ``filesystem``), the bounded readers of what
@@ -170,7 +174,8 @@ class Limits:
             call through another ABI (32-bit or x32, which would dodge the numbers checked);
             ``datagram_pair``, no ``socketpair(AF_UNIX, SOCK_DGRAM)``; a stream ``socketpair``
             still works; ``namespaces``, no new namespace (a user namespace above all; ``clone3``
-            fails with ``ENOSYS``, so that libc uses ``clone``). Verification workers only: NCCL, gloo and ncu talk over unix sockets.
+            fails with ``ENOSYS``, so that libc uses ``clone``). Verification workers only: NCCL,
+            gloo and ncu talk over unix sockets.
             Where the kernel has no seccomp filter, one line says so, once.
     """
 
@@ -725,14 +730,17 @@ def _probe(options: dict, code: str, *args: str) -> tuple:
 
 
 def _non_dumpable() -> None:
-    """This process non-dumpable (``PR_SET_DUMPABLE`` 0; Linux, once), before it starts any box: its
-    ``/proc/<pid>`` entries (``environ`` with the API key, ``mem``) are then owned by root and
-    readable only with ``CAP_SYS_PTRACE``, which every box drops, even by a box that uncovers the
-    host's ``/proc`` (#41 round eleven: an app un-mounted its fresh one). Children it starts are
-    dumpable again once they exec. What it costs: no core dump of this process; a debugger or
-    profiler of the same user (gdb, py-spy) attaches only with ``CAP_SYS_PTRACE``; run as a user
-    other than root, this process can no longer read its own ``/proc/self/environ``, ``auxv``,
-    ``io`` or ``mem`` (its ``status``, ``maps``, ``fd`` and ``fdinfo`` stay readable)."""
+    """This process non-dumpable (``PR_SET_DUMPABLE`` 0; Linux, once), before it starts any box,
+    with a PID namespace for the boxes or not: its ``/proc/<pid>`` entries (``environ`` with the API
+    key, ``mem``) are then owned by root and unreadable to a process of the same user without
+    ``CAP_SYS_PTRACE`` (on Linux 6.18 ``CAP_SYS_ADMIN`` and ``CAP_PERFMON`` read them too), which
+    every box drops but a profiler's (``CAP_SYS_ADMIN``): defence in depth for a box that sees the
+    host's ``/proc`` (#41 round eleven: an app that kept ``CAP_SYS_ADMIN`` un-mounted its fresh one;
+    its capabilities are gone since). Children it starts are dumpable again once they exec. What it
+    costs: no core dump of this process; a debugger or profiler of the same user (gdb, py-spy)
+    attaches only with ``CAP_SYS_PTRACE``; run as a user other than root, this process can no longer
+    read its own ``/proc/self/environ``, ``auxv``, ``io`` or ``mem`` (its ``status``, ``maps``,
+    ``fd`` and ``fdinfo`` stay readable)."""
     if _non_dumpable.done or not sys.platform.startswith("linux"):
         return
     _non_dumpable.done = True
@@ -1092,8 +1100,9 @@ def _clear_inheritable(libc, everything: bool = False) -> None:
     """
     header = (ctypes.c_uint32 * 2)(0x20080522, 0)   # _LINUX_CAPABILITY_VERSION_3, this process
     data = (ctypes.c_uint32 * 6)()                  # effective, permitted, inheritable; twice
-    if libc.capget(header, data) == 0 and any(data[i] for i in ((0, 1, 2, 3, 4, 5) if everything else (2, 5))):
-        for i in (0, 1, 2, 3, 4, 5) if everything else (2, 5):
+    cleared = range(6) if everything else (2, 5)
+    if libc.capget(header, data) == 0 and any(data[i] for i in cleared):
+        for i in cleared:
             data[i] = 0
         libc.capset(header, data)
     if everything and (libc.capget(header, data) != 0 or any(data)):

@@ -3,19 +3,21 @@ sandbox/__init__.py). Two ways, both run by the box's init before the command st
 
 - **read-only mounts** (in the box's own mount namespace: Linux as root, or with unprivileged user
   namespaces): each writable path is bind-mounted onto itself, ``/dev/shm`` gets a fresh tmpfs of
-  the box's own, ``/dev/null`` is bound over each block device under ``/dev`` (a read-only mount
-  does not stop a write to a device), then every other mount the command can reach is remounted
-  read-only (``MS_REMOUNT | MS_BIND | MS_RDONLY``, per mount: nothing changes outside the
+  the box's own (of a bounded size where asked), ``/dev/null`` is bound over each block device and
+  each character device under ``/dev`` but the plain ones and the GPU's (``covered_devices``: a
+  read-only mount stops no write to a device, nor an ioctl), then every other mount the command
+  can reach is remounted read-only (``MS_REMOUNT | MS_BIND | MS_RDONLY``, per mount: nothing changes outside the
   namespace), keeping the flags a user namespace may not clear (nosuid, nodev, noexec, the atime
   mode); but the box's own fresh ``/proc``, where CUDA writes its threads' names, stays writable,
   its ``sys``, ``sysrq-trigger``, ``irq``, ``bus`` and ``fs`` read-only; ``/dev/pts`` an empty
-  read-only tmpfs and ``/dev/null`` bound over every other terminal (``terminal_devices``). Writes fail with
-  ``EROFS``; character devices (``/dev/null``, the GPU's) still open for writing on a read-only
-  mount.
+  read-only tmpfs. Writes fail with ``EROFS``; the devices left (``/dev/null``, the GPU's) still
+  open for writing on a read-only mount.
 - **Landlock** (Linux 5.13 or later with Landlock enabled, without any privilege): a ruleset that
   handles every kind of write (writing, truncating, creating, removing, renaming, linking) and
   allows them only beneath the writable paths, plus writing (not creating) the character devices
-  ``WRITABLE_DEVICES`` and the GPU's (never a terminal, ``terminal_devices``); reading and executing stay allowed everywhere. Writes fail with ``EACCES``. A
+  ``WRITABLE_DEVICES`` and the GPU's (never a terminal, ``terminal_devices``), and where it holds
+  the box alone and the kernel has ABI 5 (Linux 6.10), an ioctl on a device only on those; reading
+  and executing stay allowed everywhere. Writes fail with ``EACCES``. A
   process restricted by Landlock cannot mount either, so it cannot undo the read-only mounts: the
   box adds it on top of them for a command that keeps ``CAP_SYS_ADMIN`` (a profiler).
 """
@@ -65,6 +67,7 @@ _CREATE_RULESET_VERSION, _RULE_PATH_BENEATH = 1, 1
 _WRITE_FILE, _REMOVE_DIR, _REMOVE_FILE, _MAKE_CHAR, _MAKE_DIR = 1 << 1, 1 << 4, 1 << 5, 1 << 6, 1 << 7
 _MAKE_REG, _MAKE_SOCK, _MAKE_FIFO, _MAKE_BLOCK, _MAKE_SYM = 1 << 8, 1 << 9, 1 << 10, 1 << 11, 1 << 12
 _REFER, _TRUNCATE = 1 << 13, 1 << 14     # ABI 2, ABI 3
+_IOCTL_DEV = 1 << 15                     # ABI 5 (Linux 6.10)
 _SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1 << 0, 1 << 1   # ABI 6 (Linux 6.12)
 _WRITES_V1 = (_WRITE_FILE | _REMOVE_DIR | _REMOVE_FILE | _MAKE_CHAR | _MAKE_DIR | _MAKE_REG | _MAKE_SOCK
               | _MAKE_FIFO | _MAKE_BLOCK | _MAKE_SYM)
@@ -105,12 +108,13 @@ def _unescape(text: str) -> str:
     return "".join(out)
 
 
-def read_only_except(libc, writable: list) -> None:
+def read_only_except(libc, writable: list, shm: list | None = None) -> None:
     """In a mount namespace of the caller's own (``/`` already private): ``writable`` bound onto
-    themselves, a fresh ``/dev/shm``, ``/dev/null`` bound over every block device under ``/dev``
-    (a read-only mount does not stop a write to a device: root, even without a capability, opened
-    the disk for writing) and over ``KERNEL_DEVICES``, every other reachable mount remounted read-only. Character devices (the
-    GPU's ``/dev/nvidia*``, ``/dev/null``) are left as they are.
+    themselves, a fresh ``/dev/shm`` (of ``shm``'s ``[bytes, files]`` at most, or of the kernel's
+    default size, half the RAM), ``/dev/null`` bound over every device under ``/dev`` but the
+    plain ones and the GPU's (``covered_devices``: a read-only mount stops no write to a device,
+    nor an ioctl through a descriptor opened read-only), every other reachable mount remounted
+    read-only.
 
     Raises:
         OSError: a mount failed, or a reachable mount is still writable afterwards (the command must
@@ -120,17 +124,13 @@ def read_only_except(libc, writable: list) -> None:
     for path in writable:
         _mount(libc, path, path, None, _MS_BIND | _MS_REC, f"binding {path}")
     if os.path.isdir(_SHM) and not any(_beneath(_SHM, path) for path in writable):
-        _mount(libc, "tmpfs", _SHM, "tmpfs", _MS_NOSUID | _MS_NODEV, f"a fresh {_SHM}", b"mode=1777")
-    for path in block_devices():
-        _mount(libc, _NULL, path, None, _MS_BIND, f"covering the block device {path}")
-    for path in KERNEL_DEVICES:
-        if os.path.exists(path):
-            _mount(libc, _NULL, path, None, _MS_BIND, f"covering the kernel's device {path}")
+        size = f",size={shm[0]},nr_inodes={shm[1]}" if shm else ""
+        _mount(libc, "tmpfs", _SHM, "tmpfs", _MS_NOSUID | _MS_NODEV, f"a fresh {_SHM}", f"mode=1777{size}".encode())
+    for path in covered_devices():
+        _mount(libc, _NULL, path, None, _MS_BIND, f"covering the device {path}")
     if os.path.isdir(_PTS):   # no pty of the host's, empty and read-only: its own stdio are pipes
         _mount(libc, "tmpfs", _PTS, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC,
                f"an empty {_PTS}", b"size=4k,mode=0555")
-    for path in terminal_devices(pts=False):
-        _mount(libc, _NULL, path, None, _MS_BIND, f"covering the terminal {path}")
     for path in _PROC_READ_ONLY:   # bound onto themselves first: remounted read-only below, /proc left
         if os.path.lexists(path):
             _mount(libc, path, path, None, _MS_BIND, f"binding {path}")
@@ -165,6 +165,19 @@ def _reachable(table: dict) -> list:
         if top in table and table[top].point == mount.point:
             out.append(table[top])
     return out
+
+
+def covered_devices() -> list:
+    """What the mounts box covers with ``/dev/null``: every block device under ``/dev`` (a disk,
+    a loop device: root opened the disk for writing) and every character device that is not
+    allowed (``WRITABLE_DEVICES``, the GPU's): the kernel's own (``KERNEL_DEVICES``), terminals
+    (``terminal_devices``), and every control device, whose ioctls need no more than a descriptor
+    opened read-only (#41 round eleven: ``/dev/loop-control`` made and removed the host's loop
+    devices, ``/dev/kvm`` a VM, ``/dev/userfaultfd`` a userfaultfd). An allow-list: a node a new
+    driver adds is covered too. Sorted."""
+    terminals = set(terminal_devices(pts=False))
+    chars = [path for path in _nodes("/dev", stat.S_ISCHR, kept_folders=()) if not _allowed(path, terminals)]
+    return sorted(block_devices() + chars)
 
 
 def block_devices(root: str = "/dev") -> list:
@@ -223,14 +236,20 @@ def landlock_abi() -> int:
     return max(int(version), 0)
 
 
-def restrict_writes(writable: list, files_beneath: tuple = (), scoped: bool = False) -> None:
+def restrict_writes(writable: list, files_beneath: tuple = (), scoped: bool = False,
+                    device_ioctls: bool = False) -> None:
     """Restrict this process, and everything it starts, by Landlock: no write of any kind but
-    beneath ``writable`` (and writing the character devices under ``/dev``, and writing the
-    existing files beneath ``files_beneath``: the process's own ``/proc`` entries, where CUDA
-    names its threads). Needs ``no_new_privs`` (or CAP_SYS_ADMIN). With ``scoped`` (where the
-    kernel has Landlock's scopes, ABI 6: Linux 6.12), no signal to a process outside the
-    restricted ones and no connection to an abstract unix socket one of them did not bind: where
-    the box has no PID namespace, candidate code could otherwise stop or kill the agent.
+    beneath ``writable`` (and writing the character devices under ``/dev`` a command may use,
+    ``_devices``, and writing the existing files beneath ``files_beneath``: the process's own
+    ``/proc`` entries, where CUDA names its threads). Needs ``no_new_privs`` (or CAP_SYS_ADMIN).
+    With ``scoped`` (where the kernel has Landlock's scopes, ABI 6: Linux 6.12), no signal to a
+    process outside the restricted ones and no connection to an abstract unix socket one of them
+    did not bind: where the box has no PID namespace, candidate code could otherwise stop or kill
+    the agent. With ``device_ioctls`` (where the kernel has the right, ABI 5: Linux 6.10), no ioctl
+    on a device opened afterwards but on those devices (the GPU's driver is driven by ioctls): where
+    Landlock alone holds the box, no device is covered, and an ioctl needs no write right (#41
+    round eleven: ``/dev/loop-control`` opened read-only made the host's loop devices). The common
+    ioctls of any file (``FIONREAD``, ``FIOCLEX``...) stay allowed.
 
     Raises:
         OSError: no Landlock here, or a rule or the restriction failed.
@@ -238,7 +257,8 @@ def restrict_writes(writable: list, files_beneath: tuple = (), scoped: bool = Fa
     abi = landlock_abi()
     if abi < 1:
         raise OSError(errno.ENOSYS, "no Landlock in this kernel")
-    handled = _WRITES_V1 | (_REFER if abi >= 2 else 0) | (_TRUNCATE if abi >= 3 else 0)
+    handled = (_WRITES_V1 | (_REFER if abi >= 2 else 0) | (_TRUNCATE if abi >= 3 else 0)
+               | (_IOCTL_DEV if device_ioctls and abi >= 5 else 0))
     file_rights = handled & (_WRITE_FILE | _TRUNCATE)
     syscall = _syscall()
     if scoped and abi >= 6:   # struct landlock_ruleset_attr: handled fs, handled net, scoped
@@ -252,7 +272,9 @@ def restrict_writes(writable: list, files_beneath: tuple = (), scoped: bool = Fa
     try:
         for path in writable:
             _allow(syscall, ruleset, path, handled if os.path.isdir(path) else file_rights)
-        for path in [*_devices(), *files_beneath]:
+        for path in _devices():
+            _allow(syscall, ruleset, path, handled & (_WRITE_FILE | _TRUNCATE | _IOCTL_DEV))
+        for path in files_beneath:
             _allow(syscall, ruleset, path, file_rights)
         if syscall(_SYS_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)) != 0:
             raise _errno("restricting by Landlock")
@@ -271,10 +293,12 @@ def _allow(syscall, ruleset: int, path: str, access: int) -> None:
         os.close(fd)
 
 
-#: The character devices a box's command may write under Landlock: the plain ones, and the GPU's
+#: The character devices a box's command may use: write under Landlock (and drive by ioctl, ABI 5),
+#: and find uncovered in the mounts box (``covered_devices``): the plain ones, and the GPU's
 #: (NVIDIA: /dev/nvidiactl, /dev/nvidiaN, /dev/nvidia-uvm*, /dev/nvidia-caps/*; AMD: /dev/kfd,
-#: /dev/dri/*). Never a terminal (``terminal_devices``), a kernel device (``KERNEL_DEVICES``),
-#: /dev/vsock, /dev/kvm, /dev/uinput... (#41 round ten).
+#: /dev/dri/*; NCCL's /dev/infiniband/*). Never a terminal (``terminal_devices``), a kernel device
+#: (``KERNEL_DEVICES``), /dev/vsock, /dev/kvm, /dev/uinput... (#41 round ten), /dev/loop-control,
+#: /dev/userfaultfd, /dev/fuse... (round eleven).
 WRITABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/kfd")
 _GPU_DEVICE_PREFIXES = ("/dev/nvidia", "/dev/dri/", "/dev/infiniband/")   # NCCL opens the RDMA devices
 
@@ -283,9 +307,14 @@ def _devices() -> list:
     """The character devices under /dev a box's command may write (``WRITABLE_DEVICES``, the GPU's
     by prefix), none of them a terminal."""
     terminals = set(terminal_devices(pts=False))
-    return [path for path in _nodes("/dev", stat.S_ISCHR, kept_folders=())
-            if (path in WRITABLE_DEVICES or path.startswith(_GPU_DEVICE_PREFIXES))
-            and path not in KERNEL_DEVICES and path not in terminals]
+    return [path for path in _nodes("/dev", stat.S_ISCHR, kept_folders=()) if _allowed(path, terminals)]
+
+
+def _allowed(path: str, terminals: set) -> bool:
+    """Whether a box's command may use the character device ``path`` (write it, drive it by
+    ioctl): ``WRITABLE_DEVICES`` and the GPU's, never a terminal or a kernel device."""
+    return ((path in WRITABLE_DEVICES or path.startswith(_GPU_DEVICE_PREFIXES))
+            and path not in KERNEL_DEVICES and path not in terminals)
 
 
 def terminal_devices(root: str = "/dev", pts: bool = True) -> list:
