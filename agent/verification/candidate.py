@@ -21,6 +21,7 @@ import difflib
 import math
 import re
 import textwrap
+from collections import Counter
 from collections.abc import Sequence
 
 from swizzleperf.agent.verification.load import at_column, find_function, module_level_functions
@@ -90,8 +91,9 @@ def check_candidate(source: str, name: str, arg_names: list[str]) -> ast.Functio
     ``tl.constexpr``; no return annotation, no type parameters; the body holds only the allowed
     names and operations (a docstring first is allowed, no other string), binds only local names
     (no store into an attribute or an item of anything, no ``del``, no local that shadows ``tl``,
-    ``triton`` or an allowed builtin), nests at most ``MAX_DEPTH`` deep, and its integers are
-    below ``MAX_INT`` in magnitude.
+    ``triton`` or an allowed builtin), nests at most ``MAX_DEPTH`` deep, its integers are below
+    ``MAX_INT`` in magnitude, and its loops run over bounds the check computes (numbers, or locals
+    set once to one), ``MAX_CONSTANT_STEPS`` steps in all at most.
 
     The text that may run is :func:`canonical_target`'s, generated from the node returned here.
 
@@ -291,7 +293,8 @@ def _is_number(node: ast.AST) -> bool:
 
 
 def _check_body(func: ast.FunctionDef, params: set[str]) -> None:
-    """Walk the body: allowed node types, names and calls only (a leading docstring aside)."""
+    """Walk the body: allowed node types, names and calls only (a leading docstring aside); loops
+    over bounds the checker computes, within ``MAX_CONSTANT_STEPS`` in all."""
     local_names = params | {n.id for stmt in func.body for n in ast.walk(stmt)
                             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     body = func.body
@@ -300,33 +303,76 @@ def _check_body(func: ast.FunctionDef, params: set[str]) -> None:
     for stmt in body:
         for node in ast.walk(stmt):
             _check_node(node, local_names)
-    _check_loop_steps(body, 1, 0)
+    _check_loop_steps(body, 1, 0, _constant_locals(body, params))
 
 
-def _check_loop_steps(body: list, outer: int, total: int) -> int:
-    """The steps that loops over constant bounds take in all, a nested loop's times its enclosing
-    loops' (``outer``), added to ``total`` and returned. Raises CandidateError past
-    ``MAX_CONSTANT_STEPS``: two nested loops of 65 536 steps each passed a check of each loop alone
-    and held a worker to its timeout (#41, round seven)."""
+def _constant_locals(body: list, params: set[str]) -> dict[str, int]:
+    """The locals a loop may run to: each bound once, by ``=`` (annotated or not), to an integer the
+    checker computes (``NUM_XCDS: tl.constexpr = 8``, ``HALF = GROUPS // 2``); never a parameter,
+    whose value is the kernel's (a ``tl.constexpr`` annotation on it is the candidate's own word)."""
+    nodes = [node for stmt in body for node in ast.walk(stmt)]
+    stores = Counter(n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+    constants: dict[str, int] = {}
+    for node in nodes:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target = node.target
+        else:
+            continue
+        if isinstance(target, ast.Name) and target.id not in params and stores[target.id] == 1:
+            value = _constant_int(node.value, constants)
+            if value is not None:
+                constants[target.id] = value
+    return constants
+
+
+def _check_loop_steps(body: list, outer: int, total: int, constants: dict[str, int]) -> int:
+    """The steps that the loops of ``body`` take in all, a nested loop's times its enclosing loops'
+    (``outer``), added to ``total`` and returned (a ``for ... else`` block's loops counted too).
+    Raises CandidateError past ``MAX_CONSTANT_STEPS``: two nested loops of 65 536 steps each passed
+    a check of each loop alone and held a worker to its timeout (#41, round seven); and for a loop
+    whose steps cannot be counted (``_loop_steps``)."""
     for stmt in body:
         if isinstance(stmt, ast.For):
-            call = stmt.iter
-            bounds = [_constant_int(a) for a in call.args] if isinstance(call, ast.Call) else [None]
-            steps = None
-            if (isinstance(call, ast.Call) and ast.unparse(call.func) in ("range", "tl.static_range")
-                    and 1 <= len(bounds) <= 3 and None not in bounds):
-                try:
-                    steps = len(range(*bounds))
-                except (ValueError, OverflowError):
-                    steps = MAX_CONSTANT_STEPS + 1
-            inner = outer * steps if steps is not None else outer   # a loop over the grid: not counted
-            if steps is not None:
-                total += inner
+            inner = outer * _loop_steps(stmt, constants)
+            total += inner
             if total > MAX_CONSTANT_STEPS:
                 raise CandidateError(f"line {stmt.lineno}: loops over constant bounds of more than "
                                      f"{MAX_CONSTANT_STEPS} steps in all (nested loops multiply) are not allowed")
-            total = _check_loop_steps(stmt.body, inner, total)
+            total = _check_loop_steps(stmt.body, inner, total, constants)
+            total = _check_loop_steps(stmt.orelse, outer, total, constants)
     return total
+
+
+def _loop_steps(stmt: ast.For, constants: dict[str, int]) -> int:
+    """The steps of loop ``stmt``: a tuple's length, or the length of a ``range`` or
+    ``tl.static_range`` over bounds the checker computes (numbers, ``constants``, their arithmetic);
+    ``MAX_CONSTANT_STEPS + 1`` for bounds that make no range (a step of 0).
+
+    Raises:
+        CandidateError: any other loop: over a parameter, the grid, a loop's variable, a value.
+            ``for i in range(num_pid_m * num_pid_n * 10**8)`` held each verification worker to its
+            timeout, and a ``simulate`` call to the proposal's deadline (red team 11, M01/M08).
+    """
+    call = stmt.iter
+    if isinstance(call, ast.Tuple):
+        return len(call.elts)
+    bounds = [None]
+    if (isinstance(call, ast.Call) and ast.unparse(call.func) in ("range", "tl.static_range")
+            and 1 <= len(call.args) <= 3 and not call.keywords):
+        bounds = [_constant_int(a, constants) for a in call.args]
+    if None in bounds:
+        loop = f"for {ast.unparse(stmt.target)} in {ast.unparse(call)}"
+        raise CandidateError(f"line {stmt.lineno}: a loop whose bound is not a constant (`{loop[:100]}`) is not "
+                             f"allowed: its steps cannot be counted before it runs (one over the grid ran until "
+                             f"the worker's timeout); loop over range(...) or tl.static_range(...) of numbers or "
+                             f"of locals set once to a number (`NUM_XCDS: tl.constexpr = 8`), at most "
+                             f"{MAX_CONSTANT_STEPS} steps in all")
+    try:
+        return len(range(*bounds))   # O(1)
+    except (ValueError, OverflowError):
+        return MAX_CONSTANT_STEPS + 1
 
 
 def _check_node(node: ast.AST, local_names: set[str]) -> None:
@@ -419,18 +465,26 @@ MAX_CONSTANT_STEPS = 1 << 16
 
 _FOLDED = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
            ast.Pow: lambda a, b: a ** b if 0 <= b < 64 else None,
-           ast.LShift: lambda a, b: a << b if 0 <= b < 128 else None}
+           ast.LShift: lambda a, b: a << b if 0 <= b < 128 else None,
+           ast.FloorDiv: lambda a, b: a // b if b else None, ast.Mod: lambda a, b: a % b if b else None}
 
 
-def _constant_int(node: ast.AST) -> int | None:
-    """The value of an integer expression of constants only (``10 ** 9``), else None; nothing big computed."""
+def _constant_int(node: ast.AST, names: dict[str, int] | None = None) -> int | None:
+    """The value of an integer expression of constants only (``10 ** 9``), of ``names`` (locals of a
+    known value, ``_constant_locals``) and ``tl.constexpr(...)`` of one, else None; nothing big computed."""
+    names = names or {}
     if isinstance(node, ast.Constant) and type(node.value) is int:
         return node.value
+    if isinstance(node, ast.Name):
+        return names.get(node.id)
+    if (isinstance(node, ast.Call) and ast.unparse(node.func) == "tl.constexpr" and len(node.args) == 1
+            and not node.keywords):
+        return _constant_int(node.args[0], names)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        value = _constant_int(node.operand)
+        value = _constant_int(node.operand, names)
         return None if value is None else (-value if isinstance(node.op, ast.USub) else value)
     if isinstance(node, ast.BinOp) and type(node.op) in _FOLDED:
-        a, b = _constant_int(node.left), _constant_int(node.right)
+        a, b = _constant_int(node.left, names), _constant_int(node.right, names)
         if a is None or b is None or a.bit_length() > 4096 or b.bit_length() > 4096:
             return None
         return _FOLDED[type(node.op)](a, b)

@@ -3,6 +3,8 @@ one row with a true one-line reason, the table stays one line a row. Hermetic: a
 the caches of conftest.py."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from swizzleperf.eval import app_worker, apps
@@ -301,3 +303,98 @@ def test_an_app_that_writes_over_the_record_ends_the_eval_in_one_line(tmp_path, 
     with pytest.raises(apps.AppsError, match="became unusable during eval .*did an app write over it") as caught:
         apps.run_apps(options, gpus=1, devices=[])
     assert "\n" not in str(caught.value) and str(workdir / "apps") in str(caught.value)
+
+
+# -- a file name that is not UTF-8 (red team 11, A08) ---------------------------------------------
+
+NOT_UTF8 = b"\xff\xfe.py"
+NOT_UTF8_SHOWN = "b'\\xff\\xfe.py'"   # its row's name: the bytes as Python writes them
+
+
+def _eval_id(stdout: str) -> str:
+    return next(line.split()[1] for line in stdout.splitlines() if line.startswith("eval apps-"))
+
+
+def test_a_file_name_that_is_not_utf8_is_one_refused_row_and_the_eval_resumes(tmp_path):
+    """A08: the row of ``\\xff\\xfe.py`` (a str with lone surrogates) crashed the eval where it was
+    stored (UnicodeEncodeError in ``_save``, exit 1, the other rows and the tables lost), and again
+    on ``--resume``; a newline in a name made the eval unresumable. Such a name is now one refused
+    row, named as text, before any worker; the rest run, the tables are written, the eval resumes."""
+    from run_cli import swizzleperf
+    folder = tmp_path / "apps"
+    folder.mkdir()
+    for name in (NOT_UTF8, b"a\nb.py"):
+        (folder / os.fsdecode(name)).write_text("raise SystemExit('never runs')\n")
+    (folder / "ok.py").write_text("raise SystemExit('ok ran')\n")
+    workdir = tmp_path / ".swizzleperf"
+    proc = swizzleperf("eval", "--apps", str(folder), "--hw", "mi300x", "--iterations", "1", "--row-budget", "120",
+                       "--workdir", str(workdir), "--out", str(tmp_path / "out" / "t"), cwd=tmp_path)
+    assert proc.returncode == 0 and "Traceback" not in proc.stdout + proc.stderr, proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("[")]
+    assert len(lines) == 3, lines
+    bad = [line for line in lines if NOT_UTF8_SHOWN in line]
+    assert len(bad) == 1 and "refused" in bad[0] and "not UTF-8" in bad[0], lines
+    assert any(line[6:].startswith("'a\\nb.py' (-, ") and "refused" in line for line in lines), lines
+    assert any("ok.py" in line and "ok ran" in line for line in lines), lines
+    table = (tmp_path / "out" / "t.md").read_bytes().decode("utf-8")   # written, and UTF-8
+    assert NOT_UTF8_SHOWN in table and "pending" not in table, table
+    eval_id = _eval_id(proc.stdout)
+    again = swizzleperf("eval", "--resume", eval_id, "--again", "refused", "--workdir", str(workdir), cwd=tmp_path)
+    assert again.returncode == 0 and "Traceback" not in again.stdout + again.stderr, again.stderr
+    assert "refused 2" in again.stdout and "pending" not in again.stdout, again.stdout
+    summary = apps.summarize(apps.stored_options(str(workdir), eval_id), eval_id)
+    assert [r["app"] for r in summary["rows"]] == ["'a\\nb.py'", "ok.py", NOT_UTF8_SHOWN], summary["rows"]
+
+
+def test_a_files_list_naming_a_file_that_is_not_utf8_lists_it_as_text(tmp_path):
+    """``--files`` holding the bytes ``\\xff\\xfe.py``: a UnicodeDecodeError traceback before; now
+    the name as the folder's listing gives it, and a missing one named in one line."""
+    folder = tmp_path / "apps"
+    folder.mkdir()
+    (folder / os.fsdecode(NOT_UTF8)).write_text("raise SystemExit('never runs')\n")
+    listed = tmp_path / "list.txt"
+    listed.write_bytes(NOT_UTF8 + b"\n")
+    assert apps.list_apps(str(folder), str(listed)) == [NOT_UTF8_SHOWN] == apps.list_apps(str(folder))
+    listed.write_bytes(b"\xfe\xff.py\n")
+    with pytest.raises(apps.AppsError) as caught:
+        apps.list_apps(str(folder), str(listed))
+    message = str(caught.value)
+    assert message.startswith("--files names 1 file(s) not in") and "b'\\xfe\\xff.py'" in message, message
+    message.encode("utf-8")
+
+
+def test_an_apps_folder_whose_path_is_not_printable_text_is_refused_in_one_line(tmp_path):
+    """Every row of such a folder was refused by its worker, and its path went into the tables'
+    title as is (a lone surrogate there: no table written). One line now, before any row."""
+    for name in (b"\xff", b"new\nline"):
+        folder = tmp_path / os.fsdecode(name)
+        folder.mkdir()
+        (folder / "app.py").write_text("raise SystemExit('never runs')\n")
+        with pytest.raises(apps.AppsError) as caught:
+            apps.list_apps(str(folder))
+        message = str(caught.value)
+        assert message.startswith("--apps ") and "rename" in message and "\n" not in message, message
+        message.encode("utf-8")
+
+
+def test_a_record_holding_text_that_is_not_utf8_resumes(tmp_path):
+    """A record written by other means (an app writing over it, a tool of one's own) whose rows hold
+    bytes that are not UTF-8: reading them raised sqlite3.OperationalError ("Could not decode to
+    UTF-8") out of the resume. They are read as text with the bytes written out; the eval resumes."""
+    import sqlite3
+    folder = tmp_path / "apps"
+    folder.mkdir()
+    os.mkfifo(folder / "fifo.py")   # a row without a worker
+    workdir = tmp_path / ".swizzleperf"
+    options = apps.AppsOptions(apps_dir=str(folder), names=["fifo.py"], iterations=1, row_budget_s=60,
+                               hw="mi300x", workdir=str(workdir), out=str(tmp_path / "out" / "t"))
+    eval_id, _, _ = apps.run_apps(options, gpus=1, devices=[])
+    with sqlite3.connect(workdir / "swizzleperf.db") as db:
+        db.execute("UPDATE app_rows SET reason = CAST(X'FF6F6F70730A' AS TEXT)")
+        db.execute("INSERT INTO app_rows (eval_id, app, outcome) VALUES (?, CAST(X'FFFE2E7079' AS TEXT), 'refused')",
+                   (eval_id,))
+    db.close()
+    _, summary, files = apps.run_apps(apps.AppsOptions(apps_dir="", workdir=str(workdir)), eval_id, gpus=1, devices=[])
+    assert [(r["app"], r["reason"]) for r in summary["rows"]] == [("fifo.py", "\\xffoops\n")], summary["rows"]
+    assert set(apps.rows(str(workdir), eval_id).app) == {"fifo.py", "\\xff\\xfe.py"}
+    assert all(f.read_bytes().decode("utf-8") for f in files)

@@ -277,7 +277,7 @@ def test_local_names_may_be_bound_every_allowed_way():
     ("0\n    for i in range(256):\n        for j in range(257):\n            pid = pid + 0", "steps in all"),
     ("0\n" + "".join(f"    for i{k} in range(40000):\n        pid = pid + 0\n" for k in range(2)), "steps in all"),
     ("0\n    for i in range(num_pid_m):\n        for j in range(65536):\n            for k in range(2):\n"
-     "                pid = pid + 0", "steps in all"),
+     "                pid = pid + 0", "a loop whose bound is not a constant"),
 ])
 def test_huge_and_deep_targets_are_one_clear_refusal(expression, message):
     source = f"@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n):\n    x = {expression}\n" + BODY
@@ -286,10 +286,14 @@ def test_huge_and_deep_targets_are_one_clear_refusal(expression, message):
 
 
 def test_loops_within_the_step_bound_in_all_are_allowed():
-    """256 x 256 nested steps (the bound, 65 536) and a loop over the grid around a small constant
-    loop pass the static check."""
+    """256 x 256 nested steps (the bound, 65 536) pass the static check, and so do loops over a
+    bound the checker computes: a local set once to a number (a loop over 8 XCDs), its arithmetic,
+    a tuple's length."""
     for loops in ("    for i in range(256):\n        for j in range(255):\n            pid = pid + 0\n",
-                  "    for i in range(num_pid_m):\n        for j in tl.static_range(8):\n            pid = pid + 0\n"):
+                  "    NUM_XCDS: tl.constexpr = 8\n    for i in tl.static_range(NUM_XCDS):\n        pid = pid + 0\n",
+                  "    GROUPS = 2 * 4\n    HALF = GROUPS // 2\n"
+                  "    for g in range(1, HALF + 1, 2):\n        pid = pid + g\n",
+                  "    for x in (1, 2, 3):\n        for k in range(16):\n            pid = pid + x * k\n"):
         canonical_target(f"@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n):\n{loops}" + BODY, "swizzle", ARGS)
 
 
@@ -396,3 +400,44 @@ def test_the_replaced_docstring_is_what_is_spliced_verified_and_written_back(gem
     module = splice(gemm_source, "swizzle", written)
     assert target_source(module, "swizzle") == written
     assert splice(gemm_source, "swizzle", target_source(module, "swizzle")) == module
+
+
+# -- loops whose steps cannot be counted (red team 11, M01/M08) ------------------------------------
+
+@pytest.mark.parametrize("loops, line", [
+    # the red team's payload: each verification worker held to its timeout, a simulate call to the
+    # proposal's deadline
+    ("    for i in range(num_pid_m * num_pid_n * 100000000):\n        pid = pid + 0\n", 3),
+    ("    for i in range(num_pid_m):\n        for j in tl.static_range(8):\n            pid = pid + 0\n", 3),
+    ("    for i in tl.static_range(0, pid, 1):\n        pid = pid + 0\n", 3),
+    ("    n = 8\n    n = num_pid_m * 10 ** 8\n    for i in range(n):\n        pid = pid + 0\n", 5),
+    ("    n: tl.constexpr = num_pid_m\n    for i in range(n):\n        pid = pid + 0\n", 4),
+    ("    for i in range(8):\n        for j in range(i * 10 ** 9):\n            pid = pid + 0\n", 4),
+    ("    for i in pid:\n        pid = pid + 0\n", 3),
+])
+def test_a_loop_whose_bound_is_not_a_constant_is_refused_naming_its_line(loops, line):
+    """The prover refuses such a loop; the static check let it run, and only a worker's timeout
+    stopped it. Refused now in one line, as the model is re-asked."""
+    source = "@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n):\n" + loops + BODY
+    with pytest.raises(CandidateError) as caught:
+        check_candidate(source, "swizzle", ARGS)
+    message = str(caught.value)
+    assert message.startswith(f"line {line}: a loop whose bound is not a constant (`for "), message
+    assert "\n" not in message and "tl.constexpr = 8" in message, message
+
+
+def test_a_constexpr_parameter_does_not_bound_a_loop():
+    """A parameter's annotation is the candidate's own word, and its value the kernel's."""
+    source = ("@triton.jit\ndef swizzle(pid, num_pid_m: tl.constexpr, num_pid_n):\n"
+              "    for i in range(num_pid_m * 10 ** 9):\n        pid = pid + 0\n" + BODY)
+    with pytest.raises(CandidateError, match="^line 3: a loop whose bound is not a constant"):
+        check_candidate(source, "swizzle", ARGS)
+
+
+def test_loops_in_a_for_else_count_toward_the_steps_in_all():
+    """The loops of a ``for ... else`` block ran uncounted: 65 536 x 65 536 steps passed."""
+    source = ("@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n):\n    for i in range(1):\n        pid = pid + 0\n"
+              "    else:\n        for j in range(65536):\n            for k in range(65536):\n"
+              "                pid = pid + 0\n" + BODY)
+    with pytest.raises(CandidateError, match="^line 6: loops over constant bounds of more than 65536 steps in all"):
+        check_candidate(source, "swizzle", ARGS)

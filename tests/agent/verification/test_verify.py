@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from swizzleperf.agent.verification.candidate import splice
+from swizzleperf.agent.verification.candidate import splice, target_source
 from swizzleperf.agent.verification.probe import permutation_errors
 from swizzleperf.agent.verification.verify import Verdict, VerifyConfig, run_worker, verify
 
@@ -16,8 +16,8 @@ def swizzle(pid, num_pid_m, num_pid_n):
     pid = (pid % 8) * (num_pids // 8) + pid // 8
     return pid // num_pid_n, pid % num_pid_n
 '''
-# a bound the static check cannot fold (a constant one of this size is refused before it runs:
-# tests/agent/verification/test_candidate.py), so only the worker's timeout stops it
+# a loop the static check refuses (tests/agent/verification/test_candidate.py: a bound that is not a
+# constant, red team 11 M01), written into a module by hand: only the worker's timeout stops it
 HANGS = '''@triton.jit
 def swizzle(pid, num_pid_m, num_pid_n):
     acc = pid
@@ -76,7 +76,10 @@ def test_an_unwritten_tile_is_caught_by_the_poisoned_output(tmp_path, gemm_sourc
 
 
 def test_a_hanging_candidate_times_out(tmp_path, gemm_source):
-    result = verify(_module(tmp_path, gemm_source, HANGS), tmp_path / "m.npy", VerifyConfig(timeout_s=10))
+    path = tmp_path / "hangs.py"
+    path.write_text(gemm_source.replace(target_source(gemm_source, "swizzle"), HANGS))
+    assert "num_pid_m * 1000000000" in path.read_text()
+    result = verify(path, tmp_path / "m.npy", VerifyConfig(timeout_s=10))
     assert result.verdict is Verdict.TIMEOUT
     assert "did not finish within 10 s" in result.reason
 
