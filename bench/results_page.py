@@ -702,6 +702,7 @@ TB_CPU = RESULTS / "tritonbench_g_dev_cpu.json"
 ROUND42 = RESULTS / "gpu_round42_h100"
 TB_GPU = ROUND42 / "suite_run6_again2_h100.json"
 TB_GPU_FIRST = ROUND42 / "suite_run6_h100.json"
+TB_GPU_LATER = RESULTS / "tritonbench_g_dev_h100_af61acc" / "tritonbench_g_dev_h100.json"
 BLOCK_POINTERS = re.compile(r"the installed Triton \(([0-9.]+)\) lacks the block pointers")
 GPU_TABLE = re.compile(r"\*\*The GPU table of issue #42\*\*: one eval \((\S+)\) .*? (\d+) rows at commit "
                        r"([0-9a-f]{7,40}) \(run 6\), the (\w+) re-run rows at ([0-9a-f]{7,40}):")
@@ -812,7 +813,27 @@ def _tb_gpu() -> str:
 def own_kernels() -> str:
     """The README's "Your own kernels" line: the example apps on an H100 (each example's own
     head-to-head), TritonBench-G's development operators on a CPU (nothing timed) and on one H100."""
-    return f"- **Your own kernels**: {_user_kernels()} {_tb_cpu()} {_tb_gpu()}"
+    return f"- **Your own kernels**: {_user_kernels()} {_tb_cpu()} {_tb_gpu()} {_tb_gpu_later()}"
+
+
+def _tb_gpu_later() -> str:
+    """The same 78 on an H100 again, in one call at a later commit (the box without capabilities):
+    the rows it finished, and every timed row that the earlier eval had optimized, as it came out."""
+    data, earlier = _read_json(TB_GPU_LATER), _read_json(TB_GPU)
+    counts, rows = data["counts"], data["rows"]
+    ran = data["ran"]
+    won = {r["app"] for r in earlier["rows"] if r["outcome"] == "optimized"}
+    again = [f"{r['app'].removesuffix('.py')} {r['speedup']:.3f}x ± {r['speedup_spread']:.3f}{_tie(r)}"
+             for r in rows if r["app"] in won and r.get("speedup") is not None]
+    tool = counts.get("tool failure", 0)
+    return (f"Again on one H100 at commit af61acc, the app's box without capabilities, in one call "
+            f"({data['eval_id']}, {_link(TB_GPU_LATER)}): {ran} of {data['apps']} rows before the call's time ran "
+            f"out, {data['answered']} of them answered ({_pct(data['answered_share'])}), "
+            f"{counts.get('optimized', 0)} optimized"
+            + (f" ({'; '.join(again)} this time)" if again else "")
+            + f", {counts.get('app failed', 0)} apps failed by themselves, {counts.get('timeout', 0)} timeout"
+            + f"{'s' if counts.get('timeout', 0) != 1 else ''}, "
+            + ("**no tool failure**." if not tool else f"**{tool} tool failure{'s' if tool > 1 else ''}**."))
 
 
 # --------------------------------------------------------------------------- a real local LLM
