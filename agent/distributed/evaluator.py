@@ -820,6 +820,9 @@ class DistEvaluator:
         with its interval), the model's error where measured, and its standing against the best,
         torch + NCCL and the kernel's default."""
         name, verdict = attempt["name"], attempt["verdict"]
+        if verdict == Verdict.NO_CANDIDATE.value:   # nothing was proposed: no verdict, no endpoint in the prompt
+            from swizzleperf.agent.verification import lessons
+            return lessons.no_candidate(str(attempt.get("reason") or ""))
         if verdict != Verdict.PASS.value:
             return f"{name} was rejected ({verdict}): {_ADVICE.get(verdict, 'see the reason')}."
         m = attempt["metrics"]

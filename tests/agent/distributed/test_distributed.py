@@ -231,3 +231,13 @@ def test_a_configuration_has_one_text_the_canonical_one(tmp_path):
                           problem_name="llama70b-qkv-4k", world_size=4, target=resolve_target("h200", 4),
                           candidates_dir=tmp_path / "c2")
     assert json.loads(older.expert()[1]) == {"pattern": "bulk_sync", "swizzle": "grouped-m:8"}
+
+
+def test_a_proposal_lost_to_the_endpoint_is_no_verdict_and_its_lesson_has_no_url(tmp_path):
+    """A distributed proposal the endpoint never answered: its lesson (what the next prompt's history
+    shows) says it is no verdict on any configuration, without the endpoint's URL (real-LLM finding 12)."""
+    evaluator = _evaluator(tmp_path)
+    attempt = {"name": "none", "verdict": "NO_CANDIDATE",
+               "reason": "LLM endpoint http://127.0.0.1:8089/v1: no usable reply within the 300 s deadline"}
+    lesson = evaluator.lesson(attempt, {}, {})
+    assert lesson == "no reply in time; not a verdict on any order" and "http" not in lesson
