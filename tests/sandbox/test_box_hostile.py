@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from boxed import in_box
 from hang_guard import never_blocks
 
 from swizzleperf import sandbox
@@ -22,15 +23,6 @@ from swizzleperf.agent.verification.verify import Verdict, run_worker
 from swizzleperf.sandbox import filesystem
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the box is Linux's")
-
-
-def _in_box(scratch: Path, code: str, *args: str) -> dict:
-    (scratch / "cwd").mkdir(parents=True, exist_ok=True)
-    done = sandbox.run([sys.executable, "-c", code, *args], scratch / "cwd",
-                       sandbox.worker_env(TMPDIR=str(scratch / "cwd")), 120,
-                       sandbox.worker_limits(120, interpret=True, writable=(scratch,)))
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 #: What a root command would do past the read-only mounts: open a file outside by its handle through
@@ -74,7 +66,7 @@ def test_a_root_command_keeps_no_capability_to_reach_past_its_folders(tmp_path, 
     victim.write_text("the user's file\n")
     scratch = tmp_path / "scratch"
     try:
-        seen = _in_box(scratch, PAST_THE_MOUNTS, str(victim), str(scratch / "cwd"))
+        seen = in_box(scratch, PAST_THE_MOUNTS, str(victim), str(scratch / "cwd"))
     finally:
         stuck = scratch / "cwd" / "stuck"
         if stuck.exists():   # were it set: clear it, or nothing removes tmp_path
@@ -101,7 +93,7 @@ os.chmod("locked", 0, dir_fd=fd)
 print(json.dumps({"made": True}))
 '''
     with tempfile.TemporaryDirectory(dir=tmp_path) as folder:
-        assert _in_box(Path(folder), deep, folder) == {"made": True}
+        assert in_box(Path(folder), deep, folder) == {"made": True}
     assert not list(tmp_path.iterdir())
 
 
@@ -139,7 +131,7 @@ def test_without_a_pid_namespace_the_box_cannot_signal_the_agent(tmp_path, monke
         pytest.skip("no Landlock scopes in this kernel (ABI 6, Linux 6.12)")
     monkeypatch.setattr(sandbox, "filesystem_isolation", lambda: ("landlock", "forced by the test"))
     monkeypatch.setattr(sandbox, "_processes_isolated", lambda: False)
-    seen = _in_box(tmp_path / "scratch", SIGNAL_THE_AGENT, str(os.getpid()))
+    seen = in_box(tmp_path / "scratch", SIGNAL_THE_AGENT, str(os.getpid()))
     assert seen == "PermissionError", seen
 
 

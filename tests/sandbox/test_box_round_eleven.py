@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from boxed import in_box
 
 from swizzleperf import sandbox
 from swizzleperf.sandbox import filesystem
@@ -33,15 +34,6 @@ def _agent(tmp_path: Path, code: str, *args: str) -> tuple:
                           env=dict(os.environ, OPENAI_API_KEY=_SECRET.decode(), HOME=str(tmp_path / "home")))
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
-
-
-def _in_box(scratch: Path, code: str, *args: str, interpret: bool = True) -> dict:
-    (scratch / "cwd").mkdir(parents=True, exist_ok=True)
-    done = sandbox.run([sys.executable, "-c", code, *args], scratch / "cwd",
-                       sandbox.worker_env(TMPDIR=str(scratch / "cwd")), 120,
-                       sandbox.worker_limits(120, interpret=interpret, writable=(scratch,)))
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 # -- A01: the app un-mounts its /proc and reads the agent's environ --------------------------------
@@ -187,7 +179,7 @@ def test_a_worker_drives_no_control_device_by_ioctl(tmp_path, how):
     devices = _not_allowed_character_devices()
     if not {"/dev/kvm", "/dev/userfaultfd", "/dev/loop-control", "/dev/net/tun"} & set(devices):
         pytest.skip("none of the control devices tried here")
-    seen = _in_box(tmp_path / "scratch", DEVICES, *devices)
+    seen = in_box(tmp_path / "scratch", DEVICES, *devices)
     for path, outcome in seen["ioctl"].items():
         assert outcome in ("ENOTTY", "EACCES") or outcome.startswith("open: "), (path, outcome)
     if how == "mounts":   # every device not allowed is /dev/null in the box
@@ -246,7 +238,7 @@ def test_a_worker_makes_no_namespace_but_threads_forks_and_spawns(tmp_path, how,
     works, why = sandbox._seccomp()
     if not works:
         pytest.skip(f"no seccomp here: {why}")
-    seen = _in_box(tmp_path / "scratch", NAMESPACES, interpret=interpret)
+    seen = in_box(tmp_path / "scratch", NAMESPACES, interpret=interpret)
     assert seen["unshare_user"] == seen["unshare_user_net"] == seen["clone_user"] == "EPERM", seen
     assert seen["clone3"] == "ENOSYS", seen          # so that libc falls back to clone
     assert seen["unshare_files"] == "done", seen
@@ -272,6 +264,6 @@ SHM = ("import json, os; s = os.statvfs('/dev/shm'); "
 def test_a_workers_dev_shm_is_small(tmp_path):
     if sandbox.filesystem_isolation()[0] != "mounts":
         pytest.skip(f"no mount namespace here: {sandbox.filesystem_isolation()[1]}")
-    seen = _in_box(tmp_path / "scratch", SHM)
+    seen = in_box(tmp_path / "scratch", SHM)
     assert seen["bytes"] <= 1 << 30, f"/dev/shm holds {seen['bytes'] >> 20} MiB of RAM that RLIMIT_AS does not count"
     assert (seen["bytes"], seen["inodes"]) == (sandbox.WORKER_SHM_BYTES, sandbox.WORKER_SHM_FILES), seen

@@ -15,25 +15,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from boxed import in_box, run_in_box
 
 from swizzleperf import sandbox
 from swizzleperf.agent.verification.verify import Verdict, run_worker
 from swizzleperf.sandbox import filesystem
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the box is Linux's")
-
-
-def _run(scratch: Path, code: str, limits: sandbox.Limits, *args: str):
-    (scratch / "cwd").mkdir(parents=True, exist_ok=True)
-    return sandbox.run([sys.executable, "-c", code, *args], scratch / "cwd",
-                       sandbox.worker_env(TMPDIR=str(scratch / "cwd")), 120, limits)
-
-
-def _in_box(scratch: Path, code: str, *args: str, limits: sandbox.Limits | None = None) -> dict:
-    limits = limits or sandbox.worker_limits(120, interpret=True, writable=(scratch,))
-    done = _run(scratch, code, limits, *args)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 # -- 1. unix sockets bound outside the box, and io_uring ---------------------------------------------
@@ -90,7 +78,7 @@ def _tcp_outside() -> str:
 def test_a_verification_worker_cannot_connect_to_a_unix_socket_outside(tmp_path, how, listening):
     if not sandbox._seccomp()[0]:
         pytest.skip(f"no seccomp filter here: {sandbox._seccomp()[1]}")
-    seen = _in_box(tmp_path / "scratch", SOCKETS, listening)
+    seen = in_box(tmp_path / "scratch", SOCKETS, listening)
     assert seen["unix"] == "EPERM" and seen["datagram pair"] == "EPERM", seen
     assert seen["socketpair"] == "x", seen                 # multiprocessing's and torch's pipes
     assert seen["tcp"] == "made" or _tcp_outside() == "failed", seen
@@ -102,7 +90,7 @@ def test_a_compiled_worker_keeps_its_unix_socket_and_nothing_else_of_the_filter(
     if not sandbox._seccomp()[0]:
         pytest.skip(f"no seccomp filter here: {sandbox._seccomp()[1]}")
     scratch = tmp_path / "scratch"
-    seen = _in_box(scratch, SOCKETS, listening, limits=sandbox.worker_limits(120, interpret=False, writable=(scratch,)))
+    seen = in_box(scratch, SOCKETS, listening, limits=sandbox.worker_limits(120, interpret=False, writable=(scratch,)))
     assert seen["unix"] == "connected" and seen["socketpair"] == "x", seen
     assert seen["datagram pair"] == "EPERM" and seen["io_uring"] == "EPERM", seen
 
@@ -117,7 +105,7 @@ def test_the_rank_pool_and_profilers_keep_their_unix_sockets(tmp_path, listening
     # alone on an H100, bench/results/gpu_round42_h100/seccomp_cuda_h100.json); the rest it keeps
     assert set(sandbox.worker_limits(60, False).seccomp_refusals) == set(sandbox.SECCOMP_REFUSALS) - {"unix_socket",
                                                                                                      "sysv_ipc"}
-    seen = _in_box(scratch, SOCKETS, listening, limits=pool)
+    seen = in_box(scratch, SOCKETS, listening, limits=pool)
     assert seen["unix"] == "connected" and seen["socketpair"] == "x" and seen["datagram pair"] == "made", seen
 
 
@@ -126,7 +114,7 @@ def test_without_seccomp_the_worker_runs_and_one_line_says_so_once(tmp_path, lis
     monkeypatch.setattr(sandbox._no_seccomp, "said", False)
     with caplog.at_level(logging.WARNING, logger="swizzleperf.sandbox"):
         for _ in range(2):
-            seen = _in_box(tmp_path / "scratch", SOCKETS, listening)
+            seen = in_box(tmp_path / "scratch", SOCKETS, listening)
             assert seen["unix"] == "connected", seen
     said = [r.getMessage() for r in caplog.records if "seccomp" in r.getMessage()]
     assert len(said) == 1 and "forced by the test" in said[0] and "unix socket" in said[0], said
@@ -197,7 +185,7 @@ def test_a_root_command_cannot_open_a_block_device_for_writing(tmp_path, monkeyp
         monkeypatch.setattr(filesystem, "landlock_abi", lambda: 0)
     elif filesystem.landlock_abi() < 1:
         pytest.skip("no Landlock in this kernel")
-    seen = _in_box(tmp_path / "scratch", OPEN_BLOCK, device)
+    seen = in_box(tmp_path / "scratch", OPEN_BLOCK, device)
     assert seen["block"] in ("not a block device", "EACCES", "EPERM", "EROFS", "ENXIO"), seen
     assert seen["null"] is True and seen["shm"] == "x", seen
 
@@ -249,7 +237,7 @@ def test_a_write_past_the_limit_fails_with_efbig(tmp_path, how, disposition):
     """SIGXFSZ is ignored in the box; restored to its default by the command, it still kills no PID 1
     of a PID namespace (the kernel spares it): the write fails either way."""
     scratch = tmp_path / "scratch"
-    seen = _in_box(scratch, WRITE_PAST, str(scratch / "cwd" / "big"), disposition, limits=_small(scratch))
+    seen = in_box(scratch, WRITE_PAST, str(scratch / "cwd" / "big"), disposition, limits=_small(scratch))
     assert seen == {"write": "EFBIG", "size": MIB}, seen
 
 
@@ -261,7 +249,7 @@ def test_a_command_killed_by_the_limit_says_why_in_one_line(tmp_path, monkeypatc
     monkeypatch.setattr(sandbox, "filesystem_isolation", lambda: ("landlock", "forced by the test"))
     monkeypatch.setattr(sandbox, "_processes_isolated", lambda: False)
     scratch = tmp_path / "scratch"
-    done = _run(scratch, WRITE_PAST, _small(scratch), str(scratch / "cwd" / "big"), "default")
+    done = run_in_box(scratch, WRITE_PAST, _small(scratch), str(scratch / "cwd" / "big"), "default")
     assert done.returncode == -25 and done.stdout == "", done
     last = done.stderr.strip().splitlines()[-1]
     assert "file-size limit" in last and str(MIB) in last, done.stderr[-2000:]
