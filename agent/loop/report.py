@@ -6,6 +6,7 @@ import math
 import numbers
 from pathlib import Path
 
+from swizzleperf.agent.proposers.llm import DETAIL_SHOWN
 from swizzleperf.agent.verification import lessons
 from swizzleperf.agent.verification.verify import Verdict
 from swizzleperf.profiling.roof import stop_line
@@ -274,19 +275,8 @@ def tokens_source(requests: list) -> str:
     return f"estimated: {estimated} of {len(sent)} requests without server usage"
 
 
-#: What the prompt of each level of detail (agent/proposers/llm.py's DETAIL_LEVELS, read from
-#: ``render_messages`` and prompts/propose.j2) shows; the proposer sends the most detailed that
-#: fits the model's context window with room for its reply.
-PROMPT_DETAIL_SHOWN = {
-    0: "everything: the memory-access analysis, the profile, 6 ranked catalog orders with 2 sources, "
-       "the full source of the best and of the last attempt",
-    1: "the memory-access analysis and the profile in full; 6 ranked orders with 1 source, the full source "
-       "of the last attempt only",
-    2: "the memory-access analysis cut to its first 15 lines and the profile to 4 figures, to fit the model's "
-       "context window; 4 ranked orders with 1 source, no attempt's source, a shorter hardware section",
-    3: "the memory-access analysis and the profile left out to fit the model's context window; 3 ranked "
-       "orders with 1 source, the last 4 attempts, a shorter hardware section",
-}
+#: What the prompt of each level of detail shows: the proposer's own words (llm.py).
+PROMPT_DETAIL_SHOWN = DETAIL_SHOWN
 
 
 def prompt_details(requests: list) -> list:

@@ -276,8 +276,20 @@ TOOLS = [
                        "which data, per L2 domain).",
         "parameters": {"type": "object", "properties": {}}}},
 ]
-#: How much of the prompt is shown, most first: the proposer takes the first level that fits.
-DETAIL_LEVELS = (0, 1, 2, 3)
+#: What the prompt of each level of detail shows (``render_messages`` and prompts/propose.j2), most
+#: first: the proposer takes the first level that fits the model's window with room for its reply.
+DETAIL_SHOWN = {
+    0: "everything: the memory-access analysis, the profile, 6 ranked catalog orders with 2 sources, "
+       "the full source of the best and of the last attempt",
+    1: "the memory-access analysis and the profile in full; 6 ranked orders with 1 source, the full source "
+       "of the last attempt only",
+    2: "the memory-access analysis cut to its first 15 lines and the profile to 4 figures, to fit the model's "
+       "context window; 4 ranked orders with 1 source, no attempt's source, a shorter hardware section",
+    3: "the memory-access analysis and the profile left out to fit the model's context window; 3 ranked "
+       "orders with 1 source, the last 4 attempts, a shorter hardware section",
+}
+#: How much of the prompt is shown, most first.
+DETAIL_LEVELS = tuple(DETAIL_SHOWN)
 
 
 class LLMProposer:
