@@ -702,7 +702,7 @@ TB_CPU = RESULTS / "tritonbench_g_dev_cpu.json"
 ROUND42 = RESULTS / "gpu_round42_h100"
 TB_GPU = ROUND42 / "suite_run6_again2_h100.json"
 TB_GPU_FIRST = ROUND42 / "suite_run6_h100.json"
-TB_GPU_LATER = RESULTS / "tritonbench_g_dev_h100_af61acc" / "tritonbench_g_dev_h100.json"
+TB_GPU_LATER = RESULTS / "tritonbench_g_dev_h100_0ac3704" / "tritonbench_g_dev_h100.json"
 BLOCK_POINTERS = re.compile(r"the installed Triton \(([0-9.]+)\) lacks the block pointers")
 GPU_TABLE = re.compile(r"\*\*The GPU table of issue #42\*\*: one eval \((\S+)\) .*? (\d+) rows at commit "
                        r"([0-9a-f]{7,40}) \(run 6\), the (\w+) re-run rows at ([0-9a-f]{7,40}):")
@@ -826,9 +826,13 @@ def _tb_gpu_later() -> str:
     again = [f"{r['app'].removesuffix('.py')} {r['speedup']:.3f}x ± {r['speedup_spread']:.3f}{_tie(r)}"
              for r in rows if r["app"] in won and r.get("speedup") is not None]
     tool = counts.get("tool failure", 0)
-    return (f"Again on one H100 at commit af61acc, the app's box without capabilities, in one call "
-            f"({data['eval_id']}, {_link(TB_GPU_LATER)}): {ran} of {data['apps']} rows before the call's time ran "
-            f"out, {data['answered']} of them answered ({_pct(data['answered_share'])}), "
+    commit = TB_GPU_LATER.parent.name.rsplit("_", 1)[-1]
+    calls = len(list(TB_GPU_LATER.parent.glob("suite_call*.txt"))) or 1
+    ran_text = (f"all {ran} rows ran" if ran == data["apps"]
+                else f"{ran} of {data['apps']} rows before the call's time ran out")
+    return (f"Again on one H100 at commit {commit}, the app's box without capabilities, in one eval over "
+            f"{_n(calls)} call{'s' if calls > 1 else ''} ({data['eval_id']}, {_link(TB_GPU_LATER)}): {ran_text}, "
+            f"{data['answered']} of them answered ({_pct(data['answered_share'])}), "
             f"{counts.get('optimized', 0)} optimized"
             + (f" ({'; '.join(again)} this time)" if again else "")
             + f", {counts.get('app failed', 0)} apps failed by themselves, {counts.get('timeout', 0)} timeout"
