@@ -24,7 +24,10 @@ Semantics. Integer terms are exact; int32 (int64 after ``.to(tl.int64)``) is kep
 ``%`` has a dividend >= 0 and a divisor > 0 (where truncation, Triton's and C's, equals the
 floor of z3's integer division), every cast to a narrower type keeps the value. An obligation that
 may fail leaves the target not proven (never a counterexample: a wrapped value may still land
-right). Constants of ``tl.constexpr`` (parameters and names so annotated, literals, a
+right). Widths are Triton's (``_computation``): a Python int beside an int16 or int8 tensor is
+computed in that narrow type (round twelve of #41: ``h * 300`` of an int16 was read as an int32
+product, and an order that loses tiles past 112 640 programs was proven). Constants of
+``tl.constexpr`` (parameters and names annotated with ``tl.constexpr`` itself, literals, a
 ``tl.static_range`` variable) fold with Python's own operators, as Triton's front end folds them;
 a name assigned without that annotation, and a ``range`` variable, hold a tensor in Triton, so
 their value is a term with a tensor's obligations, never folded. Loops of constant bounds unroll.
@@ -118,10 +121,61 @@ def roles_of(real: list) -> list | None:
 
 @dataclass
 class _Int:
-    """A symbolic integer: its z3 term and its width in bits."""
+    """A symbolic integer: its z3 term and its width in bits (a signed integer tensor of Triton's)."""
 
     term: object
     width: int = 32
+
+
+# -- Triton's integer promotion (triton/language/semantic.py, 3.6 and 3.9 alike) -----------------
+#
+# ``binary_op_type_checking_impl`` -> ``computation_type_impl``: a Python scalar (an int, a bool:
+# a literal, a folded tl.constexpr, a tl.static_range variable, a constexpr argument) of a kind
+# (bool < int) no higher than the tensor's does not take part in the promotion (3.6
+# semantic.py:74, 3.9 semantic.py:81): the operation is computed in the *tensor's* type (``h * 300``
+# of an int16 is an int16 product, which wraps), and the scalar must fit that type, else Triton
+# raises "Scalar ... is out of range for type int16" (3.6 semantic.py:195, 3.9 semantic.py:204).
+# Otherwise ``integer_promote_impl``: the wider of two of one signedness, the unsigned one where it
+# is at least as wide. A Python int on its own is ``to_tensor_type``'s int32, uint32, int64 or
+# uint64 by its value; int1 (a comparison, a bool) is unsigned (core.py's ``UINT_TYPES``). Shifts
+# (``bitwise_op_type_checking_impl``), ``//``, ``%``, tl.where the same. Triton 3.6 converts the
+# scalar of a comparison and of tl.minimum/maximum to a tensor first (3.6 core.py:1031, 2519:
+# int32 beside an int16, where 3.9 keeps int16 and refuses 100000): the prover takes 3.9's
+# narrower type and its range check there; where the check holds the values agree, and the
+# narrower type's obligations imply the wider one's.
+
+@dataclass(frozen=True)
+class _Type:
+    width: int
+    signed: bool
+    scalar: bool          # a Python int or bool, not (yet) a tensor
+
+    @property
+    def kind(self) -> int:  # tl.dtype.KIND: BOOLEAN (int1) < INTEGRAL
+        return 0 if self.width == 1 else 1
+
+
+def _promote(a: _Type, b: _Type) -> _Type:
+    """semantic.integer_promote_impl."""
+    if a.signed == b.signed:
+        return a if a.width > b.width else b
+    unsigned, signed = (a, b) if not a.signed else (b, a)
+    return unsigned if unsigned.width >= signed.width else signed
+
+
+def _computation(a: _Type, b: _Type) -> _Type:
+    """semantic.computation_type_impl for two integers: a scalar of a kind no higher than the
+    tensor's does not take part."""
+    if a.scalar != b.scalar:
+        scalar, tensor = (a, b) if a.scalar else (b, a)
+        if scalar.kind <= tensor.kind:
+            a = b = tensor
+    return _promote(a, b)
+
+
+def _fits(value: int, t: _Type) -> bool:
+    low, high = (-2 ** (t.width - 1), 2 ** (t.width - 1)) if t.signed else (0, 2 ** t.width)
+    return low <= value < high
 
 
 class _Translator:
@@ -166,7 +220,13 @@ class _Translator:
             if stmt.value is None:
                 raise Unsupported(f"line {stmt.lineno}: annotation without a value")
             value = self.value(stmt.value)
-            if not ast.unparse(stmt.annotation).endswith("constexpr"):
+            if not _is_constexpr(stmt.annotation):
+                # Triton folds only where the annotation evaluates to tl.constexpr itself
+                # (code_generator.visit_AnnAssign: ``annotation == constexpr``); a dtype annotation is a
+                # plain assignment; anything else (a local named ``my_constexpr``...) is not translated
+                if not _is_dtype(stmt.annotation):
+                    raise Unsupported(f"line {stmt.lineno}: the annotation {ast.unparse(stmt.annotation)[:40]!r} "
+                                      f"(only tl.constexpr is folded)")
                 value = self._runtime(value)
             self._bind(stmt.target, value, top)
         elif isinstance(stmt, ast.AugAssign):
@@ -187,10 +247,13 @@ class _Translator:
         ``semantic.to_tensor``; the interpreter the same): so from here on it is a term with the
         obligations of one, never folded with Python's floor division and unbounded integers
         (#41, round seven: ``c = -1; e = c // 2 + 1`` is 1 in Triton, 0 folded in Python). An int
-        that only uint32 holds is not translated. Booleans keep their value (int1)."""
+        that only uint32 holds is not translated. A bool becomes an int1 tensor (a z3 Bool), whose
+        arithmetic is int1's: ``c = True; d = -c`` is true (1 widened) in Triton, not -1."""
         if isinstance(value, tuple):
             return tuple(self._runtime(v) for v in value)
-        if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, bool):
+            return self.z3.BoolVal(value)
+        if not isinstance(value, int):
             return value
         if 2 ** 31 <= value < 2 ** 32:
             raise Unsupported(f"the constant {value}, which Triton holds as uint32")
@@ -212,7 +275,7 @@ class _Translator:
     def _bind(self, target, value, may_cut: bool) -> None:
         if isinstance(target, ast.Name):
             if may_cut and self.cut and target.id == self.pid and isinstance(value, _Int) and _stages(self.z3, value.term):
-                fresh = _Int(self.z3.Int(f"stage{len(self.stages) + 1}"), 32)
+                fresh = _Int(self.z3.Int(f"stage{len(self.stages) + 1}"), value.width)
                 self.stages.append((value, fresh))
                 value = fresh
             self.env[target.id] = value
@@ -283,17 +346,70 @@ class _Translator:
             return self._call(node)
         raise Unsupported(f"{type(node).__name__} ({ast.unparse(node)[:60]})")
 
-    def _int(self, v, width: int = 32) -> _Int:
+    def _int(self, v, width: int | None = None) -> _Int:
+        """``v`` as a term; a Python int or a boolean of width ``width`` where given (the width
+        Triton computes in beside the other operand: :meth:`_operands`), else as
+        ``semantic.to_tensor`` makes it (int32, int64 beyond; a boolean 32, widened as 0 or 1)."""
         z3 = self.z3
         if isinstance(v, _Int):
             return v
         if isinstance(v, bool):
-            return _Int(z3.IntVal(int(v)), width)
+            return _Int(z3.IntVal(int(v)), width or 32)
         if isinstance(v, int):
-            return _Int(z3.IntVal(v), width if -2 ** 31 <= v < 2 ** 31 else 64)
+            return _Int(z3.IntVal(v), width or (32 if -2 ** 31 <= v < 2 ** 31 else 64))
         if isinstance(v, tuple):
             raise Unsupported("a tuple used as a number")
-        return _Int(z3.If(v, z3.IntVal(1), z3.IntVal(0)), width)   # a z3 Bool used as a number
+        return _Int(z3.If(v, z3.IntVal(1), z3.IntVal(0)), width or 32)   # a z3 Bool used as a number
+
+    def _type_of(self, v) -> _Type:
+        """The type Triton gives ``v`` in a binary operation (``semantic.to_tensor_type`` for a
+        Python scalar)."""
+        if isinstance(v, bool):
+            return _Type(1, False, True)
+        if isinstance(v, int):
+            for width, signed in ((32, True), (32, False), (64, True), (64, False)):
+                t = _Type(width, signed, True)
+                if _fits(v, t):
+                    return t
+            raise Unsupported(f"the constant {v}, beyond 64 bits")
+        if isinstance(v, _Int):
+            return _Type(v.width, True, False)
+        if isinstance(v, tuple):
+            raise Unsupported("a tuple used as a number")
+        return _Type(1, False, False)      # a z3 Bool: an int1 tensor
+
+    def _operands(self, a, b, what: str) -> tuple:
+        """``(x, y, width)``: ``a`` and ``b`` as terms of the width Triton computes ``what`` of them
+        in (module comment above ``_Type``), a Python int or bool given the tensor's width.
+
+        An int32 the grid alone decides (no program id in its term: an argument, arithmetic of
+        arguments) may be a Python int in Triton although the prover holds it as a tensor: a caller
+        may pass a constexpr, and Triton specialises an int argument equal to 1 into one (the
+        interpreter: ``hi * (K * 300)`` of an int16 is an int16 product where K is a constexpr 1).
+        Beside a narrower tensor it then takes that tensor's type: the narrower width is taken (its
+        obligations hold for both) and the value must fit it.
+
+        Raises:
+            Unsupported: unsigned arithmetic; a scalar out of the range of the computation type
+                (Triton raises); two booleans where a number is wanted."""
+        ta, tb = self._type_of(a), self._type_of(b)
+        common = _computation(ta, tb)
+        if common.width == 1:
+            raise Unsupported(f"{what} of two booleans (Triton computes it in int1, which wraps)")
+        if not common.signed:
+            raise Unsupported(f"{what} in uint{common.width} (a constant that only an unsigned type holds)")
+        for v, t in ((a, ta), (b, tb)):
+            if t.scalar and not _fits(int(v), common):
+                raise Unsupported(f"the constant {v} beside an int{common.width} (Triton refuses it: "
+                                  f"out of range)")
+        width = common.width
+        if isinstance(a, _Int) and isinstance(b, _Int) and a.width != b.width:
+            wide, narrow = (a, b) if a.width > b.width else (b, a)
+            if wide.width == 32 and not _stages(self.z3, wide.term):
+                width = narrow.width
+                self._result(wide.term, width, f"a value of the grid beside an int{width} (a Python int "
+                                               f"to Triton where the caller passes a constexpr)")
+        return self._int(a, width), self._int(b, width), width
 
     def _is_bool(self, v) -> bool:
         return isinstance(v, bool) or (not isinstance(v, (_Int, int, tuple)) and self.z3.is_bool(v))
@@ -318,17 +434,12 @@ class _Translator:
                 raise Unsupported("a bitwise operation of a boolean and a number")
             a, b = (self.z3.BoolVal(x) if isinstance(x, bool) else x for x in (a, b))
             return {ast.BitAnd: self.z3.And, ast.BitOr: self.z3.Or, ast.BitXor: self.z3.Xor}[type(op)](a, b)
-        if self._is_bool(a) and self._is_bool(b):
-            # a comparison's result is an int1 tensor, and so is a bool constant beside it: Triton does
-            # their arithmetic in int1, where 1 + 1 wraps to 0 (round nine of #41: `c + c - 2 * c`
-            # was -2 in Triton, 0 here, and an order that breaks at 40 000 tiles was proven)
-            raise Unsupported("arithmetic of two booleans (Triton computes it in int1, which wraps)")
-        for const, other in ((a, b), (b, a)):   # a literal meets a tensor: Triton wants it in the tensor's type
-            if (isinstance(const, int) and not isinstance(const, bool) and isinstance(other, _Int)
-                    and not -2 ** (other.width - 1) <= const < 2 ** (other.width - 1)):
-                raise Unsupported(f"the constant {const} beside an int{other.width} (Triton refuses it: out of range)")
-        x, y = self._int(a), self._int(b)
-        width = max(x.width, y.width)
+        # a comparison's result is an int1 tensor, and so is a bool constant beside it: Triton does
+        # their arithmetic in int1, where 1 + 1 wraps to 0 (round nine of #41: `c + c - 2 * c` was -2
+        # in Triton, 0 here, and an order that breaks at 40 000 tiles was proven): _operands refuses.
+        # A Python int beside an int16 or int8 is computed in that type, and wraps there (round
+        # twelve: `h * 300` of an int16 was read as an int32 product, and proven)
+        x, y, width = self._operands(a, b, "arithmetic")
         if isinstance(op, ast.Add):
             return self._result(x.term + y.term, width, "a sum")
         if isinstance(op, ast.Sub):
@@ -336,11 +447,14 @@ class _Translator:
         if isinstance(op, ast.Mult):
             return self._result(x.term * y.term, width, "a product")
         if isinstance(op, (ast.FloorDiv, ast.Mod)):
+            if any(self._is_bool(v) and not isinstance(v, bool) for v in (a, b)):
+                # an int1 tensor (unsigned) beside a signed type: computation_type_impl raises
+                raise Unsupported("// or % of a boolean and a number (Triton refuses their mixed signedness)")
             return self._divmod(x, y, width, isinstance(op, ast.Mod))
         # a shift by the operand's width or more is undefined in Triton (poison in MLIR's arith, a
         # warning of Triton's front end; numpy in the interpreter gives 0): never proven
         n = self._numeral(b)
-        if isinstance(op, (ast.LShift, ast.RShift)) and n is not None and 0 <= n < x.width:
+        if isinstance(op, (ast.LShift, ast.RShift)) and n is not None and 0 <= n < width:
             if isinstance(op, ast.LShift):
                 return self._result(x.term * 2 ** n, width, "a shift")
             return self._divmod(x, self._int(2 ** n), width, False)
@@ -372,17 +486,29 @@ class _Translator:
     def _compare(self, op, a, b):
         if not isinstance(a, _Int) and not isinstance(b, _Int) and isinstance(a, int) and isinstance(b, int):
             return _fold_compare(op, a, b)
-        x, y = self._int(a).term, self._int(b).term
+        # exact on the values; the computation type only for Triton 3.9's range check of a scalar
+        # (3.6 widens it instead: never proven where they disagree), and two int1 compare as 0 and 1
+        if self._is_bool(a) and self._is_bool(b):
+            x, y = self._int(a).term, self._int(b).term
+        else:
+            x, y = (v.term for v in self._operands(a, b, "a comparison")[:2])
         return {ast.Lt: lambda: x < y, ast.LtE: lambda: x <= y, ast.Gt: lambda: x > y,
                 ast.GtE: lambda: x >= y, ast.Eq: lambda: x == y, ast.NotEq: lambda: x != y}.get(
             type(op), lambda: (_ for _ in ()).throw(Unsupported(f"comparison {type(op).__name__}")))()
 
-    def _select(self, cond, a, b):
+    def _select(self, cond, a, b, what: str = "tl.where"):
+        """``tl.where(cond, a, b)`` (and tl.minimum/maximum, abs, which select): a tensor whatever
+        its operands, of the type ``semantic.where``'s binary_op_type_checking_impl(a, b) gives, as
+        arithmetic does (3.6 and 3.9); a condition known here picks without making it a constant
+        (``tl.where(True, 200, h) * 300`` of an int16 h is an int16 product)."""
         cond = self._bool(cond)
+        if self._is_bool(a) and self._is_bool(b):      # tl.where of two int1: an int1
+            a, b = (self.z3.BoolVal(v) if isinstance(v, bool) else v for v in (a, b))
+            return (a if cond else b) if isinstance(cond, bool) else self.z3.If(cond, a, b)
+        x, y, width = self._operands(a, b, what)
         if isinstance(cond, bool):
-            return a if cond else b
-        x, y = self._int(a), self._int(b)
-        return _Int(self.z3.If(cond, x.term, y.term), max(x.width, y.width))
+            return _Int((x if cond else y).term, width)
+        return _Int(self.z3.If(cond, x.term, y.term), width)
 
     def _call(self, node: ast.Call):
         name = ast.unparse(node.func)
@@ -393,22 +519,32 @@ class _Translator:
         args = [self.value(a) for a in node.args]
         if name in ("tl.minimum", "tl.maximum", "min", "max") and len(args) >= 2:
             smaller = name in ("tl.minimum", "min")
+            if name in ("min", "max") and all(_both_const(v, 0) for v in args):
+                return min(args) if smaller else max(args)    # builtin_min of constexprs: Python's
+            # tl.minimum, and builtin min of anything not all constexpr, call semantic.minimum pair by
+            # pair: a tensor even of two constants (whose type _select checks)
             out = args[0]
             for b in args[1:]:
-                if _both_const(out, b):
-                    out = min(out, b) if smaller else max(out, b)
-                else:
-                    out = self._select(self._compare(ast.Lt() if smaller else ast.Gt(), out, b), out, b)
+                out = self._select(self._compare(ast.Lt() if smaller else ast.Gt(), out, b), out, b, name)
             return out
         if name == "tl.where" and len(args) == 3:
             return self._select(*args)
-        if name in ("tl.cdiv", "triton.cdiv") and len(args) == 2:
+        if name == "tl.cdiv" and len(args) == 2:      # triton/language/standard.py: (x + (div - 1)) // div
+            if _both_const(*args):
+                # a @jit function: whether Triton hands back a constexpr or a tensor, the arithmetic of
+                # a tensor with its obligations gives the value both do (never Python's -2 // 3)
+                args = [self._runtime(a) for a in args]
+            return self._binop(ast.FloorDiv(), self._binop(ast.Add(), args[0], self._binop(ast.Sub(), args[1], 1)),
+                               args[1])
+        if name == "triton.cdiv" and len(args) == 2:   # a constexpr function: (x + y - 1) // y
             return self._binop(ast.FloorDiv(), self._binop(ast.Sub(), self._binop(ast.Add(), args[0], args[1]), 1),
                                args[1])
         if name in ("abs", "tl.abs") and len(args) == 1:
             if _both_const(args[0], 0):
-                return abs(args[0])
-            return self._select(self._compare(ast.Lt(), args[0], 0), self._unary(ast.USub(), args[0]), args[0])
+                # builtin abs of a constexpr is Python's; tl.abs makes a tensor of it first (math.abs)
+                return abs(args[0]) if name == "abs" else self._runtime(args[0] if isinstance(args[0], bool)
+                                                                         else abs(args[0]))
+            return self._select(self._compare(ast.Lt(), args[0], 0), self._unary(ast.USub(), args[0]), args[0], name)
         raise Unsupported(f"call {name}({len(args)} arguments)")
 
     def _cast(self, v, node: ast.Call):
@@ -420,6 +556,18 @@ class _Translator:
         if bits < x.width:
             return self._result(x.term, bits, f"a cast to int{bits}")
         return _Int(x.term, bits)
+
+
+def _is_constexpr(annotation: ast.expr) -> bool:
+    """Whether an annotation is Triton's ``tl.constexpr`` itself (by its node: a local whose name
+    ends in "constexpr" is no such annotation to Triton, which compares the annotation's value)."""
+    return ast.unparse(annotation) in ("tl.constexpr", "triton.language.constexpr")
+
+
+def _is_dtype(annotation: ast.expr) -> bool:
+    """``tl.int32`` and the like: an annotation Triton evaluates and then ignores (a plain assignment)."""
+    text = ast.unparse(annotation)
+    return any(text.startswith(prefix) and text.removeprefix(prefix) in _INT for prefix in ("tl.", "triton.language."))
 
 
 def _both_const(a, b) -> bool:
@@ -487,7 +635,7 @@ class _Problem:
     def _params(self, pid) -> dict:
         params = {self.func.args.args[0].arg: _Int(pid, 32)}
         for arg, role in zip(self.func.args.args[1:], self.roles):
-            constexpr = arg.annotation is not None and ast.unparse(arg.annotation).endswith("constexpr")
+            constexpr = arg.annotation is not None and _is_constexpr(arg.annotation)
             if role.kind == "held" and constexpr:
                 params[arg.arg] = role.value            # a compile-time constant: folded like one
                 continue
