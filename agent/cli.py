@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import signal
 import shlex
 import sqlite3
@@ -230,6 +231,66 @@ def _fail(message: str) -> None:
     raise typer.Exit(code=2)
 
 
+def _an_id(value: str | None, option: str, what: str) -> None:
+    """A run's or an eval's id given on the command line (``--resume ID``, notebook's RUN): None is
+    none given; an empty or blank one is one line (exit 2), never a new run without a kernel nor the
+    latest run (U03, round twelve: ``optimize --resume ""`` started a run of no kernel and ended in a
+    TypeError traceback; ``notebook ""`` ran on the latest run)."""
+    if value is not None and not value.strip():
+        _fail(f"{option} needs {what}; got {'an empty' if not value else 'a blank'} one")
+
+
+#: ``eval``'s options that a resumed eval takes from its record instead (the stored one wins), by
+#: parameter name: ``(the stored options' field, how a stored value reads as the parameter's)``.
+#: The rest is taken: --resume, --workdir, --base-url (checked against the stored endpoint),
+#: --gpus, --again, --ray, --ray-address.
+_EVAL_STORED = {"hw": "hw", "iterations": "iterations", "model": "model", "llm_timeout": "llm_timeout_s",
+                "temperature": "temperature", "context_tokens": "context_tokens", "llm_retries": "llm_retries",
+                "evidence": "evidence", "price_in": "price_in_per_mtok", "price_out": "price_out_per_mtok"}
+_KERNELS_EVAL_STORED = {**_EVAL_STORED, "kernels": "kernels", "out": "out_dir"}
+_APPS_EVAL_STORED = {**_EVAL_STORED, "apps": "apps_dir", "files": "names", "row_budget": "row_budget_s",
+                     "no_ncu": "use_ncu", "out": "out"}
+
+
+def _shown_option_value(name: str, value) -> str:
+    """A value of ``eval``'s parameter ``name`` as the command line writes it, for a note."""
+    if name == "evidence":
+        return "--evidence" if value else "--no-evidence"
+    if name == "no_ncu":
+        return "--no-ncu" if value else "without --no-ncu"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value) if len(value) <= 8 else f"{len(value)} names"
+    return "none" if value is None else str(value)
+
+
+def _stored_wins(ctx: typer.Context, stored, fields: dict, what: str) -> None:
+    """One note per option given beside ``--resume`` that the resumed ``what`` (``eval ID``) takes
+    from its record instead, where the given value is not the stored one: ``note: --model is taken
+    from the stored eval (X); the given Y is ignored`` (round twelve: the stored one won silently).
+    ``optimize --resume`` refuses such options instead (``_resume_takes_no_other_options``): a run
+    is resumed as one thing, an eval's options are read by every row, and a resumed eval goes on
+    with them."""
+    given = _given(ctx)
+    for name, field in fields.items():
+        if name not in given or not hasattr(stored, field):
+            continue
+        value, kept = ctx.params.get(name), getattr(stored, field)
+        if name == "no_ncu":
+            kept = not kept
+        elif name == "kernels":
+            value = [k.strip() for k in str(value).split(",") if k.strip()]
+        elif name == "apps" and value is not None and kept:
+            value = kept if os.path.realpath(value) == os.path.realpath(kept) else value
+        elif name == "files":
+            value = str(value)   # a file of names: never the stored list itself, always said
+        if value == kept or (isinstance(kept, float) and isinstance(value, (int, float)) and float(value) == kept):
+            continue
+        option = "--no-evidence" if name == "evidence" and value is False else given[name]
+        console.print(f"note: {_plain(option)} is taken from the stored {_plain(what)} "
+                      f"({_plain(_shown_option_value(name, kept))}); the given "
+                      f"{_plain(_shown_option_value(name, value))} is ignored", markup=False)
+
+
 @app.command()
 def optimize(
     ctx: typer.Context,
@@ -271,6 +332,7 @@ def optimize(
     from swizzleperf.agent.loop.record import RecordError, UnknownRunError
     from swizzleperf.kernels.spec import KernelLoadError
     from swizzleperf.hwspecs import UnknownHardwareError
+    _an_id(resume, "--resume", "a run id (as a run prints it: --resume 20261207-103913-cb98)")
     if kernel is None and resume is None and app is None:
         _fail("give a kernel module (e.g. kernels/gemm.py), --app CMD --kernel NAME, or --resume RUN_ID")
     if resume is not None:
@@ -631,6 +693,7 @@ def eval_command(
     """Run the optimizer over the bundled kernels and write one table (CSV, markdown) and plots;
     with --apps DIR, over a folder of your apps, one row each. Either proposes with the built-in
     policy, or with --model M as `optimize --model M` does (the endpoint checked once first)."""
+    _an_id(resume, "--resume", "an eval id (as an eval prints it: --resume eval-20261207-103913-cb98)")
     _numbers_in_range(ctx)
     _known_endpoint(base_url)
     _known_hw(hw)
@@ -642,16 +705,19 @@ def eval_command(
                        price_out)
     if apps_eval:
         return _eval_apps(apps, files, hw, iterations, row_budget, gpus, ray, ray_address, out, resume, workdir,
-                          not no_ncu, tuple(again or ()), llm)
+                          not no_ncu, tuple(again or ()), llm, ctx)
     if again:
         _fail("--again runs rows of an --apps eval again: give --resume EVAL_ID of one")
     from swizzleperf.agent.loop.record import UnknownRunError
     from swizzleperf.agent.loop.run import RunError
     from swizzleperf.kernels.spec import KernelLoadError
-    from swizzleperf.eval.suite import EvalError, EvalOptions, resolve_gpus, run_eval, select_kernels
+    from swizzleperf.eval.suite import EvalError, EvalOptions, resolve_gpus, run_eval, select_kernels, stored_options
     from swizzleperf.hwspecs import UnknownHardwareError
     _interruptible()
     try:
+        if resume is not None:
+            _stored_wins(ctx, stored_options(workdir, resume, base_url=base_url), _KERNELS_EVAL_STORED,
+                         f"eval {resume}")
         names, left_out = select_kernels(kernels, hw) if resume is None else ([], "")
         if left_out:
             console.print(f"{_plain(left_out)}.", markup=False)
@@ -708,7 +774,7 @@ def _apps_eval(workdir: str, eval_id: str) -> bool:
 
 
 def _eval_apps(apps, files, hw, iterations, row_budget, gpus, ray, ray_address, out, resume, workdir,
-               use_ncu: bool = True, again: tuple = (), llm: dict | None = None) -> None:
+               use_ncu: bool = True, again: tuple = (), llm: dict | None = None, ctx=None) -> None:
     """``eval --apps DIR``: eval/apps.py, one line per row as it finishes, then the table. With an LLM
     (``llm``: ``_llm_options``; a resumed eval's own), its endpoint is checked once before any row."""
     from swizzleperf.eval.apps import AppsError, AppsOptions, list_apps, run_apps, shown, stored_options
@@ -731,6 +797,8 @@ def _eval_apps(apps, files, hw, iterations, row_budget, gpus, ray, ray_address, 
         options = AppsOptions(apps_dir=apps or "", names=list_apps(apps, files) if apps else [], iterations=iterations,
                               row_budget_s=row_budget, hw=hw, use_ncu=use_ncu, workdir=workdir, out=out, **(llm or {}))
         runs = stored_options(workdir, resume, base_url=options.base_url) if resume else options
+        if resume and runs is not None and ctx is not None:
+            _stored_wins(ctx, runs, _APPS_EVAL_STORED, f"eval {resume}")
         if runs is not None:   # once for the eval, before its first row: one line and nothing started if down
             _check_llm(runs.model, runs.base_url, None, runs.llm_timeout_s)
         with console.status(f"running the apps of {escape(shown(apps or resume))}"):
@@ -758,6 +826,7 @@ def eval_worker(
     workdir: str = typer.Option(".swizzleperf", help="Where the eval is recorded."),
 ) -> None:
     """Run one kernel of an eval (a worker process of ``eval --gpus N``); exit 1 if it did not finish."""
+    _an_id(eval_id, "EVAL_ID", "an eval id")
     from swizzleperf.eval.suite import EvalError, run_kernel, stored_options
     from swizzleperf.hwspecs import UnknownHardwareError
     _interruptible()
@@ -926,6 +995,7 @@ def notebook_command(
 ) -> None:
     """Run notebooks/reflection_history.ipynb headless on one run (no Jupyter): print what it
     shows and write the executed copy, figures included."""
+    _an_id(run, "RUN", "a run id or a run folder (leave it out for the latest run)")
     _numbers_in_range(ctx)
     from swizzleperf.eval.notebook import NotebookError, execute
     name = Path(run).name if run else "latest"

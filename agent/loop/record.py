@@ -96,6 +96,10 @@ class UnusableRunError(UnknownRunError):
 #: Characters of a run's stored configuration (a few hundred in practice).
 CONFIG_MAX_CHARS = 64 * 1024
 _Text = Annotated[str, pydantic.Field(max_length=4096)]
+#: A text value of a run's stored configuration: a path of up to 4096 bytes (PATH_MAX) as text, or as
+#: the hex digits of its bytes (agent/loop/run.py ``RunOptions.kernel_path_bytes``: a path that is
+#: not UTF-8 text, which the record's text would not keep).
+_ConfigText = Annotated[str, pydantic.Field(max_length=2 * 4096)]
 
 
 class RunRow(pydantic.BaseModel):
@@ -112,7 +116,7 @@ class RunRow(pydantic.BaseModel):
     finished_at: float | None
     status: _Text | None
     stop_reason: Annotated[str, pydantic.Field(max_length=100_000)] | None
-    config: dict[_Text, _Text | int | float | bool | None]
+    config: dict[_Text, _ConfigText | int | float | bool | None]
 
 
 def stored_options(row: dict, options_type: type[T], **overrides) -> T:

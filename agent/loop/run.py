@@ -10,7 +10,6 @@ import os
 import secrets
 import shutil
 import stat
-import sys
 import tempfile
 import time
 import traceback
@@ -82,6 +81,7 @@ class RunOptions:
     world_size: int | None = None
     problem: str | None = None
     kernel_sha256: str | None = None   # of the kernel file's text when the run read it (--in-place)
+    kernel_path_bytes: str | None = None   # ``kernel`` losslessly, where it is not UTF-8 text (``lossless_path``)
     time_budget_s: float | None = None   # seconds for the loop in this process (graph.Budget.time_s)
     roof_margin: float | None = 0.03     # stop at the roof (graph.Budget.roof_margin; profiling/roof.py)
 
@@ -105,8 +105,13 @@ def start(options: RunOptions, on_event: Callable = lambda k, d: None, proposer=
         RunError: a full disk, a record locked too long or unusable (``UnusableRecord``: a view, a
             trigger or another object the project never creates) while starting, or the run folder
             not inside ``options.workdir`` once links are followed (``_check_runs_folder``), one
-            line; also KernelLoadError, UnknownHardwareError from loading the kernel and its target.
+            line; no kernel given (``options.kernel`` None or blank: U03, round twelve, a TypeError
+            traceback), one line; also KernelLoadError, UnknownHardwareError from loading the
+            kernel and its target.
     """
+    if not isinstance(options.kernel, (str, os.PathLike)) or not str(options.kernel).strip():
+        raise RunError("no kernel to optimize: give a kernel module (e.g. kernels/gemm.py), or --resume RUN_ID "
+                       "to continue a run")
     run_id = new_run_id()
     try:
         kernel_path = Path(options.kernel).resolve()
@@ -114,7 +119,8 @@ def start(options: RunOptions, on_event: Callable = lambda k, d: None, proposer=
         raise KernelLoadError(f"{options.kernel}: cannot be resolved: {exc}") from None
     spec = load_spec(kernel_path)
     source = kernel_path.read_bytes()  # before the builder reads the text it splices into
-    options = dataclasses.replace(options, kernel=str(kernel_path), kernel_sha256=digest(source))
+    options = dataclasses.replace(options, kernel=str(kernel_path), kernel_sha256=digest(source),
+                                  kernel_path_bytes=lossless_path(kernel_path))
     target = _resolve_target(options, spec)
     on_event("target", {"name": target.message})
     record = RunRecord(Path(options.workdir))
@@ -157,9 +163,14 @@ def in_folder_name(name: str) -> str:
     """A kernel file's ``name`` as the files of its run folder carry it: as it is up to
     ``IN_FOLDER_NAME_BYTES`` bytes; a longer one as its stem cut at a character, a dash, the first
     8 hex digits of the SHA-256 of the whole name (two long names stay apart) and its suffix
-    (``kkkk...kkkk-1a2b3c4d.py``)."""
+    (``kkkk...kkkk-1a2b3c4d.py``). A name that is not UTF-8 text (undecodable bytes, which Python
+    holds as surrogates) is first written as the record writes it (``redact``: each such byte a
+    ``?``), so that the run folder's files are named as the record, the report and a resume (which
+    has the record's text) name them (U04, round twelve: the copy ``original_odd<0xff><0xfe>.py``,
+    looked for as ``original_odd??.py``)."""
     encoded = name.encode("utf-8", "surrogateescape")
-    if len(encoded) <= IN_FOLDER_NAME_BYTES:
+    name = name.encode("utf-8", "replace").decode("utf-8")   # as redact writes it: the same text
+    if len(name.encode("utf-8")) <= IN_FOLDER_NAME_BYTES:
         return name
     path = Path(name)
     suffix = path.suffix if len(path.suffix.encode("utf-8", "surrogateescape")) <= 8 else ""
@@ -167,6 +178,46 @@ def in_folder_name(name: str) -> str:
     room = IN_FOLDER_NAME_BYTES - len(tag) - len(suffix.encode("utf-8", "surrogateescape"))
     stem = path.stem.encode("utf-8", "surrogateescape")[:room].decode("utf-8", "ignore")
     return stem + tag + suffix
+
+
+def lossless_path(path: Path | str) -> str | None:
+    """``path`` as ``RunOptions.kernel_path_bytes`` keeps it: None where it is UTF-8 text (the
+    record keeps it as it is), else the hex digits of its bytes (``os.fsencode``). The record keeps
+    text through ``redact``, which writes what UTF-8 cannot encode (a file name's undecodable bytes,
+    as surrogates) as ``?``: from that alone a resumed run named another file than the kernel's as
+    the one ``--in-place`` writes back to (U04, round twelve; the run folder's files are named from
+    the text: ``in_folder_name``). A path no file can have (a lone surrogate the file system's
+    encoding does not map to a byte) is None: such a run never starts (no such file)."""
+    text = str(path)
+    try:
+        text.encode("utf-8")
+        return None
+    except UnicodeEncodeError:
+        try:
+            return os.fsencode(text).hex()
+        except UnicodeEncodeError:
+            return None
+
+
+def stored_kernel_path(run_id: str, options: RunOptions) -> str:
+    """The kernel's path of a stored run: ``options.kernel``, or where the run kept it losslessly
+    (``lossless_path``), that path, which must read as the stored text once redacted.
+
+    Raises:
+        RunError: ``kernel_path_bytes`` not hex digits of a path, or another path than
+            ``options.kernel``: one line, nothing read.
+    """
+    if options.kernel_path_bytes is None:
+        return options.kernel
+    try:
+        raw = bytes.fromhex(options.kernel_path_bytes)
+    except ValueError:
+        raw = b"\0"
+    path = os.fsdecode(raw)
+    if b"\0" in raw or not raw or redact(path) != options.kernel:
+        raise RunError(f"run {run_id}'s record keeps its kernel's path as {options.kernel_path_bytes[:80]!r}, which "
+                       f"is not the bytes of {options.kernel[:200]}: it is not resumed")
+    return path
 
 
 def original_path(run_dir: Path, kernel: str) -> Path:
@@ -240,10 +291,13 @@ def resume(run_id: str, workdir: str = ".swizzleperf", on_event: Callable = lamb
             outside ``workdir``, its copy of the kernel not the text the run read (or no digest
             of it in the record), its candidates folder holding a link or a named pipe (one line).
     """
+    if not isinstance(run_id, str) or not run_id.strip():
+        raise RunError("--resume needs a run id (as a run prints it); got an empty one")
     record = RunRecord(Path(workdir))
     row = record.run(run_id)
     options = stored_options(row, RunOptions, workdir=workdir)
-    options = dataclasses.replace(options, base_url=_endpoint_again(run_id, options.base_url, base_url))
+    options = dataclasses.replace(options, base_url=_endpoint_again(run_id, options.base_url, base_url),
+                                  kernel=stored_kernel_path(run_id, options))
     run_dir = run_dir_of(Path(workdir), row["run_dir"])
     if not run_dir.resolve().is_relative_to(Path(workdir).resolve()):   # its original is imported here
         raise RunError(f"run {run_id}'s folder in the record, {row['run_dir'][:200]}, is not inside {workdir} "
@@ -254,18 +308,15 @@ def resume(run_id: str, workdir: str = ".swizzleperf", on_event: Callable = lamb
     with tempfile.TemporaryDirectory(prefix="swizzleperf-resume-") as private:
         kernel_path = Path(private) / original.name   # the same name: the run's files keep theirs
         kernel_path.write_bytes(source)
-        try:
-            spec = load_spec(kernel_path)
-            target = _resolve_target(options, spec)
-            if target.spec.name != row["hardware"] or target.mode != row["mode"]:
-                raise RunError(f"run {run_id} was {row['mode']} on {row['hardware']}; here it would be "
-                               f"{target.mode} on {target.spec.name}: resume it where it started")
-            loop = _builder(spec)(options, spec, target, record, run_id, run_dir, on_event, proposer,
-                                  kernel_path=kernel_path)
-            return _drive(loop, record, run_id, run_dir, target, None, options, Path(options.kernel),
-                          reopen=row["status"] in (STALLED, NO_CANDIDATE))
-        finally:   # the kernel's folder, which its import put on sys.path, is gone with it
-            sys.path[:] = [p for p in sys.path if p not in (private, str(Path(private).resolve()))]
+        spec = load_spec(kernel_path)   # its folder on sys.path only while it imports (load.folder_on_path)
+        target = _resolve_target(options, spec)
+        if target.spec.name != row["hardware"] or target.mode != row["mode"]:
+            raise RunError(f"run {run_id} was {row['mode']} on {row['hardware']}; here it would be "
+                           f"{target.mode} on {target.spec.name}: resume it where it started")
+        loop = _builder(spec)(options, spec, target, record, run_id, run_dir, on_event, proposer,
+                              kernel_path=kernel_path)
+        return _drive(loop, record, run_id, run_dir, target, None, options, Path(options.kernel),
+                      reopen=row["status"] in (STALLED, NO_CANDIDATE))
 
 
 def _verified_original(run_id: str, original: Path, expected: str | None) -> bytes:

@@ -7,8 +7,11 @@ rewrite target a top-level ``@triton.jit`` function; kernels/spec.py is the cont
 from __future__ import annotations
 
 import ast
+import contextlib
+import importlib.machinery
 import importlib.util
 import itertools
+import os
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -206,24 +209,160 @@ def _the_spec(module: Any, tree: ast.Module, path: Path) -> KernelSpec:
 
 
 def _import_file(path: Path, source: str | None = None) -> Any:
-    """Import a module from a file under a unique name, its folder on sys.path for siblings;
-    with ``source``, that text is executed in place of the file's (same file name)."""
+    """Import a module from a file under a unique name; with ``source``, that text is executed in
+    place of the file's (same file name).
+
+    The module's folder is first on ``sys.path`` only while the module's own code runs
+    (``folder_on_path``), as ``python kernel.py`` has it, so that a helper module beside it that
+    it imports at its top works (``from helper import f``). It is not left there: the process
+    that imports a kernel (the agent's, a worker) would otherwise take every module it imports
+    later, its own and the standard library's, from the user's folder first (U06, round twelve:
+    a ``timeit.py`` beside the kernel). So a helper a function of the module imports only when it
+    is called, after the import, is not found (``ModuleNotFoundError`` then): import helpers at
+    the module's top. A module of the folder that the import loaded under a name that is a
+    standard module's or one installed elsewhere is forgotten by name once the import ends (the
+    kernel keeps what it bound): the process's later imports get their own.
+
+    Raises:
+        KernelLoadError: the module raised, in one line, naming a file of its folder that
+            shadowed a standard or installed module where one was loaded (``_shadowed``); or it
+            imported and a file of its folder served as a standard module meanwhile.
+    """
     name = f"_swizzleperf_kernel_{path.stem}_{next(_module_counter)}"
     folder = str(path.resolve().parent)
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
     module_spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(module_spec)
+    before = set(sys.modules)
     sys.modules[name] = module
     try:
-        if source is None:
-            module_spec.loader.exec_module(module)
-        else:
-            exec(compile(source, str(path), "exec"), module.__dict__)
+        with folder_on_path(folder):
+            if source is None:
+                module_spec.loader.exec_module(module)
+            else:
+                exec(compile(source, str(path), "exec"), module.__dict__)
     except Exception as exc:  # the user's module failed to import: say how, in one line
         sys.modules.pop(name, None)
-        raise KernelLoadError(f"{path}: failed to import: {type(exc).__name__}: {exc}") from None
+        shadows = _shadowed(folder, before, exc)
+        raised = _raised_in(folder, exc)
+        why = (f"{shadows[0]} (rename it): " if shadows else
+               f"{raised[1]} in your kernel's folder, imported as the module {raised[0]}, raised: " if raised else "")
+        raise KernelLoadError(f"{path}: failed to import: {why}{type(exc).__name__}: {exc}") from None
+    standard = [s for s in _shadowed(folder, before) if "the standard module" in s]
+    if standard:
+        sys.modules.pop(name, None)
+        raise KernelLoadError(f"{path}: {standard[0]}, which the import loaded in its place: rename it")
     return module
+
+
+@contextlib.contextmanager
+def folder_on_path(folder: str):
+    """``folder`` first on ``sys.path`` for the block, where it was not on it already, and off it
+    after: the one place a kernel's folder goes on the path (``_import_file``; a ``--resume``
+    imports the run's copy from a private folder through it too)."""
+    added = folder not in sys.path
+    if added:
+        sys.path.insert(0, folder)
+    try:
+        yield
+    finally:
+        if added:
+            with contextlib.suppress(ValueError):
+                sys.path.remove(folder)
+
+
+def _shadowed(folder: str, before: set, exc: BaseException | None = None) -> list:
+    """``"timeit.py in your kernel's folder shadows the standard module timeit"`` for each module
+    loaded from ``folder`` while a kernel imported (a module of ``sys.modules`` not in ``before``;
+    with ``exc``, also one whose code is in its traceback: a module that raised is not kept)
+    under a name that is a standard module's or an installed module's (found on ``sys.path``
+    without ``folder``); the standard ones first. Each such module is dropped from
+    ``sys.modules`` (the process's later imports get the real one)."""
+    found = {top: origin for module_name in set(sys.modules) - before
+             for top, origin in [_of_folder(folder, module_name, getattr(sys.modules.get(module_name), "__file__", None))]
+             if top}
+    found.update({top: origin for top, origin in _traceback_modules(folder, exc) if top not in found})
+    elsewhere = [p for p in sys.path if isinstance(p, str) and p and not _same(p, folder)]
+    lines = []
+    for top, origin in sorted(found.items()):
+        if top.startswith("_swizzleperf_kernel_"):
+            continue
+        if top in sys.stdlib_module_names:
+            what = "the standard module"
+        elif importlib.machinery.PathFinder.find_spec(top, elsewhere) is not None:
+            what = "the installed module"
+        else:
+            continue
+        for loaded in [n for n in sys.modules if n == top or n.startswith(top + ".")]:
+            if _inside(getattr(sys.modules[loaded], "__file__", None) or "", folder):
+                del sys.modules[loaded]   # the folder's, under the name the process imports its own by
+        lines.append(f"{_shown(origin, folder)} in your kernel's folder shadows {what} {top}")
+    return sorted(lines, key=lambda line: "the standard module" not in line)
+
+
+def _of_folder(folder: str, module_name, origin) -> tuple:
+    """``(top-level name, file)`` where module ``module_name`` was loaded from ``origin`` in
+    ``folder`` under that name (``timeit`` from ``folder/timeit.py``, ``unittest.mock`` from
+    ``folder/unittest/mock.py``; not a module of a package found elsewhere whose file happens to
+    be there), else ``(None, None)``."""
+    if (isinstance(module_name, str) and isinstance(origin, str) and not origin.startswith("<")
+            and _inside(origin, folder)):
+        top = module_name.split(".")[0]
+        if os.path.relpath(os.path.realpath(origin), folder).split(os.sep)[0].split(".")[0] == top:
+            return top, origin
+    return None, None
+
+
+def _traceback_modules(folder: str, exc: BaseException | None, chain: bool = True) -> list:
+    """``_of_folder`` of each module whose code is in the traceback of ``exc`` (innermost last),
+    then, with ``chain``, of its context and its cause (a module that raised while it imported is
+    no longer in ``sys.modules``)."""
+    out, seen, todo = [], set(), [exc]
+    while todo and len(seen) < 100:   # each exception once
+        error = todo.pop()
+        if error is None or id(error) in seen:
+            continue
+        seen.add(id(error))
+        traceback = error.__traceback__
+        while traceback is not None:
+            scope = traceback.tb_frame.f_globals
+            top, origin = _of_folder(folder, scope.get("__name__"),
+                                     scope.get("__file__") or traceback.tb_frame.f_code.co_filename)
+            if top and not top.startswith("_swizzleperf_kernel_"):
+                out.append((top, origin))
+            traceback = traceback.tb_next
+        todo += [error.__context__, error.__cause__] if chain else []
+    return out
+
+
+def _raised_in(folder: str, exc: BaseException) -> tuple | None:
+    """``(module name, file as the folder holds it)`` of the innermost module of the kernel's folder
+    (the kernel itself aside) in whose code ``exc`` was raised, or None."""
+    modules = _traceback_modules(folder, exc, chain=False) or _traceback_modules(folder, exc)
+    if not modules:
+        return None
+    top, origin = modules[-1]
+    return top, _shown(origin, folder)
+
+
+def _shown(origin: str, folder: str) -> str:
+    """The entry of ``folder`` that holds ``origin``: ``timeit.py``, or a package's ``unittest/``."""
+    entry = os.path.relpath(os.path.realpath(origin), folder).split(os.sep)[0]
+    return entry if "." in entry else entry + "/"
+
+
+def _inside(path: str, folder: str) -> bool:
+    """Whether ``path`` names a file inside ``folder`` (a resolved folder)."""
+    try:
+        return bool(path) and os.path.commonpath([os.path.realpath(path), folder]) == folder
+    except ValueError:
+        return False
+
+
+def _same(entry: str, folder: str) -> bool:
+    try:
+        return os.path.realpath(entry) == folder
+    except (OSError, ValueError):
+        return False
 
 
 def find_function(tree: ast.Module, name: str) -> ast.FunctionDef | None:
