@@ -1,7 +1,7 @@
 """The box model-written code runs in: a worker subprocess with a minimal environment, its own
 empty working directory, resource limits, no network and no view of other processes where the OS
-allows it, a file system it can write only in its own folders, in a process group of its own that
-dies with the agent.
+allows it, a file system it can write only in its own folders, and an init of its own that ends
+every process of it when its time is up, when the agent stops it and when the agent dies.
 
 This is defence in depth behind the static check (agent/verification/candidate.py): a candidate that
 got past the check still finds no API key, no proxy and no other secret in its environment, cannot
@@ -11,14 +11,21 @@ core, cannot open the network, cannot read another process's ``/proc`` entries (
 anything outside the folders its caller names (``Limits.writable``; a verification worker: its
 temporary folder): not the agent's simulation cache (a worker once wrote rows there that the agent
 then loaded, issue #41), the user's kernel file, the run folder, the record
-(``.swizzleperf/swizzleperf.db``), ``~`` or ``/tmp``; and is killed with its whole process group
-when the agent stops or its time is up. Its Triton, CUDA and torch caches are fresh ones in its
-scratch folder (:func:`start`): nothing one worker compiled is loaded by another.
+(``.swizzleperf/swizzleperf.db``), ``~`` or ``/tmp``; and is killed, with every process it
+started, when the agent stops or its time is up (:func:`stop`; a process that cleared its
+``PDEATHSIG`` and left the process group with ``setsid()`` outlived the agent before, #41 round
+twelve). Its Triton, CUDA and torch caches are fresh ones in its scratch folder (:func:`start`):
+nothing one worker compiled is loaded by another. What it prints is kept within a bound
+(:class:`CappedOutput`), and in the mounts box its scratch is a tmpfs bounded in bytes and files
+(``Limits.scratch``).
 
 How (Linux): the command runs under a small init (``python -m swizzleperf.sandbox``) that
 unshares a PID, a mount and a network namespace (as root; else inside a user namespace of
 its own where unprivileged ones are permitted), forks the command as PID 1 of the new PID
-namespace with a fresh ``/proc`` (every process of it dies with it), drops what reads other
+namespace with a fresh ``/proc`` (every process of it dies with it: on ``SIGTERM``, which
+:func:`stop` sends and the agent's death delivers as the init's ``PDEATHSIG``, the init kills PID 1;
+without a PID namespace it forks the command as its child, stays a child subreaper, and kills every
+descendant found in ``/proc``), drops what reads other
 processes (``CAP_SYS_PTRACE``, ``CAP_PERFMON``, ``CAP_CHECKPOINT_RESTORE``) and what reaches past
 read-only mounts from the capability bounding set (a verification worker and the user's app keep no
 capability at all: an app that kept ``CAP_SYS_ADMIN`` un-mounted its fresh ``/proc``, #41 round
@@ -50,7 +57,8 @@ command with less than it was asked for: a failed mount or Landlock rule is exit
 
 Everything the worker (and the user's ``--app`` command, :func:`app_env`) may see of the agent's
 environment is named here, in one place. The ``--app`` command is the user's own code: it runs in
-the box with ``Limits(writable=None)``, the file system as it is, and no capability.
+the box with ``Limits(writable=None)``, the file system as it is but for the agent's own folders
+(``Limits.read_only``: read-only in its mount namespace), and no capability.
 
 The package is the trust boundary: this box (``python -m swizzleperf.sandbox`` is its init,
 sandbox/__main__.py; what it lets a command write, ``filesystem``), the bounded readers of what
@@ -72,6 +80,7 @@ import os
 import re
 import resource
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -177,6 +186,24 @@ class Limits:
             fails with ``ENOSYS``, so that libc uses ``clone``). Verification workers only: NCCL,
             gloo and ncu talk over unix sockets.
             Where the kernel has no seccomp filter, one line says so, once.
+        scratch: ``(bytes, files)``: in the mounts box, the first of ``writable`` (its scratch) is a
+            tmpfs of its own holding at most ``bytes`` bytes and ``files`` files and folders (a write
+            past either fails with ``ENOSPC``), which starts with a copy of what the caller left in
+            the folder; when the command has ended what lies at its top is put back into the
+            folder (``WORKER_SCRATCH_RETURNED`` entries at most, ``bytes`` in all: regular files
+            copied, a worker's ``result.json`` and mappings; links, named pipes and empty folders
+            made again, which the agent's readers refuse as before) and the rest (what is inside
+            folders: the caches) ends with the box. None (the default): the
+            folder itself. Verification workers only (``worker_limits``); where the box has no mount
+            namespace (Landlock alone) the folder itself, bounded only by the command's time.
+        read_only: with ``writable`` None (the user's app): paths made read-only to the command,
+            each with everything beneath it, in its mount namespace (the agent's own code, its
+            interpreter's packages, its caches and record: agent/capture/capture.py's
+            ``agent_owned_paths``), but for ``still_writable`` folders that lie beneath one of them
+            (the capture folder): of a path and a folder that holds it, the one nearer the path wins.
+            Paths that do not exist are left out. Where the box has no mount namespace nothing is
+            made read-only, and one line says so, once.
+        still_writable: see ``read_only``.
     """
 
     address_space_bytes: int | None = None
@@ -189,6 +216,9 @@ class Limits:
     shared_memory: bool = False
     file_size_bytes: int | None = None
     seccomp_refusals: tuple[str, ...] = ()
+    scratch: tuple[int, int] | None = None
+    read_only: tuple[str, ...] = ()
+    still_writable: tuple[str, ...] = ()
 
 
 #: A verification worker's largest file (RLIMIT_FSIZE). What a worker writes is far smaller: its
@@ -205,6 +235,34 @@ WORKER_FILE_SIZE_BYTES = 4 << 30
 #: ncu: the rank pool, the profilers) keeps the kernel's default: NCCL fails on a small one.
 WORKER_SHM_BYTES = 256 << 20
 WORKER_SHM_FILES = 4096
+#: The size of a verification worker's scratch in the mounts box (``Limits.scratch``: a tmpfs of its
+#: own), and how many files and folders it holds. A worker writes a few MB there: its Triton, CUDA and
+#: torch caches (a compiled kernel and its launcher), its mapping (8 bytes a tile) and ``result.json``.
+#: Without a bound a worker made 400 000 files in 10 s, each an inode of the host's disk and seconds of
+#: the agent's clean-up afterwards (#41 round twelve). A tmpfs's pages are RAM that RLIMIT_AS does not
+#: count: 1 GiB at most, released when the box ends.
+WORKER_SCRATCH_BYTES = 1 << 30
+WORKER_SCRATCH_FILES = 65536
+#: How many entries at the top of a worker's tmpfs scratch are put back into its folder when it has
+#: ended (``result.json``, the mappings, the agent's own: a few), in the order of their names.
+WORKER_SCRATCH_RETURNED = 1024
+#: What the agent keeps of a boxed command's stdout, and of its stderr (:func:`run`,
+#: :func:`run_gpu_turn`): the first ``OUTPUT_HEAD_BYTES`` and the last ``OUTPUT_TAIL_BYTES``, with one
+#: line between them that says where the output was cut and how many bytes were dropped; the rest is
+#: read and dropped (#41 round twelve: a worker's 800 MiB of output took the agent to 3.3 GB, and to a
+#: ``MemoryError`` traceback under a 3 GB cap).
+OUTPUT_HEAD_BYTES = 1 << 20
+OUTPUT_TAIL_BYTES = 1 << 20
+#: Seconds the box's init is given, after ``SIGTERM``, to kill every process of its box and exit
+#: before its whole process group gets ``SIGKILL`` (:func:`stop`); it takes milliseconds.
+STOP_GRACE_S = 2.0
+#: Seconds a command's output is still read once it has ended or been killed: a process that
+#: escaped the box's kill (a box without a PID namespace whose init was killed first) may hold the
+#: pipes open; past this they are closed and the agent goes on (#41 round twelve: it held the agent
+#: in ``communicate()`` for as long as it slept).
+DRAIN_S = 2.0
+#: Seconds :func:`removable` walks what a boxed command left before it gives up (best effort).
+CLEANUP_S = 10.0
 
 
 #: What a compiled (GPU) verification worker's filter leaves out of ``SECCOMP_REFUSALS``: unix sockets
@@ -220,7 +278,9 @@ def worker_limits(timeout_s: float, interpret: bool, writable: tuple = ()) -> Li
     (a CPU worker of the bundled kernels' check problems peaks well under 4 GiB, measured on this
     project's 24 GiB CI machine; the machine cannot give more than that anyway), CPU time twice the
     wall-clock timeout on every core plus a minute, ``writable`` (its temporary folder) the
-    only place it may write, no file larger than ``WORKER_FILE_SIZE_BYTES``, and the seccomp
+    only place it may write, the first of them a tmpfs of ``WORKER_SCRATCH_BYTES`` and
+    ``WORKER_SCRATCH_FILES`` in the mounts box (``Limits.scratch``), no file larger than
+    ``WORKER_FILE_SIZE_BYTES``, and the seccomp
     filter: every refusal of ``SECCOMP_REFUSALS`` for an interpreted worker, all but
     ``_COMPILED_KEEPS`` for a compiled (GPU) one. CUDA's start needs ``socket(AF_UNIX)``: on an H100
     (2026-12-06, bench/results/gpu_round42_h100/seccomp_cuda_h100.json, bench/gpu_seccomp_cuda.py)
@@ -231,7 +291,7 @@ def worker_limits(timeout_s: float, interpret: bool, writable: tuple = ()) -> Li
     return Limits(address_space_bytes=16 << 30 if interpret else None,
                   cpu_seconds=int(timeout_s * 2 * cores) + 60, drop_admin=True,
                   writable=tuple(str(p) for p in writable), file_size_bytes=WORKER_FILE_SIZE_BYTES,
-                  seccomp_refusals=refusals)
+                  seccomp_refusals=refusals, scratch=(WORKER_SCRATCH_BYTES, WORKER_SCRATCH_FILES))
 
 
 def worker_env(**overrides: str) -> dict:
@@ -316,9 +376,11 @@ def _libc():
 
 
 def _preexec(limits: Limits):
-    """What the child runs between fork and exec: die with the parent, limits."""
+    """What the child (the box's init) runs between fork and exec: ``SIGTERM`` when this process
+    dies (the init's handler then kills every process of its box, :func:`box_main`; a command that
+    cleared its own ``PDEATHSIG`` outlived the agent before, #41 round twelve), limits."""
     def apply() -> None:
-        _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         _lower(resource.RLIMIT_NOFILE, limits.open_files)
         if limits.cpu_seconds is not None:
@@ -338,31 +400,181 @@ def _lower(which: int, value: int) -> None:
     resource.setrlimit(which, (value, hard if hard != resource.RLIM_INFINITY else value))
 
 
+class CappedOutput:
+    """A command's output held in memory within a bound: its first ``head`` bytes and its last
+    ``tail`` bytes (``OUTPUT_HEAD_BYTES``, ``OUTPUT_TAIL_BYTES``); what lies between is counted and
+    dropped. Memory: ``head`` plus at most twice ``tail`` bytes, whatever the command prints."""
+
+    def __init__(self, head: int = OUTPUT_HEAD_BYTES, tail: int = OUTPUT_TAIL_BYTES):
+        self.head_bytes, self.tail_bytes = head, tail
+        self.head, self.tail = bytearray(), bytearray()
+        self.received = 0
+
+    def write(self, data: bytes) -> None:
+        """``data`` appended: into the head while it has room, then into the tail (its oldest bytes
+        dropped once it holds twice ``tail`` bytes)."""
+        self.received += len(data)
+        room = self.head_bytes - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if len(data) >= self.tail_bytes:
+            self.tail[:] = data[len(data) - self.tail_bytes:]
+        elif data:
+            self.tail += data
+            if len(self.tail) > 2 * self.tail_bytes:
+                del self.tail[:len(self.tail) - self.tail_bytes]
+
+    @property
+    def dropped(self) -> int:
+        """How many bytes of the output are not kept."""
+        return self.received - len(self.head) - min(len(self.tail), self.tail_bytes)
+
+    def text(self) -> str:
+        """What is kept, as text (``subprocess``'s ``text=True``: the locale's encoding, bytes that
+        do not decode replaced, ``\\r\\n`` and ``\\r`` read as ``\\n``); where bytes were dropped, one
+        line between the head and the tail says so: ``[swizzleperf-box: output cut at N bytes: ...]``."""
+        tail = bytes(self.tail[max(0, len(self.tail) - self.tail_bytes):])
+        if not self.dropped:
+            return _text(bytes(self.head) + tail)
+        return (_text(bytes(self.head)) + f"\n[{_BOX_PREFIX}output cut at {len(self.head)} bytes: {self.dropped} of "
+                f"its {self.received} bytes dropped here; the first {self.head_bytes} and the last "
+                f"{self.tail_bytes} kept]\n" + _text(tail))
+
+
+def _text(data: bytes) -> str:
+    import locale
+    text = data.decode(locale.getpreferredencoding(False), errors="replace")
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def pump(read_fd: int, write, stop, chunk: int = 1 << 16) -> None:
+    """Read ``read_fd`` until its end of file or until ``stop`` (a ``threading.Event``) is set,
+    looked at every 0.1 s, handing each piece read (at most ``chunk`` bytes) to ``write``: the one
+    reader of a command's output pipe (:func:`run`, :func:`run_gpu_turn`, the app's log,
+    agent/capture/capture.py's ``CappedLog``). It never waits on a pipe for more than 0.1 s past
+    ``stop``, so a process that holds the pipe open cannot hold its reader."""
+    import select
+    poll = select.poll()
+    poll.register(read_fd, select.POLLIN | select.POLLHUP)
+    while not stop.is_set():
+        if not poll.poll(100):
+            continue
+        data = os.read(read_fd, chunk)
+        if not data:
+            return
+        write(data)
+
+
+class _Readers:
+    """A thread per output pipe of ``process`` (:func:`pump`), each handing what it reads to its
+    ``write``; :meth:`finish` waits for their end of file for at most ``DRAIN_S``, then stops them
+    and closes the pipes (a process outside the box's kill may hold them open)."""
+
+    def __init__(self, pipes: dict):
+        import threading
+        self.stop = threading.Event()
+        self.pipes = list(pipes)
+        self.threads = [threading.Thread(target=pump, args=(pipe.fileno(), write, self.stop), daemon=True)
+                        for pipe, write in pipes.items()]
+        for thread in self.threads:
+            thread.start()
+
+    def ended(self) -> bool:
+        return not any(thread.is_alive() for thread in self.threads)
+
+    def finish(self, drain_s: float | None = None) -> None:
+        """Wait for the pipes' end of file, ``drain_s`` seconds at most (``DRAIN_S``); then stop
+        reading and close them."""
+        deadline = time.monotonic() + (DRAIN_S if drain_s is None else drain_s)
+        for thread in self.threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self.stop.set()
+        for thread in self.threads:
+            thread.join()
+        for pipe in self.pipes:
+            with contextlib.suppress(OSError):
+                pipe.close()
+
+
 def run(command: list, cwd: Path, env: dict, timeout_s: float, limits: Limits) -> subprocess.CompletedProcess:
-    """Run ``command`` in the box; the whole process group is killed when ``timeout_s`` passes or
-    this process is interrupted (Ctrl-C, SIGTERM turned into an exception), and the child dies with
-    this process (``PR_SET_PDEATHSIG``) if it is killed outright.
+    """Run ``command`` in the box; every process of the box is killed when ``timeout_s`` passes
+    or this process is interrupted (Ctrl-C, SIGTERM turned into an exception): :func:`stop`; and when
+    this process dies outright, the box's init kills them. Its stdout and stderr come back as text,
+    each kept within ``OUTPUT_HEAD_BYTES`` + ``OUTPUT_TAIL_BYTES`` (:class:`CappedOutput`: a line
+    ``[swizzleperf-box: output cut at N bytes: ...]`` where bytes were dropped); what is still
+    printed ``DRAIN_S`` seconds after the box ended is not waited for.
 
     Raises:
-        subprocess.TimeoutExpired: the command ran past ``timeout_s`` (it has been killed).
+        subprocess.TimeoutExpired: the command ran past ``timeout_s`` seconds (it has been killed).
+        Unboxed: see :func:`start`.
     """
     process = start(command, cwd, env, limits, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                    stdin=subprocess.DEVNULL, text=True, errors="replace")   # its bytes need not be UTF-8
+                    stdin=subprocess.DEVNULL)   # bytes, decoded once kept: they need not be UTF-8
+    out, err = CappedOutput(), CappedOutput()
+    readers = None
     try:
         try:
-            stdout, stderr = process.communicate(timeout=timeout_s)
-        except BaseException:
-            _kill_group(process)
-            raise
-        _kill_group(process)  # what it left behind in its group (in a PID namespace: already gone)
+            readers = _Readers({process.stdout: out.write, process.stderr: err.write})
+            process.wait(timeout=timeout_s)
+        finally:
+            stop(process)   # what it left behind (in a PID namespace: already gone)
+            if readers is not None:
+                readers.finish()
     finally:
         removable(limits.writable)
-    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr + _why_killed(process, limits))
+    return subprocess.CompletedProcess(command, process.returncode, out.text(),
+                                       err.text() + _why_killed(process, limits))
 
 
 #: The line a worker prints on its stdout when it needs the GPU alone (:func:`run_gpu_turn`); the
 #: answer on its stdin is one line, written once this process holds the GPU's lock.
 GPU_TURN_ASK = "swizzleperf-worker: the GPU alone, please"
+
+
+class _TurnAsks:
+    """The stdout of a :func:`run_gpu_turn` command on its way to ``out``: the first line that is
+    ``GPU_TURN_ASK`` (ended by ``\\n`` or ``\\r\\n``) is left out and ``on_ask()`` called; every
+    other byte goes on. At most the ask's length is held back, whatever the line's length."""
+
+    def __init__(self, out, on_ask):
+        self.out, self.on_ask = out, on_ask
+        self.ask = GPU_TURN_ASK.encode()
+        self.held = bytearray()
+        self.maybe = True      # the line so far may be the ask (its bytes are held)
+        self.asked = False
+
+    def write(self, data: bytes) -> None:
+        if self.asked:
+            self.out(data)
+            return
+        while data:
+            cut = data.find(b"\n")
+            piece, data = (data, b"") if cut < 0 else (data[:cut + 1], data[cut + 1:])
+            if not self.maybe:
+                self.out(piece)
+            else:
+                self.held += piece
+                line = bytes(self.held)
+                if line in (self.ask + b"\n", self.ask + b"\r\n"):
+                    self.held.clear()
+                    self.asked = True
+                    self.on_ask()
+                    if data:
+                        self.out(data)
+                    return
+                if line.endswith(b"\n") or not (self.ask + b"\r\n").startswith(line):
+                    self.out(line)
+                    self.held.clear()
+                    self.maybe = False
+            if piece.endswith(b"\n"):
+                self.maybe = True
+
+    def close(self) -> None:
+        """Its end of file: what is held goes on."""
+        if self.held:
+            self.out(bytes(self.held))
+            self.held.clear()
 
 
 def run_gpu_turn(command: list, cwd: Path, env: dict, timeout_s: float, limits: Limits) -> subprocess.CompletedProcess:
@@ -372,57 +584,57 @@ def run_gpu_turn(command: list, cwd: Path, env: dict, timeout_s: float, limits: 
     lock until the command has ended. The lock is taken and released here, never inside the box:
     code in the box can ask early (it then only holds the GPU longer, within its timeout) but can
     neither keep the lock past its end nor take it from another worker. The time spent waiting for
-    the lock is added to ``timeout_s``.
+    the lock is added to ``timeout_s``. Its output is kept as :func:`run` keeps it (the ask left
+    out).
 
     Raises:
-        subprocess.TimeoutExpired: the command ran past ``timeout_s`` (it has been killed).
+        subprocess.TimeoutExpired: the command ran past ``timeout_s`` seconds (it has been killed).
+        Unboxed: see :func:`start`.
     """
     import queue
-    import threading
     from swizzleperf.sandbox import gpu_lock
     process = start(command, cwd, env, limits, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                    stdin=subprocess.PIPE, text=True, errors="replace")   # bytes that are not UTF-8: no hang
-    lines: queue.Queue = queue.Queue()
-    errors: list = []
-    readers = [threading.Thread(target=lambda: [lines.put(line) for line in process.stdout] + [lines.put(None)],
-                                daemon=True),
-               threading.Thread(target=lambda: errors.append(process.stderr.read()), daemon=True)]
-    for reader in readers:
-        reader.start()
-    out: list = []
-    deadline, holding = time.monotonic() + timeout_s, False
+                    stdin=subprocess.PIPE)   # bytes that are not UTF-8: no hang
+    events: queue.Queue = queue.Queue()
+    out, err = CappedOutput(), CappedOutput()
+    asks = _TurnAsks(out.write, lambda: events.put("ask"))
+    deadline, holding, readers = time.monotonic() + timeout_s, False, None
     with contextlib.ExitStack() as held:
         try:
-            while True:
-                try:
-                    line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
-                except queue.Empty:
-                    raise subprocess.TimeoutExpired(command, timeout_s) from None
-                if line is None:
-                    break
-                if line.rstrip("\n") == GPU_TURN_ASK and not holding:
+            try:
+                readers = _Readers({process.stdout: asks.write, process.stderr: err.write})
+                while not holding:   # until it asks, or ends
+                    try:
+                        events.get(timeout=min(0.1, max(0.0, deadline - time.monotonic())))
+                    except queue.Empty:
+                        if process.poll() is not None:   # it ended without asking
+                            break
+                        if time.monotonic() >= deadline:
+                            raise subprocess.TimeoutExpired(command, timeout_s) from None
+                        continue
                     asked = time.monotonic()
                     held.enter_context(gpu_lock.exclusive())
                     holding, deadline = True, deadline + time.monotonic() - asked
                     try:
-                        process.stdin.write("go\n")
+                        process.stdin.write(b"go\n")
                         process.stdin.flush()
                     except OSError:   # it ended meanwhile
                         pass
-                    continue
-                out.append(line)
-            process.wait(timeout=max(0.1, deadline - time.monotonic()))
+                try:
+                    process.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    raise subprocess.TimeoutExpired(command, timeout_s) from None
+            finally:
+                stop(process)   # its box; in a PID namespace: already gone
+                if readers is not None:
+                    readers.finish()
+                asks.close()
+                with contextlib.suppress(OSError):
+                    process.stdin.close()
         finally:
-            try:
-                os.killpg(process.pid, signal.SIGKILL)   # its group; in a PID namespace: already gone
-            except (ProcessLookupError, PermissionError):
-                pass
-            process.wait()
-            for reader in readers:
-                reader.join(timeout=5)
             removable(limits.writable)
-    return subprocess.CompletedProcess(command, process.returncode, "".join(out),
-                                       "".join(errors) + _why_killed(process, limits))
+    return subprocess.CompletedProcess(command, process.returncode, out.text(),
+                                       err.text() + _why_killed(process, limits))
 
 
 def _why_killed(process: subprocess.Popen, limits: Limits) -> str:
@@ -438,8 +650,9 @@ def _why_killed(process: subprocess.Popen, limits: Limits) -> str:
 def start(command: list, cwd: Path, env: dict, limits: Limits, **popen: object) -> subprocess.Popen:
     """``command`` started in the box (the init of this module around it, the limits, a session of
     its own, death with this process), for a caller that talks to it over pipes (``popen``:
-    Popen's stdin / stdout / stderr / text); the caller ends it with its process group
-    (``os.killpg(process.pid, SIGKILL)``). Processes it starts share its PID namespace and its
+    Popen's stdin / stdout / stderr / text); the caller ends it, and every process of its box, with
+    :func:`stop` (not with its process group alone: a process of the box can leave the group).
+    Processes it starts share its PID namespace and its
     read-only file system. ``env`` gets the caches of Triton, CUDA and torch pointed into
     ``limits.writable[0]`` (``.cache``): a fresh one per command, never one that another
     command's code could have written.
@@ -464,9 +677,31 @@ def start(command: list, cwd: Path, env: dict, limits: Limits, **popen: object) 
                "fs": fs, "writable": writable, "landlock": filesystem.landlock_abi() > 0,
                "seccomp": refusals if refusals and _seccomp_for_workers() else [],
                "shm": None if limits.shared_memory else [WORKER_SHM_BYTES, WORKER_SHM_FILES]}
+    if (fs == "mounts" and limits.scratch and writable   # not where the tmpfs would hide another writable path
+            and not any(filesystem._beneath(p, writable[0]) for p in writable[1:])):
+        options["scratch"] = [*limits.scratch, WORKER_SCRATCH_RETURNED]
+    if limits.writable is None and limits.read_only:
+        if processes:
+            options["read_only"] = [os.path.realpath(p) for p in limits.read_only if os.path.lexists(p)]
+            options["still_writable"] = [os.path.realpath(p) for p in limits.still_writable if os.path.lexists(p)]
+        else:
+            _no_read_only(limits.read_only)
     boxed = [sys.executable, "-m", "swizzleperf.sandbox", json.dumps(options), "--", *command]
     return subprocess.Popen(boxed, cwd=cwd, env={**env, **_cache_env(writable)}, start_new_session=True,
                             preexec_fn=_preexec(limits), **popen)
+
+
+def _no_read_only(paths: tuple) -> None:
+    """One line, once: the box has no mount namespace, so it cannot make ``paths`` read-only."""
+    if _no_read_only.said:
+        return
+    _no_read_only.said = True
+    log.warning("sandbox: no mount namespace for the app here (no PID namespace permitted): it can write "
+                "what your user can, the tool's own files too (%s)", ", ".join(map(str, paths[:3])) + (
+                    ", ..." if len(paths) > 3 else ""))
+
+
+_no_read_only.said = False
 
 
 def _cache_env(writable: list) -> dict:
@@ -489,17 +724,24 @@ def _cache_env(writable: list) -> dict:
 MAX_LEFT_DEPTH = 12
 
 
-def removable(writable: tuple | None) -> None:
+def removable(writable: tuple | None, seconds: float | None = None) -> None:
     """What a boxed command left beneath ``writable`` made removable by ``shutil.rmtree`` (and so
     by ``tempfile.TemporaryDirectory``): folders nested deeper than ``MAX_LEFT_DEPTH`` are moved up
     to the top (renamed, never followed: a link stays a link), folders it made unreadable readable
-    again. Iterative; best effort (what cannot be moved is left)."""
+    again. Iterative; best effort (what cannot be moved is left), and for at most ``seconds``
+    (``CLEANUP_S`` by default): a command boxed without a tmpfs scratch (``Limits.scratch``) can
+    leave any number of files, which its caller's ``rmtree`` then removes."""
+    deadline = time.monotonic() + (CLEANUP_S if seconds is None else seconds)
     for top in writable or ():
         top = os.path.realpath(top)
         if not os.path.isdir(top):
             continue
         stack, moved = [(top, 0)], 0
         while stack:
+            if time.monotonic() > deadline:
+                log.warning("sandbox: the clean-up of %s stopped after %.0f s: what a boxed command left "
+                            "there may not all be removable", top, CLEANUP_S if seconds is None else seconds)
+                return
             folder, depth = stack.pop()
             for entry in _entries(folder):
                 if not entry.is_dir(follow_symlinks=False):
@@ -527,12 +769,26 @@ def _entries(folder: str) -> list:
     return []
 
 
-def _kill_group(process: subprocess.Popen) -> None:
+def stop(process: subprocess.Popen, grace_s: float | None = None) -> None:
+    """End a command started by :func:`start` and every process of its box, and reap it: ``SIGTERM``
+    to the box's init, which kills PID 1 of its PID namespace (the kernel then kills every other
+    process of the namespace) or, without a namespace, every process descended from it (set-sid or
+    not), and exits; after at most ``grace_s`` seconds (``STOP_GRACE_S``) ``SIGKILL`` to its whole
+    process group. A process of the box that clears its ``PDEATHSIG`` and leaves the group with
+    ``setsid()`` outlived a ``SIGKILL`` of the group alone (#41 round twelve). Nothing is raised for
+    a command already ended."""
     try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    process.communicate()
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=STOP_GRACE_S if grace_s is None else grace_s)
+    finally:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        process.wait()
 
 
 # -- process isolation: what this OS permits, and the init that sets it up -------------------------
@@ -977,44 +1233,329 @@ def box_main(argv: list) -> int:
     "none", with ``writable``, the absolute paths COMMAND may write; ``landlock``: false where the
     agent saw no Landlock (then none over the mounts either; default true); ``seccomp``: the
     refusals of the worker's filter, :func:`_seccomp_program`; ``shm``: ``[bytes, files]`` of the
-    fresh ``/dev/shm``, or null for the kernel's default). Namespaces as permitted, the
-    file system as ``fs`` says, then COMMAND as PID 1 of the new PID namespace (or in place,
-    without one); exits as COMMAND does (killed by a signal: the same signal). What it cannot set
-    up as asked, it does not run COMMAND without (exit 127). Lines it writes on stderr begin with
-    ``swizzleperf-box:``."""
+    fresh ``/dev/shm``, or null for the kernel's default; ``scratch``: ``[bytes, files, returned]``
+    of a tmpfs over the first writable path (``Limits.scratch``), or absent; ``read_only`` and
+    ``still_writable``: with ``fs`` "none", the paths made read-only, and the folders beneath them
+    kept writable, ``Limits.read_only``). Namespaces as permitted, the file system as ``fs`` says,
+    then COMMAND as PID 1 of the new PID namespace (without one: as this process's child, this
+    process a child subreaper, so that every process COMMAND starts stays its descendant); exits as
+    COMMAND does (killed by a signal: the same signal). On ``SIGTERM`` (:func:`stop`; the agent's death,
+    its ``PDEATHSIG``) it kills PID 1 of its namespace, and so every process of it, or without a
+    namespace every descendant; without a namespace it kills the descendants COMMAND left when
+    COMMAND ends as well. What it cannot set up as asked, it does not run COMMAND without (exit
+    127). Lines it writes on stderr begin with ``swizzleperf-box:``."""
     options, command = json.loads(argv[0]), argv[argv.index("--") + 1:]
     libc = _libc()
     flags = (_CLONE_NEWPID | _CLONE_NEWNS | _CLONE_NEWIPC if options["pid"] else 0) | (_CLONE_NEWNET if options["net"] else 0)
     entered = _unshare(libc, flags) if flags else ""
     if options["pid"] and entered == "":
         _say(f"no namespaces: unshare failed ({os.strerror(ctypes.get_errno()) or 'not permitted'})")
-    if not (flags & _CLONE_NEWPID) or entered == "":
-        try:
-            if options.get("fs") == "mounts":
-                raise OSError(errno.EPERM, "no read-only mounts without a mount namespace")
-            _harden(libc, options)
-        except OSError as exc:
-            _say(f"cannot start {command[0]} in the box: {exc.strerror or exc}")
-            return 127
-        os.execvp(command[0], command)
+    namespace = bool(flags & _CLONE_NEWPID) and entered != ""
+    mounts = options.get("fs") == "mounts"
+    if mounts and not namespace:
+        _say(f"cannot start {command[0]} in the box: no read-only mounts without a mount namespace")
+        return 127
+    if not namespace:   # the orphans of COMMAND's processes become this process's children, not init's
+        libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    scratch = options.get("scratch") if mounts and options.get("writable") else None
+    try:
+        host_scratch = _scratch_under(libc, options["writable"][0]) if scratch else None
+    except OSError as exc:
+        _say(f"cannot start {command[0]} in the box: {exc.strerror or exc}")
+        return 127
+    state = {"child": None, "stopped": False}
+
+    def end_box(signum, frame) -> None:   # SIGTERM: the whole box, now
+        state["stopped"] = True
+        if state["child"] is not None:
+            _end_box(state["child"], namespace)
+    signal.signal(signal.SIGTERM, end_box)
     child = os.fork()
     if child == 0:
         try:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
             libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-            _fresh_proc(libc)
-            if options.get("fs") == "mounts":
-                filesystem.read_only_except(libc, options["writable"], options.get("shm"))
+            if namespace:
+                _fresh_proc(libc)
+                if scratch:
+                    _scratch_tmpfs(libc, options["writable"][0], host_scratch, scratch[0], scratch[1])
+                if mounts:
+                    filesystem.read_only_except(libc, options["writable"], options.get("shm"))
+                elif options.get("read_only"):
+                    _read_only_beneath(libc, options["read_only"], options.get("still_writable", []))
+                _enter_cwd_again()
             _harden(libc, options)
             os.execvp(command[0], command)
         except BaseException as exc:  # nothing may run outside the box: say why and stop
-            _say(f"cannot start {command[0]} in the box: {exc}")
+            _say(f"cannot start {command[0]} in the box: {getattr(exc, 'strerror', None) or exc}")
             os._exit(127)
-    _, status = os.waitpid(child, 0)
+    state["child"] = child
+    if state["stopped"]:
+        _end_box(child, namespace)
+    try:
+        _, status = os.waitpid(child, 0)
+    except ChildProcessError:   # reaped by the SIGTERM handler's kill (no namespace)
+        status = _REAPED[child]
+    if not namespace:   # what COMMAND left running (with a namespace the kernel killed it with PID 1)
+        _kill_descendants()
+    elif host_scratch is not None and not state["stopped"]:
+        _return_files(options["writable"][0], host_scratch, scratch[0], scratch[2])
     if os.WIFSIGNALED(status):  # end as it ended
         with contextlib.suppress(OSError, ValueError):  # SIGKILL and SIGSTOP keep their action
             signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
         os.kill(os.getpid(), os.WTERMSIG(status))
     return os.waitstatus_to_exitcode(status)
+
+
+_PR_SET_CHILD_SUBREAPER = 36
+#: The exit statuses of the children the init reaped while killing descendants, by pid.
+_REAPED: dict = {}
+#: How many times the init looks for its descendants to kill (each time it kills those it found).
+_KILL_ROUNDS = 200
+
+
+def _end_box(child: int, namespace: bool) -> None:
+    """Every process of the box killed: PID 1 of its namespace (``child``; the kernel then kills the
+    rest), or without a namespace every descendant of this process."""
+    if namespace:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
+    else:
+        _kill_descendants()
+
+
+def _kill_descendants() -> None:
+    """``SIGKILL`` to every process descended from this one (a child subreaper: an orphan of its
+    tree is its child), looked for in ``/proc`` again until none is left (a process forked meanwhile
+    is found the next time), and the children reaped. Each is signalled through a pidfd opened before
+    its parent is checked once more, so that a pid reused meanwhile is never signalled."""
+    me = os.getpid()
+    for _ in range(_KILL_ROUNDS):
+        _reap_children()
+        tree = _descendants(me)
+        if not tree:
+            return
+        members = set(tree) | {me}
+        for pid in tree:
+            _kill_descendant(pid, members)
+        time.sleep(0.005)
+
+
+def _descendants(root: int) -> dict:
+    """``{pid: parent}`` of the live (not zombie) processes descended from ``root`` (``/proc``)."""
+    parents, children = {}, {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        found = _stat(int(entry))
+        if found:
+            state, parent = found
+            parents[int(entry)] = (state, parent)
+            children.setdefault(parent, []).append(int(entry))
+    out, stack = {}, [root]
+    while stack:
+        for pid in children.get(stack.pop(), ()):
+            if pid not in out and pid != root:
+                if parents[pid][0] != "Z":
+                    out[pid] = parents[pid][1]
+                stack.append(pid)
+    return out
+
+
+def _stat(pid: int) -> tuple | None:
+    """``(state, parent pid)`` of ``pid`` (``/proc/PID/stat``), or None where it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        return fields[0].decode(), int(fields[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _kill_descendant(pid: int, tree) -> None:
+    try:
+        handle = os.pidfd_open(pid)
+    except (OSError, AttributeError):   # gone; or no pidfd (Linux before 5.3): by pid, checked just before
+        found = _stat(pid)
+        if found and found[1] in tree:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        return
+    try:
+        found = _stat(pid)
+        if found and found[1] in tree:   # still the process found: its parent is of the tree
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(handle, signal.SIGKILL)
+    finally:
+        os.close(handle)
+
+
+def _reap_children() -> None:
+    """Every child that has ended reaped (its status kept in ``_REAPED``)."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        _REAPED[pid] = status
+
+
+def _enter_cwd_again() -> None:
+    """The working folder entered again by its path: the mounts made over it since (the scratch's
+    tmpfs, a writable folder bound onto itself, a read-only one) are then where the command works (a
+    working folder kept from before stays on the mount it was on: the read-only root)."""
+    with contextlib.suppress(OSError):
+        os.chdir(os.getcwd())
+
+
+def _scratch_under(libc, path: str) -> int:
+    """A descriptor of the folder ``path`` that stays writable to this process once the box's file
+    system is read-only and a tmpfs covers the folder: ``/`` made private in this mount namespace
+    (nothing propagates out), the folder bound onto itself (a mount of its own, which the tmpfs then
+    hides from the box and the read-only remount leaves alone), opened.
+
+    Raises:
+        OSError: a mount or the open failed.
+    """
+    none = ctypes.c_char_p(None)
+    if libc.mount(b"none", b"/", none, _MS_REC | _MS_PRIVATE, none) != 0:
+        raise OSError(ctypes.get_errno(), f"making / private: {os.strerror(ctypes.get_errno())}")
+    filesystem._mount(libc, path, path, None, filesystem._MS_BIND, f"binding {path}")
+    return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+
+
+def _scratch_tmpfs(libc, path: str, host: int, size: int, files: int) -> None:
+    """A tmpfs of ``size`` bytes and ``files`` inodes over ``path`` (in the box's mount namespace),
+    holding a copy of what the folder held (``host``: a descriptor of the folder, opened before):
+    the agent's own files (a worker's request, its empty folders).
+
+    Raises:
+        OSError: the mount or the copy failed (the command must not run then).
+    """
+    mode = stat.S_IMODE(os.fstat(host).st_mode)
+    filesystem._mount(libc, "tmpfs", path, "tmpfs", filesystem._MS_NOSUID | filesystem._MS_NODEV,
+                      f"a tmpfs of its own at {path}", f"mode={mode:o},size={size},nr_inodes={files}".encode())
+    stack = [(host, path)]
+    try:
+        while stack:
+            source, target = stack.pop()
+            for entry in os.scandir(source):
+                there = os.path.join(target, entry.name)
+                found = entry.stat(follow_symlinks=False)
+                if entry.is_symlink():
+                    os.symlink(os.readlink(entry.name, dir_fd=source), there)
+                elif entry.is_dir(follow_symlinks=False):
+                    os.mkdir(there, stat.S_IMODE(found.st_mode) | 0o700)
+                    stack.append((os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                                          dir_fd=source), there))
+                elif entry.is_file(follow_symlinks=False):
+                    _copy_file(os.open(entry.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=source),
+                               os.open(there, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
+                                       stat.S_IMODE(found.st_mode)), found.st_size)
+            if source != host:
+                os.close(source)
+    finally:
+        for source, _ in stack:
+            if source != host:
+                os.close(source)
+
+
+def _copy_file(source: int, target: int, size: int) -> None:
+    """``size`` bytes of ``source`` into ``target`` (descriptors, both closed here)."""
+    try:
+        done = 0
+        while done < size:
+            sent = os.sendfile(target, source, done, min(size - done, 1 << 30))
+            if not sent:
+                break
+            done += sent
+    finally:
+        os.close(source)
+        os.close(target)
+
+
+def _return_files(path: str, host: int, most_bytes: int, most_files: int) -> None:
+    """After the command (and every process of its box) has ended: what lies at the top of the
+    tmpfs at ``path`` put into the folder under it (``host``), in the order of the names,
+    ``most_files`` entries and ``most_bytes`` bytes in all at most (one line says how many were
+    left): a regular file copied, a link made again (never followed), a folder made again empty, a
+    named pipe made again; what is inside a folder, and anything else, ends with the box. A name the
+    folder already holds (the agent's own: the request, the working folder) is left as it is, but a
+    regular file, which is copied over. Best effort: what cannot be put there is left."""
+    try:
+        box = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    returned = total = left = 0
+    try:
+        for name in sorted(os.listdir(box)):
+            try:
+                found = os.stat(name, dir_fd=box, follow_symlinks=False)
+            except OSError:
+                continue
+            if returned >= most_files or (stat.S_ISREG(found.st_mode) and total + found.st_size > most_bytes):
+                left += 1
+                continue
+            try:
+                if stat.S_ISREG(found.st_mode):
+                    source = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=box)
+                    try:
+                        target = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                                         0o600, dir_fd=host)
+                    except OSError:
+                        os.close(source)
+                        raise
+                    _copy_file(source, target, found.st_size)
+                    total += found.st_size
+                elif stat.S_ISLNK(found.st_mode):
+                    os.symlink(os.readlink(name, dir_fd=box), name, dir_fd=host)
+                elif stat.S_ISDIR(found.st_mode):
+                    os.mkdir(name, 0o700, dir_fd=host)
+                elif stat.S_ISFIFO(found.st_mode):
+                    os.mkfifo(name, 0o600, dir_fd=host)
+                else:
+                    continue
+                returned += 1
+            except OSError:
+                continue
+    finally:
+        os.close(box)
+    if left:
+        _say(f"{left} entries at the top of its scratch not returned: {most_files} entries and {most_bytes} "
+             f"bytes at most are")
+
+
+def _read_only_beneath(libc, paths: list, still_writable: list) -> None:
+    """In a mount namespace of the caller's own (``/`` already private): each of ``paths`` bound
+    onto itself and remounted read-only with every mount beneath it, but for ``still_writable``
+    folders beneath them (bound onto themselves first, so that the copies the bind of a path above
+    them takes along are theirs): of a path and a folder that holds it, the one nearer wins; a tie,
+    the writable folder. The rest of the file system stays as it is (the user's app).
+
+    Raises:
+        OSError: a mount failed, or one of ``paths`` is still writable afterwards (the command must
+            not run then).
+    """
+    paths = [p for p in paths if os.path.lexists(p) and p != "/"]
+    inside = [w for w in still_writable if os.path.isdir(w) and any(filesystem._beneath(w, p) for p in paths)]
+    for path in inside:
+        filesystem._mount(libc, path, path, None, filesystem._MS_BIND | filesystem._MS_REC, f"binding {path}")
+    for path in paths:
+        filesystem._mount(libc, path, path, None, filesystem._MS_BIND | filesystem._MS_REC, f"binding {path}")
+
+    def read_only(point: str) -> bool:
+        ro = max((len(p) for p in paths if filesystem._beneath(point, p)), default=-1)
+        rw = max((len(w) for w in inside if filesystem._beneath(point, w)), default=-1)
+        return ro > rw
+    table = {m.id: m for m in filesystem.mounts()}
+    for mount in filesystem._reachable(table):
+        if read_only(mount.point) and "ro" not in mount.options:
+            filesystem._read_only(libc, mount)
+    left = [p for p in paths if read_only(p) and not os.statvfs(p).f_flag & os.ST_RDONLY]
+    if left:
+        raise OSError(errno.EPERM, f"still writable after the read-only remount: {', '.join(left[:5])}")
 
 
 def _unshare(libc, flags: int) -> str:

@@ -24,10 +24,9 @@ import hashlib
 import json
 import os
 import resource
-import select
 import shutil
-import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -181,20 +180,29 @@ _chain_sitecustomize()
 '''
 
 
-def run_with_hook(command: str, env: dict, timeout_s: float, cwd: Path | None, log: Path, stuck=None) -> int:
+def run_with_hook(command: str, env: dict, timeout_s: float, cwd: Path | None, log: Path, stuck=None,
+                  workdir: Path | None = None) -> int:
     """Run a shell command in the box (sandbox.start): as PID 1 of a PID namespace of its own with
     a fresh ``/proc`` where the OS permits it, so that it sees no process of the agent's (the
     agent's ``/proc/<pid>/environ`` holds the model's API key, issue #41) and everything it starts
-    ends with it; the network and the file system as they are (the app is the user's own code).
-    Its process group is ended whole when the command exits (where no namespace is permitted, a
-    daemon it left behind in its group dies with it), on timeout or on interrupt; stdout and
-    stderr to ``log``, capped (``CappedLog``). Returns the exit code.
+    ends with it; the network and the file system as they are (the app is the user's own code),
+    but for the agent's own files (``agent_owned_paths``: its code, its interpreter's packages, its
+    caches, ``workdir``), read-only to it in its mount namespace (#41 round twelve: the agent imported
+    modules from disk after an app had been free to rewrite them), and writable still: the capture
+    folder (the hook's ``DIR_ENV``), the working folder ``cwd`` and the temporary folders. Where the OS
+    permits no namespace, the app can write them (one line says so, once). ``workdir`` None: the
+    folder two above ``log``'s where ``log`` lies in ``WORKDIR/captures/*``, ``WORKDIR/profiles/*`` or
+    ``WORKDIR/runs/*`` (``run_app``'s capture folders, a run's folder), else none.
+    Every process of the box is ended when the command exits, on timeout or on interrupt
+    (``sandbox.stop``); stdout and stderr to ``log``, capped (``CappedLog``). Returns the exit code.
 
     The box's init is the agent's own interpreter: it starts with the agent's ``PYTHONPATH`` (the
     hook is not imported there), the command with ``env``'s.
 
     Raises:
-        subprocess.TimeoutExpired: past ``timeout_s``.
+        subprocess.TimeoutExpired: past ``timeout_s`` seconds.
+        AppMovedAgentFilesError: once the app has ended, one of the agent's folders is no longer the
+            one it was (the app moved a folder above it aside and put another in its place).
     """
     init_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}
     if os.environ.get("PYTHONPATH"):
@@ -202,22 +210,115 @@ def run_with_hook(command: str, env: dict, timeout_s: float, cwd: Path | None, l
     init_env[_APP_PYTHONPATH] = env.get("PYTHONPATH", "")
     shell = [_SH, "-c", f'if [ -n "${_APP_PYTHONPATH}" ]; then PYTHONPATH="${_APP_PYTHONPATH}"; export PYTHONPATH; '
                         f'else unset PYTHONPATH; fi; unset {_APP_PYTHONPATH}; exec {_SH} -c "$1"', "sh", command]
+    protected = agent_owned_paths(workdir if workdir is not None else _workdir_of(log))
+    own = [env.get(capture_hook.DIR_ENV), str(cwd or Path.cwd()), tempfile.gettempdir(), "/tmp", env.get("TMPDIR"),
+           "/dev/shm"]
+    before = _identities(protected)
     with CappedLog(log) as out:   # an app that prints for ever: LOG_CAP_BYTES on disk (#41)
         limits = sandbox.Limits(isolate_network=False, isolate_processes=True,   # files: the agent's own limit
                                 open_files=resource.getrlimit(resource.RLIMIT_NOFILE)[0],
-                                writable=None)   # the user's own code: the file system as it is
+                                writable=None,   # the user's own code: the file system as it is, but
+                                read_only=tuple(protected), still_writable=tuple(p for p in own if p))
         proc = sandbox.start(shell, cwd, init_env, limits, stdout=out.fd, stderr=subprocess.STDOUT,
                              stdin=subprocess.DEVNULL)
         out.started()
         try:
             _wait_unreaped(proc, timeout_s, stuck)
         finally:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            proc.wait()
+            sandbox.stop(proc)   # every process of its box (one that left its group too)
+            moved = [path for path, seen in before.items() if _identity(path) != seen]
+            if moved:
+                raise AppMovedAgentFilesError(
+                    f"the app replaced {', '.join(moved[:3])}{', ...' if len(moved) > 3 else ''} (a folder of this "
+                    f"tool's own: its code, its Python's packages, its caches or its record) with another: "
+                    f"stopped; check that folder before running swizzleperf again")
         return proc.returncode
+
+
+class AppMovedAgentFilesError(CaptureError):
+    """The app moved one of the agent's own folders aside and put another in its place (a folder
+    above a read-only one can be renamed): the agent stops rather than import or read from it."""
+
+
+def agent_owned_paths(workdir: Path | None = None) -> list:
+    """The folders the agent imports code from or reads back after the user's app has run, made
+    read-only to the app (``run_with_hook``): the package's own folders (``_package_folders``),
+    its interpreter's prefixes and site-packages (``_interpreter_folders``), its caches
+    (``$XDG_CACHE_HOME/swizzleperf``, else ``~/.cache/swizzleperf``, made here where missing so that
+    the app cannot plant one; the simulation cache's folder where ``SWIZZLEPERF_SIM_CACHE`` names
+    another) and ``workdir`` (the record, ``runs/``, ``captures/``) where given. Absolute paths, in
+    that order, without duplicates; some may not exist (the box leaves those out)."""
+    from swizzleperf.profiling import l2sim
+    caches = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "swizzleperf"
+    try:
+        caches.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        pass
+    found = [*_package_folders(), *_interpreter_folders(), str(caches)]
+    simulations = l2sim.cache_dir()
+    if simulations is not None:
+        found.append(str(simulations))
+    if workdir is not None:
+        found.append(str(workdir))
+    out = []
+    for path in found:
+        path = os.path.abspath(path)
+        if path != "/" and path not in out:
+            out.append(path)
+    return out
+
+
+#: The package's top-level folders (pyproject.toml's ``package-dir``; tests/test_layers.py's PACKAGES).
+_SUBPACKAGES = ("agent", "eval", "hwspecs", "kernels", "profiling", "prompts", "sandbox")
+
+
+def _package_folders() -> list:
+    """The folders of this package's top-level subpackages, as Python finds them (an editable
+    install's are the repository's ``agent/``, ``sandbox/``...; an installed one's lie in
+    site-packages)."""
+    import importlib.util
+    out = []
+    for name in _SUBPACKAGES:
+        try:
+            spec = importlib.util.find_spec(f"swizzleperf.{name}")
+        except (ImportError, ValueError):
+            continue
+        if spec is not None:
+            out += [str(p) for p in (spec.submodule_search_locations or []) if os.path.isdir(p)]
+    return out
+
+
+def _interpreter_folders() -> list:
+    """Where this interpreter's own modules and packages lie: its prefixes (a virtual environment's
+    and the Python it was made from: the standard library), its site-packages and the user's."""
+    import site
+    import sysconfig
+    out = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix]
+    out += [sysconfig.get_paths().get(key) for key in ("stdlib", "platstdlib", "purelib", "platlib")]
+    out += list(getattr(site, "getsitepackages", lambda: [])())
+    if site.ENABLE_USER_SITE:
+        out.append(site.getusersitepackages())
+    out += [p for p in sys.path if p and os.path.basename(p.rstrip("/")) in ("site-packages", "dist-packages")]
+    return [p for p in out if p]
+
+
+def _workdir_of(log: Path) -> Path | None:
+    """The workdir ``log`` lies in, where it lies in ``WORKDIR/{captures,profiles,runs}/*/``."""
+    folder = Path(log).resolve().parent
+    return folder.parent.parent if folder.parent.name in ("captures", "profiles", "runs") else None
+
+
+def _identity(path: str) -> tuple | None:
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
+
+
+def _identities(paths: list) -> dict:
+    """``{path: (device, inode)}`` of those of ``paths`` that exist."""
+    return {path: seen for path in paths if (seen := _identity(path)) is not None}
 
 
 _SH = "/bin/sh"
@@ -321,15 +422,7 @@ class CappedLog:
         self.file.close()
 
     def _pump(self) -> None:
-        poll = select.poll()
-        poll.register(self.read_fd, select.POLLIN | select.POLLHUP)
-        while not self.stop.is_set():
-            if not poll.poll(100):
-                continue
-            data = os.read(self.read_fd, 1 << 16)
-            if not data:
-                return
-            self.write(data)
+        sandbox.pump(self.read_fd, self.write, self.stop)   # the one reader of a command's output pipe
 
     def dropped_line(self) -> bytes:
         """The line between the head and the tail: how many bytes of output were left out there."""

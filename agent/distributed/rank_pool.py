@@ -25,9 +25,7 @@ distributed run's report says to run next) is agent/distributed/__main__.py
 from __future__ import annotations
 
 import json
-import os
 import queue
-import signal
 import subprocess
 import sys
 import threading
@@ -186,16 +184,12 @@ class RankPool:
         return answer
 
     def close(self) -> None:
-        """Stop the supervisor and every rank (their whole process group)."""
+        """Stop the supervisor and every rank (every process of its box: :func:`sandbox.stop`)."""
         self._starting = None
         if self._process is None:
             return
         process, self._process = self._process, None
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        process.wait()
+        sandbox.stop(process)   # the box's init ends its PID namespace: a rank that left the group dies too
         for stream in (process.stdin, process.stdout):
             try:
                 stream.close()
