@@ -331,7 +331,7 @@ def _know_env_secrets() -> None:
     from swizzleperf.sandbox.redact import remember
     for name, value in os.environ.items():
         if (_secret(name) and len(value) >= MIN_ENV_SECRET_CHARS and not any(c.isspace() for c in value)
-                and (name, value) not in _KNOWN_ENV):
+                and (name, value) not in _KNOWN_ENV and not _a_folder_path(value)):
             _KNOWN_ENV.add((name, value))
             remember(value)
 
@@ -348,9 +348,25 @@ def app_env(**overrides: str) -> dict:
     ``overrides``. The app runs the patched kernel, model-written code once verified."""
     wanted = {n.strip() for n in os.environ.get(APP_PASS_ENV, "").split(",") if n.strip()}
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(AGENT_ONLY_PREFIXES) and (k in wanted or not (_secret(k) or _secret_value(v)))}
+           if not k.startswith(AGENT_ONLY_PREFIXES)
+           and (k in wanted or not ((_secret(k) and not _a_folder(v)) or _secret_value(v)))}
     env.update(overrides)
     return env
+
+
+def _a_folder(value: str) -> bool:
+    """Whether ``value`` is the absolute path of an existing folder: a variable whose name looks
+    like a credential's but holds one (``TIKTOKEN_CACHE_DIR``, seen withheld on the GPU image of
+    2026-12-07) names a place, not a secret, and the app reaches that folder anyway."""
+    return _a_folder_path(value) and not _secret_value(value)
+
+
+def _a_folder_path(value: str) -> bool:
+    """``value`` is an absolute path of an existing folder (its text alone: :func:`_a_folder`)."""
+    try:
+        return value.startswith("/") and len(value) < 4096 and "\n" not in value and os.path.isdir(value)
+    except (OSError, ValueError):   # an embedded NUL
+        return False
 
 
 def withheld_from_app() -> list:

@@ -279,6 +279,19 @@ def test_the_app_gets_the_environment_without_the_agents_secrets(monkeypatch):
     assert "AWS_SECRET_ACCESS_KEY" in sandbox.withheld_from_app()
 
 
+def test_a_credential_named_variable_that_holds_a_folder_reaches_the_app(tmp_path, monkeypatch):
+    """TIKTOKEN_CACHE_DIR names a place: it passes; the same name holding anything else does not."""
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("HF_TOKEN_PATH", "/nonexistent/hf-token-file")  # not an existing folder
+    monkeypatch.setenv("GH_TOKEN", "ghp_" + "a" * 36)
+    monkeypatch.setenv("MY_SECRET_DIR", "relative/folder")              # not an absolute path
+    env = sandbox.app_env()
+    assert env["TIKTOKEN_CACHE_DIR"] == str(tmp_path)
+    assert not {"HF_TOKEN_PATH", "GH_TOKEN", "MY_SECRET_DIR"} & set(env)
+    assert "TIKTOKEN_CACHE_DIR" not in sandbox.withheld_from_app()
+    assert "TIKTOKEN_CACHE_DIR" not in sandbox.worker_env()            # a worker's names are a fixed list
+
+
 def test_a_daemon_the_app_leaves_behind_is_ended_with_its_process_group(tmp_path, monkeypatch):
     from swizzleperf.agent.capture.capture import hook_environment, run_with_hook
     monkeypatch.setenv("OPENAI_API_KEY", _SECRET)
