@@ -103,6 +103,14 @@ def _scratch(tmp_path: Path, name: str = "scratch") -> Path:
     return scratch
 
 
+def _skip_without(namespace: bool) -> None:
+    """Skip where the box of that kind cannot be made: a PID namespace, or (without one) Landlock."""
+    if namespace and not sandbox.isolation()[0]:
+        pytest.skip("no PID namespace permitted here")
+    if not namespace and not sandbox._landlock()[0]:
+        pytest.skip("no Landlock here")
+
+
 def _outlive(tmp_path: Path, mode: str, limits_of, timeout_s: float, token: str, seconds: float = 60) -> float:
     """Runs OUTLIVE boxed with ``limits_of(scratch)``; returns the seconds ``sandbox.run`` took
     (it must raise TimeoutExpired)."""
@@ -148,10 +156,7 @@ def test_without_a_pid_namespace_a_process_that_leaves_its_group_dies_too(tmp_pa
 
 @pytest.mark.parametrize("namespace", [True, False], ids=["pid-namespace", "no-pid-namespace"])
 def test_a_worker_that_holds_its_pipes_does_not_hold_the_agent(tmp_path, namespace):
-    if namespace and not sandbox.isolation()[0]:
-        pytest.skip("no PID namespace permitted here")
-    if not namespace and not sandbox._landlock()[0]:
-        pytest.skip("no Landlock here")
+    _skip_without(namespace)
     token = _token()
 
     def limits(scratch):
@@ -181,10 +186,7 @@ KILLED_AGENT = textwrap.dedent(r'''
 
 @pytest.mark.parametrize("namespace", [True, False], ids=["pid-namespace", "no-pid-namespace"])
 def test_a_worker_dies_with_an_agent_killed_outright(tmp_path, namespace):
-    if namespace and not sandbox.isolation()[0]:
-        pytest.skip("no PID namespace permitted here")
-    if not namespace and not sandbox._landlock()[0]:
-        pytest.skip("no Landlock here")
+    _skip_without(namespace)
     token, signals = _token(), tmp_path / "signals"
     signals.mkdir()
     (tmp_path / "home").mkdir()
