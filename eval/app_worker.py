@@ -46,6 +46,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from swizzleperf import sandbox
 from swizzleperf.sandbox.gpu_lock import GPU_LOCK_ENV
 
 OUTCOMES = ("optimized", "verified, no gain", "refused", "app failed", "proposer failed", "tool failure", "timeout")
@@ -98,8 +99,9 @@ def worker_command(job: RowJob, row_file: Path) -> list[str]:
     """The worker's command line; its own deadline leaves time for the suite's SIGTERM and SIGKILL.
     The LLM's options are on it as JSON, never its endpoint (``run_row`` puts that in the environment)."""
     deadline = max(1.0, job.budget_s - max(2 * STOP_GRACE_S, 0.05 * job.budget_s))
-    command = [sys.executable, "-m", "swizzleperf.eval.app_worker", job.app, "--workdir", job.workdir,
-               "--iterations", str(job.iterations), "--budget", f"{deadline:.1f}", "--row", str(row_file)]
+    command = sandbox.python_command("-m", "swizzleperf.eval.app_worker", job.app, "--workdir", job.workdir,
+                                     "--iterations", str(job.iterations), "--budget", f"{deadline:.1f}",
+                                     "--row", str(row_file))
     llm = {k: v for k, v in job.llm.items() if k != "base_url"} if job.llm.get("model") else {}
     return (command + (["--hw", job.hw] if job.hw else []) + ([] if job.use_ncu else ["--no-ncu"])
             + (["--llm", json.dumps(llm)] if llm else []))

@@ -13,12 +13,12 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from swizzleperf import sandbox
 from swizzleperf.eval.evals_table import kernel_status, set_status
 
 # Expected share of an eval's time per kernel, to start the longest first (others: 1). gemm
@@ -55,7 +55,7 @@ def visible_devices() -> list[str]:
 
 def worker_command(workdir: str, eval_id: str, kernel: str) -> list[str]:
     """The command line of the worker that runs ``kernel`` of the eval."""
-    return [sys.executable, "-m", "swizzleperf.agent.cli", "eval-worker", eval_id, kernel, "--workdir", workdir]
+    return sandbox.python_command("-m", "swizzleperf.agent.cli", "eval-worker", eval_id, kernel, "--workdir", workdir)
 
 
 def run_workers(workdir: str, eval_id: str, kernels: list, slots: int,

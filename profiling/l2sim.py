@@ -832,13 +832,17 @@ class _Store:
         """Open (or create) ``folder/CACHE_FILE``.
 
         Raises:
-            UnusableCache: the database holds objects the store never creates (nothing is
-                written to it then).
+            UnusableCache: the database holds objects the store never creates, or it or a file of
+                SQLite beside it is a link (nothing is written to it then).
             OSError, sqlite3.Error: the folder or database cannot be made, opened or read.
         """
         folder.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self.path = folder / CACHE_FILE
+        linked = untrusted.sqlite_file_not_its_own(self.path)
+        if linked is not None:
+            raise UnusableCache(f"the simulation cache: {linked}: it is not used (every simulation runs); "
+                                f"remove the link to cache again")
         self._db = sqlite3.connect(self.path, timeout=5, isolation_level=None, check_same_thread=False)
         try:
             self._bound = untrusted.StatementBound(CACHE_STATEMENT_S).install(self._db)

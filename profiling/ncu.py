@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -97,8 +96,8 @@ def _run_ncu(kernel_path: Path, dtype: str, options: list, request: dict, timeou
         log = folder / "ncu.log"
         command = [ncu, "--clock-control", "none", *options,
                    "--metrics", ",".join(METRICS), "--csv", "--page", "raw", "--print-units", "base",
-                   "--log-file", str(log), sys.executable, "-m", WORKER,
-                   str(folder / "request.json"), str(folder / "result.json")]
+                   "--log-file", str(log),
+                   *sandbox.python_command("-m", WORKER, str(folder / "request.json"), str(folder / "result.json"))]
         # the worker runs the candidate: the sandbox's environment and process group, writing
         # only into the temporary folder (ncu's log, its lock file in TMPDIR); ncu talks to its
         # target over a loopback port, so the network stays
@@ -124,7 +123,7 @@ def _worker_said(result: Path, stderr: str) -> str:
     read bounded), or the last line of its stderr where it left no answer."""
     from swizzleperf.sandbox import untrusted
     try:
-        answer = untrusted.loads(untrusted.read_bounded(result, 1 << 20, result.name), result.name)
+        answer = untrusted.loads(untrusted.read_bounded(result, 1 << 20, result.name, follow_links=False), result.name)
         verdict, reason = str(answer.get("verdict"))[:40], " ".join(str(answer.get("reason"))[:300].split())
         return f"the worker under ncu: {verdict}" + (f": {reason}" if reason else "")
     except (OSError, AttributeError, untrusted.UntrustedInput):

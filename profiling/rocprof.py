@@ -32,7 +32,6 @@ import re
 import shutil
 import sqlite3
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -491,12 +490,12 @@ class RocprofCompute:
 def _worker_command(folder: Path, kernel_path: Path, dtype: str) -> list:
     """The worker's command line (its request written into ``folder``): the ``run_once`` stage at
     the default problem, warm-up and profiled dispatches."""
+    from swizzleperf import sandbox
     from swizzleperf.sandbox.paths import absolute_paths
     request = {"kernel_path": str(kernel_path), "stages": ["run_once"], "dtype": dtype,
                "timing_problem": "default", "warmup": WARMUP_DISPATCHES, "launches": PROFILED_DISPATCHES}
     (folder / "request.json").write_text(json.dumps(absolute_paths(request)))
-    return [sys.executable, "-m", WORKER, str(folder / "request.json"),
-            str(folder / "result.json")]
+    return sandbox.python_command("-m", WORKER, str(folder / "request.json"), str(folder / "result.json"))
 
 
 def _run(command: list, cwd: Path, output: Path, timeout_s: float, tool: str) -> None:

@@ -294,6 +294,29 @@ def worker_limits(timeout_s: float, interpret: bool, writable: tuple = ()) -> Li
                   seccomp_refusals=refusals, scratch=(WORKER_SCRATCH_BYTES, WORKER_SCRATCH_FILES))
 
 
+def python_command(*args: str) -> list:
+    """``[sys.executable, *args]`` (``args``: ``"-m", MODULE, ...`` or ``"-c", CODE, ...``) made so that the
+    interpreter never imports from its working folder: ``-P`` (Python 3.11 and later); on 3.10 the
+    code first drops the working folder from ``sys.path``, then runs the module or the code.
+
+    Every Python the tool starts runs in a folder someone else can write (the app's folder, a
+    worker's scratch), and ``python -m`` or ``-c`` would put that folder first on ``sys.path``: a
+    ``resource.py`` an app left there was imported by the box's init, outside the box, as root with
+    every capability (#41, round thirteen). ``PYTHONPATH`` is still honoured (the agent's own).
+
+    Raises:
+        ValueError: ``args`` do not begin with ``-m`` or ``-c``.
+    """
+    if not args or args[0] not in ("-m", "-c") or len(args) < 2:
+        raise ValueError(f"python_command takes '-m MODULE ...' or '-c CODE ...', not {args[:2]!r}")
+    if sys.version_info >= (3, 11):
+        return [sys.executable, "-P", *args]
+    if args[0] == "-c":
+        return [sys.executable, "-c", "import sys as _s; del _s.path[0]; del _s\n" + args[1], *args[2:]]
+    return [sys.executable, "-c", "import sys; del sys.path[0]; import runpy; "
+            "runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)", *args[1:]]
+
+
 def worker_env(**overrides: str) -> dict:
     """The environment of a worker: the allowed names of this process's environment (see
     ``ENV_NAMES``, ``ENV_PREFIXES``), nothing that looks like a credential by its name or its value
@@ -702,7 +725,7 @@ def start(command: list, cwd: Path, env: dict, limits: Limits, **popen: object) 
             options["still_writable"] = [os.path.realpath(p) for p in limits.still_writable if os.path.lexists(p)]
         else:
             _no_read_only(limits.read_only)
-    boxed = [sys.executable, "-m", "swizzleperf.sandbox", json.dumps(options), "--", *command]
+    boxed = [*python_command("-m", "swizzleperf.sandbox", json.dumps(options)), "--", *command]
     return subprocess.Popen(boxed, cwd=cwd, env={**env, **_cache_env(writable)}, start_new_session=True,
                             preexec_fn=_preexec(limits), **popen)
 
@@ -910,7 +933,7 @@ _PROBE_CUDA = ("import ctypes\ntry:\n    cuda = ctypes.CDLL('libcuda.so.1')\nexc
 def _cuda_outside() -> list | None:
     """What :data:`_PROBE_CUDA` prints outside the box (None: it could not run)."""
     try:
-        done = subprocess.run([sys.executable, "-c", _PROBE_CUDA], capture_output=True, text=True, timeout=60,
+        done = subprocess.run(python_command("-c", _PROBE_CUDA), capture_output=True, text=True, timeout=60,
                               env=worker_env(), stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -992,8 +1015,8 @@ def _probe(options: dict, code: str, *args: str) -> tuple:
     """Run the init with ``options`` around ``python -c code args``: ``(the words it printed, or
     None where it failed; the init's first reason, or "")``."""
     try:
-        done = subprocess.run([sys.executable, "-m", "swizzleperf.sandbox", json.dumps(options), "--",
-                               sys.executable, "-c", code, *args], capture_output=True, text=True,
+        done = subprocess.run([*python_command("-m", "swizzleperf.sandbox", json.dumps(options)), "--",
+                               *python_command("-c", code, *args)], capture_output=True, text=True,
                               timeout=60, env=worker_env(), stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return None, f"the box's init could not run ({exc})"

@@ -26,6 +26,7 @@ where it is installed).
 from __future__ import annotations
 
 import ast
+import errno
 import io
 import json
 import math
@@ -355,17 +356,26 @@ def _unzstd(stream: Iterable[bytes], what: str) -> Iterator[bytes]:
 
 
 # ------------------------------------------------------------------------ files read at run time
-def read_bounded(path: str | Path, max_bytes: int, what: str) -> bytes:
+def read_bounded(path: str | Path, max_bytes: int, what: str, follow_links: bool = True) -> bytes:
     """The bytes of ``path``, at most ``max_bytes`` of them read; only a regular file (a named
     pipe, a terminal or a device, where code we do not trust left a link to one, such as
     ``/proc/self/fd/0``, would block the agent for ever or never end: opened without blocking
-    and refused).
+    and refused). ``follow_links`` False: ``path`` itself must not be a symbolic link (a file that
+    code we do not trust wrote: a worker's ``result.json`` linked to the agent's own
+    ``/proc/<pid>/environ`` would have put the agent's credentials into the record's error text).
 
     Raises:
-        UntrustedInput: the file is longer than ``max_bytes``, or not a regular file.
+        UntrustedInput: the file is longer than ``max_bytes``, not a regular file, or (without
+            ``follow_links``) a symbolic link.
         OSError: it cannot be read.
     """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | (0 if follow_links else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if not follow_links and exc.errno == errno.ELOOP and os.path.islink(path):
+            raise UntrustedInput(f"{what} ({path}) is a symbolic link, not a file of its own") from None
+        raise
     try:
         regular = stat.S_ISREG(os.fstat(fd).st_mode)
     except OSError:
@@ -381,17 +391,19 @@ def read_bounded(path: str | Path, max_bytes: int, what: str) -> bytes:
     return data
 
 
-def read_json(path: str | Path, max_bytes: int, what: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
+def read_json(path: str | Path, max_bytes: int, what: str, max_depth: int = MAX_JSON_DEPTH,
+              follow_links: bool = True) -> Any:
     """JSON that code we do not trust wrote into a file we read back (a hook's profile, a worker's
     result): at most ``max_bytes``, UTF-8, at most ``max_depth`` deep, then ``json.loads`` with NaN
     and infinities kept (Python's ``json.dump`` writes them; :func:`loads` refuses them).
 
     Raises:
-        UntrustedInput: longer than ``max_bytes`` or deeper than ``max_depth``.
+        UntrustedInput: longer than ``max_bytes`` or deeper than ``max_depth``; a link where
+            ``follow_links`` is False (``read_bounded``).
         UnicodeDecodeError, json.JSONDecodeError: not UTF-8, not JSON (both ValueError).
         OSError: it cannot be read.
     """
-    text = read_bounded(path, max_bytes, what).decode("utf-8")
+    text = read_bounded(path, max_bytes, what, follow_links).decode("utf-8")
     depth = json_depth(text)   # one linear pass, before json.loads recurses into it
     if depth > max_depth:
         raise UntrustedInput(f"{what} nests {depth} levels deep, more than the {max_depth} allowed")
@@ -451,6 +463,30 @@ _PROGRESS_STEPS = 10_000
 #: A pause longer than this (s) between two calls of the progress handler starts a new stretch of
 #: work (the previous statement ended, or it waited on a lock, which is not work).
 _IDLE_GAP_S = 0.25
+
+
+def sqlite_file_not_its_own(path: str | Path) -> str | None:
+    """Why the SQLite database ``path`` or a file of SQLite beside it (``-wal``, ``-shm``,
+    ``-journal``) is not a file of its folder's own, or None: a symbolic link (dangling or not) or a
+    regular file with a second name elsewhere would have SQLite write over another file (a run
+    record linked to a user's empty ``__init__.py`` made it a database, #41 round thirteen; git
+    keeps such links in a committed workdir). The words name the file, e.g. ``"/w/x.db is a
+    symbolic link (to /home/u/pkg/__init__.py)"``."""
+    path = Path(path)
+    for each in (path, *(path.with_name(path.name + end) for end in ("-wal", "-shm", "-journal"))):
+        try:
+            seen = os.lstat(each)
+        except OSError:
+            continue
+        if stat.S_ISLNK(seen.st_mode):
+            try:
+                target = os.readlink(each)
+            except OSError:
+                target = "?"
+            return f"{shown(preview(str(each)))} is a symbolic link (to {shown(preview(target))})"
+        if stat.S_ISREG(seen.st_mode) and seen.st_nlink > 1:
+            return f"{shown(preview(str(each)))} has {seen.st_nlink} names (a hard link)"
+    return None
 
 
 class StatementBound:

@@ -160,7 +160,8 @@ def read_profiles(work: Path) -> tuple[list, list]:
     for path in sorted(work.glob("profile-*.json")):
         try:
             # NaN kept: the hook's json.dump writes a NaN or infinite scalar argument as such
-            records.append(untrusted.validated(ProfileFile, untrusted.read_json(path, MAX_FILE_BYTES, path.name),
+            records.append(untrusted.validated(ProfileFile, untrusted.read_json(path, MAX_FILE_BYTES, path.name,
+                                                                                 follow_links=False),
                                                path.name, "").model_dump(exclude_unset=True))
         except UnicodeDecodeError:
             left_out.append(f"{path.name} left out: it is not UTF-8")

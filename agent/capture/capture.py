@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import os
 import resource
 import shutil
@@ -43,6 +44,8 @@ from swizzleperf.agent.verification.load import build_captured_specs_with
 from swizzleperf.agent.verification.stages import poison_value
 from swizzleperf.kernels.spec import KernelLoadError, KernelSpec
 from swizzleperf.sandbox.write_back import replace_file
+
+log = logging.getLogger(__name__)
 
 APP_TIMEOUT_S = 900.0
 SYNTHETIC_OUTPUT = "swizzleperf_output"   # where a read-modify-write output is copied for the verifier
@@ -213,6 +216,8 @@ def run_with_hook(command: str, env: dict, timeout_s: float, cwd: Path | None, l
     protected = agent_owned_paths(workdir if workdir is not None else _workdir_of(log))
     own = [env.get(capture_hook.DIR_ENV), str(cwd or Path.cwd()), tempfile.gettempdir(), "/tmp", env.get("TMPDIR"),
            "/dev/shm"]
+    if _stop_importing_from(p for p in own if p) and "PYTHONPATH" in init_env:
+        init_env["PYTHONPATH"] = os.environ.get("PYTHONPATH", "")
     before = _identities(protected)
     with CappedLog(log) as out:   # an app that prints for ever: LOG_CAP_BYTES on disk (#41)
         limits = sandbox.Limits(isolate_network=False, isolate_processes=True,   # files: the agent's own limit
@@ -254,7 +259,7 @@ def agent_owned_paths(workdir: Path | None = None) -> list:
         caches.mkdir(parents=True, exist_ok=True)
     except OSError:
         pass
-    found = [*_package_folders(), *_interpreter_folders(), str(caches)]
+    found = [*_package_folders(), *_interpreter_folders(), *_import_folders(), str(caches)]
     simulations = l2sim.cache_dir()
     if simulations is not None:
         found.append(str(simulations))
@@ -300,6 +305,40 @@ def _interpreter_folders() -> list:
         out.append(site.getusersitepackages())
     out += [p for p in sys.path if p and os.path.basename(p.rstrip("/")) in ("site-packages", "dist-packages")]
     return [p for p in out if p]
+
+
+def _import_folders() -> list:
+    """The folders this process imports modules from, and hands to the boxes' inits and workers: each
+    folder on ``sys.path`` (``""``: the working folder) and on ``PYTHONPATH`` (a folder another
+    editable install's ``.pth`` adds, the user's ``PYTHONPATH=...``), absolute and real. A module an
+    app planted in one (a ``resource.py``, a ``json.py``) would run in the agent at its next import,
+    or in the init of its next box, outside the box (#41, round thirteen)."""
+    out = []
+    for entry in [*sys.path, *os.environ.get("PYTHONPATH", "").split(os.pathsep)]:
+        if not isinstance(entry, str):
+            continue
+        path = os.path.realpath(entry or os.getcwd())   # an empty entry: the working folder, as Python reads it
+        if os.path.isdir(path) and path not in out:
+            out.append(path)
+    return out
+
+
+def _stop_importing_from(writable) -> list:
+    """Of this process's import folders (``_import_folders``), those the app is left free to write (one
+    of ``writable``, the app's own folders: its working folder, the temporary ones) are dropped from
+    ``sys.path`` and from ``PYTHONPATH`` (the inits' and the workers'), with one line: a module the
+    app leaves there must not be imported by the agent after. Returns the folders dropped."""
+    writable = {os.path.realpath(p) for p in writable}
+    dropped = [p for p in _import_folders() if p in writable]
+    if not dropped:
+        return []
+    sys.path[:] = [e for e in sys.path if not isinstance(e, str) or os.path.realpath(e or os.getcwd()) not in dropped]
+    if os.environ.get("PYTHONPATH"):
+        kept = [e for e in os.environ["PYTHONPATH"].split(os.pathsep) if os.path.realpath(e or os.getcwd()) not in dropped]
+        os.environ["PYTHONPATH"] = os.pathsep.join(kept)
+    log.warning("capture: the app may write %s (a folder Python imports from here): swizzleperf imports "
+                "nothing from it from now on, in this run", ", ".join(dropped))
+    return dropped
 
 
 def _workdir_of(log: Path) -> Path | None:

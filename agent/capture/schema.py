@@ -267,9 +267,9 @@ def read(path: Path, model) -> dict:
     """
     path = Path(path)
     try:   # at most MAX_FILE_BYTES read (a file the app grows after a size check is still cut there)
-        text = untrusted.read_bounded(path, MAX_FILE_BYTES, "the capture file").decode("utf-8")
-    except untrusted.UntrustedInput:
-        raise CaptureError(f"{path} is longer than the {MAX_FILE_BYTES} bytes a capture file may have") from None
+        text = untrusted.read_bounded(path, MAX_FILE_BYTES, "the capture file", follow_links=False).decode("utf-8")
+    except untrusted.UntrustedInput as exc:   # too long, not a regular file, a link the app left
+        raise CaptureError(str(exc)) from None
     except (OSError, ValueError) as exc:
         raise CaptureError(f"{path} is not a readable capture file ({_short(exc)})") from None
     depth = untrusted.json_depth(text)   # one linear pass, before json.loads recurses into it

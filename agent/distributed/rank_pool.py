@@ -114,8 +114,8 @@ class RankPool:
         limits = sandbox.Limits(address_space_bytes=None, cpu_seconds=None, isolate_network=self.isolate_network,
                                 isolate_processes=self.isolate_network, drop_admin=True,
                                 writable=(str(folder),), shared_memory=True)
-        command = [sys.executable, "-m", "swizzleperf.agent.distributed.rank_pool", "serve",
-                   str(folder / "settings.json")]
+        command = sandbox.python_command("-m", "swizzleperf.agent.distributed.rank_pool", "serve",
+                                          str(folder / "settings.json"))
         replace_file(folder / "supervisor.log", b"")   # a new empty log, then appended to: a link or pipe replaced
         with open(folder / "supervisor.log", "a") as log:
             try:

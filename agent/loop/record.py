@@ -260,12 +260,14 @@ class RunRecord:
         attribute, which ``arm()`` restarts); ``PRAGMA trusted_schema`` is off.
 
         Raises:
-            UnusableRecord: the record holds a view, a trigger or another object the project never
+            UnusableRecord: the record or a file of SQLite beside it is a link (``_refuse_links``), or
+                it holds a view, a trigger or another object the project never
                 creates (one line naming the file: move it aside).
             sqlite3.DatabaseError: not a database; sqlite3.OperationalError: locked, or a
                 statement past its bound; OSError: the folder cannot be made.
         """
         self.root.mkdir(parents=True, exist_ok=True)
+        self._refuse_links()
         connection = sqlite3.connect(self.db_path, check_same_thread=False,
                                      timeout=self.wait_s if timeout_s is None else timeout_s,
                                      factory=_BoundedConnection)
@@ -285,6 +287,14 @@ class RunRecord:
             connection.close()
             raise
         return connection
+
+    def _refuse_links(self) -> None:
+        """Raises UnusableRecord: the record or a file of SQLite beside it is a link or has a second
+        name (``untrusted.sqlite_file_not_its_own``; one line)."""
+        why = untrusted.sqlite_file_not_its_own(self.db_path)
+        if why is not None:
+            raise UnusableRecord(f"{why}: the run record must be a file of the workdir's own; remove the link "
+                                 f"or give another --workdir")
 
     def _do(self, action: Callable[[sqlite3.Connection], T]) -> T:
         """``action(db)`` in one transaction, retried while another process holds the lock, for

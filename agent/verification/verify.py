@@ -6,7 +6,6 @@ import enum
 import json
 import shutil
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,7 +76,7 @@ def run_worker(request: dict, timeout_s: float, interpret: bool, worker: str = W
         if turn:
             boxed["gpu_turn"] = True
         request_path.write_text(json.dumps(boxed))
-        command = [sys.executable, "-m", worker, str(request_path), str(out_path)]
+        command = sandbox.python_command("-m", worker, str(request_path), str(out_path))
         env = sandbox.worker_env(TRITON_INTERPRET="1" if interpret else "0", PYTHONUNBUFFERED="1",
                                  PYTHONDONTWRITEBYTECODE="1",
                                  TMPDIR=str(cwd))
@@ -145,9 +144,11 @@ def _read_result(path: Path) -> WorkerResult:
     under test) may write. Bounded in size and depth, UTF-8, its verdict one of ours.
 
     Raises:
-        ValueError: not UTF-8, not JSON, or not shaped as a result; UntrustedInput: too big or deep.
+        ValueError: not UTF-8, not JSON, or not shaped as a result; UntrustedInput: too big or deep, or a
+            symbolic link (the worker's code may have left one to any file the agent can read).
     """
-    raw = untrusted.read_json(path, MAX_RESULT_BYTES, path.name, 2 * untrusted.MAX_JSON_DEPTH)   # NaN kept
+    raw = untrusted.read_json(path, MAX_RESULT_BYTES, path.name, 2 * untrusted.MAX_JSON_DEPTH,   # NaN kept
+                             follow_links=False)
     if (not isinstance(raw, dict) or not isinstance(raw.get("verdict"), str) or not isinstance(raw.get("reason"), str)
             or not isinstance(raw.get("details"), dict)):
         raise ValueError(f"{path.name} is not a worker's result (a verdict, a reason, details)")

@@ -102,6 +102,25 @@ def test_a_database_holding_what_the_store_never_creates_is_not_used(own_cache, 
     assert len(err) == 1 and "not used" in err[0] and str(path) in err[0], err
 
 
+@pytest.mark.parametrize("name", ["simulations.sqlite3", "simulations.sqlite3-wal"])
+def test_a_cache_file_that_is_a_link_is_not_used_and_the_file_it_names_left_alone(own_cache, replays, capfd, tmp_path,
+                                                                                  name):
+    """#41 round thirteen: SQLite writes through a link; a cache (or its write-ahead log) that is one is
+    not used, and the user's file it names stays as it was."""
+    victim = tmp_path / "users" / "__init__.py"
+    victim.parent.mkdir()
+    victim.write_bytes(b"")
+    own_cache.mkdir(parents=True, exist_ok=True)
+    (own_cache / name.replace("simulations.sqlite3", l2sim.CACHE_FILE)).symlink_to(victim)
+    trace, hw, _ = _case()
+    for _ in range(2):
+        assert simulate(trace, np.arange(2), hw).l2_hit_bytes == B
+    assert len(replays) == 2, "a lookup in an unusable cache answered"
+    assert victim.read_bytes() == b""
+    err = capfd.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "symbolic link" in err[0] and "not used" in err[0], err
+
+
 def test_a_planted_object_name_reaches_stderr_without_its_escape_codes(own_cache, replays, capfd):
     _plant(own_cache, TABLE, 'CREATE TABLE "x\x1b]0;PWNED\x07\x1b[2J" (x)')
     trace, hw, _ = _case()

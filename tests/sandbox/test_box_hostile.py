@@ -146,4 +146,20 @@ def test_a_result_file_swapped_for_a_pipe_or_a_terminal_is_a_crash_not_a_hang(tm
                       f"    {swap}\natexit.register(swap)\n")
     with never_blocks(120, "the agent hung reading the worker's result"):
         result = run_worker({"kernel_path": str(module), "stages": ["permutation"]}, 60, interpret=True)
-    assert result.verdict is Verdict.CRASH and "not a regular file" in result.reason, result
+    assert result.verdict is Verdict.CRASH, result
+    assert ("symbolic link" if "symlink" in swap else "not a regular file") in result.reason, result
+
+
+def test_a_result_file_linked_to_a_file_of_the_agents_is_not_read(tmp_path):
+    """#41 round thirteen (R21): the worker's code left result.json a link to a regular file it cannot
+    write but the agent can read (its ``/proc/<pid>/environ``, a credentials file): the agent followed
+    it, and what it read went into the verdict's reason, so into the record and the transcript."""
+    secret = tmp_path / "credentials.json"
+    secret.write_text('{"verdict": "PASS", "reason": "sk-not-for-the-record", "details": {}}')
+    module = tmp_path / "linking_kernel.py"
+    module.write_text("import atexit, os, sys\n"
+                      "def swap():\n    path = sys.argv[2]\n    os.unlink(path)\n"
+                      f"    os.symlink({str(secret)!r}, path)\natexit.register(swap)\n")
+    result = run_worker({"kernel_path": str(module), "stages": ["permutation"]}, 60, interpret=True)
+    assert result.verdict is Verdict.CRASH and "symbolic link" in result.reason, result
+    assert "sk-not-for-the-record" not in result.reason + json.dumps(result.details, default=str)

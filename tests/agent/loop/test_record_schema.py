@@ -187,3 +187,32 @@ def test_a_runs_folder_linked_outside_the_workdir_is_refused_before_anything_is_
     assert "\n" not in message and "not inside" in message and "links followed" in message
     assert list(outside.iterdir()) == [], "the run folder was made outside the workdir"
     assert (workdir / "runs").is_symlink()
+
+
+@pytest.mark.parametrize("name", ["swizzleperf.db", "swizzleperf.db-wal", "swizzleperf.db-journal"])
+@pytest.mark.parametrize("target", ["an empty file", "nothing"])
+def test_a_record_that_is_a_link_is_refused_and_the_file_it_names_left_alone(tmp_path, name, target):
+    """#41 round thirteen (R10): ``swizzleperf.db`` a link to a user's empty ``__init__.py`` (or dangling)
+    had SQLite write the record there; its ``-wal`` or ``-journal`` a link likewise."""
+    victim = tmp_path / "userpkg" / "__init__.py"
+    victim.parent.mkdir()
+    if target == "an empty file":
+        victim.write_bytes(b"")
+    record = RunRecord(tmp_path / ".sp")
+    record.root.mkdir()
+    (record.root / name).symlink_to(victim)
+    with pytest.raises(RecordError) as caught:
+        record.create_run("r1", ROW, {"kernel": "k.py"})
+    message = str(caught.value)
+    assert "\n" not in message and "symbolic link" in message and name in message, message
+    assert (victim.read_bytes() == b"") if target == "an empty file" else not victim.exists()
+
+
+def test_a_record_with_a_second_name_elsewhere_is_refused(tmp_path):
+    record = _record(tmp_path)
+    other = tmp_path / "elsewhere.db"
+    other.hardlink_to(record.db_path)
+    before = other.read_bytes()
+    with pytest.raises(RecordError, match="hard link"):
+        record.create_run("r1", ROW, {"kernel": "k.py"})
+    assert other.read_bytes() == before
