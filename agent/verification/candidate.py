@@ -330,8 +330,8 @@ def _constant_locals(body: list, params: set[str]) -> dict[str, int]:
 def _check_loop_steps(body: list, outer: int, total: int, constants: dict[str, int]) -> int:
     """The steps that the loops of ``body`` take in all, a nested loop's times its enclosing loops'
     (``outer``), added to ``total`` and returned (a ``for ... else`` block's loops counted too).
-    Raises CandidateError past ``MAX_CONSTANT_STEPS``: two nested loops of 65 536 steps each passed
-    a check of each loop alone and held a worker to its timeout (#41, round seven); and for a loop
+    Raises CandidateError past ``MAX_CONSTANT_STEPS``: two nested loops of 65 536 steps each (then
+    the bound of one loop) passed a check of each loop alone and held a worker to its timeout (#41, round seven); and for a loop
     whose steps cannot be counted (``_loop_steps``)."""
     for stmt in body:
         if isinstance(stmt, ast.For):
@@ -460,7 +460,10 @@ def _check_power(node: ast.BinOp, where: str) -> None:
 
 #: Most steps of a loop over constant bounds: ``tl.static_range(10**9)`` kept a worker busy until each
 #: stage's timeout, minutes per candidate (issue #41); a tile order loops over a few XCDs or groups.
-MAX_CONSTANT_STEPS = 1 << 16
+#: 4096 (64 x 64): each step runs over every program of every probed grid, and a loop of 65 536 steps,
+#: the bound before, took about 70 s of the interpreted precheck, a whole proposal's deadline (#41,
+#: round thirteen, on this project's 2-core CPU machine).
+MAX_CONSTANT_STEPS = 1 << 12
 
 
 _FOLDED = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,

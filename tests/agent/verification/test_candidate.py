@@ -272,11 +272,12 @@ def test_local_names_may_be_bound_every_allowed_way():
     ("0\n    for i in tl.static_range(1000000000):\n        pid = pid + 0", "steps over constant bounds"),
     ("0\n    for i in range(0, 10 ** 18, 2):\n        pid = pid + 0", "steps over constant bounds"),
     # each loop within the bound, nested or one after another past it (#41, round seven: 4.3e9 steps)
-    ("0\n    for i in tl.static_range(65536):\n        for j in tl.static_range(65536):\n            pid = pid + 0",
+    ("0\n    for i in tl.static_range(4096):\n        for j in tl.static_range(4096):\n            pid = pid + 0",
      "steps in all"),
-    ("0\n    for i in range(256):\n        for j in range(257):\n            pid = pid + 0", "steps in all"),
-    ("0\n" + "".join(f"    for i{k} in range(40000):\n        pid = pid + 0\n" for k in range(2)), "steps in all"),
-    ("0\n    for i in range(num_pid_m):\n        for j in range(65536):\n            for k in range(2):\n"
+    ("0\n    for i in range(64):\n        for j in range(65):\n            pid = pid + 0", "steps in all"),
+    ("0\n    for i in range(65536):\n        pid = pid + 0", "steps over constant bounds"),   # the bound before
+    ("0\n" + "".join(f"    for i{k} in range(3000):\n        pid = pid + 0\n" for k in range(2)), "steps in all"),
+    ("0\n    for i in range(num_pid_m):\n        for j in range(64):\n            for k in range(2):\n"
      "                pid = pid + 0", "a loop whose bound is not a constant"),
 ])
 def test_huge_and_deep_targets_are_one_clear_refusal(expression, message):
@@ -286,10 +287,10 @@ def test_huge_and_deep_targets_are_one_clear_refusal(expression, message):
 
 
 def test_loops_within_the_step_bound_in_all_are_allowed():
-    """256 x 256 nested steps (the bound, 65 536) pass the static check, and so do loops over a
+    """63 + 63 x 64 nested steps (4 095, the bound 4 096) pass the static check, and so do loops over a
     bound the checker computes: a local set once to a number (a loop over 8 XCDs), its arithmetic,
     a tuple's length."""
-    for loops in ("    for i in range(256):\n        for j in range(255):\n            pid = pid + 0\n",
+    for loops in ("    for i in range(63):\n        for j in range(64):\n            pid = pid + 0\n",
                   "    NUM_XCDS: tl.constexpr = 8\n    for i in tl.static_range(NUM_XCDS):\n        pid = pid + 0\n",
                   "    GROUPS = 2 * 4\n    HALF = GROUPS // 2\n"
                   "    for g in range(1, HALF + 1, 2):\n        pid = pid + g\n",
@@ -435,9 +436,10 @@ def test_a_constexpr_parameter_does_not_bound_a_loop():
 
 
 def test_loops_in_a_for_else_count_toward_the_steps_in_all():
-    """The loops of a ``for ... else`` block ran uncounted: 65 536 x 65 536 steps passed."""
+    """The loops of a ``for ... else`` block ran uncounted: 65 536 x 65 536 steps passed (the bound is
+    4 096 in all now: 64 x 65 past it)."""
     source = ("@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n):\n    for i in range(1):\n        pid = pid + 0\n"
-              "    else:\n        for j in range(65536):\n            for k in range(65536):\n"
+              "    else:\n        for j in range(64):\n            for k in range(65):\n"
               "                pid = pid + 0\n" + BODY)
-    with pytest.raises(CandidateError, match="^line 6: loops over constant bounds of more than 65536 steps in all"):
+    with pytest.raises(CandidateError, match="^line 7: loops over constant bounds of more than 4096 steps in all"):
         check_candidate(source, "swizzle", ARGS)
