@@ -294,6 +294,10 @@ def _summary(pairs: list) -> str:
 
 
 def _spearman(a: np.ndarray, b: np.ndarray) -> float:
+    """Spearman's rank correlation of ``a`` and ``b`` (ties ranked by position); NaN, without numpy's
+    warnings, for fewer than two pairs, where it is undefined."""
+    if len(a) < 2:
+        return float("nan")
     rank = lambda x: np.argsort(np.argsort(x)).astype(float)
     return float(np.corrcoef(rank(a), rank(b))[0, 1])
 
