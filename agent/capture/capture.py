@@ -303,7 +303,6 @@ def _interpreter_folders() -> list:
     out += list(getattr(site, "getsitepackages", lambda: [])())
     if site.ENABLE_USER_SITE:
         out.append(site.getusersitepackages())
-    out += [p for p in sys.path if p and os.path.basename(p.rstrip("/")) in ("site-packages", "dist-packages")]
     return [p for p in out if p]
 
 
