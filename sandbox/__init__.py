@@ -111,6 +111,10 @@ SECRET_WORDS = ("PASS", "PW", "PWD")
 #: Names that contain a marker but hold no credential: the shell's working folders, LLVM's pass
 #: plugin (which Triton's compiler reads).
 NOT_SECRET_NAMES = frozenset({"PWD", "OLDPWD", "LLVM_PASS_PLUGIN_PATH"})
+#: Words that begin with ``PASS`` but name a list of variables passed through, not a password
+#: (``TOX_TESTENV_PASSENV``, seen withheld on the GPU image of 2026-12-07). The value is still
+#: checked (``_secret_value``) and any other word of the name still counts.
+NOT_SECRET_WORDS = frozenset({"PASSENV", "PASSTHROUGH", "PASSTHRU"})
 #: The agent's own configuration of its model endpoint: never passed to the user's app either.
 AGENT_ONLY_PREFIXES = ("OPENAI_", "ANTHROPIC_", "SWIZZLEPERF_LLM_")
 #: Names (comma-separated) of credential-like variables the user's ``--app`` command needs (a
@@ -406,7 +410,8 @@ def _secret(name: str) -> bool:
     upper = name.upper()
     if any(marker in upper for marker in SECRET_MARKERS):
         return True
-    return any(word in SECRET_WORDS or word.startswith("PASS") or word.endswith("PASS")
+    return any(word not in NOT_SECRET_WORDS and (word in SECRET_WORDS or word.startswith("PASS")
+                                                  or word.endswith("PASS"))
                for word in re.split(r"[^A-Z]+", upper))
 
 

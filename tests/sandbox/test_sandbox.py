@@ -292,6 +292,20 @@ def test_a_credential_named_variable_that_holds_a_folder_reaches_the_app(tmp_pat
     assert "TIKTOKEN_CACHE_DIR" not in sandbox.worker_env()            # a worker's names are a fixed list
 
 
+def test_a_pass_through_list_reaches_the_app_and_a_password_beside_it_does_not(monkeypatch):
+    """``TOX_TESTENV_PASSENV`` names variables to pass on (the GPU image has it): the app keeps it and
+    a failed app's line does not name it; a credential-looking value or another word still withholds."""
+    monkeypatch.setenv("TOX_TESTENV_PASSENV", "HOME PATH")
+    monkeypatch.setenv("CI_PASSTHROUGH", "HOME")
+    monkeypatch.setenv("DB_PASSENV_PASSWORD", "hunter2")                  # PASSWORD is a marker
+    monkeypatch.setenv("MY_PASSENV", "https://u:pw@example.com")         # a credential by value
+    monkeypatch.setenv("NCCL_DBPASS", "hunter2")
+    env = sandbox.app_env()
+    assert env["TOX_TESTENV_PASSENV"] == "HOME PATH" and env["CI_PASSTHROUGH"] == "HOME"
+    assert not {"DB_PASSENV_PASSWORD", "MY_PASSENV", "NCCL_DBPASS"} & set(env)
+    assert "TOX_TESTENV_PASSENV" not in sandbox.withheld_from_app()
+
+
 def test_a_daemon_the_app_leaves_behind_is_ended_with_its_process_group(tmp_path, monkeypatch):
     from swizzleperf.agent.capture.capture import hook_environment, run_with_hook
     monkeypatch.setenv("OPENAI_API_KEY", _SECRET)
