@@ -16,7 +16,7 @@ from swizzleperf.agent.verification.simulate import SimulateError, trace_kernel
 from swizzleperf.agent.verification.verify import run_worker
 from swizzleperf.hwspecs import HardwareSpec
 from swizzleperf.profiling import l2sim
-from swizzleperf.profiling.tracer import TraceError, access_record, extend, sample_tiles
+from swizzleperf.profiling.tracer import TraceError, access_record, check_tiles, extend, sample_tiles
 
 KERNELS = Path(__file__).resolve().parents[2] / "kernels"
 
@@ -275,3 +275,116 @@ def test_an_edge_that_breaks_the_clipped_prediction_is_refused():
                                          r"affine map clipped to the tensor and the edges gives rows \[4, 8\) "
                                          r"x bytes \[4, 16\)"):
         extend(samples, (5, 5), 1, "test")
+
+
+_HEADS = '''
+"""Per (batch, head) program of a 1-D launch, the id decomposed by division (for the tracer's tests):
+y[b, h] = x[h, b] * w[b] + c[tile % S], x head-major, w one row per batch, c a table of S rows."""
+import torch
+import triton
+import triton.language as tl
+
+from swizzleperf.kernels.spec import KernelSpec
+
+
+@triton.jit
+def swizzle(pid, num_pids):
+    tile = pid
+    return tile
+
+
+@triton.jit
+def heads_kernel(x_ptr, w_ptr, c_ptr, y_ptr, B, H, S, BLOCK: tl.constexpr):
+    pid = tl.program_id(axis=0)
+    tile = swizzle(pid, B * H)
+    b = tile // H
+    h = tile % H
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + (h * B + b) * BLOCK + offs)
+    w = tl.load(w_ptr + b * BLOCK + offs)
+    c = tl.load(c_ptr + (tile % S) * BLOCK + offs)
+    tl.store(y_ptr + tile * BLOCK + offs, x * w + c)
+
+
+def launch(inputs, BLOCK, num_warps=4, num_stages=1):
+    B, H, S = inputs["w"].shape[0], inputs["x"].shape[0], inputs["c"].shape[0]
+    heads_kernel[(B * H,)](inputs["x"], inputs["w"], inputs["c"], inputs["y"], B, H, S, BLOCK=BLOCK)
+
+
+def make_inputs(problem, seed, device="cpu", dtype="float32"):
+    B, H, S, D = problem["B"], problem["H"], problem["S"], 32
+    g = torch.Generator(device=device).manual_seed(seed)
+    return {"x": torch.randn(H, B, D, generator=g, device=device), "w": torch.randn(B, D, generator=g, device=device),
+            "c": torch.randn(S, D, generator=g, device=device), "y": torch.full((B, H, D), float("nan"), device=device)}
+
+
+def reference(inputs):
+    x, w, c = inputs["x"].double(), inputs["w"].double(), inputs["c"].double()
+    B, H = w.shape[0], x.shape[0]
+    tiles = torch.arange(B * H)
+    return (x.transpose(0, 1) * w[:, None, :] + c[tiles % c.shape[0]].reshape(B, H, -1))
+
+
+def tile_grid(problem, meta):
+    return (problem["B"] * problem["H"],)
+
+
+SPEC = KernelSpec(
+    name="heads", kernel_name="heads_kernel",
+    problems={"default": {"B": 6, "H": 4, "S": 8}, "check": {"B": 3, "H": 4, "S": 8}},
+    meta={"BLOCK": 32, "num_warps": 4, "num_stages": 1}, check_meta={"BLOCK": 32, "num_warps": 4, "num_stages": 1},
+    make_inputs=make_inputs, launch=launch, reference=reference,
+    output_name="y", tolerance={"float32": 1e-6}, tile_grid=tile_grid, swizzle_args=tile_grid,
+    flops=lambda p: 0.0, min_bytes=lambda p, dtype: 0.0, dtypes=("float32",),
+)
+'''
+
+
+def test_a_program_id_decomposed_by_division_traces_as_all_its_programs(tmp_path):
+    """``b = tile // H``, ``h = tile % H``, ``tile % S``: no access but the store is affine in the
+    tile, each is in the tile's digits at 4 and 8 (H = 4, S = 8 on a grid of 24). The tracer finds
+    the cuts on more sampled programs, says so in the trace's source, and every tile reads and
+    writes exactly the 32 B granules a trace of all 24 programs finds; without the search the
+    same samples are refused as not affine."""
+    path = tmp_path / "heads.py"
+    path.write_text(_HEADS)
+    trace = trace_kernel(path, granule_bytes=32)
+    assert "traced from 14 programs" in trace.source and "cut into digits at 4 and 8" in trace.source, trace.source
+    brute = _brute_force(path, {}, {})
+    assert len(brute) == trace.num_tiles == 24
+    writes = trace.writes()
+    mine = []
+    for t in range(trace.num_tiles):
+        keys = trace.keys[t]
+        reads, stored = set(keys[(keys >= 0) & ~writes[t]].tolist()), set(keys[writes[t]].tolist())
+        assert trace.block_bytes[sorted(reads)].sum() == len(brute[t][0]) * 32, t
+        assert trace.block_bytes[sorted(stored)].sum() == len(brute[t][1]) * 32, t
+        mine.append(reads | stored)
+    for t in range(len(mine)):
+        for u in range(t + 1, len(mine)):
+            shared = (brute[t][0] | brute[t][1]) & (brute[u][0] | brute[u][1])
+            assert trace.block_bytes[sorted(mine[t] & mine[u])].sum() == len(shared) * 32, (t, u)
+    samples, grid = _recorded(path, {}, {})
+    with pytest.raises(TraceError, match="not an affine function"):
+        extend(samples, grid, 1, "test", granule_bytes=32, find_cuts=False)
+
+
+def test_cuts_are_found_only_where_every_access_fits_on_every_sample():
+    """Synthetic samples of one load at ``(c // 4) * 1024 + (c % 4) * 64`` bytes on a grid of 16:
+    found at the cut 4; a sample that breaks it (a data-dependent address) refuses the trace with
+    the unsplit fit's reason, and so does a grid whose coordinate has no divisor to cut at (7)."""
+    def samples(grid: int, odd: int | None = None) -> dict:
+        out = {}
+        for (c,) in sample_tiles((grid,)) + check_tiles((grid,), 8):
+            start = (c // 4) * 1024 + (c % 4) * 64 + (4096 if c == odd else 0)
+            out[(c,)] = [access_record(10, 0, np.arange(start, start + 64, 4), 4, False, 1 << 16)]
+        return out
+    trace = extend(samples(16), (16,), 1, "test", granule_bytes=64)
+    assert "cut into digits at 4" in trace.source
+    starts = [int(trace.block_bytes[trace.keys[t][trace.keys[t] >= 0]].sum()) for t in range(16)]
+    assert starts == [64] * 16
+    odd = next(c for (c,) in check_tiles((16,), 8) if c not in {t[0] for t in sample_tiles((16,))})
+    with pytest.raises(TraceError, match="not an affine function"):
+        extend(samples(16, odd=odd), (16,), 1, "test", granule_bytes=64)
+    with pytest.raises(TraceError, match="not an affine function"):
+        extend(samples(7), (7,), 1, "test", granule_bytes=64)
