@@ -66,10 +66,12 @@ SNAPSHOT_ALIGN = 128  # bytes: a copied span starts this aligned, so data pointe
 class _State(threading.local):
     benchmarking = 0      # inside Autotuner._bench
     autotuners: list      # Autotuner.run frames (the config it picked is the innermost's best_config)
+    before_bench: list    # per frame: the captured kernel's tensors before its first benchmark launch
     busy = False          # replaying: launches are not captured
 
     def __init__(self):
         self.autotuners = []
+        self.before_bench = []
 
 
 _state = _State()
@@ -147,22 +149,39 @@ def _patch_triton() -> None:
 
     def autotuner_run(self, *args, **kwargs):
         _state.autotuners.append(self)
+        _state.before_bench.append(None)
         try:
             return run(self, *args, **kwargs)
         finally:
             _state.autotuners.pop()
+            _state.before_bench.pop()
 
     def autotuner_bench(self, *args, **kwargs):
         self._swizzleperf_benched = getattr(self, "_swizzleperf_benched", 0) + 1
         if _untimed(self):   # every config "takes" the same time: the autotuner keeps the first
             self._swizzleperf_untimed = True
             return [0.0, 0.0, 0.0]
+        if _state.before_bench and _state.before_bench[-1] is None and not _state.busy and _targets(self):
+            _state.before_bench[-1] = _tensor_copies(list(args) + list(kwargs.values()))
         _state.benchmarking += 1
         try:
             return bench(self, *args, **kwargs)
         finally:
             _state.benchmarking -= 1
     autotuner.Autotuner.run, autotuner.Autotuner._bench = autotuner_run, autotuner_bench
+
+
+def _targets(autotuner) -> bool:
+    """Whether ``autotuner`` tunes the kernel this process captures (``KERNEL_ENV``)."""
+    fn = getattr(autotuner, "base_fn", None) or getattr(getattr(autotuner, "fn", None), "fn", None)
+    return bool(os.environ.get(KERNEL_ENV)) and getattr(fn, "__name__", None) == os.environ.get(KERNEL_ENV)
+
+
+def _tensor_copies(values: list) -> list:
+    """``[(tensor, its contents on the CPU)]`` of the tensors among ``values``: the captured kernel's
+    arguments before its autotuner's first benchmark launch (``_Replay.written``)."""
+    import torch
+    return [(v, v.detach().cpu().clone()) for v in values if isinstance(v, torch.Tensor)]
 
 
 def _untimed(autotuner) -> bool:
@@ -300,7 +319,7 @@ def _capture(original, jit_fn, args, grid, kwargs):
     slow = os.environ.get("TRITON_INTERPRET") == "1" and _best["wall_s"] > SLOW_REPLAY_S
     _state.busy = True
     try:
-        written = replay.written(probe=not slow)
+        written = replay.written(probe=not slow, before_bench=_state.before_bench[-1] if _state.before_bench else None)
         outputs = {k: tensors[k].detach().cpu().clone() for k in tensors if k in written}
         roles = {k: {"write_only": False, "deterministic": True} for k in outputs} if slow else replay.roles(outputs)
     finally:
@@ -418,15 +437,21 @@ class _Replay:
         self.original(self.jit_fn, *args, grid=self.grid, warmup=False, **kwargs)
         return copies
 
-    def written(self, probe: bool = True) -> list:
-        """The tensors the launch writes: those it changed, and (``probe``) the floating-point ones
-        it did not change but writes over NaN (the autotuner's benchmark launches, or an earlier
-        launch, may have left the result there already); integer tensors it did not change count
-        as inputs (poisoning an index array would send the kernel out of bounds)."""
+    def written(self, probe: bool = True, before_bench: list | None = None) -> list:
+        """The tensors the launch writes: those it changed; those it did not change but the
+        autotuner's benchmark launches of this call did (``before_bench``: the tensors as they were
+        before the first, ``_tensor_copies``; an int32 product left by the benchmarks, which the
+        app's launch rewrites with the same values); and (``probe``) the floating-point ones it did
+        not change but writes over NaN (an earlier launch may have left the result there already);
+        other integer tensors it did not change count as inputs (poisoning an index array would
+        send the kernel out of bounds)."""
         out = []
         stored = _stored_params(self.jit_fn.fn)
+        earlier = before_bench or []
         for k, t in self.tensors.items():
             if not _same(t, _view(self.storages, self.layout[k], t.device)):
+                out.append(k)
+            elif any(e is t and not _same(t.detach().cpu(), copy) for e, copy in earlier):
                 out.append(k)
             elif probe and t.dtype.is_floating_point and t.numel() and (stored is None or k.split(".")[0] in stored):
                 import torch

@@ -682,3 +682,54 @@ def test_the_generated_modules_shims_never_start_cuda(monkeypatch):
     monkeypatch.setattr(cuda_on_cpu, "_inductor_shims", lambda: pytest.fail("CPU shims on a GPU machine"))
     monkeypatch.setattr(cuda_on_cpu, "_cpu_driver", lambda: pytest.fail("CPU driver on a GPU machine"))
     cuda_on_cpu.generated_module_shims()
+
+
+INT_OUTPUT = '''
+import time
+import torch
+import triton
+import triton.language as tl
+
+
+def wall_clock(kernel_call, quantiles=None):
+    t0 = time.perf_counter()
+    kernel_call()
+    ms = (time.perf_counter() - t0) * 1e3
+    return [ms, ms, ms] if quantiles else ms
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 64})], key=["n"],
+                 do_bench=wall_clock)
+@triton.jit
+def count_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0)
+    tl.store(out_ptr + offs, x * 3 + 1, mask=mask)
+
+
+def run():
+    n = 256
+    x = torch.randint(0, 100, (n,), dtype=torch.int32)
+    out = torch.zeros(n, dtype=torch.int32)     # the autotuner's benchmark launches fill it first
+    count_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, out, n)
+    assert torch.equal(out, x * 3 + 1)
+
+
+run()
+print("int OK")
+'''
+
+
+def test_an_integer_output_the_autotuners_benchmark_filled_first_is_still_the_output(cpu_only, tmp_path):
+    """int8_matmul_kernel of TritonBench-G (an int32 output from torch.empty, autotuned) was refused
+    as "changed none of its tensor arguments" on an H100: the autotuner's benchmark launches had
+    written the product before the app's own launch rewrote the same values, and an integer tensor
+    the launch did not change counts as an input (no NaN probe). The hook keeps the tensors as they
+    were before the autotuner's first benchmark launch: one the benchmarks changed is an output."""
+    app = tmp_path / "app.py"
+    app.write_text(INT_OUTPUT)
+    captured = capture(f"TRITON_INTERPRET=1 {sys.executable} {app}", "count_kernel", tmp_path / "captures")
+    assert "int OK" in (captured.folder / "app.log").read_text()
+    assert captured.launch["outputs"] == [{"name": "out_ptr", "write_only": True, "deterministic": True}]
