@@ -328,7 +328,18 @@ class _Translator:
         if isinstance(node, ast.UnaryOp):
             return self._unary(node.op, self.value(node.operand))
         if isinstance(node, ast.BoolOp):
-            values = [self._bool(self.value(v)) for v in node.values]
+            operands = [self.value(v) for v in node.values]
+            if not all(self._is_bool(v) for v in operands):
+                # Python's and Triton's `and` / `or` give an operand, not its truth value: `1 and 2`
+                # is 2, `0 or 3` is 3 (#41 round fourteen: read as 1, a wrong order was proven)
+                if all(isinstance(v, int) for v in operands):
+                    for v in operands[:-1]:
+                        if bool(v) != isinstance(node.op, ast.And):
+                            return v
+                    return operands[-1]
+                raise Unsupported(f"line {node.lineno}: `{ast.unparse(node)[:60]}` gives one of its "
+                                  f"operands, not a truth value, and they are not all constants")
+            values = [self._bool(v) for v in operands]
             if all(isinstance(v, bool) for v in values):
                 return all(values) if isinstance(node.op, ast.And) else any(values)
             return (z3.And if isinstance(node.op, ast.And) else z3.Or)(*values)
