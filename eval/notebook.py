@@ -29,9 +29,12 @@ def execute(run: str | None, workdir: str | None, out: Path, timeout_s: float = 
         NotebookError: no notebook here, no kernel, or a cell failed (its error's last line).
     """
     import nbformat
+    from jupyter_client.kernelspec import NoSuchKernel
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, DeadKernelError
-    from jupyter_client.kernelspec import NoSuchKernel
+
+    from swizzleperf.sandbox import app_env
+    from swizzleperf.sandbox.write_back import replace_file
 
     if not NOTEBOOK.exists():
         raise NotebookError(f"{NOTEBOOK} is not there: the notebook comes with the repository's "
@@ -39,7 +42,11 @@ def execute(run: str | None, workdir: str | None, out: Path, timeout_s: float = 
     for path in (p for p in (_absolute(run), _absolute(workdir)) if p and os.sep in p):
         if not Path(path).exists():
             raise NotebookError(f"no run folder or workdir {path}")
-    env = dict(os.environ)
+    # The kernel runs the notebook's cells with this environment, in the folder the command runs
+    # in, which the user's --app may have written: without the agent's credentials (sandbox.app_env)
+    # and importing nothing from that folder (PYTHONSAFEPATH, ipykernel's ignore_cwd; #41 round
+    # fourteen: a pandas.py an app left there read OPENAI_API_KEY).
+    env = {**app_env(), "PYTHONSAFEPATH": "1"}
     for name, value in (("SWIZZLEPERF_RUN", _absolute(run)), ("SWIZZLEPERF_WORKDIR", _absolute(workdir))):
         env.pop(name, None)
         if value:
@@ -47,7 +54,8 @@ def execute(run: str | None, workdir: str | None, out: Path, timeout_s: float = 
     nb = nbformat.read(NOTEBOOK, as_version=4)
     client = NotebookClient(nb, timeout=timeout_s, kernel_name="python3",
                             resources={"metadata": {"path": str(Path.cwd())}},
-                            extra_arguments=["--IPKernelApp.log_level=ERROR"])  # not its transport warning
+                            extra_arguments=["--IPKernelApp.log_level=ERROR",   # not its transport warning
+                                             "--IPKernelApp.ignore_cwd=True"])
     try:
         client.execute(env=env)
     except CellExecutionError as exc:
@@ -57,7 +65,8 @@ def execute(run: str | None, workdir: str | None, out: Path, timeout_s: float = 
         raise NotebookError(f"no Python kernel to run the notebook ({exc}): pip install ipykernel") from None
     finally:
         out.parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(nb, out)
+        # a new file renamed over the name: never written through a link planted there
+        replace_file(out, nbformat.writes(nb).encode())
     return text_of(nb)
 
 

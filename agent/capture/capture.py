@@ -247,7 +247,8 @@ class AppMovedAgentFilesError(CaptureError):
 
 def agent_owned_paths(workdir: Path | None = None) -> list:
     """The folders the agent imports code from or reads back after the user's app has run, made
-    read-only to the app (``run_with_hook``): the package's own folders (``_package_folders``),
+    read-only to the app (``run_with_hook``): the package's own folders (``_package_folders``) and
+    its notebook's (``NOTEBOOKS``; where it is not there, the box leaves it out),
     its interpreter's prefixes and site-packages (``_interpreter_folders``), its caches
     (``$XDG_CACHE_HOME/swizzleperf``, else ``~/.cache/swizzleperf``, made here where missing so that
     the app cannot plant one; the simulation cache's folder where ``SWIZZLEPERF_SIM_CACHE`` names
@@ -259,7 +260,7 @@ def agent_owned_paths(workdir: Path | None = None) -> list:
         caches.mkdir(parents=True, exist_ok=True)
     except OSError:
         pass
-    found = [*_package_folders(), *_interpreter_folders(), *_import_folders(), str(caches)]
+    found = [*_package_folders(), str(NOTEBOOKS), *_interpreter_folders(), *_import_folders(), str(caches)]
     simulations = l2sim.cache_dir()
     if simulations is not None:
         found.append(str(simulations))
@@ -273,6 +274,9 @@ def agent_owned_paths(workdir: Path | None = None) -> list:
     return out
 
 
+#: The folder of the notebook ``swizzleperf notebook`` runs, with the user's environment (eval/notebook.py's
+#: ``NOTEBOOK``, a layer above: the same path, tested): read-only to the app (#41 round fourteen).
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 #: The package's top-level folders (pyproject.toml's ``package-dir``; tests/test_layers.py's PACKAGES).
 _SUBPACKAGES = ("agent", "eval", "hwspecs", "kernels", "profiling", "prompts", "sandbox")
 

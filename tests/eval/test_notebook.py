@@ -64,3 +64,35 @@ def test_a_cell_that_fails_is_one_line_and_the_copy_keeps_it(tmp_path):
     assert_one_line_error(proc, "the notebook stopped: HistoryError")
     assert "\x1b[" not in proc.stderr and (tmp_path / "x.ipynb").exists()
     assert os.environ.get("SWIZZLEPERF_RUN") is None
+
+
+def test_the_kernel_imports_nothing_from_here_and_gets_no_key_and_the_copy_replaces_a_link(tmp_path):
+    """#41 round fourteen: an app under ``optimize --app`` may write the folder the user then runs
+    ``swizzleperf notebook`` in; a ``pandas.py`` it left there was imported by the notebook's kernel
+    with ``OPENAI_API_KEY`` in its environment, and the executed copy was written through a link
+    planted at its name. Now the kernel imports nothing from that folder and gets no credential,
+    and the copy is a new file renamed over the link (its target untouched)."""
+    import subprocess
+    from run_cli import CLI
+    for name in ("pandas.py", "numpy.py"):
+        (tmp_path / name).write_text("import os\nopen(os.path.join(os.path.dirname(__file__), 'PLANTED'), 'a')"
+                                     ".write(os.environ.get('OPENAI_API_KEY', 'no key') + '\\n')\n")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the user's file\n")
+    (tmp_path / "executed.ipynb").symlink_to(victim)
+    env = {**os.environ, "OPENAI_API_KEY": "sk-notebook-must-not-see-0123456789"}
+    proc = subprocess.run(CLI + ["notebook", str(ROOT / RUN), "--out", "executed.ipynb"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert HEADLINE in proc.stdout and not (tmp_path / "PLANTED").exists()
+    assert victim.read_text() == "the user's file\n"
+    assert not (tmp_path / "executed.ipynb").is_symlink() and nbformat.read(tmp_path / "executed.ipynb", as_version=4).cells
+
+
+def test_the_notebooks_folder_is_read_only_to_the_app():
+    """#41 round fourteen: ``swizzleperf notebook`` runs notebooks/reflection_history.ipynb's cells;
+    its folder is among the agent's own, read-only to ``--app`` (capture's NOTEBOOKS is the path
+    eval/notebook.py runs)."""
+    from swizzleperf.agent.capture.capture import NOTEBOOKS, agent_owned_paths
+    from swizzleperf.eval.notebook import NOTEBOOK
+    assert NOTEBOOKS == NOTEBOOK.parent and str(NOTEBOOKS) in agent_owned_paths()
