@@ -46,15 +46,6 @@ loss kernel, say, is not refused: each tile gets a block of its own for it (a te
 row per tile), its traffic counted, no reuse assumed; the trace's source says how many. A larger
 data-dependent access (the gather of a CSR SpMV's x) still refuses the trace.
 
-Program ids decomposed by division. A kernel that splits a program id into coordinates of its
-own (``pid_c = pid // ngroups``, ``pid_h = pid % ngroups``; ``row % seqlen``; a 3-D launch
-flattened into one id and cut again) addresses memory affinely in the id's digits, not in the id.
-Where an access is not affine, ``extend`` (``find_cuts``) fits every access again with launch axes
-cut into digits at divisors of their size (one or two cuts an axis, one or two axes, fewest cuts
-first), each fit exact with a sample over to check it; the caller traces more programs for this
-first (``check_tiles``: agent/verification/simulate.py's ``trace_kernel`` adds 8). The trace's
-source names the cuts; where none fits, the unsplit fit's reason stands.
-
 Masked edges. Where a kernel masks its accesses at the domain's edges (a stencil's shifted loads,
 a ragged last tile), edge tiles touch less than the affine map predicts, so the fit is made away
 from the edges: sample_tiles takes tile (1, 1, ..) and its neighbours along each axis, the middle
@@ -148,23 +139,6 @@ def sample_tiles(grid: tuple) -> list:
     return list(dict.fromkeys(p for p in picks if all(0 <= c < g for c, g in zip(p, grid))))
 
 
-def check_tiles(grid: tuple, count: int) -> list:
-    """``count`` more tile coordinates (fewer where the grid has no more), distinct, none of
-    ``sample_tiles``'s, drawn at random with a fixed seed (the same for the same grid): samples to
-    check a fit in cut coordinates on (``extend``'s ``find_cuts``)."""
-    taken = {int(np.ravel_multi_index(t, grid)) for t in sample_tiles(grid)}
-    total = math.prod(grid)
-    count = max(0, min(int(count), total - len(taken)))
-    rng = np.random.default_rng(total)
-    picked: list = []
-    while len(picked) < count:
-        for index in rng.integers(0, total, size=4 * count).tolist():
-            if index not in taken and len(picked) < count:
-                taken.add(index)
-                picked.append(tuple(int(c) for c in np.unravel_index(index, grid)))
-    return picked
-
-
 def group_steps(accesses: list) -> list:
     """Split one program's ordered accesses into steps: a step ends where a call site repeats."""
     steps, seen = [[]], set()
@@ -178,8 +152,7 @@ def group_steps(accesses: list) -> list:
 
 
 def extend(samples: dict, grid: tuple, programs_per_cu: int, source: str,
-           granule_bytes: int = GRANULE_BYTES, coordinate_splits: dict | None = None,
-           find_cuts: bool = True) -> TileTrace:
+           granule_bytes: int = GRANULE_BYTES, coordinate_splits: dict | None = None) -> TileTrace:
     """The TileTrace of every tile of ``grid`` from traced samples.
 
     Args:
@@ -194,10 +167,6 @@ def extend(samples: dict, grid: tuple, programs_per_cu: int, source: str,
         coordinate_splits: ``{axis: d}``: tile coordinate ``axis`` is two launch axes merged
             (``c = inner + d * outer``, inner fastest: agent/capture/pid_remap.py's tile grid of a 3-D
             launch), so accesses are fitted as affine in ``(c % d, c // d)`` instead of ``c``.
-        find_cuts: where an access is not affine in the tile coordinates, look for coordinates cut
-            into digits in which every access is (``_fit_with_found_splits``: a program id the
-            kernel decomposes by division). Give samples beyond ``sample_tiles``'s for this
-            (``check_tiles``): each fit must hold on every sample.
 
     Raises:
         TraceError: the samples differ in shape (steps, sites), an access is not affine in the
@@ -225,35 +194,6 @@ def extend(samples: dict, grid: tuple, programs_per_cu: int, source: str,
     fit_grid = grid
     for axis, inner in sorted((coordinate_splits or {}).items(), reverse=True):
         coords, all_coords, fit_grid = _split(coords, all_coords, fit_grid, int(axis), int(inner))
-    context = (shape, shaped, tiles, pitch, size, granule_bytes, math.prod(grid))
-    found = ""
-    try:
-        parts, inexact, wrapped, gathered = _fit_accesses(context, coords, all_coords, fit_grid, spare=False)
-    except TraceError as exc:
-        if not find_cuts:
-            raise
-        (parts, inexact, wrapped, gathered), found = _fit_with_found_splits(context, coords, all_coords, fit_grid, exc)
-    note = (f"; {granule_bytes} B granules" + found + (f"; {inexact} sampled 2-D accesses counted by their "
-                                                       f"bounding byte range" if inexact else "")
-            + (f"; {wrapped} accesses wrap around their tensor's edge (% M)" if wrapped else "")
-            + (f"; {gathered} data-dependent scalar accesses counted as a block of each tile's own"
-               if gathered else ""))
-    return _to_trace(parts, math.prod(grid), len(shape), programs_per_cu, source + note)
-
-
-#: At most this many sets of found splits are tried (``_fit_with_found_splits``).
-MAX_FOUND_SPLITS = 64
-
-
-def _fit_accesses(context: tuple, coords: np.ndarray, all_coords: np.ndarray, fit_grid: tuple, spare: bool) -> tuple:
-    """Every access of every step extended to every tile: ``(parts, inexact, wrapped, gathered)``,
-    ``parts`` the rectangles ``(step, tensor, is_store, r0, r1, c0, c1)`` (arrays over all tiles).
-    ``spare``: every fit, the exact one over all samples too, must leave a sampled tile over to
-    check it (the fits in split coordinates, ``_fit_with_found_splits``).
-
-    Raises:
-        TraceError: an access cannot be extended (``_extend_access``) and is no small gather."""
-    shape, shaped, tiles, pitch, size, granule_bytes, num_tiles = context
     parts = []  # (step, tensor, is_store, r0, r1, c0, c1) per rectangle; arrays over all tiles
     inexact = wrapped = gathered = 0
     for s, j in ((s, j) for s in range(len(shape)) for j in range(len(shape[s]))):
@@ -273,77 +213,26 @@ def _fit_accesses(context: tuple, coords: np.ndarray, all_coords: np.ndarray, fi
         else:
             p, size_t = pitch.get(tensor, 0), size.get(tensor, -1)
             try:
-                pieces, counted = _extend_access(rows, p, size_t, coords, all_coords, fit_grid, label, spare)
+                pieces, counted = _extend_access(rows, p, size_t, coords, all_coords, fit_grid, label)
             except TraceError:
                 if not small:
                     raise
                 pieces = None
         if pieces is None:   # a scalar gather (a row's label): a block of each tile's own
             gathered += 1
-            parts.append((s, _GATHER_TENSORS + len(parts), bool(store), *_private(num_tiles, granule_bytes)))
+            parts.append((s, _GATHER_TENSORS + len(parts), bool(store), *_private(math.prod(grid), granule_bytes)))
             continue
         inexact += counted
         wrapped += any(r[10] for r in touched) and len(pieces) > 1
         for values in pieces:
             for r0, r1, c0, c1 in _rectangles(values, p):
                 parts.append((s, tensor, bool(store), *_round_columns(r0, r1, c0, c1, p, size_t, granule_bytes)))
-    return parts, inexact, wrapped, gathered
-
-
-def _fit_with_found_splits(context: tuple, coords: np.ndarray, all_coords: np.ndarray, fit_grid: tuple,
-                           failure: TraceError) -> tuple:
-    """Where an access is not affine in the tile coordinates, the same fit with launch axes cut into
-    mixed-radix digits: a kernel that decomposes a program id (``pid_c = pid // ngroups``, ``pid_h =
-    pid % ngroups``; ``row % seqlen``; ``pid_m = pid // num_pid_n``; a 3-D launch flattened into one
-    id and decomposed again) addresses memory affinely in the digits ``(c % b, c // b)`` or
-    ``(c % b1, c // b1 % (b2 / b1), c // b2)``, not in ``c``. Tried on axes of 4 tiles or more,
-    cuts at divisors (``b1 | b2 | g``), fewest cuts first (3 at most, ``MAX_FOUND_SPLITS`` sets at
-    most); every fit must be exact with a sampled tile over to check it. Returns
-    ``(_fit_accesses's tuple, a note naming the cuts)``.
-
-    Raises:
-        TraceError: ``failure`` (the fit in the unsplit coordinates) where no cut set fits."""
-    per_axis = {axis: _cut_chains(g) for axis, g in enumerate(fit_grid) if g >= 4}
-    candidates = []
-    for count in (1, 2):
-        for axes in itertools.combinations(sorted(per_axis), count):
-            for chains in itertools.product(*(per_axis[a] for a in axes)):
-                candidates.append(dict(zip(axes, chains)))
-    candidates = sorted((c for c in candidates if sum(map(len, c.values())) <= 3),
-                        key=lambda c: sum(map(len, c.values())))
-    for cuts in candidates[:MAX_FOUND_SPLITS]:
-        split_coords, split_all, split_grid = coords, all_coords, fit_grid
-        for axis in sorted(cuts, reverse=True):            # the higher axis first: lower indices stay
-            split_coords, split_all, split_grid = _digits(split_coords, split_all, split_grid, axis, cuts[axis])
-        try:
-            fitted = _fit_accesses(context, split_coords, split_all, split_grid, spare=True)
-        except TraceError:
-            continue
-        named = ", ".join(f"coordinate {axis} cut into digits at {' and '.join(map(str, cuts[axis]))}"
-                          for axis in sorted(cuts))
-        return fitted, f"; fitted with {named} (a program id decomposed by division)"
-    raise failure
-
-
-def _cut_chains(g: int) -> list:
-    """Where a coordinate of ``g`` tiles may be cut into digits: ``(b,)`` for each divisor ``b``
-    (``2 <= b <= g / 2``), then ``(b1, b2)`` with ``b1 | b2``, both such divisors."""
-    divisors = _proper_divisors(g)
-    return [(b,) for b in divisors] + [(b1, b2) for b1 in divisors for b2 in divisors if b2 > b1 and b2 % b1 == 0]
-
-
-def _digits(coords: np.ndarray, all_coords: np.ndarray, grid: tuple, axis: int, cuts: tuple) -> tuple:
-    """Coordinate ``axis`` replaced by its digits at ``cuts`` (``c % b1``, ``c // b1 % (b2 / b1)``,
-    ``c // b2``, lowest first) in the sampled and all tiles' coordinates and in the grid."""
-    for cut in sorted(cuts, reverse=True):     # the highest cut first: (c % b2, c // b2), then c % b2 at b1
-        coords, all_coords, grid = _split(coords, all_coords, grid, axis, cut)
-    return coords, all_coords, grid
-
-
-def _proper_divisors(g: int) -> list:
-    """The divisors ``2 <= d <= g / 2`` of ``g``, increasing."""
-    small = [d for d in range(2, math.isqrt(g) + 1) if g % d == 0]
-    return sorted(set(small) | {g // d for d in small})
+    note = (f"; {granule_bytes} B granules" + (f"; {inexact} sampled 2-D accesses counted by their "
+                                                f"bounding byte range" if inexact else "")
+            + (f"; {wrapped} accesses wrap around their tensor's edge (% M)" if wrapped else "")
+            + (f"; {gathered} data-dependent scalar accesses counted as a block of each tile's own"
+               if gathered else ""))
+    return _to_trace(parts, math.prod(grid), len(shape), programs_per_cu, source + note)
 
 
 def _split(coords: np.ndarray, all_coords: np.ndarray, grid: tuple, axis: int, inner: int) -> tuple:
@@ -378,8 +267,7 @@ def _normalise(access) -> tuple:
     return access
 
 
-def _extend_access(rows: list, pitch: int, size: int, coords, all_coords, grid: tuple, label: str,
-                   spare: bool = False) -> tuple:
+def _extend_access(rows: list, pitch: int, size: int, coords, all_coords, grid: tuple, label: str) -> tuple:
     """One access (its record in every sampled tile) extended to every tile: ``([values], inexact)``,
     each values array as ``_fit_access`` returns them, more than one where the access wraps around
     its tensor's edge (the parts of it on either side). Read as recorded first; where that fails
@@ -397,7 +285,7 @@ def _extend_access(rows: list, pitch: int, size: int, coords, all_coords, grid: 
         if obs is None:
             continue
         try:
-            values = _fit_access(obs, coords, all_coords, grid, sides, bounds, label, spare)
+            values = _fit_access(obs, coords, all_coords, grid, sides, bounds, label)
         except TraceError as exc:
             failure = failure or exc
             continue
@@ -407,13 +295,13 @@ def _extend_access(rows: list, pitch: int, size: int, coords, all_coords, grid: 
         period = wrapped[11] * (wrapped[14] if wrapped[10] == 1 and len(obs[0]) == 2 else 1)  # rows -> bytes
         return _fold(values, axis, period), inexact
     if not pitch and failure is not None and failure.edge:
-        values = _pitched_reading(rows, size, coords, all_coords, grid, label, spare)
+        values = _pitched_reading(rows, size, coords, all_coords, grid, label)
         if values is not None:
             return [values], 0
     raise failure
 
 
-def _pitched_reading(rows: list, size: int, coords, all_coords, grid: tuple, label: str, spare: bool = False):
+def _pitched_reading(rows: list, size: int, coords, all_coords, grid: tuple, label: str):
     """A contiguous access whose clip at the edges is no box in bytes, read in rows instead: a
     row of a 2-D tensor per program, masked at the row's end (``cols < N``), the row advancing
     with one tile coordinate (``x_ptr + row * stride + cols`` on a grid of rows by column blocks).
@@ -436,7 +324,7 @@ def _pitched_reading(rows: list, size: int, coords, all_coords, grid: tuple, lab
         nrows = -(-size // pitch) if size > 0 else np.inf
         try:
             values = _fit_access(obs, coords, all_coords, grid, "lhlh",
-                                 [(0, nrows), (0, nrows), (0, pitch), (0, pitch)], label, spare)
+                                 [(0, nrows), (0, nrows), (0, pitch), (0, pitch)], label)
         except TraceError:
             continue
         r0, r1, c0, c1 = values.T
@@ -545,13 +433,12 @@ def _as_rect(access: tuple, pitch: int):
 
 
 def _fit_access(obs: np.ndarray, coords: np.ndarray, all_coords: np.ndarray, grid: tuple,
-                sides: str, bounds: list, label: str, spare: bool = False) -> np.ndarray:
+                sides: str, bounds: list, label: str) -> np.ndarray:
     """Each quantity of one access (columns of ``obs``, one row per sample, NaN rows where the
     access was masked off) as an affine function of the tile coordinates, clipped to a box;
     returns int64 ``[tiles, quantities]`` for every tile, where a lower bound >= its upper bound
     (quantity pairs (0, 1), (2, 3)) marks an access that touches nothing. See the module
-    docstring for the strategies tried; ``spare``: the exact fit over all samples, too, must leave
-    a sampled tile over to check it. Raises TraceError naming ``label``."""
+    docstring for the strategies tried. Raises TraceError naming ``label``."""
     active = [a for a, g in enumerate(grid) if g > 1]
     design = np.column_stack([np.ones(len(coords)), coords[:, active]]).astype(np.float64)
     design_all = np.column_stack([np.ones(len(all_coords)), all_coords[:, active]]).astype(np.float64)
@@ -562,7 +449,7 @@ def _fit_access(obs: np.ndarray, coords: np.ndarray, all_coords: np.ndarray, gri
     everywhere = np.ones(len(coords), dtype=bool)
     strategies = [("on the sampled tiles off the edges that clip each side", off_low, off_high, True),
                   ("on the sampled interior tiles", off_low & off_high, off_low & off_high, True)] if edged else []
-    strategies.append((_EXACT, everywhere, everywhere, spare))
+    strategies.append((_EXACT, everywhere, everywhere, False))
     touched = ~np.isnan(obs[:, 0])
     failures = []
     for name, low_set, high_set, checked in strategies:

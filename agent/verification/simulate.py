@@ -116,10 +116,6 @@ def _too_large(spec, meta: dict, exc: TraceTooLarge) -> str:
 #: characters, at most 4 bytes each in UTF-8 plus a carriage return a line; a file longer than this
 #: is refused before it is read on.
 SWIZZLE_FILE_MAX_BYTES = 64 * 1024
-#: Programs traced beyond the tracer's sample tiles where a kernel's accesses are affine only in a
-#: program id cut into digits (profiling/tracer.py's ``check_tiles``): each fit found there must
-#: hold on them too.
-TRACE_CHECK_TILES = 8
 
 
 def program_order(kernel_path: Path, swizzle: str | None, swizzle_file: Path | None,
@@ -176,36 +172,22 @@ def trace_kernel(kernel_path: Path, meta_overrides: dict | None = None, timeout_
             trace would pass the simulator's bound (``extend`` counts before it allocates)."""
     from swizzleperf.profiling.tracer import TraceError, extend
     spec = load_spec(kernel_path)
-
-    def recorded_samples(check_tiles: int) -> tuple:
-        result = run_worker({"kernel_path": str(kernel_path), "stages": ["trace"], "dtype": spec.dtypes[0],
-                             "meta_overrides": meta_overrides or {}, "trace_problem": problem,
-                             "problem_sizes": sizes or {}, "trace_check_tiles": check_tiles}, timeout_s,
-                            interpret=True)
-        if not result.passed:
-            raise SimulateError(f"{result.verdict.value}: {result.reason}")
-        recorded = result.details["trace"]
-        return {tuple(t): a for t, a in zip(recorded["tiles"], recorded["accesses"])}, tuple(recorded["grid"])
-
-    samples, grid = recorded_samples(0)
+    result = run_worker({"kernel_path": str(kernel_path), "stages": ["trace"], "dtype": spec.dtypes[0],
+                         "meta_overrides": meta_overrides or {}, "trace_problem": problem,
+                         "problem_sizes": sizes or {}}, timeout_s,
+                        interpret=True)
+    if not result.passed:
+        raise SimulateError(f"{result.verdict.value}: {result.reason}")
+    recorded = result.details["trace"]
+    samples = {tuple(t): a for t, a in zip(recorded["tiles"], recorded["accesses"])}
     meta = spec.meta_for(problem) if problem == "check" else {**spec.meta_for(problem), **(meta_overrides or {})}
     sized = {**spec.problems[problem], **(sizes or {})}
     occupancy = _model_trace(spec, sized, meta).programs_per_cu if spec.trace else 1
-    granule = {"granule_bytes": granule_bytes} if granule_bytes else {}
-
-    def extended(samples: dict, find_cuts: bool):
-        return extend(samples, grid, occupancy, f"traced from {len(samples)} programs of {kernel_path.name} "
-                      f"under the interpreter", coordinate_splits=coordinate_splits, find_cuts=find_cuts, **granule)
     try:
-        try:
-            return extended(samples, find_cuts=False)
-        except TraceError as exc:
-            if not (exc.edge or "not an affine function" in str(exc) or "too few distinct samples" in str(exc)):
-                raise
-            # a program id the kernel may decompose by division, or a grid whose sample tiles are too
-            # few to fit on: more samples to find and check cuts on
-            more, _ = recorded_samples(TRACE_CHECK_TILES)
-            return extended(more, find_cuts=True)
+        granule = {"granule_bytes": granule_bytes} if granule_bytes else {}
+        return extend(samples, tuple(recorded["grid"]), occupancy, f"traced from {len(samples)} programs "
+                      f"of {kernel_path.name} under the interpreter", coordinate_splits=coordinate_splits,
+                      **granule)
     except TraceError as exc:
         raise SimulateError(f"cannot extend the trace: {exc}") from None
     except TraceTooLarge as exc:

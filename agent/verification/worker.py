@@ -336,9 +336,8 @@ def _compare_rounds(spec, inputs, meta, flush, n: int, request: dict) -> int:
 
 
 def _stage_trace(module, spec, request: dict) -> dict:
-    """Record the accesses of sampled tiles' programs at a real problem (profiling/tracer.py), and of
-    ``trace_check_tiles`` more tiles drawn at random (to check a fit found in cut coordinates)."""
-    from swizzleperf.profiling.tracer import TraceError, check_tiles, record_samples, sample_tiles
+    """Record the accesses of sampled tiles' programs at a real problem (profiling/tracer.py)."""
+    from swizzleperf.profiling.tracer import TraceError, record_samples, sample_tiles
     name = request.get("trace_problem", "default")
     problem, meta = {**spec.problems[name], **request.get("problem_sizes", {})}, _meta(spec, name, request)
     grid = tuple(int(g) for g in spec.tile_grid(problem, meta))
@@ -346,7 +345,7 @@ def _stage_trace(module, spec, request: dict) -> dict:
                           math.prod(grid), len(grid))
     pid_of_tile = np.empty(math.prod(grid), dtype=np.int64)
     pid_of_tile[np.ravel_multi_index(tuple(coords.T), grid)] = np.arange(math.prod(grid))
-    tiles = sample_tiles(grid) + check_tiles(grid, int(request.get("trace_check_tiles", 0)))
+    tiles = sample_tiles(grid)
     pids = [int(pid_of_tile[np.ravel_multi_index(t, grid)]) for t in tiles]
     try:
         accesses = record_samples(spec, module, problem, meta, request["dtype"], pids)
