@@ -162,7 +162,7 @@ def _patch_triton() -> None:
             self._swizzleperf_untimed = True
             return [0.0, 0.0, 0.0]
         if _state.before_bench and _state.before_bench[-1] is None and not _state.busy and _targets(self):
-            _state.before_bench[-1] = _tensor_copies(list(args) + list(kwargs.values()))
+            _state.before_bench[-1] = _tensor_copies(self, args, kwargs)
         _state.benchmarking += 1
         try:
             return bench(self, *args, **kwargs)
@@ -177,11 +177,20 @@ def _targets(autotuner) -> bool:
     return bool(os.environ.get(KERNEL_ENV)) and getattr(fn, "__name__", None) == os.environ.get(KERNEL_ENV)
 
 
-def _tensor_copies(values: list) -> list:
-    """``[(tensor, its contents on the CPU)]`` of the tensors among ``values``: the captured kernel's
-    arguments before its autotuner's first benchmark launch (``_Replay.written``)."""
+def _tensor_copies(autotuner, args: tuple, kwargs: dict) -> list:
+    """``[(tensor, its contents on the CPU)]`` of the captured kernel's tensor arguments it may
+    store through (``_stored_params``; every tensor where its source does not tell), before its
+    autotuner's first benchmark launch (``_Replay.written``)."""
     import torch
-    return [(v, v.detach().cpu().clone()) for v in values if isinstance(v, torch.Tensor)]
+    fn = getattr(autotuner, "base_fn", None) or getattr(getattr(autotuner, "fn", None), "fn", None)
+    names = list(getattr(autotuner, "arg_names", None) or [])
+    stored = _stored_params(fn) if fn is not None else None
+    named = list(zip(names, args)) + list(kwargs.items())
+    if len(names) < len(args):
+        stored = None       # positions without names: every tensor
+        named = [(None, v) for v in args] + list(kwargs.items())
+    return [(v, v.detach().cpu().clone()) for name, v in named
+            if isinstance(v, torch.Tensor) and (stored is None or name in stored)]
 
 
 def _untimed(autotuner) -> bool:
@@ -451,7 +460,8 @@ class _Replay:
         for k, t in self.tensors.items():
             if not _same(t, _view(self.storages, self.layout[k], t.device)):
                 out.append(k)
-            elif any(e is t and not _same(t.detach().cpu(), copy) for e, copy in earlier):
+            elif ((stored is None or k.split(".")[0] in stored)
+                  and any(e is t and not _same(t.detach().cpu(), copy) for e, copy in earlier)):
                 out.append(k)
             elif probe and t.dtype.is_floating_point and t.numel() and (stored is None or k.split(".")[0] in stored):
                 import torch

@@ -733,3 +733,54 @@ def test_an_integer_output_the_autotuners_benchmark_filled_first_is_still_the_ou
     captured = capture(f"TRITON_INTERPRET=1 {sys.executable} {app}", "count_kernel", tmp_path / "captures")
     assert "int OK" in (captured.folder / "app.log").read_text()
     assert captured.launch["outputs"] == [{"name": "out_ptr", "write_only": True, "deterministic": True}]
+
+
+INDEX_BY_PRE_HOOK = '''
+import time
+import torch
+import triton
+import triton.language as tl
+
+
+def wall_clock(kernel_call, quantiles=None):
+    t0 = time.perf_counter()
+    kernel_call()
+    ms = (time.perf_counter() - t0) * 1e3
+    return [ms, ms, ms] if quantiles else ms
+
+
+def build_index(nargs, reset_only=False):      # the autotuner's pre_hook fills the index before each launch
+    n = nargs["n"]
+    nargs["idx_ptr"].copy_((torch.arange(n, dtype=torch.int32) * 7) % n)
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 64})], key=["n"],
+                 do_bench=wall_clock, pre_hook=build_index)
+@triton.jit
+def gather_kernel(x_ptr, idx_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    i = tl.load(idx_ptr + offs, mask=m, other=0)
+    tl.store(out_ptr + offs, tl.load(x_ptr + i, mask=m), mask=m)
+
+
+n = 256
+x = torch.randn(n)
+idx = torch.full((n,), -1, dtype=torch.int32)
+out = torch.empty(n)
+gather_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, idx, out, n)
+assert torch.equal(out, x[(torch.arange(n) * 7) % n])
+print("gather OK")
+'''
+
+
+def test_an_index_the_autotuners_pre_hook_fills_stays_an_input(cpu_only, tmp_path):
+    """A review of the change above: an int32 index that the autotuner's ``pre_hook`` fills before
+    each launch differed from its copy before the first benchmark launch and was taken for an
+    output; poisoned, it sent the replay's gather out of bounds (a crash). Only tensors the kernel
+    may store through count (``_stored_params``), and only those are copied."""
+    app = tmp_path / "app.py"
+    app.write_text(INDEX_BY_PRE_HOOK)
+    captured = capture(f"TRITON_INTERPRET=1 {sys.executable} {app}", "gather_kernel", tmp_path / "captures")
+    assert "gather OK" in (captured.folder / "app.log").read_text()
+    assert [o["name"] for o in captured.launch["outputs"]] == ["out_ptr"]
