@@ -214,7 +214,10 @@ def evaluate(app_file: Path, workdir: Path, iterations: int, budget_s: float, ro
         row.update(outcome="refused", reason=f"the app's path {ascii(str(app_file))[:300]} holds a newline or "
                                              f"another unprintable character: rename it to run it")
         return
-    app = f"{shlex.quote(sys.executable)} {shlex.quote(app_file.name)}"
+    # `./` before a name that begins with `-`: python would take `-cprint(...)#.py` for an option and
+    # run its text as code (#41 round fourteen; a record edited to name one ran it on --resume)
+    name = f"./{app_file.name}" if app_file.name.startswith("-") else app_file.name
+    app = f"{shlex.quote(sys.executable)} {shlex.quote(name)}"
     try:
         _optimize(app, workdir, iterations, left, row, hw, use_ncu, llm or {})
     except AppTimeoutError as exc:

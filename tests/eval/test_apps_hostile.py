@@ -398,3 +398,18 @@ def test_a_record_holding_text_that_is_not_utf8_resumes(tmp_path):
     assert [(r["app"], r["reason"]) for r in summary["rows"]] == [("fifo.py", "\\xffoops\n")], summary["rows"]
     assert set(apps.rows(str(workdir), eval_id).app) == {"fifo.py", "\\xff\\xfe.py"}
     assert all(f.read_bytes().decode("utf-8") for f in files)
+
+
+def test_an_app_whose_name_begins_with_a_dash_runs_as_its_file_not_as_code(tmp_path):
+    """#41 round fourteen: ``python '-cprint(...)#.py'`` took the name for ``-c`` and ran it as code
+    (and a record edited to name such a file ran it on ``--resume`` though no file had that name).
+    The name is run as ``./-c...#.py``: the file's text runs, the name's never."""
+    folder = tmp_path / "apps"
+    folder.mkdir()
+    name = "-cimport pathlib;pathlib.Path('NAME_RAN').write_text('x')#.py"
+    (folder / name).write_text("import pathlib\npathlib.Path('FILE_RAN').write_text('x')\n")
+    job = app_worker.RowJob(app=str(folder / name), folder=str(tmp_path / "row"),
+                            workdir=str(tmp_path / ".swizzleperf"), budget_s=120.0)
+    row = app_worker.run_row(job)
+    assert not list(tmp_path.rglob("NAME_RAN")) and list(folder.glob("FILE_RAN")), row
+    assert "./-cimport" in row["reason"], row["reason"]
