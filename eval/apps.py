@@ -310,9 +310,18 @@ def _storable(value):
 
 
 def rows(workdir: str, eval_id: str) -> pd.DataFrame:
-    """The eval's rows so far, in no particular order."""
+    """The eval's rows so far, in no particular order, each column of the type the table declares:
+    a number column's value that is not a number (a record edited by hand: ``speedup='abc'``, #41
+    round fourteen, raised in the tables) is read as missing, a text column's non-text as its text."""
     with _connect(workdir) as db:
-        return pd.read_sql("SELECT * FROM app_rows WHERE eval_id = ?", db, params=(eval_id,))
+        table = pd.read_sql("SELECT * FROM app_rows WHERE eval_id = ?", db, params=(eval_id,))
+    for column in table.columns:
+        if column in NUMBERS or column == "finished_at":
+            table[column] = pd.to_numeric(table[column], errors="coerce")
+        else:
+            table[column] = table[column].map(lambda v: v if v is None or isinstance(v, str) else
+                                              None if isinstance(v, float) and v != v else str(v))
+    return table
 
 
 # -- the eval ---------------------------------------------------------------------------------

@@ -413,3 +413,29 @@ def test_an_app_whose_name_begins_with_a_dash_runs_as_its_file_not_as_code(tmp_p
     row = app_worker.run_row(job)
     assert not list(tmp_path.rglob("NAME_RAN")) and list(folder.glob("FILE_RAN")), row
     assert "./-cimport" in row["reason"], row["reason"]
+
+
+def test_a_row_edited_to_hold_text_in_a_number_column_resumes_without_a_traceback(tmp_path):
+    """#41 round fourteen: ``speedup='abc'`` in a row of the record ended ``eval --resume`` in a
+    traceback from the table's formatting; the row is read with the number missing."""
+    import json
+    import sqlite3
+
+    from run_cli import swizzleperf
+    folder = tmp_path / "apps"
+    folder.mkdir()
+    (folder / "a.py").write_text("print(1)\n")
+    workdir = tmp_path / "wd"
+    proc = swizzleperf("eval", "--apps", str(folder), "-n", "1", "--row-budget", "120", "--workdir", str(workdir),
+                       cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (folder / "b.py").write_text("print(2)\n")
+    with sqlite3.connect(workdir / "swizzleperf.db") as db:
+        eval_id, options = db.execute("SELECT eval_id, options_json FROM app_evals").fetchone()
+        options = json.loads(options)
+        options["names"].append("b.py")
+        db.execute("UPDATE app_evals SET options_json = ?", (json.dumps(options),))
+        db.execute("UPDATE app_rows SET speedup = 'abc', seconds = 'x', reason = 7")
+    proc = swizzleperf("eval", "--resume", eval_id, "--workdir", str(workdir), cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    assert "2 of 2 answered" in proc.stdout
