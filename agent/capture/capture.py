@@ -213,9 +213,11 @@ def run_with_hook(command: str, env: dict, timeout_s: float, cwd: Path | None, l
     init_env[_APP_PYTHONPATH] = env.get("PYTHONPATH", "")
     shell = [_SH, "-c", f'if [ -n "${_APP_PYTHONPATH}" ]; then PYTHONPATH="${_APP_PYTHONPATH}"; export PYTHONPATH; '
                         f'else unset PYTHONPATH; fi; unset {_APP_PYTHONPATH}; exec {_SH} -c "$1"', "sh", command]
-    protected = agent_owned_paths(workdir if workdir is not None else _workdir_of(log))
+    workdir = workdir if workdir is not None else _workdir_of(log)
+    protected = agent_owned_paths(workdir)
     own = [env.get(capture_hook.DIR_ENV), str(cwd or Path.cwd()), tempfile.gettempdir(), "/tmp", env.get("TMPDIR"),
            "/dev/shm"]
+    _refuse_read_back_folders_the_app_writes(workdir, [p for p in own if p])
     if _stop_importing_from(p for p in own if p) and "PYTHONPATH" in init_env:
         init_env["PYTHONPATH"] = os.environ.get("PYTHONPATH", "")
     before = _identities(protected)
@@ -238,6 +240,27 @@ def run_with_hook(command: str, env: dict, timeout_s: float, cwd: Path | None, l
                     f"tool's own: its code, its Python's packages, its caches or its record) with another: "
                     f"stopped; check that folder before running swizzleperf again")
         return proc.returncode
+
+
+class WorkdirWritableToAppError(CaptureError):
+    """The workdir, or a cache the agent reads back, is a folder the app must be able to write (its
+    working folder, a temporary folder): a tie the box resolves as writable (#41 round fourteen:
+    ``--workdir .`` let the app delete the runs and empty the record)."""
+
+
+def _refuse_read_back_folders_the_app_writes(workdir, writable: list) -> None:
+    """Raise ``WorkdirWritableToAppError`` where ``workdir``, the agent's cache folder or the
+    simulation cache's is one of ``writable`` (the same folder, by its real path)."""
+    from swizzleperf.profiling import l2sim
+    caches = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "swizzleperf"
+    open_to_app = {os.path.realpath(p) for p in writable}
+    for what, path in (("the workdir", workdir), ("the cache folder", caches),
+                       ("the simulation cache (SWIZZLEPERF_SIM_CACHE)", l2sim.cache_dir())):
+        if path is not None and os.path.realpath(path) in open_to_app:
+            raise WorkdirWritableToAppError(
+                f"{what} {path} is a folder the app must be able to write (its working folder or a "
+                f"temporary one), so the record, runs and caches kept there would be writable to it: "
+                f"give them a folder of their own (--workdir; the default is .swizzleperf)")
 
 
 class AppMovedAgentFilesError(CaptureError):

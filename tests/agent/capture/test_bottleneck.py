@@ -131,9 +131,21 @@ def test_profile_app_lists_the_tutorial_gemm_and_prints_json(tmp_path):
 
 
 def test_a_failing_app_is_one_line(tmp_path):
-    proc = _cli("profile", "--app", f"{sys.executable} {APPS / 'fails.py'}", "--workdir", str(tmp_path), cwd=tmp_path)
+    proc = _cli("profile", "--app", f"{sys.executable} {APPS / 'fails.py'}", "--workdir", str(tmp_path / "wd"),
+                cwd=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "failed (exit code 1): fails.py: the input file is missing" in _flat(proc)
+
+
+@pytest.mark.parametrize("workdir", [".", "/tmp"])
+def test_a_workdir_the_app_must_write_is_refused_in_one_line_before_the_app_runs(tmp_path, workdir):
+    """#41 round fourteen: with ``--workdir .`` (the app's working folder) the box let the app delete
+    the runs and empty the record (a folder both read-only and writable to the app is writable)."""
+    (tmp_path / "app.py").write_text("open('RAN', 'w').write('x')\n")
+    proc = _cli("profile", "--app", f"{sys.executable} app.py", "--workdir", workdir, cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stdout + proc.stderr
+    assert "is a folder the app must be able to write" in _flat(proc) and "--workdir" in _flat(proc)
+    assert not (tmp_path / "RAN").exists() and not (tmp_path / "swizzleperf.db").exists()
 
 
 def test_optimize_app_without_kernel_picks_the_tutorial_gemm_and_stops_at_one_wave(tmp_path):
