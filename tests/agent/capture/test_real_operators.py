@@ -684,7 +684,8 @@ def test_the_generated_modules_shims_never_start_cuda(monkeypatch):
     cuda_on_cpu.generated_module_shims()
 
 
-INT_OUTPUT = '''
+# An autotuned app's head: its own do_bench, a wall clock (the interpreter has no GPU timer).
+TIMED_APP_HEAD = '''
 import time
 import torch
 import triton
@@ -696,7 +697,8 @@ def wall_clock(kernel_call, quantiles=None):
     kernel_call()
     ms = (time.perf_counter() - t0) * 1e3
     return [ms, ms, ms] if quantiles else ms
-
+'''
+INT_OUTPUT = TIMED_APP_HEAD + '''
 
 @triton.autotune(configs=[triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 64})], key=["n"],
                  do_bench=wall_clock)
@@ -735,19 +737,7 @@ def test_an_integer_output_the_autotuners_benchmark_filled_first_is_still_the_ou
     assert captured.launch["outputs"] == [{"name": "out_ptr", "write_only": True, "deterministic": True}]
 
 
-INDEX_BY_PRE_HOOK = '''
-import time
-import torch
-import triton
-import triton.language as tl
-
-
-def wall_clock(kernel_call, quantiles=None):
-    t0 = time.perf_counter()
-    kernel_call()
-    ms = (time.perf_counter() - t0) * 1e3
-    return [ms, ms, ms] if quantiles else ms
-
+INDEX_BY_PRE_HOOK = TIMED_APP_HEAD + '''
 
 def build_index(nargs, reset_only=False):      # the autotuner's pre_hook fills the index before each launch
     n = nargs["n"]
