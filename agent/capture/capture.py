@@ -252,9 +252,8 @@ def _refuse_read_back_folders_the_app_writes(workdir, writable: list) -> None:
     """Raise ``WorkdirWritableToAppError`` where ``workdir``, the agent's cache folder or the
     simulation cache's is one of ``writable`` (the same folder, by its real path)."""
     from swizzleperf.profiling import l2sim
-    caches = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "swizzleperf"
     open_to_app = {os.path.realpath(p) for p in writable}
-    for what, path in (("the workdir", workdir), ("the cache folder", caches),
+    for what, path in (("the workdir", workdir), ("the cache folder", _cache_folder()),
                        ("the simulation cache (SWIZZLEPERF_SIM_CACHE)", l2sim.cache_dir())):
         if path is not None and os.path.realpath(path) in open_to_app:
             raise WorkdirWritableToAppError(
@@ -278,7 +277,7 @@ def agent_owned_paths(workdir: Path | None = None) -> list:
     another) and ``workdir`` (the record, ``runs/``, ``captures/``) where given. Absolute paths, in
     that order, without duplicates; some may not exist (the box leaves those out)."""
     from swizzleperf.profiling import l2sim
-    caches = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "swizzleperf"
+    caches = _cache_folder()
     try:
         caches.mkdir(parents=True, exist_ok=True)
     except OSError:
@@ -295,6 +294,11 @@ def agent_owned_paths(workdir: Path | None = None) -> list:
         if path != "/" and path not in out:
             out.append(path)
     return out
+
+
+def _cache_folder() -> Path:
+    """The agent's cache folder: ``$XDG_CACHE_HOME/swizzleperf``, else ``~/.cache/swizzleperf``."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "swizzleperf"
 
 
 #: The folder of the notebook ``swizzleperf notebook`` runs, with the user's environment (eval/notebook.py's

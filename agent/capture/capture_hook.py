@@ -171,10 +171,14 @@ def _patch_triton() -> None:
     autotuner.Autotuner.run, autotuner.Autotuner._bench = autotuner_run, autotuner_bench
 
 
+def _tuned_fn(autotuner):
+    """The Python function of the kernel ``autotuner`` tunes (under any ``heuristics``), or None."""
+    return getattr(autotuner, "base_fn", None) or getattr(getattr(autotuner, "fn", None), "fn", None)
+
+
 def _targets(autotuner) -> bool:
     """Whether ``autotuner`` tunes the kernel this process captures (``KERNEL_ENV``)."""
-    fn = getattr(autotuner, "base_fn", None) or getattr(getattr(autotuner, "fn", None), "fn", None)
-    return bool(os.environ.get(KERNEL_ENV)) and getattr(fn, "__name__", None) == os.environ.get(KERNEL_ENV)
+    return bool(os.environ.get(KERNEL_ENV)) and getattr(_tuned_fn(autotuner), "__name__", None) == os.environ.get(KERNEL_ENV)
 
 
 def _tensor_copies(autotuner, args: tuple, kwargs: dict) -> list:
@@ -182,7 +186,7 @@ def _tensor_copies(autotuner, args: tuple, kwargs: dict) -> list:
     store through (``_stored_params``; every tensor where its source does not tell), before its
     autotuner's first benchmark launch (``_Replay.written``)."""
     import torch
-    fn = getattr(autotuner, "base_fn", None) or getattr(getattr(autotuner, "fn", None), "fn", None)
+    fn = _tuned_fn(autotuner)
     names = list(getattr(autotuner, "arg_names", None) or [])
     stored = _stored_params(fn) if fn is not None else None
     named = list(zip(names, args)) + list(kwargs.items())
@@ -458,12 +462,12 @@ class _Replay:
         stored = _stored_params(self.jit_fn.fn)
         earlier = before_bench or []
         for k, t in self.tensors.items():
+            may_store = stored is None or k.split(".")[0] in stored
             if not _same(t, _view(self.storages, self.layout[k], t.device)):
                 out.append(k)
-            elif ((stored is None or k.split(".")[0] in stored)
-                  and any(e is t and not _same(t.detach().cpu(), copy) for e, copy in earlier)):
+            elif may_store and any(e is t and not _same(t.detach().cpu(), copy) for e, copy in earlier):
                 out.append(k)
-            elif probe and t.dtype.is_floating_point and t.numel() and (stored is None or k.split(".")[0] in stored):
+            elif probe and t.dtype.is_floating_point and t.numel() and may_store:
                 import torch
                 if not bool(torch.isnan(self.launch(poisoned=[k])[k]).all()):
                     out.append(k)
