@@ -237,6 +237,7 @@ def generated_module_shims() -> None:
     interpreter_string_annotations()
     interpreter_boolean_masks()
     interpreter_boolean_operators()
+    interpreter_block_pointers()
     from swizzleperf.kernels.interpreter import interpreter_scalar_index
     interpreter_scalar_index()
     if not _gpu_seen():
@@ -292,6 +293,7 @@ def _on_triton() -> None:
     interpreter_string_annotations()
     interpreter_boolean_masks()
     interpreter_boolean_operators()
+    interpreter_block_pointers()
     from swizzleperf.kernels.interpreter import interpreter_scalar_index
     interpreter_scalar_index()
     _cpu_driver()
@@ -439,6 +441,169 @@ def interpreter_boolean_operators() -> bool:
     interpreter._swizzleperf_logical_and = _logical("and")
     interpreter._swizzleperf_logical_or = _logical("or")
     return True
+
+
+def interpreter_block_pointers() -> bool:
+    """Under ``TRITON_INTERPRET=1``, on a Triton without block pointers (3.9.0 removed
+    ``tl.make_block_ptr`` / ``tl.advance``, triton-lang/triton#10833, and its ``tl.load`` /
+    ``tl.store`` take no ``boundary_check`` or ``padding_option``), the app's block pointers run as
+    the pointer blocks they stand for (:class:`_BlockPointer`), so that a kernel written for Triton
+    3.8 or earlier runs on a CPU as it is (14 of TritonBench-G's 78 development operators stopped
+    there, 2026-12-06). A block pointer's element ``(i_0, .., i_{r-1})`` of the block is the address
+    ``base + sum_d (offsets[d] + i_d) * strides[d]``; ``boundary_check`` masks, along each dimension
+    it names, the elements outside ``[0, shape[d])``, which a load gives as ``padding_option``
+    ("zero": 0, "nan": NaN; "" leaves them undefined: the interpreter gives 0); ``order`` is a
+    layout hint, with no effect on which elements are touched (Triton's documentation of
+    ``make_block_ptr``, ``load`` and ``advance`` in 3.8). The loads and stores go through Triton's
+    own ones, so what the tracer and the verifier see is what they see of any kernel. Returns
+    whether the interpreter was patched (False: not interpreting, or a Triton whose ``tl.load``
+    takes ``boundary_check``: it has block pointers of its own)."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return False
+    try:
+        import inspect
+        import triton.language as tl
+    except ImportError:
+        return False
+    core = tl.core
+    if getattr(core.load, "_swizzleperf_block_pointers", False):
+        return True
+    try:
+        parameters = inspect.signature(core.load).parameters
+    except (TypeError, ValueError):
+        return False
+    if "boundary_check" in parameters:
+        return False
+    replacements = {"make_block_ptr": _block_builtin(_make_block_ptr), "advance": _block_builtin(_advance),
+                    "load": _block_load(core.load), "store": _block_store(core.store)}
+    for module in (tl, core):   # 3.9.0's triton.language has no advance at all
+        for name, fn in replacements.items():
+            setattr(module, name, fn)
+    for name in ("advance", "store"):   # x.advance(...), x.store(...): tensor methods in Triton
+        if hasattr(core.tensor, name):
+            setattr(core.tensor, name, getattr(core, name))
+    return True
+
+
+class _BlockPointer:
+    """A block pointer of :func:`interpreter_block_pointers`: ``base`` (a scalar pointer tensor),
+    ``shape``, ``strides``, ``offsets`` (per dimension: ints or scalar tensors, in elements) and
+    ``block_shape`` (ints). ``type`` and ``dtype`` are the base's pointer type, so that
+    ``p.dtype.element_ty`` / ``p.type.element_ty`` name the element type, as kernels cast to it."""
+
+    def __init__(self, base, shape, strides, offsets, block_shape):
+        self.base, self.shape, self.strides, self.offsets, self.block_shape = (
+            base, tuple(shape), tuple(strides), tuple(offsets), tuple(block_shape))
+        self.type = self.dtype = getattr(base, "type", None)
+        if not (len(self.shape) == len(self.strides) == len(self.offsets) == len(self.block_shape)):
+            raise ValueError(f"make_block_ptr: shape, strides, offsets and block_shape must have one entry per "
+                             f"dimension, got {len(self.shape)}, {len(self.strides)}, {len(self.offsets)} and "
+                             f"{len(self.block_shape)}")
+
+    def advance(self, offsets, _semantic=None):
+        return _advance(self, offsets)
+
+
+def _unwrapped(value):
+    """``value`` without Triton's constexpr wrapper; a list, a tuple or a ``tl.tuple`` as a tuple."""
+    import triton.language as tl
+    value = value.value if isinstance(value, tl.constexpr) else value
+    if isinstance(value, (list, tuple)):
+        return tuple(_unwrapped(v) for v in value)
+    if isinstance(getattr(value, "values", None), (list, tuple)):   # tl.tuple
+        return tuple(_unwrapped(v) for v in value.values)
+    return value
+
+
+def _block_builtin(fn):
+    """``fn`` marked as Triton builtins are (the interpreter passes them its semantic), flagged as ours."""
+    import triton.language as tl
+    wrapped = tl.core.builtin(fn)
+    wrapped._swizzleperf_block_pointers = True
+    return wrapped
+
+
+def _as_tuple(value) -> tuple:
+    value = _unwrapped(value)
+    return tuple(value) if isinstance(value, tuple) else (value,)
+
+
+def _make_block_ptr(base, shape, strides, offsets, block_shape, order=None, _semantic=None):
+    return _BlockPointer(base, _as_tuple(shape), _as_tuple(strides), _as_tuple(offsets),
+                         tuple(int(b) for b in _as_tuple(block_shape)))
+
+
+def _advance(base, offsets, _semantic=None):
+    if not isinstance(base, _BlockPointer):
+        raise TypeError("tl.advance takes a block pointer (tl.make_block_ptr)")
+    deltas = _as_tuple(offsets)
+    if len(deltas) != len(base.offsets):
+        raise ValueError(f"tl.advance: {len(deltas)} offsets for a block pointer of {len(base.offsets)} dimensions")
+    return _BlockPointer(base.base, base.shape, base.strides,
+                         tuple(o + d for o, d in zip(base.offsets, deltas)), base.block_shape)
+
+
+def _pointers(block: _BlockPointer, boundary_check, _semantic):
+    """``(pointers, mask)`` of a block pointer's elements; mask None where nothing is checked."""
+    import triton.language as tl
+    core = tl.core
+    checked = {int(d) for d in _as_tuple(boundary_check or ())}
+    rank = len(block.block_shape)
+    if any(d < 0 or d >= rank for d in checked):
+        raise ValueError(f"boundary_check {sorted(checked)} names a dimension outside the block's {rank}")
+    pointers, mask = block.base, None
+    for d, (size, stride, offset, extent) in enumerate(zip(block.shape, block.strides, block.offsets,
+                                                          block.block_shape)):
+        index = core.arange(0, extent, _semantic=_semantic) + offset
+        index = core.cast(index, tl.int64, _semantic=_semantic)
+        others = [a for a in range(rank) if a != d]
+        if others:
+            index = core.expand_dims(index, others, _semantic=_semantic)
+        pointers = pointers + index * stride
+        if d in checked:
+            inside = (index >= 0) & (index < size)
+            mask = inside if mask is None else mask & inside
+    if rank and pointers.type.is_block() and list(pointers.shape) != list(block.block_shape):
+        pointers = core.broadcast_to(pointers, *block.block_shape, _semantic=_semantic)
+    if mask is not None and list(mask.shape) != list(block.block_shape):
+        mask = core.broadcast_to(mask, *block.block_shape, _semantic=_semantic)
+    return pointers, mask
+
+
+def _block_load(original):
+    def load(pointer, mask=None, other=None, boundary_check=(), padding_option="", cache_modifier="",
+             eviction_policy="", volatile=False, _semantic=None):
+        options = dict(cache_modifier=cache_modifier, eviction_policy=eviction_policy, volatile=volatile)
+        padding_option = _unwrapped(padding_option)
+        if not isinstance(pointer, _BlockPointer):
+            if _as_tuple(boundary_check or ()) or padding_option:
+                raise ValueError("`boundary_check` and `padding_option` apply to block pointers only "
+                                 "(tl.make_block_ptr), not to a tensor of pointers")
+            return original(pointer, mask, other, **options, _semantic=_semantic)
+        if _unwrapped(mask) is not None or _unwrapped(other) is not None:
+            raise ValueError("a load through a block pointer takes no `mask` or `other`: use `boundary_check` "
+                             "and `padding_option`")
+        if padding_option not in ("", "zero", "nan"):
+            raise ValueError(f"padding_option {padding_option!r} is none of 'zero', 'nan'")
+        pointers, checked = _pointers(pointer, boundary_check, _semantic)
+        fill = None if checked is None or not padding_option else (0.0 if padding_option == "zero" else float("nan"))
+        return original(pointers, checked, fill, **options, _semantic=_semantic)
+    return _block_builtin(load)
+
+
+def _block_store(original):
+    def store(pointer, value, mask=None, boundary_check=(), cache_modifier="", eviction_policy="", _semantic=None):
+        options = dict(cache_modifier=cache_modifier, eviction_policy=eviction_policy)
+        if not isinstance(pointer, _BlockPointer):
+            if _as_tuple(boundary_check or ()):
+                raise ValueError("`boundary_check` applies to block pointers only (tl.make_block_ptr), not to a "
+                                 "tensor of pointers")
+            return original(pointer, value, mask, **options, _semantic=_semantic)
+        if _unwrapped(mask) is not None:
+            raise ValueError("a store through a block pointer takes no `mask`: use `boundary_check`")
+        pointers, checked = _pointers(pointer, boundary_check, _semantic)
+        return original(pointers, value, checked, **options, _semantic=_semantic)
+    return _block_builtin(store)
 
 
 def _logical(op: str):

@@ -11,8 +11,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_interpreted(path: Path, timeout_s: float = 600) -> subprocess.CompletedProcess:
-    """``pytest -q path`` with TRITON_INTERPRET=1, from the repository root; its output captured."""
+def run_interpreted(path: Path, timeout_s: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``pytest -q path`` with TRITON_INTERPRET=1, from the repository root, in ``env`` (default this
+    process's environment); its output captured."""
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-o", "addopts=", "-p", "no:cacheprovider", str(path)],
                           cwd=ROOT, capture_output=True, text=True, timeout=timeout_s,
-                          env={**os.environ, "TRITON_INTERPRET": "1"})
+                          env={**(os.environ if env is None else env), "TRITON_INTERPRET": "1"})

@@ -6,7 +6,8 @@ test at module level, on CUDA tensors):
 - the generated copy of such a file does not run the app's test when imported
   (agent/capture/app_code.py): autotuned or not, it loads and its baseline verifies;
 - a construct the installed Triton lacks is named with the versions that have it
-  (agent/capture/interpreter_gaps.py);
+  (agent/capture/interpreter_gaps.py), but for block pointers, which run as the pointer blocks they
+  stand for where Triton 3.9 removed them;
 - outputs the kernel does not fully overwrite (skipped blocks over a NaN-holding buffer, ``+=``,
   ``atomic_add``) start from the captured contents and the unmodified kernel passes.
 
@@ -159,54 +160,91 @@ def test_app_statements_are_the_run_not_the_definitions():
                        "torch.cuda.synchronize()"]
 
 
-@pytest.mark.skipif(hasattr(triton.language.core, "_block_ptr") or
-                    "removed" not in (triton.language.make_block_ptr.__doc__ or ""),
-                    reason="this Triton has block pointers")
-def test_a_construct_the_installed_triton_lacks_is_named_with_the_versions_that_have_it(cpu_only, tmp_path):
-    app = _app(tmp_path, '''
-        import torch, triton, triton.language as tl
+def test_a_functions_own_locals_keep_no_module_level_statement():
+    """A kernel's local ``a`` reads no global ``a``: the app's ``a, b = torch.randn(..., device="cuda")``
+    below it is the app's run (it was kept, and importing the generated copy on a CPU failed: "Torch
+    not compiled with CUDA enabled"); what a function reads from the module (its decorator's and
+    defaults' names, a name it declares ``global``, any other free name) keeps its binding."""
+    tree = ast.parse(textwrap.dedent('''
+        import torch
+        G = 3
+        D = 16
+        H = 0
+        c = 5
+        x = 7
 
-        @triton.jit
-        def copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-            src = tl.make_block_ptr(x_ptr, (n,), (1,), (tl.program_id(0) * BLOCK,), (BLOCK,), (0,))
-            tl.store(out_ptr + tl.program_id(0) * BLOCK + tl.arange(0, BLOCK), tl.load(src, boundary_check=(0,)))
+        @deco(G)
+        def kernel(a_ptr, BLOCK: tl.constexpr = D):
+            global H
+            a = tl.load(a_ptr)
+            b = [x for x in range(a)]
+            return a + b + c + H
 
-        x = torch.randn(256, device="cuda")
-        out = torch.empty_like(x)
-        copy_kernel[(4,)](x, out, 256, BLOCK=64)
-    ''')
-    with pytest.raises(CaptureError) as failed:
-        capture(app, "copy_kernel", tmp_path / "captures")
-    line = str(failed.value)
-    assert "\n" not in line and "tl.make_block_ptr" in line and "3.8.0" in line
-    assert 'pip install "triton==3.8.0"' in line
+        a, b = torch.randn(4, device="cuda"), 2
+        kernel[(1,)](a)
+    '''))
+    assert [ast.unparse(s) for s in app_statements(tree)] == [
+        "x = 7", "a, b = (torch.randn(4, device='cuda'), 2)", "kernel[1,](a)"]
+
+
+BLOCK_POINTER_APP = '''
+import torch, triton, triton.language as tl
+
+@triton.jit
+def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
+                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    pid = tl.program_id(0)
+    pid_m, pid_n = pid // tl.cdiv(N, BN), pid % tl.cdiv(N, BN)
+    a = tl.make_block_ptr(a_ptr, (M, K), (sam, sak), (pid_m * BM, 0), (BM, BK), (1, 0))
+    b = tl.make_block_ptr(b_ptr, (K, N), (sbk, sbn), (0, pid_n * BN), (BK, BN), (1, 0))
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for _ in range(0, tl.cdiv(K, BK)):
+        acc += tl.dot(tl.load(a, boundary_check=(0, 1), padding_option="zero"), tl.load(b, boundary_check=(0, 1)))
+        a = tl.advance(a, (0, BK))
+        b = tl.advance(b, (BK, 0))
+    c = tl.make_block_ptr(c_ptr, (M, N), (scm, scn), (pid_m * BM, pid_n * BN), (BM, BN), (1, 0))
+    tl.store(c, acc.to(c.dtype.element_ty), boundary_check=(0, 1))
+
+a, b = torch.randn(70, 40, device="cuda"), torch.randn(40, 50, device="cuda")
+c = torch.empty(70, 50, device="cuda")
+matmul_kernel[(triton.cdiv(70, 32) * triton.cdiv(50, 16),)](a, b, c, 70, 50, 40, *a.stride(), *b.stride(),
+                                                            *c.stride(), BM=32, BN=16, BK=16)
+assert torch.allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+'''
+
+
+def test_a_block_pointer_app_runs_on_a_cpu_and_its_capture_verifies(cpu_only, tmp_path):
+    """Triton 3.9 removed block pointers (tl.make_block_ptr, tl.advance, boundary_check); under the
+    interpreter they run as the pointer blocks they stand for (cuda_on_cpu.interpreter_block_pointers),
+    in the app's process and in verification's, so the app's own check passes and so does the
+    unmodified kernel's verification. Under a Triton that has them, they are its own."""
+    app = _app(tmp_path, BLOCK_POINTER_APP)
+    prepared = user_kernel.prepare(app, "matmul_kernel", tmp_path / "work")
+    assert prepared.capture.launch["grid"] == [12]
+    result = verify(prepared.module_path, tmp_path / "m.npy", VerifyConfig(dtype="float32", seeds=(1,)))
+    assert result.verdict is Verdict.PASS, result.reason
 
 
 def test_a_construct_the_app_catches_the_failure_of_is_named_too(cpu_only, tmp_path):
     """An app that catches its kernel's failure and goes on: every launch failed, and why."""
-    if not _no_block_pointers():
-        pytest.skip("this Triton has block pointers")
     app = _app(tmp_path, '''
         import torch, triton, triton.language as tl
 
         @triton.jit
-        def copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-            src = tl.make_block_ptr(x_ptr, (n,), (1,), (0,), (BLOCK,), (0,))
-            tl.store(out_ptr + tl.arange(0, BLOCK), tl.load(src, boundary_check=(0,)))
+        def copy_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+            x = tl.load(x_ptr + tl.arange(0, BLOCK))
+            y = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=tl.int32, is_pure=True, pack=1)
+            tl.store(out_ptr + tl.arange(0, BLOCK), y)
 
-        x = torch.randn(64, device="cuda")
+        x = torch.randint(0, 9, (64,), device="cuda", dtype=torch.int32)
         try:
-            copy_kernel[(1,)](x, torch.empty_like(x), 64, BLOCK=64)
+            copy_kernel[(1,)](x, torch.empty_like(x), BLOCK=64)
         except Exception as e:
             print("failed:", e)
     ''')
     with pytest.raises(CaptureError, match=r"every launch of copy_kernel .* \(1\) raised and the app caught it: .*"
-                                           r"tl\.make_block_ptr"):
+                                           r"tl\.inline_asm_elementwise"):
         capture(app, "copy_kernel", tmp_path / "captures")
-
-
-def _no_block_pointers() -> bool:
-    return "removed" in (triton.language.make_block_ptr.__doc__ or "")
 
 
 SKIPPED_BLOCKS = '''
