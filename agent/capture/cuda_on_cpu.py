@@ -238,6 +238,7 @@ def generated_module_shims() -> None:
     interpreter_boolean_masks()
     interpreter_boolean_operators()
     interpreter_block_pointers()
+    interpreter_storageless_arguments()
     from swizzleperf.kernels.interpreter import interpreter_scalar_index
     interpreter_scalar_index()
     if not _gpu_seen():
@@ -294,6 +295,7 @@ def _on_triton() -> None:
     interpreter_boolean_masks()
     interpreter_boolean_operators()
     interpreter_block_pointers()
+    interpreter_storageless_arguments()
     from swizzleperf.kernels.interpreter import interpreter_scalar_index
     interpreter_scalar_index()
     _cpu_driver()
@@ -482,6 +484,53 @@ def interpreter_block_pointers() -> bool:
     for name in ("advance", "store"):   # x.advance(...), x.store(...): tensor methods in Triton
         if hasattr(core.tensor, name):
             setattr(core.tensor, name, getattr(core, name))
+    return True
+
+
+def interpreter_storageless_arguments() -> bool:
+    """Under ``TRITON_INTERPRET=1``, a pointer argument that is no torch tensor but has what compiled
+    Triton reads of one (``data_ptr()`` and ``dtype``: FlagGems' ``StridedBuffer``, a view with
+    negative strides over a tensor's memory) is passed to the kernel as its address, where it lies in
+    the CPU's memory. Triton's interpreter (3.6 and 3.9 alike) copies every pointer argument's
+    storage to the host first and raised "object has no attribute 'untyped_storage'" for such a
+    one (TritonBench-G's relu_strided_buffer.py). One on a GPU's memory is left to the interpreter
+    (it cannot be read from the host). Returns whether the interpreter was patched."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return False
+    try:
+        from triton.runtime.interpreter import GridExecutor
+    except ImportError:
+        return False
+    init, restore = (getattr(GridExecutor, n, None) for n in ("_init_args_hst", "_restore_args_dev"))
+    if init is None or restore is None:
+        return False
+    if getattr(init, "_storageless", False):
+        return True
+
+    def storageless(value) -> bool:
+        device = getattr(value, "device", None)
+        return (callable(getattr(value, "data_ptr", None)) and not hasattr(value, "untyped_storage")
+                and hasattr(value, "dtype") and getattr(device, "type", "cpu") == "cpu")
+
+    def init_args(self, args_dev, kwargs):
+        kept = {i for i, a in enumerate(args_dev) if storageless(a)}
+        kept_kw = {k for k, v in kwargs.items() if storageless(v)}
+        if not kept and not kept_kw:
+            return init(self, args_dev, kwargs)
+        args_hst, kwargs_hst = init(self, [None if i in kept else a for i, a in enumerate(args_dev)],
+                                    {k: None if k in kept_kw else v for k, v in kwargs.items()})
+        args_hst = [args_dev[i] if i in kept else a for i, a in enumerate(args_hst)]
+        return args_hst, {k: kwargs[k] if k in kept_kw else v for k, v in kwargs_hst.items()}
+
+    def restore_args(self, args_dev, args_hst, kwargs, kwargs_hst):
+        kept = {i for i, a in enumerate(args_dev) if storageless(a)}
+        kept_kw = {k for k, v in kwargs.items() if storageless(v)}
+        return restore(self, [None if i in kept else a for i, a in enumerate(args_dev)],
+                       [None if i in kept else a for i, a in enumerate(args_hst)],
+                       {k: None if k in kept_kw else v for k, v in kwargs.items()},
+                       {k: None if k in kept_kw else v for k, v in kwargs_hst.items()})
+    init_args._storageless = True
+    GridExecutor._init_args_hst, GridExecutor._restore_args_dev = init_args, restore_args
     return True
 
 

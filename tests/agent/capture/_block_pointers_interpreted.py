@@ -1,8 +1,10 @@
 """Block pointers under Triton's interpreter: on a Triton without them (3.9 removed them) through
 agent/capture/cuda_on_cpu.py's ``interpreter_block_pointers``, on one with them (3.6, the GPU
 machines' image) natively; the same kernels, the same expectations, each against torch on fresh
-random inputs with the output poisoned (NaN) first. Run only by test_block_pointers.py, in a process
-of its own (TRITON_INTERPRET must be set before triton is imported), under each Triton."""
+random inputs with the output poisoned (NaN) first; and a pointer argument with no storage
+(``interpreter_storageless_arguments``), which neither Triton's interpreter takes by itself. Run only
+by test_block_pointers.py, in a process of its own (TRITON_INTERPRET must be set before triton is
+imported), under each Triton."""
 import inspect
 import os
 
@@ -154,3 +156,30 @@ def test_a_value_cast_to_the_block_pointers_element_type():
     out = torch.full((100,), float("nan"), dtype=torch.float16)
     _cast_to_the_pointers_type[(2,)](x, out, 100, BLOCK=64)
     torch.testing.assert_close(out, (x.float() * 3.0).half())
+
+
+class _Reversed:
+    """What compiled Triton reads of a tensor argument, and no storage (FlagGems' StridedBuffer): the
+    elements of ``base`` last to first, a view torch cannot make (a negative stride)."""
+
+    def __init__(self, base):
+        self.base, self.dtype, self.device = base, base.dtype, base.device
+        self.shape, self.stride = base.shape, (-1,)
+
+    def data_ptr(self):
+        return self.base.data_ptr() + (self.base.numel() - 1) * self.base.element_size()
+
+
+@triton.jit
+def _strided_copy(x_ptr, out_ptr, n, stride, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs * stride, mask=offs < n), mask=offs < n)
+
+
+def test_a_pointer_argument_without_storage_is_passed_as_its_address():
+    from swizzleperf.agent.capture.cuda_on_cpu import interpreter_storageless_arguments
+    assert interpreter_storageless_arguments()
+    base = torch.randn(100)
+    out = torch.full((100,), float("nan"))
+    _strided_copy[(2,)](_Reversed(base), out, 100, -1, BLOCK=64)
+    assert torch.equal(out, base.flip(0))
