@@ -80,64 +80,85 @@ def _reads(s: ast.AST) -> set:
     """The names ``s`` reads from the module's scope: a function's (or lambda's, comprehension's)
     own parameters and locals are not (a kernel's local ``a`` reads no global ``a``: the app's
     ``a, b = torch.randn(..., device="cuda")`` at the bottom of the file is still its run), but its
-    decorators, defaults and annotations are, and so is a name it declares ``global``."""
+    decorators, defaults and annotations are, and so is a name it declares ``global`` (at any
+    depth) or updates (``x += 1``)."""
+    free, declared = _scoped_reads(s)
+    return free | declared
+
+
+def _scoped_reads(s: ast.AST) -> tuple:
+    """``(free, declared)``: the names ``s`` reads from the scopes around it, and those it reads as
+    declared ``global`` in a function within it (no enclosing function's local hides those)."""
     if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
         args = s.args
+        every_arg = [a for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg) if a]
         outer = [*getattr(s, "decorator_list", ()), *args.defaults, *(d for d in args.kw_defaults if d is not None),
-                 *(a.annotation for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg)
-                   if a is not None and a.annotation is not None),
+                 *(a.annotation for a in every_arg if a.annotation is not None),
                  *([s.returns] if getattr(s, "returns", None) is not None else [])]
         body = s.body if isinstance(s.body, list) else [s.body]
-        params = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg)
-                  if a is not None}
         declared = {name for node in body for n in _same_scope(node) if isinstance(n, ast.Global) for name in n.names}
-        local = (params | {name for node in body for name in _binds(node)}) - declared
-        return set().union(*(_reads(o) for o in outer)) | (set().union(*(_reads(b) for b in body)) - local)
+        local = ({a.arg for a in every_arg} | {name for node in body for name in _binds(node)}) - declared
+        free_o, glob_o = _union(outer)
+        free_b, glob_b = _union(body)
+        return free_o | (free_b - local - declared), glob_o | glob_b | (free_b & declared)
     if isinstance(s, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
         first, *rest = s.generators
         targets = {name for g in s.generators for name in _stores(g.target)}
         inner = [*(g.iter for g in rest), *(i for g in s.generators for i in g.ifs),
                  *([s.key, s.value] if isinstance(s, ast.DictComp) else [s.elt])]
-        return _reads(first.iter) | (set().union(*(_reads(i) for i in inner)) - targets)
+        free_f, glob_f = _scoped_reads(first.iter)
+        free_i, glob_i = _union(inner)
+        return free_f | (free_i - targets), glob_f | glob_i
     if isinstance(s, ast.Name):
-        return {s.id} if isinstance(s.ctx, ast.Load) else set()
-    return set().union(*(_reads(c) for c in ast.iter_child_nodes(s)))
+        return ({s.id} if isinstance(s.ctx, ast.Load) else set()), set()
+    free, glob = _union(list(ast.iter_child_nodes(s)))
+    if isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Name):   # x += 1 reads x
+        free |= {s.target.id}
+    return free, glob
+
+
+def _union(nodes: list) -> tuple:
+    pairs = [_scoped_reads(n) for n in nodes]
+    return set().union(*(p[0] for p in pairs)), set().union(*(p[1] for p in pairs))
 
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp, ast.SetComp,
            ast.GeneratorExp, ast.DictComp)
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 
 
 def _same_scope(node: ast.AST):
-    """``node`` and the nodes below it in the same scope (a nested function, class or comprehension
-    is yielded itself, not entered)."""
+    """``node`` and the nodes below it in the same scope: a nested function, class or comprehension
+    (``node`` itself too) is yielded, never entered."""
     todo = [node]
     while todo:
         n = todo.pop()
         yield n
-        if n is node or not isinstance(n, _SCOPES):
+        if not isinstance(n, _SCOPES):
             todo += list(ast.iter_child_nodes(n))
 
 
 def _binds(node: ast.AST) -> set:
     """The names a statement binds in its own scope: assignments, loop and ``with`` targets, nested
-    definitions, imports, ``except ... as`` names."""
+    definitions' names, imports, ``except ... as`` names, match captures, and the targets of a
+    walrus inside a comprehension (which binds in the enclosing scope)."""
     names = set()
     for n in _same_scope(node):
-        if n is not node and isinstance(n, _SCOPES):
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                names.add(n.name)
-            continue
-        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
-            names.add(n.id)
-        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n is not node:
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(n.name)
+        elif isinstance(n, _COMPREHENSIONS):
+            names |= {w.target.id for w in ast.walk(n) if isinstance(w, ast.NamedExpr)
+                      and isinstance(w.target, ast.Name)}
+        elif isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            names.add(n.id)
         elif isinstance(n, (ast.Import, ast.ImportFrom)):
             names.update((a.asname or a.name).split(".")[0] for a in n.names)
         elif isinstance(n, ast.ExceptHandler) and n.name:
             names.add(n.name)
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        names.add(node.name)
+        elif isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name:
+            names.add(n.name)
+        elif isinstance(n, ast.MatchMapping) and n.rest:
+            names.add(n.rest)
     return names
 
 

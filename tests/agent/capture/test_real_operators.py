@@ -187,6 +187,27 @@ def test_a_functions_own_locals_keep_no_module_level_statement():
         "x = 7", "a, b = (torch.randn(4, device='cuda'), 2)", "kernel[1,](a)"]
 
 
+@pytest.mark.parametrize("source, dropped", [
+    # a nested def's own locals are not the enclosing function's: scale still reads the module's BLOCK
+    ("def scale(xs):\n    def grid(meta):\n        BLOCK = meta['BLOCK']\n        return (BLOCK,)\n"
+     "    return [x * BLOCK for x in xs], grid\nBLOCK = 4\nresult = scale([1, 2])\n", ["result = scale([1, 2])"]),
+    # a nested global read is not hidden by the enclosing function's local of the same name
+    ("def outer():\n    table = {}\n    def get():\n        global table\n        return table\n"
+     "    return get(), table\ntable = {'k': 1}\nresult = outer()\n", ["result = outer()"]),
+    # x += 1 reads x
+    ("def bump():\n    global calls\n    calls += 1\ncalls = 0\nresult = bump()\n", ["result = bump()"]),
+    # a walrus in a comprehension and a match capture bind in the function: the module's name is the app's run
+    ("import torch\ndef first_negative(xs):\n    if any((bad := v) < 0 for v in xs):\n        return bad\n"
+     "bad = torch.randn(4, device='cuda')\nfirst_negative([1, -2])\n",
+     ["bad = torch.randn(4, device='cuda')", "first_negative([1, -2])"]),
+    ("import torch\ndef pick(cfg):\n    match cfg:\n        case {'block': block}:\n            return block\n"
+     "block = torch.randn(4, device='cuda')\npick({'block': 1})\n",
+     ["block = torch.randn(4, device='cuda')", "pick({'block': 1})"]),
+], ids=["nested-def", "nested-global", "augmented", "walrus", "match"])
+def test_python_scoping_decides_what_the_kept_code_reads(source, dropped):
+    assert [ast.unparse(s) for s in app_statements(ast.parse(source))] == dropped
+
+
 BLOCK_POINTER_APP = '''
 import torch, triton, triton.language as tl
 
