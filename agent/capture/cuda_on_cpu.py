@@ -536,21 +536,33 @@ def interpreter_storageless_arguments() -> bool:
 
 class _BlockPointer:
     """A block pointer of :func:`interpreter_block_pointers`: ``base`` (a scalar pointer tensor),
-    ``shape``, ``strides``, ``offsets`` (per dimension: ints or scalar tensors, in elements) and
-    ``block_shape`` (ints). ``type`` and ``dtype`` are the base's pointer type, so that
-    ``p.dtype.element_ty`` / ``p.type.element_ty`` name the element type, as kernels cast to it."""
+    ``shape``, ``strides``, ``offsets`` (per dimension: ints or scalar tensors, in elements),
+    ``block_shape`` (ints) and the semantic it was made with (for ``p.store(...)``). ``type`` and
+    ``dtype`` are Triton's own: a pointer to a block of the element type (``p.dtype.element_ty`` is
+    that block type, which ``x.to(...)`` casts to by its element type)."""
 
-    def __init__(self, base, shape, strides, offsets, block_shape):
+    def __init__(self, base, shape, strides, offsets, block_shape, semantic=None):
+        import triton.language as tl
         self.base, self.shape, self.strides, self.offsets, self.block_shape = (
             base, tuple(shape), tuple(strides), tuple(offsets), tuple(block_shape))
-        self.type = self.dtype = getattr(base, "type", None)
+        self._semantic = semantic
         if not (len(self.shape) == len(self.strides) == len(self.offsets) == len(self.block_shape)):
             raise ValueError(f"make_block_ptr: shape, strides, offsets and block_shape must have one entry per "
                              f"dimension, got {len(self.shape)}, {len(self.strides)}, {len(self.offsets)} and "
                              f"{len(self.block_shape)}")
+        self.type = self.dtype = tl.pointer_type(tl.block_type(base.type.element_ty, list(self.block_shape)))
+
+    @property
+    def element_ty(self):
+        return self.base.type.element_ty
 
     def advance(self, offsets, _semantic=None):
         return _advance(self, offsets)
+
+    def store(self, value, mask=None, boundary_check=(), cache_modifier="", eviction_policy="", _semantic=None):
+        import triton.language as tl
+        return tl.core.store(self, value, mask, boundary_check=boundary_check, cache_modifier=cache_modifier,
+                             eviction_policy=eviction_policy, _semantic=_semantic or self._semantic)
 
 
 def _unwrapped(value):
@@ -577,34 +589,66 @@ def _as_tuple(value) -> tuple:
     return tuple(value) if isinstance(value, tuple) else (value,)
 
 
+def _offsets(offsets) -> tuple:
+    """Block offsets as Triton 3.8 and earlier take them: ints or 32-bit integer scalars."""
+    import triton.language as tl
+    offsets = _as_tuple(offsets)
+    for offset in offsets:
+        if isinstance(offset, tl.tensor) and offset.dtype not in (tl.int32, tl.uint32, tl.int16, tl.int8, tl.int1):
+            raise ValueError(f"Block pointers only support 32 bit offsets, got one of {offset.dtype}")
+    return offsets
+
+
 def _make_block_ptr(base, shape, strides, offsets, block_shape, order=None, _semantic=None):
-    return _BlockPointer(base, _as_tuple(shape), _as_tuple(strides), _as_tuple(offsets),
-                         tuple(int(b) for b in _as_tuple(block_shape)))
+    import triton.language as tl
+    if not isinstance(base, tl.tensor) or not base.type.is_ptr() or base.type.element_ty.is_block():
+        raise ValueError("Expected `base` to be a pointer type (but not a block pointer type or others)")
+    if base.type.element_ty == tl.int1:   # as Triton: an int1 block reads and writes int8
+        base = tl.core.cast(base, tl.pointer_type(tl.int8), _semantic=_semantic)
+    block_shape = _as_tuple(block_shape)
+    if not all(isinstance(b, int) and -2 ** 31 <= b < 2 ** 31 for b in block_shape):
+        raise ValueError("Expected a list of constant integers (`int32_t` range) in `block_shape`")
+    order = _as_tuple(order if order is not None else tuple(range(len(block_shape))))
+    if sorted(order) != list(range(len(order))):
+        raise ValueError("Expected a permutation of (0, 1, ..., len(order)-1) in order")
+    if len(order) != len(block_shape):
+        raise ValueError("Expected `order` to have one entry per dimension of `block_shape`")
+    return _BlockPointer(base, _as_tuple(shape), _as_tuple(strides), _offsets(offsets), block_shape, _semantic)
 
 
 def _advance(base, offsets, _semantic=None):
     if not isinstance(base, _BlockPointer):
         raise TypeError("tl.advance takes a block pointer (tl.make_block_ptr)")
-    deltas = _as_tuple(offsets)
+    deltas = _offsets(offsets)
     if len(deltas) != len(base.offsets):
         raise ValueError(f"tl.advance: {len(deltas)} offsets for a block pointer of {len(base.offsets)} dimensions")
-    return _BlockPointer(base.base, base.shape, base.strides,
-                         tuple(o + d for o, d in zip(base.offsets, deltas)), base.block_shape)
+    return _BlockPointer(base.base, base.shape, base.strides, tuple(o + d for o, d in zip(base.offsets, deltas)),
+                         base.block_shape, _semantic or base._semantic)
+
+
+def _checked_dimensions(boundary_check, rank: int) -> set:
+    """``boundary_check`` as Triton 3.8 and earlier read it (a bare 0 or an empty one: none)."""
+    if not boundary_check:
+        return set()
+    dims = [int(d) for d in _as_tuple(boundary_check)]
+    if any(d < 0 or d >= rank for d in dims):
+        raise ValueError(f"boundary_check {dims} names a dimension outside the block's {rank}")
+    if len(dims) != len(set(dims)):
+        raise ValueError("Duplicate dimension in `boundary_check`")
+    return set(dims)
 
 
 def _pointers(block: _BlockPointer, boundary_check, _semantic):
-    """``(pointers, mask)`` of a block pointer's elements; mask None where nothing is checked."""
+    """``(pointers, mask)`` of a block pointer's elements, in 64-bit arithmetic (an offset near 2**31
+    plus the block's index does not wrap); mask None where nothing is checked."""
     import triton.language as tl
     core = tl.core
-    checked = {int(d) for d in _as_tuple(boundary_check or ())}
     rank = len(block.block_shape)
-    if any(d < 0 or d >= rank for d in checked):
-        raise ValueError(f"boundary_check {sorted(checked)} names a dimension outside the block's {rank}")
+    checked = _checked_dimensions(_unwrapped(boundary_check), rank)
     pointers, mask = block.base, None
     for d, (size, stride, offset, extent) in enumerate(zip(block.shape, block.strides, block.offsets,
                                                           block.block_shape)):
-        index = core.arange(0, extent, _semantic=_semantic) + offset
-        index = core.cast(index, tl.int64, _semantic=_semantic)
+        index = core.cast(core.arange(0, extent, _semantic=_semantic), tl.int64, _semantic=_semantic) + offset
         others = [a for a in range(rank) if a != d]
         if others:
             index = core.expand_dims(index, others, _semantic=_semantic)
@@ -625,15 +669,16 @@ def _block_load(original):
         options = dict(cache_modifier=cache_modifier, eviction_policy=eviction_policy, volatile=volatile)
         padding_option = _unwrapped(padding_option)
         if not isinstance(pointer, _BlockPointer):
-            if _as_tuple(boundary_check or ()) or padding_option:
+            if _unwrapped(boundary_check) or padding_option:
                 raise ValueError("`boundary_check` and `padding_option` apply to block pointers only "
                                  "(tl.make_block_ptr), not to a tensor of pointers")
             return original(pointer, mask, other, **options, _semantic=_semantic)
         if _unwrapped(mask) is not None or _unwrapped(other) is not None:
-            raise ValueError("a load through a block pointer takes no `mask` or `other`: use `boundary_check` "
-                             "and `padding_option`")
+            raise ValueError("`mask` and `other` arguments cannot be specified for loading block pointers")
         if padding_option not in ("", "zero", "nan"):
-            raise ValueError(f"padding_option {padding_option!r} is none of 'zero', 'nan'")
+            raise ValueError(f"Padding option {padding_option} not supported")
+        if padding_option == "nan" and pointer.element_ty.is_int():
+            raise ValueError("Padding option `nan` is not supported for integer block pointers")
         pointers, checked = _pointers(pointer, boundary_check, _semantic)
         fill = None if checked is None or not padding_option else (0.0 if padding_option == "zero" else float("nan"))
         return original(pointers, checked, fill, **options, _semantic=_semantic)
@@ -642,14 +687,22 @@ def _block_load(original):
 
 def _block_store(original):
     def store(pointer, value, mask=None, boundary_check=(), cache_modifier="", eviction_policy="", _semantic=None):
+        import triton.language as tl
         options = dict(cache_modifier=cache_modifier, eviction_policy=eviction_policy)
         if not isinstance(pointer, _BlockPointer):
-            if _as_tuple(boundary_check or ()):
+            if _unwrapped(boundary_check):
                 raise ValueError("`boundary_check` applies to block pointers only (tl.make_block_ptr), not to a "
                                  "tensor of pointers")
             return original(pointer, value, mask, **options, _semantic=_semantic)
         if _unwrapped(mask) is not None:
-            raise ValueError("a store through a block pointer takes no `mask`: use `boundary_check`")
+            raise ValueError("`mask` and `other` arguments cannot be specified for storing through block pointers")
+        if isinstance(value, tl.tensor) and value.type.is_block():   # as Triton 3.8 and earlier check it
+            if list(value.shape) != list(pointer.block_shape):
+                raise ValueError(f"Block shape({list(pointer.block_shape)}) and value shape({list(value.shape)}) "
+                                 f"mismatch")
+            if value.dtype != pointer.element_ty:
+                raise ValueError(f"Block element type({pointer.element_ty}) and value element type({value.dtype}) "
+                                 f"mismatch")
         pointers, checked = _pointers(pointer, boundary_check, _semantic)
         return original(pointers, value, checked, **options, _semantic=_semantic)
     return _block_builtin(store)

@@ -27,7 +27,8 @@ EMULATED = interpreter_block_pointers()
 
 def test_emulated_exactly_where_the_installed_triton_lacks_block_pointers():
     assert EMULATED is (not NATIVE)
-    assert NATIVE is (triton.__version__.startswith("3.6"))   # the two Tritons test_block_pointers.py runs
+    major, minor = (int(v) for v in triton.__version__.split(".")[:2])
+    assert NATIVE is ((major, minor) < (3, 9))   # 3.9 removed them (triton-lang/triton#10833)
     load = tl.core.load
     assert interpreter_block_pointers() is EMULATED and tl.core.load is load   # a second call changes nothing
 
@@ -183,3 +184,75 @@ def test_a_pointer_argument_without_storage_is_passed_as_its_address():
     out = torch.full((100,), float("nan"))
     _strided_copy[(2,)](_Reversed(base), out, 100, -1, BLOCK=64)
     assert torch.equal(out, base.flip(0))
+
+
+@triton.jit
+def _offset_near_2_31(x_ptr, out_ptr, OFF, n, BLOCK: tl.constexpr):
+    src = tl.make_block_ptr(x_ptr - OFF, (n,), (1,), (OFF,), (BLOCK,), (0,))   # OFF + i passes 2**31
+    tl.store(out_ptr + tl.arange(0, BLOCK), tl.load(src, boundary_check=(0,), padding_option="zero"))
+
+
+def test_an_offset_near_2_31_plus_the_block_index_does_not_wrap():
+    x = torch.arange(16, dtype=torch.float32) + 1
+    out = torch.full((16,), -1.0)
+    _offset_near_2_31[(1,)](x, out, 2 ** 31 - 8, 2 ** 31 + 8, BLOCK=16)
+    assert torch.equal(out, x)
+
+
+@triton.jit
+def _bool_block(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    src = tl.make_block_ptr(x_ptr, (n,), (1,), (0,), (BLOCK,), (0,))
+    x = tl.load(src, boundary_check=(0,), padding_option="zero")
+    tl.store(out_ptr + tl.arange(0, BLOCK), x + x)        # int8 arithmetic, as Triton reads an int1 block
+
+
+def test_a_bool_block_reads_bytes():
+    out = torch.full((16,), -1, dtype=torch.int32)
+    _bool_block[(1,)](torch.tensor([True, False] * 8), out, 16, BLOCK=16)
+    assert out.tolist() == [2, 0] * 8
+
+
+@triton.jit
+def _method_store_and_block_type(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    src = tl.make_block_ptr(x_ptr, (n,), (1,), (0,), (BLOCK,), (0,))
+    dst = tl.make_block_ptr(out_ptr, (n,), (1,), (0,), (BLOCK,), (0,))
+    acc = tl.zeros(dst.type.element_ty.shape, dtype=tl.float32) + tl.load(src, boundary_check=(0,)).to(tl.float32)
+    dst.store((acc * 2).to(dst.dtype.element_ty.element_ty), boundary_check=(0,))
+
+
+def test_the_store_method_and_the_block_type_of_a_block_pointer():
+    x = torch.randn(10).half()
+    out = torch.full((10,), float("nan")).half()
+    _method_store_and_block_type[(1,)](x, out, 10, BLOCK=16)
+    assert torch.equal(out, (x.float() * 2).half())
+
+
+@triton.jit
+def _store_of_another_type(out_ptr, n, BLOCK: tl.constexpr):
+    dst = tl.make_block_ptr(out_ptr, (n,), (1,), (0,), (BLOCK,), (0,))
+    tl.store(dst, tl.zeros((BLOCK,), dtype=tl.float32), boundary_check=(0,))
+
+
+@triton.jit
+def _nan_padding_of_ints(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    src = tl.make_block_ptr(x_ptr, (n,), (1,), (0,), (BLOCK,), (0,))
+    tl.store(out_ptr + tl.arange(0, BLOCK), tl.load(src, boundary_check=(0,), padding_option="nan"))
+
+
+@triton.jit
+def _not_an_order(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    src = tl.make_block_ptr(x_ptr, (n, n), (n, 1), (0, 0), (BLOCK, BLOCK), (1, 1))
+    tl.store(out_ptr + tl.arange(0, BLOCK)[:, None] * BLOCK + tl.arange(0, BLOCK)[None, :], tl.load(src))
+
+
+@pytest.mark.parametrize("case", ["store-of-another-type", "nan-padding-of-ints", "not-an-order"])
+def test_what_triton_refuses_of_block_pointers_is_refused(case):
+    """As Triton 3.8 and earlier check them: a kernel verified here must not fail on a GPU for them."""
+    with pytest.raises(Exception):
+        if case == "store-of-another-type":
+            _store_of_another_type[(1,)](torch.zeros(16).half(), 16, BLOCK=16)
+        elif case == "nan-padding-of-ints":
+            _nan_padding_of_ints[(1,)](torch.zeros(16, dtype=torch.int32), torch.zeros(16, dtype=torch.int32), 16,
+                                       BLOCK=16)
+        else:
+            _not_an_order[(1,)](torch.zeros(16), torch.zeros(16), 4, BLOCK=4)
