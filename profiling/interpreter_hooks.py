@@ -40,12 +40,15 @@ from swizzleperf.kernels.interpreter import scalar_index
 
 
 @contextmanager
-def sampled_launches(pids: list, on_access: Callable) -> Iterator[None]:
+def sampled_launches(pids: list, on_access: Callable, on_divisor: Callable | None = None) -> Iterator[None]:
     """While open, every interpreted launch runs only the programs ``pids`` (ints, or tuples of
     per-axis program ids), reports program ids and grid size as the real launch would, returns the
     accumulator from ``tl.dot``, and calls ``on_access(launch, index, addrs, itemsize, is_store)``
     before each load and store: the launch's number, the index into ``pids``, the byte addresses
-    its mask lets through (int64 array) and the element size in bytes."""
+    its mask lets through (int64 array) and the element size in bytes. ``on_divisor(d)``, where
+    given, is called with the divisor of every integer division or remainder by a scalar
+    (``create_sdiv`` / ``create_udiv`` / ``create_srem`` / ``create_urem``, the same in 3.6 and 3.9):
+    ``pid // num_pid_n``, ``row % seqlen``, the digits a kernel splits a program id into."""
     from triton.runtime import interpreter
     builder, executor = interpreter.interpreter_builder, interpreter.GridExecutor
     launch_ids, real = itertools.count(), {}
@@ -87,11 +90,22 @@ def sampled_launches(pids: list, on_access: Callable) -> Iterator[None]:
         report(ptrs, mask, True)
         return original[builder, "create_masked_store"](ptrs, value, mask, *rest, **options)
 
+    def dividing(name):
+        def divide(lhs, rhs):
+            data = getattr(rhs, "data", None)
+            if isinstance(data, np.ndarray) and data.size == 1 and data.dtype.kind in "iu":
+                on_divisor(int(data.reshape(-1)[0]))
+            return original[builder, name](lhs, rhs)
+        return divide
+
     hooks = {(executor, "__call__"): call, (interpreter, "_patch_lang"): patch_lang,
              (builder, "create_get_program_id"): program_id,
              (builder, "create_get_num_programs"): lambda axis: scalar(real["grid"][axis]),
              (builder, "create_masked_load"): masked_load, (builder, "create_masked_store"): masked_store,
              (builder, "create_dot"): lambda a, b, d, *rest: d}  # arithmetic skipped: addresses never use it
+    if on_divisor is not None:
+        hooks.update({(builder, name): dividing(name) for name in ("create_sdiv", "create_udiv", "create_srem",
+                                                                    "create_urem")})
     original = {(owner, name): getattr(owner, name) for owner, name in hooks}
     try:
         for (owner, name), hook in hooks.items():

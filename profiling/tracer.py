@@ -46,6 +46,19 @@ loss kernel, say, is not refused: each tile gets a block of its own for it (a te
 row per tile), its traffic counted, no reuse assumed; the trace's source says how many. A larger
 data-dependent access (the gather of a CSR SpMV's x) still refuses the trace.
 
+Digits of a program id. A kernel that splits its program id by division (``pid_m = pid //
+num_pid_n``, ``pid_n = pid % num_pid_n``; a 3-D launch merged into one tile axis and split back;
+``row % seqlen``) has addresses that are no affine function of the tile coordinate, but affine in
+its digits. The worker records the scalars the sampled programs divide integers by
+(``record_samples``'s ``divisors``); where the plain fit fails on the samples and some divisor divides
+an axis, it traces ``check_tiles`` (8 tiles at random, seeded by the grid) as well, and ``extend``
+tries splits of each axis into digits by those divisors and their ratios (``_digit_splits``: fewest
+digits first, at most MAX_DIGIT_SPLITS tries, each a fit on the samples alone), taking the first
+under which every access fits exactly on all samples, random tiles included, and extending once
+with it. Without such a split the access is refused as before. A split that fits all samples yet
+is wrong elsewhere is possible in principle (a divisor whose digits coincide on every sampled tile);
+the random tiles make it unlikely, and the trace's source names the split taken.
+
 Masked edges. Where a kernel masks its accesses at the domain's edges (a stencil's shifted loads,
 a ragged last tile), edge tiles touch less than the affine map predicts, so the fit is made away
 from the edges: sample_tiles takes tile (1, 1, ..) and its neighbours along each axis, the middle
@@ -152,7 +165,8 @@ def group_steps(accesses: list) -> list:
 
 
 def extend(samples: dict, grid: tuple, programs_per_cu: int, source: str,
-           granule_bytes: int = GRANULE_BYTES, coordinate_splits: dict | None = None) -> TileTrace:
+           granule_bytes: int = GRANULE_BYTES, coordinate_splits: dict | None = None,
+           divisors=()) -> TileTrace:
     """The TileTrace of every tile of ``grid`` from traced samples.
 
     Args:
@@ -167,6 +181,12 @@ def extend(samples: dict, grid: tuple, programs_per_cu: int, source: str,
         coordinate_splits: ``{axis: d}``: tile coordinate ``axis`` is two launch axes merged
             (``c = inner + d * outer``, inner fastest: agent/capture/pid_remap.py's tile grid of a 3-D
             launch), so accesses are fitted as affine in ``(c % d, c // d)`` instead of ``c``.
+        divisors: the scalars the sampled programs divided an integer by (``record_samples``'s
+            ``divisors``): where no coordinate_splits are given and an access is not affine in the
+            tile coordinates, a kernel that splits a program id into digits (``pid // num_pid_n``,
+            ``pid % num_pid_n``, ``row % seqlen``) is fitted in them: the fewest splits by such
+            divisors under which every access fits exactly on all sampled tiles (``_digit_splits``;
+            the samples should then include ``check_tiles``). The trace's source names the splits.
 
     Raises:
         TraceError: the samples differ in shape (steps, sites), an access is not affine in the
@@ -191,9 +211,125 @@ def extend(samples: dict, grid: tuple, programs_per_cu: int, source: str,
     pitch, size = _tensor_pitches(records), _tensor_sizes(records)
     coords = np.array(tiles, dtype=np.int64).reshape(len(tiles), len(grid))
     all_coords = np.stack(np.unravel_index(np.arange(math.prod(grid)), grid), axis=1)  # [tiles, ndim]
+    fitted = {"shape": shape, "shaped": shaped, "tiles": tiles, "pitch": pitch, "size": size,
+              "granule": granule_bytes}
+    splits, digits = dict(coordinate_splits or {}), ""
+    try:
+        parts, inexact, wrapped, gathered = _fit_parts(fitted, *_split_all(coords, all_coords, grid, splits))
+    except TraceError:
+        found = None if coordinate_splits else _digit_splits(fitted, coords, grid, divisors)
+        if found is None:
+            raise
+        splits = found
+        parts, inexact, wrapped, gathered = _fit_parts(fitted, *_split_all(coords, all_coords, grid, splits))
+        digits = ("; tile coordinates fitted in digits (" + ", ".join(
+            f"coordinate {a} in digits of {' x '.join(map(str, chain))} x the rest" for a, chain in sorted(splits.items()))
+            + f": divisors the kernel divides by, the fit exact on all {len(tiles)} sampled tiles)")
+    note = (f"; {granule_bytes} B granules" + (f"; {inexact} sampled 2-D accesses counted by their "
+                                                f"bounding byte range" if inexact else "")
+            + (f"; {wrapped} accesses wrap around their tensor's edge (% M)" if wrapped else "")
+            + (f"; {gathered} data-dependent scalar accesses counted as a block of each tile's own"
+               if gathered else "") + digits)
+    return _to_trace(parts, math.prod(grid), len(shape), programs_per_cu, source + note)
+
+
+def fits_on_samples(samples: dict, grid: tuple) -> bool:
+    """Whether ``extend`` fits every access of ``samples`` in the plain tile coordinates (no digit
+    splits), checked on the samples alone (no array over the grid): the worker traces
+    ``check_tiles`` only where it does not."""
+    grid = tuple(int(g) for g in grid)
+    tiles = [tuple(int(c) for c in t) for t in samples]
+    shaped = {t: group_steps([_normalise(a) for a in samples[key]]) for t, key in zip(tiles, samples)}
+    shape = _shape(shaped[tiles[0]])
+    if any(_shape(shaped[t]) != shape for t in tiles[1:]):
+        return False
+    records = [a for t in tiles for step in shaped[t] for a in step if a[3] > a[2]]
+    fitted = {"shape": shape, "shaped": shaped, "tiles": tiles, "pitch": _tensor_pitches(records),
+              "size": _tensor_sizes(records), "granule": GRANULE_BYTES}
+    coords = np.array(tiles, dtype=np.int64).reshape(len(tiles), len(grid))
+    try:
+        _fit_parts(fitted, coords, coords, grid)
+    except TraceError:
+        return False
+    return True
+
+
+#: At most this many sets of digit splits are tried for a trace (each a fit on the sampled tiles only).
+MAX_DIGIT_SPLITS = 256
+#: Tiles traced beyond ``sample_tiles`` where the kernel divides by a scalar (``check_tiles``): a fit in
+#: digits must be exact on them too, so that a split that happens to fit the structured samples (a
+#: divisor whose digits coincide on them) is not extended to every tile.
+CHECK_TILES = 8
+
+
+def check_tiles(grid: tuple, taken: list, count: int = CHECK_TILES) -> list:
+    """``count`` tiles of ``grid`` not in ``taken``, spread at random (a generator seeded by the grid,
+    so a trace is the same each time), for checking a fit beyond the structured samples."""
+    total = math.prod(grid)
+    taken = set(map(tuple, taken))
+    if total - len(taken) <= 0:
+        return []
+    rng = np.random.default_rng([int(g) for g in grid])
+    picks, tries = [], 0
+    while len(picks) < min(count, total - len(taken)) and tries < 50 * count:
+        tile = tuple(int(c) for c in np.unravel_index(int(rng.integers(total)), grid))
+        tries += 1
+        if tile not in taken:
+            taken.add(tile)
+            picks.append(tile)
+    return picks
+
+
+def _split_all(coords: np.ndarray, all_coords: np.ndarray, grid: tuple, splits: dict) -> tuple:
+    """``(coords, all_coords, fit_grid)`` with each ``{axis: d}`` of ``splits`` split into the digits
+    ``(c % d, c // d)``; a tuple ``(d1, d2, ..)`` splits it into ``c % d1``, ``(c // d1) % d2``, ..
+    and the rest."""
     fit_grid = grid
-    for axis, inner in sorted((coordinate_splits or {}).items(), reverse=True):
-        coords, all_coords, fit_grid = _split(coords, all_coords, fit_grid, int(axis), int(inner))
+    for axis, chain in sorted(splits.items(), reverse=True):
+        for k, inner in enumerate(chain if isinstance(chain, tuple) else (chain,)):
+            coords, all_coords, fit_grid = _split(coords, all_coords, fit_grid, int(axis) + k, int(inner))
+    return coords, all_coords, fit_grid
+
+
+def _chains(g: int, divisors: list, longest: int = 3) -> list:
+    """Digit chains ``(d1, d2, ..)`` of an axis of ``g`` tiles from ``divisors`` (each > 1, their
+    product dividing ``g`` and below it), the empty chain first, shorter before longer."""
+    chains, frontier = [()], [()]
+    for _ in range(longest):
+        frontier = [c + (d,) for c in frontier for d in divisors
+                    if g % (math.prod(c) * d) == 0 and math.prod(c) * d < g]
+        chains += frontier
+    return chains
+
+
+def _digit_splits(fitted: dict, coords: np.ndarray, grid: tuple, divisors) -> dict | None:
+    """The splits ``{axis: (d1, ..)}`` (fewest digits first, each ``d`` a divisor the kernel divided by)
+    under which every access fits exactly on the sampled tiles, or None. Each try fits the samples
+    only (no array over the grid), at most MAX_DIGIT_SPLITS tries."""
+    recorded = {int(d) for d in divisors or () if int(d) > 1}
+    # a digit between two divisions (the kernel takes t // P, then (t % P) // num_n): P // num_n
+    usable = sorted(recorded | {b // a for a in recorded for b in recorded if b % a == 0 and b > a})
+    options = [_chains(g, usable) for g in grid]
+    if all(len(o) == 1 for o in options):
+        return None
+    combos = sorted(itertools.product(*options), key=lambda c: (sum(map(len, c)), c))
+    for combo in combos[1:MAX_DIGIT_SPLITS + 1]:
+        splits = {a: chain for a, chain in enumerate(combo) if chain}
+        split_coords, _, fit_grid = _split_all(coords, coords, grid, splits)
+        try:
+            _fit_parts(fitted, split_coords, split_coords, fit_grid)
+        except TraceError:
+            continue
+        return splits
+    return None
+
+
+def _fit_parts(fitted: dict, coords: np.ndarray, all_coords: np.ndarray, fit_grid: tuple) -> tuple:
+    """Every access of the samples (``fitted``: their steps, tiles, tensors' pitches and sizes, the
+    granule) fitted on ``coords`` and extended to ``all_coords``: ``(parts, inexact, wrapped,
+    gathered)``, parts as ``_to_trace`` takes them. Raises TraceError (see ``extend``)."""
+    shape, shaped, tiles, pitch, size = (fitted[k] for k in ("shape", "shaped", "tiles", "pitch", "size"))
+    granule_bytes, ntiles = fitted["granule"], len(all_coords)
     parts = []  # (step, tensor, is_store, r0, r1, c0, c1) per rectangle; arrays over all tiles
     inexact = wrapped = gathered = 0
     for s, j in ((s, j) for s in range(len(shape)) for j in range(len(shape[s]))):
@@ -220,19 +356,14 @@ def extend(samples: dict, grid: tuple, programs_per_cu: int, source: str,
                 pieces = None
         if pieces is None:   # a scalar gather (a row's label): a block of each tile's own
             gathered += 1
-            parts.append((s, _GATHER_TENSORS + len(parts), bool(store), *_private(math.prod(grid), granule_bytes)))
+            parts.append((s, _GATHER_TENSORS + len(parts), bool(store), *_private(ntiles, granule_bytes)))
             continue
         inexact += counted
         wrapped += any(r[10] for r in touched) and len(pieces) > 1
         for values in pieces:
             for r0, r1, c0, c1 in _rectangles(values, p):
                 parts.append((s, tensor, bool(store), *_round_columns(r0, r1, c0, c1, p, size_t, granule_bytes)))
-    note = (f"; {granule_bytes} B granules" + (f"; {inexact} sampled 2-D accesses counted by their "
-                                                f"bounding byte range" if inexact else "")
-            + (f"; {wrapped} accesses wrap around their tensor's edge (% M)" if wrapped else "")
-            + (f"; {gathered} data-dependent scalar accesses counted as a block of each tile's own"
-               if gathered else ""))
-    return _to_trace(parts, math.prod(grid), len(shape), programs_per_cu, source + note)
+    return parts, inexact, wrapped, gathered
 
 
 def _split(coords: np.ndarray, all_coords: np.ndarray, grid: tuple, axis: int, inner: int) -> tuple:
@@ -620,11 +751,13 @@ def _to_trace(parts: list, num_tiles: int, steps: int, programs_per_cu: int, sou
 
 # -- recording (runs in the worker, under the Triton interpreter) -------------------------------
 
-def record_samples(spec, module, problem: dict, meta: dict, dtype: str, pids: list) -> list:
+def record_samples(spec, module, problem: dict, meta: dict, dtype: str, pids: list,
+                   divisors: set | None = None) -> list:
     """Run the programs ``pids`` of one real launch under the interpreter, recording every load
     and store; returns one ordered access list per pid (see the module docstring for an access's
     fields). Loads still read memory (addresses may depend on loaded data); ``tl.dot`` is
-    skipped. Raises TraceError for multi-launch kernels and for addresses outside every input
+    skipped. ``divisors``, where given, receives every scalar an integer was divided by (``extend``'s
+    ``divisors``). Raises TraceError for multi-launch kernels and for addresses outside every input
     tensor."""
     from swizzleperf.profiling.interpreter_hooks import sampled_launches
     inputs = spec.make_inputs(problem, 0, "cpu", dtype)
@@ -654,7 +787,7 @@ def record_samples(spec, module, problem: dict, meta: dict, dtype: str, pids: li
                                                  int(ranges[tensor, 1] - base), layouts[tensor])))
 
     try:
-        with sampled_launches(pids, record):
+        with sampled_launches(pids, record, None if divisors is None else divisors.add):
             spec.launch(inputs, **meta)
     except Exception:
         if not stopped:

@@ -185,9 +185,10 @@ def trace_kernel(kernel_path: Path, meta_overrides: dict | None = None, timeout_
     occupancy = _model_trace(spec, sized, meta).programs_per_cu if spec.trace else 1
     try:
         granule = {"granule_bytes": granule_bytes} if granule_bytes else {}
+        divisors = [d for d in recorded.get("divisors") or () if isinstance(d, int) and 1 < d < 2 ** 63][:64]
         return extend(samples, tuple(recorded["grid"]), occupancy, f"traced from {len(samples)} programs "
                       f"of {kernel_path.name} under the interpreter", coordinate_splits=coordinate_splits,
-                      **granule)
+                      divisors=divisors, **granule)
     except TraceError as exc:
         raise SimulateError(f"cannot extend the trace: {exc}") from None
     except TraceTooLarge as exc:

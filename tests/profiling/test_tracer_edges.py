@@ -275,3 +275,115 @@ def test_an_edge_that_breaks_the_clipped_prediction_is_refused():
                                          r"affine map clipped to the tensor and the edges gives rows \[4, 8\) "
                                          r"x bytes \[4, 16\)"):
         extend(samples, (5, 5), 1, "test")
+
+
+_DIGITS = '''
+"""A batched GEMM-like kernel on a (tiles, batches) tile grid whose tile coordinate t it splits into
+digits itself (pid_m = t // num_n, pid_n = t % num_n), as operators do (for the tracer's tests)."""
+import torch
+import triton
+import triton.language as tl
+
+from swizzleperf.kernels.spec import KernelSpec
+
+
+@triton.jit
+def swizzle(pid, num_tiles, batches):
+    """Program ``pid`` -> tile ``(t, batch)`` of the (tiles, batches) grid, row-major."""
+    return pid // batches, pid % batches
+
+
+@triton.jit
+def digits_kernel(a_ptr, b_ptr, c_ptr, B, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    num_n = tl.cdiv(N, BN)
+    t, batch = swizzle(tl.program_id(0), tl.cdiv(M, BM) * num_n, B)
+    pid_m, pid_n = t // num_n, t % num_n
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + batch * M * K + rm[:, None] * K + (k + rk)[None, :], mask=(rm[:, None] < M), other=0.0)
+        b = tl.load(b_ptr + batch * K * N + (k + rk)[:, None] * N + rn[None, :], mask=(rn[None, :] < N), other=0.0)
+        acc += tl.dot(a, b)
+    tl.store(c_ptr + batch * M * N + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def launch(inputs, BM, BN, BK, num_warps=4, num_stages=1):
+    a, b, c = inputs["a"], inputs["b"], inputs["c"]
+    B, M, K = a.shape
+    N = b.shape[2]
+    digits_kernel[(triton.cdiv(M, BM) * triton.cdiv(N, BN) * B,)](a, b, c, B, M, N, K, BM=BM, BN=BN, BK=BK)
+
+
+def make_inputs(problem, seed, device="cpu", dtype="float32"):
+    g = torch.Generator(device=device).manual_seed(seed)
+    B, M, N, K = problem["B"], problem["M"], problem["N"], problem["K"]
+    return {"a": torch.randn(B, M, K, generator=g, device=device), "b": torch.randn(B, K, N, generator=g, device=device),
+            "c": torch.empty(B, M, N, device=device)}
+
+
+def tile_grid(problem, meta):
+    return (triton.cdiv(problem["M"], meta["BM"]) * triton.cdiv(problem["N"], meta["BN"]), problem["B"])
+
+
+SPEC = KernelSpec(
+    name="digits", kernel_name="digits_kernel",
+    problems={"default": {"B": 3, "M": 80, "N": 192, "K": 32}, "check": {"B": 2, "M": 40, "N": 48, "K": 32}},
+    meta={"BM": 16, "BN": 32, "BK": 32, "num_warps": 4, "num_stages": 1},
+    check_meta={"BM": 16, "BN": 16, "BK": 32, "num_warps": 4, "num_stages": 1},
+    make_inputs=make_inputs, launch=launch, reference=lambda inputs: (inputs["a"] @ inputs["b"]).double(),
+    output_name="c", tolerance={"float32": 1e-4}, tile_grid=tile_grid, swizzle_args=tile_grid,
+    flops=lambda p: 2.0 * p["B"] * p["M"] * p["N"] * p["K"], min_bytes=lambda p, dtype: 4.0 * p["B"] * (
+        p["M"] * p["K"] + p["K"] * p["N"] + p["M"] * p["N"]), dtypes=("float32",),
+)
+'''
+
+
+# One tile coordinate per program, the kernel splitting it in three: batch = t // P, then
+# pid_m = (t % P) // num_n and pid_n = t % num_n (the digits of a 3-D launch merged into one axis).
+_NESTED_DIGITS = _DIGITS.replace('''def swizzle(pid, num_tiles, batches):
+    """Program ``pid`` -> tile ``(t, batch)`` of the (tiles, batches) grid, row-major."""
+    return pid // batches, pid % batches''', '''def swizzle(pid, num_tiles):
+    return pid''').replace(
+    '''    t, batch = swizzle(tl.program_id(0), tl.cdiv(M, BM) * num_n, B)
+    pid_m, pid_n = t // num_n, t % num_n''', '''    tile = swizzle(tl.program_id(0), tl.cdiv(M, BM) * num_n * B)
+    batch, t = tile // (tl.cdiv(M, BM) * num_n), tile % (tl.cdiv(M, BM) * num_n)
+    pid_m, pid_n = t // num_n, t % num_n''').replace(
+    '''    return (triton.cdiv(problem["M"], meta["BM"]) * triton.cdiv(problem["N"], meta["BN"]), problem["B"])''',
+    '''    return (triton.cdiv(problem["M"], meta["BM"]) * triton.cdiv(problem["N"], meta["BN"]) * problem["B"],)''')
+
+
+# ragged in N only: a ragged M would clip each batch entry's rows at its own end, a mask that is no box
+# of the tensor (refused as such, digits or not)
+@pytest.mark.parametrize("source, sizes, digits", [
+    (_DIGITS, {"M": 80, "N": 192}, "{n}"), (_DIGITS, {"M": 80, "N": 200}, "{n}"),
+    (_NESTED_DIGITS, {"M": 80, "N": 192}, "{n} x {m}")], ids=["even", "ragged-n", "nested"])
+def test_a_program_id_split_into_digits_traces_as_a_brute_force_trace(tmp_path, source, sizes, digits):
+    """pid // num_n and pid % num_n are no affine function of the program id: the worker records the
+    divisors the programs used (num_n, 6 or 7 here, and the swizzle's number of batch entries, 3) and
+    traces 8 random tiles more; the extension fits in the digits (c % num_n, c // num_n) and every tile's
+    granules equal a brute-force trace of all programs, ragged edges included. Without the divisors
+    the same samples are refused as before."""
+    assert source.count("swizzle(") == 2 and "tile_grid" in source   # the replacements above took
+    path = tmp_path / "digits.py"
+    path.write_text(source)
+    samples, grid = _recorded(path, {}, sizes)
+    _, spec = load_kernel(path)
+    result = run_worker({"kernel_path": str(path), "stages": ["trace"], "dtype": "float32", "meta_overrides": {},
+                         "trace_problem": "default", "problem_sizes": sizes}, 300, interpret=True)
+    divisors = result.details["trace"]["divisors"]
+    num_n, num_m = -(-sizes["N"] // 32), -(-sizes["M"] // 16)
+    assert num_n in divisors and len(samples) == len(sample_tiles(grid)) + 8
+    with pytest.raises(TraceError, match="not an affine function"):
+        extend(samples, grid, 1, "test")
+    trace = extend(samples, grid, 1, "test", granule_bytes=32, divisors=divisors)
+    assert f"coordinate 0 in digits of {digits.format(n=num_n, m=num_m)} x the rest" in trace.source
+    brute = _brute_force(path, {}, sizes)
+    writes = trace.writes()
+    for t in range(trace.num_tiles):
+        keys = trace.keys[t]
+        reads, stored = set(keys[(keys >= 0) & ~writes[t]].tolist()), set(keys[writes[t]].tolist())
+        assert trace.block_bytes[sorted(reads)].sum() == len(brute[t][0]) * 32, t
+        assert trace.block_bytes[sorted(stored)].sum() == len(brute[t][1]) * 32, t
+    assert trace.footprint_bytes() == len(set().union(*[r | w for r, w in brute])) * 32
