@@ -26,10 +26,10 @@ def test_new_keys_within_the_bound_is_padding():
 
 @pytest.mark.parametrize("shape", [(MAX_ACCESSES + 1, 1, 1), (1 << 20, 1 << 20, 1 << 20), (8192, 4097, 2)])
 def test_new_keys_past_the_bound_allocates_nothing(shape):
-    start = time.perf_counter()
+    start = time.process_time()
     with pytest.raises(TraceTooLarge) as caught:
         new_keys(*shape)
-    assert time.perf_counter() - start < 0.1
+    assert time.process_time() - start < 0.1
     message = str(caught.value)
     assert f"{shape[0]:,} programs x {shape[1] * shape[2]:,} access" in message, message
     assert f"more than the simulator's bound of {MAX_ACCESSES:,} accesses" in message and "\n" not in message
@@ -47,10 +47,10 @@ def test_each_access_model_refuses_one_element_tiles_before_it_allocates(kernel)
     """Every extent at 1, at the default problem: millions of programs, each of several accesses."""
     spec = load_spec(KERNELS / f"{kernel}.py")
     meta = {k: 1 if EXTENT.fullmatch(k) else v for k, v in spec.meta.items()}
-    start = time.perf_counter()
+    start = time.process_time()
     with pytest.raises(TraceTooLarge):
         spec.trace(spec.problems["default"], meta)
-    assert time.perf_counter() - start < 1.0
+    assert time.process_time() - start < 1.0
 
 
 @pytest.mark.parametrize("kernel", MODELLED)

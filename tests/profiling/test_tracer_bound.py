@@ -18,10 +18,10 @@ from tests.profiling.test_tracer import _gemm_like
 ])
 def test_an_extension_past_the_bound_is_refused_before_it_allocates(grid, expected):
     samples = {t: _gemm_like(t) for t in sample_tiles(grid)}
-    start = time.perf_counter()
+    start = time.process_time()
     with pytest.raises(TraceTooLarge) as caught:
         extend(samples, grid, programs_per_cu=1, source="test")
-    assert time.perf_counter() - start < 1.0
+    assert time.process_time() - start < 1.0
     assert expected in str(caught.value) and f"{MAX_ACCESSES:,}" in str(caught.value)
 
 

@@ -47,9 +47,9 @@ def test_redact_all_walks_dicts_and_lists_and_has_secret_tells():
 @pytest.mark.parametrize("text", ["a" * 1_000_000, "://" * 300_000, "http://" + "@" * 1_000_000,
                                   "http://h/?" + "&" * 1_000_000, ("x://y@" + " ") * 100_000])
 def test_redaction_is_linear(text):
-    start = time.perf_counter()
+    start = time.process_time()
     redact(text)
-    assert time.perf_counter() - start < 1.0
+    assert time.process_time() - start < 1.0
 
 
 def test_a_lone_surrogate_becomes_encodable():
@@ -93,9 +93,9 @@ def test_a_run_of_24_characters_of_a_long_secret_is_masked_and_holds_secret_tell
                                   "\\x" * 500_000])
 def test_undoing_escapes_stays_linear(text):
     _known()
-    start = time.perf_counter()
+    start = time.process_time()
     redact(text)
-    assert time.perf_counter() - start < 3.0
+    assert time.process_time() - start < 3.0
 
 
 def test_undoing_escapes_takes_little_memory():
@@ -159,9 +159,9 @@ def test_a_key_echoed_quoted_encoded_or_upper_cased_is_masked(form):
 @pytest.mark.parametrize("text", ["%" * 1_000_000, "%41" * 300_000, "&#65;" * 200_000, "&#x" * 300_000])
 def test_undoing_quoting_stays_linear(text):
     _known()
-    start = time.perf_counter()
+    start = time.process_time()
     redact(text)
-    assert time.perf_counter() - start < 3.0
+    assert time.process_time() - start < 3.0
 
 
 @pytest.mark.parametrize("form", ["full-width", "zero-width", "soft-hyphens"])
@@ -181,6 +181,6 @@ def test_a_key_echoed_in_compatibility_letters_or_with_invisible_characters_is_m
 def test_normalising_stays_linear():
     _known()
     text = "中" * 1_000_000
-    start = time.perf_counter()
+    start = time.process_time()
     redact(text)
-    assert time.perf_counter() - start < 5.0
+    assert time.process_time() - start < 5.0

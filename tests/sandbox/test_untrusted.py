@@ -51,10 +51,10 @@ def test_depth_counts_brackets_outside_strings_only():
     ("def swizzle(pid):\n" + "    x = pid\n" * 1500, "more than 5000 syntax nodes"),
 ])
 def test_hostile_functions_are_refused_before_anything_recurses(code, expected):
-    start = time.perf_counter()
+    start = time.process_time()
     with pytest.raises(untrusted.UntrustedInput, match=expected):
         untrusted.parse_python(code)
-    assert time.perf_counter() - start < 2.0
+    assert time.process_time() - start < 2.0
 
 
 def test_an_ordinary_function_parses():

@@ -268,10 +268,10 @@ HUGE_REPLIES = {
 def test_a_1_mb_hostile_reply_parses_in_well_under_a_second(name):
     reply = HUGE_REPLIES[name]
     for parse in (lambda: parse_reply(reply, "swizzle", ARGS), lambda: parse_overlap_reply(reply, "swizzle", ARGS)):
-        start = time.perf_counter()
+        start = time.process_time()
         with pytest.raises(ReplyParseError):
             parse()
-        assert time.perf_counter() - start < 0.8, f"{name}: {time.perf_counter() - start:.2f} s"
+        assert time.process_time() - start < 0.8, f"{name}: {time.process_time() - start:.2f} s"
 
 
 def test_a_1_mb_reply_of_unclosed_fences_ends_within_the_deadline():
