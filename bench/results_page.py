@@ -702,7 +702,7 @@ TB_CPU = RESULTS / "tritonbench_g_dev_cpu.json"
 ROUND42 = RESULTS / "gpu_round42_h100"
 TB_GPU = ROUND42 / "suite_run6_again2_h100.json"
 TB_GPU_FIRST = ROUND42 / "suite_run6_h100.json"
-TB_GPU_LATER = RESULTS / "tritonbench_g_dev_h100_e9e6b88" / "tritonbench_g_dev_h100.json"
+TB_GPU_LATER = RESULTS / "tritonbench_g_dev_h100_aa6f12a" / "tritonbench_g_dev_h100.json"
 BLOCK_POINTERS = re.compile(r"the installed Triton \(([0-9.]+)\) lacks the block pointers")
 GPU_TABLE = re.compile(r"\*\*The GPU table of issue #42\*\*: one eval \((\S+)\) .*? (\d+) rows at commit "
                        r"([0-9a-f]{7,40}) \(run 6\), the (\w+) re-run rows at ([0-9a-f]{7,40}):")
