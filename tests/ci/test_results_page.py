@@ -188,7 +188,7 @@ def test_the_eval_line_is_its_csv(raw):
 
 def test_the_own_kernels_line_is_its_jsons(raw):
     """The GPU table's optimized row, its counts and a tool failure come from its json."""
-    raw("user_kernels_h100.json", "tritonbench_g_dev_cpu.json", "gpu_round42_h100", "tritonbench_g_dev_h100_e9e6b88")
+    raw("user_kernels_h100.json", "tritonbench_g_dev_cpu.json", "gpu_round42_h100", "tritonbench_g_dev_h100_aa6f12a")
     name = "gpu_round42_h100/suite_run6_again2_h100.json"
     data = raw.json(name)
     row = next(r for r in data["rows"] if r["outcome"] == "optimized")
@@ -199,7 +199,7 @@ def test_the_own_kernels_line_is_its_jsons(raw):
     assert "1.005x ± 0.010 over its own order, a tie" in line, line
     assert "**1 tool failure**" in line and "no tool failure**" not in line, line
     # the later call: its counts, and the earlier eval's optimized row as it came out there
-    name = "tritonbench_g_dev_h100_e9e6b88/tritonbench_g_dev_h100.json"
+    name = "tritonbench_g_dev_h100_aa6f12a/tritonbench_g_dev_h100.json"
     data = raw.json(name)
     again = next(r for r in data["rows"] if r["app"] == row["app"])
     again["speedup"], again["speedup_spread"] = 1.050, 0.010
