@@ -50,14 +50,21 @@ Digits of a program id. A kernel that splits its program id by division (``pid_m
 num_pid_n``, ``pid_n = pid % num_pid_n``; a 3-D launch merged into one tile axis and split back;
 ``row % seqlen``) has addresses that are no affine function of the tile coordinate, but affine in
 its digits. The worker records the scalars the sampled programs divide integers by
-(``record_samples``'s ``divisors``); where the plain fit fails on the samples and some divisor divides
-an axis, it traces ``check_tiles`` (8 tiles at random, seeded by the grid) as well, and ``extend``
-tries splits of each axis into digits by those divisors and their ratios (``_digit_splits``: fewest
-digits first, at most MAX_DIGIT_SPLITS tries, each a fit on the samples alone), taking the first
-under which every access fits exactly on all samples, random tiles included, and extending once
-with it. Without such a split the access is refused as before. A split that fits all samples yet
-is wrong elsewhere is possible in principle (a divisor whose digits coincide on every sampled tile);
-the random tiles make it unlikely, and the trace's source names the split taken.
+(``record_samples``'s ``divisors``); where the plain fit fails on the samples (at a 1 B granule, so
+that no access passes as a private block there that would not at the target's) and some divisor
+divides an axis, it traces ``check_tiles`` (8 tiles at random, seeded by the grid), finds the split
+that fits those (``digit_splits``) and traces that split's ``digit_tiles`` too: ``sample_tiles`` of the
+grid in digits, the tiles at each digit's edges and corners, which the structured samples of the
+plain grid never show (the last row of tiles of batch entry 0, say). ``extend`` then tries splits of
+each axis into digits by those divisors and their ratios (``_digit_splits``: fewest digits first,
+lazily, at most MAX_DIGIT_SPLITS tries, each a fit on the samples alone, the access that failed
+last fitted first), strictly (the edges of every digit excluded from the fits, no fallback to one
+exact fit over all samples), and takes the first that fits every access and whose digit tiles are
+all sampled; it extends once with it. A mask that clips each digit's range at its own end (a ragged
+M inside each batch entry) is no box and refused, as it is without digits; so is an access that
+falls in different tensors, at once. A split that fits all samples yet is wrong elsewhere remains
+possible in principle (an order that is digit-like except on unsampled tiles), as for any affine fit
+from samples; the trace's source names the split taken.
 
 Masked edges. Where a kernel masks its accesses at the domain's edges (a stencil's shifted loads,
 a ragged last tile), edge tiles touch less than the affine map predicts, so the fit is made away
@@ -111,6 +118,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import numbers
 import sys
 from collections import Counter
 
@@ -216,12 +224,14 @@ def extend(samples: dict, grid: tuple, programs_per_cu: int, source: str,
     splits, digits = dict(coordinate_splits or {}), ""
     try:
         parts, inexact, wrapped, gathered = _fit_parts(fitted, *_split_all(coords, all_coords, grid, splits))
-    except TraceError:
-        found = None if coordinate_splits else _digit_splits(fitted, coords, grid, divisors)
+    except TraceError as exc:
+        found = None if coordinate_splits or getattr(exc, "hopeless", False) else (
+            _digit_splits(fitted, coords, grid, divisors))
         if found is None:
             raise
         splits = found
-        parts, inexact, wrapped, gathered = _fit_parts(fitted, *_split_all(coords, all_coords, grid, splits))
+        parts, inexact, wrapped, gathered = _fit_parts(fitted, *_split_all(coords, all_coords, grid, splits),
+                                                       strict=True)
         digits = ("; tile coordinates fitted in digits (" + ", ".join(
             f"coordinate {a} in digits of {' x '.join(map(str, chain))} x the rest" for a, chain in sorted(splits.items()))
             + f": divisors the kernel divides by, the fit exact on all {len(tiles)} sampled tiles)")
@@ -235,18 +245,12 @@ def extend(samples: dict, grid: tuple, programs_per_cu: int, source: str,
 
 def fits_on_samples(samples: dict, grid: tuple) -> bool:
     """Whether ``extend`` fits every access of ``samples`` in the plain tile coordinates (no digit
-    splits), checked on the samples alone (no array over the grid): the worker traces
-    ``check_tiles`` only where it does not."""
-    grid = tuple(int(g) for g in grid)
-    tiles = [tuple(int(c) for c in t) for t in samples]
-    shaped = {t: group_steps([_normalise(a) for a in samples[key]]) for t, key in zip(tiles, samples)}
-    shape = _shape(shaped[tiles[0]])
-    if any(_shape(shaped[t]) != shape for t in tiles[1:]):
+    splits), checked on the samples alone (no array over the grid) at a granule of 1 byte (an access
+    small enough to be a private block at 1 B is one at any granule ``extend`` is given): the worker
+    traces ``check_tiles`` only where it does not."""
+    fitted, coords, grid = _fitted(samples, grid, 1)
+    if fitted is None:
         return False
-    records = [a for t in tiles for step in shaped[t] for a in step if a[3] > a[2]]
-    fitted = {"shape": shape, "shaped": shaped, "tiles": tiles, "pitch": _tensor_pitches(records),
-              "size": _tensor_sizes(records), "granule": GRANULE_BYTES}
-    coords = np.array(tiles, dtype=np.int64).reshape(len(tiles), len(grid))
     try:
         _fit_parts(fitted, coords, coords, grid)
     except TraceError:
@@ -270,8 +274,8 @@ def check_tiles(grid: tuple, taken: list, count: int = CHECK_TILES) -> list:
     if total - len(taken) <= 0:
         return []
     rng = np.random.default_rng([int(g) for g in grid])
-    picks, tries = [], 0
-    while len(picks) < min(count, total - len(taken)) and tries < 50 * count:
+    picks, tries, wanted = [], 0, min(count, total - len(taken))
+    while len(picks) < wanted and tries < 50 * count:
         tile = tuple(int(c) for c in np.unravel_index(int(rng.integers(total)), grid))
         tries += 1
         if tile not in taken:
@@ -302,68 +306,165 @@ def _chains(g: int, divisors: list, longest: int = 3) -> list:
     return chains
 
 
-def _digit_splits(fitted: dict, coords: np.ndarray, grid: tuple, divisors) -> dict | None:
-    """The splits ``{axis: (d1, ..)}`` (fewest digits first, each ``d`` a divisor the kernel divided by)
-    under which every access fits exactly on the sampled tiles, or None. Each try fits the samples
-    only (no array over the grid), at most MAX_DIGIT_SPLITS tries."""
-    recorded = {int(d) for d in divisors or () if int(d) > 1}
-    # a digit between two divisions (the kernel takes t // P, then (t % P) // num_n): P // num_n
-    usable = sorted(recorded | {b // a for a in recorded for b in recorded if b % a == 0 and b > a})
+def _divisor_values(divisors) -> list:
+    """The usable divisors: integers above 1 (bools and anything else dropped), and the ratios of
+    two of them (a digit between two divisions: the kernel takes t // P, then (t % P) // num_n)."""
+    recorded = {int(d) for d in (divisors if isinstance(divisors, (list, tuple, set, frozenset)) else ())
+                if isinstance(d, numbers.Integral) and not isinstance(d, bool) and 1 < d < 2 ** 63}
+    return sorted(recorded | {b // a for a in recorded for b in recorded if b % a == 0 and b > a})
+
+
+def _combos(options: list):
+    """Each choice of one chain per axis from ``options`` (per axis, chains with the empty one), by
+    the total number of digits, fewest first, the all-empty choice left out; lazily."""
+    by_length = [{} for _ in options]
+    for axis, chains in enumerate(options):
+        for chain in chains:
+            by_length[axis].setdefault(len(chain), []).append(chain)
+    lengths = [sorted(b) for b in by_length]
+    for total in range(1, sum(max(l) for l in lengths) + 1):
+        for split in itertools.product(*lengths):
+            if sum(split) == total:
+                yield from itertools.product(*(by_length[a][n] for a, n in enumerate(split)))
+
+
+def digit_tiles(grid: tuple, splits: dict) -> list:
+    """``sample_tiles`` of the grid in digits that ``splits`` makes of ``grid``, as tiles of ``grid``:
+    the tiles at each digit's edges and corners, which a fit in digits needs to see."""
+    fit_grid, digits = [], []
+    for axis, g in enumerate(grid):
+        chain = splits.get(axis, ())
+        chain = chain if isinstance(chain, tuple) else (chain,)
+        sizes = list(chain) + [g // math.prod(chain)]
+        digits.append(sizes)
+        fit_grid += sizes
+    tiles = []
+    for t in sample_tiles(tuple(fit_grid)):
+        coords, k = [], 0
+        for sizes in digits:
+            c, scale = 0, 1
+            for size in sizes:
+                c, scale, k = c + t[k] * scale, scale * size, k + 1
+            coords.append(c)
+        tiles.append(tuple(coords))
+    return list(dict.fromkeys(tiles))
+
+
+def digit_splits(samples: dict, grid: tuple, divisors) -> dict | None:
+    """The digit splits ``extend`` would try first that fit ``samples`` (see ``_digit_splits``), without
+    asking that their ``digit_tiles`` be among them: the worker traces those next."""
+    fitted, coords, grid = _fitted(samples, grid, 1)
+    return None if fitted is None else _digit_splits(fitted, coords, grid, divisors, require_digit_tiles=False)
+
+
+def _digit_splits(fitted: dict, coords: np.ndarray, grid: tuple, divisors, require_digit_tiles: bool = True):
+    """The splits ``{axis: (d1, ..)}`` (fewest digits first, each ``d`` a divisor the kernel divided by
+    or a ratio of two) under which every access fits exactly on the sampled tiles with the edges of
+    every digit excluded from the fits (strict), and, with ``require_digit_tiles``, whose
+    ``digit_tiles`` are all sampled; or None. Each try fits the samples only (no array over the
+    grid), the access that failed last first; at most MAX_DIGIT_SPLITS tries."""
+    usable = _divisor_values(divisors)
     options = [_chains(g, usable) for g in grid]
     if all(len(o) == 1 for o in options):
         return None
-    combos = sorted(itertools.product(*options), key=lambda c: (sum(map(len, c)), c))
-    for combo in combos[1:MAX_DIGIT_SPLITS + 1]:
+    sampled = set(fitted["tiles"])
+    first = ()
+    for combo in itertools.islice(_combos(options), MAX_DIGIT_SPLITS):
         splits = {a: chain for a, chain in enumerate(combo) if chain}
         split_coords, _, fit_grid = _split_all(coords, coords, grid, splits)
         try:
-            _fit_parts(fitted, split_coords, split_coords, fit_grid)
-        except TraceError:
+            _fit_parts(fitted, split_coords, split_coords, fit_grid, strict=True, first=first)
+        except TraceError as exc:
+            key = getattr(exc, "access", None)
+            first = (key,) + tuple(k for k in first if k != key) if key else first
+            continue
+        if require_digit_tiles and not set(digit_tiles(grid, splits)) <= sampled:
             continue
         return splits
     return None
 
 
-def _fit_parts(fitted: dict, coords: np.ndarray, all_coords: np.ndarray, fit_grid: tuple) -> tuple:
+def _fitted(samples: dict, grid: tuple, granule: int) -> tuple:
+    """``(fitted, coords, grid)`` of ``samples`` as ``_fit_parts`` takes them, fitted None where the
+    samples differ in shape (steps, sites)."""
+    grid = tuple(int(g) for g in grid)
+    tiles = [tuple(int(c) for c in t) for t in samples]
+    shaped = {t: group_steps([_normalise(a) for a in samples[key]]) for t, key in zip(tiles, samples)}
+    shape = _shape(shaped[tiles[0]])
+    if any(_shape(shaped[t]) != shape for t in tiles[1:]):
+        return None, None, grid
+    records = [a for t in tiles for step in shaped[t] for a in step if a[3] > a[2]]
+    fitted = {"shape": shape, "shaped": shaped, "tiles": tiles, "pitch": _tensor_pitches(records),
+              "size": _tensor_sizes(records), "granule": granule}
+    return fitted, np.array(tiles, dtype=np.int64).reshape(len(tiles), len(grid)), grid
+
+
+def _fit_parts(fitted: dict, coords: np.ndarray, all_coords: np.ndarray, fit_grid: tuple, strict: bool = False,
+               first: tuple = ()) -> tuple:
     """Every access of the samples (``fitted``: their steps, tiles, tensors' pitches and sizes, the
     granule) fitted on ``coords`` and extended to ``all_coords``: ``(parts, inexact, wrapped,
-    gathered)``, parts as ``_to_trace`` takes them. Raises TraceError (see ``extend``)."""
+    gathered)``, parts as ``_to_trace`` takes them. ``strict``: no fit that includes the edges
+    (a fit in digits, whose edges the samples may not show otherwise). ``first``: accesses
+    ``(step, index)`` fitted before the others (a search tries the one that failed last first).
+    Raises TraceError (see ``extend``) with ``access``, the failing ``(step, index)``, and ``hopeless``
+    where no split of the coordinates can help (an access in different tensors)."""
     shape, shaped, tiles, pitch, size = (fitted[k] for k in ("shape", "shaped", "tiles", "pitch", "size"))
     granule_bytes, ntiles = fitted["granule"], len(all_coords)
     parts = []  # (step, tensor, is_store, r0, r1, c0, c1) per rectangle; arrays over all tiles
     inexact = wrapped = gathered = 0
-    for s, j in ((s, j) for s in range(len(shape)) for j in range(len(shape[s]))):
-        rows = [shaped[t][s][j] for t in tiles]
-        touched = [r for r in rows if r[3] > r[2]]
-        if not touched:
-            continue                                        # masked off in every sampled tile
-        tensor, site, store = touched[0][1], touched[0][0], touched[0][5]
-        small = all(r[4] <= SCALAR_GATHER_BYTES and r[2] // granule_bytes == (r[3] - 1) // granule_bytes
-                    for r in touched)
-        label = f"access {j} of step {s} (the {'store' if store else 'load'} at line {site} of the kernel)"
-        if any(r[1] != tensor for r in touched):
-            if not small:
-                raise TraceError(f"access {j} of step {s} (line {site}) falls in different tensors in "
-                                 f"different tiles: data-dependent addressing")
-            pieces = None
-        else:
-            p, size_t = pitch.get(tensor, 0), size.get(tensor, -1)
-            try:
-                pieces, counted = _extend_access(rows, p, size_t, coords, all_coords, fit_grid, label)
-            except TraceError:
-                if not small:
-                    raise
-                pieces = None
-        if pieces is None:   # a scalar gather (a row's label): a block of each tile's own
-            gathered += 1
-            parts.append((s, _GATHER_TENSORS + len(parts), bool(store), *_private(ntiles, granule_bytes)))
+    keys = [(s, j) for s in range(len(shape)) for j in range(len(shape[s]))]
+    if first:
+        keys = [k for k in first if k in set(keys)] + [k for k in keys if k not in set(first)]
+    for s, j in keys:
+        try:
+            piece = _fit_one(fitted, s, j, coords, all_coords, fit_grid, strict)
+        except TraceError as exc:
+            exc.access = (s, j)
+            raise
+        if piece is None:
             continue
+        kind, value = piece
+        if kind == "gather":   # a scalar gather (a row's label): a block of each tile's own
+            gathered += 1
+            parts.append((s, _GATHER_TENSORS + len(parts), value, *_private(ntiles, granule_bytes)))
+            continue
+        tensor, store, pieces, counted, wraps, p, size_t = value
         inexact += counted
-        wrapped += any(r[10] for r in touched) and len(pieces) > 1
+        wrapped += wraps
         for values in pieces:
             for r0, r1, c0, c1 in _rectangles(values, p):
-                parts.append((s, tensor, bool(store), *_round_columns(r0, r1, c0, c1, p, size_t, granule_bytes)))
+                parts.append((s, tensor, store, *_round_columns(r0, r1, c0, c1, p, size_t, granule_bytes)))
     return parts, inexact, wrapped, gathered
+
+
+def _fit_one(fitted: dict, s: int, j: int, coords, all_coords, fit_grid: tuple, strict: bool):
+    """Access ``j`` of step ``s`` fitted and extended: None (masked off in every sample),
+    ``("gather", is_store)``, or ``("rects", (tensor, is_store, pieces, inexact, wraps, pitch, size))``."""
+    shaped, tiles, pitch, size, granule_bytes = (fitted[k] for k in ("shaped", "tiles", "pitch", "size", "granule"))
+    rows = [shaped[t][s][j] for t in tiles]
+    touched = [r for r in rows if r[3] > r[2]]
+    if not touched:
+        return None                                     # masked off in every sampled tile
+    tensor, site, store = touched[0][1], touched[0][0], touched[0][5]
+    small = all(r[4] <= SCALAR_GATHER_BYTES and r[2] // granule_bytes == (r[3] - 1) // granule_bytes
+                for r in touched)
+    label = f"access {j} of step {s} (the {'store' if store else 'load'} at line {site} of the kernel)"
+    if any(r[1] != tensor for r in touched):
+        if not small:
+            failure = TraceError(f"access {j} of step {s} (line {site}) falls in different tensors in "
+                                 f"different tiles: data-dependent addressing")
+            failure.hopeless = True
+            raise failure
+        return ("gather", bool(store))
+    p, size_t = pitch.get(tensor, 0), size.get(tensor, -1)
+    try:
+        pieces, counted = _extend_access(rows, p, size_t, coords, all_coords, fit_grid, label, strict)
+    except TraceError:
+        if not small:
+            raise
+        return ("gather", bool(store))
+    wraps = bool(any(r[10] for r in touched) and len(pieces) > 1)
+    return ("rects", (tensor, bool(store), pieces, counted, wraps, p, size_t))
 
 
 def _split(coords: np.ndarray, all_coords: np.ndarray, grid: tuple, axis: int, inner: int) -> tuple:
@@ -398,7 +499,8 @@ def _normalise(access) -> tuple:
     return access
 
 
-def _extend_access(rows: list, pitch: int, size: int, coords, all_coords, grid: tuple, label: str) -> tuple:
+def _extend_access(rows: list, pitch: int, size: int, coords, all_coords, grid: tuple, label: str,
+                   strict: bool = False) -> tuple:
     """One access (its record in every sampled tile) extended to every tile: ``([values], inexact)``,
     each values array as ``_fit_access`` returns them, more than one where the access wraps around
     its tensor's edge (the parts of it on either side). Read as recorded first; where that fails
@@ -416,7 +518,7 @@ def _extend_access(rows: list, pitch: int, size: int, coords, all_coords, grid: 
         if obs is None:
             continue
         try:
-            values = _fit_access(obs, coords, all_coords, grid, sides, bounds, label)
+            values = _fit_access(obs, coords, all_coords, grid, sides, bounds, label, strict)
         except TraceError as exc:
             failure = failure or exc
             continue
@@ -426,13 +528,13 @@ def _extend_access(rows: list, pitch: int, size: int, coords, all_coords, grid: 
         period = wrapped[11] * (wrapped[14] if wrapped[10] == 1 and len(obs[0]) == 2 else 1)  # rows -> bytes
         return _fold(values, axis, period), inexact
     if not pitch and failure is not None and failure.edge:
-        values = _pitched_reading(rows, size, coords, all_coords, grid, label)
+        values = _pitched_reading(rows, size, coords, all_coords, grid, label, strict)
         if values is not None:
             return [values], 0
     raise failure
 
 
-def _pitched_reading(rows: list, size: int, coords, all_coords, grid: tuple, label: str):
+def _pitched_reading(rows: list, size: int, coords, all_coords, grid: tuple, label: str, strict: bool = False):
     """A contiguous access whose clip at the edges is no box in bytes, read in rows instead: a
     row of a 2-D tensor per program, masked at the row's end (``cols < N``), the row advancing
     with one tile coordinate (``x_ptr + row * stride + cols`` on a grid of rows by column blocks).
@@ -455,7 +557,7 @@ def _pitched_reading(rows: list, size: int, coords, all_coords, grid: tuple, lab
         nrows = -(-size // pitch) if size > 0 else np.inf
         try:
             values = _fit_access(obs, coords, all_coords, grid, "lhlh",
-                                 [(0, nrows), (0, nrows), (0, pitch), (0, pitch)], label)
+                                 [(0, nrows), (0, nrows), (0, pitch), (0, pitch)], label, strict)
         except TraceError:
             continue
         r0, r1, c0, c1 = values.T
@@ -564,7 +666,7 @@ def _as_rect(access: tuple, pitch: int):
 
 
 def _fit_access(obs: np.ndarray, coords: np.ndarray, all_coords: np.ndarray, grid: tuple,
-                sides: str, bounds: list, label: str) -> np.ndarray:
+                sides: str, bounds: list, label: str, strict: bool = False) -> np.ndarray:
     """Each quantity of one access (columns of ``obs``, one row per sample, NaN rows where the
     access was masked off) as an affine function of the tile coordinates, clipped to a box;
     returns int64 ``[tiles, quantities]`` for every tile, where a lower bound >= its upper bound
@@ -580,7 +682,8 @@ def _fit_access(obs: np.ndarray, coords: np.ndarray, all_coords: np.ndarray, gri
     everywhere = np.ones(len(coords), dtype=bool)
     strategies = [("on the sampled tiles off the edges that clip each side", off_low, off_high, True),
                   ("on the sampled interior tiles", off_low & off_high, off_low & off_high, True)] if edged else []
-    strategies.append((_EXACT, everywhere, everywhere, False))
+    if not strict or not edged:   # strict (a fit in digits): edges are excluded and every fit checked
+        strategies.append((_EXACT, everywhere, everywhere, False))
     touched = ~np.isnan(obs[:, 0])
     failures = []
     for name, low_set, high_set, checked in strategies:

@@ -185,7 +185,8 @@ def trace_kernel(kernel_path: Path, meta_overrides: dict | None = None, timeout_
     occupancy = _model_trace(spec, sized, meta).programs_per_cu if spec.trace else 1
     try:
         granule = {"granule_bytes": granule_bytes} if granule_bytes else {}
-        divisors = [d for d in recorded.get("divisors") or () if isinstance(d, int) and 1 < d < 2 ** 63][:64]
+        raw = recorded.get("divisors")   # the worker's: data, checked (extend drops what is no integer > 1)
+        divisors = raw[:64] if isinstance(raw, list) else []
         return extend(samples, tuple(recorded["grid"]), occupancy, f"traced from {len(samples)} programs "
                       f"of {kernel_path.name} under the interpreter", coordinate_splits=coordinate_splits,
                       divisors=divisors, **granule)

@@ -337,7 +337,8 @@ def _compare_rounds(spec, inputs, meta, flush, n: int, request: dict) -> int:
 
 def _stage_trace(module, spec, request: dict) -> dict:
     """Record the accesses of sampled tiles' programs at a real problem (profiling/tracer.py)."""
-    from swizzleperf.profiling.tracer import TraceError, check_tiles, fits_on_samples, record_samples, sample_tiles
+    from swizzleperf.profiling.tracer import (TraceError, check_tiles, digit_splits, digit_tiles, fits_on_samples,
+                                              record_samples, sample_tiles)
     name = request.get("trace_problem", "default")
     problem, meta = {**spec.problems[name], **request.get("problem_sizes", {})}, _meta(spec, name, request)
     grid = tuple(int(g) for g in spec.tile_grid(problem, meta))
@@ -346,21 +347,26 @@ def _stage_trace(module, spec, request: dict) -> dict:
     pid_of_tile = np.empty(math.prod(grid), dtype=np.int64)
     pid_of_tile[np.ravel_multi_index(tuple(coords.T), grid)] = np.arange(math.prod(grid))
     tiles, divisors = sample_tiles(grid), set()
-    pids = [int(pid_of_tile[np.ravel_multi_index(t, grid)]) for t in tiles]
+
+    def traced(more: list) -> list:
+        return record_samples(spec, module, problem, meta, request["dtype"],
+                              [int(pid_of_tile[np.ravel_multi_index(t, grid)]) for t in more], divisors)
     try:
-        accesses = record_samples(spec, module, problem, meta, request["dtype"], pids, divisors)
+        accesses = traced(tiles)
         # a kernel that divides by a scalar dividing an axis may split a program id into digits: where the
-        # plain fit fails, the tracer fits those on CHECK_TILES more tiles too (profiling/tracer.py's extend)
-        divisors = sorted(d for d in divisors if 1 < d and any(g % d == 0 and d < g for g in grid))[:64]
-        plain = not divisors or fits_on_samples(dict(zip(map(tuple, tiles), accesses)), grid)
-        extra = [] if plain else check_tiles(grid, tiles)
-        if extra:
-            accesses += record_samples(spec, module, problem, meta, request["dtype"],
-                                       [int(pid_of_tile[np.ravel_multi_index(t, grid)]) for t in extra])
+        # plain fit fails, 8 tiles at random more, then the tiles at the edges of the digits that fit them
+        # (profiling/tracer.py's extend, "Digits of a program id")
+        usable = sorted(d for d in divisors if 1 < d and any(g % d == 0 and d < g for g in grid))[-64:]
+        if usable and not fits_on_samples(dict(zip(map(tuple, tiles), accesses)), grid):
+            extra = check_tiles(grid, tiles)
+            tiles, accesses = tiles + extra, accesses + traced(extra)
+            splits = digit_splits(dict(zip(map(tuple, tiles), accesses)), grid, usable)
+            edges = [t for t in digit_tiles(grid, splits) if t not in set(tiles)] if splits else []
+            tiles, accesses = tiles + edges, accesses + (traced(edges) if edges else [])
+        divisors = sorted(d for d in divisors if 1 < d and any(g % d == 0 and d < g for g in grid))[-64:]
     except TraceError as exc:
         raise StageFailure("RUNTIME_ERROR", f"cannot trace: {exc}") from None
-    return {"grid": list(grid), "tiles": [list(t) for t in tiles + extra], "accesses": accesses,
-            "divisors": divisors}
+    return {"grid": list(grid), "tiles": [list(t) for t in tiles], "accesses": accesses, "divisors": divisors}
 
 
 #: The stages this worker runs (the module docstring), by request name; ``tune_launch`` is

@@ -16,6 +16,7 @@ from swizzleperf.agent.verification.simulate import SimulateError, trace_kernel
 from swizzleperf.agent.verification.verify import run_worker
 from swizzleperf.hwspecs import HardwareSpec
 from swizzleperf.profiling import l2sim
+from swizzleperf.profiling import tracer
 from swizzleperf.profiling.tracer import TraceError, access_record, extend, sample_tiles
 
 KERNELS = Path(__file__).resolve().parents[2] / "kernels"
@@ -374,7 +375,7 @@ def test_a_program_id_split_into_digits_traces_as_a_brute_force_trace(tmp_path, 
                          "trace_problem": "default", "problem_sizes": sizes}, 300, interpret=True)
     divisors = result.details["trace"]["divisors"]
     num_n, num_m = -(-sizes["N"] // 32), -(-sizes["M"] // 16)
-    assert num_n in divisors and len(samples) == len(sample_tiles(grid)) + 8
+    assert num_n in divisors and len(samples) > len(sample_tiles(grid)) + 8   # + random tiles + digits' edges
     with pytest.raises(TraceError, match="not an affine function"):
         extend(samples, grid, 1, "test")
     trace = extend(samples, grid, 1, "test", granule_bytes=32, divisors=divisors)
@@ -387,3 +388,88 @@ def test_a_program_id_split_into_digits_traces_as_a_brute_force_trace(tmp_path, 
         assert trace.block_bytes[sorted(reads)].sum() == len(brute[t][0]) * 32, t
         assert trace.block_bytes[sorted(stored)].sum() == len(brute[t][1]) * 32, t
     assert trace.footprint_bytes() == len(set().union(*[r | w for r, w in brute])) * 32
+
+
+def _gemm_truth(B: int, M: int, N: int, BM: int = 16, BN: int = 32, K: int = 32):
+    """tile (c,) -> its accesses (as record_samples gives them) for a batched GEMM over one merged axis:
+    batch = c // P, pid_m = (c % P) // num_n, pid_n = c % num_n, fp32, rows and columns masked."""
+    num_m, num_n = -(-M // BM), -(-N // BN)
+    P = num_m * num_n
+    layouts = [((B, M, K), (M * K, K, 1)), ((B, K, N), (K * N, N, 1)), ((B, M, N), (M * N, N, 1))]
+
+    def truth(tile):
+        c = tile[0]
+        b, pm, pn = c // P, (c % P) // num_n, c % num_n
+        rm, rn, rk = pm * BM + np.arange(BM), pn * BN + np.arange(BN), np.arange(K)
+        a = (b * M * K + rm[:, None] * K + rk[None, :])[np.broadcast_to(rm[:, None] < M, (BM, K))]
+        w = (b * K * N + rk[:, None] * N + rn[None, :])[np.broadcast_to(rn[None, :] < N, (K, BN))]
+        o = (b * M * N + rm[:, None] * N + rn[None, :])[(rm[:, None] < M) & (rn[None, :] < N)]
+        return [access_record(10, 0, np.unique(a) * 4, 4, False, B * M * K * 4, layouts[0]),
+                access_record(11, 1, np.unique(w) * 4, 4, False, B * K * N * 4, layouts[1]),
+                access_record(12, 2, np.unique(o) * 4, 4, True, B * M * N * 4, layouts[2])]
+    return truth, (P * B,), P, num_n
+
+
+def _as_the_worker_samples(truth, grid: tuple, divisors: list) -> dict:
+    """agent/verification/worker.py's _stage_trace on a synthetic kernel: the structured samples; where
+    they do not fit, 8 random tiles, then the edges of the digits that fit them."""
+    samples = {t: truth(t) for t in sample_tiles(grid)}
+    if not tracer.fits_on_samples(samples, grid):
+        samples.update({t: truth(t) for t in tracer.check_tiles(grid, list(samples))})
+        splits = tracer.digit_splits(samples, grid, divisors)
+        samples.update({t: truth(t) for t in (tracer.digit_tiles(grid, splits) if splits else ())})
+    return samples
+
+
+@pytest.mark.parametrize("B, M, N, divisors", [
+    (2, 72, 192, [6, 30]),          # a ragged M clips each batch entry at its own end: no box (was traced wrong)
+    (4, 56, 128, [4, 16, 32]),      # 32 // 16 = 2 (two block sizes) made a digit that absorbed the ragged edge
+    (3, 40, 200, [16, 32, 7, 21]),
+], ids=["ragged-m", "distractor-digit", "ragged-both"])
+def test_a_mask_inside_a_digit_is_refused_not_traced_wrong(B, M, N, divisors):
+    truth, grid, _, _ = _gemm_truth(B, M, N)
+    samples = _as_the_worker_samples(truth, grid, divisors)
+    with pytest.raises(TraceError, match="not an affine function|not one clipped consistently"):
+        extend(samples, grid, 1, "test", granule_bytes=32, divisors=divisors)
+
+
+@pytest.mark.parametrize("B, M, N", [(2, 80, 192), (3, 64, 200), (4, 16, 96)])
+def test_digits_of_a_merged_batch_axis_trace_every_tile_right(B, M, N):
+    """Against the truth of every tile, with distractor divisors (the block sizes 16 and 32)."""
+    truth, grid, P, num_n = _gemm_truth(B, M, N)
+    divisors = sorted(d for d in {P, num_n, 16, 32} if 1 < d < grid[0] and grid[0] % d == 0)
+    samples = _as_the_worker_samples(truth, grid, divisors)
+    trace = extend(samples, grid, 1, "test", granule_bytes=32, divisors=divisors)
+    assert "fitted in digits" in trace.source
+    everything = {(c,): truth((c,)) for c in range(grid[0])}   # every tile sampled: exact by construction
+    exact = extend(everything, grid, 1, "test", granule_bytes=32, divisors=divisors)
+    for t in range(grid[0]):
+        assert sorted(trace.block_bytes[trace.keys[t][trace.keys[t] >= 0]].tolist()) == sorted(
+            exact.block_bytes[exact.keys[t][exact.keys[t] >= 0]].tolist()), t
+    assert trace.footprint_bytes() == exact.footprint_bytes()
+
+
+@pytest.mark.parametrize("divisors", [["x", None, 2.5, True, float("nan"), -4, 0, 2 ** 70], 5, None])
+def test_divisors_that_are_no_integers_are_ignored(divisors):
+    truth, grid, _, _ = _gemm_truth(2, 80, 192)
+    samples = {t: truth(t) for t in sample_tiles(grid)}
+    with pytest.raises(TraceError):
+        extend(samples, grid, 1, "test", granule_bytes=32, divisors=divisors)
+
+
+def test_a_refusal_with_many_divisors_stays_cheap():
+    """A data-dependent access after 100 affine steps on a 240 x 240 grid with every divisor of 240: the
+    search fits the access that failed first (each try re-fitted the 100 steps: 90 s here)."""
+    import time
+    grid = (240, 240)
+
+    def accesses(t):
+        steps = [access_record(k, 0, (t[0] * 4 * 4096 + k * 64 + np.arange(16) * 4), 4, False, 1 << 30,
+                               ((1 << 18, 1024), (1024, 1))) for k in range(100)]
+        scatter = ((t[0] * 7919 + t[1] * 104729) % 1000) * 64 + np.arange(16) * 4   # data-dependent, 64 B
+        return steps + [access_record(100, 1, scatter, 4, False, 1 << 20)]
+    samples = {t: accesses(t) for t in sample_tiles(grid) + tracer.check_tiles(grid, sample_tiles(grid))}
+    start = time.process_time()
+    with pytest.raises(TraceError):
+        extend(samples, grid, 1, "test", granule_bytes=32, divisors=[d for d in range(2, 240) if 240 % d == 0])
+    assert time.process_time() - start < 30
