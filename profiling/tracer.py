@@ -206,21 +206,10 @@ def extend(samples: dict, grid: tuple, programs_per_cu: int, source: str,
     """
     if granule_bytes < 1:
         raise ValueError(f"granule_bytes must be positive, got {granule_bytes}")
-    grid = tuple(int(g) for g in grid)
-    tiles = [tuple(int(c) for c in t) for t in samples]
-    shaped = {t: group_steps([_normalise(a) for a in samples[key]]) for t, key in zip(tiles, samples)}
-    shape = _shape(shaped[tiles[0]])
-    for t in tiles[1:]:
-        if _shape(shaped[t]) != shape:
-            raise TraceError(f"tile {t} has another access pattern than tile {tiles[0]} (steps or "
-                             f"call sites differ): data-dependent control flow or addressing")
+    fitted, coords, grid = _fitted(samples, grid, granule_bytes)
+    tiles, shape = fitted["tiles"], fitted["shape"]
     check_size(math.prod(grid), sum(len(step) for step in shape))
-    records = [a for t in tiles for step in shaped[t] for a in step if a[3] > a[2]]
-    pitch, size = _tensor_pitches(records), _tensor_sizes(records)
-    coords = np.array(tiles, dtype=np.int64).reshape(len(tiles), len(grid))
     all_coords = np.stack(np.unravel_index(np.arange(math.prod(grid)), grid), axis=1)  # [tiles, ndim]
-    fitted = {"shape": shape, "shaped": shaped, "tiles": tiles, "pitch": pitch, "size": size,
-              "granule": granule_bytes}
     splits, digits = dict(coordinate_splits or {}), ""
     try:
         parts, inexact, wrapped, gathered = _fit_parts(fitted, *_split_all(coords, all_coords, grid, splits))
@@ -248,10 +237,8 @@ def fits_on_samples(samples: dict, grid: tuple) -> bool:
     splits), checked on the samples alone (no array over the grid) at a granule of 1 byte (an access
     small enough to be a private block at 1 B is one at any granule ``extend`` is given): the worker
     traces ``check_tiles`` only where it does not."""
-    fitted, coords, grid = _fitted(samples, grid, 1)
-    if fitted is None:
-        return False
     try:
+        fitted, coords, grid = _fitted(samples, grid, 1)
         _fit_parts(fitted, coords, coords, grid)
     except TraceError:
         return False
@@ -353,8 +340,11 @@ def digit_tiles(grid: tuple, splits: dict) -> list:
 def digit_splits(samples: dict, grid: tuple, divisors) -> dict | None:
     """The digit splits ``extend`` would try first that fit ``samples`` (see ``_digit_splits``), without
     asking that their ``digit_tiles`` be among them: the worker traces those next."""
-    fitted, coords, grid = _fitted(samples, grid, 1)
-    return None if fitted is None else _digit_splits(fitted, coords, grid, divisors, require_digit_tiles=False)
+    try:
+        fitted, coords, grid = _fitted(samples, grid, 1)
+    except TraceError:
+        return None
+    return _digit_splits(fitted, coords, grid, divisors, require_digit_tiles=False)
 
 
 def _digit_splits(fitted: dict, coords: np.ndarray, grid: tuple, divisors, require_digit_tiles: bool = True):
@@ -385,14 +375,16 @@ def _digit_splits(fitted: dict, coords: np.ndarray, grid: tuple, divisors, requi
 
 
 def _fitted(samples: dict, grid: tuple, granule: int) -> tuple:
-    """``(fitted, coords, grid)`` of ``samples`` as ``_fit_parts`` takes them, fitted None where the
-    samples differ in shape (steps, sites)."""
+    """``(fitted, coords, grid)`` of ``samples`` as ``_fit_parts`` takes them. Raises TraceError where
+    the samples differ in shape (steps, sites)."""
     grid = tuple(int(g) for g in grid)
     tiles = [tuple(int(c) for c in t) for t in samples]
     shaped = {t: group_steps([_normalise(a) for a in samples[key]]) for t, key in zip(tiles, samples)}
     shape = _shape(shaped[tiles[0]])
-    if any(_shape(shaped[t]) != shape for t in tiles[1:]):
-        return None, None, grid
+    for t in tiles[1:]:
+        if _shape(shaped[t]) != shape:
+            raise TraceError(f"tile {t} has another access pattern than tile {tiles[0]} (steps or "
+                             f"call sites differ): data-dependent control flow or addressing")
     records = [a for t in tiles for step in shaped[t] for a in step if a[3] > a[2]]
     fitted = {"shape": shape, "shaped": shaped, "tiles": tiles, "pitch": _tensor_pitches(records),
               "size": _tensor_sizes(records), "granule": granule}
