@@ -5,7 +5,7 @@ trace a kernel's hand-written model returns (``trace``: ``TileTrace``, what the 
 
 Imports only hwspecs: nothing of the sandbox, profiling or the agent.
 """
-from swizzleperf.kernels.interpreter import interpreter_scalar_index
+from swizzleperf.kernels.interpreter import interpreter_patches
 
 # every interpreted launch of a kernel module of any process that imports one (kernels/interpreter.py)
-interpreter_scalar_index()
+interpreter_patches()

@@ -239,8 +239,8 @@ def generated_module_shims() -> None:
     interpreter_boolean_operators()
     interpreter_block_pointers()
     interpreter_storageless_arguments()
-    from swizzleperf.kernels.interpreter import interpreter_scalar_index
-    interpreter_scalar_index()
+    from swizzleperf.kernels.interpreter import interpreter_patches
+    interpreter_patches()
     if not _gpu_seen():
         _inductor_shims()
         _cpu_driver()
@@ -296,8 +296,8 @@ def _on_triton() -> None:
     interpreter_boolean_operators()
     interpreter_block_pointers()
     interpreter_storageless_arguments()
-    from swizzleperf.kernels.interpreter import interpreter_scalar_index
-    interpreter_scalar_index()
+    from swizzleperf.kernels.interpreter import interpreter_patches
+    interpreter_patches()
     _cpu_driver()
     if "torch" in sys.modules:
         _switch_on()
