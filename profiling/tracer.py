@@ -14,9 +14,10 @@ The hooks into the interpreter, the one part that differs between Triton version
 machines, 3.9 here), are in ``interpreter_hooks.py``.
 
 Recorded access: ``(site, tensor, start, end, nbytes, is_store, pitch, col_lo, col_hi,
-tensor_bytes)`` and seven fields of a wrap-around (below): the call site (source line), the index
+tensor_bytes)``, seven fields of a wrap-around (below) and ``sectors``: the call site (source line), the index
 of the input tensor it falls in, the byte range ``[start, end)`` within that tensor, the distinct bytes touched, whether it is a store, its
-row geometry, and the tensor's size in bytes. The geometry: ``pitch`` 0 for one contiguous run of
+row geometry, the tensor's size in bytes, and how many 32 B sectors it touches (which says whether the
+geometry, a bound, describes it exactly: the whole-grid reading below needs that). The geometry: ``pitch`` 0 for one contiguous run of
 bytes; otherwise the access lies in rows ``start // pitch .. (end - 1) // pitch`` of ``pitch``
 bytes, within byte columns ``[col_lo, col_hi)`` of each (a 2-D tile: ``pitch`` is the tensor's row
 stride). Runs are split where at least ``MERGE_GAP_BYTES`` (32, the smallest L2 sector of any
@@ -25,7 +26,18 @@ a granularity of 32 B or more. An access whose rows are not one rectangle (a tri
 skipped rows) is described by its bounding rectangle. A fully masked access is recorded empty
 (tensor -1, ``end == start``) so that every program keeps the same sequence of call sites. A
 *step* ends where a call site repeats (one loop iteration). Six-element records (the format
-before the geometry) are read as contiguous ranges of a tensor of unknown size.
+before the geometry) are read as contiguous ranges of a tensor of unknown size; records without
+``sectors`` as exactly what they describe.
+
+Whole grids. Where no fit extends the samples (addresses that depend on the data, as a LoRA kernel's
+adapter index; steps or call sites that differ by tile, as an attention kernel's over sequences of
+different lengths) and the launch is small (``whole_grid_affordable``: at most WHOLE_GRID_MAX_TILES
+tiles, WHOLE_GRID_MAX_ACCESSES accesses, WHOLE_GRID_BUDGET_S seconds at the samples' pace), the worker
+records every program, and ``extend`` reads each access as recorded, no fit (``_whole_grid_trace``): a
+trace of that launch's data, exact at 32 B sectors, which its source says. An access scattered in gaps
+of a sector or more within its bounds (a gather through an index, a mask that is no rectangle) is
+refused there, its record keeping only its bounds, unless it touched at least WHOLE_GRID_MIN_COVER
+(90 %) of the sectors there: then it is read as its bounds, and the source counts it.
 
 Wrap-around. The Triton tutorial's GEMM loads its ragged last tiles with ``(pid_m * BLOCK_M +
 tl.arange(0, BLOCK_M)) % M``: the last tile row reads rows ``[a, M)`` and wraps to ``[0, b)``, whose
@@ -196,16 +208,31 @@ def extend(samples: dict, grid: tuple, programs_per_cu: int, source: str,
             divisors under which every access fits exactly on all sampled tiles (``_digit_splits``;
             the samples should then include ``check_tiles``). The trace's source names the splits.
 
+    Where no fit extends the samples but they hold every tile of ``grid`` (``covers_grid``: the
+    worker traced a small launch whole, ``whole_grid_affordable``), the trace is what each program
+    recorded, read without a fit (``_whole_grid_trace``).
+
     Raises:
         TraceError: the samples differ in shape (steps, sites), an access is not affine in the
             tile coordinates (away from the edges, with the edges clipped consistently), or there
-            are too few samples to fit.
+            are too few samples to fit; and they do not hold every tile.
         TraceTooLarge: the grid's programs times the accesses a sampled program makes pass the
             simulator's bound (kernels/trace.py's ``MAX_ACCESSES``), checked before any array of
             the grid's size is made; or the trace's keys would (checked as they are made).
     """
     if granule_bytes < 1:
         raise ValueError(f"granule_bytes must be positive, got {granule_bytes}")
+    try:
+        return _extended(samples, grid, programs_per_cu, source, granule_bytes, coordinate_splits, divisors)
+    except TraceError:
+        if not covers_grid(samples, grid):
+            raise
+    return _whole_grid_trace(samples, grid, programs_per_cu, source, granule_bytes)
+
+
+def _extended(samples: dict, grid: tuple, programs_per_cu: int, source: str, granule_bytes: int,
+              coordinate_splits: dict | None, divisors) -> TileTrace:
+    """``extend`` by a fit from the samples (its docstring), without the whole-grid reading."""
     fitted, coords, grid = _fitted(samples, grid, granule_bytes)
     tiles, shape = fitted["tiles"], fitted["shape"]
     check_size(math.prod(grid), sum(len(step) for step in shape))
@@ -230,6 +257,172 @@ def extend(samples: dict, grid: tuple, programs_per_cu: int, source: str,
             + (f"; {gathered} data-dependent scalar accesses counted as a block of each tile's own"
                if gathered else "") + digits)
     return _to_trace(parts, math.prod(grid), len(shape), programs_per_cu, source + note)
+
+
+#: A launch of at most this many tiles whose samples no fit extends (addresses that depend on the data,
+#: control flow that differs by tile: a LoRA kernel's adapter index, an attention kernel's sequence
+#: lengths) is traced whole, every program recorded (``whole_grid_affordable``)...
+WHOLE_GRID_MAX_TILES = 4096
+#: ...where its programs would record at most this many accesses in all (at the samples' mean; the
+#: worker's result holds them, about 150 B each in JSON: far under agent/verification/verify.py's
+#: MAX_RESULT_BYTES)...
+WHOLE_GRID_MAX_ACCESSES = 150_000
+#: ...and recording the rest would take at most this many seconds at the samples' pace.
+WHOLE_GRID_BUDGET_S = 90.0
+#: A recorded access that touches at least this share of the 32 B sectors its record bounds (a mask
+#: that drops a few elements) is read whole as its bounds, and counted in the trace's source; below
+#: it the whole-grid reading refuses the access (a gather scattered within its bounds).
+WHOLE_GRID_MIN_COVER = 0.9
+
+
+def every_tile(grid: tuple) -> list:
+    """Every tile coordinate of ``grid``, row-major (tile ``i`` is ``np.unravel_index(i, grid)``)."""
+    return [tuple(t) for t in itertools.product(*[range(int(g)) for g in grid])]
+
+
+def covers_grid(samples: dict, grid: tuple) -> bool:
+    """Whether ``samples`` hold a record of every tile of ``grid`` (and none outside it)."""
+    try:
+        total = math.prod(int(g) for g in grid)
+        tiles = {tuple(int(c) for c in t) for t in samples}
+    except (TypeError, ValueError):
+        return False
+    return (len(tiles) == total and len(samples) == total
+            and all(len(t) == len(grid) and all(0 <= c < int(g) for c, g in zip(t, grid)) for t in tiles))
+
+
+def whole_grid_affordable(grid: tuple, sampled: int, accesses: int, seconds: float) -> bool:
+    """Whether the worker may record the rest of a launch whose ``sampled`` programs made ``accesses``
+    accesses in ``seconds``: at most WHOLE_GRID_MAX_TILES tiles, WHOLE_GRID_MAX_ACCESSES accesses and
+    WHOLE_GRID_BUDGET_S seconds for the rest, each at the samples' mean."""
+    total = math.prod(int(g) for g in grid)
+    if sampled <= 0 or total > WHOLE_GRID_MAX_TILES:
+        return False
+    return (accesses / sampled * total <= WHOLE_GRID_MAX_ACCESSES
+            and seconds / sampled * (total - sampled) <= WHOLE_GRID_BUDGET_S)
+
+
+def _whole_grid_trace(samples: dict, grid: tuple, programs_per_cu: int, source: str, granule: int) -> TileTrace:
+    """The trace of a launch every tile of which was recorded (``covers_grid``): each program's own
+    accesses, read without any fit, so addresses that depend on the data and steps or call sites that
+    differ by tile are taken as they were (the data of the traced launch: another input may differ);
+    each access its rectangle (a wrapped one its two parts, a 2-D one of another pitch than its
+    tensor's its bounding byte range), in its own step (a step ends where a call site repeats).
+    Raises TraceTooLarge past the simulator's bound."""
+    grid = tuple(int(g) for g in grid)
+    index = {t: i for i, t in enumerate(every_tile(grid))}
+    programs = {index[tuple(int(c) for c in t)]: group_steps([_normalise(a) for a in samples[t]]) for t in samples}
+    steps = max([len(p) for p in programs.values()] + [1])
+    records = [a for p in programs.values() for step in p for a in step if a[3] > a[2] and a[1] >= 0]
+    pitch, size = _tensor_pitches(records), _tensor_sizes(records)
+    rects, wrapped, bounded = [], 0, 0   # (tile, step, tensor, is_store, r0, r1, c0, c1), the last four arrays
+    for tile, program in programs.items():
+        for s, step in enumerate(program):
+            for a in step:
+                if a[3] <= a[2] or a[1] < 0:
+                    continue
+                p, size_t = pitch.get(a[1], 0), size.get(a[1], -1)
+                pieces, as_bounds = _as_read(a, p, size_t, tile)
+                wrapped, bounded = wrapped + (len(pieces) > 1), bounded + as_bounds
+                for values in pieces:
+                    for r0, r1, c0, c1 in _rectangles(values, p):
+                        rects.append((tile, s, a[1], bool(a[5]), *_round_columns(r0, r1, c0, c1, p, size_t, granule)))
+    note = (f"; every one of the {len(index)} tiles traced, read as recorded (no fit: addresses or steps differ "
+            f"by tile, as this launch's data gave them); {granule} B granules"
+            + (f"; {wrapped} accesses wrap around their tensor's edge" if wrapped else "")
+            + (f"; {bounded} accesses that skip a few sectors (at least {WHOLE_GRID_MIN_COVER:.0%} of those "
+               f"within their bounds touched) counted by their bounds" if bounded else ""))
+    return _rects_to_trace(rects, len(index), steps, programs_per_cu, source + note)
+
+
+def _as_read(access: tuple, pitch: int, size: int, tile: int) -> tuple:
+    """One recorded access as ``([values], as_bounds)``: int64 arrays ``[n, 4]`` (rectangles of the
+    tensor's ``pitch``) or ``[n, 2]`` (byte ranges), as ``_rectangles`` takes them, describing the 32 B
+    sectors it touched: a wrapped access its virtual form folded back into its parts, a 2-D one of
+    another pitch its rows; ``as_bounds`` where it touched fewer than its record bounds but at least
+    WHOLE_GRID_MIN_COVER of them, read as the bounds. Raises TraceError where it touched fewer (a gather
+    scattered in gaps of 32 B or more within its bounds: the record keeps only the bounds), naming its
+    line and tile."""
+    if access[10]:    # a wrap is recorded only where the access is one whole rectangle in its virtual form
+        obs, _, _, _, q = _observations(_unwrapped([access], 0), pitch, size, wrap=True)
+        if obs is not None:
+            period = access[11] * (access[14] if access[10] == 1 and obs.shape[1] == 2 else 1)
+            return [v.astype(np.int64) for v in _fold(obs, q, period)], False
+    described = _described_sectors(access)
+    touched = access[17]
+    as_bounds = touched is not None and touched != described
+    if as_bounds and not (isinstance(touched, numbers.Integral) and 0 < described
+                          and WHOLE_GRID_MIN_COVER * described <= touched < described):
+        raise TraceError(f"the {'store' if access[5] else 'load'} at line {access[0]} of tile {tile} touches "
+                         f"{access[17]} sectors of 32 B scattered within the {described if described >= 0 else 'many'} "
+                         f"its record bounds (a gather, or a mask that is no rectangle: the record keeps only "
+                         f"its bounds): cannot trace it whole")
+    start, end, own, col_lo, col_hi = access[2], access[3], access[6], access[7], access[8]
+    if own <= 0 or own == pitch:
+        obs, _, _, _, _ = _observations([access], pitch, size, wrap=False)
+        return [obs.astype(np.int64)], as_bounds
+    rows = np.arange(start // own, (end - 1) // own + 1, dtype=np.int64) * own   # a rectangle of its own pitch
+    return [np.stack([rows + col_lo, rows + col_hi], axis=1)], as_bounds
+
+
+def _described_sectors(access: tuple) -> int:
+    """The 32 B sectors (MERGE_GAP_BYTES) an unwrapped record's geometry describes: its byte range, or
+    the byte columns ``[col_lo, col_hi)`` of each row of its own pitch; -1 where it describes more rows
+    than it holds bytes (no record made so describes itself)."""
+    start, end, nbytes, own, col_lo, col_hi = access[2], access[3], access[4], access[6], access[7], access[8]
+    sector = MERGE_GAP_BYTES
+    if own <= 0:
+        return -(-end // sector) - start // sector
+    first, last = start // own, (end - 1) // own
+    if last - first + 1 > max(int(nbytes), 1):
+        return -1
+    rows = np.arange(first, last + 1, dtype=np.int64) * own
+    lo, hi = (rows + col_lo) // sector, -(-(rows + col_hi) // sector)
+    covered = np.maximum.accumulate(np.concatenate([[lo[0]], hi[:-1]]))   # sectors earlier rows reached
+    return int(np.maximum(hi - np.maximum(lo, covered), 0).sum())
+
+
+def _rects_to_trace(rects: list, num_tiles: int, steps: int, programs_per_cu: int, source: str) -> TileTrace:
+    """The TileTrace of rectangles ``(tile, step, tensor, is_store, r0, r1, c0, c1)`` given per tile
+    and step in the order the program made them: each tensor cut into cells as in ``_to_trace``, each
+    rectangle's cells (row-major) in its tile's step, one after another."""
+    if not rects:
+        return _numbered(new_keys(num_tiles, steps, 1), np.zeros((num_tiles, steps, 1), dtype=bool), {},
+                         programs_per_cu, source)
+    r0, r1, c0, c1 = (np.concatenate([np.asarray(r[k], dtype=np.int64).ravel() for r in rects]) for k in range(4, 8))
+    counts = [np.asarray(r[4]).size for r in rects]
+    tile, step, tensor, store = (np.repeat(np.array([r[k] for r in rects], dtype=np.int64), counts) for k in range(4))
+    keep = (r0 < r1) & (c0 < c1)
+    tile, step, tensor, store, r0, r1, c0, c1 = (a[keep] for a in (tile, step, tensor, store, r0, r1, c0, c1))
+    grids, base = {}, 0
+    first_cell, ncols = np.zeros(len(tile), dtype=np.int64), np.zeros(len(tile), dtype=np.int64)
+    i0, nr, k0, nc = (np.zeros(len(tile), dtype=np.int64) for _ in range(4))
+    for t in np.unique(tensor):
+        mine = tensor == t
+        rows, cols = np.unique(np.concatenate([r0[mine], r1[mine]])), np.unique(np.concatenate([c0[mine], c1[mine]]))
+        grids[int(t)] = (rows, cols, base)
+        first_cell[mine], ncols[mine] = base, len(cols)
+        i0[mine] = np.searchsorted(rows, r0[mine])
+        nr[mine] = np.searchsorted(rows, r1[mine]) - i0[mine]
+        k0[mine] = np.searchsorted(cols, c0[mine])
+        nc[mine] = np.searchsorted(cols, c1[mine]) - k0[mine]
+        base += (len(rows) - 1) * len(cols)
+    count = nr * nc
+    check_size(num_tiles, -(-int(count.sum()) // num_tiles), at_least=True)   # before the cells are made
+    owner = np.repeat(np.arange(len(tile)), count)          # the rectangle of each cell access
+    m = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+    cell = first_cell[owner] + (i0[owner] + m // nc[owner]) * ncols[owner] + (k0[owner] + m % nc[owner])
+    group = tile[owner] * steps + step[owner]               # (tile, step), rectangles kept in their order
+    order = np.argsort(group, kind="stable")
+    group, cell, written = group[order], cell[order], store[owner][order].astype(bool)
+    starts = np.searchsorted(group, group, side="left")
+    slot = np.arange(len(group)) - starts
+    width = int(slot.max()) + 1 if slot.size else 1
+    keys = new_keys(num_tiles, steps, width)
+    is_store = np.zeros(keys.shape, dtype=bool)
+    keys[group // steps, group % steps, slot] = cell
+    is_store[group // steps, group % steps, slot] = written
+    return _numbered(keys, is_store, grids, programs_per_cu, source)
 
 
 def fits_on_samples(samples: dict, grid: tuple) -> bool:
@@ -479,15 +672,18 @@ def _private(tiles: int, granule: int) -> tuple:
 
 
 def _normalise(access) -> tuple:
-    """A recorded access as the seventeen-element tuple (module docstring): six-element records
-    are contiguous of unknown size, ten-element ones wrap nowhere."""
+    """A recorded access as the eighteen-element tuple (module docstring): six-element records
+    are contiguous of unknown size, ten-element ones wrap nowhere, and records of fewer than 18
+    fields do not say how many sectors they touch (None: taken as described)."""
     access = tuple(access)
     if len(access) == 6:
         access = (*access, 0, 0, 0, -1)
     if len(access) == 10:
-        return (*access, *_NO_WRAP)
-    if len(access) != 17:
-        raise TraceError(f"a recorded access has {len(access)} fields, expected 6, 10 or 17: {access}")
+        access = (*access, *_NO_WRAP)
+    if len(access) == 17:
+        return (*access, None)
+    if len(access) != 18:
+        raise TraceError(f"a recorded access has {len(access)} fields, expected 6, 10, 17 or 18: {access}")
     return access
 
 
@@ -824,6 +1020,13 @@ def _to_trace(parts: list, num_tiles: int, steps: int, programs_per_cu: int, sou
         keys[:, step, slot[step]] = cell
         is_store[step, slot[step]] = store
         slot[step] += 1
+    return _numbered(keys, np.broadcast_to(is_store, keys.shape), grids, programs_per_cu, source)
+
+
+def _numbered(keys: np.ndarray, is_store: np.ndarray, grids: dict, programs_per_cu: int, source: str) -> TileTrace:
+    """The TileTrace of cell ids ``keys`` (-1: none; changed in place to block ids, numbered in the
+    order of the cells) whose accesses are stores where ``is_store`` (the shape of ``keys``), each
+    tensor's cells cut by ``grids[tensor] = (row bounds, column bounds, first cell id)``."""
     valid = keys >= 0
     unique, inverse = np.unique(keys[valid], return_inverse=True)
     keys[valid] = inverse.ravel()
@@ -833,12 +1036,12 @@ def _to_trace(parts: list, num_tiles: int, steps: int, programs_per_cu: int, sou
         local = unique[inside] - first
         ri, ci = local // len(cols), local % len(cols)
         block_bytes[inside] = (rows[ri + 1] - rows[ri]) * (cols[ci + 1] - cols[ci])
-    flat_store = np.broadcast_to(is_store, keys.shape)[valid]
+    flat_store = is_store[valid]
     block_is_write = np.zeros(len(unique), dtype=bool)
     np.logical_or.at(block_is_write, inverse.ravel(), flat_store)
     loaded = np.zeros(len(unique), dtype=bool)              # blocks also loaded somewhere
     np.logical_or.at(loaded, inverse.ravel(), ~flat_store)
-    access_is_write = np.broadcast_to(is_store, keys.shape) & valid
+    access_is_write = is_store & valid
     return TileTrace(keys=keys, block_bytes=block_bytes, block_is_write=block_is_write,
                      programs_per_cu=programs_per_cu, source=source,
                      access_is_write=access_is_write.copy() if (loaded & block_is_write).any() else None)
@@ -906,10 +1109,12 @@ def access_record(site: int, tensor: int, offsets: np.ndarray, itemsize: int, is
     in elements) lets an access that wraps around the tensor's edge be recognised (fields 11-17)."""
     offsets = np.asarray(offsets, dtype=np.int64)
     if offsets.size == 0:
-        return (site, -1, 0, 0, 0, bool(is_store), 0, 0, 0, 0, *_NO_WRAP)
+        return (site, -1, 0, 0, 0, bool(is_store), 0, 0, 0, 0, *_NO_WRAP, 0)
     pitch, col_lo, col_hi = _geometry(offsets, itemsize)
+    sectors = np.unique(np.concatenate([offsets // MERGE_GAP_BYTES, (offsets + itemsize - 1) // MERGE_GAP_BYTES]))
     return (site, tensor, int(offsets[0]), int(offsets[-1]) + itemsize, int(offsets.size) * itemsize,
-            bool(is_store), pitch, col_lo, col_hi, int(tensor_bytes), *_wrap(offsets, itemsize, layout))
+            bool(is_store), pitch, col_lo, col_hi, int(tensor_bytes), *_wrap(offsets, itemsize, layout),
+            int(sectors.size))
 
 
 def _wrap(offsets: np.ndarray, itemsize: int, layout: tuple | None) -> tuple:

@@ -42,6 +42,7 @@ from __future__ import annotations
 import itertools
 import math
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -337,8 +338,8 @@ def _compare_rounds(spec, inputs, meta, flush, n: int, request: dict) -> int:
 
 def _stage_trace(module, spec, request: dict) -> dict:
     """Record the accesses of sampled tiles' programs at a real problem (profiling/tracer.py)."""
-    from swizzleperf.profiling.tracer import (TraceError, check_tiles, digit_splits, digit_tiles, fits_on_samples,
-                                              record_samples, sample_tiles)
+    from swizzleperf.profiling.tracer import (TraceError, check_tiles, digit_splits, digit_tiles, every_tile,
+                                              fits_on_samples, record_samples, sample_tiles, whole_grid_affordable)
     name = request.get("trace_problem", "default")
     problem, meta = {**spec.problems[name], **request.get("problem_sizes", {})}, _meta(spec, name, request)
     grid = tuple(int(g) for g in spec.tile_grid(problem, meta))
@@ -346,23 +347,33 @@ def _stage_trace(module, spec, request: dict) -> dict:
                           math.prod(grid), len(grid))
     pid_of_tile = np.empty(math.prod(grid), dtype=np.int64)
     pid_of_tile[np.ravel_multi_index(tuple(coords.T), grid)] = np.arange(math.prod(grid))
-    tiles, divisors = sample_tiles(grid), set()
+    tiles, divisors, spent = sample_tiles(grid), set(), [0.0]
 
     def traced(more: list) -> list:
-        return record_samples(spec, module, problem, meta, request["dtype"],
-                              [int(pid_of_tile[np.ravel_multi_index(t, grid)]) for t in more], divisors)
+        began = time.monotonic()
+        recorded = record_samples(spec, module, problem, meta, request["dtype"],
+                                  [int(pid_of_tile[np.ravel_multi_index(t, grid)]) for t in more], divisors)
+        spent[0] += time.monotonic() - began
+        return recorded
     try:
         accesses = traced(tiles)
         # a kernel that divides by a scalar dividing an axis may split a program id into digits: where the
         # plain fit fails, 8 tiles at random more, then the tiles at the edges of the digits that fit them
         # (profiling/tracer.py's extend, "Digits of a program id")
         usable = sorted(d for d in divisors if 1 < d and any(g % d == 0 and d < g for g in grid))[-64:]
-        if usable and not fits_on_samples(dict(zip(map(tuple, tiles), accesses)), grid):
+        fits, splits = fits_on_samples(dict(zip(map(tuple, tiles), accesses)), grid), None
+        if usable and not fits:
             extra = check_tiles(grid, tiles)
             tiles, accesses = tiles + extra, accesses + traced(extra)
             splits = digit_splits(dict(zip(map(tuple, tiles), accesses)), grid, usable)
             edges = [t for t in digit_tiles(grid, splits) if t not in set(tiles)] if splits else []
             tiles, accesses = tiles + edges, accesses + (traced(edges) if edges else [])
+        # no fit at all (addresses that depend on the data, steps that differ by tile): a small launch is
+        # recorded whole and read as recorded (profiling/tracer.py's extend, WHOLE_GRID_*)
+        if not fits and not splits and whole_grid_affordable(grid, len(tiles), sum(map(len, accesses)), spent[0]):
+            taken = set(tiles)
+            rest = [t for t in every_tile(grid) if t not in taken]
+            tiles, accesses = tiles + rest, accesses + (traced(rest) if rest else [])
         divisors = sorted(d for d in divisors if 1 < d and any(g % d == 0 and d < g for g in grid))[-64:]
     except TraceError as exc:
         raise StageFailure("RUNTIME_ERROR", f"cannot trace: {exc}") from None

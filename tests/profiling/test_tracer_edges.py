@@ -2,10 +2,6 @@
 shifted loads are masked at the domain's edges trace, and every tile's lines agree with a
 brute-force trace of all programs; tiles that share 128 B lines but not byte ranges reuse each
 other's data; data-dependent kernels and too-small grids are refused, naming the access."""
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +14,8 @@ from swizzleperf.hwspecs import HardwareSpec
 from swizzleperf.profiling import l2sim
 from swizzleperf.profiling import tracer
 from swizzleperf.profiling.tracer import TraceError, access_record, extend, sample_tiles
+
+from brute_trace import assert_trace_is, brute_force
 
 KERNELS = Path(__file__).resolve().parents[2] / "kernels"
 
@@ -34,42 +32,6 @@ def _recorded(path: Path, meta: dict, sizes: dict) -> tuple:
     return {tuple(t): a for t, a in zip(recorded["tiles"], recorded["accesses"])}, tuple(recorded["grid"])
 
 
-# Runs every program of the launch under the interpreter and prints, per program id, the
-# (tensor, 32 B granule) pairs its loads and its stores touch, granules counted from each tensor's start.
-_BRUTE_FORCE = """
-import json, sys
-import numpy as np
-from swizzleperf.agent.verification.load import load_kernel
-from swizzleperf.profiling.interpreter_hooks import sampled_launches
-path, sizes, meta = json.loads(sys.argv[1])
-module, spec = load_kernel(path)
-problem, meta = {**spec.problems["default"], **sizes}, {**spec.meta, **meta}
-programs = int(np.prod(spec.tile_grid(problem, meta)))
-inputs = spec.make_inputs(problem, 0, "cpu", spec.dtypes[0])
-ranges = [(t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()) for t in inputs.values()]
-seen = [[set(), set()] for _ in range(programs)]
-
-def on_access(launch, index, addrs, itemsize, is_store):
-    for k, (lo, hi) in enumerate(ranges):
-        inside = addrs[(addrs >= lo) & (addrs < hi)] - lo
-        for g in np.unique(np.concatenate([inside // 32, (inside + itemsize - 1) // 32])).tolist():
-            seen[index][int(is_store)].add((k, g))
-
-with sampled_launches(list(range(programs)), on_access):
-    spec.launch(inputs, **meta)
-print(json.dumps([[sorted(r), sorted(w)] for r, w in seen]))
-"""
-
-
-def _brute_force(path: Path, meta: dict, sizes: dict) -> list:
-    """Per program id (= row-major tile: both stencils' own order is row-major), the sets of
-    ``(tensor, 32 B granule)`` it reads and writes."""
-    done = subprocess.run([sys.executable, "-c", _BRUTE_FORCE, json.dumps([str(path), sizes, meta])],
-                          capture_output=True, text=True, timeout=300, env=dict(os.environ, TRITON_INTERPRET="1"))
-    assert done.returncode == 0, done.stderr[-2000:]
-    return [[{tuple(x) for x in r}, {tuple(x) for x in w}] for r, w in json.loads(done.stdout.strip().splitlines()[-1])]
-
-
 @pytest.mark.parametrize("kernel, meta, sizes", [
     # 72 x 160 fp32 (rows of 640 B = 5 lines), 16 x 64 tiles: a 5 x 3 grid, ragged in both
     # dimensions (72 = 4 * 16 + 8 rows, 160 = 2 * 64 + 32 columns).
@@ -83,26 +45,10 @@ def test_masked_stencils_trace_as_a_brute_force_trace(kernel, meta, sizes):
     every two tiles share exactly the granules they really share (edge tiles included)."""
     path = KERNELS / f"{kernel}.py"
     samples, grid = _recorded(path, meta, sizes)
-    brute = _brute_force(path, meta, sizes)
+    brute = brute_force(path, sizes, meta)
     assert len(brute) == int(np.prod(grid))
     for granule in (128, 32):
-        trace = extend(samples, grid, 1, "test", granule_bytes=granule)
-        per = granule // 32
-        truth = [[{(k, g // per) for k, g in kind} for kind in tile] for tile in brute]
-        writes = trace.writes()
-        mine = []
-        for t in range(trace.num_tiles):
-            keys = trace.keys[t]
-            reads = set(keys[(keys >= 0) & ~writes[t]].tolist())
-            stored = set(keys[writes[t]].tolist())
-            assert trace.block_bytes[sorted(reads)].sum() == len(truth[t][0]) * granule, (granule, t)
-            assert trace.block_bytes[sorted(stored)].sum() == len(truth[t][1]) * granule, (granule, t)
-            mine.append(reads | stored)
-        for t in range(len(mine)):
-            for u in range(t + 1, len(mine)):
-                shared = (truth[t][0] | truth[t][1]) & (truth[u][0] | truth[u][1])
-                assert trace.block_bytes[sorted(mine[t] & mine[u])].sum() == len(shared) * granule, (granule, t, u)
-        assert trace.footprint_bytes() == len(set().union(*[r | w for r, w in truth])) * granule
+        assert_trace_is(extend(samples, grid, 1, "test", granule_bytes=granule), brute, granule)
 
 
 def _one_cache(l2_bytes: int) -> HardwareSpec:
@@ -187,20 +133,15 @@ SPEC = KernelSpec(
 '''
 
 
-def test_a_data_dependent_gather_is_refused(tmp_path):
-    """Same control flow in every program, addresses from loaded data: refused, naming the load."""
+def test_a_data_dependent_gather_too_large_to_trace_whole_is_refused(tmp_path):
+    """Same control flow in every program, addresses from loaded data, on more tiles than the worker
+    traces whole (tracer.WHOLE_GRID_MAX_TILES): refused, naming the load."""
     path = tmp_path / "gather.py"
     path.write_text(_GATHER)
     gather_line = next(i for i, line in enumerate(_GATHER.splitlines(), 1) if "tl.load(x_ptr + idx" in line)
     with pytest.raises(SimulateError, match=rf"load at line {gather_line} of the kernel\): its address is "
                                             r"not an affine function.*data-dependent addressing"):
-        trace_kernel(path)
-
-
-def test_spmv_is_refused():
-    """The CSR SpMV's loop runs as many steps as its rows' nonzeros: refused as data-dependent."""
-    with pytest.raises(SimulateError, match="another access pattern.*data-dependent"):
-        trace_kernel(KERNELS / "spmv.py", problem="check")
+        trace_kernel(path, sizes={"N": 256 * (tracer.WHOLE_GRID_MAX_TILES + 1)})
 
 
 def _stencil_samples(grid: tuple, masked: bool, tile: int = 4, rows: int = None, cols: int = None,
@@ -380,14 +321,7 @@ def test_a_program_id_split_into_digits_traces_as_a_brute_force_trace(tmp_path, 
         extend(samples, grid, 1, "test")
     trace = extend(samples, grid, 1, "test", granule_bytes=32, divisors=divisors)
     assert f"coordinate 0 in digits of {digits.format(n=num_n, m=num_m)} x the rest" in trace.source
-    brute = _brute_force(path, {}, sizes)
-    writes = trace.writes()
-    for t in range(trace.num_tiles):
-        keys = trace.keys[t]
-        reads, stored = set(keys[(keys >= 0) & ~writes[t]].tolist()), set(keys[writes[t]].tolist())
-        assert trace.block_bytes[sorted(reads)].sum() == len(brute[t][0]) * 32, t
-        assert trace.block_bytes[sorted(stored)].sum() == len(brute[t][1]) * 32, t
-    assert trace.footprint_bytes() == len(set().union(*[r | w for r, w in brute])) * 32
+    assert_trace_is(trace, brute_force(path, sizes), 32)
 
 
 def _gemm_truth(B: int, M: int, N: int, BM: int = 16, BN: int = 32, K: int = 32):

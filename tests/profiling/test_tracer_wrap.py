@@ -7,8 +7,6 @@ and the simulator ranks orders on it (no "every order predicts the same")."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -23,6 +21,8 @@ from swizzleperf.agent.verification.simulate import trace_kernel
 from swizzleperf.agent.verification.swizzles import catalog_source
 from swizzleperf.profiling import l2sim
 from swizzleperf.profiling.tracer import TraceError, access_record, extend, sample_tiles
+
+from brute_trace import assert_trace_is, brute_force
 
 APP = Path(__file__).resolve().parents[1] / "helpers" / "apps" / "tutorial_gemm_ragged" / "app.py"
 
@@ -46,13 +46,13 @@ def test_a_wrap_around_access_is_recognised_with_its_virtual_form(rows, cols, ex
     pitch = shape[1]
     record = access_record(7, 0, _offsets(rows, cols, pitch), 4, False, shape[0] * shape[1] * 4,
                            layout=(shape, (pitch, 1)))
-    assert record[10:] == expected
+    assert record[10:17] == expected
     assert record[:2] == (7, 0) and record[4] == len(rows) * len(list(cols)) * 4
 
 
 def test_a_vector_wraps_as_a_byte_range():
     record = access_record(3, 0, np.array([36, 37, 38, 39, 0, 1, 2]) * 2, 2, True, 80, layout=((40,), (1,)))
-    assert record[10:] == (2, 80, 72, 86, 0, 0, 0)
+    assert record[10:17] == (2, 80, 72, 86, 0, 0, 0)
 
 
 def _wrapped_gemm(tile: tuple, wrap: str = "%", m_rows: int = 100, k: int = 64, block: int = 32) -> list:
@@ -90,32 +90,6 @@ def tutorial_gemm(tmp_path_factory):
                                tmp_path_factory.mktemp("work"))
 
 
-# Every program of the captured launch under the interpreter: per program id, the (tensor, 32 B
-# sector) pairs its loads and its stores touch, sectors counted from each tensor's start.
-_BRUTE_FORCE = """
-import json, sys
-import numpy as np
-from swizzleperf.agent.verification.load import load_kernel
-from swizzleperf.profiling.interpreter_hooks import sampled_launches
-path, programs = json.loads(sys.argv[1])
-module, spec = load_kernel(path)
-inputs = spec.make_inputs(spec.problems["default"], 0, "cpu", spec.dtypes[0])
-tensors = [t for t in inputs.values() if hasattr(t, "data_ptr")]
-ranges = [(t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()) for t in tensors]
-seen = [[set(), set()] for _ in range(programs)]
-
-def on_access(launch, index, addrs, itemsize, is_store):
-    for k, (lo, hi) in enumerate(ranges):
-        inside = addrs[(addrs >= lo) & (addrs < hi)] - lo
-        for g in np.unique(np.concatenate([inside // 32, (inside + itemsize - 1) // 32])).tolist():
-            seen[index][int(is_store)].add((k, g))
-
-with sampled_launches(list(range(programs)), on_access):
-    spec.launch(inputs, **spec.meta_for("default"))
-print(json.dumps([[sorted(r), sorted(w)] for r, w in seen]))
-"""
-
-
 def test_the_tutorial_gemm_traces_sector_for_sector_as_all_its_programs(tutorial_gemm):
     """Rows of 320 and 800 B are whole 32 B sectors, so the extension must equal the brute force
     exactly: every tile's sectors read and written, and every two tiles' shared sectors (the `% M`
@@ -142,28 +116,14 @@ def _equals_brute_force(prepared, trace) -> None:
     brute-force trace of all the captured launch's programs finds."""
     folder = prepared.capture.folder
     programs = trace.num_tiles
-    done = subprocess.run([sys.executable, "-c", _BRUTE_FORCE, json.dumps([str(prepared.module_path), programs])],
-                          capture_output=True, text=True, timeout=300, env=dict(os.environ, TRITON_INTERPRET="1"))
-    assert done.returncode == 0, done.stderr[-2000:]
-    per_program = json.loads(done.stdout.strip().splitlines()[-1])
+    per_program = brute_force(prepared.module_path, programs=programs)
     lift = json.loads((folder / "lift.json").read_text())
     grid = tuple(lift["tile_grid"])
     tiles = target_order(prepared.lifted.target_source, tuple(lift["arg_values"]), programs)
     truth = [None] * programs
     for program, tile in enumerate(tiles):
-        truth[int(np.ravel_multi_index(tuple(tile), grid))] = [{tuple(x) for x in kind} for kind in per_program[program]]
-    writes = trace.writes()
-    mine = []
-    for t in range(programs):
-        keys = trace.keys[t]
-        reads, stored = set(keys[(keys >= 0) & ~writes[t]].tolist()), set(keys[writes[t]].tolist())
-        assert trace.block_bytes[sorted(reads)].sum() == len(truth[t][0]) * 32, t
-        assert trace.block_bytes[sorted(stored)].sum() == len(truth[t][1]) * 32, t
-        mine.append(reads | stored)
-    for t in range(programs):
-        for u in range(t + 1, programs):
-            shared = (truth[t][0] | truth[t][1]) & (truth[u][0] | truth[u][1])
-            assert trace.block_bytes[sorted(mine[t] & mine[u])].sum() == len(shared) * 32, (t, u)
+        truth[int(np.ravel_multi_index(tuple(tile), grid))] = per_program[program]
+    assert_trace_is(trace, truth, 32)
 
 
 def test_the_tutorial_gemms_cpu_run_ranks_orders(tutorial_gemm):
