@@ -302,19 +302,26 @@ def whole_grid_affordable(grid: tuple, sampled: int, accesses: int, seconds: flo
             and seconds / sampled * (total - sampled) <= WHOLE_GRID_BUDGET_S)
 
 
+#: The most rows of its own pitch one record may describe in the whole-grid reading (a record that
+#: describes more, or more than it holds bytes, is refused: no record the recorder makes does).
+WHOLE_GRID_MAX_ROWS = 1 << 20
+
+
 def _whole_grid_trace(samples: dict, grid: tuple, programs_per_cu: int, source: str, granule: int) -> TileTrace:
     """The trace of a launch every tile of which was recorded (``covers_grid``): each program's own
     accesses, read without any fit, so addresses that depend on the data and steps or call sites that
     differ by tile are taken as they were (the data of the traced launch: another input may differ);
-    each access its rectangle (a wrapped one its two parts, a 2-D one of another pitch than its
-    tensor's its bounding byte range), in its own step (a step ends where a call site repeats).
-    Raises TraceTooLarge past the simulator's bound."""
+    each access in its own step (a step ends where a call site repeats), as the bytes it touched
+    (``_as_read``), cut into cells per tensor: rows of the tensor's pitch where that is a whole number
+    of granules, else byte ranges (a row that does not begin on a granule is not rounded as if it did).
+    Raises TraceError for a record the reading cannot take, TraceTooLarge past the simulator's bound."""
     grid = tuple(int(g) for g in grid)
     index = {t: i for i, t in enumerate(every_tile(grid))}
     programs = {index[tuple(int(c) for c in t)]: group_steps([_normalise(a) for a in samples[t]]) for t in samples}
     steps = max([len(p) for p in programs.values()] + [1])
     records = [a for p in programs.values() for step in p for a in step if a[3] > a[2] and a[1] >= 0]
     pitch, size = _tensor_pitches(records), _tensor_sizes(records)
+    pitch = {t: p for t, p in pitch.items() if p % granule == 0}
     rects, wrapped, bounded = [], 0, 0   # (tile, step, tensor, is_store, r0, r1, c0, c1), the last four arrays
     for tile, program in programs.items():
         for s, step in enumerate(program):
@@ -322,11 +329,10 @@ def _whole_grid_trace(samples: dict, grid: tuple, programs_per_cu: int, source: 
                 if a[3] <= a[2] or a[1] < 0:
                     continue
                 p, size_t = pitch.get(a[1], 0), size.get(a[1], -1)
-                pieces, as_bounds = _as_read(a, p, size_t, tile)
-                wrapped, bounded = wrapped + (len(pieces) > 1), bounded + as_bounds
-                for values in pieces:
-                    for r0, r1, c0, c1 in _rectangles(values, p):
-                        rects.append((tile, s, a[1], bool(a[5]), *_round_columns(r0, r1, c0, c1, p, size_t, granule)))
+                values, as_bounds = _as_read(a, p, tile)
+                wrapped, bounded = wrapped + bool(a[10]), bounded + as_bounds
+                for r0, r1, c0, c1 in _rectangles(values, p):
+                    rects.append((tile, s, a[1], bool(a[5]), *_round_columns(r0, r1, c0, c1, p, size_t, granule)))
     note = (f"; every one of the {len(index)} tiles traced, read as recorded (no fit: addresses or steps differ "
             f"by tile, as this launch's data gave them); {granule} B granules"
             + (f"; {wrapped} accesses wrap around their tensor's edge" if wrapped else "")
@@ -335,48 +341,76 @@ def _whole_grid_trace(samples: dict, grid: tuple, programs_per_cu: int, source: 
     return _rects_to_trace(rects, len(index), steps, programs_per_cu, source + note)
 
 
-def _as_read(access: tuple, pitch: int, size: int, tile: int) -> tuple:
-    """One recorded access as ``([values], as_bounds)``: int64 arrays ``[n, 4]`` (rectangles of the
-    tensor's ``pitch``) or ``[n, 2]`` (byte ranges), as ``_rectangles`` takes them, describing the 32 B
-    sectors it touched: a wrapped access its virtual form folded back into its parts, a 2-D one of
-    another pitch its rows; ``as_bounds`` where it touched fewer than its record bounds but at least
-    WHOLE_GRID_MIN_COVER of them, read as the bounds. Raises TraceError where it touched fewer (a gather
-    scattered in gaps of 32 B or more within its bounds: the record keeps only the bounds), naming its
-    line and tile."""
+def _as_read(access: tuple, pitch: int, tile: int) -> tuple:
+    """One recorded access as ``(values, as_bounds)``: int64 ``[n, 4]``, one rectangle of the tensor's
+    ``pitch`` (a 2-D access of that pitch), or ``[n, 2]``, byte ranges (a contiguous one; each row of a
+    2-D one of another pitch; a wrapped one's parts, its virtual form folded back), as ``_rectangles``
+    takes them: the 32 B sectors it touched. ``as_bounds`` where it touched fewer than its record
+    bounds but at least WHOLE_GRID_MIN_COVER of them, read as the bounds.
+
+    Raises:
+        TraceError: it touched fewer (a gather scattered in gaps of 32 B or more within its bounds:
+            the record keeps only the bounds), or its record describes more rows than it holds bytes
+            or WHOLE_GRID_MAX_ROWS; naming its line and tile."""
+    start, end, nbytes, own, col_lo, col_hi = access[2], access[3], access[4], access[6], access[7], access[8]
+    what = f"the {'store' if access[5] else 'load'} at line {access[0]} of tile {tile}"
     if access[10]:    # a wrap is recorded only where the access is one whole rectangle in its virtual form
-        obs, _, _, _, q = _observations(_unwrapped([access], 0), pitch, size, wrap=True)
-        if obs is not None:
-            period = access[11] * (access[14] if access[10] == 1 and obs.shape[1] == 2 else 1)
-            return [v.astype(np.int64) for v in _fold(obs, q, period)], False
-    described = _described_sectors(access)
-    touched = access[17]
+        return _wrapped_ranges(access, what), False
+    touched, sector = access[17], MERGE_GAP_BYTES
+    contiguous = -(-end // sector) - start // sector
+    if own > 0 and touched == contiguous:
+        own = 0       # runs closer than a sector apart in rows of their own pitch: every sector between touched
+    described = contiguous if own <= 0 else _described_sectors(access, what)
     as_bounds = touched is not None and touched != described
-    if as_bounds and not (isinstance(touched, numbers.Integral) and 0 < described
-                          and WHOLE_GRID_MIN_COVER * described <= touched < described):
-        raise TraceError(f"the {'store' if access[5] else 'load'} at line {access[0]} of tile {tile} touches "
-                         f"{access[17]} sectors of 32 B scattered within the {described if described >= 0 else 'many'} "
-                         f"its record bounds (a gather, or a mask that is no rectangle: the record keeps only "
-                         f"its bounds): cannot trace it whole")
-    start, end, own, col_lo, col_hi = access[2], access[3], access[6], access[7], access[8]
-    if own <= 0 or own == pitch:
-        obs, _, _, _, _ = _observations([access], pitch, size, wrap=False)
-        return [obs.astype(np.int64)], as_bounds
-    rows = np.arange(start // own, (end - 1) // own + 1, dtype=np.int64) * own   # a rectangle of its own pitch
-    return [np.stack([rows + col_lo, rows + col_hi], axis=1)], as_bounds
+    if as_bounds and not (0 < described and WHOLE_GRID_MIN_COVER * described <= touched < described):
+        raise TraceError(f"{what} touches {touched} sectors of 32 B scattered within the {described} its "
+                         f"record bounds (a gather, or a mask that is no rectangle: the record keeps only its "
+                         f"bounds): cannot trace it whole")
+    if own <= 0:
+        return np.array([[start, end]], dtype=np.int64), as_bounds
+    if own == pitch:
+        return np.array([_as_rect(access, pitch)], dtype=np.int64), as_bounds
+    rows = _rows(start, end, own, nbytes, what)
+    return np.stack([rows + col_lo, rows + col_hi], axis=1), as_bounds
 
 
-def _described_sectors(access: tuple) -> int:
-    """The 32 B sectors (MERGE_GAP_BYTES) an unwrapped record's geometry describes: its byte range, or
-    the byte columns ``[col_lo, col_hi)`` of each row of its own pitch; -1 where it describes more rows
-    than it holds bytes (no record made so describes itself)."""
+def _rows(start: int, end: int, own: int, nbytes: int, what: str) -> np.ndarray:
+    """Byte offsets of the rows of pitch ``own`` that bytes ``[start, end)`` span. Raises TraceError
+    for more rows than the record holds bytes (``nbytes``) or than WHOLE_GRID_MAX_ROWS."""
+    first, last = start // own, (end - 1) // own
+    if last - first + 1 > min(max(int(nbytes), 1), WHOLE_GRID_MAX_ROWS):
+        raise TraceError(f"{what} is recorded as {last - first + 1} rows of {own} B holding {nbytes} B: no record "
+                         f"of the tracer's describes itself so; cannot trace it whole")
+    return np.arange(first, last + 1, dtype=np.int64) * own
+
+
+def _wrapped_ranges(access: tuple, what: str) -> np.ndarray:
+    """A wrapped record's bytes (fields 11-17: its virtual form, the wrapped part moved past the end)
+    as byte ranges ``[n, 2]`` folded back into the tensor: each row of its virtual rectangle, the rows
+    past the last (axis 1) taken from row 0 on, the columns past the row's end (axis 2, or a vector's
+    bytes) from its start."""
+    axis, period, start, end, own, col_lo, col_hi = access[10:17]
+    if axis not in (1, 2) or period <= 0 or (axis == 1 and own <= 0):
+        raise TraceError(f"{what} is recorded as wrapping in a way the tracer never records: {access[10:17]}")
+    if own <= 0:                                    # a vector: bytes [start, end), past `period` from 0
+        ranges = [(start, min(end, period))] + ([(0, end - period)] if end > period else [])
+        return np.array([r for r in ranges if r[1] > r[0]], dtype=np.int64).reshape(-1, 2)
+    rows = _rows(start, end, own, access[4], what)
+    if axis == 1:                                   # rows past `period` rows from row 0 on
+        rows = (rows // own % period) * own
+        return np.stack([rows + col_lo, rows + col_hi], axis=1)
+    inside = np.stack([rows + col_lo, rows + min(col_hi, period)], axis=1)
+    if col_hi <= period:
+        return inside
+    return np.concatenate([inside, np.stack([rows, rows + col_hi - period], axis=1)])
+
+
+def _described_sectors(access: tuple, what: str) -> int:
+    """The 32 B sectors (MERGE_GAP_BYTES) an unwrapped 2-D record describes: the byte columns
+    ``[col_lo, col_hi)`` of each row of its own pitch. Raises TraceError as ``_rows``."""
     start, end, nbytes, own, col_lo, col_hi = access[2], access[3], access[4], access[6], access[7], access[8]
     sector = MERGE_GAP_BYTES
-    if own <= 0:
-        return -(-end // sector) - start // sector
-    first, last = start // own, (end - 1) // own
-    if last - first + 1 > max(int(nbytes), 1):
-        return -1
-    rows = np.arange(first, last + 1, dtype=np.int64) * own
+    rows = _rows(start, end, own, nbytes, what)
     lo, hi = (rows + col_lo) // sector, -(-(rows + col_hi) // sector)
     covered = np.maximum.accumulate(np.concatenate([[lo[0]], hi[:-1]]))   # sectors earlier rows reached
     return int(np.maximum(hi - np.maximum(lo, covered), 0).sum())
@@ -425,13 +459,14 @@ def _rects_to_trace(rects: list, num_tiles: int, steps: int, programs_per_cu: in
     return _numbered(keys, is_store, grids, programs_per_cu, source)
 
 
-def fits_on_samples(samples: dict, grid: tuple) -> bool:
+def fits_on_samples(samples: dict, grid: tuple, granule: int = 1) -> bool:
     """Whether ``extend`` fits every access of ``samples`` in the plain tile coordinates (no digit
-    splits), checked on the samples alone (no array over the grid) at a granule of 1 byte (an access
-    small enough to be a private block at 1 B is one at any granule ``extend`` is given): the worker
-    traces ``check_tiles`` only where it does not."""
+    splits), checked on the samples alone (no array over the grid) at a granule of ``granule`` bytes
+    (1: an access small enough to be a private block at 1 B is one at any granule ``extend`` is given):
+    the worker traces ``check_tiles`` only where it does not at 1 B, and a launch whole only where it
+    does not at 32 B (the smallest granule ``extend`` is given: a 4 B label load is a private block there)."""
     try:
-        fitted, coords, grid = _fitted(samples, grid, 1)
+        fitted, coords, grid = _fitted(samples, grid, granule)
         _fit_parts(fitted, coords, coords, grid)
     except TraceError:
         return False
@@ -671,6 +706,11 @@ def _private(tiles: int, granule: int) -> tuple:
     return rows, rows + 1, np.zeros(tiles, dtype=np.int64), np.full(tiles, granule, dtype=np.int64)
 
 
+#: Every field of a recorded access is an integer below this in magnitude (byte offsets of tensors
+#: far past any memory); the worker's records are data, and anything else is refused.
+_FIELD_BOUND = 1 << 48
+
+
 def _normalise(access) -> tuple:
     """A recorded access as the eighteen-element tuple (module docstring): six-element records
     are contiguous of unknown size, ten-element ones wrap nowhere, and records of fewer than 18
@@ -681,9 +721,12 @@ def _normalise(access) -> tuple:
     if len(access) == 10:
         access = (*access, *_NO_WRAP)
     if len(access) == 17:
-        return (*access, None)
+        access = (*access, None)
     if len(access) != 18:
-        raise TraceError(f"a recorded access has {len(access)} fields, expected 6, 10, 17 or 18: {access}")
+        raise TraceError(f"a recorded access has {len(access)} fields, expected 6, 10, 17 or 18: {access}"[:300])
+    if not (all(isinstance(v, numbers.Integral) and abs(v) < _FIELD_BOUND for v in access[:17])
+            and (access[17] is None or (isinstance(access[17], numbers.Integral) and 0 <= access[17] < _FIELD_BOUND))):
+        raise TraceError(f"a recorded access holds a field that is no integer of the recorder's: {access}"[:300])
     return access
 
 

@@ -338,8 +338,9 @@ def _compare_rounds(spec, inputs, meta, flush, n: int, request: dict) -> int:
 
 def _stage_trace(module, spec, request: dict) -> dict:
     """Record the accesses of sampled tiles' programs at a real problem (profiling/tracer.py)."""
-    from swizzleperf.profiling.tracer import (TraceError, check_tiles, digit_splits, digit_tiles, every_tile,
-                                              fits_on_samples, record_samples, sample_tiles, whole_grid_affordable)
+    from swizzleperf.profiling.tracer import (MERGE_GAP_BYTES, TraceError, check_tiles, digit_splits, digit_tiles,
+                                              every_tile, fits_on_samples, record_samples, sample_tiles,
+                                              whole_grid_affordable)
     name = request.get("trace_problem", "default")
     problem, meta = {**spec.problems[name], **request.get("problem_sizes", {})}, _meta(spec, name, request)
     grid = tuple(int(g) for g in spec.tile_grid(problem, meta))
@@ -370,14 +371,37 @@ def _stage_trace(module, spec, request: dict) -> dict:
             tiles, accesses = tiles + edges, accesses + (traced(edges) if edges else [])
         # no fit at all (addresses that depend on the data, steps that differ by tile): a small launch is
         # recorded whole and read as recorded (profiling/tracer.py's extend, WHOLE_GRID_*)
-        if not fits and not splits and whole_grid_affordable(grid, len(tiles), sum(map(len, accesses)), spent[0]):
+        if (not fits and not splits and not fits_on_samples(dict(zip(map(tuple, tiles), accesses)), grid, MERGE_GAP_BYTES)
+                and whole_grid_affordable(grid, len(tiles), sum(map(len, accesses)), spent[0])):
             taken = set(tiles)
             rest = [t for t in every_tile(grid) if t not in taken]
-            tiles, accesses = tiles + rest, accesses + (traced(rest) if rest else [])
+            more = _record_rest(traced, rest, sum(map(len, accesses)))
+            if more is not None:
+                tiles, accesses = tiles + rest, accesses + more
         divisors = sorted(d for d in divisors if 1 < d and any(g % d == 0 and d < g for g in grid))[-64:]
     except TraceError as exc:
         raise StageFailure("RUNTIME_ERROR", f"cannot trace: {exc}") from None
     return {"grid": list(grid), "tiles": [list(t) for t in tiles], "accesses": accesses, "divisors": divisors}
+
+
+#: Programs recorded at a time when a launch is recorded whole (each call starts the launch anew).
+WHOLE_GRID_CHUNK = 256
+
+
+def _record_rest(traced, rest: list, recorded: int) -> list | None:
+    """The accesses of the programs of tiles ``rest`` (``traced`` records a list of tiles), in chunks of
+    WHOLE_GRID_CHUNK, or None where the samples' pace misled: the accesses in all (``recorded`` so far
+    and the rest's) pass 1.5 times WHOLE_GRID_MAX_ACCESSES, or recording the rest passes 1.5 times
+    WHOLE_GRID_BUDGET_S (programs whose data make them longer than the sampled ones); the trace is
+    then refused as it was before the rest was recorded."""
+    from swizzleperf.profiling.tracer import WHOLE_GRID_BUDGET_S, WHOLE_GRID_MAX_ACCESSES
+    more, began = [], time.monotonic()
+    for k in range(0, len(rest), WHOLE_GRID_CHUNK):
+        chunk = traced(rest[k:k + WHOLE_GRID_CHUNK])
+        more, recorded = more + chunk, recorded + sum(map(len, chunk))
+        if recorded > 1.5 * WHOLE_GRID_MAX_ACCESSES or time.monotonic() - began > 1.5 * WHOLE_GRID_BUDGET_S:
+            return None
+    return more
 
 
 #: The stages this worker runs (the module docstring), by request name; ``tune_launch`` is

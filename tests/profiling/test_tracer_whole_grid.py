@@ -105,9 +105,9 @@ def test_a_scattered_gather_is_refused_whole_naming_its_load(tmp_path):
         trace_kernel(path)
 
 
-def _stencil(tile: tuple, rows: int, cols: int, size_tile: int = 4) -> list:
-    """A masked 5-point stencil's accesses for one tile (fp32, rows padded by 16 elements)."""
-    pitch = (cols + 16) * 4
+def _stencil(tile: tuple, rows: int, cols: int, size_tile: int = 4, pad: int = 16) -> list:
+    """A masked 5-point stencil's accesses for one tile (fp32, rows padded by ``pad`` elements)."""
+    pitch = (cols + pad) * 4
     size = rows * pitch
     r = tile[0] * size_tile + np.arange(size_tile)[:, None]
     c = tile[1] * size_tile + np.arange(size_tile)[None, :]
@@ -126,12 +126,14 @@ def _steps(trace, t: int) -> list:
 
 @pytest.mark.parametrize("granule", [1, 32, 128])
 def test_where_a_fit_holds_the_whole_grid_reading_is_the_same_trace(granule):
-    """A masked stencil on a ragged 6 x 5 grid of tiles, fitted from its samples and read whole:
-    the same blocks, bytes, stores and, per tile and step, the same accesses in the same order."""
+    """A masked stencil on a ragged 6 x 5 grid of tiles (rows of 128 B: whole granules, where the fit's
+    rectangles are exact), fitted from its samples and read whole: the same blocks, bytes, stores and,
+    per tile and step, the same accesses in the same order."""
     grid, rows, cols = (6, 5), 22, 18
-    fitted = extend({t: _stencil(t, rows, cols) for t in sample_tiles(grid)}, grid, 1, "fit", granule_bytes=granule)
-    whole = tracer._whole_grid_trace({t: _stencil(t, rows, cols) for t in every_tile(grid)}, grid, 1, "whole",
-                                     granule)
+    fitted = extend({t: _stencil(t, rows, cols, pad=14) for t in sample_tiles(grid)}, grid, 1, "fit",
+                    granule_bytes=granule)
+    whole = tracer._whole_grid_trace({t: _stencil(t, rows, cols, pad=14) for t in every_tile(grid)}, grid, 1,
+                                     "whole", granule)
     assert np.array_equal(fitted.block_bytes, whole.block_bytes)
     assert np.array_equal(fitted.block_is_write, whole.block_is_write)
     for t in range(fitted.num_tiles):
@@ -215,3 +217,179 @@ def test_an_access_missing_a_few_sectors_is_read_as_its_bounds_and_counted():
                                          "within the 16 its record bounds"):
         extend({(t,): program(t, [2, 4, 6, 8, 10, 12, 14])[:1] + [access_record(13, 0, np.array([0]), 4, False, 2048)]
                 + program(t, [2, 4, 6, 8, 10, 12, 14])[1:] for t in range(4)}, grid, 1, "many", granule_bytes=32)
+
+
+# -- what the review of c54076d found: each test failed there ------------------------------------------
+
+def _sectors(offsets: np.ndarray, itemsize: int) -> set:
+    return set(np.unique(np.concatenate([offsets // 32, (offsets + itemsize - 1) // 32])).tolist())
+
+
+def _synthetic(programs: dict) -> tuple:
+    """``programs``: tile -> ``[(site, tensor, byte offsets, itemsize, is_store, tensor bytes, layout)]``;
+    returns ``(samples, truth)``: the records ``access_record`` makes of them, and per tile (row-major)
+    the ``(tensor, 32 B sector)`` pairs it reads and writes, as ``brute_force`` counts them."""
+    samples, truth = {}, []
+    for t in sorted(programs):
+        records, reads, writes = [], set(), set()
+        for site, tensor, offsets, itemsize, store, size, layout in programs[t]:
+            offsets = np.unique(np.asarray(offsets, dtype=np.int64))
+            records.append(access_record(site, tensor, offsets, itemsize, store, size, layout))
+            (writes if store else reads).update((tensor, s) for s in _sectors(offsets, itemsize))
+        samples[t], truth = records, truth + [[reads, writes]]
+    return samples, truth
+
+
+def _block(row: int, rows: int, col: int, cols: int, pitch_elems: int, row_step: int = 1) -> np.ndarray:
+    r = row + row_step * np.arange(rows)[:, None]
+    return ((r * pitch_elems + col + np.arange(cols)[None, :]) * 4).ravel()
+
+
+@pytest.mark.parametrize("pitch_elems", [25, 24, 32], ids=["rows-of-100B", "rows-of-96B", "rows-of-128B"])
+def test_rows_that_do_not_begin_on_a_granule_are_exact(pitch_elems):
+    """Each tile loads 4 rows x 16 fp32 of a table at a row from the data: exact at 32 B sectors and
+    128 B lines whatever the row stride (a 100 B or 96 B row is not rounded as if it began on a granule)."""
+    rows = np.random.default_rng(3).integers(0, 36, 8)
+    programs = {(t,): [(10, 0, _block(int(rows[t]), 4, 4, 16, pitch_elems), 4, False, 40 * pitch_elems * 4, None),
+                       (11, 1, np.arange(16) * 4 + 64 * t, 4, True, 512, None)] for t in range(8)}
+    samples, truth = _synthetic(programs)
+    for granule in (32, 128):
+        assert_trace_is(extend(samples, (8,), 1, "odd", granule_bytes=granule), truth, granule)
+
+
+def test_runs_closer_than_a_sector_in_rows_of_a_small_pitch_are_read_whole():
+    """fp32 elements at +0, +40 and +84 B (their starts' gcd, 4 B, is the record's pitch: more rows
+    than bytes) touch all 3 sectors of their bounds: read as one range, not refused as a gather."""
+    where = [3, 0, 2, 1]
+    programs = {(t,): [(11, 0, where[t] * 512 + np.array([0, 40, 84]), 4, False, 4096, None),
+                       (12, 1, np.arange(4) * 4 + 16 * t, 4, True, 64, None)] for t in range(4)}
+    samples, truth = _synthetic(programs)
+    assert_trace_is(extend(samples, (4,), 1, "small pitch", granule_bytes=32), truth, 32)
+
+
+def test_a_wrapped_access_of_a_tensor_whose_other_accesses_set_another_pitch_is_exact():
+    """``(r0 + arange(8)) % R`` rows x 16 columns beside loads of every other row (the tensor's
+    dominant pitch then twice its row stride): the wrapped access is read as its two parts, exactly."""
+    rng, R, ld = np.random.default_rng(2), 40, 256
+
+    def program(t):
+        out = [(10 + k, 0, _block(int(rng.integers(0, 30)), 4, 8, 16, ld, 2), 4, False, R * ld * 4, None)
+               for k in range(3)]
+        rows = (int(rng.integers(34, 40)) + np.arange(8)) % R
+        out.append((20, 0, ((rows[:, None] * ld + 16 + np.arange(16)[None, :]) * 4).ravel(), 4, False, R * ld * 4,
+                    ((R, ld), (ld, 1))))
+        return out + [(30, 1, np.arange(8) * 4 + 32 * t, 4, True, 256, None)]
+    samples, truth = _synthetic({(t,): program(t) for t in range(8)})
+    for granule in (32, 128):
+        trace = extend(samples, (8,), 1, "wrap", granule_bytes=granule)
+        assert "every one of the 8 tiles" in trace.source and "8 accesses wrap" in trace.source
+        assert_trace_is(trace, truth, granule)
+
+
+@pytest.mark.parametrize("field", range(18))
+def test_a_record_field_the_recorder_never_writes_is_a_one_line_refusal(field):
+    """The worker's records are data: a field that is no integer, or far past any memory (2^48 and
+    more), or a count of rows no record describes, ends in TraceError, never in another exception or
+    a huge allocation (the whole-grid reading reached np.arange over 2^31 rows)."""
+    base = [access_record(10, 0, (np.arange(4)[:, None] * 256 + np.arange(8)[None, :]).ravel() * 4, 4, False, 1 << 16),
+            access_record(11, 1, np.arange(8) * 4, 4, True, 1024)]
+    for value in (1 << 70, -(1 << 60), 3.5, "x", None, float("nan")):
+        bad = list(base[0])
+        bad[field] = value
+        if field == 17 and value is None:
+            continue                                    # "not known": a 17-field record's meaning
+        samples = {(t,): [tuple(bad) if t == 0 else base[0]] + base[1:] for t in range(3)}
+        samples[(1,)] = samples[(1,)] + [base[1]]       # shapes differ: no fit, the whole-grid reading
+        with pytest.raises(TraceError):
+            extend(samples, (3,), 1, "hostile", granule_bytes=32)
+    rows = list(base[0])
+    rows[2:4], rows[6:9] = [0, 1 << 31], [1, 0, 1]      # 2^31 rows of 1 B said to hold 128 B
+    samples = {(0,): [tuple(rows)] + base[1:], (1,): base + [base[1]], (2,): base}
+    with pytest.raises(TraceError, match="rows"):
+        extend(samples, (3,), 1, "rows", granule_bytes=32)
+
+
+_LABEL_GATHER = '''
+"""A loss kernel's per-row label, a 4 B gather the fit takes as a block of each tile's own."""
+import torch
+import triton
+import triton.language as tl
+
+from swizzleperf.kernels.spec import KernelSpec
+
+
+@triton.jit
+def swizzle(pid, num_pids):
+    tile = pid
+    return tile
+
+
+@triton.jit
+def nll_kernel(x_ptr, label_ptr, out_ptr, R, N: tl.constexpr):
+    row = swizzle(tl.program_id(axis=0), R)
+    x = tl.load(x_ptr + row * N + tl.arange(0, N))
+    label = tl.load(label_ptr + row)
+    picked = tl.load(x_ptr + row * N + label)
+    tl.store(out_ptr + row, tl.log(tl.sum(tl.exp(x), axis=0)) - picked)
+
+
+def launch(inputs, num_warps=4, num_stages=1):
+    R, N = inputs["x"].shape
+    nll_kernel[(R,)](inputs["x"], inputs["label"], inputs["out"], R, N=N)
+
+
+def make_inputs(problem, seed, device="cpu", dtype="float32"):
+    g = torch.Generator().manual_seed(seed)
+    R, N = problem["R"], problem["N"]
+    return {"x": torch.randn(R, N, generator=g), "label": torch.randint(0, N, (R,), generator=g, dtype=torch.int32),
+            "out": torch.empty(R)}
+
+
+def reference(inputs):
+    x = inputs["x"].double()
+    return torch.logsumexp(x, 1) - x.gather(1, inputs["label"].long()[:, None])[:, 0]
+
+
+def tile_grid(problem, meta):
+    return (problem["R"],)
+
+
+SPEC = KernelSpec(
+    name="nll", kernel_name="nll_kernel", problems={"default": {"R": 256, "N": 64}, "check": {"R": 13, "N": 64}},
+    meta={"num_warps": 4, "num_stages": 1}, check_meta={"num_warps": 4, "num_stages": 1},
+    make_inputs=make_inputs, launch=launch, reference=reference, output_name="out", tolerance={"float32": 1e-4},
+    tile_grid=tile_grid, swizzle_args=tile_grid, flops=lambda p: 0.0, min_bytes=lambda p, dtype: 1.0,
+    dtypes=("float32",))
+'''
+
+
+def test_a_kernel_the_fit_traces_at_32_bytes_is_not_recorded_whole(tmp_path):
+    """A 4 B label gather is no affine access at a 1 B granule, but a block of each tile's own at 32 B,
+    the smallest granule a trace is made at: the worker records the structured samples only (it had
+    recorded all 256 programs, for a trace that differed only in its source)."""
+    from swizzleperf.agent.verification.verify import run_worker
+    path = tmp_path / "nll.py"
+    path.write_text(_LABEL_GATHER)
+    result = run_worker({"kernel_path": str(path), "stages": ["trace"], "dtype": "float32", "meta_overrides": {},
+                         "trace_problem": "default", "problem_sizes": {}}, 300, interpret=True)
+    assert result.passed, result.reason
+    assert len(result.details["trace"]["tiles"]) == len(sample_tiles((256,)))
+    assert "1 data-dependent scalar accesses" in trace_kernel(path, granule_bytes=32).source
+
+
+def test_the_rest_of_a_launch_is_recorded_in_chunks_and_given_up_past_its_bounds(monkeypatch):
+    """Programs whose data make them longer than the sampled ones: recording the rest stops once the
+    accesses pass 1.5 times the bound (the trace is then refused as before), and a rest within it
+    comes back whole, in order, in chunks."""
+    from swizzleperf.agent.verification import worker
+    calls = []
+
+    def traced(tiles):
+        calls.append(len(tiles))
+        return [[("access",)] * 100 for _ in tiles]       # 100 accesses a program
+    rest = [(t,) for t in range(600)]
+    got = worker._record_rest(traced, rest, 0)
+    assert calls == [256, 256, 88] and len(got) == 600
+    calls.clear()
+    monkeypatch.setattr(tracer, "WHOLE_GRID_MAX_ACCESSES", 30_000)   # 45 000 at 1.5 x: past it in the 2nd chunk
+    assert worker._record_rest(traced, rest, 0) is None and calls == [256, 256]
