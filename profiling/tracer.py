@@ -706,9 +706,10 @@ def _private(tiles: int, granule: int) -> tuple:
     return rows, rows + 1, np.zeros(tiles, dtype=np.int64), np.full(tiles, granule, dtype=np.int64)
 
 
-#: Every field of a recorded access is an integer below this in magnitude (byte offsets of tensors
-#: far past any memory); the worker's records are data, and anything else is refused.
-_FIELD_BOUND = 1 << 48
+#: Every field of a recorded access is an integer below this in magnitude (byte offsets far past any
+#: memory, with room for the products of int64 arithmetic); the worker's records are data, and anything
+#: else is refused.
+_FIELD_BOUND = 1 << 56
 
 
 def _normalise(access) -> tuple:

@@ -288,7 +288,7 @@ def test_a_wrapped_access_of_a_tensor_whose_other_accesses_set_another_pitch_is_
 
 @pytest.mark.parametrize("field", range(18))
 def test_a_record_field_the_recorder_never_writes_is_a_one_line_refusal(field):
-    """The worker's records are data: a field that is no integer, or far past any memory (2^48 and
+    """The worker's records are data: a field that is no integer, or far past any memory (2^56 and
     more), or a count of rows no record describes, ends in TraceError, never in another exception or
     a huge allocation (the whole-grid reading reached np.arange over 2^31 rows)."""
     base = [access_record(10, 0, (np.arange(4)[:, None] * 256 + np.arange(8)[None, :]).ravel() * 4, 4, False, 1 << 16),
