@@ -17,6 +17,18 @@ def scalar_index(tensor) -> int:
     return int(tensor.handle.data.squeeze())
 
 
+def _interpreter():
+    """Triton's ``triton.runtime.interpreter`` module where kernels are interpreted
+    (``TRITON_INTERPRET=1``) and it imports, else None."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return None
+    try:
+        from triton.runtime import interpreter
+    except ImportError:
+        return None
+    return interpreter
+
+
 def interpreter_patches() -> None:
     """Both of this module's changes to the interpreter (:func:`interpreter_scalar_index`,
     :func:`interpreter_without_discarded_overflow_checks`); each a no-op when not interpreting and
@@ -34,13 +46,8 @@ def interpreter_without_discarded_overflow_checks() -> bool:
     kernel (TritonBench-G's destindex_copy_kv2, this 2-core CPU, 2026-12-08: 10.0 s of 512 programs,
     5.2 s of them in the check); what the kernel computes is unchanged. Where ``debug`` is set (a
     Triton that reads it), the checks stay. Returns whether the builder's options were changed."""
-    if os.environ.get("TRITON_INTERPRET") != "1":
-        return False
-    try:
-        import dataclasses
-        from triton.runtime import interpreter
-    except ImportError:
-        return False
+    import dataclasses
+    interpreter = _interpreter()
     builder = getattr(interpreter, "interpreter_builder", None)
     options = getattr(builder, "options", None)
     if (options is None or not dataclasses.is_dataclass(options) or getattr(options, "debug", True)
@@ -59,11 +66,8 @@ def interpreter_scalar_index() -> bool:
     Every launch's language patch (``_patch_lang``) sets it, and the launch undoes it with the
     rest. Returns whether the interpreter was patched (False: not interpreting, or a Triton
     without that patch step)."""
-    if os.environ.get("TRITON_INTERPRET") != "1":
-        return False
-    try:
-        from triton.runtime import interpreter
-    except ImportError:
+    interpreter = _interpreter()
+    if interpreter is None:
         return False
     patch = getattr(interpreter, "_patch_lang", None)
     if patch is None or not hasattr(interpreter, "tl"):
